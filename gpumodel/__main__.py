@@ -1,0 +1,5 @@
+import sys
+
+from gpumodel.cli import main
+
+sys.exit(main())

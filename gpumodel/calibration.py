@@ -1,0 +1,303 @@
+"""Calibration files: what `gpumodel validate` measured on a GPU and the parameters fitted to it.
+
+A calibration is data (YAML) with its provenance: GPU, driver, CUDA and library versions, date,
+the fitted parameters, the leave-out errors and the raw measurements. Efficiencies are stored
+relative to the datasheet so they can be carried to another GPU of the same family
+(``load_calibration("h100-sxm", for_gpu=get_gpu("h200-sxm"))``); rates then come from the
+target's spec.
+
+Where predictions look when ``calibration=None``: the user cache
+(``$GPUMODEL_CACHE_DIR`` or ``$XDG_CACHE_HOME/gpumodel`` or ``~/.cache/gpumodel``, file
+``calibrations/<gpu-id>.yaml``), then profiles shipped in ``validation/results/<gpu-id>/``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpumodel import _paths
+from gpumodel.errors import CalibrationError, GpumodelError
+from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
+
+FORMAT_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmParams(_Frozen):
+    """Fitted GEMM behaviour for one dtype (see gpumodel.model.gemm)."""
+
+    efficiency: float = Field(gt=0, le=1.5, description="large aligned GEMMs, fraction of peak")
+    misaligned_efficiency: float = Field(
+        1.0, gt=0, le=1.5, description="multiplier when a dimension misses 16-byte alignment"
+    )
+    small_m_bandwidth_efficiency: float = Field(
+        1.0, gt=0, le=1.5, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
+    )
+
+
+class HostLinkParams(_Frozen):
+    """Measured host<->device copy rates (per direction) and the fixed cost of a copy."""
+
+    h2d_pinned_bytes_per_s: float | None = Field(None, gt=0)
+    d2h_pinned_bytes_per_s: float | None = Field(None, gt=0)
+    h2d_pageable_bytes_per_s: float | None = Field(None, gt=0)
+    d2h_pageable_bytes_per_s: float | None = Field(None, gt=0)
+    overhead_s: float | None = Field(None, ge=0)
+
+
+class CollectiveParams(_Frozen):
+    """Fitted alpha (latency) and bus bandwidth of one collective on ``gpus`` GPUs."""
+
+    gpus: int = Field(gt=0)
+    alpha_s: float = Field(ge=0)
+    bus_bandwidth_bytes_per_s: float = Field(gt=0)
+    link_efficiency: float | None = Field(None, gt=0, description="busbw / per-direction link bw")
+
+
+class CalibrationParams(_Frozen):
+    """Everything the time model takes from a calibration; None means 'use the datasheet'."""
+
+    dram_efficiency: float | None = Field(None, gt=0, le=1.5)
+    l2_bandwidth_bytes_per_s: float | None = Field(None, gt=0)
+    l2_hot_max_bytes: float | None = Field(None, gt=0, description="largest hot working set in L2")
+    kernel_overhead_s: float | None = Field(None, ge=0)
+    overlap_exponent: float | None = Field(None, ge=1)
+    compute_efficiency: dict[str, float] = Field(
+        default_factory=dict, description="'unit:dtype' -> achieved / datasheet peak"
+    )
+    gemm: dict[str, GemmParams] = Field(default_factory=dict)
+    family_efficiency: dict[str, float] = Field(
+        default_factory=dict, description="per op family multiplier on the roofline rate"
+    )
+    host: HostLinkParams = HostLinkParams()
+    dram_latency_cycles: float | None = Field(None, gt=0)
+    l2_latency_cycles: float | None = Field(None, gt=0)
+    launch_host_s: float | None = Field(None, ge=0)
+    collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
+
+
+class FamilyError(_Frozen):
+    """Leave-out error of one op family: |pred - meas| / meas statistics over ``n`` points."""
+
+    n: int
+    median_abs_pct: float
+    p90_abs_pct: float
+    bias_pct: float
+    datasheet_median_abs_pct: float | None = None
+    tolerance_pct: float | None = None
+
+
+class Calibration(_Frozen):
+    format_version: Literal[1] = FORMAT_VERSION
+    gpu_id: str
+    device_name: str
+    created: datetime
+    backend: Literal["cupy", "numpy", "synthetic"] = "cupy"
+    environment: dict[str, str] = Field(default_factory=dict)
+    transferred_from: str | None = None
+    parameters: CalibrationParams
+    errors: dict[str, FamilyError] = Field(default_factory=dict)
+    unavailable: list[dict[str, str]] = Field(default_factory=list)
+    measurements: list[dict[str, Any]] = Field(default_factory=list)
+    # where it was loaded from (not stored)
+    origin: str | None = Field(None, exclude=True)
+
+    @property
+    def label(self) -> str:
+        where = self.origin or "in memory"
+        via = f", transferred from {self.transferred_from}" if self.transferred_from else ""
+        return f"{self.gpu_id} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically: a temp file in the same folder, then rename over the target."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(
+            self.model_dump(mode="json", exclude_none=False), sort_keys=False, width=100
+        )
+        atomic_write_text(path, text)
+        return path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cache_dir() -> Path:
+    if os.environ.get("GPUMODEL_CACHE_DIR"):
+        return Path(os.environ["GPUMODEL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "gpumodel"
+
+
+def user_calibration_path(gpu_id: str) -> Path:
+    return cache_dir() / "calibrations" / f"{gpu_id}.yaml"
+
+
+def shipped_calibration_path(gpu_id: str) -> Path:
+    return _paths.results_dir() / gpu_id / "calibration.yaml"
+
+
+def read_calibration_file(path: str | Path) -> Calibration:
+    """Parse and validate a calibration file; any defect is a CalibrationError naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read calibration ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise CalibrationError(f"{path}: calibration is not valid YAML (truncated?)") from None
+    if not isinstance(data, dict):
+        raise CalibrationError(f"{path}: calibration is empty or not a mapping")
+    try:
+        return Calibration.model_validate({**data, "origin": str(path)})
+    except ValidationError as exc:
+        raise CalibrationError(format_validation_error(exc, f"{path}")) from None
+
+
+@lru_cache(maxsize=64)
+def _find_default(gpu_id: str, cache: str) -> Calibration | None:
+    for path in (Path(cache) / "calibrations" / f"{gpu_id}.yaml", shipped_calibration_path(gpu_id)):
+        if path.is_file():
+            return read_calibration_file(path)
+    return None
+
+
+def default_calibration(gpu: GPUSpec) -> Calibration | None:
+    """The best calibration found for ``gpu``: user cache first, then shipped profiles."""
+    return _find_default(gpu.id, str(cache_dir()))
+
+
+def load_calibration(
+    id_or_path: str | Path | Calibration, for_gpu: GPUSpec | str | None = None
+) -> Calibration:
+    """Load a calibration by GPU id (user cache, then shipped) or file path.
+
+    With ``for_gpu`` naming another GPU, carry over what transfers (efficiencies relative to the
+    datasheet, latencies in cycles, instruction-mix and alignment effects) and take rates from
+    the target's spec. Without it, a calibration is only valid for its own GPU.
+    """
+    if isinstance(id_or_path, Calibration):
+        cal = id_or_path
+    else:
+        text = str(id_or_path)
+        path = Path(text)
+        if path.suffix in (".yaml", ".yml", ".json") or path.exists():
+            cal = read_calibration_file(path)
+        else:
+            gpu = get_gpu(text)
+            found = default_calibration(gpu)
+            if found is None:
+                raise CalibrationError(
+                    f"no calibration found for {gpu.id} (looked in {user_calibration_path(gpu.id)}"
+                    f" and {shipped_calibration_path(gpu.id)}); run `gpumodel validate` on one"
+                )
+            cal = found
+    if for_gpu is None:
+        return cal
+    target = get_gpu(for_gpu)
+    if target.id == cal.gpu_id:
+        return cal
+    return transfer(cal, target)
+
+
+def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
+    """Carry a calibration to ``target``: relative efficiencies and cycle latencies transfer,
+    absolute rates are rescaled by the ratio of the two specs."""
+    source = get_gpu(cal.gpu_id)
+    if source.vendor != target.vendor:
+        raise CalibrationError(
+            f"cannot transfer a {source.vendor} calibration ({source.id}) to a {target.vendor} GPU"
+        )
+    p = cal.parameters
+    # L2 bandwidth scales with SMs x clock (each SM's L2 slice path is per-clock)
+    l2_scale = (target.sm_count * target.boost_clock_hz) / (source.sm_count * source.boost_clock_hz)
+    host = p.host
+    if source.interconnect and target.interconnect:
+        link = (
+            target.interconnect.pcie.per_direction_bytes_per_s
+            / source.interconnect.pcie.per_direction_bytes_per_s
+        )
+        host = HostLinkParams(
+            **{
+                k: (v * link if v is not None and k.endswith("bytes_per_s") else v)
+                for k, v in host.model_dump().items()
+            }
+        )
+    l2_hot = p.l2_hot_max_bytes
+    if l2_hot is not None:
+        l2_hot *= target.l2_cache_bytes / source.l2_cache_bytes
+    params = p.model_copy(
+        update={
+            "l2_bandwidth_bytes_per_s": (
+                p.l2_bandwidth_bytes_per_s * l2_scale if p.l2_bandwidth_bytes_per_s else None
+            ),
+            "l2_hot_max_bytes": l2_hot,
+            "host": host,
+            "collectives": {},  # topology-specific: never carried
+        }
+    )
+    return cal.model_copy(
+        update={
+            "gpu_id": target.id,
+            "transferred_from": cal.gpu_id,
+            "parameters": params,
+            "errors": {},
+            "measurements": [],
+        }
+    )
+
+
+def resolve(calibration: Any, gpu: GPUSpec) -> Calibration | None:
+    """What ``predict(..., calibration=...)`` accepts -> a Calibration for ``gpu`` or None."""
+    if calibration is None:
+        return default_calibration(gpu)
+    if isinstance(calibration, str) and calibration.lower() in ("none", "datasheet"):
+        return None
+    cal = load_calibration(calibration)
+    if cal.gpu_id != gpu.id:
+        raise CalibrationError(
+            f"calibration {cal.label} is for {cal.gpu_id}, not {gpu.id}; transfer it explicitly "
+            f"with load_calibration(..., for_gpu=...) or --calibration-from {cal.gpu_id}"
+        )
+    return cal
+
+
+__all__ = [
+    "Calibration",
+    "CalibrationParams",
+    "CollectiveParams",
+    "FamilyError",
+    "GemmParams",
+    "GpumodelError",
+    "HostLinkParams",
+    "atomic_write_text",
+    "default_calibration",
+    "load_calibration",
+    "read_calibration_file",
+    "resolve",
+    "transfer",
+]

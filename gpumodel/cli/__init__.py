@@ -1,0 +1,35 @@
+"""Command-line interface: ``gpumodel ...`` and ``python -m gpumodel ...``."""
+
+from __future__ import annotations
+
+import sys
+
+from gpumodel.cli._app import app
+
+# Each module registers its commands on ``app`` when imported.
+from gpumodel.cli import predict as _predict  # noqa: E402,F401
+from gpumodel.cli import specs as _specs  # noqa: E402,F401
+
+__all__ = ["app", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; user errors become one line on stderr and exit code 2."""
+    import click
+
+    from gpumodel.errors import GpumodelError
+
+    try:
+        app(args=argv, prog_name="gpumodel", standalone_mode=False)
+    except GpumodelError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        sys.stderr.write("aborted\n")
+        return 1
+    except click.exceptions.ClickException as exc:
+        sys.stderr.write(f"error: {exc.format_message()}\n")
+        return 2
+    return 0

@@ -1,0 +1,1 @@
+"""The time model: pure functions, no I/O. Each formula cites its source."""

@@ -1,0 +1,61 @@
+"""GEMM efficiency: calibrated efficiency, wave quantization and tensor-core alignment.
+
+factor = efficiency(dtype) x wave_efficiency x (misaligned_efficiency if a dim is misaligned)
+
+Wave quantization (NVIDIA "Matrix Multiplication Background" guide): the output is split into
+tiles; tiles run in waves of ``SMs x tiles_per_SM``; a partial last wave leaves SMs idle.
+Alignment (same guide): tensor cores need the fastest-varying dimensions to be multiples of
+16 bytes; otherwise cuBLAS falls back to slower kernels.
+"""
+
+from __future__ import annotations
+
+from gpumodel.calibration import CalibrationParams
+from gpumodel.ops.base import GemmShape
+from gpumodel.prediction import Term
+from gpumodel.specs import GPUSpec
+
+ALIGN_ELEMENTS = {"fp64": 2, "fp32": 4, "tf32": 4, "fp16": 8, "bf16": 8, "fp8": 16, "int8": 16,
+                  "fp4": 32}  # fmt: skip  16 bytes / element size
+
+
+def misaligned(shape: GemmShape) -> tuple[str, ...]:
+    """Dimensions that are not a multiple of 16 bytes (N and K are the contiguous ones for the
+    row-major operands cuBLAS sees; M matters for the transposed layouts)."""
+    a = ALIGN_ELEMENTS.get(shape.dtype, 8)
+    return tuple(name for name, v in (("n", shape.n), ("k", shape.k)) if v % a)
+
+
+def pad_to(value: int, multiple: int = 64) -> int:
+    return -(-value // multiple) * multiple
+
+
+def efficiency(shape: GemmShape, gpu: GPUSpec, params: CalibrationParams) -> tuple[float, list[Term]]:
+    """Multiplier on the peak rate for this GEMM, with the terms that make it."""
+    terms: list[Term] = []
+    factor = 1.0
+    fitted = params.gemm.get(shape.dtype)
+    if fitted is not None:
+        factor *= fitted.efficiency
+        terms.append(Term(name="gemm efficiency", value=fitted.efficiency, unit="x",
+                          note=f"calibrated {shape.dtype} cuBLAS efficiency on large shapes"))  # fmt: skip
+    bad = misaligned(shape)
+    if bad and fitted is not None and fitted.misaligned_efficiency != 1.0:
+        factor *= fitted.misaligned_efficiency
+        terms.append(Term(name="alignment penalty", value=fitted.misaligned_efficiency, unit="x",
+                          note=f"{', '.join(bad)} not a multiple of 16 bytes: no fast tensor-core path"))  # fmt: skip
+    return factor, terms
+
+
+def advice(shape: GemmShape, gpu: GPUSpec) -> list[str]:
+    out = []
+    for dim in misaligned(shape):
+        value = getattr(shape, dim)
+        out.append(
+            f"pad {dim.upper()} to {pad_to(value)} ({dim.upper()} = {value} is not a multiple of "
+            f"{ALIGN_ELEMENTS.get(shape.dtype, 8)} {shape.dtype} elements = 16 bytes)"
+        )
+    if shape.dtype == "fp32" and gpu.peak_flops("tf32", "tensor"):
+        out.append("fp32 GEMM runs on CUDA cores: allow TF32 (or use bf16) to use tensor cores "
+                   f"({gpu.peak_flops('tf32', 'tensor') / gpu.peak_flops('fp32', 'vector'):.0f}x the peak)")  # fmt: skip
+    return out

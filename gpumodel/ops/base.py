@@ -1,0 +1,122 @@
+"""What an op is to the time model: kernels, each with FLOPs per execution unit and bytes moved.
+
+An op (a pydantic model users build) turns itself into one or more ``KernelWork`` items for a
+given GPU. The time model (gpumodel.model, gpumodel.predict) only sees ``KernelWork``: it never
+needs to know what a GEMM or an attention is, except for the optional ``gemm`` shape used by
+tile/wave quantization and alignment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpumodel.errors import UnsupportedError
+from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec
+
+Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
+ExecUnit = Literal["tensor", "vector", "none"]
+
+
+@dataclass(frozen=True)
+class FlopPart:
+    """FLOPs executed by one unit in one dtype."""
+
+    unit: ExecUnit
+    dtype: str
+    flops: float
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """The matrix product a kernel runs, for quantization and alignment terms."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    """One kernel (or one transfer) as the time model sees it."""
+
+    name: str
+    flops: tuple[FlopPart, ...] = ()
+    bytes: float = 0.0  # bytes moved to and from device memory
+    working_set_bytes: float | None = None  # distinct bytes touched; L2 residency if small
+    launches: int = 1
+    fma: bool = True  # False: separate mul and add, half the FMA roof
+    gemm: GemmShape | None = None
+    threads: int | None = None
+    threads_per_block: int | None = None
+    transfer: Literal["h2d", "d2h"] | None = None  # a host<->device copy over PCIe
+    pinned: bool = True
+    # extra attributes the op wants shown (e.g. "naive attention writes the score matrix")
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def total_flops(self) -> float:
+        return sum(p.flops for p in self.flops)
+
+
+class Op(BaseModel):
+    """Base of all ops. Subclasses set ``op_name`` and implement ``kernels(gpu)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    op_name: ClassVar[str] = "op"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        raise NotImplementedError
+
+    def label(self) -> str:
+        fields = ", ".join(f"{k}={v}" for k, v in self.model_dump(exclude_none=True).items())
+        return f"{self.op_name}({fields})"
+
+    def to_row(self) -> dict:
+        """This op as a batch-file row: ``{"op": name, **fields}``."""
+        return {"op": self.op_name, **self.model_dump(mode="json")}
+
+
+def element_bytes(dtype: str) -> float:
+    return BYTES_PER_ELEMENT[dtype]
+
+
+def matmul_unit(gpu: GPUSpec, dtype: str) -> tuple[ExecUnit, str]:
+    """Which unit runs a matrix product in ``dtype`` on ``gpu`` (tensor cores when present).
+
+    fp32 GEMMs run on the vector units (TF32 is a separate dtype a user opts into);
+    fp64 prefers the FP64 tensor cores of A100/H100 when they exist.
+    """
+    if dtype == "fp32":
+        return _require(gpu, dtype, "vector")
+    if gpu.peak_flops(dtype, "tensor"):
+        return "tensor", dtype
+    if gpu.peak_flops(dtype, "vector"):
+        return "vector", dtype
+    raise UnsupportedError(
+        f"{gpu.id} has no {dtype} rate in its spec (has: {', '.join(_dtypes(gpu))})"
+    )
+
+
+def vector_unit(gpu: GPUSpec, dtype: str) -> tuple[ExecUnit, str]:
+    """Elementwise math runs on the vector units; low-precision types without a vector rate
+    compute in fp32 (what PyTorch kernels do: load bf16, math in fp32, store bf16)."""
+    if dtype in ("tf32", "fp8", "int8", "fp4"):
+        dtype = "fp32"
+    if gpu.peak_flops(dtype, "vector"):
+        return "vector", dtype
+    return _require(gpu, "fp32", "vector")
+
+
+def _require(gpu: GPUSpec, dtype: str, unit: str) -> tuple[ExecUnit, str]:
+    if not gpu.peak_flops(dtype, unit):
+        raise UnsupportedError(f"{gpu.id} has no {unit} {dtype} rate in its spec")
+    return unit, dtype  # type: ignore[return-value]
+
+
+def _dtypes(gpu: GPUSpec) -> list[str]:
+    return [d for d in BYTES_PER_ELEMENT if gpu.units_for(d)]

@@ -1,0 +1,108 @@
+"""Matrix products: GEMM and 2-D convolution as implicit GEMM."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, model_validator
+
+from gpumodel.ops.base import Dtype, FlopPart, GemmShape, KernelWork, Op, element_bytes, matmul_unit
+from gpumodel.specs import GPUSpec
+
+
+def output_bytes_per_element(dtype: str) -> float:
+    """fp8/int8 GEMMs write a 16-bit result (what cuBLASLt and torch._scaled_mm do by default)."""
+    return 2.0 if dtype in ("fp8", "int8", "fp4") else element_bytes(dtype)
+
+
+class Gemm(Op):
+    """C[m,n] = A[m,k] @ B[k,n], ``batch`` independent products (bmm when batch > 1).
+
+    FLOPs ``2*m*n*k*batch``; minimum DRAM bytes ``(m*k + k*n)*in + m*n*out`` per product
+    (NVIDIA, "Matrix Multiplication Background" user guide).
+    """
+
+    op_name: ClassVar[str] = "gemm"
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+    dtype: Dtype = "bf16"
+    batch: int = Field(1, gt=0)
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        unit, dt = matmul_unit(gpu, self.dtype)
+        size_in = element_bytes(self.dtype)
+        size_out = output_bytes_per_element(self.dtype)
+        flops = 2.0 * self.m * self.n * self.k * self.batch
+        nbytes = self.batch * (
+            (self.m * self.k + self.k * self.n) * size_in + self.m * self.n * size_out
+        )
+        return [
+            KernelWork(
+                name="gemm",
+                flops=(FlopPart(unit, dt, flops),),
+                bytes=nbytes,
+                working_set_bytes=nbytes,
+                gemm=GemmShape(self.m, self.n, self.k, self.batch, self.dtype),
+            )
+        ]
+
+
+class Conv2d(Op):
+    """2-D convolution, NCHW/NHWC, square kernel, computed as an implicit GEMM:
+    M = batch*out_h*out_w, N = out_channels, K = in_channels*kernel^2 (cuDNN's formulation)."""
+
+    op_name: ClassVar[str] = "conv2d"
+    batch: int = Field(gt=0)
+    in_channels: int = Field(gt=0)
+    out_channels: int = Field(gt=0)
+    height: int = Field(gt=0)
+    width: int = Field(gt=0)
+    kernel: int = Field(gt=0)
+    stride: int = Field(1, gt=0)
+    padding: int = Field(0, ge=0)
+    dtype: Dtype = "bf16"
+
+    @model_validator(mode="after")
+    def _fits(self) -> Conv2d:
+        if self.out_height < 1 or self.out_width < 1:
+            raise ValueError(
+                f"kernel {self.kernel} with padding {self.padding} does not fit a "
+                f"{self.height}x{self.width} input"
+            )
+        return self
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.padding - self.kernel) // self.stride + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.padding - self.kernel) // self.stride + 1
+
+    def as_gemm(self) -> Gemm:
+        return Gemm(
+            m=self.batch * self.out_height * self.out_width,
+            n=self.out_channels,
+            k=self.in_channels * self.kernel * self.kernel,
+            dtype=self.dtype,
+        )
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        g = self.as_gemm()
+        unit, dt = matmul_unit(gpu, self.dtype)
+        size = element_bytes(self.dtype)
+        nbytes = size * (
+            self.batch * self.in_channels * self.height * self.width
+            + self.out_channels * self.in_channels * self.kernel**2
+            + self.batch * self.out_channels * self.out_height * self.out_width
+        )
+        return [
+            KernelWork(
+                name="conv2d (implicit gemm)",
+                flops=(FlopPart(unit, dt, 2.0 * g.m * g.n * g.k),),
+                bytes=nbytes,
+                working_set_bytes=nbytes,
+                gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype),
+            )
+        ]

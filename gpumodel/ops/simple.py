@@ -1,0 +1,221 @@
+"""Memory-bound ops: user kernels, elementwise, reductions, norms, softmax, copies, embedding."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, element_bytes, vector_unit
+from gpumodel.specs import GPUSpec
+
+
+class Kernel(Op):
+    """A user-described kernel: FLOPs and DRAM bytes, optionally its launch geometry.
+
+    The seed's polynomial kernel (k terms over n floats) is
+    ``Kernel(flops=2*k*n, bytes=8*n, fma=False, threads=n)``: one add and one multiply per term,
+    4 bytes read and 4 written per element.
+    """
+
+    op_name: ClassVar[str] = "kernel"
+    flops: float = Field(ge=0)
+    bytes: float = Field(ge=0)
+    dtype: Dtype = "fp32"
+    fma: bool = True
+    threads: int | None = Field(None, gt=0)
+    threads_per_block: int = Field(256, gt=0, le=1024)
+    unit: Literal["vector", "tensor"] = "vector"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        if self.unit == "tensor":
+            from gpumodel.ops.base import matmul_unit
+
+            unit, dt = matmul_unit(gpu, self.dtype)
+        else:
+            unit, dt = vector_unit(gpu, self.dtype)
+        return [
+            KernelWork(
+                name="kernel",
+                flops=(FlopPart(unit, dt, self.flops),) if self.flops else (),
+                bytes=self.bytes,
+                working_set_bytes=self.bytes,
+                fma=self.fma,
+                threads=self.threads,
+                threads_per_block=self.threads_per_block,
+            )
+        ]
+
+
+# FLOPs per element and tensors read per element for each elementwise function.
+# Counts follow the usual convention (one add/mul/compare = 1 FLOP; transcendental = 1 SFU op
+# plus the arithmetic around it); these ops are memory-bound on every GPU in the library.
+ELEMENTWISE: dict[str, tuple[float, int]] = {
+    "copy": (0, 1),
+    "add": (1, 2),
+    "mul": (1, 2),
+    "relu": (1, 1),
+    "exp": (1, 1),
+    "silu": (4, 1),  # x / (1 + exp(-x))
+    "gelu": (8, 1),  # 0.5 x (1 + erf(x / sqrt 2))
+    "gelu_tanh": (9, 1),  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+}
+
+
+class Elementwise(Op):
+    """``out = f(x)`` (or ``f(x, y)`` for add/mul) over ``n`` elements; reads inputs once, writes
+    the output once."""
+
+    op_name: ClassVar[str] = "elementwise"
+    op: Literal["copy", "add", "mul", "relu", "exp", "silu", "gelu", "gelu_tanh"]
+    n: int = Field(gt=0)
+    dtype: Dtype = "bf16"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        flops_per, inputs = ELEMENTWISE[self.op]
+        unit, dt = vector_unit(gpu, self.dtype)
+        nbytes = (inputs + 1) * self.n * element_bytes(self.dtype)
+        return [
+            KernelWork(
+                name=self.op,
+                flops=(FlopPart(unit, dt, flops_per * self.n),) if flops_per else (),
+                bytes=nbytes,
+                working_set_bytes=nbytes,
+                threads=self.n,
+            )
+        ]
+
+    def to_row(self) -> dict:
+        return {"op": self.op, "n": self.n, "dtype": self.dtype}
+
+    def label(self) -> str:
+        return f"{self.op}(n={self.n}, dtype={self.dtype})"
+
+
+class Reduction(Op):
+    """Sum of ``n`` elements to one value: reads the input once."""
+
+    op_name: ClassVar[str] = "reduction"
+    n: int = Field(gt=0)
+    dtype: Dtype = "bf16"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        unit, dt = vector_unit(gpu, self.dtype)
+        nbytes = self.n * element_bytes(self.dtype)
+        return [
+            KernelWork(
+                name="reduction",
+                flops=(FlopPart(unit, dt, float(self.n)),),
+                bytes=nbytes,
+                working_set_bytes=nbytes,
+                threads=self.n,
+            )
+        ]
+
+
+class _RowOp(Op):
+    rows: int = Field(gt=0)
+    dtype: Dtype = "bf16"
+    flops_per_element: ClassVar[float] = 1.0
+    params_per_column: ClassVar[int] = 0
+
+    @property
+    def columns(self) -> int:
+        raise NotImplementedError
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        unit, dt = vector_unit(gpu, self.dtype)
+        n = self.rows * self.columns
+        size = element_bytes(self.dtype)
+        nbytes = size * (2 * n + self.params_per_column * self.columns)
+        return [
+            KernelWork(
+                name=self.op_name,
+                flops=(FlopPart(unit, dt, self.flops_per_element * n),),
+                bytes=nbytes,
+                working_set_bytes=nbytes,
+                threads=n,
+            )
+        ]
+
+
+class LayerNorm(_RowOp):
+    """Layer norm over ``hidden`` per row, with weight and bias: reads x, writes y.
+    ~8 FLOPs per element (mean, variance, normalise, scale, shift)."""
+
+    op_name: ClassVar[str] = "layernorm"
+    hidden: int = Field(gt=0)
+    flops_per_element: ClassVar[float] = 8.0
+    params_per_column: ClassVar[int] = 2
+
+    @property
+    def columns(self) -> int:
+        return self.hidden
+
+
+class RMSNorm(_RowOp):
+    """RMS norm (Zhang & Sennrich 2019) with a weight: ~5 FLOPs per element."""
+
+    op_name: ClassVar[str] = "rmsnorm"
+    hidden: int = Field(gt=0)
+    flops_per_element: ClassVar[float] = 5.0
+    params_per_column: ClassVar[int] = 1
+
+    @property
+    def columns(self) -> int:
+        return self.hidden
+
+
+class Softmax(_RowOp):
+    """Row softmax: max, subtract, exp, sum, divide: ~5 FLOPs per element."""
+
+    op_name: ClassVar[str] = "softmax"
+    cols: int = Field(gt=0)
+    flops_per_element: ClassVar[float] = 5.0
+
+    @property
+    def columns(self) -> int:
+        return self.cols
+
+
+class Copy(Op):
+    """Device-to-device copy of ``bytes``: reads and writes them (2x bytes moved)."""
+
+    op_name: ClassVar[str] = "copy"
+    bytes: float = Field(gt=0)
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        return [KernelWork(name="copy d2d", bytes=2 * self.bytes, working_set_bytes=2 * self.bytes)]
+
+
+class HostTransfer(Op):
+    """A copy between host and device memory over PCIe (or the host link)."""
+
+    op_name: ClassVar[str] = "host_transfer"
+    bytes: float = Field(gt=0)
+    direction: Literal["h2d", "d2h"] = "h2d"
+    pinned: bool = True
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        kind = "pinned" if self.pinned else "pageable"
+        return [
+            KernelWork(
+                name=f"{self.direction} ({kind})",
+                bytes=self.bytes,
+                transfer=self.direction,
+                pinned=self.pinned,
+            )
+        ]
+
+
+class Embedding(Op):
+    """Gather ``tokens`` rows of width ``hidden`` from an embedding table."""
+
+    op_name: ClassVar[str] = "embedding"
+    tokens: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    dtype: Dtype = "bf16"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        nbytes = 2 * self.tokens * self.hidden * element_bytes(self.dtype)
+        return [KernelWork(name="embedding gather", bytes=nbytes, working_set_bytes=nbytes)]

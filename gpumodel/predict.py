@@ -1,0 +1,255 @@
+"""op + GPU + calibration -> Prediction. The one pure call at the centre of gpumodel.
+
+Each kernel's time is built from named terms:
+
+    t = launches * kernel_overhead + overlap(t_compute, t_memory)
+
+    t_compute = sum over units of FLOPs / (peak * compute_efficiency * instruction_mix
+                                           * gemm_efficiency)
+    t_memory  = bytes / (bandwidth * dram_efficiency)      (L2 bandwidth for warm small sets)
+
+With ``calibration="none"`` every efficiency is 1, the overlap is the roofline's max and the
+overhead is a datasheet-free default launch floor; a calibration replaces each with what
+``gpumodel validate`` measured.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from gpumodel.calibration import Calibration, CalibrationParams, resolve
+from gpumodel.model import gemm as gemm_model
+from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
+from gpumodel.ops.base import KernelWork, Op
+from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
+from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.units import format_quantity
+
+# GPU-side cost of one kernel when nothing is calibrated: an empty kernel timed with CUDA
+# events takes a few microseconds (seeds 002 and 004: "5-10 us" host launch, "a few us").
+DEFAULT_KERNEL_OVERHEAD_S = 2.5e-6
+# A host<->device copy's fixed cost (driver call + DMA setup) before calibration.
+DEFAULT_TRANSFER_OVERHEAD_S = 10e-6
+
+L2Mode = Literal["cold", "warm"]
+
+
+def predict(
+    op: Op,
+    gpu: GPUSpec | str,
+    calibration: Calibration | str | None = None,
+    *,
+    l2: L2Mode = "cold",
+) -> Prediction:
+    """Predict the time of ``op`` on ``gpu``.
+
+    ``calibration``: None uses the best profile found for that GPU (user cache, then shipped),
+    ``"none"`` the datasheet alone, a path or Calibration object that calibration.
+    ``l2="warm"``: inputs are already in L2 (produced by the previous kernel) when they fit.
+    """
+    gpu = get_gpu(gpu)
+    cal = resolve(calibration, gpu)
+    custom = getattr(op, "predict_on", None)
+    if custom is not None:
+        return custom(gpu, cal)
+    params = cal.parameters if cal else CalibrationParams()
+    label = cal.label if cal else "none (datasheet only)"
+    family = op.op_name
+    kernels = [kernel_time(k, gpu, params, family, l2) for k in op.kernels(gpu)]
+    return assemble(op.label(), gpu, label, kernels, op.kernels(gpu))
+
+
+def assemble(
+    op_label: str,
+    gpu: GPUSpec,
+    calibration_label: str,
+    kernels: list[KernelPrediction],
+    work: list[KernelWork],
+    details: dict[str, Any] | None = None,
+) -> Prediction:
+    """Combine per-kernel predictions into the op's Prediction (totals, roof, bound, advice)."""
+    flops_by_unit: dict[str, float] = {}
+    for kw in work:
+        for part in kw.flops:
+            key = f"{part.unit}:{part.dtype}"
+            flops_by_unit[key] = flops_by_unit.get(key, 0.0) + part.flops
+    flops = sum(flops_by_unit.values())
+    nbytes = sum(k.bytes for k in kernels)
+    main = max(flops_by_unit, key=flops_by_unit.__getitem__) if flops_by_unit else "vector:fp32"
+    unit, dtype = main.split(":")
+    peak = gpu.peak_flops(dtype, unit) or 0.0
+    bw = gpu.memory_bandwidth_bytes_per_s
+    ai = arithmetic_intensity(flops, nbytes)
+    ridge = ridge_point(peak, bw) if peak else 0.0
+    attainable = min(peak, ai * bw) if math.isfinite(ai) else peak
+    time_s = sum(k.time_s for k in kernels)
+    slowest = max(kernels, key=lambda k: k.time_s)
+    terms = list(slowest.terms) if len(kernels) == 1 else _totals(kernels)
+    return Prediction(
+        op=op_label,
+        gpu=gpu.id,
+        calibration=calibration_label,
+        time_s=time_s,
+        flops=flops,
+        bytes=nbytes,
+        arithmetic_intensity=ai,
+        unit=unit,
+        dtype=dtype,
+        peak_flops=peak,
+        bandwidth_bytes_per_s=bw,
+        ridge_point=ridge,
+        attainable_flops=attainable,
+        bound=slowest.bound,
+        flops_by_unit=flops_by_unit,
+        terms=tuple(terms),
+        kernels=tuple(kernels),
+        advice=tuple(_advice(kernels, work, gpu)),
+        details=details or {},
+    )
+
+
+def _totals(kernels: list[KernelPrediction]) -> list[Term]:
+    terms = [Term(name=f"{k.name}", value=k.time_s, note=f"{k.bound}-bound") for k in kernels]
+    return terms
+
+
+def kernel_time(
+    kw: KernelWork,
+    gpu: GPUSpec,
+    params: CalibrationParams,
+    family: str = "kernel",
+    l2: L2Mode = "cold",
+) -> KernelPrediction:
+    """Time of one kernel from its work and the GPU, as a sum/max of named terms."""
+    if kw.transfer:
+        return _transfer_time(kw, gpu, params)
+    terms: list[Term] = []
+    t_compute = 0.0
+    for part in kw.flops:
+        if part.flops <= 0:
+            continue
+        peak = gpu.peak_flops(part.dtype, part.unit)
+        assert peak, f"op produced FLOPs on a unit {gpu.id} lacks"  # ops check units first
+        eff = params.compute_efficiency.get(f"{part.unit}:{part.dtype}", 1.0)
+        rate = peak * eff
+        note = f"{part.unit} {part.dtype} peak {format_quantity(peak, 'FLOP/s')}"
+        if eff != 1.0:
+            note += f" x efficiency {eff:.3g}"
+        if part.unit == "vector" and not kw.fma:
+            # FMA counts 2 FLOPs; a stream of separate adds and multiplies issues 1 per lane-cycle
+            rate *= 0.5
+            note += " x 0.5 (no FMA: separate add and multiply)"
+        if kw.gemm is not None and part is kw.flops[0]:  # the matrix product itself
+            factor, gemm_terms = gemm_model.efficiency(kw.gemm, gpu, params)
+            rate *= factor
+            terms += gemm_terms
+        t = part.flops / rate
+        t_compute += t
+        terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
+
+    bandwidth = gpu.memory_bandwidth_bytes_per_s
+    mem_note = f"HBM/DRAM {format_quantity(bandwidth, 'B/s')}"
+    ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
+    if kw.gemm is not None and kw.gemm.dtype in params.gemm:
+        bw_eff = params.gemm[kw.gemm.dtype].small_m_bandwidth_efficiency
+    else:
+        bw_eff = params.dram_efficiency or 1.0
+    bandwidth *= bw_eff
+    if bw_eff != 1.0:
+        mem_note += f" x efficiency {bw_eff:.3g}"
+    if (
+        l2 == "warm"
+        and params.l2_bandwidth_bytes_per_s
+        and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
+    ):
+        bandwidth = params.l2_bandwidth_bytes_per_s
+        mem_note = f"working set fits in L2: L2 {format_quantity(bandwidth, 'B/s')}"
+    t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
+    terms.append(Term(name="memory time", value=t_memory, note=mem_note))
+
+    p = params.overlap_exponent or math.inf
+    t_core = overlap_time(t_compute, t_memory, p)
+    roof = max(t_compute, t_memory)
+    if math.isfinite(p) and roof > 0:
+        terms.append(
+            Term(name="overlap factor", value=t_core / roof, unit="x",
+                 note=f"(t_c^p + t_m^p)^(1/p), p = {p:.3g}: compute and memory overlap imperfectly")
+        )  # fmt: skip
+    fam = params.family_efficiency.get(family)
+    if fam:
+        t_core /= fam
+        terms.append(Term(name=f"{family} efficiency", value=fam, unit="x",
+                          note="calibrated kernel efficiency of this op family"))  # fmt: skip
+    overhead = params.kernel_overhead_s
+    overhead = DEFAULT_KERNEL_OVERHEAD_S if overhead is None else overhead
+    t_floor = kw.launches * overhead
+    terms.append(
+        Term(name="launch floor", value=t_floor,
+             note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel"
+             + ("" if params.kernel_overhead_s is not None else " (default, uncalibrated)"))
+    )  # fmt: skip
+    time_s = t_floor + t_core
+    bound: Bound
+    if t_floor >= t_core:
+        bound = "launch"
+    elif t_compute >= t_memory:
+        bound = "compute"
+    else:
+        bound = "memory"
+    return KernelPrediction(
+        name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
+        launches=kw.launches, terms=tuple(terms),
+    )  # fmt: skip
+
+
+def _transfer_time(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams) -> KernelPrediction:
+    kind = "pinned" if kw.pinned else "pageable"
+    measured = getattr(params.host, f"{kw.transfer}_{kind}_bytes_per_s")
+    if measured:
+        bw, note = measured, f"measured {kind} {kw.transfer} {format_quantity(measured, 'B/s')}"
+    elif gpu.interconnect is not None:
+        bw = gpu.interconnect.pcie.per_direction_bytes_per_s
+        note = (
+            f"PCIe Gen{gpu.interconnect.pcie.generation} x{gpu.interconnect.pcie.lanes} "
+            f"{format_quantity(bw, 'B/s')} per direction (line rate; pinned copies reach ~85-90%, "
+            "pageable far less: calibrate)"
+        )
+    else:
+        bw, note = gpu.memory_bandwidth_bytes_per_s, "host memory bandwidth (no host link)"
+    overhead = params.host.overhead_s
+    overhead = DEFAULT_TRANSFER_OVERHEAD_S if overhead is None else overhead
+    t_link = kw.bytes / bw
+    terms = (
+        Term(name="host link time", value=t_link, note=note),
+        Term(name="transfer overhead", value=overhead, note="driver call and DMA setup"),
+    )
+    bound: Bound = "latency" if overhead > t_link else "memory"
+    return KernelPrediction(
+        name=kw.name, time_s=overhead + t_link, bound=bound, flops=0.0, bytes=kw.bytes,
+        terms=terms,
+    )  # fmt: skip
+
+
+def _advice(kernels: list[KernelPrediction], work: list[KernelWork], gpu: GPUSpec) -> list[str]:
+    out: list[str] = []
+    for kp, kw in zip(kernels, work):
+        if kw.gemm is not None:
+            out += gemm_model.advice(kw.gemm, gpu)
+        if kp.bound == "launch":
+            out.append(
+                f"{kp.name}: the fixed per-kernel cost dominates; fuse small kernels or replay "
+                "them with CUDA graphs"
+            )
+        if kp.bound == "memory" and kp.flops and kw.gemm is None:
+            out.append(f"{kp.name}: memory-bound; fuse it with its neighbours to skip DRAM trips")
+        if not kw.fma and kp.flops:
+            out.append(f"{kp.name}: use fused multiply-add (fmaf / Horner form) to double the roof")
+        if kw.transfer and not kw.pinned:
+            out.append("pageable host memory: pin it (pin_memory / cudaHostAlloc) for full speed")
+    for name in ("QK^T", "PV"):
+        if any(k.name == name for k in kernels):
+            out.append("naive attention writes the score matrix to HBM; a fused (flash) kernel "
+                       "reads Q, K, V once")  # fmt: skip
+            break
+    return list(dict.fromkeys(out))

@@ -1,0 +1,327 @@
+"""GPU spec models and the spec library: load YAML, resolve ids and aliases, say where it came from.
+
+YAML keys are short and carry units in the value (``bandwidth: 3.35 TB/s``); the Python
+attributes carry the unit in the name (``bandwidth_bytes_per_s``). Models are frozen and forbid
+unknown keys, so a typo in a spec file is an error naming the key.
+
+Search order (later wins on an id clash): the shipped ``specs/`` directory, then each directory
+of ``GPUMODEL_SPECS_PATH`` (``os.pathsep``-separated), then directories passed explicitly
+(``--specs-dir``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from gpumodel import _paths
+from gpumodel.errors import SpecError, UnitError, UnknownGPUError
+from gpumodel.units import Dimension, parse_quantity
+
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
+Unit = Literal["tensor", "vector"]
+BYTES_PER_ELEMENT: dict[str, float] = {
+    "fp64": 8, "fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "fp4": 0.5,
+}  # fmt: skip
+
+
+def _quantity(dimension: Dimension) -> Any:
+    def parse(value: Any) -> float:
+        try:
+            return parse_quantity(value, dimension)
+        except UnitError as exc:
+            raise ValueError(str(exc)) from None
+
+    return BeforeValidator(parse)
+
+
+Bytes = Annotated[float, _quantity("bytes")]
+BytesPerS = Annotated[float, _quantity("bytes_per_s")]
+FlopPerS = Annotated[float, _quantity("flop_per_s")]
+Hertz = Annotated[float, _quantity("hz")]
+Watts = Annotated[float, _quantity("watts")]
+Seconds = Annotated[float, _quantity("seconds")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class SMLimits(_Frozen):
+    """Per-SM (NVIDIA) or per-CU (AMD) resource limits used by the occupancy model."""
+
+    warp_size: int = Field(32, gt=0)
+    max_threads_per_sm: int = Field(alias="max_threads", gt=0)
+    max_warps_per_sm: int = Field(alias="max_warps", gt=0)
+    max_blocks_per_sm: int = Field(alias="max_blocks", gt=0)
+    max_threads_per_block: int = Field(1024, alias="max_threads_per_block", gt=0)
+    registers_per_sm: int = Field(65536, alias="registers", gt=0)
+    registers_per_block: int = Field(65536, alias="max_registers_per_block", gt=0)
+    max_registers_per_thread: int = Field(255, gt=0)
+    register_allocation_unit: int = Field(256, gt=0, description="registers, allocated per warp")
+    warp_allocation_granularity: int = Field(4, gt=0)
+    shared_memory_per_sm_bytes: Bytes = Field(alias="shared_memory")
+    shared_memory_carveouts_kib: tuple[int, ...] = Field(
+        (), alias="carveouts_kib", description="selectable shared-memory sizes per SM, KiB"
+    )
+    shared_memory_per_block_default_bytes: Bytes = Field(
+        48 * 1024, alias="shared_memory_per_block"
+    )
+    shared_memory_per_block_optin_bytes: Bytes = Field(alias="shared_memory_per_block_optin")
+    shared_memory_allocation_unit_bytes: Bytes = Field(256, alias="shared_memory_unit")
+    reserved_shared_memory_per_block_bytes: Bytes = Field(0, alias="reserved_shared_memory")
+
+
+class MemorySpec(_Frozen):
+    type: str
+    capacity_bytes: Bytes = Field(alias="capacity")
+    bandwidth_bytes_per_s: BytesPerS = Field(alias="bandwidth")
+    bus_width_bits: int | None = None
+
+
+class NVLinkSpec(_Frozen):
+    generation: int = Field(gt=0)
+    links: int | None = Field(None, gt=0)
+    bandwidth_bytes_per_s: BytesPerS = Field(
+        alias="bandwidth", description="per GPU, both directions summed (datasheet convention)"
+    )
+    direction: Literal["bidirectional"] = Field(
+        "bidirectional",
+        description="bandwidth counts both directions together; one direction is half of it",
+    )
+
+    @property
+    def per_direction_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s / 2
+
+
+class PCIeSpec(_Frozen):
+    generation: int = Field(ge=1, le=7)
+    lanes: int = Field(16, gt=0)
+
+    @property
+    def per_direction_bytes_per_s(self) -> float:
+        """Theoretical per-direction bandwidth from the line rate and encoding.
+
+        Gen1/2 use 8b/10b, Gen3+ 128b/130b (PCI-SIG base specs); Gen6 FLIT ~ 242/256.
+        """
+        gt_per_lane = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}[self.generation]
+        encoding = {1: 0.8, 2: 0.8, 6: 242 / 256, 7: 242 / 256}.get(self.generation, 128 / 130)
+        return gt_per_lane * 1e9 * encoding / 8 * self.lanes
+
+
+class InterconnectSpec(_Frozen):
+    nvlink: NVLinkSpec | None = None
+    infinity_fabric_bandwidth_bytes_per_s: BytesPerS | None = Field(
+        None, alias="infinity_fabric", description="per GPU, both directions summed"
+    )
+    pcie: PCIeSpec
+
+
+class PriceSpec(_Frozen):
+    usd_per_hour: float = Field(gt=0)
+    provider: str
+    source: str
+    date: date
+
+
+class LatencySpec(_Frozen):
+    """Measured latencies; empty until a calibration or a cited microbenchmark fills them."""
+
+    dram_cycles: float | None = Field(None, gt=0)
+    l2_cycles: float | None = Field(None, gt=0)
+    fma_cycles: float | None = Field(None, gt=0)
+    kernel_launch_s: Seconds | None = Field(None, alias="kernel_launch")
+
+
+class Source(_Frozen):
+    title: str
+    url: str | None = None
+    fields: tuple[str, ...] = Field(description="top-level spec keys this source supports")
+    note: str | None = None
+
+
+class PeakRates(_Frozen):
+    """Dense peak rates per dtype on one execution unit, FLOP/s (OP/s for int8)."""
+
+    fp64: FlopPerS | None = None
+    fp32: FlopPerS | None = None
+    tf32: FlopPerS | None = None
+    fp16: FlopPerS | None = None
+    bf16: FlopPerS | None = None
+    fp8: FlopPerS | None = None
+    int8: FlopPerS | None = None
+    fp4: FlopPerS | None = None
+
+    def get(self, dtype: str) -> float | None:
+        return getattr(self, dtype, None)
+
+
+class Peaks(_Frozen):
+    tensor: PeakRates = PeakRates()
+    vector: PeakRates
+
+
+class GPUSpec(_Frozen):
+    """One GPU's datasheet, parsed to SI units."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    aliases: tuple[str, ...] = ()
+    vendor: Literal["nvidia", "amd", "cpu"]
+    architecture: str
+    compute_capability: str | None = Field(None, pattern=r"^\d+\.\d+$")
+    sm_count: int = Field(gt=0, description="SMs (NVIDIA), CUs (AMD) or cores (CPU)")
+    boost_clock_hz: Hertz = Field(alias="boost_clock")
+    sm_limits: SMLimits | None = None
+    l2_cache_bytes: Bytes = Field(alias="l2_cache")
+    memory: MemorySpec
+    peak: Peaks
+    interconnect: InterconnectSpec | None = None
+    tdp_watts: Watts = Field(alias="tdp")
+    price: PriceSpec | None = None
+    latency: LatencySpec = LatencySpec()
+    notes: str | None = None
+    sources: tuple[Source, ...] = Field(min_length=1)
+    # where the spec was loaded from; set by the loader, not by YAML
+    origin: str | None = Field(None, exclude=True)
+
+    def peak_flops(self, dtype: str, unit: str) -> float | None:
+        """Dense peak FLOP/s of ``dtype`` on ``unit`` ('tensor' or 'vector'), None if absent."""
+        return getattr(self.peak, unit).get(dtype)
+
+    @property
+    def memory_bandwidth_bytes_per_s(self) -> float:
+        return self.memory.bandwidth_bytes_per_s
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.memory.capacity_bytes
+
+    def units_for(self, dtype: str) -> list[str]:
+        return [u for u in ("tensor", "vector") if self.peak_flops(dtype, u)]
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def format_validation_error(exc: ValidationError, where: str) -> str:
+    """First pydantic error as one line: 'file: field.path: message'."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{where}: {loc}: {msg}{more}"
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise SpecError(f"{path}:{line} is not valid YAML") from None
+
+
+def load_spec_file(path: str | Path) -> GPUSpec:
+    """Parse and validate one spec file; errors name file, field path and expected unit."""
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of spec fields at the top level")
+    try:
+        spec = GPUSpec.model_validate({**data, "origin": str(path)})
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, str(path))) from None
+    _check_sources_cover(spec, data, path)
+    return spec
+
+
+_UNSOURCED_OK = {"id", "name", "aliases", "vendor", "notes", "sources", "latency", "price"}
+
+
+def _check_sources_cover(spec: GPUSpec, data: dict[str, Any], path: Path) -> None:
+    covered = {f for s in spec.sources for f in s.fields}
+    missing = sorted(k for k in data if k not in _UNSOURCED_OK and k not in covered)
+    if missing:
+        raise SpecError(f"{path}: sources: no source covers {', '.join(missing)}")
+
+
+def search_dirs(extra: Iterable[str | Path] = ()) -> list[Path]:
+    dirs = [_paths.specs_dir()]
+    env = os.environ.get("GPUMODEL_SPECS_PATH", "")
+    dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    dirs += [Path(p) for p in extra]
+    return dirs
+
+
+class SpecLibrary:
+    """All specs found on the search path, indexed by id and alias."""
+
+    def __init__(self, dirs: Iterable[Path]):
+        self.dirs = list(dirs)
+        self.specs: dict[str, GPUSpec] = {}
+        for d in self.dirs:
+            if not d.is_dir():
+                raise SpecError(f"specs directory {d} does not exist")
+            for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+                spec = load_spec_file(f)
+                self.specs[spec.id] = spec  # later directories override earlier ones
+        self.aliases: dict[str, str] = {}
+        for spec in self.specs.values():
+            for alias in spec.aliases:
+                self.aliases[alias.lower()] = spec.id
+
+    def get(self, name: str | GPUSpec) -> GPUSpec:
+        if isinstance(name, GPUSpec):
+            return name
+        key = name.strip().lower()
+        if key in self.specs:
+            return self.specs[key]
+        if key in self.aliases:
+            return self.specs[self.aliases[key]]
+        raise UnknownGPUError(name, list(self.specs) + list(self.aliases))
+
+    def ids(self) -> list[str]:
+        return sorted(self.specs)
+
+
+@lru_cache(maxsize=16)
+def _library(extra: tuple[str, ...], env: str) -> SpecLibrary:
+    return SpecLibrary(search_dirs(extra))
+
+
+def library(specs_dirs: Iterable[str | Path] = ()) -> SpecLibrary:
+    """The spec library for the default search path plus ``specs_dirs`` (cached)."""
+    return _library(tuple(str(p) for p in specs_dirs), os.environ.get("GPUMODEL_SPECS_PATH", ""))
+
+
+def get_gpu(name: str | GPUSpec, specs_dirs: Iterable[str | Path] = ()) -> GPUSpec:
+    """Look up a GPU by id or alias (case-insensitive); unknown names raise UnknownGPUError."""
+    return library(specs_dirs).get(name)
+
+
+def list_gpus(specs_dirs: Iterable[str | Path] = ()) -> list[GPUSpec]:
+    lib = library(specs_dirs)
+    return [lib.specs[i] for i in lib.ids()]
+
+
+def spec_json_schema() -> dict[str, Any]:
+    return GPUSpec.model_json_schema(by_alias=True)

@@ -1,0 +1,164 @@
+"""Parse quantity strings ("3.35 TB/s", "80 GB", "50 MiB", "989.4 TFLOP/s") into SI floats.
+
+Grammar: ``<number> [<prefix>]<unit>``, optional space. SI prefixes (k/K, M, G, T, P, E) are
+powers of 1000; IEC prefixes (Ki, Mi, Gi, Ti, Pi) are powers of 1024 and only apply to bytes
+and bits. ``B`` is a byte and ``b`` a bit (8 b = 1 B). Units parse only into the dimension a field
+expects: a bandwidth written ``3.35 TB`` is an error, never silently a size.
+
+This is the only place unit scaling happens; everything past the loader is SI floats.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from gpumodel.errors import UnitError
+
+Dimension = Literal["bytes", "bytes_per_s", "flop_per_s", "hz", "watts", "seconds"]
+
+SI_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+SUB_PREFIX = {"m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9, "p": 1e-12}
+IEC_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+# unit symbol -> (dimension, scale to the SI base of that dimension)
+_UNITS: dict[str, tuple[Dimension, float]] = {
+    "B": ("bytes", 1.0),
+    "b": ("bytes", 1 / 8),
+    "bit": ("bytes", 1 / 8),
+    "B/s": ("bytes_per_s", 1.0),
+    "b/s": ("bytes_per_s", 1 / 8),
+    "bps": ("bytes_per_s", 1 / 8),
+    "FLOP/s": ("flop_per_s", 1.0),
+    "FLOPS": ("flop_per_s", 1.0),
+    "OP/s": ("flop_per_s", 1.0),
+    "OPS": ("flop_per_s", 1.0),
+    "Hz": ("hz", 1.0),
+    "W": ("watts", 1.0),
+    "s": ("seconds", 1.0),
+}
+
+EXAMPLES: dict[Dimension, str] = {
+    "bytes": "80 GB",
+    "bytes_per_s": "3.35 TB/s",
+    "flop_per_s": "989.4 TFLOP/s",
+    "hz": "1980 MHz",
+    "watts": "700 W",
+    "seconds": "5 us",
+}
+
+_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
+
+
+def _split_unit(symbol: str) -> tuple[float, Dimension] | None:
+    """Return (scale, dimension) for a prefixed unit symbol, or None if unknown."""
+    if symbol in _UNITS:
+        dim, scale = _UNITS[symbol]
+        return scale, dim
+    for prefixes, allowed in (
+        (IEC_PREFIX, {"bytes", "bytes_per_s"}),
+        (SI_PREFIX, None),
+        (SUB_PREFIX, {"seconds"}),
+    ):
+        for prefix, factor in prefixes.items():
+            if prefix and symbol.startswith(prefix) and symbol[len(prefix) :] in _UNITS:
+                dim, scale = _UNITS[symbol[len(prefix) :]]
+                if allowed is not None and dim not in allowed:
+                    continue
+                return factor * scale, dim
+    return None
+
+
+def parse_quantity(value: str | float | int, dimension: Dimension) -> float:
+    """Parse ``value`` into an SI float of ``dimension``; bare numbers are taken as SI already.
+
+    >>> parse_quantity("3.35 TB/s", "bytes_per_s")
+    3350000000000.0
+    >>> parse_quantity("50 MiB", "bytes")
+    52428800.0
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"expected a quantity like '{EXAMPLES[dimension]}', got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        match = _QUANTITY.match(str(value))
+        if not match:
+            raise UnitError(f"expected a quantity like '{EXAMPLES[dimension]}', got {value!r}")
+        number = float(match.group(1))
+        symbol = match.group(2)
+        if symbol:
+            parsed = _split_unit(symbol)
+            if parsed is None:
+                raise UnitError(
+                    f"unknown unit '{symbol}' in {value!r}; expected a quantity like "
+                    f"'{EXAMPLES[dimension]}'"
+                )
+            scale, found = parsed
+            if found != dimension:
+                raise UnitError(
+                    f"{value!r} is a {_NAMES[found]}, expected a {_NAMES[dimension]} "
+                    f"like '{EXAMPLES[dimension]}'"
+                )
+            number *= scale
+    if number != number or number in (float("inf"), float("-inf")):
+        raise UnitError(f"{value!r} is not a finite number")
+    if number < 0:
+        raise UnitError(f"{value!r} must not be negative")
+    return number
+
+
+_NAMES: dict[Dimension, str] = {
+    "bytes": "size in bytes",
+    "bytes_per_s": "bandwidth",
+    "flop_per_s": "compute rate",
+    "hz": "frequency",
+    "watts": "power",
+    "seconds": "time",
+}
+
+
+def format_quantity(value: float, unit: str, binary: bool = False, digits: int = 3) -> str:
+    """Format an SI float for humans: ``format_quantity(3.35e12, "B/s") -> '3.35 TB/s'``."""
+    if value == 0:
+        return f"0 {unit}"
+    steps = (
+        [("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10), ("", 1)]
+        if binary
+        else [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1)]
+    )
+    for prefix, scale in steps:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def format_time(seconds: float) -> str:
+    """Human time: ns, µs, ms, s, min, h or days, three significant digits."""
+    if seconds < 1e-6:
+        return f"{seconds * 1e9:.3g} ns"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.3g} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.3g} h"
+    return f"{seconds / 86400:.3g} days"
+
+
+def parse_count(value: str | int | float) -> float:
+    """Parse a plain count with an optional SI suffix: '2T' tokens, '7B' params, '50k'."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip().replace("_", "")
+    mult = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+    try:
+        if text and text[-1] in mult:
+            return float(text[:-1]) * mult[text[-1]]
+        return float(text)
+    except ValueError:
+        raise UnitError(f"expected a count like '2T' or '7e9', got {value!r}") from None
