@@ -56,8 +56,9 @@ def predict(
     params = cal.parameters if cal else CalibrationParams()
     label = cal.label if cal else "none (datasheet only)"
     family = op.op_name
-    kernels = [kernel_time(k, gpu, params, family, l2) for k in op.kernels(gpu)]
-    return assemble(op.label(), gpu, label, kernels, op.kernels(gpu))
+    work = op.kernels(gpu)
+    kernels = [kernel_time(k, gpu, params, family, l2) for k in work]
+    return assemble(op.label(), gpu, label, kernels, work)
 
 
 def assemble(

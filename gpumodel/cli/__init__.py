@@ -7,10 +7,22 @@ import sys
 from gpumodel.cli._app import app
 
 # Each module registers its commands on ``app`` when imported.
-from gpumodel.cli import predict as _predict  # noqa: E402,F401
 from gpumodel.cli import specs as _specs  # noqa: E402,F401
+from gpumodel.cli import roofline as _roofline  # noqa: E402,F401
+from gpumodel.cli import batch as _batch  # noqa: E402,F401
 
-__all__ = ["app", "main"]
+__all__ = ["app", "command", "main"]
+
+
+def command():
+    """The click command tree: the typer app plus the generated ``predict`` group."""
+    import typer
+
+    from gpumodel.cli.predict import predict_group
+
+    cmd = typer.main.get_command(app)
+    cmd.add_command(predict_group(), "predict")  # type: ignore[attr-defined]
+    return cmd
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpumodel.errors import GpumodelError
 
     try:
-        app(args=argv, prog_name="gpumodel", standalone_mode=False)
+        command()(args=argv, prog_name="gpumodel", standalone_mode=False)
     except GpumodelError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -32,4 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.ClickException as exc:
         sys.stderr.write(f"error: {exc.format_message()}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
     return 0

@@ -47,6 +47,18 @@ def efficiency(shape: GemmShape, gpu: GPUSpec, params: CalibrationParams) -> tup
     return factor, terms
 
 
+def efficiency_array(m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams):
+    """``efficiency`` over numpy arrays of shapes (same factors, no terms)."""
+    import numpy as np
+
+    fitted = params.gemm.get(dtype)
+    if fitted is None:
+        return np.ones(np.broadcast(m, n, k).shape)
+    a = ALIGN_ELEMENTS.get(dtype, 8)
+    bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
+    return fitted.efficiency * np.where(bad, fitted.misaligned_efficiency, 1.0)
+
+
 def advice(shape: GemmShape, gpu: GPUSpec) -> list[str]:
     out = []
     for dim in misaligned(shape):

@@ -46,6 +46,7 @@ __all__ = [
     "Reduction",
     "Softmax",
     "from_row",
+    "op_class",
     "op_names",
     "register",
 ]
@@ -66,6 +67,13 @@ for _cls in (Gemm, Conv2d, Kernel, Reduction, LayerNorm, RMSNorm, Softmax, Atten
 
 def op_names() -> list[str]:
     return sorted(set(_REGISTRY) | set(ELEMENTWISE))
+
+
+def op_class(name: str) -> type[Op]:
+    """The op class registered under ``name``."""
+    if name not in _REGISTRY:
+        raise SpecError(f"unknown op '{name}'; known: {', '.join(op_names())}")
+    return _REGISTRY[name]
 
 
 def from_row(row: dict[str, Any]) -> Op:

@@ -15,6 +15,11 @@ def output_bytes_per_element(dtype: str) -> float:
     return 2.0 if dtype in ("fp8", "int8", "fp4") else element_bytes(dtype)
 
 
+def gemm_bytes(m, n, k, batch, dtype: str):
+    """Minimum DRAM bytes of ``batch`` products: (m*k + k*n)*in + m*n*out (works on arrays)."""
+    return batch * ((m * k + k * n) * element_bytes(dtype) + m * n * output_bytes_per_element(dtype))
+
+
 class Gemm(Op):
     """C[m,n] = A[m,k] @ B[k,n], ``batch`` independent products (bmm when batch > 1).
 
@@ -31,12 +36,8 @@ class Gemm(Op):
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
-        size_in = element_bytes(self.dtype)
-        size_out = output_bytes_per_element(self.dtype)
         flops = 2.0 * self.m * self.n * self.k * self.batch
-        nbytes = self.batch * (
-            (self.m * self.k + self.k * self.n) * size_in + self.m * self.n * size_out
-        )
+        nbytes = gemm_bytes(self.m, self.n, self.k, self.batch, self.dtype)
         return [
             KernelWork(
                 name="gemm",

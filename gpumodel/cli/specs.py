@@ -1,0 +1,79 @@
+"""``gpumodel specs list|show|check|schema``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+import gpumodel as gm
+from gpumodel.cli._app import app, console, print_json
+
+specs_app = typer.Typer(help="The GPU spec library: list, show, check, schema.", no_args_is_help=True)
+app.add_typer(specs_app, name="specs")
+
+SpecsDir = Annotated[list[str], typer.Option("--specs-dir", help="extra spec directory")]
+
+
+@specs_app.command("list")
+def specs_list(specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")) -> None:  # noqa: B006
+    """All GPUs found on the spec search path."""
+    from rich.table import Table
+
+    gpus = gm.list_gpus(specs_dir)
+    if as_json:
+        print_json([{"id": g.id, "name": g.name, "aliases": g.aliases, "origin": g.origin}
+                    for g in gpus])  # fmt: skip
+        return
+    fq = gm.format_quantity
+    table = Table(title=f"{len(gpus)} GPUs")
+    for col in ("id", "aliases", "name", "SMs", "memory", "bandwidth", "bf16 tensor", "fp32",
+                "$/h"):  # fmt: skip
+        table.add_column(col)
+    for g in gpus:
+        bf16 = g.peak_flops("bf16", "tensor")
+        fp32 = g.peak_flops("fp32", "vector")
+        table.add_row(
+            g.id, ",".join(g.aliases), g.name, str(g.sm_count), fq(g.memory_bytes, "B"),
+            fq(g.memory_bandwidth_bytes_per_s, "B/s"), fq(bf16, "FLOP/s") if bf16 else "-",
+            fq(fp32, "FLOP/s") if fp32 else "-",
+            f"{g.price.usd_per_hour:.2f}" if g.price else "-",
+        )  # fmt: skip
+    console().print(table)
+
+
+@specs_app.command("show")
+def specs_show(gpu: str, specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")) -> None:  # noqa: B006
+    """One GPU's spec in SI units, and the file it came from."""
+    spec = gm.get_gpu(gpu, specs_dir)
+    data = spec.model_dump(mode="json")
+    data["origin"] = spec.origin
+    if as_json:
+        print_json(data)
+        return
+    import yaml
+
+    console().print(f"# from {spec.origin}", highlight=False, markup=False)
+    console().print(yaml.safe_dump(data, sort_keys=False, width=100), highlight=False, markup=False)
+
+
+@specs_app.command("check")
+def specs_check(files: list[str]) -> None:
+    """Validate spec files; warn when a tensor rate looks like a sparse figure."""
+    from gpumodel.speccheck import check_spec
+
+    for f in files:
+        spec = gm.load_spec_file(f)
+        warnings = check_spec(spec)
+        status = "ok" if not warnings else f"{len(warnings)} warning(s)"
+        console().print(f"{f}: {spec.id}: {status}", highlight=False, markup=False)
+        for w in warnings:
+            console().print(f"  warning: {w}", highlight=False, markup=False)
+
+
+@specs_app.command("schema")
+def specs_schema() -> None:
+    """JSON Schema of a spec file, for editor validation."""
+    from gpumodel.specs import spec_json_schema
+
+    print_json(spec_json_schema())
