@@ -27,6 +27,14 @@ from gpumodel.prediction import KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu, list_gpus, load_spec_file
 from gpumodel.units import format_quantity, format_time, parse_quantity
 
+
+def sweep(op, gpu, calibration=None, **params):
+    """Vectorised predictions over numpy arrays of shapes (see gpumodel.sweep.sweep)."""
+    from gpumodel.sweep import sweep as _sweep
+
+    return _sweep(op, gpu, calibration, **params)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -54,4 +62,5 @@ __all__ = [
     "ops",
     "parse_quantity",
     "predict",
+    "sweep",
 ]

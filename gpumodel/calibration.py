@@ -44,6 +44,8 @@ class GemmParams(_Frozen):
     small_m_bandwidth_efficiency: float = Field(
         1.0, gt=0, le=1.5, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )
+    overhead_s: float | None = Field(None, ge=0, description="fixed cost of one cuBLAS call")
+    overlap_exponent: float | None = Field(None, ge=1)
 
 
 class HostLinkParams(_Frozen):
@@ -79,6 +81,9 @@ class CalibrationParams(_Frozen):
     gemm: dict[str, GemmParams] = Field(default_factory=dict)
     family_efficiency: dict[str, float] = Field(
         default_factory=dict, description="per op family multiplier on the roofline rate"
+    )
+    family_overhead_s: dict[str, float] = Field(
+        default_factory=dict, description="per op family fixed cost per kernel, seconds"
     )
     host: HostLinkParams = HostLinkParams()
     dram_latency_cycles: float | None = Field(None, gt=0)

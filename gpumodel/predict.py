@@ -55,9 +55,15 @@ def predict(
         return custom(gpu, cal)
     params = cal.parameters if cal else CalibrationParams()
     label = cal.label if cal else "none (datasheet only)"
-    family = op.op_name
+    return predict_with_params(op, gpu, params, label, l2)
+
+
+def predict_with_params(
+    op: Op, gpu: GPUSpec, params: CalibrationParams, label: str = "parameters", l2: L2Mode = "cold"
+) -> Prediction:
+    """``predict`` with explicit model parameters (what the calibration fit iterates on)."""
     work = op.kernels(gpu)
-    kernels = [kernel_time(k, gpu, params, family, l2) for k in work]
+    kernels = [kernel_time(k, gpu, params, op.op_name, l2) for k in work]
     return assemble(op.label(), gpu, label, kernels, work)
 
 
@@ -170,6 +176,9 @@ def kernel_time(
     terms.append(Term(name="memory time", value=t_memory, note=mem_note))
 
     p = params.overlap_exponent or math.inf
+    fitted_gemm = params.gemm.get(kw.gemm.dtype) if kw.gemm is not None else None
+    if fitted_gemm is not None and fitted_gemm.overlap_exponent:
+        p = fitted_gemm.overlap_exponent
     t_core = overlap_time(t_compute, t_memory, p)
     roof = max(t_compute, t_memory)
     if math.isfinite(p) and roof > 0:
@@ -182,13 +191,11 @@ def kernel_time(
         t_core /= fam
         terms.append(Term(name=f"{family} efficiency", value=fam, unit="x",
                           note="calibrated kernel efficiency of this op family"))  # fmt: skip
-    overhead = params.kernel_overhead_s
-    overhead = DEFAULT_KERNEL_OVERHEAD_S if overhead is None else overhead
+    overhead, source = kernel_overhead(params, family, fitted_gemm)
     t_floor = kw.launches * overhead
     terms.append(
         Term(name="launch floor", value=t_floor,
-             note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel"
-             + ("" if params.kernel_overhead_s is not None else " (default, uncalibrated)"))
+             note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
     )  # fmt: skip
     time_s = t_floor + t_core
     bound: Bound
@@ -202,6 +209,18 @@ def kernel_time(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def kernel_overhead(params: CalibrationParams, family: str, gemm: Any = None) -> tuple[float, str]:
+    """Fixed GPU-side cost of one kernel: the op family's calibrated floor, else the GPU's, else
+    the uncalibrated default."""
+    if gemm is not None and gemm.overhead_s is not None:
+        return gemm.overhead_s, "calibrated for this GEMM dtype"
+    if family in params.family_overhead_s:
+        return params.family_overhead_s[family], f"calibrated for {family}"
+    if params.kernel_overhead_s is not None:
+        return params.kernel_overhead_s, "calibrated empty-kernel time"
+    return DEFAULT_KERNEL_OVERHEAD_S, "default, uncalibrated"
 
 
 def _transfer_time(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams) -> KernelPrediction:

@@ -216,7 +216,9 @@ class GPUSpec(_Frozen):
 
 def format_validation_error(exc: ValidationError, where: str) -> str:
     """First pydantic error as one line: 'file: field.path: message'."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # a typo'd key also makes the real key "missing": name the typo first
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":

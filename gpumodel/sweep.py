@@ -18,7 +18,7 @@ from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import matmul_unit, vector_unit
 from gpumodel.ops.matmul import gemm_bytes
-from gpumodel.predict import DEFAULT_KERNEL_OVERHEAD_S, predict
+from gpumodel.predict import kernel_overhead, predict
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
 BOUNDS = np.array(["memory", "compute", "launch"])
@@ -74,9 +74,12 @@ def sweep(
     t_compute = flops / rate
     t_memory = nbytes / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
     exponent = p.overlap_exponent or math.inf
+    fitted_gemm = p.gemm.get(dtype) if family == "gemm" else None
+    if fitted_gemm is not None and fitted_gemm.overlap_exponent:
+        exponent = fitted_gemm.overlap_exponent
     t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     t_core = t_core / p.family_efficiency.get(family, 1.0)
-    overhead = DEFAULT_KERNEL_OVERHEAD_S if p.kernel_overhead_s is None else p.kernel_overhead_s
+    overhead, _ = kernel_overhead(p, family, fitted_gemm)
     bound = np.where(overhead >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {
         "time_s": overhead + t_core,

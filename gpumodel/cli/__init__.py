@@ -10,6 +10,7 @@ from gpumodel.cli._app import app
 from gpumodel.cli import specs as _specs  # noqa: E402,F401
 from gpumodel.cli import roofline as _roofline  # noqa: E402,F401
 from gpumodel.cli import batch as _batch  # noqa: E402,F401
+from gpumodel.cli import validate as _validate  # noqa: E402,F401
 
 __all__ = ["app", "command", "main"]
 
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from gpumodel.errors import GpumodelError
 
     try:
-        command()(args=argv, prog_name="gpumodel", standalone_mode=False)
+        result = command()(args=argv, prog_name="gpumodel", standalone_mode=False)
     except GpumodelError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
@@ -47,4 +48,4 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
-    return 0
+    return result if isinstance(result, int) else 0

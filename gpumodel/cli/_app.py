@@ -51,4 +51,4 @@ def _json_default(obj: Any) -> Any:
 def console():
     from rich.console import Console
 
-    return Console(soft_wrap=False, width=max(100, Console().width))
+    return Console(soft_wrap=False, width=max(150, Console().width))

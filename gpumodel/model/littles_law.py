@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DRAM_LATENCY_CYCLES",
     "DEFAULT_FMA_LATENCY_CYCLES",
+    "LATENCY_SOURCES",
     "Concurrency",
     "Waves",
     "concurrency",
@@ -60,6 +61,8 @@ DEFAULT_FMA_LATENCY_CYCLES: dict[str, tuple[float, str]] = {
 }
 
 DEFAULT_SOURCE = "default (published microbenchmarks)"
+#: Where a latency came from, most trusted first.
+LATENCY_SOURCES = ("argument", "calibration", "spec", DEFAULT_SOURCE)
 
 
 def littles_law(throughput: Any, latency: Any) -> Any:
@@ -88,37 +91,40 @@ def _calibrated(calibration: Any, name: str) -> float | None:
 
 def _dram_latency(
     gpu: GPUSpec, cycles: float | None, seconds: float | None, calibration: Any
-) -> tuple[float, str]:
+) -> tuple[float, str, str | None]:
+    """(cycles, source, reference): source is one of LATENCY_SOURCES."""
     if cycles is not None and seconds is not None:
         raise SpecError("give the DRAM latency in cycles or in seconds, not both")
     if cycles is not None:
         if not cycles > 0:
             raise SpecError(f"DRAM latency must be > 0 cycles, got {cycles}")
-        return float(cycles), "argument"
+        return float(cycles), "argument", None
     if seconds is not None:
         if not seconds > 0:
             raise SpecError(f"DRAM latency must be > 0 s, got {seconds}")
-        return float(seconds) * gpu.boost_clock_hz, "argument"
+        return float(seconds) * gpu.boost_clock_hz, "argument", None
     measured = _calibrated(calibration, "dram_latency_cycles")
     if measured is not None:
-        return measured, "calibration"
+        return measured, "calibration", getattr(calibration, "label", None)
     if gpu.latency.dram_cycles is not None:
-        return float(gpu.latency.dram_cycles), "spec"
+        return float(gpu.latency.dram_cycles), "spec", gpu.origin
     arch = gpu.architecture.lower()
     if arch in DEFAULT_DRAM_LATENCY_CYCLES:
         value, why = DEFAULT_DRAM_LATENCY_CYCLES[arch]
-        return value, f"{DEFAULT_SOURCE}: {why}"
+        return value, DEFAULT_SOURCE, why
     value, why = DEFAULT_DRAM_LATENCY_CYCLES[_FALLBACK_ARCH]
-    return value, f"{DEFAULT_SOURCE}: none for {arch}, using {why}"
+    return value, DEFAULT_SOURCE, f"none published here for {arch}; using {why}"
 
 
-def _fma_latency(gpu: GPUSpec) -> tuple[float, str]:
+def _fma_latency(gpu: GPUSpec) -> tuple[float, str, str | None]:
     if gpu.latency.fma_cycles is not None:
-        return float(gpu.latency.fma_cycles), "spec"
+        return float(gpu.latency.fma_cycles), "spec", gpu.origin
     arch = gpu.architecture.lower()
-    value, why = DEFAULT_FMA_LATENCY_CYCLES.get(arch, DEFAULT_FMA_LATENCY_CYCLES[_FALLBACK_ARCH])
-    known = arch in DEFAULT_FMA_LATENCY_CYCLES
-    return value, f"{DEFAULT_SOURCE}: {why}" + ("" if known else f" (none for {arch})")
+    if arch in DEFAULT_FMA_LATENCY_CYCLES:
+        value, why = DEFAULT_FMA_LATENCY_CYCLES[arch]
+        return value, DEFAULT_SOURCE, why
+    value, why = DEFAULT_FMA_LATENCY_CYCLES[_FALLBACK_ARCH]
+    return value, DEFAULT_SOURCE, f"none published here for {arch}; using {why}"
 
 
 class Concurrency(BaseModel):
@@ -132,7 +138,8 @@ class Concurrency(BaseModel):
     bandwidth_bytes_per_s: float
     latency_dram_cycles: float
     latency_dram_s: float
-    latency_source: str
+    latency_source: str  # one of LATENCY_SOURCES
+    latency_reference: str | None  # which paper, file or calibration
     bytes_in_flight_needed: float
     bytes_in_flight_per_sm: float
     bytes_per_thread_in_flight: float
@@ -145,6 +152,7 @@ class Concurrency(BaseModel):
     fp32_lanes_per_sm: float | None
     fma_latency_cycles: float
     fma_latency_source: str
+    fma_latency_reference: str | None
     arithmetic_ops_in_flight_per_sm: float | None
     arithmetic_warps_needed_per_sm: float | None
     # optional: what a given residency achieves
@@ -176,8 +184,8 @@ def concurrency(
     if not bytes_per_thread_in_flight > 0:
         raise SpecError(f"bytes per thread in flight must be > 0, got {bytes_per_thread_in_flight}")
     if isinstance(ilp, bool) or not isinstance(ilp, int) or ilp < 1:
-        raise SpecError(f"ilp (independent operations in flight per thread) must be >= 1, got {ilp}")
-    cycles, source = _dram_latency(gpu, latency_dram_cycles, latency_dram_s, calibration)
+        raise SpecError(f"ilp (independent operations per thread) must be >= 1, got {ilp}")
+    cycles, source, reference = _dram_latency(gpu, latency_dram_cycles, latency_dram_s, calibration)
     clock = gpu.boost_clock_hz
     latency_s = cycles / clock
     bandwidth = gpu.memory_bandwidth_bytes_per_s
@@ -194,16 +202,16 @@ def concurrency(
     # FP32 lanes per SM = vector FP32 peak / (2 FLOP per FMA x clock x SMs)
     fp32 = gpu.peak_flops("fp32", "vector")
     lanes = fp32 / (2 * clock * gpu.sm_count) if fp32 else None
-    fma_cycles, fma_source = _fma_latency(gpu)
+    fma_cycles, fma_source, fma_reference = _fma_latency(gpu)
     # Little's law on the FMA pipes: ops in flight = lanes x dependent-FMA latency
     ops = littles_law(lanes, fma_cycles) if lanes else None
 
     limited = bound = None
     if resident_warps_per_sm is not None:
+        per_thread = bytes_per_thread_in_flight * ilp
         limited = float(
-            latency_limited_bandwidth(gpu, resident_warps_per_sm, bytes_per_thread_in_flight * ilp,
-                                      latency_s)
-        )  # fmt: skip
+            latency_limited_bandwidth(gpu, resident_warps_per_sm, per_thread, latency_s)
+        )
         bound = bool(resident_warps_per_sm < warps_needed)
     return Concurrency(
         gpu_id=gpu.id,
@@ -212,6 +220,7 @@ def concurrency(
         latency_dram_cycles=cycles,
         latency_dram_s=latency_s,
         latency_source=source,
+        latency_reference=reference,
         bytes_in_flight_needed=in_flight,
         bytes_in_flight_per_sm=per_sm,
         bytes_per_thread_in_flight=float(bytes_per_thread_in_flight),
@@ -223,6 +232,7 @@ def concurrency(
         fp32_lanes_per_sm=lanes,
         fma_latency_cycles=fma_cycles,
         fma_latency_source=fma_source,
+        fma_latency_reference=fma_reference,
         arithmetic_ops_in_flight_per_sm=ops,
         arithmetic_warps_needed_per_sm=ops / warp / ilp if ops else None,
         resident_warps_per_sm=resident_warps_per_sm,

@@ -182,7 +182,8 @@ def _compute(
     _check_inputs(rules, t, r, s)
     preference = _carveout_preference_bytes(rules, carveout)
 
-    # cudaOccMaxBlocksPerSMWarpsLimit: warpsAllocatedPerCTA = __occDivideRoundUp(blockSize, warpSize)
+    # cudaOccMaxBlocksPerSMWarpsLimit:
+    # warpsAllocatedPerCTA = __occDivideRoundUp(blockSize, warpSize)
     warps = (t + rules.warp_size - 1) // rules.warp_size
     # cudaOccMaxBlocksPerSMWarpsLimit: maxBlocks = maxWarpsPerSm / warpsAllocatedPerCTA
     limit_warps = rules.max_warps_per_sm // warps
@@ -208,9 +209,7 @@ def _compute(
     # smemAllocatedPerCTA = __occRoundUp(total, cudaOccSMemAllocationGranularity)
     smem_alloc = _round_up(s + rules.reserved_shared_memory_bytes, rules.shared_memory_unit_bytes)
     # cudaOccSMemPerBlock (FUNC_SHMEM_LIMIT_OPTIN): sharedMemPerBlockOptin + reserved (CC >= 8)
-    per_block_limit = (
-        rules.shared_memory_per_block_optin_bytes + rules.reserved_shared_memory_bytes
-    )
+    per_block_limit = rules.shared_memory_per_block_optin_bytes + rules.reserved_shared_memory_bytes
     smem_fits = smem_alloc <= per_block_limit
     # cudaOccMaxBlocksPerSMSmemLimit: the preference is used if one block fits in it; else
     # (Volta+) the smallest configuration that holds one block
@@ -303,12 +302,12 @@ def occupancy(
     ):
         if isinstance(value, bool) or np.ndim(value) != 0:
             raise SpecError(f"{name} must be one number (use occupancy_table for arrays)")
-    out = {k: v.reshape(-1)[0] for k, v in _compute(
+    arrays = _compute(
         rules, threads_per_block, registers_per_thread, shared_mem_per_block, carveout
-    ).items()}  # fmt: skip
-    limits = {
-        name: int(out[f"limit_{name}"]) for name in ("warps", "registers", "blocks", "shared_memory")
-    }
+    )
+    out = {k: v.reshape(-1)[0] for k, v in arrays.items()}
+    names = ("warps", "registers", "blocks", "shared_memory")
+    limits = {name: int(out[f"limit_{name}"]) for name in names}
     blocks = int(out["blocks_per_sm"])
     limiters = tuple(name for name in LIMITERS if limits[name] == blocks)
     smem = int(out["shared_mem_per_block_bytes"])

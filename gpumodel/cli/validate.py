@@ -1,0 +1,116 @@
+"""``gpumodel validate``: measure this machine's GPU, calibrate, report the model's own error.
+
+Exit codes: 0 all families within tolerance; 1 some family's held-out error exceeds its
+tolerance (so it can gate CI on GPU runners); 2 bad input or no GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpumodel.cli._app import app, console, print_json, split_list
+
+
+@app.command()
+def validate(
+    backend: str = typer.Option("cupy", help="cupy (NVIDIA GPU) or numpy (CPU, for CI)"),
+    quick: bool = typer.Option(False, "--quick", help="fewer points (< 1 min on an H100)"),
+    gpu: str = typer.Option(None, help="spec id to calibrate (default: from the device name)"),
+    families: str = typer.Option(None, help="only these families, comma-separated"),
+    out: str = typer.Option(None, help="calibration file (default: the user cache)"),
+    report: str = typer.Option(None, help="directory for report.md (and validation.png)"),
+    plot: bool = typer.Option(False, "--plot", help="draw measured vs predicted into --report"),
+    from_measurements: str = typer.Option(
+        None, help="re-fit from a raw measurements JSON instead of measuring"
+    ),
+    collectives: bool = typer.Option(False, "--collectives", help="measure NCCL collectives"),
+    occupancy: bool = typer.Option(False, "--occupancy",
+                                   help="check the occupancy model against the CUDA runtime"),  # fmt: skip
+    as_json: bool = typer.Option(False, "--json"),
+    no_progress: bool = typer.Option(False, "--no-progress"),
+) -> None:
+    """Measure kernels on the local GPU, fit the model, report held-out error per family."""
+    from gpumodel.calibration import user_calibration_path
+    from gpumodel.validate.pipeline import run_validate, write_outputs
+    from gpumodel.validate.report import HEADER, error_rows
+
+    if collectives or occupancy:
+        _extra_checks(collectives, occupancy, report, as_json)
+        return
+    fam = set(split_list(families)) or None
+    with _progress(disabled=no_progress or as_json) as progress:
+        cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
+    target = Path(out) if out else user_calibration_path(cal.gpu_id)
+    written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
+    if as_json:
+        print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
+                    cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"validation: {cal.device_name} ({cal.gpu_id}), held-out error")
+        for h in HEADER:
+            table.add_column(h)
+        for row in error_rows(cal):
+            table.add_row(*row)
+        out_console = console()
+        out_console.print(table)
+        for w in written:
+            out_console.print(f"wrote {w}", highlight=False, markup=False)
+        for f in fails:
+            out_console.print(f"FAIL {f}", highlight=False, markup=False)
+    if fails:
+        raise typer.Exit(1)
+
+
+class _progress:
+    """A rich progress bar fed by the runners' (task, done, total) callback."""
+
+    def __init__(self, disabled: bool):
+        self.disabled = disabled
+
+    def __enter__(self):
+        if self.disabled:
+            return None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description:<32}"), BarColumn(),
+                            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                            transient=False)  # fmt: skip
+        self.bar.__enter__()
+        self.tasks: dict[str, int] = {}
+
+        def update(task: str, done: int, total: int) -> None:
+            if task not in self.tasks:
+                self.tasks[task] = self.bar.add_task(task, total=total)
+            self.bar.update(self.tasks[task], completed=done, total=total)
+
+        return update
+
+    def __exit__(self, *exc) -> None:
+        if not self.disabled:
+            self.bar.__exit__(*exc)
+
+
+def _extra_checks(collectives: bool, occupancy: bool, report: str | None, as_json: bool) -> None:
+    """The multi-GPU and occupancy checks (separate runners, separate outputs)."""
+    out_dir = Path(report or ".")
+    results = {}
+    if occupancy:
+        from gpumodel.validate.occupancy_check import run_occupancy_check
+        from gpumodel.validate.pipeline import gpu_for_device_name
+        from gpumodel.validate.device_info import device_info
+
+        info = device_info()
+        spec = gpu_for_device_name(str(info.get("device_name") or info.get("name")))
+        results["occupancy"] = run_occupancy_check(spec)
+    if collectives:
+        from gpumodel.validate.collectives_runner import run_collectives_validation
+
+        results["collectives"] = run_collectives_validation(out_dir)
+    print_json(results) if as_json else console().print(results)
+    bad = results.get("occupancy", {}).get("n_mismatches", 0)
+    if bad:
+        raise typer.Exit(1)

@@ -1,0 +1,74 @@
+"""One op the LLM layers need that the op library has no single class for: a short sequence of
+memory-bound elementwise kernels ("passes") over the same tensor.
+
+Eager PyTorch runs an unfused RMSNorm or rotary embedding as one kernel per aten op, each
+reading and writing the whole tensor (HF transformers' ``LlamaRMSNorm``: to(fp32), pow, mean,
+add, rsqrt, mul, to(bf16), mul by weight = 8 kernels). ``Passes`` keeps each kernel's bytes
+and FLOPs so the time model sees every trip to DRAM and every launch. Its op family is
+``elementwise`` so a calibrated elementwise efficiency applies.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, vector_unit
+from gpumodel.specs import GPUSpec
+
+
+class Pass(BaseModel):
+    """One kernel over ``fraction * n`` elements moving ``bytes_per_element`` each (reads plus
+    writes) and doing ``flops_per_element``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    fraction: float = Field(1.0, gt=0)
+    bytes_per_element: float = Field(ge=0)
+    flops_per_element: float = Field(0.0, ge=0)
+
+
+class Passes(Op):
+    """``len(passes)`` kernels over a tensor of ``n`` elements, in order."""
+
+    op_name: ClassVar[str] = "elementwise"
+    name: str
+    n: int = Field(gt=0)
+    dtype: Dtype = "bf16"
+    passes: tuple[Pass, ...] = Field(min_length=1)
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        unit, dt = vector_unit(gpu, self.dtype)
+        out = []
+        for p in self.passes:
+            elements = max(1.0, p.fraction * self.n)
+            nbytes = elements * p.bytes_per_element
+            flops = elements * p.flops_per_element
+            out.append(
+                KernelWork(
+                    name=f"{self.name}: {p.name}",
+                    flops=(FlopPart(unit, dt, flops),) if flops else (),
+                    bytes=nbytes,
+                    working_set_bytes=nbytes,
+                    threads=int(elements),
+                )
+            )
+        return out
+
+    def label(self) -> str:
+        return f"{self.name}(n={self.n}, {len(self.passes)} kernels, dtype={self.dtype})"
+
+
+def passes(name: str, n: int, dtype: str, *steps: tuple[str, float, float, float]) -> Passes:
+    """``passes("rope", n, "bf16", ("mul cos", 1, 4, 1), ...)``: (name, fraction, bytes/elem,
+    flops/elem) per kernel."""
+    return Passes(
+        name=name,
+        n=n,
+        dtype=dtype,  # type: ignore[arg-type]
+        passes=tuple(
+            Pass(name=s, fraction=f, bytes_per_element=b, flops_per_element=fl)
+            for s, f, b, fl in steps
+        ),
+    )

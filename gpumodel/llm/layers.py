@@ -1,0 +1,350 @@
+"""A decoder-only transformer as an ordered list of gpumodel ops, per GPU after tensor parallelism.
+
+``model_ops(model, batch, seq, context)`` returns the ops of one forward step: the embedding
+(``pre``), one decoder layer (``layer``, run ``model.layers`` times) and the final norm and LM
+head (``post``). Each entry is ``(name, op, count)``: a gpumodel op (Gemm, Attention, RMSNorm,
+...) that ``predict`` times, so a calibration flows through every layer.
+
+Shapes. ``batch`` sequences each bring ``seq`` new tokens (prefill: the prompt; decode: 1) and
+attend to ``context`` keys (default ``seq``; capped by a sliding window). T = batch * seq rows
+go through every projection. Pre-norm decoder layer (GPT-2/Llama):
+
+    x = x + o_proj(attention(rope(q_proj(norm(x)), k_proj(..)), v_proj(..)))
+    x = x + down(act(gate(norm(x))) * up(norm(x)))        SwiGLU (Shazeer 2020)
+    x = x + down(gelu(up(norm(x))))                        GELU MLP (GPT-2)
+
+Tensor parallelism ``tp`` (Megatron-LM, Shoeybi et al. 2019, section 3): Q/K/V and gate/up are
+column-parallel (heads and ffn_hidden divided by tp; K/V heads replicated when kv_heads < tp),
+o_proj and down are row-parallel, each followed by an all-reduce of the T x hidden activations
+(2 per layer forward, bytes = T * hidden * element size, the nccl-tests per-rank size).
+
+Fusion. ``fusion="unfused"`` is eager PyTorch as Hugging Face transformers writes Llama: separate
+q/k/v and gate/up GEMMs, RMSNorm as 8 aten kernels in fp32, rotary embedding as 5 kernels per
+tensor, SiLU and multiply as 2, a transpose copy after attention. ``"fused"`` is a serving engine
+(or torch.compile): fused QKV and gate/up GEMMs, one kernel per norm, RoPE and SiLU*mul.
+
+KV cache. ``"static"``: new K/V rows are written into a preallocated cache (vLLM, HF
+StaticCache). ``"concat"``: HF DynamicCache appends with ``torch.cat``, which copies the whole
+cache of the layer every step (reads and writes 2 * batch * kv_heads * context * head_dim
+elements). ``"none"``: no cache (training).
+
+Mixture of experts (assumption, documented): routing is uniform and independent, so the T*top_k
+token slots hit on average ``E * (1 - (1 - top_k/E)^T)`` distinct experts; each active expert
+runs its MLP GEMMs with ``ceil(T*top_k / active)`` rows. At decode with few tokens only those
+experts' weights are read; at large T every expert is active.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpumodel.errors import UnsupportedError
+from gpumodel.llm._comm import Collective
+from gpumodel.llm._ops import passes
+from gpumodel.llm.models import ModelSpec
+from gpumodel.ops import Attention, Elementwise, Embedding, Gemm, LayerNorm, Op, RMSNorm
+from gpumodel.specs import BYTES_PER_ELEMENT
+
+Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
+Fusion = Literal["fused", "unfused"]
+KVCache = Literal["static", "concat", "none"]
+AttentionImpl = Literal["flash", "naive"]
+
+# Kinds whose inputs were just written by the previous kernel and are small: predicted with
+# l2="warm" (L2-resident when they fit). GEMMs stream weights and attention streams the KV cache
+# from HBM, so they are predicted cold.
+WARM_KINDS = frozenset({"norm", "elementwise"})
+
+
+@dataclass(frozen=True)
+class LayerOp:
+    """One op of a layer: ``op`` runs ``count`` times (MoE experts) per layer on each GPU."""
+
+    name: str
+    op: Op | Collective
+    count: int = 1
+    kind: Kind = "elementwise"
+
+    @property
+    def l2(self) -> Literal["cold", "warm"]:
+        return "warm" if self.kind in WARM_KINDS else "cold"
+
+
+@dataclass(frozen=True)
+class ModelOps:
+    """The ops of one forward step on one GPU: ``pre``, then ``layer`` x ``layers``, then ``post``."""
+
+    pre: tuple[LayerOp, ...]
+    layer: tuple[LayerOp, ...]
+    layers: int
+    post: tuple[LayerOp, ...]
+    tokens: int
+    notes: tuple[str, ...] = field(default=())
+
+    def sequence(self) -> list[LayerOp]:
+        return list(self.pre) + list(self.layer) * self.layers + list(self.post)
+
+
+@dataclass(frozen=True)
+class TPShape:
+    """Per-GPU widths under tensor parallelism ``tp``."""
+
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+
+
+def tp_shape(model: ModelSpec, tp: int) -> TPShape:
+    """Split heads, KV heads, FFN and vocabulary over ``tp`` GPUs (Megatron-LM)."""
+    if tp < 1:
+        raise UnsupportedError(f"tp must be >= 1, got {tp}")
+    if model.heads % tp:
+        raise UnsupportedError(f"{model.id}: {model.heads} heads do not split over tp={tp}")
+    if model.kv_heads % tp and tp % model.kv_heads:
+        raise UnsupportedError(
+            f"{model.id}: {model.kv_heads} KV heads neither split over nor replicate to tp={tp}"
+        )
+    return TPShape(
+        heads=model.heads // tp,
+        kv_heads=max(1, model.kv_heads // tp),
+        ffn=math.ceil(model.ffn_hidden / tp),
+        vocab=math.ceil(model.vocab / tp),
+    )
+
+
+def active_experts(tokens: int, experts: int, top_k: int) -> int:
+    """Expected distinct experts hit by ``tokens`` tokens under uniform top-k routing."""
+    expected = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    return max(top_k if tokens else 0, min(experts, math.ceil(expected - 1e-9)))
+
+
+def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) -> LayerOp:
+    h = model.hidden
+    if model.norm == "layernorm":  # nn.LayerNorm is one native kernel even in eager PyTorch
+        return LayerOp(name, LayerNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
+    if fusion == "fused":
+        return LayerOp(name, RMSNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
+    b = BYTES_PER_ELEMENT[dtype]
+    upcast = b != 4  # .to(float32) is a no-op for fp32 tensors
+    steps = [
+        ("to fp32", 1, b + 4, 0) if upcast else None,
+        ("pow", 1, 8, 1),
+        ("mean", 1, 4, 1),
+        ("add eps", 1 / h, 8, 1),
+        ("rsqrt", 1 / h, 8, 1),
+        ("mul", 1, 8, 1),
+        ("to dtype", 1, 4 + b, 0) if upcast else None,
+        ("mul weight", 1, 2 * b, 1),
+    ]
+    op = passes(f"{name} (eager RMSNorm)", rows * h, dtype, *[s for s in steps if s])
+    return LayerOp(name, op, kind="norm")
+
+
+def _rope(name: str, elements: int, dtype: str) -> Op:
+    """HF ``apply_rotary_pos_emb`` on one tensor: x*cos + rotate_half(x)*sin = 5 kernels."""
+    b = BYTES_PER_ELEMENT[dtype]
+    return passes(
+        name, elements, dtype,
+        ("mul cos", 1, 2 * b, 1), ("neg", 0.5, 2 * b, 1), ("cat", 1, 2 * b, 0),
+        ("mul sin", 1, 2 * b, 1), ("add", 1, 3 * b, 1),
+    )  # fmt: skip
+
+
+def decoder_layer(
+    model: ModelSpec,
+    batch: int,
+    seq: int,
+    context: int | None = None,
+    *,
+    dtype: str = "bf16",
+    tp: int = 1,
+    attention: AttentionImpl = "flash",
+    fusion: Fusion = "fused",
+    kv_cache: KVCache = "static",
+) -> list[LayerOp]:
+    """The ops of one decoder layer on one GPU, in execution order."""
+    context = seq if context is None else context
+    if context < seq:
+        raise UnsupportedError(f"context ({context}) must be >= seq ({seq})")
+    s = tp_shape(model, tp)
+    h, d, b = model.hidden, model.head_dim, BYTES_PER_ELEMENT[dtype]
+    tokens = batch * seq
+    kv_len = model.attended(context)
+    dt = dtype
+    ops: list[LayerOp] = [_norm(model, "input_norm", tokens, dt, fusion)]
+
+    # QKV projections (column-parallel); GQA shrinks K and V to kv_heads * head_dim
+    q_n, kv_n = s.heads * d, s.kv_heads * d
+    if fusion == "fused":
+        ops.append(LayerOp("qkv_proj", Gemm(m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+    else:
+        ops.append(LayerOp("q_proj", Gemm(m=tokens, n=q_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+        ops.append(LayerOp("k_proj", Gemm(m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+        ops.append(LayerOp("v_proj", Gemm(m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+
+    if model.position == "rope":
+        if fusion == "fused":
+            op = passes("rope", tokens * (q_n + kv_n), dt, ("rotate q and k", 1, 2 * b, 6))
+            ops.append(LayerOp("rope", op))
+        else:
+            ops.append(LayerOp("rope_q", _rope("rope q (eager)", tokens * q_n, dt)))
+            ops.append(LayerOp("rope_k", _rope("rope k (eager)", tokens * kv_n, dt)))
+
+    if kv_cache == "static":
+        new_rows = tokens * kv_n
+        if fusion == "fused":
+            op = passes("kv cache write", 2 * new_rows, dt, ("write k and v", 1, 2 * b, 0))
+            ops.append(LayerOp("kv_cache_write", op, kind="cache"))
+        else:
+            op = passes("kv cache write", new_rows, dt, ("index_copy k", 1, 2 * b, 0),
+                        ("index_copy v", 1, 2 * b, 0))  # fmt: skip
+            ops.append(LayerOp("kv_cache_write", op, kind="cache"))
+    elif kv_cache == "concat":
+        cache = batch * kv_len * kv_n  # elements of K (or V) after the append
+        op = passes("kv cache concat", cache, dt, ("cat k", 1, 2 * b, 0), ("cat v", 1, 2 * b, 0))
+        ops.append(LayerOp("kv_cache_concat", op, kind="cache"))
+
+    # seq > kv_len only with a sliding window shorter than the prompt: each query then sees
+    # about kv_len keys (the triangle at the start is ignored)
+    causal = 1 < seq <= kv_len
+    attn = Attention(
+        batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
+        impl=attention, kv_heads=s.kv_heads, kv_seq=kv_len,
+    )  # fmt: skip
+    ops.append(LayerOp("attention", attn, kind="attention"))
+    if fusion == "unfused":
+        op = Elementwise(op="copy", n=tokens * q_n, dtype=dt)  # type: ignore[arg-type]
+        ops.append(LayerOp("attn_transpose", op))
+    ops.append(LayerOp("o_proj", Gemm(m=tokens, n=h, k=q_n, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+    if tp > 1:
+        ops.append(LayerOp("tp_all_reduce_attn", Collective("all_reduce", tokens * h * b, tp, dt),
+                           kind="comm"))  # fmt: skip
+    ops.append(LayerOp("residual_add_attn", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+    ops.append(_norm(model, "post_attn_norm", tokens, dt, fusion))
+    ops += _mlp(model, tokens, s.ffn, dt, fusion)
+    if tp > 1:
+        ops.append(LayerOp("tp_all_reduce_mlp", Collective("all_reduce", tokens * h * b, tp, dt),
+                           kind="comm"))  # fmt: skip
+    ops.append(LayerOp("residual_add_mlp", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+    return ops
+
+
+def _mlp(model: ModelSpec, tokens: int, ffn: int, dt: str, fusion: Fusion) -> list[LayerOp]:
+    h, b = model.hidden, BYTES_PER_ELEMENT[dt]
+    if model.moe is None:
+        return _dense_mlp(model, tokens, ffn, dt, fusion, count=1)
+    e, k = model.moe.experts, model.moe.top_k
+    ops = [LayerOp("router", Gemm(m=tokens, n=e, k=h, dtype=dt), kind="gemm")]  # type: ignore[arg-type]
+    if fusion == "fused":
+        ops.append(LayerOp("routing", passes("top-k routing", tokens * e, dt,
+                                             ("softmax+topk", 1, 2 * b, 6))))  # fmt: skip
+    else:
+        ops.append(LayerOp("routing", passes(
+            "top-k routing (eager)", tokens * e, dt, ("softmax fp32", 1, b + 4, 5),
+            ("topk", 1, 4, 2), ("sum", k / e, 4, 1), ("div", k / e, 8, 1), ("to dtype", k / e, 4 + b, 0),
+        )))  # fmt: skip
+    active = active_experts(tokens, e, k)
+    rows = math.ceil(tokens * k / active)
+    ops += _dense_mlp(model, rows, ffn, dt, fusion, count=active, prefix="expert_")
+    # gather tokens to their experts and scatter-add the weighted outputs back
+    if fusion == "fused":
+        op = passes("moe permute", tokens * k * h, dt, ("permute", 1, 2 * b, 0),
+                    ("unpermute+combine", 1, 3 * b, 2))  # fmt: skip
+        ops.append(LayerOp("moe_permute", op))
+    else:
+        op = passes("expert gather/scatter (eager)", rows * h, dt, ("index", 1, 2 * b, 0),
+                    ("mul routing weight", 1, 2 * b, 1), ("index_add", 1, 3 * b, 1))  # fmt: skip
+        ops.append(LayerOp("expert_gather_scatter", op, count=active))
+    return ops
+
+
+def _dense_mlp(
+    model: ModelSpec, rows: int, ffn: int, dt: str, fusion: Fusion, count: int, prefix: str = ""
+) -> list[LayerOp]:
+    h, b = model.hidden, BYTES_PER_ELEMENT[dt]
+
+    def gemm(name: str, n: int, k: int) -> LayerOp:
+        return LayerOp(prefix + name, Gemm(m=rows, n=n, k=k, dtype=dt), count=count, kind="gemm")  # type: ignore[arg-type]
+
+    def ew(name: str, op: str) -> LayerOp:
+        return LayerOp(prefix + name, Elementwise(op=op, n=rows * ffn, dtype=dt), count=count)  # type: ignore[arg-type]
+
+    if model.ffn_kind == "gelu_mlp":
+        return [gemm("up_proj", ffn, h), ew("gelu", "gelu"), gemm("down_proj", h, ffn)]
+    if fusion == "fused":
+        act = passes("silu_and_mul", rows * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
+        return [
+            gemm("gate_up_proj", 2 * ffn, h),
+            LayerOp(prefix + "silu_and_mul", act, count=count),
+            gemm("down_proj", h, ffn),
+        ]
+    return [
+        gemm("gate_proj", ffn, h),
+        ew("silu", "silu"),
+        gemm("up_proj", ffn, h),
+        ew("mul", "mul"),
+        gemm("down_proj", h, ffn),
+    ]
+
+
+def model_ops(
+    model: ModelSpec,
+    batch: int,
+    seq: int,
+    context: int | None = None,
+    *,
+    dtype: str = "bf16",
+    tp: int = 1,
+    attention: AttentionImpl = "flash",
+    fusion: Fusion = "fused",
+    kv_cache: KVCache = "static",
+    logits: Literal["last", "all"] = "last",
+) -> ModelOps:
+    """All ops of one forward step on one GPU. ``logits="last"``: the LM head runs on the last
+    token of each sequence only (generation; HF ``logits_to_keep=1``); ``"all"``: every token
+    (training)."""
+    if dtype not in BYTES_PER_ELEMENT:
+        raise UnsupportedError(f"unknown dtype '{dtype}'")
+    s = tp_shape(model, tp)
+    h, b, d = model.hidden, BYTES_PER_ELEMENT[dtype], model.head_dim
+    tokens = batch * seq
+    dt = dtype
+    pre = [LayerOp("embedding", Embedding(tokens=tokens, hidden=h, dtype=dt), kind="embedding")]  # type: ignore[arg-type]
+    if tp > 1:  # vocab-parallel embedding: each rank holds V/tp rows, partial sums all-reduced
+        pre.append(LayerOp("tp_all_reduce_embedding",
+                           Collective("all_reduce", tokens * h * b, tp, dt), kind="comm"))  # fmt: skip
+    if model.position == "learned":
+        pre.append(LayerOp("position_embedding", Embedding(tokens=tokens, hidden=h, dtype=dt),  # type: ignore[arg-type]
+                           kind="embedding"))  # fmt: skip
+        pre.append(LayerOp("add_positions", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+    elif fusion == "unfused":
+        # HF LlamaRotaryEmbedding: inv_freq @ positions, cat, cos, sin, scale, cast (fp32)
+        op = passes("rope cos/sin tables (eager)", tokens * d, "fp32",
+                    ("expand", 1 / d, 8, 0), ("matmul", 0.5, 8, 2), ("cat", 1, 8, 0),
+                    ("cos", 1, 8, 4), ("sin", 1, 8, 4), ("scale cos", 1, 8, 1),
+                    ("scale sin", 1, 8, 1), ("to dtype cos", 1, 4 + b, 0),
+                    ("to dtype sin", 1, 4 + b, 0))  # fmt: skip
+        pre.append(LayerOp("rope_tables", op))
+    layer = decoder_layer(
+        model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
+        kv_cache=kv_cache,
+    )  # fmt: skip
+    rows = batch if logits == "last" else tokens
+    post = [
+        _norm(model, "final_norm", tokens, dt, fusion),
+        LayerOp("lm_head", Gemm(m=rows, n=s.vocab, k=h, dtype=dt), kind="gemm"),  # type: ignore[arg-type]
+    ]
+    notes = []
+    if model.moe:
+        active = active_experts(tokens, model.moe.experts, model.moe.top_k)
+        notes.append(
+            f"MoE: {tokens} tokens x top-{model.moe.top_k} spread uniformly -> {active} of "
+            f"{model.moe.experts} experts active per layer"
+        )
+    if model.sliding_window and (context or seq) > model.sliding_window:
+        notes.append(f"sliding window: attention and KV cache capped at {model.sliding_window}")
+    return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
+                    tokens=tokens, notes=tuple(notes))  # fmt: skip

@@ -1,0 +1,254 @@
+"""Transformer model presets: a frozen ``ModelSpec`` per model, loaded from YAML with sources.
+
+Shipped presets live in ``specs/models/*.yaml``; users add their own files or directories
+(``get_model("my-model.yaml")``, ``list_models(dirs=[...])`` or ``GPUMODEL_MODELS_PATH``).
+A file holds the fields of ``ModelSpec``; a typo in a key is an error naming the key.
+
+Parameter counts are exact for the architecture the fields describe (decoder-only, pre-norm):
+
+    attention   h*(H + 2*KV)*d + H*d*h           (+ (H + 2*KV)*d + h biases)
+    MLP         SwiGLU 3*h*f, GELU MLP 2*h*f     (+ biases), times experts for MoE, + router h*E
+    norms       2 per layer + 1 final, h (RMSNorm) or 2h (LayerNorm) each
+    embeddings  V*h tokens (+ n_ctx*h learned positions); LM head V*h unless tied
+
+with h = hidden, H = heads, KV = kv_heads, d = head_dim, f = ffn_hidden, V = vocab.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gpumodel import _paths
+from gpumodel.errors import SpecError, UnknownModelError
+from gpumodel.specs import format_validation_error, read_yaml
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MoESpec(_Frozen):
+    """Sparse mixture of experts: each token goes to ``top_k`` of ``experts`` MLPs."""
+
+    experts: int = Field(gt=1)
+    top_k: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        return self
+
+
+class ModelSource(_Frozen):
+    title: str
+    url: str | None = None
+    note: str | None = None
+
+
+class ModelSpec(_Frozen):
+    """A decoder-only transformer's shape. ``kv_heads`` defaults to ``heads`` (no GQA),
+    ``head_dim`` to ``hidden / heads`` and ``ffn_hidden`` to ``4 * hidden``."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-_]*$")
+    name: str
+    aliases: tuple[str, ...] = ()
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    ffn_hidden: int = Field(gt=0)
+    ffn_kind: Literal["gelu_mlp", "swiglu"] = "swiglu"
+    vocab: int = Field(gt=0)
+    tied_embeddings: bool = False
+    norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
+    position: Literal["rope", "learned"] = "rope"
+    bias: bool = Field(False, description="linear layers carry biases (GPT-2/GPT-3)")
+    max_context: int = Field(gt=0)
+    sliding_window: int | None = Field(
+        None, gt=0, description="attention window: keys and KV cache are capped at this length"
+    )
+    moe: MoESpec | None = None
+    notes: str | None = None
+    sources: tuple[ModelSource, ...] = Field(min_length=1)
+    origin: str | None = Field(None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: object) -> object:
+        if isinstance(data, dict):
+            data = dict(data)
+            if data.get("heads") and data.get("hidden"):
+                data.setdefault("kv_heads", data["heads"])
+                data.setdefault("head_dim", int(data["hidden"]) // int(data["heads"]))
+            if data.get("hidden"):
+                data.setdefault("ffn_hidden", 4 * int(data["hidden"]))
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        return self
+
+    # -- sizes ------------------------------------------------------------------------------
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection, heads * head_dim (equals hidden for most models)."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def norm_params(self) -> int:
+        return self.hidden * (2 if self.norm == "layernorm" else 1)
+
+    def attention_params(self) -> int:
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        weights = h * (q + 2 * kv) + q * h
+        return weights + ((q + 2 * kv + h) if self.bias else 0)
+
+    def mlp_params(self) -> int:
+        """One expert's (or the dense layer's) MLP."""
+        h, f = self.hidden, self.ffn_hidden
+        if self.ffn_kind == "swiglu":
+            return 3 * h * f + ((2 * f + h) if self.bias else 0)
+        return 2 * h * f + ((f + h) if self.bias else 0)
+
+    def router_params(self) -> int:
+        return self.hidden * self.moe.experts if self.moe else 0
+
+    def layer_params(self, active: bool = False) -> int:
+        """Parameters of one decoder layer; ``active``: only the top_k experts a token uses."""
+        experts = 1 if self.moe is None else (self.moe.top_k if active else self.moe.experts)
+        return (
+            self.attention_params()
+            + experts * self.mlp_params()
+            + self.router_params()
+            + 2 * self.norm_params
+        )
+
+    def embedding_params(self) -> int:
+        """Token table plus learned position table (the input side)."""
+        pos = self.max_context * self.hidden if self.position == "learned" else 0
+        return self.vocab * self.hidden + pos
+
+    def lm_head_params(self) -> int:
+        """Separate output projection; 0 when tied to the token embedding."""
+        return 0 if self.tied_embeddings else self.vocab * self.hidden
+
+    def param_count(self, active: bool = False) -> int:
+        """Total parameters (``active=True``: those one token uses, for MoE)."""
+        return (
+            self.layers * self.layer_params(active)
+            + self.norm_params
+            + self.embedding_params()
+            + self.lm_head_params()
+        )
+
+    def matmul_param_count(self, active: bool = True) -> int:
+        """Parameters that take part in a matrix product per token: every layer's weights (the
+        ``top_k`` experts for MoE) plus the LM head (the tied table when tied). The input
+        embedding gather and the position table do no FLOPs. This is the N of 2N forward and
+        6N training FLOPs per token."""
+        return self.layers * self.layer_params(active) + self.norm_params + self.vocab * self.hidden
+
+    def kv_cache_bytes_per_token(self, bytes_per_element: float = 2.0) -> float:
+        """K and V of every layer for one token: ``2 * L * kv_heads * head_dim * bytes``."""
+        return 2.0 * self.layers * self.kv_heads * self.head_dim * bytes_per_element
+
+    def attended(self, context: int) -> int:
+        """Keys a query attends to (and KV-cache length) at ``context``: capped by the window."""
+        return min(context, self.sliding_window) if self.sliding_window else context
+
+    def summary(self) -> dict[str, object]:
+        data = self.model_dump(mode="json", exclude={"sources", "notes"})
+        data["params"] = self.param_count()
+        if self.moe:
+            data["active_params"] = self.param_count(active=True)
+        data["kv_cache_bytes_per_token_bf16"] = self.kv_cache_bytes_per_token(2.0)
+        return data
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """Parse and validate one model YAML file; errors name the file and the field."""
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of model fields at the top level")
+    try:
+        return ModelSpec.model_validate({**data, "origin": str(path)})
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, str(path))) from None
+
+
+def model_dirs(extra: Iterable[str | Path] = ()) -> list[Path]:
+    """Shipped presets, then ``GPUMODEL_MODELS_PATH`` (os.pathsep-separated), then ``extra``."""
+    dirs = [_paths.models_dir()]
+    env = os.environ.get("GPUMODEL_MODELS_PATH", "")
+    dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    return dirs + [Path(p) for p in extra]
+
+
+class ModelLibrary:
+    """All model presets on the search path, by id and alias (later directories win)."""
+
+    def __init__(self, dirs: Iterable[Path]):
+        self.models: dict[str, ModelSpec] = {}
+        for d in dirs:
+            if not d.is_dir():
+                raise SpecError(f"models directory {d} does not exist")
+            for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+                spec = load_model_file(f)
+                self.models[spec.id] = spec
+        self.aliases = {a.lower(): m.id for m in self.models.values() for a in m.aliases}
+
+    def get(self, name: str) -> ModelSpec:
+        key = name.strip().lower()
+        if key in self.models:
+            return self.models[key]
+        if key in self.aliases:
+            return self.models[self.aliases[key]]
+        raise UnknownModelError(name, list(self.models) + list(self.aliases))
+
+
+@lru_cache(maxsize=16)
+def _library(dirs: tuple[str, ...]) -> ModelLibrary:
+    return ModelLibrary(Path(d) for d in dirs)
+
+
+def _lib(dirs: Iterable[str | Path]) -> ModelLibrary:
+    return _library(tuple(str(d) for d in model_dirs(dirs)))
+
+
+def get_model(name_or_path: str | Path | ModelSpec, dirs: Iterable[str | Path] = ()) -> ModelSpec:
+    """A model by id or alias (case-insensitive), or from a YAML file path.
+
+    >>> get_model("llama-2-7b").param_count()
+    6738415616
+    """
+    if isinstance(name_or_path, ModelSpec):
+        return name_or_path
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or Path(text).is_file():
+        return load_model_file(text)
+    return _lib(dirs).get(text)
+
+
+def list_models(dirs: Iterable[str | Path] = ()) -> list[ModelSpec]:
+    lib = _lib(dirs)
+    return [lib.models[k] for k in sorted(lib.models)]

@@ -1,0 +1,580 @@
+"""Collectives across GPUs: all-reduce, all-gather, reduce-scatter, broadcast, all-to-all, send/recv.
+
+    import gpumodel as gm
+    p = gm.predict(gm.ops.AllReduce(bytes="28GB", gpus=8), "h100")
+    p.time_s, p.details["algorithm"], p.details["why"], p.details["busbw_bytes_per_s"]
+
+``bytes`` is the size nccl-tests reports for the collective (the whole array): each rank's buffer
+for all-reduce and broadcast, the gathered output for all-gather, the input before scattering for
+reduce-scatter, each rank's send buffer for all-to-all, the message for send/recv.
+
+Where the GPUs sit comes from, in order: ``system`` (a system spec id or YAML path: intra-node
+link, per-GPU network), else the GPU spec (NVLink/NVSwitch when it has NVLink, else PCIe; one
+400 Gb/s NIC per GPU between nodes). ``link`` forces one link kind for all traffic.
+
+The time is the alpha-beta cost (gpumodel.model.comm) of the algorithm NCCL would pick; with a
+calibration holding ``collectives["all_reduce@<n>"]`` (what `gpumodel validate --collectives`
+fits) the measured latency floor and bus bandwidth replace the datasheet.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from gpumodel.errors import SpecError, UnitError, UnsupportedError
+from gpumodel.model import comm
+from gpumodel.ops.base import Dtype, KernelWork, Op, element_bytes
+from gpumodel.prediction import Bound, Prediction, Term
+from gpumodel.specs import GPUSpec
+from gpumodel.units import format_quantity, format_time, parse_quantity
+
+LinkChoice = Literal["auto", "nvlink", "pcie", "network"]
+Algorithm = Literal[
+    "auto", "ring", "tree", "recursive_doubling", "rabenseifner", "hierarchical", "pairwise", "p2p"
+]
+# Between nodes without a system spec: one 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout;
+# NVIDIA DGX H100 user guide).
+DEFAULT_NETWORK_BYTES_PER_S = 400e9 / 8
+_SCALE_UP = ("nvlink", "nvswitch", "infinity_fabric")
+
+
+class Collective(Op):
+    """Base of the collective ops: size, ranks, placement and algorithm."""
+
+    op_name: ClassVar[str] = "collective"
+    collective: ClassVar[str] = "all_reduce"
+
+    bytes: float = Field(
+        description="nccl-tests size: the whole array (e.g. 28GB); see the op's docstring"
+    )
+    gpus: int = Field(description="ranks taking part (one per GPU)")
+    dtype: Dtype = "bf16"
+    link: LinkChoice = Field("auto", description="force one link kind for all traffic")
+    nodes: int = Field(1, description="nodes the GPUs are spread over")
+    gpus_per_node: int | None = Field(None, description="default: gpus / nodes")
+    algorithm: Algorithm = Field("auto", description="auto: the one NCCL would pick")
+    system: str | None = Field(None, description="system spec id or YAML path (topology)")
+
+    @field_validator("bytes", mode="before")
+    @classmethod
+    def _parse_bytes(cls, value: Any) -> float:
+        try:
+            number = parse_quantity(value, "bytes")
+        except UnitError as exc:
+            raise ValueError(f"bytes: {exc}") from None
+        if number <= 0:
+            raise ValueError(f"bytes must be positive, got {value!r}")
+        return number
+
+    @field_validator("gpus", "nodes")
+    @classmethod
+    def _at_least_one(cls, value: int, info: Any) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be at least 1, got {value}")
+        return value
+
+    @field_validator("gpus_per_node")
+    @classmethod
+    def _positive_per_node(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"gpus_per_node must be at least 1, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _placement(self) -> Collective:
+        if self.nodes > self.gpus:
+            raise ValueError(f"{self.gpus} GPUs cannot span {self.nodes} nodes")
+        if self.nodes > 1 and self.gpus % self.nodes:
+            raise ValueError(
+                f"{self.gpus} GPUs do not split evenly over {self.nodes} nodes; "
+                "give a multiple of the node count"
+            )
+        if self.gpus_per_node is not None and self.nodes > 1:
+            if self.gpus_per_node * self.nodes != self.gpus:
+                raise ValueError(
+                    f"gpus_per_node {self.gpus_per_node} x nodes {self.nodes} != gpus {self.gpus}"
+                )
+        return self
+
+    # -----------------------------------------------------------------------------------------
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        """Collectives are priced by ``predict_on``; they have no roofline kernels."""
+        return []
+
+    def bus_factor(self) -> float:
+        return comm.bus_factor(self.collective, self.gpus)
+
+    def topology(self, gpu: GPUSpec, link_efficiency: float | None = None) -> comm.Topology:
+        """Where the ranks sit and what links join them (see the module docstring)."""
+        return _topology(self, gpu, link_efficiency)
+
+    def predict_on(self, gpu: GPUSpec, calibration: Any = None) -> Prediction:
+        """The collective's time on ``gpu`` (called by ``gpumodel.predict``)."""
+        return _predict(self, gpu, calibration)
+
+
+class AllReduce(Collective):
+    """Every rank ends with the elementwise sum of all ranks' ``bytes``-sized buffers."""
+
+    op_name: ClassVar[str] = "all_reduce"
+    collective: ClassVar[str] = "all_reduce"
+
+
+class AllGather(Collective):
+    """Every rank ends with all ranks' shards; ``bytes`` is the gathered output."""
+
+    op_name: ClassVar[str] = "all_gather"
+    collective: ClassVar[str] = "all_gather"
+
+
+class ReduceScatter(Collective):
+    """Ranks sum ``bytes``-sized inputs and each keeps 1/p of the sum; ``bytes`` is the input."""
+
+    op_name: ClassVar[str] = "reduce_scatter"
+    collective: ClassVar[str] = "reduce_scatter"
+
+
+class Broadcast(Collective):
+    """The root's ``bytes``-sized buffer is copied to every rank."""
+
+    op_name: ClassVar[str] = "broadcast"
+    collective: ClassVar[str] = "broadcast"
+
+
+class AllToAll(Collective):
+    """Each rank sends 1/p of its ``bytes``-sized buffer to every rank."""
+
+    op_name: ClassVar[str] = "all_to_all"
+    collective: ClassVar[str] = "all_to_all"
+
+
+class SendRecv(Collective):
+    """Each rank sends ``bytes`` to the next rank and receives as much from the previous one."""
+
+    op_name: ClassVar[str] = "send_recv"
+    collective: ClassVar[str] = "send_recv"
+
+
+COLLECTIVE_OPS: dict[str, type[Collective]] = {
+    c.op_name: c for c in (AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll, SendRecv)
+}
+
+
+def collective_op(name: str, **fields: Any) -> Collective:
+    """Build a collective op by row name ("all_reduce", "all-reduce", "allreduce"); bad fields
+    raise SpecError with one line naming the field."""
+    from pydantic import ValidationError
+
+    from gpumodel.specs import format_validation_error
+
+    key = name.strip().lower().replace("-", "_")
+    key = {"allreduce": "all_reduce", "allgather": "all_gather", "alltoall": "all_to_all",
+           "reducescatter": "reduce_scatter", "sendrecv": "send_recv"}.get(key, key)  # fmt: skip
+    if key not in COLLECTIVE_OPS:
+        raise SpecError(f"unknown collective '{name}'; known: {', '.join(COLLECTIVE_OPS)}")
+    try:
+        return COLLECTIVE_OPS[key].model_validate(fields)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, key)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# topology
+
+
+def _scale_up(gpu: GPUSpec) -> tuple[str, float] | None:
+    """The GPU's own scale-up link from its spec: (kind, per-direction bytes/s) or None."""
+    ic = gpu.interconnect
+    if ic is None:
+        return None
+    if ic.nvlink is not None:
+        return "nvlink", ic.nvlink.per_direction_bytes_per_s
+    if ic.infinity_fabric_bandwidth_bytes_per_s:
+        return "infinity_fabric", ic.infinity_fabric_bandwidth_bytes_per_s / 2
+    return None
+
+
+def _nvlink_bridged(gpu: GPUSpec) -> bool:
+    """PCIe-card GPUs (A100 PCIe, H100 PCIe/NVL) join NVLink in bridged pairs, not a switch."""
+    parts = gpu.id.split("-")
+    return "pcie" in parts or "nvl" in parts
+
+
+def _link(kind: str, per_direction: float, efficiency: float | None, alpha: float | None,
+          note: str) -> comm.Link:  # fmt: skip
+    base_kind = "nvlink" if kind == "infinity_fabric" else kind
+    eff = comm.DEFAULT_LINK_EFFICIENCY[base_kind] if efficiency is None else efficiency
+    a = comm.DEFAULT_STEP_LATENCY_S[base_kind] if alpha is None else alpha
+    return comm.Link(kind, a, per_direction * eff, per_direction, eff, note)
+
+
+def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topology:
+    from gpumodel.systems import get_system
+
+    notes: list[str] = []
+    system = get_system(op.system) if op.system else None
+    if system is not None and system.gpu != gpu.id:
+        notes.append(f"system {system.id} is specified with {system.gpu}; predicting on {gpu.id}")
+
+    # placement: nodes and GPUs per node
+    nodes = op.nodes
+    if system is not None:
+        per_node_max = system.gpus_per_node
+        if nodes == 1 and op.gpus > per_node_max:
+            nodes = math.ceil(op.gpus / (op.gpus_per_node or per_node_max))
+            notes.append(f"{op.gpus} GPUs fill {nodes} nodes of {system.id}")
+        if op.gpus % nodes:
+            raise SpecError(
+                f"{op.gpus} GPUs do not split evenly over {nodes} nodes of {per_node_max} "
+                f"({system.id}); give a multiple of the node count"
+            )
+        if op.gpus // nodes > per_node_max:
+            raise SpecError(
+                f"{system.id} has {per_node_max} GPUs per node, not {op.gpus // nodes}"
+            )
+    elif op.gpus_per_node is not None and nodes == 1 and op.gpus > op.gpus_per_node:
+        if op.gpus % op.gpus_per_node:
+            raise SpecError(f"{op.gpus} GPUs do not fill nodes of {op.gpus_per_node} evenly")
+        nodes = op.gpus // op.gpus_per_node
+
+    # the intra-node link
+    if system is not None:
+        intra_node = system.intra_node
+        kind = "nvswitch" if intra_node.kind == "nvswitch" else intra_node.kind
+        intra_bw = intra_node.per_direction_bytes_per_s
+        intra_alpha = intra_node.latency_s
+        intra_note = (f"{system.id} {intra_node.kind}: "
+                      f"{format_quantity(intra_node.bandwidth_both_directions_bytes_per_s, 'B/s')} "
+                      f"per GPU both directions = {format_quantity(intra_bw, 'B/s')} each way")  # fmt: skip
+    else:
+        scale_up = _scale_up(gpu)
+        intra_alpha = None
+        if scale_up is not None and not (_nvlink_bridged(gpu) and op.gpus // nodes > 2):
+            kind, intra_bw = scale_up
+            both = 2 * intra_bw
+            intra_note = (f"{gpu.id} {kind.replace('_', ' ')}: {format_quantity(both, 'B/s')} "
+                          f"per GPU both directions = {format_quantity(intra_bw, 'B/s')} each way"
+                          + (" (assumes a switch: every GPU sends at its full rate)"
+                             if kind == "nvlink" and not _nvlink_bridged(gpu) else
+                             " (bridged pair)" if kind == "nvlink" else ""))  # fmt: skip
+        else:
+            if gpu.interconnect is None:
+                raise UnsupportedError(f"{gpu.id} has no interconnect in its spec")
+            pcie = gpu.interconnect.pcie
+            kind, intra_bw = "pcie", pcie.per_direction_bytes_per_s
+            intra_note = (f"PCIe Gen{pcie.generation} x{pcie.lanes}: "
+                          f"{format_quantity(intra_bw, 'B/s')} per direction")
+            if scale_up is not None:
+                notes.append(f"{gpu.id}'s NVLink bridges join pairs only; "
+                             f"{op.gpus // nodes} GPUs per node talk over PCIe")  # fmt: skip
+
+    # forced link kinds
+    if op.link == "pcie":
+        if gpu.interconnect is None:
+            raise UnsupportedError(f"{gpu.id} has no PCIe link in its spec")
+        pcie = gpu.interconnect.pcie
+        kind, intra_bw, intra_alpha = "pcie", pcie.per_direction_bytes_per_s, None
+        intra_note = (f"PCIe Gen{pcie.generation} x{pcie.lanes}: "
+                      f"{format_quantity(intra_bw, 'B/s')} per direction (forced)")
+    elif op.link == "nvlink" and kind not in ("nvlink", "nvswitch", "infinity_fabric"):
+        scale_up = _scale_up(gpu)
+        if scale_up is None:
+            raise UnsupportedError(f"{gpu.id} has no NVLink in its spec; use --link pcie")
+        kind, intra_bw = scale_up
+        intra_alpha = None
+        intra_note = (f"{gpu.id} NVLink: {format_quantity(2 * intra_bw, 'B/s')} per GPU both "
+                      f"directions = {format_quantity(intra_bw, 'B/s')} each way (forced)")
+
+    # the network between nodes
+    inter: comm.Link | None = None
+    net_bw: float | None = None
+    net_alpha: float | None = None
+    net_note = ""
+    if nodes > 1 or op.link == "network":
+        if system is not None and system.inter_node is not None:
+            net_bw = system.inter_node.per_direction_bytes_per_s
+            net_alpha = system.inter_node.latency_s
+            net_note = (f"{system.id} {system.inter_node.kind}: "
+                        f"{format_quantity(8 * net_bw, 'b/s')} = {format_quantity(net_bw, 'B/s')} "
+                        "per GPU each way")  # fmt: skip
+        elif system is not None:
+            raise SpecError(
+                f"system {system.id} has no inter_node network; describe one in a system file "
+                "to model several nodes"
+            )
+        else:
+            net_bw = DEFAULT_NETWORK_BYTES_PER_S
+            net_note = ("assumed one 400 Gb/s NIC per GPU = 50 GB/s each way (DGX H100 layout; "
+                        "pass a system spec for your cluster)")  # fmt: skip
+        inter = _link("network", net_bw, None, net_alpha, net_note)
+
+    eff = cal_eff if (cal_eff is not None and kind in _SCALE_UP) else None
+    intra = _link(kind, intra_bw, eff, intra_alpha, intra_note)
+    if op.link == "network":
+        assert inter is not None
+        intra, inter, nodes = inter, None, 1
+        notes.append("every rank talks over the network (--link network)")
+
+    # the reduction: read two chunks, write their sum = 3 bytes of DRAM traffic per byte
+    gamma = 3.0 / gpu.memory_bandwidth_bytes_per_s
+    return comm.Topology(
+        gpus=op.gpus, intra=intra, nodes=nodes, inter=inter, gamma_s_per_byte=gamma,
+        notes=tuple(notes),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# prediction
+
+
+def _calibrated(op: Collective, calibration: Any) -> tuple[Any, Any, float | None, str]:
+    """(exact params, transferred-from params, link efficiency, note) from a calibration."""
+    if calibration is None:
+        return None, None, None, ""
+    table = dict(getattr(calibration.parameters, "collectives", {}) or {})
+    exact = table.get(f"{op.collective}@{op.gpus}")
+    same = {int(k.split("@")[1]): v for k, v in table.items()
+            if k.split("@")[0] == op.collective and "@" in k}  # fmt: skip
+    donor = None
+    if exact is None and same:
+        n_near = min(same, key=lambda n: (abs(n - op.gpus), -n))
+        donor = same[n_near]
+    effs = [v.link_efficiency for v in table.values() if v.link_efficiency]
+    src = exact or donor
+    eff = src.link_efficiency if src is not None and src.link_efficiency else None
+    note = ""
+    if eff is None and effs:
+        effs.sort()
+        eff = effs[len(effs) // 2]
+        note = "link efficiency taken from the other measured collectives"
+    return exact, donor, eff, note
+
+
+def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
+    cal_label = calibration.label if calibration is not None else "none (datasheet only)"
+    n = float(op.bytes)
+    p = op.gpus
+    dt_unit, dt = _vector(gpu, op.dtype)
+    peak = gpu.peak_flops(dt, dt_unit) or 0.0
+    factor = op.bus_factor()
+
+    if p == 1:
+        why = "one GPU: nothing to exchange, so no communication time"
+        return Prediction(
+            op=op.label(), gpu=gpu.id, calibration=cal_label, time_s=0.0, flops=0.0, bytes=0.0,
+            arithmetic_intensity=0.0, unit=dt_unit, dtype=dt, peak_flops=peak,
+            bandwidth_bytes_per_s=0.0, ridge_point=0.0, attainable_flops=0.0, bound="network",
+            terms=(Term(name="communication time", value=0.0, note=why),),
+            details={"collective": op.collective, "algorithm": None, "why": why,
+                     "algbw_bytes_per_s": None, "busbw_bytes_per_s": 0.0, "bus_factor": 0.0,
+                     "algorithms": [], "calibrated": False},
+        )  # fmt: skip
+
+    exact, donor, cal_eff, eff_note = _calibrated(op, calibration)
+    topo = op.topology(gpu, cal_eff)  # applies cal_eff to NVLink/NVSwitch links only
+    # measurements describe the calibrated machine's scale-up link (NVLink/NVSwitch)
+    use_cal = topo.intra.kind in _SCALE_UP and topo.intra.efficiency == cal_eff
+    if not use_cal:
+        exact = donor = cal_eff = None
+    cands = comm.candidates(op.collective, n, topo)
+    names = [c.algorithm for c in cands]
+    if op.algorithm == "auto":
+        chosen, why = comm.choose(op.collective, n, topo, cands)
+    else:
+        if op.algorithm not in names:
+            raise UnsupportedError(
+                f"algorithm {op.algorithm} is not modelled for {op.collective} on this topology; "
+                f"choose from {', '.join(names)}"
+            )
+        chosen = cands[names.index(op.algorithm)]
+        why = f"{op.algorithm}: requested (the model ranks it #{_rank(chosen, cands)} by time)"
+
+    terms: list[Term] = []
+    cost = chosen.cost
+    link_for_beta = topo.slowest if chosen.algorithm != "hierarchical" else topo.inter or topo.intra
+    step_alpha = topo.slowest.alpha_s
+    if exact is not None and topo.nodes == 1:
+        alpha = exact.alpha_s
+        bus = exact.bus_bandwidth_bytes_per_s
+        t_alpha, t_beta = alpha, n * factor / bus
+        time_s = t_alpha + t_beta
+        why = f"measured NCCL line ({op.collective}@{p}); the model would pick {chosen.algorithm}: " + why
+        terms += [
+            Term(name="alpha term (latency floor, calibrated)", value=t_alpha,
+                 note=f"fitted small-message floor of {op.collective} on {p} GPUs"),
+            Term(name="beta term (bandwidth, calibrated)", value=t_beta,
+                 note=f"S x bus factor {factor:.3g} / busbw {format_quantity(bus, 'B/s')} "
+                      "(fitted large-message plateau)"),
+        ]  # fmt: skip
+        calibrated = "exact"
+    elif donor is not None and topo.nodes == 1:
+        # carry a measurement at another GPU count: busbw is ~independent of n (nccl-tests);
+        # the latency floor changes by the extra steps at the per-step latency
+        d_steps = comm.steps(op.collective, "ring", p) - comm.steps(
+            op.collective, "ring", donor.gpus
+        )
+        alpha = max(donor.alpha_s + d_steps * step_alpha, 0.0)
+        if donor.link_efficiency:
+            bus = topo.intra.bandwidth_bytes_per_s  # already x calibrated link efficiency
+            bus_note = (f"calibrated link efficiency {donor.link_efficiency:.3g} x "
+                        f"{format_quantity(topo.intra.datasheet_bytes_per_s or 0, 'B/s')}")
+        else:
+            bus = donor.bus_bandwidth_bytes_per_s
+            bus_note = f"busbw measured on {donor.gpus} GPUs"
+        t_alpha, t_beta = alpha, n * factor / bus
+        time_s = t_alpha + t_beta
+        why = (f"transferred from {op.collective}@{donor.gpus} (measured) to {p} GPUs; "
+               f"model choice {chosen.algorithm}: " + why)
+        terms += [
+            Term(name="alpha term (latency floor, transferred)", value=t_alpha,
+                 note=f"floor measured on {donor.gpus} GPUs {format_time(donor.alpha_s)} "
+                      f"{'+' if d_steps >= 0 else '-'} {abs(d_steps):g} ring steps x "
+                      f"{format_time(step_alpha)}"),
+            Term(name="beta term (bandwidth, transferred)", value=t_beta,
+                 note=f"S x bus factor {factor:.3g} / busbw {format_quantity(bus, 'B/s')} "
+                      f"({bus_note}; busbw is ~independent of n)"),
+        ]  # fmt: skip
+        calibrated = f"transferred from {donor.gpus} GPUs"
+    else:
+        time_s = float(chosen.time_s)
+        t_alpha = float(chosen.alpha_total_s)
+        t_beta = float(cost.beta_s)
+        terms += [
+            Term(name="alpha term (latency)", value=t_alpha,
+                 note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
+                      f"{cost.steps:g} steps x {format_time(step_alpha)} per step"
+                      + (" (mixed links)" if chosen.algorithm == "hierarchical" else "")),
+            Term(name="beta term (bandwidth)", value=t_beta,
+                 note=f"{format_quantity(float(cost.bytes_sent), 'B')} sent per rank; "
+                      f"{_link_desc(link_for_beta)}"
+                      + ("; in-node phases over " + _link_desc(topo.intra)
+                         if chosen.algorithm == "hierarchical" else "")),
+            Term(name="gamma term (reduction)", value=float(cost.gamma_s),
+                 note=f"{format_quantity(float(cost.bytes_reduced), 'B')} reduced per rank at "
+                      f"HBM bandwidth / 3 (read two chunks, write one); overlapped with the "
+                      f"transfer (NCCL reduces in its copy loop): counts only above beta"),
+        ]  # fmt: skip
+        calibrated = "link efficiency" if cal_eff is not None else ""
+        if eff_note and cal_eff is not None:
+            terms.append(Term(name="calibrated link efficiency", value=cal_eff, unit="x",
+                              note=eff_note))  # fmt: skip
+    if calibrated == "" and calibration is not None and not use_cal:
+        terms.append(Term(name="calibration not applied", value=0.0, unit="",
+                          note="the measured collectives were on the calibrated machine's own "
+                               "links; this prediction forces another link or system"))  # fmt: skip
+
+    alg_bw = n / time_s if time_s > 0 else math.inf
+    bus_bw = alg_bw * factor
+    sent = float(cost.bytes_sent)
+    flops = float(cost.bytes_reduced) / element_bytes(op.dtype)
+    bw = link_for_beta.bandwidth_bytes_per_s
+    ai = flops / sent if sent else 0.0
+    bound: Bound = "latency" if t_alpha >= t_beta else "network"
+    plain_link = topo.inter if topo.nodes > 1 and topo.inter is not None else topo.intra
+    table = [_row(c, n, factor, c is chosen) for c in cands]
+    details: dict[str, Any] = {
+        "collective": op.collective,
+        "algorithm": chosen.algorithm,
+        "why": why,
+        "algbw_bytes_per_s": alg_bw,
+        "busbw_bytes_per_s": bus_bw,
+        "bus_factor": factor,
+        "algorithms": table,
+        "calibrated": calibrated or False,
+        "topology": _topo_dict(topo),
+        "plain_transfer_s": comm.plain_transfer_time(n, plain_link.datasheet_bytes_per_s or bw),
+        "plain_transfer_link": _link_desc(plain_link, efficiency=False),
+        "ring_factor": comm.ring_factor_explanation(p) if op.collective == "all_reduce" else None,
+        "notes": list(topo.notes),
+    }
+    advice = []
+    if bound == "latency":
+        advice.append("latency-bound: coalesce small collectives (bucket gradients, as DDP does) "
+                      "or capture them in a CUDA graph")  # fmt: skip
+    if topo.nodes > 1 and chosen.algorithm == "hierarchical":
+        advice.append("the network is the bottleneck: keep the heavy collectives inside a node "
+                      "(tensor parallel on NVLink, data parallel across nodes)")  # fmt: skip
+    if topo.intra.kind == "pcie" and _scale_up(gpu) is not None and op.link == "pcie":
+        advice.append(f"{gpu.id} has NVLink: {_scale_up(gpu)[1] / bw:.3g}x the PCIe bandwidth")  # type: ignore[index]
+    return Prediction(
+        op=op.label(), gpu=gpu.id, calibration=cal_label, time_s=time_s, flops=flops, bytes=sent,
+        arithmetic_intensity=ai, unit=dt_unit, dtype=dt, peak_flops=peak,
+        bandwidth_bytes_per_s=bw, ridge_point=peak / bw if peak else 0.0,
+        attainable_flops=min(peak, ai * bw), bound=bound, terms=tuple(terms),
+        advice=tuple(advice), details=details,
+    )  # fmt: skip
+
+
+def _vector(gpu: GPUSpec, dtype: str) -> tuple[str, str]:
+    """The unit and dtype a reduction runs in (vector units; fp32 for narrow types)."""
+    from gpumodel.ops.base import vector_unit
+
+    try:
+        return vector_unit(gpu, dtype)
+    except UnsupportedError:
+        return "vector", "fp32"
+
+
+def _rank(chosen: comm.Candidate, cands: list[comm.Candidate]) -> int:
+    ordered = sorted(cands, key=lambda c: float(c.time_s))
+    return ordered.index(chosen) + 1
+
+
+def _link_desc(link: comm.Link, efficiency: bool = True) -> str:
+    ds = link.datasheet_bytes_per_s or link.bandwidth_bytes_per_s
+    text = f"{link.kind} {format_quantity(ds, 'B/s')} per direction"
+    if efficiency and link.efficiency != 1.0:
+        text += f" x efficiency {link.efficiency:.3g} = {format_quantity(link.bandwidth_bytes_per_s, 'B/s')}"
+    return text
+
+
+def _row(c: comm.Candidate, n: float, factor: float, chosen: bool) -> dict[str, Any]:
+    t = float(c.time_s)
+    return {
+        "algorithm": c.algorithm,
+        "time_s": t,
+        "algbw_bytes_per_s": n / t if t > 0 else math.inf,
+        "busbw_bytes_per_s": n / t * factor if t > 0 else math.inf,
+        "alpha_s": float(c.alpha_total_s),
+        "beta_s": float(c.cost.beta_s),
+        "gamma_s": float(c.cost.gamma_s),
+        "steps": float(c.cost.steps),
+        "formula": c.formula,
+        "summary": c.summary,
+        "nccl": c.nccl,
+        "chosen": chosen,
+        "bound": "latency" if c.latency_bound else "network",
+    }
+
+
+def _topo_dict(topo: comm.Topology) -> dict[str, Any]:
+    def link(lk: comm.Link | None) -> dict[str, Any] | None:
+        if lk is None:
+            return None
+        return {"kind": lk.kind, "alpha_s": lk.alpha_s,
+                "per_direction_bytes_per_s": lk.datasheet_bytes_per_s,
+                "efficiency": lk.efficiency, "effective_bytes_per_s": lk.bandwidth_bytes_per_s,
+                "note": lk.note}  # fmt: skip
+
+    return {
+        "gpus": topo.gpus, "nodes": topo.nodes, "gpus_per_node": topo.gpus_per_node,
+        "intra_node": link(topo.intra), "inter_node": link(topo.inter),
+        "base_latency_s": topo.base_latency_s, "gamma_s_per_byte": topo.gamma_s_per_byte,
+    }  # fmt: skip
+
+
+__all__ = [
+    "COLLECTIVE_OPS",
+    "AllGather",
+    "AllReduce",
+    "AllToAll",
+    "Broadcast",
+    "Collective",
+    "ReduceScatter",
+    "SendRecv",
+    "collective_op",
+]

@@ -1,0 +1,175 @@
+"""Multi-GPU system specs (a node, or a cluster of identical nodes) as data, with sources.
+
+A system file says which GPU a node holds, how many, how they talk inside the node
+(NVSwitch, NVLink bridges or PCIe) and what each GPU gets of the network between nodes:
+
+    id: dgx-h100
+    name: NVIDIA DGX H100
+    gpu: h100-sxm
+    gpus_per_node: 8
+    intra_node: {kind: nvswitch, bandwidth: 900 GB/s}     # per GPU, both directions summed
+    inter_node: {kind: infiniband, bandwidth: 400 Gb/s, latency: 3 us}  # per GPU, one direction
+    sources: [{title: ..., url: ..., fields: [gpus_per_node, intra_node, inter_node]}]
+
+Direction conventions (they differ, as the vendors' do): ``intra_node.bandwidth`` is per GPU with
+both directions summed, like NVLink datasheets and ``GPUSpec.interconnect.nvlink`` (900 GB/s on
+H100 = 450 GB/s each way); ``inter_node.bandwidth`` is a NIC's line rate, which is per direction
+(400 Gb/s InfiniBand NDR = 50 GB/s each way, full duplex). The models expose
+``per_direction_bytes_per_s`` for both, which is what the collective model uses.
+
+Shipped files live in ``specs/systems/``; ``get_system`` also takes a path to a user's YAML file,
+and ``list_systems(extra_files)`` adds user files (``--system-file``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from gpumodel import _paths
+from gpumodel.errors import SpecError, UnknownModelError
+from gpumodel.specs import (
+    BytesPerS,
+    Seconds,
+    Source,
+    _Frozen,
+    format_validation_error,
+    read_yaml,
+)
+
+
+class IntraNodeLink(_Frozen):
+    """How GPUs of one node reach each other."""
+
+    kind: Literal["nvswitch", "nvlink", "pcie"]
+    bandwidth_both_directions_bytes_per_s: BytesPerS = Field(
+        alias="bandwidth",
+        gt=0,
+        description="per GPU, both directions summed (datasheet convention: 900 GB/s on H100)",
+    )
+    direction: Literal["bidirectional"] = Field(
+        "bidirectional", description="bandwidth counts both directions; one direction is half"
+    )
+    latency_s: Seconds | None = Field(
+        None, alias="latency", description="per step (hop); None: the model's default for kind"
+    )
+    note: str | None = None
+
+    @property
+    def per_direction_bytes_per_s(self) -> float:
+        return self.bandwidth_both_directions_bytes_per_s / 2
+
+
+class InterNodeLink(_Frozen):
+    """What one GPU gets of the network between nodes."""
+
+    kind: Literal["infiniband", "ethernet", "roce"] = "infiniband"
+    bandwidth_per_direction_bytes_per_s: BytesPerS = Field(
+        alias="bandwidth",
+        gt=0,
+        description="per GPU, one direction (a NIC's line rate: 400 Gb/s NDR = 50 GB/s each way)",
+    )
+    direction: Literal["per_direction"] = Field(
+        "per_direction", description="NIC rates are per direction; full duplex doubles the sum"
+    )
+    nics_per_node: int | None = Field(None, gt=0)
+    latency_s: Seconds | None = Field(
+        None, alias="latency", description="per step (message) between nodes"
+    )
+    note: str | None = None
+
+    @property
+    def per_direction_bytes_per_s(self) -> float:
+        return self.bandwidth_per_direction_bytes_per_s
+
+
+class SystemSpec(_Frozen):
+    """A node (or a cluster of ``nodes`` identical nodes) of GPUs and its links."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    aliases: tuple[str, ...] = ()
+    gpu: str = Field(description="GPU spec id (see `gpumodel specs list`)")
+    gpus_per_node: int = Field(gt=0)
+    intra_node: IntraNodeLink
+    inter_node: InterNodeLink | None = None
+    nodes: int = Field(1, gt=0, description="default node count; ops may ask for more")
+    notes: str | None = None
+    sources: tuple[Source, ...] = Field(min_length=1)
+    origin: str | None = Field(None, exclude=True)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+def load_system_file(path: str | Path) -> SystemSpec:
+    """Parse and validate one system file; errors name the file and the field."""
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of system fields at the top level")
+    try:
+        spec = SystemSpec.model_validate({**data, "origin": str(path)})
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, str(path))) from None
+    covered = {f for s in spec.sources for f in s.fields}
+    missing = sorted(k for k in data if k not in _UNSOURCED_OK and k not in covered)
+    if missing:
+        raise SpecError(f"{path}: sources: no source covers {', '.join(missing)}")
+    return spec
+
+
+_UNSOURCED_OK = {"id", "name", "aliases", "notes", "sources", "nodes"}
+
+
+def _library(extra_files: Iterable[str | Path] = ()) -> dict[str, SystemSpec]:
+    systems: dict[str, SystemSpec] = {}
+    d = _paths.systems_dir()
+    files = sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")) if d.is_dir() else []
+    for f in [*files, *(Path(p) for p in extra_files)]:
+        spec = load_system_file(f)
+        systems[spec.id] = spec  # user files override shipped ones
+    return systems
+
+
+def list_systems(extra_files: Iterable[str | Path] = ()) -> list[SystemSpec]:
+    """Shipped systems plus ``extra_files``, sorted by id."""
+    lib = _library(extra_files)
+    return [lib[k] for k in sorted(lib)]
+
+
+def get_system(
+    id_or_path: str | Path | SystemSpec, extra_files: Iterable[str | Path] = ()
+) -> SystemSpec:
+    """A system by id or alias (case-insensitive), or from a YAML file path."""
+    if isinstance(id_or_path, SystemSpec):
+        return id_or_path
+    text = str(id_or_path).strip()
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise SpecError(f"system file {path} does not exist")
+        return load_system_file(path)
+    lib = _library(extra_files)
+    key = text.lower()
+    if key in lib:
+        return lib[key]
+    for spec in lib.values():
+        if key in (a.lower() for a in spec.aliases):
+            return spec
+    names = list(lib) + [a for s in lib.values() for a in s.aliases]
+    raise UnknownModelError(text, names, what="system")
+
+
+__all__ = [
+    "InterNodeLink",
+    "IntraNodeLink",
+    "SystemSpec",
+    "get_system",
+    "list_systems",
+    "load_system_file",
+]

@@ -1,0 +1,135 @@
+"""validate = measure (a backend) -> calibrate (fit half, score the other half) -> report."""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpumodel.calibrate import calibrate, failures
+from gpumodel.calibration import Calibration, atomic_write_text
+from gpumodel.errors import DeviceError, GpumodelError
+from gpumodel.specs import GPUSpec, get_gpu, list_gpus
+
+Progress = Callable[[str, int, int], None]
+
+
+def gpu_for_device_name(name: str) -> GPUSpec:
+    """Match a device name as the driver reports it ('NVIDIA H100 80GB HBM3') to a spec."""
+    low = name.lower()
+    candidates = []
+    for spec in list_gpus():
+        if spec.vendor == "cpu":
+            continue
+        keys = [spec.id, *spec.aliases]
+        for key in keys:
+            bare = key.replace("-", " ")
+            if bare in low or key in low:
+                candidates.append((len(key), spec))
+    if "h100" in low and ("hbm3" in low or "sxm" in low):
+        return get_gpu("h100-sxm")
+    if "h100" in low and "nvl" in low:
+        return get_gpu("h100-nvl")
+    if "h100" in low and "pcie" in low:
+        return get_gpu("h100-pcie")
+    if not candidates:
+        raise GpumodelError(f"no spec matches device '{name}': pass --gpu ID (see `specs list`)")
+    return max(candidates, key=lambda c: c[0])[1]
+
+
+def measure(
+    backend: str, quick: bool, families: set[str] | None, progress: Progress | None
+) -> tuple[dict[str, Any], list[dict], list[dict]]:
+    """Run the backend's runners: (device info, records, unavailable)."""
+    if backend == "numpy":
+        from gpumodel.validate import numpy_runner
+
+        records, unavailable = numpy_runner.run(families, quick, progress)
+        return numpy_runner.device_info(), records, unavailable
+    if backend != "cupy":
+        raise GpumodelError(f"unknown backend '{backend}'; use cupy or numpy")
+    from gpumodel.validate.device_info import device_info
+
+    info = device_info()  # raises DeviceError with install advice when no GPU/CuPy
+    from gpumodel.validate import cupy_runner, torch_runner
+
+    records, unavailable = cupy_runner.run(families, quick, progress)
+    more, more_unavailable = torch_runner.run(families, quick, progress)
+    return info, records + more, unavailable + more_unavailable
+
+
+def build_calibration(
+    gpu: GPUSpec, info: dict[str, Any], records: list[dict], unavailable: list[dict], backend: str
+) -> tuple[Calibration, list[str]]:
+    params, errors, skipped = calibrate(records, gpu)
+    env = {k: str(v) for k, v in info.items() if v is not None and not isinstance(v, (dict, list))}
+    env.setdefault("python", platform.python_version())
+    cal = Calibration(
+        gpu_id=gpu.id,
+        device_name=str(info.get("device_name") or info.get("name") or gpu.name),
+        created=datetime.now(timezone.utc).replace(microsecond=0),
+        backend=backend,  # type: ignore[arg-type]
+        environment=env,
+        parameters=params,
+        errors=errors,
+        unavailable=[{k: str(v) for k, v in u.items()} for u in unavailable],
+        measurements=records,
+    )
+    return cal, skipped
+
+
+def run_validate(
+    backend: str = "cupy",
+    quick: bool = False,
+    gpu: str | None = None,
+    families: set[str] | None = None,
+    progress: Progress | None = None,
+    from_measurements: str | None = None,
+) -> tuple[Calibration, list[str], list[str]]:
+    """Measure (or load raw measurements), calibrate, and return (calibration, failures, notes)."""
+    if from_measurements:
+        data = _read_measurements(from_measurements)
+        info, records, unavailable = data["device"], data["records"], data.get("unavailable", [])
+    else:
+        info, records, unavailable = measure(backend, quick, families, progress)
+    if gpu:
+        spec = get_gpu(gpu)
+    elif backend == "numpy" and not from_measurements:
+        spec = get_gpu("cpu-numpy")
+    else:
+        spec = gpu_for_device_name(str(info.get("device_name") or info.get("name") or ""))
+    cal, skipped = build_calibration(spec, info, records, unavailable,
+                                     "numpy" if backend == "numpy" else "cupy")  # fmt: skip
+    return cal, failures(cal.errors), skipped
+
+
+def _read_measurements(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise GpumodelError(f"{path}: cannot read measurements ({exc})") from None
+    if not isinstance(data, dict) or "records" not in data or "device" not in data:
+        raise GpumodelError(f"{path}: expected a JSON object with 'device' and 'records'")
+    return data
+
+
+def write_outputs(cal: Calibration, out: Path, report_dir: Path | None, plot: bool,
+                  skipped: list[str], fails: list[str]) -> list[Path]:  # fmt: skip
+    """Write the calibration (atomic) and, when asked, the markdown report and plot."""
+    from gpumodel.validate.report import markdown_report, plot_validation
+
+    written = [cal.save(out)]
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        md = report_dir / "report.md"
+        atomic_write_text(md, markdown_report(cal, skipped, fails))
+        written.append(md)
+        if plot:
+            written.append(plot_validation(cal, report_dir / "validation.png"))
+    return written
+
+
+__all__ = ["DeviceError", "run_validate", "write_outputs"]

@@ -1,0 +1,269 @@
+"""Shared GPU timing helpers for the validation runners.
+
+How one measurement is taken (``time_cuda`` for CuPy work, ``time_torch`` for PyTorch work):
+
+1. Warm-up calls, untimed: run-time compilation, cuBLAS/cuDNN handle creation and first-touch
+   allocation stay out of the numbers. The last warm-up call is also timed on the host clock to
+   learn how long the host takes to *enqueue* one call.
+2. One timed probe call gives the device time per call; the repeat count is then chosen so the
+   timed calls add up to about ``target_s`` (clamped to ``min_repeats``..``max_repeats``).
+3. Each repeat: optional L2 flush (``flush``), then a short busy-wait kernel (``spin``) sized to
+   cover the host's enqueue time, then start event, the work, stop event. The busy-wait keeps the
+   GPU occupied while the host enqueues the start event and the work, so the interval between
+   the events holds device time only, not Python or launch overhead (the trick nvbench calls a
+   blocking kernel). All repeats are queued, then one synchronisation reads every interval.
+4. Result: median of the intervals, spread = (p90 - p10) / median, and the repeat count.
+
+Heavy imports (cupy, torch) happen inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+_SPIN_MIN_S = 10e-6
+_SPIN_MAX_S = 2e-3
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def summarize(times_s: Sequence[float]) -> tuple[float, float]:
+    """(median, spread) of repeated timings; spread = (p90 - p10) / median."""
+    if not times_s:
+        raise ValueError("no timings to summarize")
+    import numpy as np
+
+    arr = np.asarray(times_s, dtype=float)
+    med = float(np.median(arr))
+    p10, p90 = (float(x) for x in np.percentile(arr, [10.0, 90.0]))
+    spread = (p90 - p10) / med if med > 0 else 0.0
+    return med, spread
+
+
+def choose_repeats(
+    estimate_s: float, *, target_s: float, min_repeats: int, max_repeats: int
+) -> int:
+    """Repeats so the timed calls add up to about ``target_s``, within [min, max]."""
+    if min_repeats < 1 or max_repeats < min_repeats:
+        raise ValueError(f"bad repeat bounds {min_repeats}..{max_repeats}")
+    if not math.isfinite(estimate_s) or estimate_s <= 0:
+        return max_repeats
+    return int(min(max_repeats, max(min_repeats, math.ceil(target_s / estimate_s))))
+
+
+def spin_seconds(host_enqueue_s: float) -> float:
+    """Busy-wait length that covers the host's enqueue time of one timed call, with margin."""
+    return min(_SPIN_MAX_S, max(_SPIN_MIN_S, 1.5 * host_enqueue_s + 10e-6))
+
+
+def log_sizes(lo: int, hi: int, per_octave: int, multiple: int = 1) -> list[int]:
+    """Sizes from lo to hi (inclusive), ``per_octave`` points per doubling, each rounded to a
+    multiple of ``multiple``; sorted, no duplicates."""
+    if lo <= 0 or hi < lo or per_octave < 1 or multiple < 1:
+        raise ValueError("bad size range")
+    octaves = math.log2(hi / lo)
+    count = int(round(octaves * per_octave)) + 1
+    out: set[int] = set()
+    for i in range(count):
+        x = lo * 2.0 ** (i / per_octave)
+        v = max(multiple, int(round(x / multiple)) * multiple)
+        out.add(min(v, max(multiple, (hi // multiple) * multiple)))
+    return sorted(out)
+
+
+def log_ints(lo: int, hi: int, count: int) -> list[int]:
+    """About ``count`` log-spaced integers from lo to hi inclusive (duplicates removed)."""
+    if lo < 1 or hi < lo or count < 2:
+        raise ValueError("bad integer range")
+    ratio = (hi / lo) ** (1.0 / (count - 1))
+    return sorted({int(round(lo * ratio**i)) for i in range(count)} | {lo, hi})
+
+
+# --------------------------------------------------------------------------- CuPy side
+
+_KERNELS: dict[str, Any] = {}
+
+
+def _timing_kernels() -> dict[str, Any]:
+    """spin_ns, l2_flush_read and empty_kernel from validation/kernels/timing.cu (compiled once
+    per process)."""
+    if not _KERNELS:
+        import cupy
+
+        from gpumodel._paths import kernels_dir
+
+        src = (kernels_dir() / "timing.cu").read_text()
+        mod = cupy.RawModule(code=src, options=("-std=c++17",))
+        for name in ("spin_ns", "l2_flush_read", "empty_kernel"):
+            _KERNELS[name] = mod.get_function(name)
+    return _KERNELS
+
+
+def spin(seconds: float) -> None:
+    """Queue a one-thread busy-wait of ``seconds`` on the current CuPy stream."""
+    import numpy as np
+
+    _timing_kernels()["spin_ns"]((1,), (1,), (np.int64(int(seconds * 1e9)),))
+
+
+def l2_flusher(l2_bytes: int, *, factor: int = 3, sm_count: int = 132) -> Callable[[], None]:
+    """A callable that evicts L2 by *reading* a buffer of ``factor`` x the L2 size.
+
+    Reading rather than writing: a written flush buffer leaves L2 full of dirty lines, and their
+    write-back would be charged to the timed kernel that evicts them.
+    """
+    import cupy
+    import numpy as np
+
+    nbytes = max(factor * int(l2_bytes), 64 << 20)
+    n4 = nbytes // 16
+    buf = cupy.random.random(n4 * 4, dtype=cupy.float32)  # non-zero, written once, here
+    sink = cupy.zeros(1, dtype=cupy.float32)
+    kern = _timing_kernels()["l2_flush_read"]
+    grid = (int(sm_count) * 8,)
+    n4_arg = np.int64(n4)
+
+    def flush() -> None:
+        kern(grid, (256,), (buf, n4_arg, sink))
+
+    flush.nbytes = nbytes  # type: ignore[attr-defined]
+    return flush
+
+
+def time_cuda(
+    fn: Callable[[], Any],
+    *,
+    flush: Callable[[], None] | None = None,
+    min_repeats: int = 5,
+    max_repeats: int = 50,
+    target_s: float = 0.02,
+    warmup: int = 2,
+    use_spin: bool = True,
+) -> tuple[float, float, int]:
+    """Device time of ``fn`` (work queued on the current CuPy stream), timed with CUDA events.
+
+    Returns (median seconds, spread, repeats). ``flush`` runs before every call, outside the
+    timed interval (cold-cache measurement); without it the calls run back to back on the same
+    data (hot). ``use_spin=False`` for work that blocks the host (pageable copies).
+    """
+    import cupy
+
+    stream = cupy.cuda.get_current_stream()
+    host_s = 0.0
+    for i in range(max(1, warmup)):
+        if flush is not None:
+            flush()
+        stream.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if i == max(1, warmup) - 1:
+            host_s = time.perf_counter() - t0
+        stream.synchronize()
+    spin_s = spin_seconds(host_s) if use_spin else 0.0
+
+    def batch(n: int) -> list[float]:
+        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
+        for start, stop in events:
+            if flush is not None:
+                flush()
+            if spin_s:
+                spin(spin_s)
+            start.record(stream)
+            fn()
+            stop.record(stream)
+        events[-1][1].synchronize()
+        return [cupy.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in events]
+
+    probe = batch(1)[0]
+    n = choose_repeats(probe, target_s=target_s, min_repeats=min_repeats, max_repeats=max_repeats)
+    times = batch(n)
+    med, spread = summarize(times)
+    return med, spread, n
+
+
+def time_host(
+    fn: Callable[[], Any], *, repeats: int, warmup: int = 2
+) -> tuple[float, float, int]:
+    """Host wall-clock time of ``fn`` (which must synchronise itself if it queues device work)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    med, spread = summarize(times)
+    return med, spread, repeats
+
+
+# --------------------------------------------------------------------------- PyTorch side
+
+
+def torch_l2_flusher(l2_bytes: int, *, factor: int = 3) -> Callable[[], None]:
+    """Evict L2 on PyTorch's current stream by reading (summing) a buffer of factor x L2."""
+    import torch
+
+    nbytes = max(factor * int(l2_bytes), 64 << 20)
+    buf = torch.rand(nbytes // 4, device="cuda", dtype=torch.float32)
+
+    def flush() -> None:
+        buf.sum()
+
+    flush.nbytes = nbytes  # type: ignore[attr-defined]
+    return flush
+
+
+def time_torch(
+    fn: Callable[[], Any],
+    *,
+    flush: Callable[[], None] | None = None,
+    min_repeats: int = 5,
+    max_repeats: int = 50,
+    target_s: float = 0.02,
+    warmup: int = 2,
+    use_spin: bool = True,
+    sm_clock_hz: float = 2.0e9,
+) -> tuple[float, float, int]:
+    """``time_cuda`` for PyTorch work: torch.cuda.Event on PyTorch's current stream, and
+    torch.cuda._sleep (a busy-wait counted in SM cycles) as the spin."""
+    import torch
+
+    stream = torch.cuda.current_stream()
+    sleep = getattr(torch.cuda, "_sleep", None)
+    host_s = 0.0
+    for i in range(max(1, warmup)):
+        if flush is not None:
+            flush()
+        stream.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if i == max(1, warmup) - 1:
+            host_s = time.perf_counter() - t0
+        stream.synchronize()
+    spin_cycles = int(spin_seconds(host_s) * sm_clock_hz) if (use_spin and sleep) else 0
+
+    def batch(n: int) -> list[float]:
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(n)
+        ]
+        for start, stop in events:
+            if flush is not None:
+                flush()
+            if spin_cycles:
+                sleep(spin_cycles)
+            start.record(stream)
+            fn()
+            stop.record(stream)
+        events[-1][1].synchronize()
+        return [a.elapsed_time(b) * 1e-3 for a, b in events]
+
+    probe = batch(1)[0]
+    n = choose_repeats(probe, target_s=target_s, min_repeats=min_repeats, max_repeats=max_repeats)
+    times = batch(n)
+    med, spread = summarize(times)
+    return med, spread, n

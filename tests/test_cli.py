@@ -1,0 +1,129 @@
+import json
+
+import pytest
+
+from gpumodel.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_headline_prediction(capsys):
+    code, out, _ = run(capsys, "predict", "attention", "--seq", "1024", "--gpu", "a100")
+    assert code == 0 and "a100-sxm4-80gb" in out and "compute" in out
+
+
+def test_side_by_side_and_json(capsys):
+    code, out, _ = run(capsys, "predict", "gemm", "--m", "2048", "--n", "4096", "--k", "4096",
+                       "--gpu", "a100,h100,h200", "--json", "--calibration", "none")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and [d["gpu"] for d in data] == ["a100-sxm4-80gb", "h100-sxm", "h200-sxm"]
+    assert {"time_s", "flops", "bytes", "arithmetic_intensity", "ridge_point", "attainable_flops",
+            "bound", "terms", "roofline"} <= set(data[0])  # fmt: skip
+    assert data[0]["flops"] == 2 * 2048 * 4096 * 4096
+
+
+def test_kernel_and_byte_units(capsys):
+    code, out, _ = run(capsys, "predict", "copy", "--bytes", "1GiB", "--json", "--calibration", "none")
+    assert code == 0 and json.loads(out)["bytes"] == 2 * 2**30
+    code, out, _ = run(capsys, "predict", "kernel", "--flops", "2e12", "--bytes", "8e9", "--no-fma",
+                       "--json", "--calibration", "none")  # fmt: skip
+    assert code == 0 and json.loads(out)["bound"] == "compute"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["predict", "gemm", "--m", "2048", "--n", "1", "--k", "1", "--gpu", "h1000"], "unknown GPU 'h1000'"),
+        (["predict", "gemm", "--m", "x", "--n", "1", "--k", "1"], "'x' is not a number"),
+        (["predict", "gemm", "--m", "0", "--n", "1", "--k", "1"], "m: Input should be greater than 0"),
+        (["predict", "gemm", "--m", "1", "--n", "1", "--k", "1", "--dtype", "fp8", "--gpu", "a100"], "has no fp8"),
+        (["predict", "copy", "--bytes", "3 parsecs"], "unknown unit"),
+        (["roofline", "--gpu", "h100", "--dtype", "fp7"], "unknown dtype 'fp7'"),
+        (["predict", "gemm", "--m", "1", "--n", "1", "--k", "1", "--calibration", "/nope.yaml"], "cannot read calibration"),
+        (["batch", "/nope.jsonl"], "cannot read"),
+        (["specs", "show", "nope"], "unknown GPU"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_specs_commands(capsys, tmp_path):
+    code, out, _ = run(capsys, "specs", "list", "--json")
+    assert code == 0 and any(d["id"] == "h100-sxm" for d in json.loads(out))
+    code, out, _ = run(capsys, "specs", "show", "h100")
+    assert code == 0 and "h100-sxm.yaml" in out
+    code, out, _ = run(capsys, "specs", "schema")
+    assert code == 0 and "properties" in json.loads(out)
+    code, out, _ = run(capsys, "specs", "check", "specs/h100-sxm.yaml")
+    assert code == 0 and "ok" in out
+
+
+def test_roofline(capsys, tmp_path):
+    code, out, _ = run(capsys, "roofline", "--gpu", "h100", "--json", "--op", "gemm:m=1,n=4096,k=4096")
+    data = json.loads(out)
+    bf16 = next(r for r in data["roofs"] if r["dtype"] == "bf16" and r["unit"] == "tensor")
+    assert code == 0 and bf16["ridge_point"] == pytest.approx(295.3, abs=0.1)
+    assert data["ops"][0]["bound"] == "memory"
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "r.png"
+    code, _, _ = run(capsys, "roofline", "--gpu", "h100", "--plot", str(png), "--op", "gemm:m=8192,n=8192,k=8192")
+    assert code == 0 and png.stat().st_size > 10_000
+
+
+def test_batch_formats_keep_order(capsys, tmp_path):
+    jsonl = tmp_path / "ops.jsonl"
+    jsonl.write_text('{"op": "gemm", "m": 1, "n": 4096, "k": 4096}\n{"op": "relu", "n": 1000000}\n'
+                     '{"op": "attention", "seq": 2048}\n{"op": "gemm", "m": 4096, "n": 4096, "k": 4096}\n')  # fmt: skip
+    code, out, _ = run(capsys, "batch", str(jsonl), "--gpu", "h100", "--json", "--calibration", "none")
+    rows = json.loads(out)
+    assert code == 0 and [r["op"].split("(")[0] for r in rows] == ["gemm", "relu", "attention", "gemm"]
+    assert rows[0]["bound"] == "memory" and rows[3]["bound"] == "compute"
+    csv = tmp_path / "ops.csv"
+    csv.write_text("op,m,n,k,dtype\ngemm,1,4096,4096,bf16\ngemm,4096,4096,4096,fp16\n")
+    code, out, _ = run(capsys, "batch", str(csv), "--json", "--calibration", "none")
+    assert code == 0 and len(json.loads(out)) == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"op": "gemm", "m": 1}\n')
+    code, _, err = run(capsys, "batch", str(bad))
+    assert code == 2 and "n: required key is missing" in err
+
+
+def test_validate_numpy_backend_end_to_end(capsys, tmp_path):
+    """The whole measure -> fit -> report pipeline on the CPU backend."""
+    out = tmp_path / "cal.yaml"
+    code, stdout, _ = run(capsys, "validate", "--backend", "numpy", "--quick", "--out", str(out),
+                          "--report", str(tmp_path), "--json")  # fmt: skip
+    data = json.loads(stdout)
+    assert code in (0, 1) and (code == 1) == bool(data["failures"])
+    assert set(data["errors"]) == {"numpy gemm", "numpy stream"}
+    import gpumodel as gm
+
+    cal = gm.load_calibration(out)
+    assert cal.gpu_id == "cpu-numpy" and cal.backend == "numpy" and cal.measurements
+    assert cal.parameters.family_efficiency["gemm"] > 0
+    assert "held-out" in (tmp_path / "report.md").read_text()
+    # a calibrated prediction uses it and says so
+    p = gm.predict(gm.ops.Gemm(m=256, n=256, k=256, dtype="fp32"), "cpu-numpy", cal)
+    assert str(out) in p.calibration
+
+
+def test_validate_without_gpu_says_so(capsys, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_cupy(name, *a, **k):
+        if name == "cupy" or name.startswith("cupy."):
+            raise ImportError("no cupy")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_cupy)
+    code, _, err = run(capsys, "validate", "--quick")
+    assert code == 2 and err.count("\n") == 1 and "gpumodel[gpu]" in err

@@ -1,0 +1,132 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpumodel as gm
+from gpumodel.ops import Attention, Conv2d, Elementwise, Gemm, HostTransfer, Kernel
+
+
+def test_seed_qkt_example_ai_and_bounds():
+    """Seed 001: QK^T for batch 32, 16 heads, seq 1024, head_dim 64, fp16 on an A100.
+    FLOPs 2*32*16*1024*1024*64 = 68.7e9; bytes Q+K (2*32*16*1024*64*2 B = 134 MB) + scores
+    (32*16*1024*1024*2 B = 1074 MB) -> AI = 56.9 FLOP/B."""
+    a100 = gm.get_gpu("a100")
+    p = gm.predict(Attention(batch=32, heads=16, seq=1024, head_dim=64, dtype="fp16", impl="naive"),
+                   a100, "none")  # fmt: skip
+    qkt = p.kernels[0]
+    assert qkt.name == "QK^T"
+    assert qkt.flops == 2 * 32 * 16 * 1024 * 1024 * 64
+    assert qkt.flops / qkt.bytes == pytest.approx(56.9, abs=0.05)
+    vector_ridge = a100.peak_flops("fp16", "vector") / a100.memory_bandwidth_bytes_per_s  # 38.3
+    tensor_ridge = a100.peak_flops("fp16", "tensor") / a100.memory_bandwidth_bytes_per_s  # 153
+    assert vector_ridge < 56.9 < tensor_ridge  # compute-bound vs 78 TF, memory-bound vs 312 TF
+    assert qkt.bound == "memory"
+
+
+def test_gemm_work_and_roofline_time():
+    h100 = gm.get_gpu("h100")
+    p = gm.predict(Gemm(m=2048, n=4096, k=4096, dtype="bf16"), h100, "none")
+    assert p.flops == 2 * 2048 * 4096 * 4096
+    assert p.bytes == (2048 * 4096 + 4096 * 4096 + 2048 * 4096) * 2
+    assert p.ridge_point == pytest.approx(295.3, abs=0.1)
+    assert p.bound == "compute"
+    # roofline 68.72e9 / 989.4e12 = 69.46 us, plus the 2.5 us default launch floor
+    assert p.time_s == pytest.approx(69.46e-6 + 2.5e-6, rel=1e-3)
+
+
+def test_seed_polynomial_kernel_non_fma_halves_the_roof(tiny):
+    n, k = 2**24, 1000
+    fma = gm.predict(Kernel(flops=2 * k * n, bytes=8 * n, fma=True, threads=n), tiny, "none")
+    mix = gm.predict(Kernel(flops=2 * k * n, bytes=8 * n, fma=False, threads=n), tiny, "none")
+    assert fma.bound == mix.bound == "compute"
+    # compute time doubles: 2*1000*2^24 / 10e12 = 3.36 ms -> 6.71 ms
+    assert mix.time_s - 2.5e-6 == pytest.approx(2 * (fma.time_s - 2.5e-6), rel=1e-9)
+    assert fma.arithmetic_intensity == pytest.approx(k / 4)  # the seed's AI = k/4
+
+
+def test_small_op_is_never_nanoseconds():
+    p = gm.predict(Elementwise(op="add", n=1024, dtype="fp32"), "h100", "none")
+    assert p.time_s >= 2e-6 and p.bound == "launch"
+
+
+def test_flash_attention_flops_causal_and_gqa():
+    h100 = gm.get_gpu("h100")
+    full = gm.predict(Attention(batch=2, heads=32, seq=4096, head_dim=128), h100, "none")
+    causal = gm.predict(Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True), h100, "none")
+    mm = 4 * 2 * 32 * 4096 * 4096 * 128
+    assert full.flops_by_unit["tensor:bf16"] == mm
+    assert causal.flops_by_unit["tensor:bf16"] == mm / 2
+    mha = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=8192, head_dim=128), h100, "none")
+    gqa = gm.predict(Attention(batch=8, heads=32, kv_heads=8, seq=1, kv_seq=8192, head_dim=128), h100, "none")
+    assert mha.bound == gqa.bound == "memory"
+    # decode reads the KV cache: 2 * 8 * kv_heads * 8192 * 128 * 2 B; GQA 8/32 of it
+    assert gqa.bytes == pytest.approx(2 * 8 * 32 * 128 * 2 + 2 * 8 * 8 * 8192 * 128 * 2)
+    with pytest.raises(ValueError, match="multiple of kv_heads"):
+        Attention(seq=16, heads=32, kv_heads=5)
+
+
+def test_conv2d_as_implicit_gemm():
+    stem = Conv2d(batch=1, in_channels=3, out_channels=64, height=224, width=224, kernel=7,
+                  stride=2, padding=3)  # fmt: skip
+    assert (stem.out_height, stem.out_width) == (112, 112)
+    g = stem.as_gemm()
+    assert (g.m, g.n, g.k) == (112 * 112, 64, 3 * 49)
+    with pytest.raises(ValueError, match="does not fit"):
+        Conv2d(batch=1, in_channels=3, out_channels=8, height=2, width=2, kernel=7)
+
+
+def test_host_transfer_pcie_gen5_line_rate():
+    p = gm.predict(HostTransfer(bytes=1e9, direction="h2d"), "h100", "none")
+    # Gen5 x16: 32 GT/s * 16 lanes * 128/130 / 8 = 63.0 GB/s per direction
+    assert p.kernels[0].terms[0].value == pytest.approx(1e9 / 63.015e9, rel=1e-3)
+
+
+def test_explain_names_the_padding_fix():
+    p = gm.predict(Gemm(m=2048, n=50257, k=768, dtype="bf16"), "h100", "none")
+    assert "pad N to 50304" in p.explain()
+    assert any("pad N to 50304" in a for a in p.advice)
+
+
+def test_explain_and_json_show_named_terms():
+    p = gm.predict(Gemm(m=64, n=4096, k=4096), "h100", "none")
+    names = [t.name for t in p.terms]
+    assert {"compute time (tensor bf16)", "memory time", "launch floor"} <= set(names)
+    d = p.to_dict()
+    assert d["roofline"]["bottleneck"] == "memory bandwidth"
+    assert 0 < d["roofline"]["max_utilization_pct"] < 100
+    text = p.explain()
+    assert "memory time" in text and "launch floor" in text and "memory-bound" in text
+
+
+def test_unsupported_dtype_is_clear():
+    with pytest.raises(gm.UnsupportedError, match="a100-sxm4-80gb has no fp8"):
+        gm.predict(Gemm(m=8, n=8, k=8, dtype="fp8"), "a100", "none")
+
+
+def test_bad_op_values_rejected():
+    with pytest.raises(ValueError):
+        Gemm(m=0, n=1, k=1)
+    with pytest.raises(gm.SpecError, match="unknown op 'gem'"):
+        gm.ops.from_row({"op": "gem"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 8192), n=st.integers(1, 8192), k=st.integers(1, 8192),
+       dtype=st.sampled_from(["bf16", "fp16", "fp32", "tf32", "fp8"]))  # fmt: skip
+def test_time_positive_finite_monotone_and_above_roofline(m, n, k, dtype):
+    h100 = gm.get_gpu("h100")
+    p = gm.predict(Gemm(m=m, n=n, k=k, dtype=dtype), h100, "none")
+    assert math.isfinite(p.time_s) and p.time_s > 0
+    assert p.time_s >= p.roofline_time_s
+    bigger = gm.predict(Gemm(m=m + 64, n=n, k=k, dtype=dtype), h100, "none")
+    assert bigger.time_s >= p.time_s
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 2**30), op=st.sampled_from(["add", "relu", "gelu", "copy", "silu"]))
+def test_elementwise_monotone(n, op):
+    a = gm.predict(Elementwise(op=op, n=n), "a100", "none")
+    b = gm.predict(Elementwise(op=op, n=n * 2), "a100", "none")
+    assert 0 < a.time_s <= b.time_s

@@ -1,0 +1,63 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpumodel.errors import UnitError
+from gpumodel.units import format_quantity, parse_count, parse_quantity
+
+
+@pytest.mark.parametrize(
+    ("text", "dim", "value"),
+    [
+        ("3.35 TB/s", "bytes_per_s", 3.35e12),
+        ("3.35TB/s", "bytes_per_s", 3.35e12),
+        ("80 GB", "bytes", 80e9),
+        ("50 MiB", "bytes", 50 * 2**20),
+        ("48KiB", "bytes", 49152),
+        ("989.4 TFLOP/s", "flop_per_s", 989.4e12),
+        ("1979 TOP/s", "flop_per_s", 1979e12),
+        ("1980 MHz", "hz", 1.98e9),
+        ("700 W", "watts", 700),
+        ("400 Gb/s", "bytes_per_s", 50e9),  # bits: 400e9 / 8
+        ("5 us", "seconds", 5e-6),
+        ("2.5 ms", "seconds", 2.5e-3),
+        (1024, "bytes", 1024.0),
+    ],
+)
+def test_parse_quantity(text, dim, value):
+    assert parse_quantity(text, dim) == pytest.approx(value)
+
+
+def test_si_and_iec_prefixes_are_distinct():
+    assert parse_quantity("1 KB", "bytes") == 1000
+    assert parse_quantity("1 KiB", "bytes") == 1024
+    assert parse_quantity("1 GiB", "bytes") == 2**30
+
+
+@pytest.mark.parametrize(
+    ("text", "dim", "message"),
+    [
+        ("3.35 TB", "bytes_per_s", "is a size in bytes, expected a bandwidth"),
+        ("80 GB/s", "bytes", "is a bandwidth, expected a size in bytes"),
+        ("fast", "bytes", "expected a quantity like '80 GB'"),
+        ("3 furlongs", "bytes", "unknown unit 'furlongs'"),
+        ("-1 GB", "bytes", "must not be negative"),
+        ("1 KiHz", "hz", "unknown unit"),
+    ],
+)
+def test_parse_quantity_rejects(text, dim, message):
+    with pytest.raises(UnitError, match=message):
+        parse_quantity(text, dim)
+
+
+@given(st.floats(min_value=1e-3, max_value=1e18, allow_nan=False))
+def test_format_parse_round_trip(x):
+    text = format_quantity(x, "B/s", digits=12)
+    assert parse_quantity(text, "bytes_per_s") == pytest.approx(x, rel=1e-9)
+
+
+def test_parse_count():
+    assert parse_count("2T") == 2e12
+    assert parse_count("7B") == 7e9
+    with pytest.raises(UnitError):
+        parse_count("lots")
