@@ -44,7 +44,9 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
             for row in csv.DictReader(text.splitlines())
         ]
     else:
-        raise SpecError(f"{path}: unknown batch format '{suffix}'; use .jsonl, .json, .yaml or .csv")
+        raise SpecError(
+            f"{path}: unknown batch format '{suffix}'; use .jsonl, .json, .yaml or .csv"
+        )
     if isinstance(rows, dict) and "ops" in rows:
         rows = rows["ops"]
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):

@@ -81,7 +81,7 @@ def points_from_records(records: Iterable[dict[str, Any]]) -> tuple[list[Point],
         meta = r.get("meta") or {}
         try:
             op = from_row(dict(r["op"]))
-        except Exception as exc:  # noqa: BLE001 - report, don't drop
+        except Exception as exc:
             skipped.append(f"{r.get('family')}: {r['op']} ({exc})")
             continue
         if meta.get("backend") not in (None, "flash") and r["family"] == "attention":
@@ -176,6 +176,7 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
     # 2. DRAM: cold streaming kernels -> efficiency and the kernel family's floor
     cold = [p for p in fam.get("bandwidth", []) if p.l2 == "cold"]
     if cold:
+
         def build_dram(x: np.ndarray) -> CalibrationParams:
             return params.model_copy(update={
                 "dram_efficiency": float(min(1.2, math.exp(x[0]))),
@@ -185,17 +186,25 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
         params = _fit_family(cold, gpu, params, build_dram, [math.log(0.9), math.log(5e-6)])
 
     # 3. L2: hot repeated access over sets that fit
-    hot = [p for p in fam.get("bandwidth", []) if p.l2 == "warm" and p.op.bytes < gpu.l2_cache_bytes / 2]
+    hot = [
+        p
+        for p in fam.get("bandwidth", [])
+        if p.l2 == "warm" and p.op.bytes < gpu.l2_cache_bytes / 2
+    ]
     if hot:
+
         def build_l2(x: np.ndarray) -> CalibrationParams:
             return params.model_copy(update={"l2_bandwidth_bytes_per_s": math.exp(x[0]),
                                              "l2_hot_max_bytes": gpu.l2_cache_bytes / 2})  # fmt: skip
 
-        params = _fit_family(hot, gpu, params, build_l2, [math.log(3 * gpu.memory_bandwidth_bytes_per_s)])
+        params = _fit_family(
+            hot, gpu, params, build_l2, [math.log(3 * gpu.memory_bandwidth_bytes_per_s)]
+        )
 
     # 4. FP32 vector efficiency and the overlap exponent from the polynomial sweeps
     poly = fam.get("poly", []) + fam.get("poly_fma", [])
     if poly:
+
         def build_poly(x: np.ndarray) -> CalibrationParams:
             return params.model_copy(update={
                 "compute_efficiency": {**params.compute_efficiency,
@@ -242,7 +251,9 @@ def _fit_efficiency_and_floor(
     return _fit_family(pts, gpu, params, build, [math.log(0.8), math.log(5e-6)])
 
 
-def _fit_gemm(dtype: str, pts: list[Point], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
+def _fit_gemm(
+    dtype: str, pts: list[Point], gpu: GPUSpec, params: CalibrationParams
+) -> CalibrationParams:
     from gpumodel.model.gemm import misaligned
     from gpumodel.ops.base import GemmShape
 

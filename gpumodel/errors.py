@@ -40,7 +40,9 @@ class UnknownModelError(GpumodelError, LookupError):
         self.name = name
         self.known = sorted(set(known))
         close = difflib.get_close_matches(name.lower(), self.known, n=4, cutoff=0.4)
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.known)}"
+        hint = (
+            f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(self.known)}"
+        )
         super().__init__(f"unknown {what} '{name}'{hint}")
 
 

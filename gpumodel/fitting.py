@@ -69,7 +69,7 @@ def error_stats(predicted: Sequence[float], measured: Sequence[float]) -> dict[s
     m = np.asarray(measured, dtype=float)
     rel = (p - m) / m * 100.0
     return {
-        "n": int(len(m)),
+        "n": len(m),
         "median_abs_pct": float(np.median(np.abs(rel))) if len(m) else float("nan"),
         "p90_abs_pct": float(np.percentile(np.abs(rel), 90)) if len(m) else float("nan"),
         "bias_pct": float(np.median(rel)) if len(m) else float("nan"),

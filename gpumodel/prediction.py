@@ -121,9 +121,12 @@ class Prediction(BaseModel):
             f"{format_quantity(self.attainable_flops, 'FLOP/s')}",
         ]
         if self.time_s > 0 and self.flops:
-            lines.append(f"  achieved: {format_quantity(self.achieved_flops, 'FLOP/s')} "
-                         f"({100 * self.achieved_flops / self.peak_flops:.3g}% of peak)"
-                         if self.peak_flops else "")
+            lines.append(
+                f"  achieved: {format_quantity(self.achieved_flops, 'FLOP/s')} "
+                f"({100 * self.achieved_flops / self.peak_flops:.3g}% of peak)"
+                if self.peak_flops
+                else ""
+            )
         lines.append("  terms:")
         lines += [f"    {t.pretty()}" for t in self.terms]
         if len(self.kernels) > 1:

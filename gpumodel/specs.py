@@ -72,9 +72,7 @@ class SMLimits(_Frozen):
     shared_memory_carveouts_kib: tuple[int, ...] = Field(
         (), alias="carveouts_kib", description="selectable shared-memory sizes per SM, KiB"
     )
-    shared_memory_per_block_default_bytes: Bytes = Field(
-        48 * 1024, alias="shared_memory_per_block"
-    )
+    shared_memory_per_block_default_bytes: Bytes = Field(48 * 1024, alias="shared_memory_per_block")
     shared_memory_per_block_optin_bytes: Bytes = Field(alias="shared_memory_per_block_optin")
     shared_memory_allocation_unit_bytes: Bytes = Field(256, alias="shared_memory_unit")
     reserved_shared_memory_per_block_bytes: Bytes = Field(0, alias="reserved_shared_memory")

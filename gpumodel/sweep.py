@@ -114,7 +114,9 @@ def predict_rows(rows: list[dict[str, Any]], gpu: GPUSpec, calibration: Any = No
         arrays = {f: np.array([rows[i].get(f, 1) for i in idx], dtype=float) for f in fields}
         out = sweep(name, gpu, calibration, dtype=dtype, **arrays)
         for j, i in enumerate(idx):
-            label = f"{name}({', '.join(f'{f}={int(arrays[f][j])}' for f in fields)}, dtype={dtype})"
+            label = (
+                f"{name}({', '.join(f'{f}={int(arrays[f][j])}' for f in fields)}, dtype={dtype})"
+            )
             results[i] = {
                 "op": label, "time_s": float(out["time_s"][j]), "bound": str(out["bound"][j]),
                 "flops": float(out["flops"][j]), "bytes": float(out["bytes"][j]),

@@ -42,7 +42,10 @@ def test_calibration_changes_prediction_and_is_named(tmp_path):
     [
         ("gpu_id: h100-sxm\nparameters: {dram_eff", "not valid YAML"),
         ("", "empty or not a mapping"),
-        ("gpu_id: h100-sxm\ndevice_name: x\ncreated: 2026-01-01\n", "parameters: required key is missing"),
+        (
+            "gpu_id: h100-sxm\ndevice_name: x\ncreated: 2026-01-01\n",
+            "parameters: required key is missing",
+        ),
     ],
 )
 def test_corrupt_or_truncated_file_is_a_clear_error(tmp_path, text, message):
@@ -62,7 +65,9 @@ def test_truncated_real_file_is_refused(tmp_path):
 
 def test_other_gpus_calibration_is_refused_without_transfer(tmp_path):
     path = _cal("h100-sxm").save(tmp_path / "c.yaml")
-    with pytest.raises(gm.CalibrationError, match="is for h100-sxm, not h200-sxm.*--calibration-from"):
+    with pytest.raises(
+        gm.CalibrationError, match=r"is for h100-sxm, not h200-sxm.*--calibration-from"
+    ):
         gm.predict(gm.ops.Gemm(m=1, n=1, k=1), "h200", str(path))
 
 
@@ -95,17 +100,36 @@ def test_default_prefers_user_cache(tmp_path, monkeypatch):
 def _synthetic_records(gpu, params, rng, noise=0.02):
     ops = []
     for b in np.logspace(5, 9.5, 24):
-        ops.append(("bandwidth", {"op": "kernel", "flops": 0, "bytes": float(int(b)), "dtype": "fp32"}, {"cache": "cold"}))
+        ops.append(
+            (
+                "bandwidth",
+                {"op": "kernel", "flops": 0, "bytes": float(int(b)), "dtype": "fp32"},
+                {"cache": "cold"},
+            )
+        )
     for m in (1, 16, 64, 256, 512, 1024, 2048, 4096, 8192):
         for n, k in ((4096, 4096), (11008, 4096), (4096, 11008)):
             ops.append(("gemm", {"op": "gemm", "m": m, "n": n, "k": k, "dtype": "bf16"}, {}))
     for k in (1, 4, 16, 64, 128, 256, 512, 1000):
         n = 2**24
-        ops.append(("poly_fma", {"op": "kernel", "flops": 2 * k * n, "bytes": 8 * n, "fma": True, "threads": n}, {}))
+        ops.append(
+            (
+                "poly_fma",
+                {"op": "kernel", "flops": 2 * k * n, "bytes": 8 * n, "fma": True, "threads": n},
+                {},
+            )
+        )
     records = []
     for fam, row, meta in ops:
         t = predict_with_params(gm.ops.from_row(row), gpu, params).time_s
-        records.append({"family": fam, "op": row, "time_s": t * (1 + noise * rng.standard_normal()), "meta": meta})
+        records.append(
+            {
+                "family": fam,
+                "op": row,
+                "time_s": t * (1 + noise * rng.standard_normal()),
+                "meta": meta,
+            }
+        )
     return records
 
 
@@ -134,7 +158,7 @@ def test_calibrate_reports_held_out_error_only():
     fit_pts, held = split(points)
     assert not set(map(id, fit_pts)) & set(map(id, held))
     assert abs(len(fit_pts) - len(held)) <= 3
-    params, errors, _ = calibrate(records, gpu)
+    _, errors, _ = calibrate(records, gpu)
     bw = errors["bandwidth (4 KB - 4 GB)"]
     assert bw.n == sum(1 for p in held if p.family == "bandwidth")
     assert bw.median_abs_pct < 1.0  # noiseless data from the model itself

@@ -27,7 +27,9 @@ def test_side_by_side_and_json(capsys):
 
 
 def test_kernel_and_byte_units(capsys):
-    code, out, _ = run(capsys, "predict", "copy", "--bytes", "1GiB", "--json", "--calibration", "none")
+    code, out, _ = run(
+        capsys, "predict", "copy", "--bytes", "1GiB", "--json", "--calibration", "none"
+    )
     assert code == 0 and json.loads(out)["bytes"] == 2 * 2**30
     code, out, _ = run(capsys, "predict", "kernel", "--flops", "2e12", "--bytes", "8e9", "--no-fma",
                        "--json", "--calibration", "none")  # fmt: skip
@@ -37,13 +39,38 @@ def test_kernel_and_byte_units(capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["predict", "gemm", "--m", "2048", "--n", "1", "--k", "1", "--gpu", "h1000"], "unknown GPU 'h1000'"),
+        (
+            ["predict", "gemm", "--m", "2048", "--n", "1", "--k", "1", "--gpu", "h1000"],
+            "unknown GPU 'h1000'",
+        ),
         (["predict", "gemm", "--m", "x", "--n", "1", "--k", "1"], "'x' is not a number"),
-        (["predict", "gemm", "--m", "0", "--n", "1", "--k", "1"], "m: Input should be greater than 0"),
-        (["predict", "gemm", "--m", "1", "--n", "1", "--k", "1", "--dtype", "fp8", "--gpu", "a100"], "has no fp8"),
+        (
+            ["predict", "gemm", "--m", "0", "--n", "1", "--k", "1"],
+            "m: Input should be greater than 0",
+        ),
+        (
+            [
+                "predict",
+                "gemm",
+                "--m",
+                "1",
+                "--n",
+                "1",
+                "--k",
+                "1",
+                "--dtype",
+                "fp8",
+                "--gpu",
+                "a100",
+            ],
+            "has no fp8",
+        ),
         (["predict", "copy", "--bytes", "3 parsecs"], "unknown unit"),
         (["roofline", "--gpu", "h100", "--dtype", "fp7"], "unknown dtype 'fp7'"),
-        (["predict", "gemm", "--m", "1", "--n", "1", "--k", "1", "--calibration", "/nope.yaml"], "cannot read calibration"),
+        (
+            ["predict", "gemm", "--m", "1", "--n", "1", "--k", "1", "--calibration", "/nope.yaml"],
+            "cannot read calibration",
+        ),
         (["batch", "/nope.jsonl"], "cannot read"),
         (["specs", "show", "nope"], "unknown GPU"),
     ],
@@ -66,14 +93,18 @@ def test_specs_commands(capsys, tmp_path):
 
 
 def test_roofline(capsys, tmp_path):
-    code, out, _ = run(capsys, "roofline", "--gpu", "h100", "--json", "--op", "gemm:m=1,n=4096,k=4096")
+    code, out, _ = run(
+        capsys, "roofline", "--gpu", "h100", "--json", "--op", "gemm:m=1,n=4096,k=4096"
+    )
     data = json.loads(out)
     bf16 = next(r for r in data["roofs"] if r["dtype"] == "bf16" and r["unit"] == "tensor")
     assert code == 0 and bf16["ridge_point"] == pytest.approx(295.3, abs=0.1)
     assert data["ops"][0]["bound"] == "memory"
     pytest.importorskip("matplotlib")
     png = tmp_path / "r.png"
-    code, _, _ = run(capsys, "roofline", "--gpu", "h100", "--plot", str(png), "--op", "gemm:m=8192,n=8192,k=8192")
+    code, _, _ = run(
+        capsys, "roofline", "--gpu", "h100", "--plot", str(png), "--op", "gemm:m=8192,n=8192,k=8192"
+    )
     assert code == 0 and png.stat().st_size > 10_000
 
 
@@ -81,9 +112,16 @@ def test_batch_formats_keep_order(capsys, tmp_path):
     jsonl = tmp_path / "ops.jsonl"
     jsonl.write_text('{"op": "gemm", "m": 1, "n": 4096, "k": 4096}\n{"op": "relu", "n": 1000000}\n'
                      '{"op": "attention", "seq": 2048}\n{"op": "gemm", "m": 4096, "n": 4096, "k": 4096}\n')  # fmt: skip
-    code, out, _ = run(capsys, "batch", str(jsonl), "--gpu", "h100", "--json", "--calibration", "none")
+    code, out, _ = run(
+        capsys, "batch", str(jsonl), "--gpu", "h100", "--json", "--calibration", "none"
+    )
     rows = json.loads(out)
-    assert code == 0 and [r["op"].split("(")[0] for r in rows] == ["gemm", "relu", "attention", "gemm"]
+    assert code == 0 and [r["op"].split("(")[0] for r in rows] == [
+        "gemm",
+        "relu",
+        "attention",
+        "gemm",
+    ]
     assert rows[0]["bound"] == "memory" and rows[3]["bound"] == "compute"
     csv = tmp_path / "ops.csv"
     csv.write_text("op,m,n,k,dtype\ngemm,1,4096,4096,bf16\ngemm,4096,4096,4096,fp16\n")

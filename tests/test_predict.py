@@ -54,12 +54,16 @@ def test_small_op_is_never_nanoseconds():
 def test_flash_attention_flops_causal_and_gqa():
     h100 = gm.get_gpu("h100")
     full = gm.predict(Attention(batch=2, heads=32, seq=4096, head_dim=128), h100, "none")
-    causal = gm.predict(Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True), h100, "none")
+    causal = gm.predict(
+        Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True), h100, "none"
+    )
     mm = 4 * 2 * 32 * 4096 * 4096 * 128
     assert full.flops_by_unit["tensor:bf16"] == mm
     assert causal.flops_by_unit["tensor:bf16"] == mm / 2
     mha = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=8192, head_dim=128), h100, "none")
-    gqa = gm.predict(Attention(batch=8, heads=32, kv_heads=8, seq=1, kv_seq=8192, head_dim=128), h100, "none")
+    gqa = gm.predict(
+        Attention(batch=8, heads=32, kv_heads=8, seq=1, kv_seq=8192, head_dim=128), h100, "none"
+    )
     assert mha.bound == gqa.bound == "memory"
     # decode reads the KV cache: 2 * 8 * kv_heads * 8192 * 128 * 2 B; GQA 8/32 of it
     assert gqa.bytes == pytest.approx(2 * 8 * 32 * 128 * 2 + 2 * 8 * 8 * 8192 * 128 * 2)

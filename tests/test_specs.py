@@ -4,8 +4,8 @@ import pytest
 import yaml
 
 import gpumodel as gm
-from gpumodel.specs import load_spec_file, spec_json_schema
 from gpumodel.speccheck import check_spec
+from gpumodel.specs import load_spec_file, spec_json_schema
 
 SPECS = sorted((Path(__file__).parent.parent / "specs").glob("*.yaml"))
 REQUIRED = ["v100-sxm2-32gb", "t4", "a10g", "a100-sxm4-80gb", "a100-pcie-40gb", "l4", "l40s",
@@ -42,7 +42,9 @@ def test_datasheet_values_parsed_to_si():
 def test_h100_bf16_ridge_point():
     h100 = gm.get_gpu("h100")
     # 989.4 TFLOP/s / 3.35 TB/s = 295.3 FLOP/B
-    assert h100.peak_flops("bf16", "tensor") / h100.memory_bandwidth_bytes_per_s == pytest.approx(295.3, abs=0.1)
+    assert h100.peak_flops("bf16", "tensor") / h100.memory_bandwidth_bytes_per_s == pytest.approx(
+        295.3, abs=0.1
+    )
 
 
 def test_unknown_gpu_names_close_matches():
@@ -94,8 +96,15 @@ def test_user_spec_dir_overrides_shipped(tmp_path, monkeypatch):
 
 def test_sparse_rate_is_flagged():
     h100 = gm.get_gpu("h100")
-    sparse = h100.model_copy(update={"peak": h100.peak.model_copy(update={
-        "tensor": h100.peak.tensor.model_copy(update={"fp16": 1979e12, "bf16": 1979e12})})})
+    sparse = h100.model_copy(
+        update={
+            "peak": h100.peak.model_copy(
+                update={
+                    "tensor": h100.peak.tensor.model_copy(update={"fp16": 1979e12, "bf16": 1979e12})
+                }
+            )
+        }
+    )
     warnings = check_spec(sparse)
     assert any("sparse" in w and "fp16" in w for w in warnings)
 

@@ -40,9 +40,13 @@ def test_sweep_matches_scalar_predict(tmp_path, calibrated):
 
 def test_sweep_kernel_matches_predict():
     params = CalibrationParams()
-    out = sweep("kernel", "a100", "none", flops=np.array([0.0, 1e12]), bytes=np.array([8e9, 8e6]), fma=False)
+    out = sweep(
+        "kernel", "a100", "none", flops=np.array([0.0, 1e12]), bytes=np.array([8e9, 8e6]), fma=False
+    )
     for i, (f, b) in enumerate(((0.0, 8e9), (1e12, 8e6))):
-        p = predict_with_params(gm.ops.Kernel(flops=f, bytes=b, fma=False), gm.get_gpu("a100"), params)
+        p = predict_with_params(
+            gm.ops.Kernel(flops=f, bytes=b, fma=False), gm.get_gpu("a100"), params
+        )
         assert out["time_s"][i] == pytest.approx(p.time_s)
 
 

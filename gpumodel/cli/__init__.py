@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from gpumodel.cli._app import app
+from gpumodel.cli import batch as _batch  # noqa: F401
+from gpumodel.cli import roofline as _roofline  # noqa: F401
 
 # Each module registers its commands on ``app`` when imported.
-from gpumodel.cli import specs as _specs  # noqa: E402,F401
-from gpumodel.cli import roofline as _roofline  # noqa: E402,F401
-from gpumodel.cli import batch as _batch  # noqa: E402,F401
-from gpumodel.cli import validate as _validate  # noqa: E402,F401
+from gpumodel.cli import specs as _specs  # noqa: F401
+from gpumodel.cli import validate as _validate  # noqa: F401
+from gpumodel.cli._app import app
 
 __all__ = ["app", "command", "main"]
 

@@ -10,7 +10,9 @@ from gpumodel.cli._app import app, console, print_json
 
 @app.command()
 def batch(
-    file: str = typer.Argument(..., help="ops as .jsonl, .json, .yaml or .csv (an 'op' field per row)"),
+    file: str = typer.Argument(
+        ..., help="ops as .jsonl, .json, .yaml or .csv (an 'op' field per row)"
+    ),
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json", help="full predictions as JSON"),

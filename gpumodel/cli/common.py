@@ -16,9 +16,7 @@ def resolve_gpus(gpu: str, specs_dir: Sequence[str] = ()) -> list[gm.GPUSpec]:
     return [gm.get_gpu(n, specs_dir) for n in names]
 
 
-def calibration_for(
-    gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None
-) -> Any:
+def calibration_for(gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None) -> Any:
     """What to pass as ``calibration=``: a transferred one, a named one, or None (best found)."""
     if calibration_from:
         return gm.load_calibration(calibration_from, for_gpu=gpu)

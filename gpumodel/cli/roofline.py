@@ -38,7 +38,9 @@ def _scalar(value: str) -> object:
 def roofline(
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     dtype: str = typer.Option(None, help="only this dtype"),
-    op: Annotated[list[str], typer.Option("--op", help="op to place: 'gemm:m=1,n=4096,k=4096'")] = [],  # noqa: B006
+    op: Annotated[
+        list[str], typer.Option("--op", help="op to place: 'gemm:m=1,n=4096,k=4096'")
+    ] = [],  # noqa: B006
     plot: str = typer.Option(None, help="write the roofline to FILE.png or FILE.svg"),
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json"),
@@ -68,7 +70,9 @@ def roofline(
     for col in ("dtype", "unit", "peak", "ridge point (FLOP/B)"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["dtype"], r["unit"], fq(r["peak_flops"], "FLOP/s"), f"{r['ridge_point']:.1f}")
+        table.add_row(
+            r["dtype"], r["unit"], fq(r["peak_flops"], "FLOP/s"), f"{r['ridge_point']:.1f}"
+        )
     console().print(table)
     for p in preds:
         console().print(

@@ -9,7 +9,9 @@ import typer
 import gpumodel as gm
 from gpumodel.cli._app import app, console, print_json
 
-specs_app = typer.Typer(help="The GPU spec library: list, show, check, schema.", no_args_is_help=True)
+specs_app = typer.Typer(
+    help="The GPU spec library: list, show, check, schema.", no_args_is_help=True
+)
 app.add_typer(specs_app, name="specs")
 
 SpecsDir = Annotated[list[str], typer.Option("--specs-dir", help="extra spec directory")]
@@ -43,7 +45,9 @@ def specs_list(specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--
 
 
 @specs_app.command("show")
-def specs_show(gpu: str, specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")) -> None:  # noqa: B006
+def specs_show(
+    gpu: str, specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")
+) -> None:
     """One GPU's spec in SI units, and the file it came from."""
     spec = gm.get_gpu(gpu, specs_dir)
     data = spec.model_dump(mode="json")

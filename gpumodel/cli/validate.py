@@ -26,8 +26,9 @@ def validate(
         None, help="re-fit from a raw measurements JSON instead of measuring"
     ),
     collectives: bool = typer.Option(False, "--collectives", help="measure NCCL collectives"),
-    occupancy: bool = typer.Option(False, "--occupancy",
-                                   help="check the occupancy model against the CUDA runtime"),  # fmt: skip
+    occupancy: bool = typer.Option(
+        False, "--occupancy", help="check the occupancy model against the CUDA runtime"
+    ),
     as_json: bool = typer.Option(False, "--json"),
     no_progress: bool = typer.Option(False, "--no-progress"),
 ) -> None:
@@ -99,9 +100,9 @@ def _extra_checks(collectives: bool, occupancy: bool, report: str | None, as_jso
     out_dir = Path(report or ".")
     results = {}
     if occupancy:
+        from gpumodel.validate.device_info import device_info
         from gpumodel.validate.occupancy_check import run_occupancy_check
         from gpumodel.validate.pipeline import gpu_for_device_name
-        from gpumodel.validate.device_info import device_info
 
         info = device_info()
         spec = gpu_for_device_name(str(info.get("device_name") or info.get("name")))

@@ -15,8 +15,16 @@ from gpumodel.ops.base import GemmShape
 from gpumodel.prediction import Term
 from gpumodel.specs import GPUSpec
 
-ALIGN_ELEMENTS = {"fp64": 2, "fp32": 4, "tf32": 4, "fp16": 8, "bf16": 8, "fp8": 16, "int8": 16,
-                  "fp4": 32}  # fmt: skip  16 bytes / element size
+ALIGN_ELEMENTS = {
+    "fp64": 2,
+    "fp32": 4,
+    "tf32": 4,
+    "fp16": 8,
+    "bf16": 8,
+    "fp8": 16,
+    "int8": 16,
+    "fp4": 32,
+}  # fmt: skip  16 bytes / element size
 
 
 def misaligned(shape: GemmShape) -> tuple[str, ...]:
@@ -30,7 +38,9 @@ def pad_to(value: int, multiple: int = 64) -> int:
     return -(-value // multiple) * multiple
 
 
-def efficiency(shape: GemmShape, gpu: GPUSpec, params: CalibrationParams) -> tuple[float, list[Term]]:
+def efficiency(
+    shape: GemmShape, gpu: GPUSpec, params: CalibrationParams
+) -> tuple[float, list[Term]]:
     """Multiplier on the peak rate for this GEMM, with the terms that make it."""
     terms: list[Term] = []
     factor = 1.0

@@ -79,10 +79,10 @@ def op_class(name: str) -> type[Op]:
 def from_row(row: dict[str, Any]) -> Op:
     """Build an op from ``{"op": name, **fields}``; errors name the field."""
     if not isinstance(row, dict) or "op" not in row:
-        raise SpecError("each op needs an 'op' field naming it, e.g. {\"op\": \"gemm\", ...}")
+        raise SpecError('each op needs an \'op\' field naming it, e.g. {"op": "gemm", ...}')
     fields = {k: v for k, v in row.items() if k != "op" and v is not None and v != ""}
     name = str(row["op"]).strip().lower()
-    if name in ELEMENTWISE and name != "copy" or (name == "copy" and "n" in fields):
+    if (name in ELEMENTWISE and name != "copy") or (name == "copy" and "n" in fields):
         cls: type[Op] = Elementwise
         fields["op"] = name
     elif name in _REGISTRY:

@@ -46,7 +46,9 @@ class Attention(Op):
     @model_validator(mode="after")
     def _check(self) -> Attention:
         if self.heads % self.n_kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.n_kv_heads})")
+            raise ValueError(
+                f"heads ({self.heads}) must be a multiple of kv_heads ({self.n_kv_heads})"
+            )
         if self.causal and self.seq > self.n_kv_seq:
             raise ValueError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
         return self

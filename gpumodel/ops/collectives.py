@@ -233,9 +233,7 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
                 f"({system.id}); give a multiple of the node count"
             )
         if op.gpus // nodes > per_node_max:
-            raise SpecError(
-                f"{system.id} has {per_node_max} GPUs per node, not {op.gpus // nodes}"
-            )
+            raise SpecError(f"{system.id} has {per_node_max} GPUs per node, not {op.gpus // nodes}")
     elif op.gpus_per_node is not None and nodes == 1 and op.gpus > op.gpus_per_node:
         if op.gpus % op.gpus_per_node:
             raise SpecError(f"{op.gpus} GPUs do not fill nodes of {op.gpus_per_node} evenly")
@@ -266,8 +264,10 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
                 raise UnsupportedError(f"{gpu.id} has no interconnect in its spec")
             pcie = gpu.interconnect.pcie
             kind, intra_bw = "pcie", pcie.per_direction_bytes_per_s
-            intra_note = (f"PCIe Gen{pcie.generation} x{pcie.lanes}: "
-                          f"{format_quantity(intra_bw, 'B/s')} per direction")
+            intra_note = (
+                f"PCIe Gen{pcie.generation} x{pcie.lanes}: "
+                f"{format_quantity(intra_bw, 'B/s')} per direction"
+            )
             if scale_up is not None:
                 notes.append(f"{gpu.id}'s NVLink bridges join pairs only; "
                              f"{op.gpus // nodes} GPUs per node talk over PCIe")  # fmt: skip
@@ -278,16 +278,20 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
             raise UnsupportedError(f"{gpu.id} has no PCIe link in its spec")
         pcie = gpu.interconnect.pcie
         kind, intra_bw, intra_alpha = "pcie", pcie.per_direction_bytes_per_s, None
-        intra_note = (f"PCIe Gen{pcie.generation} x{pcie.lanes}: "
-                      f"{format_quantity(intra_bw, 'B/s')} per direction (forced)")
+        intra_note = (
+            f"PCIe Gen{pcie.generation} x{pcie.lanes}: "
+            f"{format_quantity(intra_bw, 'B/s')} per direction (forced)"
+        )
     elif op.link == "nvlink" and kind not in ("nvlink", "nvswitch", "infinity_fabric"):
         scale_up = _scale_up(gpu)
         if scale_up is None:
             raise UnsupportedError(f"{gpu.id} has no NVLink in its spec; use --link pcie")
         kind, intra_bw = scale_up
         intra_alpha = None
-        intra_note = (f"{gpu.id} NVLink: {format_quantity(2 * intra_bw, 'B/s')} per GPU both "
-                      f"directions = {format_quantity(intra_bw, 'B/s')} each way (forced)")
+        intra_note = (
+            f"{gpu.id} NVLink: {format_quantity(2 * intra_bw, 'B/s')} per GPU both "
+            f"directions = {format_quantity(intra_bw, 'B/s')} each way (forced)"
+        )
 
     # the network between nodes
     inter: comm.Link | None = None
@@ -402,7 +406,10 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         bus = exact.bus_bandwidth_bytes_per_s
         t_alpha, t_beta = alpha, n * factor / bus
         time_s = t_alpha + t_beta
-        why = f"measured NCCL line ({op.collective}@{p}); the model would pick {chosen.algorithm}: " + why
+        why = (
+            f"measured NCCL line ({op.collective}@{p}); the model would pick {chosen.algorithm}: "
+            + why
+        )
         terms += [
             Term(name="alpha term (latency floor, calibrated)", value=t_alpha,
                  note=f"fitted small-message floor of {op.collective} on {p} GPUs"),
@@ -420,15 +427,19 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         alpha = max(donor.alpha_s + d_steps * step_alpha, 0.0)
         if donor.link_efficiency:
             bus = topo.intra.bandwidth_bytes_per_s  # already x calibrated link efficiency
-            bus_note = (f"calibrated link efficiency {donor.link_efficiency:.3g} x "
-                        f"{format_quantity(topo.intra.datasheet_bytes_per_s or 0, 'B/s')}")
+            bus_note = (
+                f"calibrated link efficiency {donor.link_efficiency:.3g} x "
+                f"{format_quantity(topo.intra.datasheet_bytes_per_s or 0, 'B/s')}"
+            )
         else:
             bus = donor.bus_bandwidth_bytes_per_s
             bus_note = f"busbw measured on {donor.gpus} GPUs"
         t_alpha, t_beta = alpha, n * factor / bus
         time_s = t_alpha + t_beta
-        why = (f"transferred from {op.collective}@{donor.gpus} (measured) to {p} GPUs; "
-               f"model choice {chosen.algorithm}: " + why)
+        why = (
+            f"transferred from {op.collective}@{donor.gpus} (measured) to {p} GPUs; "
+            f"model choice {chosen.algorithm}: " + why
+        )
         terms += [
             Term(name="alpha term (latency floor, transferred)", value=t_alpha,
                  note=f"floor measured on {donor.gpus} GPUs {format_time(donor.alpha_s)} "

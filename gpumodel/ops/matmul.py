@@ -17,7 +17,9 @@ def output_bytes_per_element(dtype: str) -> float:
 
 def gemm_bytes(m, n, k, batch, dtype: str):
     """Minimum DRAM bytes of ``batch`` products: (m*k + k*n)*in + m*n*out (works on arrays)."""
-    return batch * ((m * k + k * n) * element_bytes(dtype) + m * n * output_bytes_per_element(dtype))
+    return batch * (
+        (m * k + k * n) * element_bytes(dtype) + m * n * output_bytes_per_element(dtype)
+    )
 
 
 class Gemm(Op):

@@ -20,7 +20,9 @@ def device_info() -> dict[str, str]:
     }
 
 
-def _time(fn: Callable[[], object], target_s: float = 0.02, max_repeats: int = 25) -> tuple[float, int]:
+def _time(
+    fn: Callable[[], object], target_s: float = 0.02, max_repeats: int = 25
+) -> tuple[float, int]:
     fn()  # warm-up
     times = []
     start = time.perf_counter()

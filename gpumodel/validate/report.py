@@ -23,7 +23,9 @@ def error_rows(cal: Calibration) -> list[list[str]]:
         if tol[1] is not None:
             ok = e.median_abs_pct <= tol[1] and (tol[2] is None or e.p90_abs_pct <= tol[2])
             status = "pass" if ok else "FAIL"
-        target = "-" if tol[1] is None else f"{tol[1]:g}%" + (f" / p90 {tol[2]:g}%" if tol[2] else "")
+        target = (
+            "-" if tol[1] is None else f"{tol[1]:g}%" + (f" / p90 {tol[2]:g}%" if tol[2] else "")
+        )
         rows.append([name, str(e.n), _pct(e.datasheet_median_abs_pct), _pct(e.median_abs_pct),
                      _pct(e.p90_abs_pct), f"{e.bias_pct:+.1f}%", target, status])  # fmt: skip
     return rows
@@ -55,11 +57,15 @@ def markdown_report(cal: Calibration, skipped: list[str], fails: list[str]) -> s
     lines += ["", "## Fitted parameters", "", "```yaml"]
     import yaml
 
-    lines.append(yaml.safe_dump(p.model_dump(mode="json", exclude_defaults=True), sort_keys=False).rstrip())
+    lines.append(
+        yaml.safe_dump(p.model_dump(mode="json", exclude_defaults=True), sort_keys=False).rstrip()
+    )
     lines += ["```", ""]
     if cal.unavailable:
         lines += ["## Not measured", ""]
-        lines += [f"- {u.get('family')}: {u.get('what')}: {u.get('reason')}" for u in cal.unavailable]
+        lines += [
+            f"- {u.get('family')}: {u.get('what')}: {u.get('reason')}" for u in cal.unavailable
+        ]
         lines.append("")
     if skipped:
         lines += ["## Recorded but not used for fitting", ""]
@@ -87,7 +93,10 @@ def plot_validation(cal: Calibration, path: Path) -> Path:
     pred_ds = predict_points(held, gpu, CalibrationParams())
     families = sorted({q.family for q in held})
     fig, axes = plt.subplots(1, 2, figsize=(13, 6), sharex=True, sharey=True)
-    for ax, pred, title in ((axes[0], pred_ds, "datasheet roofline"), (axes[1], pred_cal, "calibrated")):
+    for ax, pred, title in (
+        (axes[0], pred_ds, "datasheet roofline"),
+        (axes[1], pred_cal, "calibrated"),
+    ):
         for fam in families:
             idx = [i for i, q in enumerate(held) if q.family == fam]
             ax.scatter(meas[idx], pred[idx], s=10, label=fam, alpha=0.7)

@@ -1,0 +1,240 @@
+"""LLM inference: time of a prefill or decode step from the per-op model, plus host overhead.
+
+    GPU time  = sum over the step's kernels of their predicted time (gpumodel.predict)
+    eager     : step = queue(kernels, host cost per kernel)      (>= max(GPU time, n * host))
+    graph     : step = GPU time + one graph launch
+
+Eager frameworks issue kernels from Python asynchronously: the GPU waits only when the host is
+slower than the kernels it launches. ``queue_time`` plays that queue kernel by kernel (the host
+issues kernel i at (i+1) x host cost; the GPU starts it when both it and the previous kernel are
+done), which is exact for a host with a constant cost per kernel and reduces to
+max(GPU time, kernels x host cost) when the kernels are alike. Each step starts with an empty
+queue: generation synchronises on the sampled token.
+
+Host cost per kernel: ``calibration.parameters.launch_host_s`` when a calibration has it, else
+``DEFAULT_EAGER_HOST_PER_KERNEL_S``. A bare launch costs ~5-10 us of host time (seed 002;
+formulas.md §7) and eager PyTorch adds dispatch and Python module overhead per aten op, so an
+HF-transformers decoder spends ~10-20 us of host time per kernel it launches. The default is an
+assumption: measure it with ``benchmarks/llm_device.py`` (tiny-model decode / kernels).
+
+Decode at small batch reads every weight once per step: the GEMMs are weight-bandwidth bound
+(AI ~ batch FLOP/B, far below the ~295 FLOP/B ridge of an H100), which the GEMM op's byte
+count captures. Weights and the KV cache stream from HBM (``l2="cold"``); the norms, RoPE and
+elementwise ops read activations the previous kernel just wrote (``l2="warm"``: L2 bandwidth
+when the working set fits and the calibration measured it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.llm._timing import OpTime, Timer, queue_time, summarize
+from gpumodel.llm.layers import AttentionImpl, Fusion, KVCache, model_ops, tp_shape
+from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
+from gpumodel.units import format_quantity, format_time
+
+# Host time per kernel launched by eager PyTorch running an HF transformers model (assumption;
+# see the module docstring; replaced by calibration.parameters.launch_host_s when measured).
+DEFAULT_EAGER_HOST_PER_KERNEL_S = 12e-6
+# One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
+DEFAULT_GRAPH_LAUNCH_S = 20e-6
+
+Phase = Literal["prefill", "decode"]
+Runtime = Literal["eager", "graph"]
+
+
+class InferenceResult(BaseModel):
+    """One inference step (per model replica of ``tp`` GPUs) and what it is made of."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str
+    gpu: str
+    phase: Phase
+    batch: int
+    seq: int
+    context: int
+    dtype: str
+    tp: int
+    gpus: int
+    replicas: int
+    runtime: Runtime
+    fusion: Fusion
+    kv_cache: KVCache
+    attention: AttentionImpl
+    calibration: str
+    step_time_s: float
+    gpu_time_s: float
+    host_time_s: float
+    host_overhead_s: float
+    host_per_kernel_s: float
+    tokens_per_s: float
+    time_to_first_token_s: float | None
+    time_per_output_token_s: float | None
+    kernels_per_step: int
+    kernels_per_layer: int
+    flops_per_step: float
+    bytes_per_step: float
+    weights_bytes: float
+    kv_cache_bytes: float
+    bound: str
+    bound_shares: dict[str, float]
+    breakdown: tuple[OpTime, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def explain(self, top: int = 12) -> str:
+        per = "TTFT" if self.phase == "prefill" else "TPOT"
+        lines = [
+            f"{self.model} {self.phase} on {self.gpu} (tp={self.tp}, {self.runtime}, "
+            f"batch {self.batch}, seq {self.seq}, context {self.context}, {self.dtype})",
+            f"  step {format_time(self.step_time_s)} ({per}), {self.tokens_per_s:,.0f} tokens/s"
+            f" over {self.replicas} replica(s); {self.bound}-bound",
+            f"  GPU time {format_time(self.gpu_time_s)}; host {self.kernels_per_step} kernels x "
+            f"{self.host_per_kernel_s * 1e6:.3g} us = {format_time(self.host_time_s)}"
+            + (f" -> host overhead {format_time(self.host_overhead_s)}"
+               if self.host_overhead_s > 0 else ""),
+            f"  per GPU: weights {format_quantity(self.weights_bytes, 'B')}, KV cache "
+            f"{format_quantity(self.kv_cache_bytes, 'B')}, {format_quantity(self.flops_per_step, 'FLOP')}"
+            f" and {format_quantity(self.bytes_per_step, 'B')} moved per step",
+            f"  calibration: {self.calibration}",
+            "  ops (per step, all layers):",
+        ]  # fmt: skip
+        ops = sorted(self.breakdown, key=lambda o: -o.time_s)
+        for o in ops[:top]:
+            share = 100 * o.time_s / self.gpu_time_s if self.gpu_time_s else 0.0
+            lines.append(f"    {o.name:<24} x{o.count:<5} {format_time(o.time_s):>10} "
+                         f"{share:5.1f}%  {o.bound}")  # fmt: skip
+        if len(ops) > top:
+            rest = sum(o.time_s for o in ops[top:])
+            lines.append(f"    {'(other ops)':<24} {'':6} {format_time(rest):>10}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _defaults(model: ModelSpec, phase: str, seq: int | None, context: int | None) -> tuple[int, int]:
+    if phase == "prefill":
+        seq = seq if seq is not None else min(2048, model.max_context)
+        context = context if context is not None else seq
+    elif phase == "decode":
+        seq = seq if seq is not None else 1
+        context = context if context is not None else min(2048, model.max_context)
+    else:
+        raise SpecError(f"phase must be 'prefill' or 'decode', got '{phase}'")
+    if seq < 1 or context < seq:
+        raise SpecError(f"need 1 <= seq <= context, got seq {seq}, context {context}")
+    if context > model.max_context:
+        raise UnsupportedError(
+            f"context {context} exceeds {model.id}'s max_context {model.max_context}"
+        )
+    return seq, context
+
+
+def predict_inference(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str,
+    phase: Phase = "decode",
+    batch: int = 1,
+    seq: int | None = None,
+    context: int | None = None,
+    dtype: str = "bf16",
+    gpus: int = 1,
+    tp: int | None = None,
+    runtime: Runtime = "eager",
+    calibration: Any = None,
+    *,
+    attention: AttentionImpl = "flash",
+    fusion: Fusion | None = None,
+    kv_cache: KVCache | None = None,
+    host_per_kernel_s: float | None = None,
+    graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
+) -> InferenceResult:
+    """Predict one prefill or decode step of ``model`` on ``gpu``.
+
+    ``phase="prefill"``: ``batch`` prompts of ``seq`` tokens (context = seq, or more for a
+    chunk after cached tokens); ``"decode"``: ``batch`` sequences each add ``seq`` (1) token
+    attending to ``context`` tokens. ``gpus`` GPUs form ``gpus / tp`` replicas of ``tp``-way
+    tensor parallelism (``tp`` defaults to ``gpus``); ``batch`` is per replica.
+    ``runtime="eager"`` is Hugging Face transformers in eager PyTorch (unfused kernels,
+    DynamicCache concat, host launch overhead); ``"graph"`` a CUDA-graph engine (fused
+    kernels, static cache, one graph launch). ``fusion``/``kv_cache`` override those choices.
+    """
+    spec = get_model(model)
+    g = get_gpu(gpu)
+    if runtime not in ("eager", "graph"):
+        raise SpecError(f"runtime must be 'eager' or 'graph', got '{runtime}'")
+    if batch < 1 or gpus < 1:
+        raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
+    tp = gpus if tp is None else tp
+    if gpus % tp:
+        raise SpecError(f"gpus ({gpus}) must be a multiple of tp ({tp})")
+    seq, context = _defaults(spec, phase, seq, context)
+    fusion = fusion or ("unfused" if runtime == "eager" else "fused")
+    kv_cache = kv_cache or ("concat" if runtime == "eager" else "static")
+    ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
+                    fusion=fusion, kv_cache=kv_cache, logits="last")  # fmt: skip
+    timer = Timer(g, calibration)
+    pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
+    breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
+    kernel_times: list[float] = []
+    for t in pre:
+        kernel_times += t.kernel_times()
+    layer_times: list[float] = []
+    for t in layer:
+        layer_times += t.kernel_times()
+    kernel_times += layer_times * spec.layers
+    for t in post:
+        kernel_times += t.kernel_times()
+    gpu_time = sum(kernel_times)
+    n_kernels = len(kernel_times)
+
+    cal = timer.calibration
+    if host_per_kernel_s is None:
+        measured = cal.parameters.launch_host_s if cal else None
+        host_per_kernel_s = measured if measured is not None else DEFAULT_EAGER_HOST_PER_KERNEL_S
+    notes = list(ops.notes)
+    if runtime == "eager":
+        step = queue_time(kernel_times, host_per_kernel_s)
+        host_time = n_kernels * host_per_kernel_s
+        if not (cal and cal.parameters.launch_host_s is not None):
+            notes.append(f"host cost per kernel {host_per_kernel_s * 1e6:.3g} us is a default "
+                         "(eager PyTorch); calibrate launch_host_s to replace it")  # fmt: skip
+    else:
+        step = gpu_time + graph_launch_s
+        host_time = graph_launch_s
+        host_per_kernel_s = 0.0
+    host_overhead = max(0.0, step - gpu_time)
+
+    shares: dict[str, float] = {}
+    for o in breakdown:
+        shares[o.bound] = shares.get(o.bound, 0.0) + o.time_s
+    shares = {k: v / gpu_time for k, v in shares.items()} if gpu_time else {}
+    gpu_bound = max(shares, key=shares.__getitem__) if shares else "memory"
+    bound = "host" if host_overhead > 0.5 * step else gpu_bound
+
+    b = BYTES_PER_ELEMENT[dtype]
+    s = tp_shape(spec, tp)
+    kv_bytes = 2.0 * spec.layers * s.kv_heads * spec.head_dim * b * spec.attended(context) * batch
+    replicas = gpus // tp
+    tokens = batch * seq
+    return InferenceResult(
+        model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
+        tp=tp, gpus=gpus, replicas=replicas, runtime=runtime, fusion=fusion, kv_cache=kv_cache,
+        attention=attention, calibration=timer.label, step_time_s=step, gpu_time_s=gpu_time,
+        host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=host_per_kernel_s,
+        tokens_per_s=replicas * tokens / step,
+        time_to_first_token_s=step if phase == "prefill" else None,
+        time_per_output_token_s=step if phase == "decode" else None,
+        kernels_per_step=n_kernels,
+        kernels_per_layer=sum(t.launches for t in layer),
+        flops_per_step=sum(o.flops for o in breakdown),
+        bytes_per_step=sum(o.bytes for o in breakdown),
+        weights_bytes=spec.param_count() * b / tp,
+        kv_cache_bytes=kv_bytes,
+        bound=bound, bound_shares=shares, breakdown=tuple(breakdown), notes=tuple(notes),
+    )  # fmt: skip
