@@ -26,13 +26,7 @@ from gpumodel.predict import predict
 from gpumodel.prediction import KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu, list_gpus, load_spec_file
 from gpumodel.units import format_quantity, format_time, parse_quantity
-
-
-def sweep(op, gpu, calibration=None, **params):
-    """Vectorised predictions over numpy arrays of shapes (see gpumodel.sweep.sweep)."""
-    from gpumodel.sweep import sweep as _sweep
-
-    return _sweep(op, gpu, calibration, **params)
+from gpumodel.vectorised import sweep
 
 
 __version__ = "0.1.0"

@@ -4,7 +4,7 @@ import pytest
 import gpumodel as gm
 from gpumodel.calibration import CalibrationParams, GemmParams
 from gpumodel.predict import predict_with_params
-from gpumodel.sweep import sweep
+from gpumodel.vectorised import sweep
 
 
 def _cal(tmp_path):

@@ -19,7 +19,7 @@ def batch(
 ) -> None:
     """Predict many ops at once (vectorised for GEMM and elementwise rows)."""
     from gpumodel.batchio import read_rows
-    from gpumodel.sweep import predict_rows
+    from gpumodel.vectorised import predict_rows
 
     rows = read_rows(file)
     results = predict_rows(rows, gm.get_gpu(gpu), calibration)

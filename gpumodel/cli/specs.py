@@ -18,7 +18,7 @@ SpecsDir = Annotated[list[str], typer.Option("--specs-dir", help="extra spec dir
 
 
 @specs_app.command("list")
-def specs_list(specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")) -> None:  # noqa: B006
+def specs_list(specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")) -> None:
     """All GPUs found on the spec search path."""
     from rich.table import Table
 

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel.calibration import Calibration, resolve
-from gpumodel.llm._comm import Collective, collective_time
+from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
 from gpumodel.prediction import Bound, KernelPrediction
 from gpumodel.predict import predict
@@ -69,7 +69,7 @@ class Timer:
         key = (entry.op, entry.l2)
         if key not in self._cache:
             if isinstance(entry.op, Collective):
-                self._cache[key] = (collective_time(entry.op, self.gpu, self.calibration),)
+                self._cache[key] = (collective_kernel(entry.op, self.gpu, self.calibration),)
             else:
                 cal = self.calibration if self.calibration is not None else "none"
                 self._cache[key] = predict(entry.op, self.gpu, cal, l2=entry.l2).kernels

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpumodel.errors import UnsupportedError
-from gpumodel.llm._comm import Collective
+from gpumodel.llm._comm import AllReduce, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm.models import ModelSpec
 from gpumodel.ops import Attention, Elementwise, Embedding, Gemm, LayerNorm, Op, RMSNorm
@@ -63,7 +63,7 @@ class LayerOp:
     """One op of a layer: ``op`` runs ``count`` times (MoE experts) per layer on each GPU."""
 
     name: str
-    op: Op | Collective
+    op: Op
     count: int = 1
     kind: Kind = "elementwise"
 
@@ -220,13 +220,13 @@ def decoder_layer(
         ops.append(LayerOp("attn_transpose", op))
     ops.append(LayerOp("o_proj", Gemm(m=tokens, n=h, k=q_n, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
     if tp > 1:
-        ops.append(LayerOp("tp_all_reduce_attn", Collective("all_reduce", tokens * h * b, tp, dt),
+        ops.append(LayerOp("tp_all_reduce_attn", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
     ops.append(LayerOp("residual_add_attn", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
     ops.append(_norm(model, "post_attn_norm", tokens, dt, fusion))
     ops += _mlp(model, tokens, s.ffn, dt, fusion)
     if tp > 1:
-        ops.append(LayerOp("tp_all_reduce_mlp", Collective("all_reduce", tokens * h * b, tp, dt),
+        ops.append(LayerOp("tp_all_reduce_mlp", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
     ops.append(LayerOp("residual_add_mlp", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
     return ops
@@ -315,7 +315,7 @@ def model_ops(
     pre = [LayerOp("embedding", Embedding(tokens=tokens, hidden=h, dtype=dt), kind="embedding")]  # type: ignore[arg-type]
     if tp > 1:  # vocab-parallel embedding: each rank holds V/tp rows, partial sums all-reduced
         pre.append(LayerOp("tp_all_reduce_embedding",
-                           Collective("all_reduce", tokens * h * b, tp, dt), kind="comm"))  # fmt: skip
+                           placed(AllReduce, tokens * h * b, tp, dt), kind="comm"))  # fmt: skip
     if model.position == "learned":
         pre.append(LayerOp("position_embedding", Embedding(tokens=tokens, hidden=h, dtype=dt),  # type: ignore[arg-type]
                            kind="embedding"))  # fmt: skip

@@ -297,7 +297,71 @@ def send_recv(n, alpha: float, beta: float) -> Cost:
 
 
 # ---------------------------------------------------------------------------------------------
-# hierarchical (derived): NVLink/NVSwitch inside a node, network between nodes
+# NCCL's multi-node shapes and the hierarchical algorithm (derived)
+
+
+def nccl_tree_all_reduce(
+    n,
+    g: int,
+    nodes: int,
+    intra: tuple[float, float],
+    inter: tuple[float, float] | None = None,
+    gamma: float = 0.0,
+) -> Cost:
+    """NCCL's tree all-reduce: a chain through the g GPUs of each node and a double binary tree
+    between nodes (NCCL src/graph/tuning.cc: latency ``2((g-1) hwLat_intra + log2(N) hwLat_net)``,
+    algbw = busBw / 2).
+
+    ``2((g-1) alpha_i + ceil(log2 N) alpha_e) + 2 n max(beta_i, beta_e / g) + n gamma``: the
+    g channels of a node send through its g NICs at once. With one GPU per node it is the
+    double binary tree of ``tree_all_reduce``; inside one node it is a chain, so it never has
+    fewer steps than the ring there.
+    """
+    a_i, b_i = intra
+    a_e, b_e = inter if inter is not None else intra
+    nn = np.asarray(n, dtype=float)
+    if g * nodes == 1:
+        return Cost(0.0, 0.0 * nn, 0.0 * nn, 0, 0.0 * nn, 0.0 * nn)
+    depth = (g - 1) + _log2_steps(nodes)
+    alpha = 2 * ((g - 1) * a_i + _log2_steps(nodes) * a_e)
+    beta = max(b_i, b_e / g) if nodes > 1 else b_i
+    return Cost(alpha, 2 * nn * beta, nn * gamma, 2 * depth, 2 * nn, nn)
+
+
+def nccl_ring(
+    collective: str,
+    n,
+    g: int,
+    nodes: int,
+    intra: tuple[float, float],
+    inter: tuple[float, float] | None = None,
+    gamma: float = 0.0,
+) -> Cost:
+    """NCCL's ring over N nodes of g GPUs: the ring's usual volume, but each of the g channels
+    crosses between nodes through a different NIC, so the network gives ``g / beta_e``
+    (NCCL tuning.cc: ``nsteps - nInterSteps`` steps at the intra-node latency, ``nInterSteps``
+    at the network's; all-reduce has 2(p-1) steps of which 2(N-1) cross nodes).
+
+    Bandwidth term: ``volume x max(beta_i, beta_e / g)``. On one node it is the plain ring.
+    """
+    a_i, b_i = intra
+    p = g * nodes
+    if nodes > 1 and inter is not None:
+        a_e, b_e = inter
+        beta = max(b_i, b_e / g)
+    else:
+        a_e, beta = a_i, b_i
+    if collective == "all_reduce":
+        c, n_inter = ring_all_reduce(n, p, a_i, beta, gamma), 2 * (nodes - 1)
+    elif collective == "all_gather":
+        c, n_inter = ring_all_gather(n, p, a_i, beta), nodes - 1
+    elif collective == "reduce_scatter":
+        c, n_inter = ring_reduce_scatter(n, p, a_i, beta, gamma), nodes - 1
+    elif collective == "broadcast":
+        c, n_inter = ring_broadcast(n, p, a_i, beta), nodes - 1
+    else:
+        raise ValueError(f"NCCL ring not modelled for {collective}")
+    return replace(c, alpha_s=c.alpha_s + n_inter * (a_e - a_i))
 
 
 def hierarchical_all_reduce(
@@ -309,7 +373,8 @@ def hierarchical_all_reduce(
     gamma: float = 0.0,
 ) -> Cost:
     """Intra-node ring reduce-scatter + inter-node ring all-reduce on ``n/g`` bytes (the g
-    GPUs of a node run g of them at once, one per NIC) + intra-node ring all-gather.
+    GPUs of a node run g of them at once, one per NIC) + intra-node ring all-gather, one phase
+    after the other (as in Horovod's hierarchical all-reduce).
 
     *Derived* (formulas.md §5), with ``intra = (alpha_i, beta_i)``, ``inter = (alpha_e, beta_e)``:
     ``2(g-1) alpha_i + 2(g-1)/g n beta_i + 2(N-1) alpha_e + 2(N-1)/N (n/g) beta_e + gamma terms``.
@@ -360,7 +425,7 @@ class Link:
     """One kind of link as the cost model sees it: per-step latency and per-direction bandwidth
     (already multiplied by the efficiency NCCL reaches on it)."""
 
-    kind: str  # nvlink | nvswitch | pcie | network
+    kind: str  # nvlink | nvswitch | infinity_fabric | pcie | network
     alpha_s: float
     bandwidth_bytes_per_s: float  # per direction, effective
     datasheet_bytes_per_s: float | None = None  # per direction, before efficiency
@@ -394,16 +459,16 @@ class Topology:
         return self.gpus // self.nodes
 
     @property
+    def multi_node(self) -> bool:
+        return self.nodes > 1 and self.inter is not None
+
+    @property
     def slowest(self) -> Link:
         """The link every step of a topology-unaware (flat) algorithm is limited by."""
-        if self.nodes > 1 and self.inter is not None:
-            return Link(
-                kind="network" if self.inter.beta >= self.intra.beta else self.intra.kind,
-                alpha_s=max(self.intra.alpha_s, self.inter.alpha_s),
-                bandwidth_bytes_per_s=min(
-                    self.intra.bandwidth_bytes_per_s, self.inter.bandwidth_bytes_per_s
-                ),
-            )
+        if self.multi_node:
+            assert self.inter is not None
+            slow = self.inter if self.inter.beta >= self.intra.beta else self.intra
+            return replace(slow, alpha_s=max(self.intra.alpha_s, self.inter.alpha_s))
         return self.intra
 
 
@@ -432,26 +497,29 @@ class Candidate:
 
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "recursive_doubling", "rabenseifner", "hierarchical"),
-    "all_gather": ("ring", "recursive_doubling", "hierarchical"),
-    "reduce_scatter": ("ring", "recursive_doubling", "hierarchical"),
-    "broadcast": ("ring", "tree"),
+    "all_reduce": ("ring", "tree", "recursive_doubling", "rabenseifner", "hierarchical",
+                   "flat_ring"),
+    "all_gather": ("ring", "recursive_doubling", "hierarchical", "flat_ring"),
+    "reduce_scatter": ("ring", "recursive_doubling", "hierarchical", "flat_ring"),
+    "broadcast": ("ring", "tree", "flat_ring"),
     "all_to_all": ("pairwise",),
     "send_recv": ("p2p",),
-}
-# NCCL's algorithms (src/graph/tuning.cc): ring for every collective, tree for all-reduce;
-# across nodes its multi-channel rings send each channel's traffic through a different NIC,
-# which gives the hierarchical algorithm's network volume. Recursive doubling and Rabenseifner
-# are MPI algorithms shown for comparison; "auto" picks them only when no NCCL one applies.
-NCCL_ALGORITHMS = frozenset({"ring", "tree", "hierarchical", "pairwise", "p2p"})
+}  # fmt: skip
+# NCCL's algorithms (src/graph/tuning.cc): ring for every collective, tree for all-reduce (and
+# pairwise exchanges for all-to-all, built from send/recv). Recursive doubling, Rabenseifner,
+# the phase-by-phase hierarchical algorithm and the topology-unaware flat ring are shown for
+# comparison; "auto" picks among NCCL's.
+NCCL_ALGORITHMS = frozenset({"ring", "tree", "pairwise", "p2p"})
 
 
 def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
     """Every algorithm's cost for ``collective`` of ``n`` bytes on ``topo``.
 
-    Flat algorithms ignore the topology: on several nodes each step runs at the slowest link's
-    alpha and beta. The hierarchical ones run the intra-node phases on the node's link and only
-    the ``n/g`` shard over the network.
+    On one node every algorithm runs on the node's link. Across nodes: NCCL's ring and tree
+    spread their channels over the node's NICs (``nccl_ring``, ``nccl_tree_all_reduce``); the
+    hierarchical algorithms run intra-node phases on the node's link and only the ``n/g`` shard
+    over the network; flat algorithms (flat ring, recursive doubling, Rabenseifner, binomial
+    tree) ignore the topology, so every step runs at the slowest link's alpha and beta.
     """
     p = topo.gpus
     if collective not in ALGORITHMS:
@@ -462,6 +530,9 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
     a, b = flat.ab
     gam = topo.gamma_s_per_byte
     lg = _log2_steps(p)
+    multi = topo.multi_node and topo.gpus_per_node > 1
+    g, nodes = topo.gpus_per_node, topo.nodes
+    inter_ab = topo.inter.ab if topo.inter is not None else None
     out: list[Candidate] = []
 
     def add(name: str, cost: Cost, formula: str, summary: str) -> None:
@@ -469,15 +540,17 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
             Candidate(name, cost, formula, summary, name in NCCL_ALGORITHMS, topo.base_latency_s)
         )
 
-    multi = topo.nodes > 1 and topo.inter is not None and topo.gpus_per_node > 1
-    g, nodes = topo.gpus_per_node, topo.nodes
+    across = f", channels spread over the {g} NICs of a node" if multi else ""
     if collective == "all_reduce":
-        add("ring", ring_all_reduce(n, p, a, b, gam),
+        add("ring", nccl_ring("all_reduce", n, g, nodes, topo.intra.ab, inter_ab, gam),
             "2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma",
-            f"2(p-1) = {2 * (p - 1)} steps, sends 2(p-1)/p = {2 * (p - 1) / p:.3g}x the buffer")
-        add("tree", tree_all_reduce(n, p, a, b, gam),
-            "2 log2(p) alpha + 2 n beta + n gamma",
-            f"2 log2(p) = {2 * lg} steps, sends 2x the buffer")
+            f"2(p-1) = {2 * (p - 1)} steps, sends 2(p-1)/p = {2 * (p - 1) / p:.3g}x the buffer"
+            + across)
+        tree = nccl_tree_all_reduce(n, g, nodes, topo.intra.ab, inter_ab, gam)
+        add("tree", tree, "2((g-1) alpha_node + log2(N) alpha_net) + 2 n beta + n gamma",
+            (f"chain in each node + double binary tree across {nodes} nodes: "
+             if nodes > 1 else "a chain inside one node (NCCL's tree): ")
+            + f"{tree.steps:g} steps, sends 2x the buffer")
         rd = recursive_doubling_all_reduce(n, p, a, b, gam)
         add("recursive_doubling", rd, "log2(p) (alpha + n beta + n gamma)",
             f"{rd.steps:g} steps, sends {rd.steps:g}x the buffer")
@@ -491,15 +564,19 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
                 "ring RS in node + ring AR of n/g across nodes + ring AG in node",
                 f"sends {2 * (nodes - 1) / nodes / g:.3g}x the buffer over the network, "
                 f"{2 * (g - 1) / g:.3g}x over {topo.intra.kind}")
+            add("flat_ring", ring_all_reduce(n, p, a, b, gam),
+                "2(p-1) alpha + 2(p-1)/p n beta_slowest + (p-1)/p n gamma",
+                f"one topology-unaware ring: {2 * (p - 1)} steps, "
+                f"{2 * (p - 1) / p:.3g}x the buffer at the network's bandwidth")
     elif collective in ("all_gather", "reduce_scatter"):
         rs = collective == "reduce_scatter"
-        ring = ring_reduce_scatter(n, p, a, b, gam) if rs else ring_all_gather(n, p, a, b)
-        add("ring", ring, "(p-1) alpha + (p-1)/p n beta" + (" + (p-1)/p n gamma" if rs else ""),
-            f"p-1 = {p - 1} steps, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer")
+        gterm = " + (p-1)/p n gamma" if rs else ""
+        add("ring", nccl_ring(collective, n, g, nodes, topo.intra.ab, inter_ab, gam),
+            "(p-1) alpha + (p-1)/p n beta" + gterm,
+            f"p-1 = {p - 1} steps, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer" + across)
         rd = (recursive_halving_reduce_scatter(n, p, a, b, gam) if rs
               else recursive_doubling_all_gather(n, p, a, b))
-        add("recursive_doubling", rd,
-            "log2(p) alpha + (p-1)/p n beta" + (" + (p-1)/p n gamma" if rs else ""),
+        add("recursive_doubling", rd, "log2(p) alpha + (p-1)/p n beta" + gterm,
             f"log2(p) = {lg} steps, sends {(p - 1) / p:.3g}x the buffer")
         if multi:
             assert topo.inter is not None
@@ -509,11 +586,18 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
                 "ring in node + ring of n/g across nodes" if rs
                 else "ring of n/g across nodes + ring in node",
                 f"sends {(nodes - 1) / nodes / g:.3g}x the buffer over the network")
+            flat_c = ring_reduce_scatter(n, p, a, b, gam) if rs else ring_all_gather(n, p, a, b)
+            add("flat_ring", flat_c, "(p-1) alpha + (p-1)/p n beta_slowest" + gterm,
+                f"one topology-unaware ring: {p - 1} steps at the network's bandwidth")
     elif collective == "broadcast":
-        add("ring", ring_broadcast(n, p, a, b), "(p-1) alpha + n beta",
-            f"pipelined chain: p-1 = {p - 1} steps, sends the buffer once")
+        add("ring", nccl_ring("broadcast", n, g, nodes, topo.intra.ab, inter_ab),
+            "(p-1) alpha + n beta",
+            f"pipelined chain: p-1 = {p - 1} steps, sends the buffer once" + across)
         add("tree", binomial_tree_broadcast(n, p, a, b), "log2(p) (alpha + n beta)",
             f"binomial tree: log2(p) = {lg} steps, the root sends the buffer {lg}x")
+        if multi:
+            add("flat_ring", ring_broadcast(n, p, a, b), "(p-1) alpha + n beta_slowest",
+                "one topology-unaware chain at the network's bandwidth")
     elif collective == "all_to_all":
         if multi:
             assert topo.inter is not None
@@ -529,7 +613,8 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
             add("pairwise", pairwise_all_to_all(n, p, a, b), "(p-1) alpha + (p-1)/p n beta",
                 f"p-1 = {p - 1} exchanges, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer")
     elif collective == "send_recv":
-        add("p2p", send_recv(n, a, b), "alpha + n beta", "one message to the next rank")
+        add("p2p", send_recv(n, a, b), "alpha + n beta",
+            "one message to the next rank" + (" (across nodes: the network)" if multi else ""))
     return out  # fmt: skip
 
 
@@ -556,9 +641,6 @@ def choose(
     if best.latency_bound and best.cost.steps < other.cost.steps:
         why = (f"{kind}: {size} message{where}; {best.algorithm}'s {best.cost.steps:g} steps beat "
                f"{other.algorithm}'s {other.cost.steps:g} ({tb} vs {to})")
-    elif best.algorithm == "hierarchical":
-        why = (f"{kind}: {size} message{where}; hierarchical {best.summary}, while flat "
-               f"{other.algorithm} runs every step at the network's bandwidth ({tb} vs {to})")
     else:
         why = (f"{kind}: {size} message{where}; {best.algorithm} ({best.summary}) beats "
                f"{other.algorithm} ({other.summary}): {tb} vs {to}")
@@ -595,7 +677,7 @@ def steps(collective: str, algorithm: str, p: int) -> float:
     lg = _log2_steps(p)
     table = {
         ("all_reduce", "ring"): 2 * (p - 1),
-        ("all_reduce", "tree"): 2 * lg,
+        ("all_reduce", "tree"): 2 * (p - 1),  # NCCL's tree is a chain inside a node
         ("all_reduce", "rabenseifner"): 2 * lg,
         ("all_reduce", "recursive_doubling"): lg if p & (p - 1) == 0 else math.floor(math.log2(p)) + 2,
         ("broadcast", "tree"): lg,

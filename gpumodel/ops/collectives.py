@@ -33,12 +33,21 @@ from gpumodel.units import format_quantity, format_time, parse_quantity
 
 LinkChoice = Literal["auto", "nvlink", "pcie", "network"]
 Algorithm = Literal[
-    "auto", "ring", "tree", "recursive_doubling", "rabenseifner", "hierarchical", "pairwise", "p2p"
+    "auto",
+    "ring",
+    "tree",
+    "recursive_doubling",
+    "rabenseifner",
+    "hierarchical",
+    "flat_ring",
+    "pairwise",
+    "p2p",
 ]
 # Between nodes without a system spec: one 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout;
 # NVIDIA DGX H100 user guide).
 DEFAULT_NETWORK_BYTES_PER_S = 400e9 / 8
 _SCALE_UP = ("nvlink", "nvswitch", "infinity_fabric")
+_MIXED = ("ring", "tree", "hierarchical", "pairwise")  # mix intra- and inter-node steps
 
 
 class Collective(Op):
@@ -399,8 +408,8 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
 
     terms: list[Term] = []
     cost = chosen.cost
-    link_for_beta = topo.slowest if chosen.algorithm != "hierarchical" else topo.inter or topo.intra
-    step_alpha = topo.slowest.alpha_s
+    step_alpha = topo.intra.alpha_s if topo.nodes == 1 else topo.slowest.alpha_s
+    beta_note, bw = _beta_note(chosen, topo)
     if exact is not None and topo.nodes == 1:
         alpha = exact.alpha_s
         bus = exact.bus_bandwidth_bytes_per_s
@@ -457,13 +466,13 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         terms += [
             Term(name="alpha term (latency)", value=t_alpha,
                  note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
-                      f"{cost.steps:g} steps x {format_time(step_alpha)} per step"
-                      + (" (mixed links)" if chosen.algorithm == "hierarchical" else "")),
+                      + (f"{cost.steps:g} steps x {format_time(step_alpha)} per step"
+                         if topo.nodes == 1 or chosen.algorithm not in _MIXED else
+                         f"{cost.steps:g} steps at {format_time(topo.intra.alpha_s)} in a node, "
+                         f"{format_time(topo.inter.alpha_s if topo.inter else 0)} across")),
             Term(name="beta term (bandwidth)", value=t_beta,
                  note=f"{format_quantity(float(cost.bytes_sent), 'B')} sent per rank; "
-                      f"{_link_desc(link_for_beta)}"
-                      + ("; in-node phases over " + _link_desc(topo.intra)
-                         if chosen.algorithm == "hierarchical" else "")),
+                      + beta_note),
             Term(name="gamma term (reduction)", value=float(cost.gamma_s),
                  note=f"{format_quantity(float(cost.bytes_reduced), 'B')} reduced per rank at "
                       f"HBM bandwidth / 3 (read two chunks, write one); overlapped with the "
@@ -482,7 +491,6 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     bus_bw = alg_bw * factor
     sent = float(cost.bytes_sent)
     flops = float(cost.bytes_reduced) / element_bytes(op.dtype)
-    bw = link_for_beta.bandwidth_bytes_per_s
     ai = flops / sent if sent else 0.0
     bound: Bound = "latency" if t_alpha >= t_beta else "network"
     plain_link = topo.inter if topo.nodes > 1 and topo.inter is not None else topo.intra
@@ -533,6 +541,26 @@ def _vector(gpu: GPUSpec, dtype: str) -> tuple[str, str]:
 def _rank(chosen: comm.Candidate, cands: list[comm.Candidate]) -> int:
     ordered = sorted(cands, key=lambda c: float(c.time_s))
     return ordered.index(chosen) + 1
+
+
+def _beta_note(c: comm.Candidate, topo: comm.Topology) -> tuple[str, float]:
+    """How the chosen algorithm's bandwidth term was priced, and the effective rate (bytes/s)."""
+    beta = float(c.cost.beta_s)
+    rate = float(c.cost.bytes_sent) / beta if beta > 0 else topo.intra.bandwidth_bytes_per_s
+    if not topo.multi_node:
+        return _link_desc(topo.intra), rate
+    assert topo.inter is not None
+    g = topo.gpus_per_node
+    if c.algorithm in ("ring", "tree"):
+        return (f"min({_link_desc(topo.intra)}, {g} NICs x {_link_desc(topo.inter)}): NCCL's "
+                f"channels cross nodes through every NIC of a node"), rate  # fmt: skip
+    if c.algorithm == "hierarchical":
+        return (f"in-node phases over {_link_desc(topo.intra)}; the n/g shard over "
+                f"{_link_desc(topo.inter)}"), rate  # fmt: skip
+    if c.algorithm == "pairwise":
+        return (f"in-node share over {_link_desc(topo.intra)}, the rest over "
+                f"{_link_desc(topo.inter)}, at once"), rate  # fmt: skip
+    return f"flat: every step at the slowest link, {_link_desc(topo.slowest)}", rate
 
 
 def _link_desc(link: comm.Link, efficiency: bool = True) -> str:
