@@ -181,9 +181,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown families {sorted(families - known)}; known: {sorted(known)}")
 
     t0 = time.perf_counter()
-    info = device_info.device_info()
+    try:
+        info = device_info.device_info()
+    except Exception as exc:  # DeviceError: no CuPy or no GPU; one line, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(
-        f"device: {info['gpu_name']} (cc {info['compute_capability']}, {info['sm_count']} SMs, "
+        f"device: {info['device_name']} (cc {info['compute_capability']}, {info['sm_count']} SMs, "
         f"L2 {info['l2_bytes'] >> 20} MiB), driver {info['driver_version']}, "
         f"CUDA runtime {info['cuda_runtime_version']}, cupy {info['cupy_version']}, "
         f"torch {info['torch_version']}",

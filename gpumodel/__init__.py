@@ -9,7 +9,7 @@ Heavy packages (sympy, matplotlib, cupy, torch) are imported only by the functio
 
 from __future__ import annotations
 
-from gpumodel import ops
+from gpumodel import llm, ops
 from gpumodel.calibration import Calibration, load_calibration
 from gpumodel.errors import (
     CalibrationError,
@@ -22,39 +22,102 @@ from gpumodel.errors import (
     UnknownModelError,
     UnsupportedError,
 )
+from gpumodel.llm import (
+    InferenceResult,
+    MemoryBreakdown,
+    ModelSpec,
+    ServingPlan,
+    TrainingPlan,
+    fits,
+    get_model,
+    list_models,
+    max_batch,
+    max_context,
+    plan_serving,
+    plan_training,
+    predict_inference,
+    predict_training_step,
+)
+from gpumodel.model.amdahl import (
+    AmdahlResult,
+    DPScaling,
+    DPStep,
+    amdahl,
+    amdahl_from_times,
+    data_parallel_step,
+    scaling_curve,
+)
+from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
+from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
 from gpumodel.predict import predict
 from gpumodel.prediction import KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu, list_gpus, load_spec_file
+from gpumodel.symbolic import explain_symbolic
+from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
 from gpumodel.units import format_quantity, format_time, parse_quantity
 from gpumodel.vectorised import sweep
-
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AmdahlResult",
     "Calibration",
     "CalibrationError",
+    "Concurrency",
+    "DPScaling",
+    "DPStep",
     "DeviceError",
     "GPUSpec",
     "GpumodelError",
     "InfeasibleError",
+    "InferenceResult",
     "KernelPrediction",
+    "MemoryBreakdown",
+    "ModelSpec",
+    "Occupancy",
     "Prediction",
+    "ServingPlan",
     "SpecError",
+    "SystemSpec",
     "Term",
+    "TrainingPlan",
     "UnitError",
     "UnknownGPUError",
     "UnknownModelError",
     "UnsupportedError",
+    "Waves",
     "__version__",
+    "amdahl",
+    "amdahl_from_times",
+    "concurrency",
+    "data_parallel_step",
+    "explain_symbolic",
+    "fits",
     "format_quantity",
     "format_time",
     "get_gpu",
+    "get_model",
+    "get_system",
     "list_gpus",
+    "list_models",
+    "list_systems",
+    "littles_law",
+    "llm",
     "load_calibration",
     "load_spec_file",
+    "load_system_file",
+    "max_batch",
+    "max_context",
+    "occupancy",
+    "occupancy_table",
     "ops",
     "parse_quantity",
+    "plan_serving",
+    "plan_training",
     "predict",
+    "predict_inference",
+    "predict_training_step",
+    "scaling_curve",
     "sweep",
+    "waves",
 ]

@@ -24,6 +24,7 @@ and ``list_systems(extra_files)`` adds user files (``--system-file``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -126,12 +127,26 @@ def load_system_file(path: str | Path) -> SystemSpec:
 _UNSOURCED_OK = {"id", "name", "aliases", "notes", "sources", "nodes"}
 
 
+@lru_cache(maxsize=64)
+def _load_cached(path: str, mtime_ns: int) -> SystemSpec:
+    return load_system_file(path)
+
+
+def _load(path: Path) -> SystemSpec:
+    """A system file, parsed once per modification (predictions look systems up often)."""
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return load_system_file(path)  # raises the one-line "cannot read" error
+    return _load_cached(str(path), mtime)
+
+
 def _library(extra_files: Iterable[str | Path] = ()) -> dict[str, SystemSpec]:
     systems: dict[str, SystemSpec] = {}
     d = _paths.systems_dir()
     files = sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")) if d.is_dir() else []
     for f in [*files, *(Path(p) for p in extra_files)]:
-        spec = load_system_file(f)
+        spec = _load(f)
         systems[spec.id] = spec  # user files override shipped ones
     return systems
 
@@ -153,7 +168,7 @@ def get_system(
     if path.suffix in (".yaml", ".yml") or path.is_file():
         if not path.is_file():
             raise SpecError(f"system file {path} does not exist")
-        return load_system_file(path)
+        return _load(path)
     lib = _library(extra_files)
     key = text.lower()
     if key in lib:

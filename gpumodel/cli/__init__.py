@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from gpumodel.cli import batch as _batch  # noqa: F401
-from gpumodel.cli import roofline as _roofline  # noqa: F401
-
 # Each module registers its commands on ``app`` when imported.
+from gpumodel.cli import batch as _batch  # noqa: F401
+from gpumodel.cli import explain as _explain  # noqa: F401
+from gpumodel.cli import llm as _llm  # noqa: F401
+from gpumodel.cli import multigpu as _multigpu  # noqa: F401
+from gpumodel.cli import occupancy as _occupancy  # noqa: F401
+from gpumodel.cli import roofline as _roofline  # noqa: F401
 from gpumodel.cli import specs as _specs  # noqa: F401
 from gpumodel.cli import validate as _validate  # noqa: F401
 from gpumodel.cli._app import app
@@ -29,20 +32,30 @@ def command():
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; user errors become one line on stderr and exit code 2."""
     import click
+    import typer
 
     from gpumodel.errors import GpumodelError
+
+    # newer typer versions bundle their own click: catch both families of exceptions
+    bundled = getattr(getattr(typer, "_click", None), "exceptions", None)
+    exit_types = (click.exceptions.Exit, typer.Exit)
+    abort_types = (click.exceptions.Abort, typer.Abort)
+    usage_types = (
+        click.exceptions.ClickException,
+        getattr(bundled, "ClickException", click.ClickException),
+    )
 
     try:
         result = command()(args=argv, prog_name="gpumodel", standalone_mode=False)
     except GpumodelError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
-    except click.exceptions.Exit as exc:
+    except exit_types as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except abort_types:
         sys.stderr.write("aborted\n")
         return 1
-    except click.exceptions.ClickException as exc:
+    except usage_types as exc:
         sys.stderr.write(f"error: {exc.format_message()}\n")
         return 2
     except KeyboardInterrupt:

@@ -12,17 +12,27 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpumodel.ops.collectives import AllGather, AllReduce, Collective, ReduceScatter
-from gpumodel.prediction import KernelPrediction
+from gpumodel.ops.collectives import AllGather, AllReduce, Collective, ReduceScatter, SendRecv
 from gpumodel.predict import predict
+from gpumodel.prediction import KernelPrediction
 from gpumodel.specs import GPUSpec
 
 GPUS_PER_NODE = 8
 
-__all__ = ["AllGather", "AllReduce", "Collective", "ReduceScatter", "collective_kernel", "placed"]
+__all__ = [
+    "AllGather",
+    "AllReduce",
+    "Collective",
+    "ReduceScatter",
+    "SendRecv",
+    "collective_kernel",
+    "placed",
+]
 
 
-def placed(cls: type[Collective], nbytes: float, gpus: int, dtype: str, inner: int = 1) -> Collective:
+def placed(
+    cls: type[Collective], nbytes: float, gpus: int, dtype: str, inner: int = 1
+) -> Collective:
     """A collective over ``gpus`` ranks, each node holding ``8 // inner`` of them."""
     per_node = max(1, min(gpus, GPUS_PER_NODE // max(1, inner)))
     nodes = math.ceil(gpus / per_node)

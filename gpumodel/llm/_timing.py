@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict
 from gpumodel.calibration import Calibration, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
-from gpumodel.prediction import Bound, KernelPrediction
 from gpumodel.predict import predict
+from gpumodel.prediction import Bound, KernelPrediction
 from gpumodel.specs import GPUSpec
 
 

@@ -43,6 +43,12 @@ DEFAULT_EAGER_HOST_PER_KERNEL_S = 12e-6
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6
 
+# Shown when no calibration applies: the roofline on datasheet peaks is a lower bound on time.
+DATASHEET_NOTE = (
+    "no calibration for this GPU: GEMMs at 100% of the datasheet peak and memory at 100% of its "
+    "bandwidth (a lower bound on time); run `gpumodel validate` there or pass a calibration"
+)
+
 Phase = Literal["prefill", "decode"]
 Runtime = Literal["eager", "graph"]
 
@@ -117,7 +123,9 @@ class InferenceResult(BaseModel):
         return "\n".join(lines)
 
 
-def _defaults(model: ModelSpec, phase: str, seq: int | None, context: int | None) -> tuple[int, int]:
+def _defaults(
+    model: ModelSpec, phase: str, seq: int | None, context: int | None
+) -> tuple[int, int]:
     if phase == "prefill":
         seq = seq if seq is not None else min(2048, model.max_context)
         context = context if context is not None else seq
@@ -198,6 +206,8 @@ def predict_inference(
         measured = cal.parameters.launch_host_s if cal else None
         host_per_kernel_s = measured if measured is not None else DEFAULT_EAGER_HOST_PER_KERNEL_S
     notes = list(ops.notes)
+    if cal is None:
+        notes.append(DATASHEET_NOTE)
     if runtime == "eager":
         step = queue_time(kernel_times, host_per_kernel_s)
         host_time = n_kernels * host_per_kernel_s

@@ -179,7 +179,9 @@ def decoder_layer(
     # QKV projections (column-parallel); GQA shrinks K and V to kv_heads * head_dim
     q_n, kv_n = s.heads * d, s.kv_heads * d
     if fusion == "fused":
-        ops.append(LayerOp("qkv_proj", Gemm(m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+        ops.append(
+            LayerOp("qkv_proj", Gemm(m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm")
+        )  # type: ignore[arg-type]
     else:
         ops.append(LayerOp("q_proj", Gemm(m=tokens, n=q_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
         ops.append(LayerOp("k_proj", Gemm(m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]

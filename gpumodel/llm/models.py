@@ -95,7 +95,9 @@ class ModelSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.heads % self.kv_heads:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+            raise ValueError(
+                f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
+            )
         return self
 
     # -- sizes ------------------------------------------------------------------------------

@@ -205,9 +205,7 @@ def ring_reduce_scatter(n, p: int, alpha: float, beta: float, gamma: float = 0.0
     return Cost((p - 1) * alpha, sent * beta, sent * gamma, p - 1, sent, sent)
 
 
-def recursive_doubling_all_reduce(
-    n, p: int, alpha: float, beta: float, gamma: float = 0.0
-) -> Cost:
+def recursive_doubling_all_reduce(n, p: int, alpha: float, beta: float, gamma: float = 0.0) -> Cost:
     """Recursive doubling all-reduce, short messages (Thakur et al. 2005):
     ``log2(p) (alpha + n beta + n gamma)``.
 
@@ -542,62 +540,116 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
 
     across = f", channels spread over the {g} NICs of a node" if multi else ""
     if collective == "all_reduce":
-        add("ring", nccl_ring("all_reduce", n, g, nodes, topo.intra.ab, inter_ab, gam),
+        add(
+            "ring",
+            nccl_ring("all_reduce", n, g, nodes, topo.intra.ab, inter_ab, gam),
             "2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma",
             f"2(p-1) = {2 * (p - 1)} steps, sends 2(p-1)/p = {2 * (p - 1) / p:.3g}x the buffer"
-            + across)
+            + across,
+        )
         tree = nccl_tree_all_reduce(n, g, nodes, topo.intra.ab, inter_ab, gam)
-        add("tree", tree, "2((g-1) alpha_node + log2(N) alpha_net) + 2 n beta + n gamma",
-            (f"chain in each node + double binary tree across {nodes} nodes: "
-             if nodes > 1 else "a chain inside one node (NCCL's tree): ")
-            + f"{tree.steps:g} steps, sends 2x the buffer")
+        add(
+            "tree",
+            tree,
+            "2((g-1) alpha_node + log2(N) alpha_net) + 2 n beta + n gamma",
+            (
+                f"chain in each node + double binary tree across {nodes} nodes: "
+                if nodes > 1
+                else "a chain inside one node (NCCL's tree): "
+            )
+            + f"{tree.steps:g} steps, sends 2x the buffer",
+        )
         rd = recursive_doubling_all_reduce(n, p, a, b, gam)
-        add("recursive_doubling", rd, "log2(p) (alpha + n beta + n gamma)",
-            f"{rd.steps:g} steps, sends {rd.steps:g}x the buffer")
-        add("rabenseifner", rabenseifner_all_reduce(n, p, a, b, gam),
+        add(
+            "recursive_doubling",
+            rd,
+            "log2(p) (alpha + n beta + n gamma)",
+            f"{rd.steps:g} steps, sends {rd.steps:g}x the buffer",
+        )
+        add(
+            "rabenseifner",
+            rabenseifner_all_reduce(n, p, a, b, gam),
             "2 log2(p) alpha + 2(p-1)/p n beta + (p-1)/p n gamma",
-            f"2 log2(p) = {2 * lg} steps, sends {2 * (p - 1) / p:.3g}x the buffer")
+            f"2 log2(p) = {2 * lg} steps, sends {2 * (p - 1) / p:.3g}x the buffer",
+        )
         if multi:
             assert topo.inter is not None
-            add("hierarchical",
+            add(
+                "hierarchical",
                 hierarchical_all_reduce(n, g, nodes, topo.intra.ab, topo.inter.ab, gam),
                 "ring RS in node + ring AR of n/g across nodes + ring AG in node",
                 f"sends {2 * (nodes - 1) / nodes / g:.3g}x the buffer over the network, "
-                f"{2 * (g - 1) / g:.3g}x over {topo.intra.kind}")
-            add("flat_ring", ring_all_reduce(n, p, a, b, gam),
+                f"{2 * (g - 1) / g:.3g}x over {topo.intra.kind}",
+            )
+            add(
+                "flat_ring",
+                ring_all_reduce(n, p, a, b, gam),
                 "2(p-1) alpha + 2(p-1)/p n beta_slowest + (p-1)/p n gamma",
                 f"one topology-unaware ring: {2 * (p - 1)} steps, "
-                f"{2 * (p - 1) / p:.3g}x the buffer at the network's bandwidth")
+                f"{2 * (p - 1) / p:.3g}x the buffer at the network's bandwidth",
+            )
     elif collective in ("all_gather", "reduce_scatter"):
         rs = collective == "reduce_scatter"
         gterm = " + (p-1)/p n gamma" if rs else ""
-        add("ring", nccl_ring(collective, n, g, nodes, topo.intra.ab, inter_ab, gam),
+        add(
+            "ring",
+            nccl_ring(collective, n, g, nodes, topo.intra.ab, inter_ab, gam),
             "(p-1) alpha + (p-1)/p n beta" + gterm,
-            f"p-1 = {p - 1} steps, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer" + across)
-        rd = (recursive_halving_reduce_scatter(n, p, a, b, gam) if rs
-              else recursive_doubling_all_gather(n, p, a, b))
-        add("recursive_doubling", rd, "log2(p) alpha + (p-1)/p n beta" + gterm,
-            f"log2(p) = {lg} steps, sends {(p - 1) / p:.3g}x the buffer")
+            f"p-1 = {p - 1} steps, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer" + across,
+        )
+        rd = (
+            recursive_halving_reduce_scatter(n, p, a, b, gam)
+            if rs
+            else recursive_doubling_all_gather(n, p, a, b)
+        )
+        add(
+            "recursive_doubling",
+            rd,
+            "log2(p) alpha + (p-1)/p n beta" + gterm,
+            f"log2(p) = {lg} steps, sends {(p - 1) / p:.3g}x the buffer",
+        )
         if multi:
             assert topo.inter is not None
-            h = (hierarchical_reduce_scatter(n, g, nodes, topo.intra.ab, topo.inter.ab, gam) if rs
-                 else hierarchical_all_gather(n, g, nodes, topo.intra.ab, topo.inter.ab))
-            add("hierarchical", h,
-                "ring in node + ring of n/g across nodes" if rs
+            h = (
+                hierarchical_reduce_scatter(n, g, nodes, topo.intra.ab, topo.inter.ab, gam)
+                if rs
+                else hierarchical_all_gather(n, g, nodes, topo.intra.ab, topo.inter.ab)
+            )
+            add(
+                "hierarchical",
+                h,
+                "ring in node + ring of n/g across nodes"
+                if rs
                 else "ring of n/g across nodes + ring in node",
-                f"sends {(nodes - 1) / nodes / g:.3g}x the buffer over the network")
+                f"sends {(nodes - 1) / nodes / g:.3g}x the buffer over the network",
+            )
             flat_c = ring_reduce_scatter(n, p, a, b, gam) if rs else ring_all_gather(n, p, a, b)
-            add("flat_ring", flat_c, "(p-1) alpha + (p-1)/p n beta_slowest" + gterm,
-                f"one topology-unaware ring: {p - 1} steps at the network's bandwidth")
+            add(
+                "flat_ring",
+                flat_c,
+                "(p-1) alpha + (p-1)/p n beta_slowest" + gterm,
+                f"one topology-unaware ring: {p - 1} steps at the network's bandwidth",
+            )
     elif collective == "broadcast":
-        add("ring", nccl_ring("broadcast", n, g, nodes, topo.intra.ab, inter_ab),
+        add(
+            "ring",
+            nccl_ring("broadcast", n, g, nodes, topo.intra.ab, inter_ab),
             "(p-1) alpha + n beta",
-            f"pipelined chain: p-1 = {p - 1} steps, sends the buffer once" + across)
-        add("tree", binomial_tree_broadcast(n, p, a, b), "log2(p) (alpha + n beta)",
-            f"binomial tree: log2(p) = {lg} steps, the root sends the buffer {lg}x")
+            f"pipelined chain: p-1 = {p - 1} steps, sends the buffer once" + across,
+        )
+        add(
+            "tree",
+            binomial_tree_broadcast(n, p, a, b),
+            "log2(p) (alpha + n beta)",
+            f"binomial tree: log2(p) = {lg} steps, the root sends the buffer {lg}x",
+        )
         if multi:
-            add("flat_ring", ring_broadcast(n, p, a, b), "(p-1) alpha + n beta_slowest",
-                "one topology-unaware chain at the network's bandwidth")
+            add(
+                "flat_ring",
+                ring_broadcast(n, p, a, b),
+                "(p-1) alpha + n beta_slowest",
+                "one topology-unaware chain at the network's bandwidth",
+            )
     elif collective == "all_to_all":
         if multi:
             assert topo.inter is not None
@@ -605,16 +657,33 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
             nn = np.asarray(n, dtype=float)
             t_in = (g - 1) / p * nn * topo.intra.beta
             t_out = (p - g) / p * nn * topo.inter.beta
-            cost = Cost((g - 1) * topo.intra.alpha_s + (p - g) * topo.inter.alpha_s,
-                        np.maximum(t_in, t_out), 0.0, p - 1, (p - 1) / p * nn)
-            add("pairwise", cost, "(p-1) alpha + max((g-1)/p n beta_node, (p-g)/p n beta_net)",
-                f"p-1 = {p - 1} exchanges; {(p - g) / p:.3g}x the buffer crosses the network")
+            cost = Cost(
+                (g - 1) * topo.intra.alpha_s + (p - g) * topo.inter.alpha_s,
+                np.maximum(t_in, t_out),
+                0.0,
+                p - 1,
+                (p - 1) / p * nn,
+            )
+            add(
+                "pairwise",
+                cost,
+                "(p-1) alpha + max((g-1)/p n beta_node, (p-g)/p n beta_net)",
+                f"p-1 = {p - 1} exchanges; {(p - g) / p:.3g}x the buffer crosses the network",
+            )
         else:
-            add("pairwise", pairwise_all_to_all(n, p, a, b), "(p-1) alpha + (p-1)/p n beta",
-                f"p-1 = {p - 1} exchanges, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer")
+            add(
+                "pairwise",
+                pairwise_all_to_all(n, p, a, b),
+                "(p-1) alpha + (p-1)/p n beta",
+                f"p-1 = {p - 1} exchanges, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer",
+            )
     elif collective == "send_recv":
-        add("p2p", send_recv(n, a, b), "alpha + n beta",
-            "one message to the next rank" + (" (across nodes: the network)" if multi else ""))
+        add(
+            "p2p",
+            send_recv(n, a, b),
+            "alpha + n beta",
+            "one message to the next rank" + (" (across nodes: the network)" if multi else ""),
+        )
     return out  # fmt: skip
 
 
@@ -639,11 +708,15 @@ def choose(
     where = f" over {topo.nodes} nodes" if topo.nodes > 1 else ""
     tb, to = _fmt_time(float(best.time_s)), _fmt_time(float(other.time_s))
     if best.latency_bound and best.cost.steps < other.cost.steps:
-        why = (f"{kind}: {size} message{where}; {best.algorithm}'s {best.cost.steps:g} steps beat "
-               f"{other.algorithm}'s {other.cost.steps:g} ({tb} vs {to})")
+        why = (
+            f"{kind}: {size} message{where}; {best.algorithm}'s {best.cost.steps:g} steps beat "
+            f"{other.algorithm}'s {other.cost.steps:g} ({tb} vs {to})"
+        )
     else:
-        why = (f"{kind}: {size} message{where}; {best.algorithm} ({best.summary}) beats "
-               f"{other.algorithm} ({other.summary}): {tb} vs {to}")
+        why = (
+            f"{kind}: {size} message{where}; {best.algorithm} ({best.summary}) beats "
+            f"{other.algorithm} ({other.summary}): {tb} vs {to}"
+        )
     return best, why  # fmt: skip
 
 

@@ -13,6 +13,17 @@ from pydantic import ValidationError
 from gpumodel.errors import SpecError
 from gpumodel.ops.attention import Attention
 from gpumodel.ops.base import FlopPart, GemmShape, KernelWork, Op
+from gpumodel.ops.collectives import (
+    COLLECTIVE_OPS,
+    AllGather,
+    AllReduce,
+    AllToAll,
+    Broadcast,
+    Collective,
+    ReduceScatter,
+    SendRecv,
+    collective_op,
+)
 from gpumodel.ops.matmul import Conv2d, Gemm
 from gpumodel.ops.simple import (
     ELEMENTWISE,
@@ -28,6 +39,15 @@ from gpumodel.ops.simple import (
 )
 
 __all__ = [
+    "COLLECTIVE_OPS",
+    "AllGather",
+    "AllReduce",
+    "AllToAll",
+    "Broadcast",
+    "Collective",
+    "ReduceScatter",
+    "SendRecv",
+    "collective_op",
     "ELEMENTWISE",
     "Attention",
     "Conv2d",
@@ -61,7 +81,8 @@ def register(cls: type[Op]) -> type[Op]:
 
 
 for _cls in (Gemm, Conv2d, Kernel, Reduction, LayerNorm, RMSNorm, Softmax, Attention, Copy,
-             HostTransfer, Embedding, Elementwise):  # fmt: skip
+             HostTransfer, Embedding, Elementwise, AllReduce, AllGather, ReduceScatter, Broadcast,
+             AllToAll, SendRecv):  # fmt: skip
     register(_cls)
 
 

@@ -66,6 +66,9 @@ class Collective(Op):
     gpus_per_node: int | None = Field(None, description="default: gpus / nodes")
     algorithm: Algorithm = Field("auto", description="auto: the one NCCL would pick")
     system: str | None = Field(None, description="system spec id or YAML path (topology)")
+    link_bandwidth: float | None = Field(
+        None, description="what-if: per-direction bandwidth of the in-node link, e.g. 32GB/s"
+    )
 
     @field_validator("bytes", mode="before")
     @classmethod
@@ -73,23 +76,36 @@ class Collective(Op):
         try:
             number = parse_quantity(value, "bytes")
         except UnitError as exc:
-            raise ValueError(f"bytes: {exc}") from None
+            raise ValueError(str(exc)) from None
         if number <= 0:
-            raise ValueError(f"bytes must be positive, got {value!r}")
+            raise ValueError(f"must be positive, got {value!r}")
+        return number
+
+    @field_validator("link_bandwidth", mode="before")
+    @classmethod
+    def _parse_bandwidth(cls, value: Any) -> float | None:
+        if value is None:
+            return None
+        try:
+            number = parse_quantity(value, "bytes_per_s")
+        except UnitError as exc:
+            raise ValueError(str(exc)) from None
+        if number <= 0:
+            raise ValueError(f"must be positive, got {value!r}")
         return number
 
     @field_validator("gpus", "nodes")
     @classmethod
     def _at_least_one(cls, value: int, info: Any) -> int:
         if value < 1:
-            raise ValueError(f"{info.field_name} must be at least 1, got {value}")
+            raise ValueError(f"must be at least 1, got {value}")
         return value
 
     @field_validator("gpus_per_node")
     @classmethod
     def _positive_per_node(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
-            raise ValueError(f"gpus_per_node must be at least 1, got {value}")
+            raise ValueError(f"must be at least 1, got {value}")
         return value
 
     @model_validator(mode="after")
@@ -302,6 +318,12 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
             f"directions = {format_quantity(intra_bw, 'B/s')} each way (forced)"
         )
 
+    if op.link_bandwidth is not None:
+        intra_bw = op.link_bandwidth
+        intra_note = (
+            f"{kind} {format_quantity(intra_bw, 'B/s')} per direction (given with link_bandwidth)"
+        )
+
     # the network between nodes
     inter: comm.Link | None = None
     net_bw: float | None = None
@@ -321,6 +343,7 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
             )
         else:
             net_bw = DEFAULT_NETWORK_BYTES_PER_S
+            notes.append("no system given: assumed one 400 Gb/s NIC per GPU between nodes")
             net_note = ("assumed one 400 Gb/s NIC per GPU = 50 GB/s each way (DGX H100 layout; "
                         "pass a system spec for your cluster)")  # fmt: skip
         inter = _link("network", net_bw, None, net_alpha, net_note)
@@ -390,9 +413,11 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     exact, donor, cal_eff, eff_note = _calibrated(op, calibration)
     topo = op.topology(gpu, cal_eff)  # applies cal_eff to NVLink/NVSwitch links only
     # measurements describe the calibrated machine's scale-up link (NVLink/NVSwitch)
-    use_cal = topo.intra.kind in _SCALE_UP and topo.intra.efficiency == cal_eff
+    use_cal = topo.intra.kind in _SCALE_UP and op.link_bandwidth is None
     if not use_cal:
         exact = donor = cal_eff = None
+    elif op.algorithm != "auto":
+        exact = donor = None  # the measured line is whatever NCCL picked; keep the link efficiency
     cands = comm.candidates(op.collective, n, topo)
     names = [c.algorithm for c in cands]
     if op.algorithm == "auto":
@@ -466,10 +491,7 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         terms += [
             Term(name="alpha term (latency)", value=t_alpha,
                  note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
-                      + (f"{cost.steps:g} steps x {format_time(step_alpha)} per step"
-                         if topo.nodes == 1 or chosen.algorithm not in _MIXED else
-                         f"{cost.steps:g} steps at {format_time(topo.intra.alpha_s)} in a node, "
-                         f"{format_time(topo.inter.alpha_s if topo.inter else 0)} across")),
+                      + _steps_note(chosen, topo, step_alpha)),
             Term(name="beta term (bandwidth)", value=t_beta,
                  note=f"{format_quantity(float(cost.bytes_sent), 'B')} sent per rank; "
                       + beta_note),
@@ -514,11 +536,19 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     if bound == "latency":
         advice.append("latency-bound: coalesce small collectives (bucket gradients, as DDP does) "
                       "or capture them in a CUDA graph")  # fmt: skip
-    if topo.nodes > 1 and chosen.algorithm == "hierarchical":
+    if (
+        topo.multi_node
+        and topo.inter is not None
+        and (
+            topo.gpus_per_node * topo.inter.bandwidth_bytes_per_s < topo.intra.bandwidth_bytes_per_s
+        )
+    ):
         advice.append("the network is the bottleneck: keep the heavy collectives inside a node "
                       "(tensor parallel on NVLink, data parallel across nodes)")  # fmt: skip
-    if topo.intra.kind == "pcie" and _scale_up(gpu) is not None and op.link == "pcie":
-        advice.append(f"{gpu.id} has NVLink: {_scale_up(gpu)[1] / bw:.3g}x the PCIe bandwidth")  # type: ignore[index]
+    scale_up = _scale_up(gpu)
+    if topo.intra.kind == "pcie" and scale_up is not None and op.link == "pcie":
+        ratio = scale_up[1] / (topo.intra.datasheet_bytes_per_s or bw)
+        advice.append(f"{gpu.id} has NVLink: {ratio:.3g}x this PCIe bandwidth per direction")
     return Prediction(
         op=op.label(), gpu=gpu.id, calibration=cal_label, time_s=time_s, flops=flops, bytes=sent,
         arithmetic_intensity=ai, unit=dt_unit, dtype=dt, peak_flops=peak,
@@ -541,6 +571,18 @@ def _vector(gpu: GPUSpec, dtype: str) -> tuple[str, str]:
 def _rank(chosen: comm.Candidate, cands: list[comm.Candidate]) -> int:
     ordered = sorted(cands, key=lambda c: float(c.time_s))
     return ordered.index(chosen) + 1
+
+
+def _steps_note(c: comm.Candidate, topo: comm.Topology, step_alpha: float) -> str:
+    """'14 steps x 600 ns', or on several nodes how many steps ran at each link's latency."""
+    steps = float(c.cost.steps)
+    if not topo.multi_node or c.algorithm not in _MIXED or topo.inter is None:
+        return f"{steps:g} steps x {format_time(step_alpha)} per step"
+    a_i, a_e = topo.intra.alpha_s, topo.inter.alpha_s
+    across = (c.cost.alpha_s - steps * a_i) / (a_e - a_i) if a_e != a_i else 0.0
+    across = max(0.0, min(steps, round(across)))
+    return (f"{steps - across:g} steps x {format_time(a_i)} in a node + {across:g} x "
+            f"{format_time(a_e)} across nodes")  # fmt: skip
 
 
 def _beta_note(c: comm.Candidate, topo: comm.Topology) -> tuple[str, float]:

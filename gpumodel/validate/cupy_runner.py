@@ -42,6 +42,20 @@ KERNEL_SYMBOLS: dict[str, tuple[str, ...]] = {
     "bandwidth.cu": ("bw_read", "bw_write", "bw_copy", "bw_triad"),
     "latency.cu": ("pointer_chase",),
     "timing.cu": ("spin_ns", "l2_flush_read", "empty_kernel"),
+    "check.cu": (
+        "fill_uniform_f32",
+        "fill_uniform_f16",
+        "fill_uniform_bf16",
+        "gather_u32",
+        "gather_u16",
+        "count_nan_f32",
+        "count_nonfinite_u16",
+        "count_ne_f32",
+        "count_ne_u32",
+        "sum_f64",
+        "triad_max_err",
+        "build_chain",
+    ),
 }
 
 BLOCK = 256  # threads per block of every custom kernel here
@@ -155,7 +169,7 @@ def poly_points(quick: bool) -> list[tuple[int, int]]:
     """(k, n) points of the polynomial sweep."""
     if quick:
         return [(k, 1 << 24) for k in (1, 4, 16, 64, 256, 1000)]
-    ks = log_ints(1, 1000, 25)
+    ks = log_ints(1, 1000, 28)  # 25 distinct k after rounding
     return [(k, n) for n in (1 << 20, 1 << 24, 1 << 26) for k in ks]
 
 
@@ -168,7 +182,7 @@ def bandwidth_points(quick: bool) -> list[tuple[str, int]]:
         per = 4 * BW_ARRAYS[pattern]
         seen = set()
         for total in totals:
-            n = max(4, int(round(total / per / 4)) * 4)  # float4 granularity
+            n = max(4, round(total / per / 4) * 4)  # float4 granularity
             if n not in seen:
                 seen.add(n)
                 out.append((pattern, n))
@@ -177,7 +191,7 @@ def bandwidth_points(quick: bool) -> list[tuple[str, int]]:
 
 def copy_sizes(quick: bool) -> list[int]:
     """Bytes per buffer of the cupy device-to-device copies (2 KB .. 2 GB)."""
-    return log_sizes(4096, 1 << 30, 1)[::2] if quick else log_sizes(2048, 2 << 30, 2)
+    return log_sizes(4096, 1 << 30, 1)[::2] if quick else log_sizes(2048, 2 << 30, 2, multiple=16)
 
 
 def gemm_shapes(quick: bool) -> list[tuple[int, int, int, str]]:
@@ -208,7 +222,7 @@ def gemm_shapes(quick: bool) -> list[tuple[int, int, int, str]]:
 def host_transfer_sizes(quick: bool) -> list[int]:
     if quick:
         return [4096, 1 << 16, 1 << 20, 16 << 20, 256 << 20]
-    return log_sizes(4096, 1 << 30, 1)
+    return log_sizes(4096, 1 << 30, 1, multiple=16)
 
 
 def latency_sizes(quick: bool) -> list[int]:
@@ -298,6 +312,122 @@ class _Context:
         self.cupy.cuda.get_current_stream().synchronize()
 
 
+class _Dev:
+    """Inputs and checks through check.cu, so no check needs a CuPy JIT-compiled kernel (each
+    of those costs a compile of a second or more on a machine's first run)."""
+
+    def __init__(self, ctx: _Context):
+        self.ctx = ctx
+        self.cp = ctx.cupy
+
+    def _grid(self, n: int) -> tuple[int]:
+        return (max(1, min((int(n) + BLOCK - 1) // BLOCK, self.ctx.sm_count * 8)),)
+
+    def _k(self, name: str) -> Any:
+        return self.ctx.kernel("check.cu", name)
+
+    @staticmethod
+    def _kind(arr: Any) -> str:
+        name = arr.dtype.name
+        if name in ("float32", "float16", "bfloat16"):
+            return name
+        raise TypeError(f"unsupported dtype {name}")
+
+    def fill_uniform(self, arr: Any, lo: float, hi: float) -> None:
+        """Fresh uniform random numbers in [lo, hi) (a new seed every call)."""
+        import numpy as np
+
+        kind = self._kind(arr)
+        name = {"float32": "fill_uniform_f32", "float16": "fill_uniform_f16"}.get(
+            kind, "fill_uniform_bf16"
+        )
+        seed = np.uint64(np.random.default_rng().integers(1, 2**63))
+        n = np.int64(arr.size)
+        self._k(name)(
+            self._grid(arr.size), (BLOCK,), (arr, n, seed, np.float32(lo), np.float32(hi))
+        )
+
+    def poison(self, arr: Any) -> None:
+        """All bytes 0xFF: NaN in fp32, fp16 and bf16 alike."""
+        cp = self.cp
+        cp.cuda.runtime.memsetAsync(
+            arr.data.ptr, 0xFF, arr.nbytes, cp.cuda.get_current_stream().ptr
+        )
+
+    def _counter(self, name: str, args: tuple[Any, ...], n: int) -> int:
+        cp = self.cp
+        count = cp.zeros(1, dtype=cp.uint64)
+        self._k(name)(self._grid(n), (BLOCK,), (*args, count))
+        return int(cp.asnumpy(count)[0])
+
+    def count_nonfinite(self, arr: Any) -> int:
+        import numpy as np
+
+        kind = self._kind(arr)
+        n = np.int64(arr.size)
+        if kind == "float32":
+            return self._counter("count_nan_f32", (arr, n), arr.size)
+        mask = np.uint32(0x7C00 if kind == "float16" else 0x7F80)
+        return self._counter("count_nonfinite_u16", (arr, n, mask), arr.size)
+
+    def count_ne_value(self, arr: Any, value: float) -> int:
+        import numpy as np
+
+        return self._counter("count_ne_f32", (arr, np.int64(arr.size), np.float32(value)), arr.size)
+
+    def count_ne(self, a: Any, b: Any) -> int:
+        import numpy as np
+
+        return self._counter("count_ne_u32", (a, b, np.int64(a.size)), a.size)
+
+    def sum64(self, arr: Any) -> float:
+        import numpy as np
+
+        cp = self.cp
+        out = cp.zeros(1, dtype=cp.float64)
+        self._k("sum_f64")(self._grid(arr.size), (BLOCK,), (arr, np.int64(arr.size), out))
+        return float(cp.asnumpy(out)[0])
+
+    def triad_err(self, a: Any, b: Any, c: Any, s: float) -> float:
+        import numpy as np
+
+        cp = self.cp
+        out = cp.zeros(1, dtype=cp.uint32)
+        self._k("triad_max_err")(
+            self._grid(a.size), (BLOCK,), (a, b, c, np.float32(s), np.int64(a.size), out)
+        )
+        return float(cp.asnumpy(out).view(np.float32)[0])
+
+    def gather(self, arr: Any, flat_idx: Any) -> Any:
+        """arr.ravel()[flat_idx] on the host as float64 (arr C-contiguous)."""
+        import numpy as np
+
+        cp = self.cp
+        kind = self._kind(arr)
+        idx = cp.asarray(np.ascontiguousarray(flat_idx, dtype=np.int64))
+        count = np.int64(idx.size)
+        if kind == "float32":
+            out = cp.empty(idx.size, dtype=cp.uint32)
+            self._k("gather_u32")(self._grid(idx.size), (BLOCK,), (arr, idx, out, count))
+            return cp.asnumpy(out).view(np.float32).astype(np.float64)
+        out = cp.empty(idx.size, dtype=cp.uint16)
+        self._k("gather_u16")(self._grid(idx.size), (BLOCK,), (arr, idx, out, count))
+        bits = cp.asnumpy(out)
+        return bits_to_float64(bits, kind)
+
+
+def bits_to_float64(bits: Any, kind: str) -> Any:
+    """uint16 bit patterns of fp16 or bf16 numbers -> float64 values (numpy, no ml_dtypes)."""
+    import numpy as np
+
+    bits = np.asarray(bits, dtype=np.uint16)
+    if kind == "float16":
+        return bits.view(np.float16).astype(np.float64)
+    if kind == "bfloat16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    raise ValueError(kind)
+
+
 def _rel_err(out: Any, ref: Any) -> float:
     import numpy as np
 
@@ -336,8 +466,11 @@ def _poly_point(ctx: _Context, k: int, n: int, fma: bool) -> list[dict[str, Any]
 
     cp = ctx.cupy
 
+    dev = _Dev(ctx)
+
     def make() -> tuple[Any, Any]:
-        a = cp.random.uniform(0.05, 0.9, n, dtype=cp.float32)  # |x| < 1: finite, non-zero
+        a = cp.empty(n, dtype=cp.float32)
+        dev.fill_uniform(a, 0.05, 0.9)  # 0 < x < 1: powers stay finite, sums non-zero
         return a, cp.empty(n, dtype=cp.float32)
 
     a, b = ctx.slot("poly", n, make)
@@ -349,14 +482,13 @@ def _poly_point(ctx: _Context, k: int, n: int, fma: bool) -> list[dict[str, Any]
     def fn() -> None:
         kern(grid, (BLOCK,), args)
 
-    b.fill(cp.nan)
+    dev.poison(b)
     fn()
     ctx.sync()
-    _check(not bool(cp.isnan(b).any()), "unwritten outputs")
-    rng = np.random.default_rng()
-    idx = rng.integers(0, n, 2048)
-    x = cp.asnumpy(a[cp.asarray(idx)]).astype(np.float64)
-    got = cp.asnumpy(b[cp.asarray(idx)]).astype(np.float64)
+    _check(dev.count_nonfinite(b) == 0, "unwritten outputs")
+    idx = np.random.default_rng().integers(0, n, 2048)
+    x = dev.gather(a, idx)
+    got = dev.gather(b, idx)
     ref = np.zeros_like(x)
     p = x.copy()
     for _ in range(k):
@@ -395,12 +527,14 @@ def _bandwidth_point(ctx: _Context, pattern: str, n: int, n_max: int) -> list[di
     import numpy as np
 
     cp = ctx.cupy
+    dev = _Dev(ctx)
 
     def make() -> dict[str, Any]:
+        arrays = [cp.empty(n_max, dtype=cp.float32) for _ in range(BW_ARRAYS[pattern])]
+        for x in arrays:
+            dev.fill_uniform(x, 0.0, 1.0)
         bufs = {
-            "arrays": [
-                cp.random.random(n_max, dtype=cp.float32) for _ in range(BW_ARRAYS[pattern])
-            ],
+            "arrays": arrays,
             "partials": cp.zeros(ctx.sm_count * 8, dtype=cp.float32),
             "counter": cp.zeros(1, dtype=cp.uint32),
             "result": cp.zeros(1, dtype=cp.float32),
@@ -428,25 +562,23 @@ def _bandwidth_point(ctx: _Context, pattern: str, n: int, n_max: int) -> list[di
 
     # poison the output, run once, check every element
     if pattern == "read":
-        bufs["result"].fill(cp.nan)
+        dev.poison(bufs["result"])
     elif pattern == "copy":
-        arrs[1].fill(cp.nan)
+        dev.poison(arrs[1])
     else:
-        arrs[0].fill(cp.nan)
+        dev.poison(arrs[0])
     fn()
     ctx.sync()
     if pattern == "read":
-        ref = float(cp.sum(arrs[0], dtype=cp.float64))
-        got = float(bufs["result"][0])
+        ref = dev.sum64(arrs[0])
+        got = float(cp.asnumpy(bufs["result"])[0])
         _check(abs(got - ref) <= 1e-4 * abs(ref), f"sum {got} vs {ref}")
     elif pattern == "write":
-        _check(bool((arrs[0] == value).all()), "fill value not everywhere")
+        _check(dev.count_ne_value(arrs[0], float(value)) == 0, "fill value not everywhere")
     elif pattern == "copy":
-        _check(bool(cp.array_equal(arrs[1], arrs[0])), "copy differs from source")
+        _check(dev.count_ne(arrs[1], arrs[0]) == 0, "copy differs from source")
     else:
-        ref_t = arrs[1].astype(cp.float64) + float(value) * arrs[2].astype(cp.float64)
-        err = float(cp.max(cp.abs(arrs[0] - ref_t) / cp.abs(ref_t)))
-        del ref_t
+        err = dev.triad_err(arrs[0], arrs[1], arrs[2], float(value))
         _check(err <= 1e-6, f"triad max rel err {err:.2e}")
 
     from gpumodel.validate.timing import time_cuda
@@ -469,20 +601,19 @@ def _bandwidth_point(ctx: _Context, pattern: str, n: int, n_max: int) -> list[di
 def _copy_tasks(ctx: _Context) -> list[_Task]:
     sizes = copy_sizes(ctx.quick)
     top = max(sizes)
-    return [
-        _Task("copy", f"copy {s} B", lambda s=s: _copy_point(ctx, s, top)) for s in sizes
-    ]
+    return [_Task("copy", f"copy {s} B", lambda s=s: _copy_point(ctx, s, top)) for s in sizes]
 
 
 def _copy_point(ctx: _Context, size: int, top: int) -> list[dict[str, Any]]:
     cp = ctx.cupy
     rt = cp.cuda.runtime
 
+    dev = _Dev(ctx)
+
     def make() -> tuple[Any, Any]:
-        return (
-            cp.random.random(top // 4, dtype=cp.float32),
-            cp.empty(top // 4, dtype=cp.float32),
-        )
+        src = cp.empty(top // 4, dtype=cp.float32)
+        dev.fill_uniform(src, 0.0, 1.0)
+        return src, cp.empty(top // 4, dtype=cp.float32)
 
     src, dst = ctx.slot("copy", top, make)
     n = size // 4
@@ -496,10 +627,10 @@ def _copy_point(ctx: _Context, size: int, top: int) -> list[dict[str, Any]]:
             cp.cuda.get_current_stream().ptr,
         )
 
-    dst[:n].fill(cp.nan)
+    dev.poison(dst[:n])
     fn()
     ctx.sync()
-    _check(bool(cp.array_equal(dst[:n], src[:n])), "copy differs from source")
+    _check(dev.count_ne(dst[:n], src[:n]) == 0, "copy differs from source")
 
     from gpumodel.validate.timing import time_cuda
 
@@ -548,7 +679,6 @@ def _cupy_compute_type(ctx: _Context, tf32: bool | None) -> None:
     """fp32 GEMM compute type in CuPy: TF32 tensor cores, plain FP32, or back to the default
     (None: CuPy then reads CUPY_TF32 again)."""
     import numpy as np
-
     from cupy._core import _routines_linalg as rl
 
     if tf32 is None:
@@ -563,13 +693,16 @@ def _cupy_bf16(ctx: _Context) -> Any:
         ctx._cupy_bf16 = False
         try:
             import ml_dtypes
+            import numpy as np
 
             cp = ctx.cupy
-            a = cp.random.random((64, 64), dtype=cp.float32).astype(ml_dtypes.bfloat16)
+            dev = _Dev(ctx)
+            a = cp.empty((64, 64), dtype=ml_dtypes.bfloat16)
+            dev.fill_uniform(a, -1.0, 1.0)
             c = cp.matmul(a, a)
-            ref = cp.matmul(a.astype(cp.float32), a.astype(cp.float32))
-            err = float(cp.abs(c.astype(cp.float32) - ref).max() / cp.abs(ref).max())
-            if err < 2e-2:
+            ah = bits_to_float64(cp.asnumpy(a).view(np.uint16), "bfloat16")
+            ch = bits_to_float64(cp.asnumpy(c).view(np.uint16), "bfloat16")
+            if _rel_err(ch, ah @ ah) < GEMM_TOLERANCE["bf16"]:
                 ctx._cupy_bf16 = ml_dtypes.bfloat16
         except Exception:
             ctx._cupy_bf16 = False
@@ -606,23 +739,26 @@ def _gemm_cupy(
     if dtype in ("fp32", "tf32"):
         _cupy_compute_type(ctx, tf32=(dtype == "tf32"))
 
-    a = (cp.random.random((m, k), dtype=cp.float32) * 2 - 1).astype(np_dtype)
-    b = (cp.random.random((k, n), dtype=cp.float32) * 2 - 1).astype(np_dtype)
+    dev = _Dev(ctx)
+    a = cp.empty((m, k), dtype=np_dtype)
+    b = cp.empty((k, n), dtype=np_dtype)
     c = cp.empty((m, n), dtype=np_dtype)
-    c.fill(cp.nan)
+    dev.fill_uniform(a, -1.0, 1.0)
+    dev.fill_uniform(b, -1.0, 1.0)
+    dev.poison(c)
 
     def fn() -> None:
         cp.matmul(a, b, out=c)
 
     fn()
     ctx.sync()
-    _check(not bool(cp.isnan(c.astype(cp.float32)).any()), "unwritten outputs")
+    _check(dev.count_nonfinite(c) == 0, "unwritten outputs")
     ii, jj = _gemm_sample(m, n)
-    ii_d, jj_d = cp.asarray(ii), cp.asarray(jj)
-    rows = cp.asnumpy(a[ii_d].astype(cp.float32)).astype(np.float64)
-    cols = cp.asnumpy(b[:, jj_d].astype(cp.float32)).astype(np.float64)
-    got = cp.asnumpy(c[ii_d, jj_d].astype(cp.float32))
-    ref = np.einsum("ik,ki->i", rows, cols)
+    kk = np.arange(k, dtype=np.int64)
+    rows = dev.gather(a, ii[:, None] * k + kk[None, :]).reshape(len(ii), k)
+    cols = dev.gather(b, kk[None, :] * n + jj[:, None]).reshape(len(jj), k)
+    got = dev.gather(c, ii * n + jj)
+    ref = np.einsum("ik,ik->i", rows, cols)
     err = _rel_err(got, ref)
     _check(err <= GEMM_TOLERANCE[dtype], f"{dtype} rel err {err:.2e}")
 
@@ -631,7 +767,6 @@ def _gemm_cupy(
     footprint = (m * k + k * n + m * n) * itemsize
     flush = ctx.cold(footprint)
     t, spread, reps = time_cuda(fn, flush=flush, **ctx.reps)
-    del a, b, c
     meta = {
         "engine": "cupy",
         "shape_set": tag,
@@ -645,7 +780,6 @@ def _gemm_cupy(
 def _gemm_torch(
     ctx: _Context, m: int, n: int, k: int, dtype: str, tag: str
 ) -> list[dict[str, Any]]:
-    import numpy as np
     import torch
 
     dev = "cuda"
@@ -701,7 +835,6 @@ def _gemm_torch(
     footprint = (m * k + k * n) * itemsize + m * n * out_size
     flush = ctx.torch_flush() if footprint < 4 * ctx.l2_bytes else None
     t, spread, reps = time_torch(fn, flush=flush, **ctx.reps)
-    del a, b, c
     meta = {
         "engine": "torch",
         "torch_version": str(torch.__version__),
@@ -784,8 +917,11 @@ def _host_point(
     cp = ctx.cupy
     rt = cp.cuda.runtime
 
+    util = _Dev(ctx)
+
     def make() -> tuple[Any, Any, Any]:
-        dev = cp.random.random(top // 4, dtype=cp.float32)
+        dev = cp.empty(top // 4, dtype=cp.float32)
+        util.fill_uniform(dev, 0.0, 1.0)
         if pinned:
             mem = cp.cuda.alloc_pinned_memory(top)
             host = np.frombuffer(mem, dtype=np.float32, count=top // 4)
@@ -800,10 +936,10 @@ def _host_point(
     n = size // 4
     if direction == "h2d":
         dst, src, kind = dev.data.ptr, host.ctypes.data, rt.memcpyHostToDevice
-        dev[:n].fill(cp.nan)  # host[:n] holds random data since make()
+        util.poison(dev[:n])  # host[:n] holds random data since make()
     else:
         dst, src, kind = host.ctypes.data, dev.data.ptr, rt.memcpyDeviceToHost
-        dev[:n] = cp.random.random(n, dtype=cp.float32)
+        util.fill_uniform(dev[:n], 0.0, 1.0)
         host[:n] = np.nan
     ctx.sync()
 
@@ -814,12 +950,12 @@ def _host_point(
     ctx.sync()
     rng = np.random.default_rng()
     idx = rng.integers(0, n, 1024)
-    dev_vals = cp.asnumpy(dev[cp.asarray(idx)])
-    _check(bool(np.array_equal(dev_vals, host[idx])), f"{direction} data differs")
+    dev_vals = util.gather(dev, idx)
+    _check(bool(np.array_equal(dev_vals, host[idx].astype(np.float64))), f"{direction} differs")
     if direction == "d2h":
         _check(not bool(np.isnan(host[:n]).any()), "unwritten host bytes")
     else:
-        _check(not bool(cp.isnan(dev[:n]).any()), "unwritten device bytes")
+        _check(util.count_nonfinite(dev[:n]) == 0, "unwritten device bytes")
 
     from gpumodel.validate.timing import time_cuda
 
@@ -854,25 +990,33 @@ def _latency_point(ctx: _Context, ws: int, top: int) -> list[dict[str, Any]]:
     buf = ctx.slot("latency", top, lambda: cp.zeros(top // 8, dtype=cp.uint64))
     words = LATENCY_STRIDE_BYTES // 8
     nodes = ws // LATENCY_STRIDE_BYTES
-    pos = cp.random.permutation(nodes).astype(cp.int64) * words
-    buf[pos] = cp.roll(pos, -1).astype(cp.uint64)  # one cycle through every node, random order
-    pos_host = cp.asnumpy(pos)
-    start = int(pos_host[0])
+    # one cycle through every node in random order: node order[i] points to order[i + 1]
+    order = np.random.default_rng().permutation(nodes).astype(np.int64)
+    order_d = cp.asarray(order)
+    ctx.kernel("check.cu", "build_chain")(
+        _Dev(ctx)._grid(nodes), (BLOCK,), (buf, order_d, np.int64(nodes), np.int64(words))
+    )
+    del order_d
     steps = 20_000 if ctx.quick else 100_000
     out = cp.zeros(3, dtype=cp.int64)
     kern = ctx.kernel("latency.cu", "pointer_chase")
     cycles, nss = [], []
+    fits = ws <= 2 * ctx.l2_bytes
+    at = 0  # position along the cycle; each run carries on where the last one stopped, so a
+    # working set larger than L2 keeps meeting nodes the earlier runs did not leave in cache
     for i in range(4):
-        # The first run also compiles, warms the TLB and, for working sets near L2 size or
-        # below, walks every node once so the timed steps find them in cache.
+        # The first run also compiles and, for working sets near L2 size or below, walks every
+        # node once so the timed steps find them in cache; later runs re-load L1 (per SM, not
+        # kept across launches) with a short walk.
         if i == 0:
-            warm = nodes if ws <= 2 * ctx.l2_bytes else min(nodes, 20_000)
+            warm = nodes if fits else min(nodes, 20_000)
         else:
-            warm = min(nodes, 1000)
-        kern((1,), (1,), (buf, np.int64(warm), np.int64(steps), np.uint64(start), out))
+            warm = min(nodes, 2048) if fits else 0
+        start = np.uint64(order[at] * words)
+        kern((1,), (1,), (buf, np.int64(warm), np.int64(steps), start, out))
         res = cp.asnumpy(out)
-        expect = int(pos_host[(warm + steps) % nodes])
-        _check(int(res[2]) == expect, "pointer chase ended on the wrong node")
+        at = (at + warm + steps) % nodes
+        _check(int(res[2]) == int(order[at] * words), "pointer chase ended on the wrong node")
         if i:
             cycles.append(res[0] / steps)
             nss.append(res[1] / steps)
@@ -891,7 +1035,6 @@ def _latency_point(ctx: _Context, ws: int, top: int) -> list[dict[str, Any]]:
         "steps": steps,
         "cycle_source": "clock64",
     }
-    del pos
     return [make_record("latency", None, ns * 1e-9, len(nss), spread, meta)]
 
 

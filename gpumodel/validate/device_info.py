@@ -55,9 +55,7 @@ def _nvml_info(index: int) -> dict[str, Any]:
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
         queries = {
             "driver_version_string": lambda: pynvml.nvmlSystemGetDriverVersion(),
-            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(
-                h, pynvml.NVML_CLOCK_SM
-            ),
+            "sm_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
             "memory_clock_max_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(
                 h, pynvml.NVML_CLOCK_MEM
             ),
@@ -112,7 +110,7 @@ def device_info(device: int = 0) -> dict[str, Any]:
     runtime_v = int(rt.runtimeGetVersion())
 
     info: dict[str, Any] = {
-        "gpu_name": name,
+        "device_name": name,
         "compute_capability": f"{int(props['major'])}.{int(props['minor'])}",
         "sm_count": prop("multiProcessorCount", "cudaDevAttrMultiProcessorCount"),
         "l2_bytes": prop("l2CacheSize", "cudaDevAttrL2CacheSize"),
@@ -120,7 +118,9 @@ def device_info(device: int = 0) -> dict[str, Any]:
         "max_threads_per_sm": prop(
             "maxThreadsPerMultiProcessor", "cudaDevAttrMaxThreadsPerMultiProcessor"
         ),
-        "registers_per_sm": prop("regsPerMultiprocessor", "cudaDevAttrMaxRegistersPerMultiprocessor"),
+        "registers_per_sm": prop(
+            "regsPerMultiprocessor", "cudaDevAttrMaxRegistersPerMultiprocessor"
+        ),
         "shared_memory_per_sm_bytes": prop(
             "sharedMemPerMultiprocessor", "cudaDevAttrMaxSharedMemoryPerMultiprocessor"
         ),

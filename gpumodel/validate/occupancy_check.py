@@ -140,6 +140,19 @@ def _dynamic_sizes(static: int, max_dynamic: int, default_per_block: int) -> lis
     return sorted(s for s in sizes if 0 <= s <= max_dynamic + 128)
 
 
+def _beyond_limit(
+    driver: Any, ptr: int, block: int, regs: int, static: int, v: dict[str, Any],
+    rows: list[dict[str, Any]], occupancy: Any, spec: Any,
+) -> None:  # fmt: skip
+    row: dict[str, Any] = {"kernel": v["kernel"], "regs": regs, "block": block}
+    row["model"] = occupancy(spec, block, regs, static, v["carveout"]).blocks_per_sm
+    try:
+        row["driver"] = driver.occupancyMaxActiveBlocksPerMultiprocessor(ptr, block, 0)
+    except Exception as exc:
+        row["driver_error"] = f"{type(exc).__name__}: {exc}"
+    rows.append(row)
+
+
 def run_occupancy_check(
     gpu_spec: Any = None,
     progress: Callable[[str], None] | None = None,
@@ -202,6 +215,7 @@ def run_occupancy_check(
     driver_errors: list[dict[str, Any]] = []
     n_driver_errors = 0
     variant_rows: list[dict[str, Any]] = []
+    beyond: list[dict[str, Any]] = []
     for tag, v in enumerate(variants):
         row: dict[str, Any] = {
             "kernel": v["kernel"],
@@ -233,6 +247,9 @@ def run_occupancy_check(
             n_here = n_bad_here = 0
             for block in BLOCK_SIZES:
                 if block > max_threads:
+                    # above the kernel's own limit (registers or __launch_bounds__): the model
+                    # does not know the kernel's limit; record what the driver says, apart
+                    _beyond_limit(driver, ptr, block, regs, static, v, beyond, occupancy, spec)
                     continue
                 for dyn in _dynamic_sizes(static, max_dyn, default_per_block):
                     model = occupancy(spec, block, regs, static + dyn, v["carveout"])
@@ -269,6 +286,13 @@ def run_occupancy_check(
         n_driver_errors=n_driver_errors,
         driver_errors=driver_errors,
         variant_errors=[r for r in variant_rows if "error" in r],
+        beyond_kernel_thread_limit={
+            "note": "block sizes above the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "
+            "dynamic shared memory 0; not counted in combinations",
+            "n": len(beyond),
+            "n_model_differs": sum(1 for b in beyond if b.get("driver") != b["model"]),
+            "rows": beyond[:60],
+        },
         variants=variant_rows,
         seconds=round(time.perf_counter() - started, 2),
     )

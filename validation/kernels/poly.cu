@@ -8,7 +8,8 @@
 // compute_k_terms_fma is the FMA variant: Horner's rule, k fused multiply-adds (2k FLOPs) per
 // element, b[i] = x * (1 + x + ... + x^(k-1)) = the same polynomial. The final `* x` is one
 // extra multiply per element, outside the count. k is a run-time argument, so neither loop can
-// be folded at compile time.
+// be folded at compile time. Unrolled by 16 so the loop's own counter and branch take few issue
+// slots (unrolled by 4 it reached ~56% of the FMA peak on an H100, loop overhead included).
 
 extern "C" __global__ void compute_k_terms(const float* __restrict__ a,
                                            float* __restrict__ b,
@@ -35,7 +36,7 @@ extern "C" __global__ void compute_k_terms_fma(const float* __restrict__ a,
     if (i < n) {
         float x = a[i];
         float result = 0.0f;
-#pragma unroll 4
+#pragma unroll 16
         for (int j = 0; j < k; ++j) {
             result = fmaf(result, x, 1.0f);
         }

@@ -1,0 +1,111 @@
+"""``gpumodel diagnose TRACE``: each op of a real profile against its speed of light, and the
+step-level findings (idle gaps, launch-bound, pageable copies, tensor-core misses, fusion)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpumodel.cli._app import app, console, print_json
+from gpumodel.diagnose import DiagnoseReport, diagnose
+from gpumodel.units import format_time
+
+
+@app.command("diagnose")
+def diagnose_command(
+    trace: Path = typer.Argument(..., help="torch.profiler Chrome trace (.json/.json.gz) or "
+                                 "nsys cuda_gpu_kern_sum CSV"),
+    gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
+    top: int = typer.Option(20, help="ops to list, by recoverable time"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output (schema v1)"),
+    plot: Path = typer.Option(None, help="draw measured vs speed of light and the roofline "
+                              "to FILE.png"),
+    calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
+) -> None:
+    """Place every kernel of a profile against its roofline and name what holds the step back."""
+    report = diagnose(trace, gpu=gpu, calibration=calibration, top=top)
+    if plot is not None:
+        from gpumodel.diagnose.plot import plot_report
+
+        plot_report(report, plot)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    render(report)
+    if plot is not None:
+        console().print(f"wrote {plot}", highlight=False, markup=False)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def _shapes(shapes: list[list[int]]) -> str:
+    return " ".join("[" + ",".join(str(d) for d in s) + "]" for s in shapes[:3])
+
+
+def render(report: DiagnoseReport) -> None:
+    from rich.table import Table
+
+    out = console()
+    st = report.steps
+    head = (f"{report.source.path or 'trace'}: {report.gpu.name}"
+            + (f" ({report.gpu.device_name})" if report.gpu.device_name else "")
+            + f"; calibration: {report.calibration}")  # fmt: skip
+    out.print(head, highlight=False, markup=False)
+    step = f"step {format_time(st.step_time_s)} ({st.source}, {st.count} step(s))"
+    if st.gpu_utilization_pct is not None:
+        step += (f"; GPU busy {format_time(st.gpu_busy_s or 0.0)}, idle "
+                 f"{format_time(st.gpu_idle_s or 0.0)} per step ({st.gpu_utilization_pct:.0f}% "
+                 f"utilised), {st.kernels_per_step:.0f} kernels per step")  # fmt: skip
+    out.print(step, highlight=False, markup=False)
+
+    table = Table(title="Per-op speed of light (sorted by recoverable time, whole trace)")
+    for col, just in (("op", "left"), ("phase", "left"), ("shapes", "left"), ("dtype", "left"),
+                      ("calls", "right"), ("measured ms", "right"), ("SoL ms", "right"),
+                      ("SoL %", "right"), ("bound", "left"), ("recoverable ms", "right")):  # fmt: skip
+        table.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in report.ops:
+        table.add_row(
+            r.name, r.phase, _shapes(r.shapes), r.dtype, str(r.count), _ms(r.measured_s),
+            _ms(r.predicted_s), f"{r.sol_pct:.0f}" if r.sol_pct is not None else "-",
+            r.bound or f"unmapped: {r.reason}", _ms(r.recoverable_s) if r.mapped else "-",
+        )  # fmt: skip
+    if report.ops_omitted.count:
+        table.add_row(f"... {report.ops_omitted.count} more", "", "", "", "",
+                      _ms(report.ops_omitted.measured_s), "", "", "", "")  # fmt: skip
+    out.print(table)
+
+    if report.findings:
+        out.print("Findings (per step):", style="bold")
+    else:
+        out.print("No step-level finding above 1% of the step.", highlight=False)
+    for i, f in enumerate(report.findings, 1):
+        cost = (f"{f.recoverable_s * 1e3:.2f} ms ({f.pct_of_step:.0f}% of the step)"
+                if f.recoverable_s is not None and f.pct_of_step is not None
+                else "not quantified")  # fmt: skip
+        out.print(f"{i}. [{f.kind}] {f.title}: {cost}", highlight=False, markup=False)
+        for e in f.evidence:
+            out.print(f"     {e}", highlight=False, markup=False)
+        out.print(f"     fix: {f.fix}", highlight=False, markup=False)
+
+    a = report.amdahl
+    if a.per_finding:
+        out.print("Amdahl: step time if fixed", style="bold")
+        for e in a.per_finding:
+            sp = f"{e.speedup:.2f}x" if e.speedup is not None else "-"
+            out.print(f"  {e.kind}: {format_time(e.step_time_s)} ({sp})", highlight=False,
+                      markup=False)  # fmt: skip
+        sp = f"{a.all_fixed_speedup:.2f}x" if a.all_fixed_speedup is not None else "-"
+        out.print(f"  all of them: {format_time(a.all_fixed_step_time_s)} ({sp}); {a.note}",
+                  highlight=False, markup=False)  # fmt: skip
+    if a.speed_of_light_step_s is not None:
+        out.print(f"  every mapped op at its speed of light, no idle: "
+                  f"{format_time(a.speed_of_light_step_s)} per step", highlight=False,
+                  markup=False)  # fmt: skip
+    for n in report.notes:
+        out.print(f"note: {n}", highlight=False, markup=False)
+
+
+__all__ = ["diagnose_command", "render"]

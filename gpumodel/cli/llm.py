@@ -1,0 +1,464 @@
+"""LLM commands: ``infer``, ``memory``, ``plan train``, ``plan serve``, ``models list|show``.
+
+gpumodel infer --model llama-3-8b --gpu h100 --phase decode --batch 8 --context 2048
+gpumodel memory --model llama-2-70b --gpu h100 --batch 1 --seq 4096 --train --zero 3 --dp 8
+gpumodel plan train --model llama-2-70b --tokens 2T --gpu h100 --gpus 1024
+gpumodel plan serve --model llama-3-8b --gpu l4,a100,h100 --prompt 1024 --output 256 --rate 50/s
+gpumodel models list
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import typer
+
+import gpumodel as gm
+from gpumodel.cli._app import app, console, fail, print_json, split_list
+from gpumodel.llm import (
+    get_model,
+    list_models,
+    max_batch,
+    max_context,
+    plan_serving,
+    plan_training,
+    predict_inference,
+)
+from gpumodel.llm import (
+    memory as memory_fn,
+)
+from gpumodel.units import format_quantity, format_time, parse_count
+
+plan_app = typer.Typer(help="Capacity plans: training time and cost, serving fleet and cost.",
+                       no_args_is_help=True)  # fmt: skip
+models_app = typer.Typer(help="Transformer model presets.", no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+app.add_typer(models_app, name="models")
+
+# Choices and ranges are checked here (GpumodelError: one line, exit 2), not by typer.
+PHASES = ("prefill", "decode")
+RUNTIMES = ("eager", "graph")
+ATTENTION = ("flash", "naive")
+RECOMPUTE = ("none", "selective", "full")
+FUSION = ("fused", "unfused")
+KV_CACHE = ("static", "concat")
+
+
+def _choice(value: str | None, option: str, choices: tuple[str, ...]) -> Any:
+    if value is not None and value not in choices:
+        fail(f"{option}: '{value}' is not one of {', '.join(choices)}")
+    return value
+
+
+def _at_least(option: str, value: int | None, low: int = 1) -> None:
+    if value is not None and value < low:
+        fail(f"{option} must be at least {low}, got {value}")
+
+
+def _out(text: str) -> None:
+    console().print(text, highlight=False, markup=False)
+
+
+def _plt():
+    from gpumodel.cli.roofline import require_matplotlib
+
+    return require_matplotlib()
+
+
+def parse_rate(text: str) -> float:
+    """'50/s', '50', '3000/min', '1e5/h' -> requests per second."""
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(?:(?:req(?:uests)?)?\s*/\s*(s|sec|min|m|h|hr|hour))?\s*",
+                     text)  # fmt: skip
+    if not m:
+        fail(f"--rate: expected a rate like '50/s' or '3000/min', got {text!r}")
+    try:
+        value = float(m.group(1))
+    except ValueError:
+        fail(f"--rate: {text!r} is not a number")
+    per = {None: 1, "s": 1, "sec": 1, "min": 60, "m": 60, "h": 3600, "hr": 3600, "hour": 3600}
+    rate = value / per[m.group(2)]
+    if rate <= 0:
+        fail(f"--rate must be positive, got {text!r}")
+    return rate
+
+
+def _seconds(text: str | None, what: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return gm.parse_quantity(text, "seconds")
+    except gm.UnitError as exc:
+        fail(f"{what}: {exc}")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# infer
+
+
+@app.command()
+def infer(
+    model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
+    gpu: str = typer.Option("h100", help="GPU id or alias"),
+    phase: str = typer.Option("decode", help="prefill or decode"),
+    batch: int = typer.Option(1, help="sequences per step (per replica)"),
+    seq: int = typer.Option(None, help="new tokens per sequence (prefill: prompt length)"),
+    context: int = typer.Option(None, help="tokens attended to (decode: KV-cache length)"),
+    dtype: str = typer.Option("bf16", help="weights and activations dtype"),
+    gpus: int = typer.Option(1, help="GPUs in total (replicas of --tp GPUs)"),
+    tp: int = typer.Option(None, help="tensor-parallel size (default: --gpus)"),
+    runtime: str = typer.Option("eager", help="eager (HF transformers) or graph (CUDA graphs)"),
+    attention: str = typer.Option("flash"),
+    fusion: str = typer.Option(None, help="override the runtime's default"),
+    kv_cache: str = typer.Option(None, help="override the runtime's default"),
+    host_us: float = typer.Option(None, help="host cost per kernel in us (eager)"),
+    calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    plot: str = typer.Option(None, help="write the per-op time breakdown to FILE.png/.svg"),
+) -> None:
+    """Time of one prefill or decode step of an LLM: TTFT/TPOT, tokens/s, per-op breakdown."""
+    _choice(phase, "--phase", PHASES)
+    _choice(runtime, "--runtime", RUNTIMES)
+    _choice(attention, "--attention", ATTENTION)
+    _choice(fusion, "--fusion", FUSION)
+    _choice(kv_cache, "--kv-cache", KV_CACHE)
+    for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
+                   ("--tp", tp)):  # fmt: skip
+        _at_least(opt, v)
+    r = predict_inference(
+        model, gpu, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,  # type: ignore[arg-type]
+        gpus=gpus, tp=tp, runtime=runtime, calibration=calibration,  # type: ignore[arg-type]
+        attention=attention, fusion=fusion, kv_cache=kv_cache,  # type: ignore[arg-type]
+        host_per_kernel_s=host_us * 1e-6 if host_us is not None else None,
+    )  # fmt: skip
+    if plot:
+        _plot_ops(r, plot)
+    if as_json:
+        print_json(r.to_dict())
+    else:
+        _out(r.explain())
+    if plot and not as_json:
+        _out(f"wrote {plot}")
+
+
+def _plot_ops(r: Any, path: str) -> None:
+    plt = _plt()
+    ops = sorted(r.breakdown, key=lambda o: o.time_s)
+    fig, ax = plt.subplots(figsize=(8, max(3.0, 0.28 * len(ops) + 1.2)))
+    colors = {"compute": "tab:red", "memory": "tab:blue", "launch": "tab:gray",
+              "network": "tab:green", "latency": "tab:olive"}  # fmt: skip
+    ax.barh([o.name for o in ops], [o.time_s * 1e3 for o in ops],
+            color=[colors.get(o.bound, "tab:purple") for o in ops])  # fmt: skip
+    ax.set_xlabel("GPU time per step (ms), colour = bound")
+    ax.set_title(f"{r.model} {r.phase} on {r.gpu}: step {format_time(r.step_time_s)} "
+                 f"(host overhead {format_time(r.host_overhead_s)})", fontsize=9)  # fmt: skip
+    ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+
+
+@app.command()
+def memory(
+    model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
+    gpu: str = typer.Option("h100", help="GPU id or alias"),
+    batch: int = typer.Option(1, help="sequences (training: micro-batch)"),
+    seq: int = typer.Option(2048, help="context length (KV cache) / training sequence"),
+    dtype: str = typer.Option("bf16"),
+    train: bool = typer.Option(False, "--train", help="training memory (states + activations)"),
+    zero: int = typer.Option(0, help="ZeRO stage (training)"),
+    dp: int = typer.Option(1, help="data-parallel size (ZeRO partitions over it)"),
+    tp: int = typer.Option(1, help="tensor-parallel size"),
+    pp: int = typer.Option(1, help="pipeline-parallel size"),
+    recompute: str = typer.Option("none", help="activation recompute"),
+    sequence_parallel: bool = typer.Option(
+        None,
+        "--sequence-parallel/--no-sequence-parallel",
+        help="default: on when training with --tp > 1",
+    ),
+    attention: str = typer.Option("flash"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    plot: str = typer.Option(None, help="write the memory breakdown to FILE.png/.svg"),
+) -> None:
+    """Memory per GPU: weights, gradients, optimizer, activations, KV cache; does it fit?"""
+    _choice(recompute, "--recompute", RECOMPUTE)
+    _choice(attention, "--attention", ATTENTION)
+    for opt, v in (("--batch", batch), ("--seq", seq), ("--dp", dp), ("--tp", tp), ("--pp", pp)):
+        _at_least(opt, v)
+    if zero not in (0, 1, 2, 3):
+        fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
+    kw: dict[str, Any] = dict(dtype=dtype, train=train, tp=tp, pp=pp, dp=dp, zero=zero,
+                              recompute=recompute, sequence_parallel=sequence_parallel,
+                              attention=attention)  # fmt: skip
+    m = memory_fn(model, gpu, batch=batch, seq=seq, **kw)
+    largest_batch = max_batch(model, gpu, seq=seq, limit=1 << 16, **kw)
+    longest = max_context(model, gpu, batch=batch, **kw)
+    if plot:
+        _plot_memory(m, plot)
+    if as_json:
+        print_json({**m.to_dict(), "max_batch": largest_batch, "max_context": longest})
+        return
+    _out(m.explain())
+    _out(f"  largest batch at seq {seq}: {largest_batch}; longest context at batch {batch}: "
+         f"{longest} (model max {get_model(model).max_context})")  # fmt: skip
+    if plot:
+        _out(f"wrote {plot}")
+
+
+def _plot_memory(m: Any, path: str) -> None:
+    plt = _plt()
+    parts = {k: v / 1e9 for k, v in m.components().items() if v}
+    fig, ax = plt.subplots(figsize=(7, 2.6))
+    left = 0.0
+    for name, gb in parts.items():
+        ax.barh([m.gpu], [gb], left=left, label=f"{name} {gb:.1f} GB")
+        left += gb
+    ax.axvline(m.capacity_bytes / 1e9, color="black", linestyle="--",
+               label=f"capacity {m.capacity_bytes / 1e9:.0f} GB")  # fmt: skip
+    ax.set_xlabel("GB per GPU")
+    ax.set_title(f"{m.model} {m.mode}: {m.message()}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# plan train / plan serve
+
+
+@plan_app.command("train")
+def plan_train(
+    model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
+    tokens: str = typer.Option(..., help="training tokens, e.g. 2T or 1.4e12"),
+    gpu: str = typer.Option("h100", help="GPU id or alias"),
+    gpus: int = typer.Option(..., help="GPUs in total"),
+    price: float = typer.Option(None, help="$ per GPU-hour (default: the GPU spec's)"),
+    mfu: float = typer.Option(None, help="assume this MFU (0-1) instead of deriving it"),
+    tp: int = typer.Option(None, help="tensor-parallel size (default: searched)"),
+    pp: int = typer.Option(None, help="pipeline-parallel size (default: searched)"),
+    zero: int = typer.Option(1, help="ZeRO stage"),
+    micro_batch: int = typer.Option(1, help="sequences per micro-batch"),
+    global_batch: int = typer.Option(None, help="sequences per step (default ~4M tokens)"),
+    seq: int = typer.Option(None, help="sequence length (default: model context, <= 8192)"),
+    recompute: str = typer.Option("selective"),
+    dtype: str = typer.Option("bf16"),
+    calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    plot: str = typer.Option(None, help="write the scaling curve (days, MFU vs GPUs) to FILE"),
+) -> None:
+    """Days, GPU-hours and dollars to train a model on D tokens."""
+    _choice(recompute, "--recompute", RECOMPUTE)
+    for opt, v in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
+                   ("--global-batch", global_batch), ("--seq", seq)):  # fmt: skip
+        _at_least(opt, v)
+    if zero not in (0, 1, 2, 3):
+        fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
+    n_tokens = parse_count(tokens)
+    kw: dict[str, Any] = dict(tp=tp, pp=pp, zero=zero, micro_batch=micro_batch,
+                              global_batch=global_batch, seq=seq, dtype=dtype,
+                              recompute=recompute, price=price, mfu=mfu,
+                              calibration=calibration)  # fmt: skip
+    p = plan_training(model, gpu, gpus, n_tokens, **kw)
+    if plot:
+        _plot_scaling(model, gpu, gpus, n_tokens, kw, plot)
+    if as_json:
+        print_json(p.to_dict())
+        return
+    _out(p.explain())
+    if plot:
+        _out(f"wrote {plot}")
+
+
+def _plot_scaling(model: str, gpu: str, gpus: int, tokens: float, kw: dict, path: str) -> None:
+    plt = _plt()
+    counts = sorted({max(1, gpus // 8), max(1, gpus // 4), max(1, gpus // 2), gpus, gpus * 2,
+                     gpus * 4})  # fmt: skip
+    xs, days, mfus = [], [], []
+    for n in counts:
+        try:
+            p = plan_training(model, gpu, n, tokens, **{**kw, "global_batch": None})
+        except gm.GpumodelError:
+            continue
+        xs.append(n)
+        days.append(p.days)
+        mfus.append(100 * p.mfu)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.loglog(xs, days, "o-", label="days")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("days")
+    ax2 = ax.twinx()
+    ax2.plot(xs, mfus, "s--", color="tab:orange", label="MFU %")
+    ax2.set_ylabel("MFU %")
+    ax.set_title(f"{model} on {tokens:.3g} tokens, {gpu}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+@plan_app.command("serve")
+def plan_serve(
+    model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
+    gpu: str = typer.Option("l4,a100,h100", help="GPU ids, comma-separated, side by side"),
+    prompt: int = typer.Option(1024, help="prompt tokens per request"),
+    output: int = typer.Option(256, help="output tokens per request"),
+    rate: str = typer.Option("1/s", help="requests per second: '50/s', '3000/min'"),
+    ttft: str = typer.Option(None, help="time-to-first-token target, e.g. 500ms"),
+    tpot: str = typer.Option(None, help="time-per-output-token target, e.g. 50ms"),
+    latency: str = typer.Option(None, help="end-to-end latency target, e.g. 20s"),
+    price: float = typer.Option(None, help="$ per GPU-hour for every GPU (default: specs)"),
+    dtype: str = typer.Option("bf16"),
+    runtime: str = typer.Option("graph"),
+    calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
+) -> None:
+    """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU."""
+    _choice(runtime, "--runtime", RUNTIMES)
+    _at_least("--prompt", prompt)
+    _at_least("--output", output, 0)
+    names = split_list(gpu)
+    if not names:
+        fail("--gpu needs at least one GPU id, e.g. --gpu l4,a100,h100")
+    p = plan_serving(
+        model, names, prompt=prompt, output=output, rate=parse_rate(rate), dtype=dtype,
+        runtime=runtime, ttft_slo_s=_seconds(ttft, "--ttft"),  # type: ignore[arg-type]
+        tpot_slo_s=_seconds(tpot, "--tpot"), latency_slo_s=_seconds(latency, "--latency"),
+        price=price, calibration=calibration,
+    )  # fmt: skip
+    if plot:
+        _plot_serving(p, plot)
+    if as_json:
+        print_json(p.to_dict())
+        return
+    _serving_table(p)
+    if plot:
+        _out(f"wrote {plot}")
+
+
+def _serving_table(p: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"serve {p.model}: {p.rate_per_s:g} req/s, {p.prompt} prompt + "
+                  f"{p.output} output tokens ({p.runtime}, {p.dtype})")  # fmt: skip
+    table.add_column("")
+    for o in p.options:
+        table.add_column(o.gpu + (" (best buy)" if o.best else ""), justify="right")
+
+    def cell(o: Any, fn: Any) -> str:
+        if not o.feasible:
+            return "-"
+        try:
+            return fn(o)
+        except TypeError:
+            return "-"
+
+    rows = [
+        ("tensor parallel", lambda o: str(o.tp)),
+        ("batch (max)", lambda o: f"{o.batch} ({o.max_batch})"),
+        ("TTFT", lambda o: format_time(o.ttft_s)),
+        ("TPOT", lambda o: format_time(o.tpot_s)),
+        ("latency per request", lambda o: format_time(o.latency_s)),
+        ("req/s per replica", lambda o: f"{o.requests_per_s_per_replica:.3g}"),
+        ("replicas", lambda o: str(o.replicas)),
+        ("GPUs", lambda o: str(o.gpus)),
+        ("$/GPU-hour", lambda o: f"{o.usd_per_gpu_hour:.3g}"),
+        ("$/hour", lambda o: f"{o.usd_per_hour:,.2f}"),
+        ("$ per 1M tokens", lambda o: f"{o.usd_per_million_tokens:.3g}"),
+        ("$ per 1M output tokens", lambda o: f"{o.usd_per_million_output_tokens:.3g}"),
+        ("memory per GPU", lambda o: format_quantity(o.memory_per_gpu_bytes, "B")),
+        ("meets targets", lambda o: "yes" if o.meets_slo else "no"),
+    ]  # fmt: skip
+    for name, fn in rows:
+        table.add_row(name, *[cell(o, fn) for o in p.options])
+    out = console()
+    out.print(table)
+    for o in p.options:
+        if not o.feasible:
+            out.print(f"{o.gpu}: {o.reason}", highlight=False, markup=False)
+    if p.best:
+        out.print(f"best buy: {p.best}", highlight=False, markup=False)
+    else:
+        out.print("no priced GPU meets the targets", highlight=False, markup=False)
+
+
+def _plot_serving(p: Any, path: str) -> None:
+    plt = _plt()
+    ok = [o for o in p.options if o.feasible and o.usd_per_million_tokens is not None]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.bar([o.gpu for o in ok], [o.usd_per_million_tokens for o in ok],
+           color=["tab:green" if o.best else "tab:blue" for o in ok])  # fmt: skip
+    ax.set_ylabel("$ per 1M tokens")
+    ax.set_title(f"{p.model}: {p.rate_per_s:g} req/s", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+
+
+@models_app.command("list")
+def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Model presets with their sizes."""
+    models = list_models()
+    if as_json:
+        print_json([m.summary() for m in models])
+        return
+    from rich.table import Table
+
+    table = Table(title="model presets")
+    for col in ("id", "name", "params", "layers", "hidden", "heads/kv", "ffn", "vocab", "context"):
+        table.add_column(col)
+    for m in models:
+        params = f"{m.param_count() / 1e9:.3g}B"
+        if m.moe:
+            params += f" ({m.param_count(active=True) / 1e9:.3g}B active)"
+        table.add_row(m.id, m.name, params, str(m.layers), str(m.hidden),
+                      f"{m.heads}/{m.kv_heads}", f"{m.ffn_hidden} {m.ffn_kind}", str(m.vocab),
+                      str(m.max_context))  # fmt: skip
+    console().print(table)
+
+
+@models_app.command("show")
+def models_show(
+    name: str = typer.Argument(..., help="model id, alias or YAML file"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """One model preset: shape, parameter count by part, KV cache per token, sources."""
+    m = get_model(name)
+    data = {**m.summary(), "sources": [s.model_dump() for s in m.sources]}
+    if as_json:
+        print_json(data)
+        return
+    lines = [f"{m.id}: {m.name}"]
+    for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_kind",
+                "vocab", "tied_embeddings", "norm", "position", "bias", "max_context",
+                "sliding_window"):  # fmt: skip
+        value = getattr(m, key)
+        if value is not None:
+            lines.append(f"  {key:<16} {value}")
+    if m.moe:
+        lines.append(f"  {'moe':<16} {m.moe.experts} experts, top-{m.moe.top_k}")
+    lines += [
+        f"  parameters       {m.param_count():,} ({m.param_count() / 1e9:.4g}B)",
+        f"    per layer      {m.layer_params():,}"
+        + (f" ({m.layer_params(active=True):,} active)" if m.moe else ""),
+        f"    embeddings     {m.embedding_params():,}; LM head {m.lm_head_params():,}"
+        + (" (tied)" if m.tied_embeddings else ""),
+        f"  KV cache         {format_quantity(m.kv_cache_bytes_per_token(2.0), 'B')} per token "
+        "(bf16)",
+        "  sources:",
+    ]  # fmt: skip
+    for s in m.sources:
+        lines.append(f"    - {s.title}" + (f" <{s.url}>" if s.url else ""))
+        if s.note:
+            lines.append(f"      {s.note}")
+    _out("\n".join(lines))

@@ -1,0 +1,403 @@
+"""Step-level findings: what holds the step back, how much each fix would return, and the fix.
+
+Every finding is quantified as time per step. Two kinds of evidence:
+
+* idle time (timeline gaps, see :mod:`gpumodel.diagnose.timeline`): data loading, host syncs,
+  launch overhead, other host work. Gaps are disjoint, so these add up.
+* kernel time that a known fix would cut: fp32 matrix products (TF32/bf16), misaligned matrix
+  dimensions (padding), pageable host copies (pinned memory), elementwise chains (fusion).
+  Each claims part of specific kernel calls' time; where two claim the same call, the union
+  counts the larger claim once.
+
+The fixes are the ones the seed documents give (002 "Problem: ..." sections, 004 symptom table).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpumodel.diagnose.mapping import ChainCost, Mapped
+from gpumodel.diagnose.timeline import (
+    GRAPH_GAP_US,
+    SHORT_KERNEL_US,
+    Instance,
+    Timeline,
+)
+from gpumodel.model.gemm import pad_to
+from gpumodel.ops import Conv2d, Gemm, HostTransfer, Op
+from gpumodel.specs import GPUSpec
+
+PAD_MULTIPLE = 64  # pad to a multiple of 64 elements: aligned for every dtype and tile (nanoGPT)
+
+FIXES = {
+    "data_loading": (
+        "Prepare batches ahead of the GPU: DataLoader(num_workers=8, pin_memory=True, "
+        "prefetch_factor=4, persistent_workers=True); move CPU preprocessing off the hot path "
+        "(or onto the GPU)."
+    ),
+    "host_sync": (
+        "Remove host syncs from the loop: keep metrics on the GPU and read them every N steps "
+        "(accumulate the loss in a GPU tensor), avoid .item()/.cpu()/.tolist()/print of GPU "
+        "values and Python `if` on GPU tensors; copy with non_blocking=True."
+    ),
+    "launch_bound": (
+        "Cut the number of launches: torch.compile(model) fuses kernels (mode='reduce-overhead' "
+        "also replays them as CUDA graphs), or capture the step with torch.cuda.graph; larger "
+        "batches give each kernel more work."
+    ),
+    "host_other": (
+        "Move the host work in these gaps off the critical path: overlap it with GPU work, run "
+        "it every N steps or in a background thread/process."
+    ),
+    "pageable_copy": (
+        "Pin the host buffers (DataLoader(pin_memory=True) or tensor.pin_memory()) and copy with "
+        ".to('cuda', non_blocking=True); keep reused data on the GPU."
+    ),
+    "fp32_matmul": (
+        "Use the tensor cores: torch.backends.cuda.matmul.allow_tf32 = True (or "
+        "torch.set_float32_matmul_precision('high')), or run in bf16 with "
+        "torch.autocast('cuda', dtype=torch.bfloat16)."
+    ),
+    "misaligned_matmul": (
+        "Pad the dimension to a multiple of 64 (e.g. vocabulary 50257 -> 50304): tensor cores "
+        "need every leading dimension to be a multiple of 16 bytes (8 bf16/fp16 elements)."
+    ),
+    "fusion": (
+        "Fuse the chain into one kernel: torch.compile fuses pointwise chains; or call a fused "
+        "op (F.gelu(x, approximate='tanh') for a hand-written tanh GELU, fused norms, "
+        "AdamW(fused=True))."
+    ),
+}
+
+
+@dataclass
+class Draft:
+    """A finding before it is turned into the report's model."""
+
+    kind: str
+    title: str
+    per_step_us: float | None
+    evidence: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    claims: dict[int, float] = field(default_factory=dict)  # id(instance) -> us over the trace
+    idle: bool = False  # a timeline (idle) finding rather than a kernel-time one
+
+    @property
+    def fix(self) -> str:
+        return FIXES[self.kind]
+
+
+@dataclass
+class GroupView:
+    """What findings need from a per-op group (built in report.py)."""
+
+    name: str
+    phase: str
+    mapped: Mapped
+    instances: list[Instance]
+    predict: Callable[[Op], float]  # seconds per call on this GPU, calibration applied
+    pred_per_call_s: float | None
+
+    @property
+    def measured_s(self) -> float:
+        return sum(i.measured_us for i in self.instances) * 1e-6
+
+    @property
+    def count(self) -> int:
+        return len(self.instances)
+
+
+def idle_findings(tl: Timeline) -> list[Draft]:
+    periods = tl.periods or 1
+    by_cause: dict[str, list] = defaultdict(list)
+    for g in tl.gaps:
+        by_cause[g.cause].append(g)
+    out: list[Draft] = []
+    if by_cause["data_loading"]:
+        gs = by_cause["data_loading"]
+        total = sum(g.dur for g in gs)
+        out.append(Draft(
+            kind="data_loading", idle=True,
+            title="GPU idle while the DataLoader fetches the next batch (input pipeline starved)",
+            per_step_us=total / periods,
+            evidence=[f"{len(gs)} gaps, {total / 1000:.2f} ms in {periods} step period(s); "
+                      f"the longest {max(g.dur for g in gs) / 1000:.2f} ms"],
+            details={"gaps": len(gs), "idle_s": total * 1e-6},
+        ))  # fmt: skip
+    if by_cause["host_sync"]:
+        gs = by_cause["host_sync"]
+        total = sum(g.dur for g in gs)
+        out.append(Draft(
+            kind="host_sync", idle=True,
+            title="GPU idle after host syncs (.item(), .cpu(), synchronize): the host waited, "
+                  "then the GPU waited for the host",
+            per_step_us=total / periods,
+            evidence=[f"{len(gs)} gaps right after a synchronising call, {total / 1000:.2f} ms "
+                      f"in {periods} step period(s)"],
+            details={"gaps": len(gs), "idle_s": total * 1e-6},
+        ))  # fmt: skip
+    launch = by_cause["launch"]
+    if launch:
+        total = sum(max(g.dur - GRAPH_GAP_US, 0.0) for g in launch)
+        ks = tl.kernels_in_window
+        short = sum(1 for k in ks if k.kind == "kernel" and k.dur < SHORT_KERNEL_US)
+        n_k = sum(1 for k in ks if k.kind == "kernel")
+        med = statistics.median(g.dur for g in launch)
+        out.append(Draft(
+            kind="launch_bound", idle=True,
+            title="Many short kernels back to back: the GPU waits for the host to launch the next",
+            per_step_us=total / periods,
+            evidence=[f"{n_k / periods:.0f} kernels per step, {short / max(n_k, 1):.0%} shorter "
+                      f"than {SHORT_KERNEL_US:.0f} us; {len(launch) / periods:.0f} launch gaps per "
+                      f"step, median {med:.1f} us (CUDA graphs leave ~{GRAPH_GAP_US:.0f} us)"],
+            details={"kernels_per_step": n_k / periods, "short_kernel_fraction": short / max(n_k, 1),
+                     "gaps_per_step": len(launch) / periods, "median_gap_s": med * 1e-6},
+        ))  # fmt: skip
+    if by_cause["host_other"]:
+        gs = by_cause["host_other"]
+        total = sum(g.dur for g in gs)
+        ev = [f"{len(gs)} gaps over {LONG_GAP_TEXT}, {total / 1000:.2f} ms in {periods} step "
+              "period(s)"]
+        ev += [f"during the longest: {g.evidence}" for g in sorted(gs, key=lambda g: -g.dur)[:1]
+               if g.evidence]  # fmt: skip
+        out.append(Draft(
+            kind="host_other", idle=True,
+            title="GPU idle during other host work (no DataLoader or sync in the gap)",
+            per_step_us=total / periods, evidence=ev,
+            details={"gaps": len(gs), "idle_s": total * 1e-6},
+        ))  # fmt: skip
+    return out
+
+
+LONG_GAP_TEXT = "1 ms"
+
+
+def kernel_findings(groups: list[GroupView], gpu: GPUSpec, tl: Timeline | None) -> list[Draft]:
+    n_steps = tl.steps_with_work if tl is not None else 1
+    out = [
+        _pageable(groups, n_steps),
+        _fp32(groups, gpu, n_steps),
+        _misaligned(groups, n_steps),
+        _fusion(groups, tl, n_steps) if tl is not None else None,
+    ]
+    return [d for d in out if d is not None]
+
+
+def _claim(d: Draft, inst: Instance, us: float) -> float:
+    us = min(max(us, 0.0), inst.measured_us)
+    if us > 0:
+        d.claims[id(inst)] = d.claims.get(id(inst), 0.0) + us
+    return us
+
+
+def _pageable(groups: list[GroupView], n_steps: int) -> Draft | None:
+    d = Draft(kind="pageable_copy", title="", per_step_us=0.0)
+    total = 0.0
+    nbytes = 0.0
+    rows = []
+    for g in groups:
+        op = g.mapped.op
+        if not isinstance(op, HostTransfer) or op.pinned:
+            continue
+        pinned = g.predict(op.model_copy(update={"pinned": True}))
+        got = sum(_claim(d, i, i.measured_us - pinned * 1e6) for i in g.instances)
+        total += got
+        nbytes += op.bytes * g.count
+        rows.append((got, g))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: -r[0])
+    d.title = (f"Host<->device copies from pageable memory on the critical path "
+               f"({nbytes / n_steps / 1e6:.1f} MB per step)")  # fmt: skip
+    d.per_step_us = total / n_steps
+    d.evidence = [f"{g.name}: {g.count} copies, {g.measured_s * 1e3:.2f} ms measured, "
+                  f"{got / 1000:.2f} ms over pinned speed" for got, g in rows[:3]]  # fmt: skip
+    d.details = {"bytes_per_step": nbytes / n_steps}
+    return d
+
+
+def _fp32(groups: list[GroupView], gpu: GPUSpec, n_steps: int) -> Draft | None:
+    target = "tf32" if gpu.peak_flops("tf32", "tensor") else None
+    if target is None:
+        return None
+    d = Draft(kind="fp32_matmul", title="", per_step_us=0.0)
+    total, alt_bf16 = 0.0, 0.0
+    rows = []
+    for g in groups:
+        op = g.mapped.op
+        if not isinstance(op, (Gemm, Conv2d)) or op.dtype != "fp32" or g.mapped.tf32:
+            continue
+        t_tf32 = g.predict(op.model_copy(update={"dtype": target})) * g.mapped.scale
+        got = sum(_claim(d, i, i.measured_us - t_tf32 * 1e6) for i in g.instances)
+        if gpu.peak_flops("bf16", "tensor"):
+            t_bf16 = g.predict(op.model_copy(update={"dtype": "bf16"})) * g.mapped.scale
+            alt_bf16 += sum(max(i.measured_us - t_bf16 * 1e6, 0.0) for i in g.instances)
+        total += got
+        rows.append((got, g))
+    if not rows or total <= 0:
+        return None
+    rows.sort(key=lambda r: -r[0])
+    unknown = any(g.mapped.tf32 is None for _, g in rows)
+    d.title = ("fp32 matrix products on CUDA cores" + (" (TF32 looks off)" if unknown else
+               " (TF32 off)") + ": tensor cores unused")  # fmt: skip
+    d.per_step_us = total / n_steps
+    d.evidence = [f"{g.name} {_shape_text(g.mapped)}: {g.count} calls, {g.measured_s * 1e3:.2f} ms;"
+                  f" at TF32 speed of light {got / 1000:.2f} ms less" for got, g in rows[:3]]  # fmt: skip
+    if unknown:
+        d.evidence.append("the trace cannot say whether TF32 was allowed; kernel names and the "
+                          "measured speed suggest it was not")  # fmt: skip
+    d.details = {"target_dtype": target, "recoverable_with_bf16_s_per_step": alt_bf16 / n_steps * 1e-6}
+    return d
+
+
+def _shape_text(m: Mapped) -> str:
+    return " x ".join("[" + ", ".join(str(x) for x in s) + "]" for s in m.shapes)
+
+
+def _misaligned(groups: list[GroupView], n_steps: int) -> Draft | None:
+    # the trace's own aligned matrix products say how close to the speed of light cuBLAS got
+    eff: dict[str, float] = {}
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for g in groups:
+        op = g.mapped.op
+        if isinstance(op, Gemm) and not g.mapped.misaligned() and g.pred_per_call_s:
+            sums[op.dtype][0] += g.pred_per_call_s * g.count
+            sums[op.dtype][1] += g.measured_s
+    for dt, (p, m) in sums.items():
+        if m > 0:
+            eff[dt] = min(max(p / m, 0.05), 1.0)
+    d = Draft(kind="misaligned_matmul", title="", per_step_us=0.0)
+    pads: dict[int, dict[str, Any]] = {}
+    total = 0.0
+    rows = []
+    for g in groups:
+        op = g.mapped.op
+        bad = g.mapped.misaligned()
+        if not isinstance(op, Gemm) or not bad:
+            continue
+        padded = {dim: pad_to(v, PAD_MULTIPLE) for dim, v in bad.items()}
+        new = op.model_copy(update=padded)
+        e = eff.get(op.dtype, 1.0)
+        t_pad = g.predict(new) / e
+        got = sum(_claim(d, i, i.measured_us - t_pad * 1e6) for i in g.instances)
+        total += got
+        rows.append((got, g))
+        for dim, v in bad.items():
+            p = pads.setdefault(v, {"size": v, "padded": padded[dim], "dims": set(), "ops": 0,
+                                    "recoverable_us": 0.0})  # fmt: skip
+            p["dims"].add(dim.upper())
+            p["ops"] += 1
+            p["recoverable_us"] += got / len(bad)
+    if not rows or total <= 0:
+        return None
+    rows.sort(key=lambda r: -r[0])
+    ordered = sorted(pads.values(), key=lambda p: -p["recoverable_us"])
+    what = "; ".join(f"pad {'/'.join(sorted(p['dims']))} {p['size']} -> {p['padded']}"
+                     for p in ordered[:3])  # fmt: skip
+    d.title = f"Matrix products off the tensor-core alignment: {what}"
+    d.per_step_us = total / n_steps
+    d.evidence = [f"{g.name} {_shape_text(g.mapped)} {g.mapped.dtype}: {g.count} calls, "
+                  f"{g.measured_s * 1e3:.2f} ms; padded {got / 1000:.2f} ms less"
+                  for got, g in rows[:4]]  # fmt: skip
+    dts = sorted({g.mapped.op.dtype for _, g in rows if g.mapped.op is not None})
+    if any(dt in eff for dt in dts):
+        d.evidence.append("padded time = speed of light x the efficiency this trace's aligned "
+                          + ", ".join(f"{dt} products reach ({eff[dt]:.0%})" for dt in dts
+                                      if dt in eff))  # fmt: skip
+    else:
+        d.evidence.append("no aligned product of that dtype in the trace: the padded time is the "
+                          "speed of light, so this is an upper bound")  # fmt: skip
+    d.details = {
+        "pads": [{"size": p["size"], "padded": p["padded"], "dims": sorted(p["dims"]),
+                  "ops": p["ops"]} for p in ordered],
+        "aligned_efficiency": eff,
+    }  # fmt: skip
+    return d
+
+
+def _fusion(groups: list[GroupView], tl: Timeline, n_steps: int) -> Draft | None:
+    group_of: dict[int, GroupView] = {id(i): g for g in groups for i in g.instances}
+    by_stream: dict[Any, list[Instance]] = defaultdict(list)
+    for inst in tl.instances:
+        if inst.kind in ("op", "kernel"):
+            by_stream[inst.stream].append(inst)
+    chains: list[list[Instance]] = []
+    for insts in by_stream.values():
+        insts.sort(key=lambda i: i.start)
+        run: list[Instance] = []
+        for inst in insts:
+            m = inst.mapped
+            ok = (m is not None and m.family == "elementwise" and m.op is not None
+                  and m.out_numel is not None)  # fmt: skip
+            if ok and run and _continues(run[-1], inst):
+                run.append(inst)
+                continue
+            if len(run) >= 2:
+                chains.append(run)
+            run = [inst] if ok else []
+        if len(run) >= 2:
+            chains.append(run)
+    if not chains:
+        return None
+    d = Draft(kind="fusion", title="", per_step_us=0.0)
+    total = 0.0
+    patterns: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    cache: dict[Any, float] = {}
+    for chain in chains:
+        cost = ChainCost()
+        preds = 0.0
+        for inst in chain:
+            assert inst.mapped is not None
+            cost.add(inst.mapped)
+            g = group_of.get(id(inst))
+            preds += (g.pred_per_call_s or 0.0) if g else 0.0
+        if preds <= 0:
+            continue
+        fused = cost.fused_op()
+        if fused not in cache:
+            cache[fused] = chain_group(chain, group_of).predict(fused)
+        ratio = min(cache[fused] / preds, 1.0)
+        got = sum(_claim(d, i, i.measured_us * (1.0 - ratio)) for i in chain)
+        total += got
+        key = " -> ".join(i.name.removeprefix("aten::") for i in chain)
+        patterns[key][0] += 1
+        patterns[key][1] += sum(i.measured_us for i in chain)
+        patterns[key][2] += got
+    if total <= 0:
+        return None
+    top = sorted(patterns.items(), key=lambda kv: -kv[1][2])
+    d.title = (f"Chains of elementwise kernels that one fused kernel would do in a single pass "
+               f"({sum(int(v[0]) for v in patterns.values()) / n_steps:.0f} chains per step)")  # fmt: skip
+    d.per_step_us = total / n_steps
+    d.evidence = [f"{k} (x{int(v[0])}): {v[1] / 1000:.2f} ms measured, {v[2] / 1000:.2f} ms "
+                  "recoverable" for k, v in top[:3]]  # fmt: skip
+    d.details = {"chains": len(chains), "patterns": [
+        {"ops": k.split(" -> "), "count": int(v[0]), "measured_s": v[1] * 1e-6,
+         "recoverable_s": v[2] * 1e-6} for k, v in top[:10]]}  # fmt: skip
+    return d
+
+
+def chain_group(chain: list[Instance], group_of: dict[int, GroupView]) -> GroupView:
+    for inst in chain:
+        if id(inst) in group_of:
+            return group_of[id(inst)]
+    raise LookupError("chain without a group")
+
+
+FUSION_MIN_ELEMENTS = 1 << 16  # chains of smaller tensors return next to nothing
+
+
+def _continues(prev: Instance, cur: Instance) -> bool:
+    """Does ``cur`` plausibly read what ``prev`` wrote: same phase, an input of the shape
+    ``prev`` wrote, and big enough for the round trip to DRAM to matter."""
+    a, b = prev.mapped, cur.mapped
+    assert a is not None and b is not None
+    return (prev.phase == cur.phase and a.out_dims is not None
+            and (a.out_numel or 0) >= FUSION_MIN_ELEMENTS and a.out_dims in b.shapes)  # fmt: skip
+
+
+__all__ = ["FIXES", "Draft", "GroupView", "idle_findings", "kernel_findings"]

@@ -1,0 +1,273 @@
+"""Serving plan: for each GPU type, the replicas, GPUs, latency and dollars to serve a request
+rate, side by side, with the best buy marked.
+
+Per GPU type:
+  1. tp: every tensor-parallel size (1, 2, 4, 8) whose weights + KV cache of one request
+     (prompt + output tokens) + working buffers + overhead fit in memory is tried; the plan keeps
+     the one that needs the fewest GPUs for the rate (the smallest that fits can leave no room
+     for a batch: Llama-2-70B on one H200).
+  2. max batch: the most concurrent requests whose KV caches fit beside the weights.
+  3. For batches up to that, a continuous-batching replica (runtime "graph": fused kernels,
+     static/paged KV cache, CUDA graphs, as vLLM or TensorRT-LLM) completes B requests per
+     cycle of B prefills and ``output`` decode steps at batch B:
+
+         cycle(B)   = B * t_prefill(prompt) + output * t_decode(B, context = prompt + output/2)
+         TTFT       = t_prefill                          (no queueing delay)
+         TPOT       = (cycle - t_prefill) / output        (decode steps + other requests' prefills)
+         latency    = TTFT + output * TPOT = cycle
+         throughput = B / cycle requests per second
+
+     The batch is the one with the highest throughput that meets the latency targets given
+     (TTFT, TPOT, end-to-end), else the highest throughput.
+  4. replicas = ceil(rate / throughput); GPUs = replicas * tp; $/hour = GPUs * price;
+     $ per 1M tokens = $/hour / (rate * (prompt + output) * 3600) * 1e6 (prompt and output
+     tokens both count; the output-token price is reported too).
+
+The best buy is the feasible GPU with the lowest $ per 1M tokens that meets the targets.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from gpumodel.errors import GpumodelError, SpecError
+from gpumodel.llm.inference import Runtime, predict_inference
+from gpumodel.llm.layers import tp_shape
+from gpumodel.llm.memory import infeasible_message, max_batch, memory
+from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.units import format_time
+
+TP_SIZES = (1, 2, 4, 8)
+
+
+class ServingOption(BaseModel):
+    """One GPU type's way to serve the load."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    gpu: str
+    feasible: bool
+    reason: str = ""
+    tp: int | None = None
+    max_batch: int | None = None
+    batch: int | None = None
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    latency_s: float | None = None
+    requests_per_s_per_replica: float | None = None
+    output_tokens_per_s_per_replica: float | None = None
+    replicas: int | None = None
+    gpus: int | None = None
+    usd_per_gpu_hour: float | None = None
+    usd_per_hour: float | None = None
+    usd_per_million_tokens: float | None = None
+    usd_per_million_output_tokens: float | None = None
+    meets_slo: bool = False
+    memory_per_gpu_bytes: float | None = None
+    best: bool = False
+
+
+class ServingPlan(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str
+    prompt: int
+    output: int
+    rate_per_s: float
+    dtype: str
+    runtime: Runtime
+    ttft_slo_s: float | None
+    tpot_slo_s: float | None
+    latency_slo_s: float | None
+    options: tuple[ServingOption, ...]
+    best: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def explain(self) -> str:
+        lines = [f"serve {self.model}: {self.rate_per_s:g} req/s of {self.prompt} prompt + "
+                 f"{self.output} output tokens ({self.runtime} runtime, {self.dtype})"]  # fmt: skip
+        for o in self.options:
+            mark = " <- best buy" if o.best else ""
+            if not o.feasible:
+                lines.append(f"  {o.gpu}: infeasible: {o.reason}")
+                continue
+            cost = (f"${o.usd_per_hour:,.2f}/h, ${o.usd_per_million_tokens:.3g}/1M tokens"
+                    if o.usd_per_hour is not None else "no price")  # fmt: skip
+            lines.append(
+                f"  {o.gpu}: tp={o.tp}, batch {o.batch}/{o.max_batch}, TTFT "
+                f"{format_time(o.ttft_s or 0)}, TPOT {format_time(o.tpot_s or 0)}, latency "
+                f"{format_time(o.latency_s or 0)}, {o.requests_per_s_per_replica:.3g} req/s per "
+                f"replica -> {o.replicas} replicas = {o.gpus} GPUs, {cost}"
+                + ("" if o.meets_slo else " (misses the latency target)")
+                + mark
+            )
+        return "\n".join(lines)
+
+
+def _price(g: GPUSpec, price: float | Mapping[str, float] | None) -> float | None:
+    if isinstance(price, Mapping):
+        for key in (g.id, *g.aliases):
+            if key in price:
+                return float(price[key])
+        return g.price.usd_per_hour if g.price else None
+    if price is not None:
+        return float(price)
+    return g.price.usd_per_hour if g.price else None
+
+
+def _batches(limit: int) -> list[int]:
+    out = [b for b in (2**i for i in range(20)) if b <= limit]
+    return sorted({*out, limit})
+
+
+Row = tuple[float, int, float, float, float]  # requests/s, batch, TTFT, TPOT, latency
+
+
+def _replica(
+    spec: ModelSpec,
+    g: GPUSpec,
+    tp: int,
+    mem_bytes: float,
+    prompt: int,
+    output: int,
+    dtype: str,
+    runtime: Runtime,
+    slo: tuple[float | None, float | None, float | None],
+    calibration: Any,
+) -> tuple[int, int, float, Row, bool]:
+    """(tp, max batch, memory, chosen row, meets targets) for one replica of ``tp`` GPUs."""
+    ttft_slo, tpot_slo, latency_slo = slo
+    context = prompt + output
+    limit = max_batch(spec, g, seq=context, dtype=dtype, tp=tp, prefill_tokens=prompt,
+                      limit=4096)  # fmt: skip
+    common: dict[str, Any] = dict(dtype=dtype, gpus=tp, tp=tp, runtime=runtime,
+                                  calibration=calibration)  # fmt: skip
+    t_pf = predict_inference(spec, g, "prefill", batch=1, seq=prompt, **common).step_time_s
+    mid = prompt + output // 2
+    best: Row | None = None
+    fallback: Row | None = None
+    for b in _batches(limit):
+        t_dec = predict_inference(spec, g, "decode", batch=b, context=mid, **common).step_time_s
+        cycle = b * t_pf + output * t_dec
+        tpot = (cycle - t_pf) / output if output else 0.0
+        row = (b / cycle, b, t_pf, tpot, cycle)
+        ok = ((ttft_slo is None or t_pf <= ttft_slo)
+              and (tpot_slo is None or tpot <= tpot_slo)
+              and (latency_slo is None or cycle <= latency_slo))  # fmt: skip
+        if ok and (best is None or row[0] > best[0]):
+            best = row
+        if fallback is None or row[0] > fallback[0]:
+            fallback = row
+    chosen = best or fallback
+    assert chosen is not None
+    return tp, limit, mem_bytes, chosen, best is not None
+
+
+def serve_on(
+    spec: ModelSpec,
+    g: GPUSpec,
+    *,
+    prompt: int,
+    output: int,
+    rate: float,
+    dtype: str = "bf16",
+    runtime: Runtime = "graph",
+    ttft_slo_s: float | None = None,
+    tpot_slo_s: float | None = None,
+    latency_slo_s: float | None = None,
+    price: float | Mapping[str, float] | None = None,
+    calibration: Any = None,
+) -> ServingOption:
+    """The serving option on one GPU type (see the module docstring)."""
+    context = prompt + output
+    if context > spec.max_context:
+        raise SpecError(f"prompt + output = {context} exceeds {spec.id}'s max_context "
+                        f"{spec.max_context}")  # fmt: skip
+    options = []
+    last_mem = None
+    for t in TP_SIZES:
+        try:
+            tp_shape(spec, t)
+        except GpumodelError:
+            continue
+        mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, prefill_tokens=prompt)
+        last_mem = mem
+        if mem.fits:
+            options.append(_replica(spec, g, t, mem.total_bytes, prompt, output, dtype, runtime,
+                                    (ttft_slo_s, tpot_slo_s, latency_slo_s), calibration))  # fmt: skip
+    if not options:
+        reason = (infeasible_message(last_mem) + f" at tp={last_mem.tp}" if last_mem
+                  else "no tensor-parallel size fits")  # fmt: skip
+        return ServingOption(gpu=g.id, feasible=False, reason=reason)
+    # meeting the targets first, then the fewest GPUs for the rate, then requests/s per GPU
+    tp, limit, mem_bytes, chosen, meets = max(
+        options, key=lambda o: (o[4], -math.ceil(rate / o[3][0] - 1e-9) * o[0], o[3][0] / o[0])
+    )
+    rps, b, ttft, tpot, latency = chosen
+    replicas = max(1, math.ceil(rate / rps - 1e-9))
+    n_gpus = replicas * tp
+    usd = _price(g, price)
+    per_hour = n_gpus * usd if usd is not None else None
+    tokens_per_hour = rate * context * 3600.0
+    return ServingOption(
+        gpu=g.id, feasible=True, tp=tp, max_batch=limit, batch=b, ttft_s=ttft, tpot_s=tpot,
+        latency_s=latency, requests_per_s_per_replica=rps,
+        output_tokens_per_s_per_replica=rps * output, replicas=replicas, gpus=n_gpus,
+        usd_per_gpu_hour=usd, usd_per_hour=per_hour,
+        usd_per_million_tokens=per_hour / tokens_per_hour * 1e6 if per_hour is not None else None,
+        usd_per_million_output_tokens=(per_hour / (rate * output * 3600.0) * 1e6
+                                       if per_hour is not None and output else None),
+        meets_slo=meets, memory_per_gpu_bytes=mem_bytes,
+    )  # fmt: skip
+
+
+def plan_serving(
+    model: ModelSpec | str,
+    gpus: Iterable[GPUSpec | str] | GPUSpec | str,
+    *,
+    prompt: int = 1024,
+    output: int = 256,
+    rate: float = 1.0,
+    dtype: str = "bf16",
+    runtime: Runtime = "graph",
+    ttft_slo_s: float | None = None,
+    tpot_slo_s: float | None = None,
+    latency_slo_s: float | None = None,
+    price: float | Mapping[str, float] | None = None,
+    calibration: Any = None,
+) -> ServingPlan:
+    """Serve ``rate`` requests/s of ``prompt`` + ``output`` tokens on each GPU type in ``gpus``.
+
+    ``price``: $/GPU-hour for all GPUs, or a mapping GPU id -> $/GPU-hour, else each spec's.
+    A GPU that cannot hold the model or lacks the dtype is listed as infeasible with the reason.
+    """
+    spec = get_model(model)
+    if rate <= 0 or prompt < 1 or output < 0:
+        raise SpecError(f"need rate > 0, prompt >= 1, output >= 0; got {rate}, {prompt}, {output}")
+    targets = [gpus] if isinstance(gpus, (str, GPUSpec)) else list(gpus)
+    options = []
+    for item in targets:
+        g = get_gpu(item)
+        try:
+            opt = serve_on(spec, g, prompt=prompt, output=output, rate=rate, dtype=dtype,
+                           runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+                           latency_slo_s=latency_slo_s, price=price, calibration=calibration)  # fmt: skip
+        except SpecError:
+            raise
+        except GpumodelError as exc:  # e.g. no bf16 on this GPU
+            opt = ServingOption(gpu=g.id, feasible=False, reason=str(exc))
+        options.append(opt)
+    priced = [o for o in options
+              if o.feasible and o.meets_slo and o.usd_per_million_tokens is not None]  # fmt: skip
+    best = min(priced, key=lambda o: o.usd_per_million_tokens or 0.0).gpu if priced else None
+    options = [o.model_copy(update={"best": o.gpu == best}) for o in options]
+    return ServingPlan(
+        model=spec.id, prompt=prompt, output=output, rate_per_s=rate, dtype=dtype,
+        runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+        latency_slo_s=latency_slo_s, options=tuple(options), best=best,
+    )  # fmt: skip

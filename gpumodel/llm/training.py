@@ -1,0 +1,405 @@
+"""LLM training: step time under data, tensor and pipeline parallelism; MFU; time and dollars
+for D tokens.
+
+Per GPU and micro-batch (b sequences of s tokens, T = b*s rows), from the op model:
+
+    forward   the layer ops of one pipeline stage (L/pp layers, tp-split) + LM head and loss
+    backward  each GEMM Y = X W (m x k by k x n) as the two GEMMs it is:
+              dX = dY W^T (m x n by n x k) and dW = X^T dY (k x m by m x n): 2x forward FLOPs;
+              flash attention backward 2.5x its forward (5 matrix products vs 2; Dao 2023,
+              FlashAttention-2, section 3.1); norms and elementwise ops 2x (read the saved input
+              and the incoming gradient, write the outgoing one); TP all-reduces once more each
+    recompute full: one more forward of the layers; selective: one more attention forward
+
+Pipeline (1F1B, Narayanan et al. 2021, section 2.2): m micro-batches through p stages take
+(m + p - 1) micro-batch slots; the bubble fraction is (p - 1)/m. Stage boundaries send T*h
+activations (divided by t with the scatter/gather optimisation, ibid. section 4.1) forward and
+gradients back.
+
+Data parallel: the gradient all-reduce of each rank's gradients (bytes = params/(tp*pp) x 2 B;
+ZeRO-3 adds the parameter all-gathers, 1.5x the volume; ZeRO paper section 7) from the
+collective model. Buckets reduce while the last micro-batch's backward runs (PyTorch DDP, Li et
+al. 2020; Megatron-LM overlap_grad_reduce): exposed = max(0, t_dp - t_backward). The result
+also carries the two bounds, no overlap (t_dp added) and the compute-only ideal.
+
+Model FLOPs per token (PaLM, Chowdhery et al. 2022, appendix B): ``6N + 12*L*H*Q*T`` with N the
+parameters in matrix products (the active ones for MoE), L layers, H heads, Q head dim, T
+sequence length. MFU = model FLOPs/s / (GPUs x dense peak). ``6N`` alone is Kaplan et al.'s
+C = 6ND (EleutherAI "Transformer Math 101": 2ND forward + 4ND backward).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
+from gpumodel.llm._comm import AllReduce, SendRecv, placed
+from gpumodel.llm._ops import passes
+from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
+from gpumodel.llm.inference import DATASHEET_NOTE
+from gpumodel.llm.layers import LayerOp, model_ops
+from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
+from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.ops import Attention, Gemm
+from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
+from gpumodel.units import format_quantity, format_time
+
+# Llama 2 pre-training used a global batch of 4M tokens (Touvron et al. 2023, section 2.2).
+DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
+ATTENTION_BACKWARD_FACTOR = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 in forward
+ELEMENTWISE_BACKWARD_FACTOR = 2.0
+
+
+def model_flops_per_token(model: ModelSpec, seq: int) -> float:
+    """PaLM appendix B: 6N + 12*L*H*Q*T (N: parameters in matrix products, active for MoE)."""
+    n = model.matmul_param_count(active=True)
+    return 6.0 * n + 12.0 * model.layers * model.heads * model.head_dim * seq
+
+
+class TrainingStep(BaseModel):
+    """One optimizer step on ``gpus`` GPUs (tp x pp x dp)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    zero: int
+    micro_batch: int
+    global_batch: int
+    microbatches: int
+    seq: int
+    dtype: str
+    recompute: Recompute
+    calibration: str
+    step_time_s: float
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    pipeline_p2p_s: float
+    microbatch_s: float
+    bubble_s: float
+    bubble_fraction: float
+    tp_comm_s: float
+    dp_comm_s: float
+    dp_comm_exposed_s: float
+    step_time_no_overlap_s: float
+    step_time_ideal_s: float
+    tokens_per_step: int
+    tokens_per_s: float
+    model_flops_per_token: float
+    mfu: float
+    memory: MemoryBreakdown
+    breakdown: tuple[OpTime, ...]
+
+    def explain(self) -> str:
+        lines = [
+            f"{self.model} training step on {self.gpus} x {self.gpu} (tp={self.tp} pp={self.pp} "
+            f"dp={self.dp}, ZeRO-{self.zero}, recompute={self.recompute}): "
+            f"{format_time(self.step_time_s)}, MFU {100 * self.mfu:.1f}%",
+            f"  {self.global_batch} sequences x {self.seq} tokens = {self.tokens_per_step:,} tokens;"
+            f" {self.microbatches} micro-batches of {self.micro_batch} per pipeline",
+            f"  per micro-batch and stage: forward {format_time(self.forward_s)}, backward "
+            f"{format_time(self.backward_s)}, recompute {format_time(self.recompute_s)}, "
+            f"pipeline p2p {format_time(self.pipeline_p2p_s)} (TP comm inside: "
+            f"{format_time(self.tp_comm_s)})",
+            f"  pipeline bubble {format_time(self.bubble_s)} ((p-1)/m = "
+            f"{100 * self.bubble_fraction:.1f}%)",
+            f"  DP gradient sync {format_time(self.dp_comm_s)}, exposed "
+            f"{format_time(self.dp_comm_exposed_s)} after overlap with the last backward",
+            f"  bounds: compute only {format_time(self.step_time_ideal_s)}, no DP overlap "
+            f"{format_time(self.step_time_no_overlap_s)}",
+            f"  memory per GPU: {self.memory.message()}",
+            f"  calibration: {self.calibration}",
+        ]
+        return "\n".join(lines)
+
+
+class TrainingPlan(BaseModel):
+    """Time and cost to train on ``tokens`` tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str
+    gpu: str
+    gpus: int
+    tokens: float
+    seq: int
+    model_flops_per_token: float
+    total_flops: float
+    flops_6nd: float
+    peak_flops_per_gpu: float
+    mfu: float
+    mfu_source: Literal["assumed", "derived"]
+    time_s: float
+    days: float
+    gpu_hours: float
+    usd_per_gpu_hour: float | None
+    price_source: str | None
+    cost_usd: float | None
+    step: TrainingStep | None = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def explain(self) -> str:
+        lines = [
+            f"train {self.model} on {self.tokens:.3g} tokens with {self.gpus} x {self.gpu}: "
+            f"{self.days:.1f} days, {self.gpu_hours:,.0f} GPU-hours"
+            + (f", ${self.cost_usd:,.0f}" if self.cost_usd is not None else ""),
+            f"  model FLOPs {self.total_flops:.3g} ({format_quantity(self.model_flops_per_token, 'FLOP')}"
+            f" per token, PaLM 6N + 12LHQT; 6ND alone {self.flops_6nd:.3g})",
+            f"  MFU {100 * self.mfu:.1f}% ({self.mfu_source}) of "
+            f"{format_quantity(self.peak_flops_per_gpu, 'FLOP/s')} per GPU",
+        ]  # fmt: skip
+        if self.usd_per_gpu_hour is not None:
+            lines.append(f"  price ${self.usd_per_gpu_hour:.3g}/GPU-hour ({self.price_source})")
+        else:
+            lines.append("  no price: the GPU spec has none; pass price=... (--price)")
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.step is not None:
+            lines += ["", self.step.explain()]
+        return "\n".join(lines)
+
+
+def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
+    """Backward ops of a forward op, each with a time multiplier."""
+    op = entry.op
+    if isinstance(op, Gemm):
+        dx = Gemm(m=op.m, n=op.k, k=op.n, dtype=op.dtype, batch=op.batch)
+        dw = Gemm(m=op.k, n=op.n, k=op.m, dtype=op.dtype, batch=op.batch)
+        return [
+            (LayerOp(f"{entry.name}.dX", dx, entry.count, "gemm"), 1.0),
+            (LayerOp(f"{entry.name}.dW", dw, entry.count, "gemm"), 1.0),
+        ]
+    if isinstance(op, Attention):
+        return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "attention"),
+                 ATTENTION_BACKWARD_FACTOR)]  # fmt: skip
+    if entry.kind == "comm":
+        return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "comm"), 1.0)]
+    return [
+        (LayerOp(f"{entry.name}.bwd", op, entry.count, entry.kind), ELEMENTWISE_BACKWARD_FACTOR)
+    ]
+
+
+def _sum(timed: list[Timed], factors: list[float] | None = None) -> float:
+    factors = factors or [1.0] * len(timed)
+    return sum(t.time_s * f for t, f in zip(timed, factors))
+
+
+def predict_training_step(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str,
+    gpus: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    zero: int = 1,
+    micro_batch: int = 1,
+    global_batch: int | None = None,
+    seq: int | None = None,
+    dtype: str = "bf16",
+    recompute: Recompute = "selective",
+    calibration: Any = None,
+) -> TrainingStep:
+    """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens)."""
+    spec = get_model(model)
+    g = get_gpu(gpu)
+    seq = seq or min(spec.max_context, 8192)
+    if gpus % (tp * pp):
+        raise SpecError(f"gpus ({gpus}) must be a multiple of tp x pp ({tp} x {pp})")
+    if spec.layers % pp:
+        raise SpecError(f"{spec.id}: {spec.layers} layers do not split into pp={pp} stages")
+    dp = gpus // (tp * pp)
+    per_step = dp * micro_batch
+    if global_batch is None:
+        global_batch = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))
+        global_batch = math.ceil(global_batch / per_step) * per_step
+    if global_batch % per_step:
+        raise SpecError(
+            f"global batch {global_batch} is not a multiple of dp x micro_batch = {per_step}"
+        )
+    m = global_batch // per_step
+    mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
+                 dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
+
+    ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion="fused",
+                    kv_cache="none", logits="all")  # fmt: skip
+    beta = BYTES_PER_ELEMENT[dtype]
+    tokens = micro_batch * seq
+    vocab_tp = math.ceil(spec.vocab / tp)
+    loss = LayerOp("cross_entropy", passes("cross entropy (fp32)", tokens * vocab_tp, dtype,
+                                           ("log_softmax", 1, beta + 4, 5), ("nll", 1, 4, 1)))  # fmt: skip
+    timer = Timer(g, calibration)
+    layers = spec.layers // pp
+    layer_f = timer.time_all(ops.layer)
+    head_f = timer.time_all([*ops.post, loss])
+    pre_f = timer.time_all(ops.pre)
+    layer_b_entries = [b for e in ops.layer for b in _backward(e)]
+    head_b_entries = [b for e in [*ops.post, loss] for b in _backward(e)]
+    layer_b = timer.time_all([e for e, _ in layer_b_entries])
+    head_b = timer.time_all([e for e, _ in head_b_entries])
+    fb_layer = [f for _, f in layer_b_entries]
+    fb_head = [f for _, f in head_b_entries]
+
+    # the slowest stage is the last one: its layers plus the LM head and loss
+    fwd = layers * _sum(layer_f) + max(_sum(head_f), _sum(pre_f) if pp > 1 else 0.0)
+    fwd += _sum(pre_f) if pp == 1 else 0.0
+    bwd = layers * _sum(layer_b, fb_layer) + _sum(head_b, fb_head)
+    if recompute == "full":
+        rec = layers * _sum(layer_f)
+    elif recompute == "selective":
+        rec = layers * sum(t.time_s for t in layer_f if t.entry.kind == "attention")
+    else:
+        rec = 0.0
+    tp_comm = layers * (
+        sum(t.time_s for t in layer_f if t.entry.kind == "comm")
+        + sum(t.time_s for t in layer_b if t.entry.kind == "comm")
+    )
+    if recompute == "full":
+        tp_comm += layers * sum(t.time_s for t in layer_f if t.entry.kind == "comm")
+
+    p2p = 0.0
+    if pp > 1:
+        act_bytes = tokens * spec.hidden * beta / tp
+        link = placed(SendRecv, act_bytes, 2, dtype, inner=tp * pp)
+        p2p = 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
+    t_mb = fwd + bwd + rec + p2p
+    compute_chain = (m + pp - 1) * t_mb
+    bubble = (pp - 1) * t_mb
+
+    grad_bytes = spec.param_count() / (tp * pp) * beta
+    dp_comm = 0.0
+    if dp > 1:
+        sync = placed(AllReduce, grad_bytes, dp, dtype, inner=tp)
+        dp_comm = timer.kernels(LayerOp("dp_grad_sync", sync, kind="comm"))[0].time_s
+        if zero == 3:
+            dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
+    exposed = max(0.0, dp_comm - bwd)
+    step = compute_chain + exposed
+
+    breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])
+    flops_token = model_flops_per_token(spec, seq)
+    tokens_step = global_batch * seq
+    peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector") or 0.0
+    if not peak:
+        raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
+    mfu = tokens_step * flops_token / (step * gpus * peak)
+    return TrainingStep(
+        model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
+        micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
+        dtype=dtype, recompute=recompute, calibration=timer.label, step_time_s=step,
+        forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
+        bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
+        dp_comm_exposed_s=exposed, step_time_no_overlap_s=compute_chain + dp_comm,
+        step_time_ideal_s=m * (t_mb - tp_comm - p2p), tokens_per_step=tokens_step,
+        tokens_per_s=tokens_step / step, model_flops_per_token=flops_token, mfu=mfu,
+        memory=mem, breakdown=tuple(breakdown),
+    )  # fmt: skip
+
+
+def _candidates(
+    spec: ModelSpec, gpus: int, tp: int | None, pp: int | None
+) -> list[tuple[int, int]]:
+    tps = [tp] if tp else [t for t in (1, 2, 4, 8) if t <= gpus and spec.heads % t == 0]
+    pps = [pp] if pp else [p for p in range(1, min(spec.layers, 64) + 1) if spec.layers % p == 0]
+    return [(t, p) for t in tps for p in pps if gpus % (t * p) == 0]
+
+
+def plan_training(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str,
+    gpus: int,
+    tokens: float,
+    *,
+    tp: int | None = None,
+    pp: int | None = None,
+    zero: int = 1,
+    micro_batch: int = 1,
+    global_batch: int | None = None,
+    seq: int | None = None,
+    dtype: str = "bf16",
+    recompute: Recompute = "selective",
+    price: float | None = None,
+    mfu: float | None = None,
+    calibration: Any = None,
+) -> TrainingPlan:
+    """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
+
+    With ``mfu`` the time is model FLOPs / (gpus x peak x mfu); otherwise the step model
+    derives it, choosing tp (1-8) and the smallest pp that fits memory when not given.
+    Price: ``price`` ($/GPU-hour) or the GPU spec's.
+    """
+    spec = get_model(model)
+    g = get_gpu(gpu)
+    if gpus < 1 or tokens <= 0:
+        raise SpecError(f"need gpus >= 1 and tokens > 0, got {gpus} and {tokens}")
+    seq = seq or min(spec.max_context, 8192)
+    peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector")
+    if not peak:
+        raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
+    flops_token = model_flops_per_token(spec, seq)
+    total = flops_token * tokens
+    step: TrainingStep | None = None
+    if mfu is not None:
+        if not 0 < mfu <= 1:
+            raise SpecError(f"mfu must be in (0, 1], got {mfu}")
+        used_mfu, source = mfu, "assumed"
+        time_s = total / (gpus * peak * mfu)
+    else:
+        best: TrainingStep | None = None
+        smallest: MemoryBreakdown | None = None
+        settled: set[int] = set()  # tp sizes whose smallest fitting pp was found
+        for t, p in _candidates(spec, gpus, tp, pp):
+            if t in settled:
+                continue
+            dp = gpus // (t * p)
+            mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=t,
+                         pp=p, dp=dp, zero=zero, recompute=recompute)  # fmt: skip
+            if not mem.fits:
+                if smallest is None or mem.total_bytes < smallest.total_bytes:
+                    smallest = mem
+                continue
+            s = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
+                                      micro_batch=micro_batch, global_batch=global_batch,
+                                      seq=seq, dtype=dtype, recompute=recompute,
+                                      calibration=calibration)  # fmt: skip
+            if best is None or s.step_time_s < best.step_time_s:
+                best = s
+            if pp is None:
+                settled.add(t)  # more stages at this tp only add bubble
+        if best is None:
+            if smallest is None:
+                raise SpecError(f"no tp x pp layout of {spec.id} divides {gpus} GPUs")
+            raise InfeasibleError(
+                infeasible_message(smallest) + "; try more GPUs, --zero 3, --recompute full",
+                needed=smallest.total_bytes,
+                available=smallest.capacity_bytes,
+            )
+        step = best
+        steps = math.ceil(tokens / step.tokens_per_step)
+        time_s = steps * step.step_time_s
+        used_mfu, source = total / (time_s * gpus * peak), "derived"
+    if price is not None:
+        usd, src = float(price), "given"
+    elif g.price is not None:
+        usd, src = g.price.usd_per_hour, f"{g.price.provider}, {g.price.date}"
+    else:
+        usd, src = None, None
+    gpu_hours = gpus * time_s / 3600.0
+    notes = []
+    if step is not None and step.calibration.startswith("none"):
+        notes.append(DATASHEET_NOTE.replace("(a lower bound on time)", "(MFU is an upper bound)"))
+    return TrainingPlan(
+        model=spec.id, gpu=g.id, gpus=gpus, tokens=tokens, seq=seq,
+        model_flops_per_token=flops_token, total_flops=total,
+        flops_6nd=6.0 * spec.matmul_param_count(active=True) * tokens, peak_flops_per_gpu=peak,
+        mfu=used_mfu, mfu_source=source, time_s=time_s, days=time_s / 86400.0,
+        gpu_hours=gpu_hours, usd_per_gpu_hour=usd, price_source=src,
+        cost_usd=gpu_hours * usd if usd is not None else None, step=step, notes=tuple(notes),
+    )  # fmt: skip

@@ -1,0 +1,368 @@
+"""Amdahl's law and the data-parallel training step: what parallelises, what communicates.
+
+Amdahl (1967), as in seed 000 and formulas.md §7: a fraction ``p`` of the work sped up ``n``
+times gives ``speedup = 1 / ((1 - p) + p / n)``, ``efficiency = speedup / n``, and no number of
+GPUs beats the limit ``1 / (1 - p)``.
+
+The data-parallel step (``data_parallel_step``): every GPU runs forward and backward on its
+share of the batch, then the gradients are all-reduced. Three ways to place the all-reduce:
+
+* ``none``: after backward, one all-reduce of every gradient: ``compute + AR(G)``.
+* ``perfect``: an upper bound on overlap: the all-reduce can run during all of backward (the
+  forward pass produces no gradients, so it cannot hide communication):
+  ``forward + max(backward, AR(G)) = max(compute, forward + AR(G))``.
+* ``bucketed``: what PyTorch DDP does (Li et al., "PyTorch Distributed", VLDB 2020): gradients
+  are packed into buckets of ``bucket_bytes`` (25 MB by default) in the order backward produces
+  them; a bucket's all-reduce starts once its last gradient is ready and the previous bucket's
+  all-reduce is done (one NCCL stream). Gradients are assumed to become ready at a uniform rate
+  over backward; the last bucket's all-reduce is always exposed. Simulated bucket by bucket.
+
+``perfect <= bucketed`` always (bucketing only adds per-bucket latency and waiting), and
+``bucketed <= none`` whenever the per-bucket latency is small next to the backward time it
+hides (the usual case; thousands of tiny buckets on a tiny model can make bucketing lose).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+OverlapMode = Literal["none", "perfect", "bucketed"]
+Scaling = Literal["weak", "strong"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# ---------------------------------------------------------------------------------------------
+# Amdahl
+
+
+def amdahl_speedup(parallel_fraction, n):
+    """``1 / ((1 - p) + p / n)`` (Amdahl 1967); vectorised over ``n`` (and ``p``)."""
+    p = np.asarray(parallel_fraction, dtype=float)
+    nn = np.asarray(n, dtype=float)
+    _check_fraction(p)
+    if np.any(nn <= 0):
+        raise ValueError("the number of GPUs must be at least 1")
+    out = 1.0 / ((1.0 - p) + p / nn)
+    return out if out.ndim else float(out)
+
+
+def _check_fraction(p: np.ndarray) -> None:
+    if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
+        raise ValueError(f"parallel fraction must be within [0, 1], got {p.tolist()}")
+
+
+class AmdahlResult(_Frozen):
+    """Speedup and efficiency of a workload with ``parallel_fraction`` p on ``gpus`` GPUs."""
+
+    parallel_fraction: float
+    gpus: tuple[float, ...]
+    speedup: tuple[float, ...]
+    efficiency: tuple[float, ...]
+    limit: float  # 1 / (1 - p); inf when p = 1
+    serial_s: float | None = None  # from measured times: the serial part
+    parallel_s: float | None = None  # the parallelisable part, on one GPU
+    time_s: tuple[float, ...] | None = None  # serial + parallel / n
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for i, n in enumerate(self.gpus):
+            row: dict[str, Any] = {
+                "gpus": n, "speedup": self.speedup[i], "efficiency": self.efficiency[i],
+            }  # fmt: skip
+            if self.time_s is not None:
+                row["time_s"] = self.time_s[i]
+            out.append(row)
+        return out
+
+
+def amdahl(parallel_fraction: float, n: float | Sequence[float]) -> AmdahlResult:
+    """Amdahl's law for a parallel fraction ``p`` on ``n`` GPUs (a count or a list of counts).
+
+    >>> r = amdahl(0.9, [2, 4, 8, 16]); [round(s, 2) for s in r.speedup]
+    [1.82, 3.08, 4.71, 6.4]
+    """
+    counts = np.atleast_1d(np.asarray(n, dtype=float))
+    s = np.atleast_1d(amdahl_speedup(parallel_fraction, counts))
+    p = float(parallel_fraction)
+    return AmdahlResult(
+        parallel_fraction=p,
+        gpus=tuple(float(x) for x in counts),
+        speedup=tuple(float(x) for x in s),
+        efficiency=tuple(float(x) for x in s / counts),
+        limit=math.inf if p >= 1 else 1.0 / (1.0 - p),
+    )
+
+
+def amdahl_from_times(
+    serial_s: float, parallel_s: float, n: float | Sequence[float]
+) -> AmdahlResult:
+    """Amdahl from measured times on one GPU: ``serial_s`` cannot be split, ``parallel_s`` can.
+
+    ``p = parallel / (serial + parallel)``; the predicted time on n GPUs is
+    ``serial + parallel / n``.
+    """
+    if serial_s < 0 or parallel_s < 0 or not math.isfinite(serial_s + parallel_s):
+        raise ValueError("serial and parallel times must be finite and not negative")
+    if serial_s + parallel_s <= 0:
+        raise ValueError("serial + parallel time must be positive")
+    p = parallel_s / (serial_s + parallel_s)
+    r = amdahl(p, n)
+    times = tuple(serial_s + parallel_s / g for g in r.gpus)
+    return r.model_copy(update={"serial_s": serial_s, "parallel_s": parallel_s, "time_s": times})
+
+
+# ---------------------------------------------------------------------------------------------
+# the data-parallel step
+
+AllReduceTime = Callable[[float, int], float]  # (bytes, gpus) -> seconds
+
+
+class BucketEvent(_Frozen):
+    """One DDP bucket on the timeline (seconds from the start of the step)."""
+
+    index: int
+    bytes: float
+    ready_s: float
+    start_s: float
+    end_s: float
+
+
+class DPStep(_Frozen):
+    """One data-parallel step on ``gpus`` GPUs under the three overlap modes."""
+
+    gpus: int
+    compute_s: float  # forward + backward on one GPU's share
+    forward_s: float
+    backward_s: float
+    allreduce_s: float  # one all-reduce of all gradients
+    bucketed_comm_s: float  # sum of the bucket all-reduces
+    step_none_s: float
+    step_perfect_s: float
+    step_bucketed_s: float
+    exposed_comm_bucketed_s: float  # step_bucketed - compute
+    buckets: tuple[BucketEvent, ...] = ()
+
+    def step_s(self, mode: OverlapMode) -> float:
+        return {"none": self.step_none_s, "perfect": self.step_perfect_s,
+                "bucketed": self.step_bucketed_s}[mode]  # fmt: skip
+
+
+class ScalingPoint(_Frozen):
+    gpus: int
+    step: DPStep
+    speedup: dict[str, float]  # mode -> speedup vs one GPU
+    efficiency: dict[str, float]  # mode -> speedup / gpus
+
+
+class DPScaling(_Frozen):
+    """Speedup and efficiency of a data-parallel step against GPU count."""
+
+    scaling: Scaling
+    grad_bytes: float
+    bucket_bytes: float
+    single_gpu_step_s: float
+    points: tuple[ScalingPoint, ...]
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for pt in self.points:
+            row: dict[str, Any] = {"gpus": pt.gpus, "compute_s": pt.step.compute_s,
+                                   "allreduce_s": pt.step.allreduce_s}  # fmt: skip
+            for mode in ("none", "bucketed", "perfect"):
+                row[f"step_{mode}_s"] = pt.step.step_s(mode)  # type: ignore[arg-type]
+                row[f"speedup_{mode}"] = pt.speedup[mode]
+                row[f"efficiency_{mode}"] = pt.efficiency[mode]
+            out.append(row)
+        return out
+
+
+def bucket_sizes(
+    grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
+) -> list[float]:
+    """Gradient bytes per bucket in the order backward produces them (last layer first).
+
+    PyTorch DDP caps buckets at ``bucket_cap_mb`` (25 MB) and, since 1.6, its first bucket at
+    ``_DEFAULT_FIRST_BUCKET_BYTES`` (1 MiB) so communication starts early; pass
+    ``first_bucket_bytes=2**20`` for that.
+    """
+    if grad_bytes <= 0:
+        return []
+    if bucket_bytes <= 0:
+        raise ValueError("bucket size must be positive")
+    sizes: list[float] = []
+    left = float(grad_bytes)
+    if first_bucket_bytes:
+        first = min(left, float(first_bucket_bytes))
+        sizes.append(first)
+        left -= first
+    full = int(left // bucket_bytes)
+    sizes += [float(bucket_bytes)] * full
+    rest = left - full * bucket_bytes
+    if rest > 1e-9 * bucket_bytes:
+        sizes.append(rest)
+    return sizes
+
+
+def simulate_buckets(
+    forward_s: float,
+    backward_s: float,
+    sizes: Sequence[float],
+    allreduce_time: Callable[[float], float],
+) -> tuple[float, tuple[BucketEvent, ...]]:
+    """The DDP timeline: bucket i is ready when backward has produced its bytes (uniform rate),
+    its all-reduce starts at max(ready, previous end). Returns (step end, events)."""
+    total = float(sum(sizes))
+    events: list[BucketEvent] = []
+    done = 0.0
+    prev_end = 0.0
+    for i, size in enumerate(sizes):
+        done += size
+        ready = forward_s + backward_s * (done / total)
+        start = max(ready, prev_end)
+        end = start + allreduce_time(size)
+        events.append(BucketEvent(index=i, bytes=size, ready_s=ready, start_s=start, end_s=end))
+        prev_end = end
+    return max(forward_s + backward_s, prev_end), tuple(events)
+
+
+def data_parallel_step(
+    compute_s: float,
+    grad_bytes: float,
+    gpus: int,
+    gpu: Any = None,
+    *,
+    bucket_bytes: float = 25e6,
+    first_bucket_bytes: float | None = None,
+    backward_fraction: float = 2 / 3,
+    scaling: Scaling = "weak",
+    allreduce_time: AllReduceTime | None = None,
+    link: str = "auto",
+    system: str | None = None,
+    calibration: Any = None,
+    dtype: str = "fp32",
+) -> DPStep:
+    """One data-parallel training step on ``gpus`` GPUs.
+
+    ``compute_s``: forward + backward time of the per-GPU batch on one GPU (``weak`` scaling:
+    each GPU keeps that batch, the global batch grows) or of the whole batch (``strong``:
+    each GPU runs 1/gpus of it). ``backward_fraction``: backward's share of compute (~2/3:
+    backward costs about twice forward's FLOPs). ``grad_bytes``: gradient bytes all-reduced
+    per step (parameters x bytes per gradient element).
+
+    The all-reduce time comes from ``allreduce_time(bytes, gpus)`` if given, else from
+    ``gpumodel.predict(AllReduce(...), gpu, calibration)`` (alpha-beta model, NCCL's algorithm;
+    ``calibration`` as ``predict`` takes it: None = the best calibration found, "none" = datasheet).
+    """
+    if compute_s < 0 or not math.isfinite(compute_s):
+        raise ValueError(f"compute time must be finite and not negative, got {compute_s}")
+    if grad_bytes < 0:
+        raise ValueError(f"gradient bytes must not be negative, got {grad_bytes}")
+    if gpus < 1:
+        raise ValueError(f"gpus must be at least 1, got {gpus}")
+    if not 0 <= backward_fraction <= 1:
+        raise ValueError(f"backward fraction must be within [0, 1], got {backward_fraction}")
+    ar = allreduce_time or _model_allreduce(gpu, link, system, calibration, dtype)
+    per_gpu = compute_s / gpus if scaling == "strong" else compute_s
+    fwd = per_gpu * (1 - backward_fraction)
+    bwd = per_gpu * backward_fraction
+    if gpus == 1 or grad_bytes == 0:
+        t_ar = 0.0
+        return DPStep(gpus=gpus, compute_s=per_gpu, forward_s=fwd, backward_s=bwd,
+                      allreduce_s=0.0, bucketed_comm_s=0.0, step_none_s=per_gpu,
+                      step_perfect_s=per_gpu, step_bucketed_s=per_gpu,
+                      exposed_comm_bucketed_s=0.0)  # fmt: skip
+    t_ar = ar(grad_bytes, gpus)
+    sizes = bucket_sizes(grad_bytes, bucket_bytes, first_bucket_bytes)
+    cache: dict[float, float] = {}
+
+    def bucket_time(size: float) -> float:
+        if size not in cache:
+            cache[size] = ar(size, gpus)
+        return cache[size]
+
+    end, events = simulate_buckets(fwd, bwd, sizes, bucket_time)
+    return DPStep(
+        gpus=gpus, compute_s=per_gpu, forward_s=fwd, backward_s=bwd, allreduce_s=t_ar,
+        bucketed_comm_s=sum(e.end_s - e.start_s for e in events),
+        step_none_s=per_gpu + t_ar,
+        step_perfect_s=fwd + max(bwd, t_ar),
+        step_bucketed_s=end,
+        exposed_comm_bucketed_s=end - per_gpu,
+        buckets=events,
+    )  # fmt: skip
+
+
+def scaling_curve(
+    compute_s: float,
+    grad_bytes: float,
+    gpu_counts: Sequence[int],
+    gpu: Any = None,
+    **kwargs: Any,
+) -> DPScaling:
+    """``data_parallel_step`` at each GPU count, with speedup and efficiency vs one GPU.
+
+    Weak scaling (default): speedup = n x t(1) / t(n) (throughput), efficiency = t(1) / t(n).
+    Strong scaling: speedup = t(1) / t(n), efficiency = speedup / n.
+    """
+    if not gpu_counts:
+        raise ValueError("give at least one GPU count")
+    scaling = kwargs.get("scaling", "weak")
+    t1 = data_parallel_step(compute_s, grad_bytes, 1, gpu, **kwargs).step_none_s
+    points = []
+    for n in gpu_counts:
+        step = data_parallel_step(compute_s, grad_bytes, int(n), gpu, **kwargs)
+        speed: dict[str, float] = {}
+        eff: dict[str, float] = {}
+        for mode in ("none", "perfect", "bucketed"):
+            t = step.step_s(mode)  # type: ignore[arg-type]
+            s = (n * t1 / t if scaling == "weak" else t1 / t) if t > 0 else math.inf
+            speed[mode], eff[mode] = s, s / n
+        points.append(ScalingPoint(gpus=int(n), step=step, speedup=speed, efficiency=eff))
+    return DPScaling(
+        scaling=scaling,
+        grad_bytes=float(grad_bytes),
+        bucket_bytes=float(kwargs.get("bucket_bytes", 25e6)),
+        single_gpu_step_s=t1,
+        points=tuple(points),
+    )
+
+
+def _model_allreduce(
+    gpu: Any, link: str, system: str | None, calibration: Any, dtype: str
+) -> AllReduceTime:
+    """All-reduce time from gpumodel's collective model (imported here: model -> ops is the one
+    place this module reaches up, and only when no ``allreduce_time`` is given)."""
+    if gpu is None:
+        raise ValueError("give a GPU (or an allreduce_time function) to price the all-reduce")
+    from gpumodel.ops.collectives import AllReduce
+    from gpumodel.predict import predict
+
+    def time(nbytes: float, gpus: int) -> float:
+        op = AllReduce(bytes=nbytes, gpus=gpus, link=link, system=system, dtype=dtype)  # type: ignore[arg-type]
+        return predict(op, gpu, calibration).time_s
+
+    return time
+
+
+__all__ = [
+    "AmdahlResult",
+    "BucketEvent",
+    "DPScaling",
+    "DPStep",
+    "ScalingPoint",
+    "amdahl",
+    "amdahl_from_times",
+    "amdahl_speedup",
+    "bucket_sizes",
+    "data_parallel_step",
+    "scaling_curve",
+    "simulate_buckets",
+]

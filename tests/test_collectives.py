@@ -1,0 +1,445 @@
+"""Collectives: nccl-tests terms, alpha-beta formulas, algorithm choice, calibration, CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+import gpumodel as gm
+import gpumodel.cli.multigpu
+from gpumodel.calibration import CalibrationParams, CollectiveParams
+from gpumodel.cli import main
+from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.model import comm
+from gpumodel.ops.collectives import (
+    COLLECTIVE_OPS,
+    AllGather,
+    AllReduce,
+    Broadcast,
+    ReduceScatter,
+    collective_op,
+)
+from gpumodel.specs import GPUSpec
+from gpumodel.validate import collectives_runner as runner
+from tests.conftest import TINY
+
+# A GPU with round link numbers: NVLink 200 GB/s both directions = 100 GB/s each way.
+NVL = {**TINY, "id": "tinylink", "name": "Tiny NVLink GPU",
+       "interconnect": {"nvlink": {"generation": 4, "bandwidth": "200 GB/s"},
+                        "pcie": {"generation": 4, "lanes": 16}}}  # fmt: skip
+
+
+@pytest.fixture
+def nvl() -> GPUSpec:
+    return GPUSpec.model_validate(NVL)
+
+
+class _Cal:
+    """The two attributes predict_on reads from a Calibration."""
+
+    def __init__(self, collectives: dict[str, CollectiveParams]):
+        self.parameters = CalibrationParams(collectives=collectives)
+        self.label = "test calibration"
+
+
+# --------------------------------------------------------------------------- nccl-tests terms
+
+
+def test_bus_factors_match_nccl_tests_performance_md():
+    assert comm.bus_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)  # 1.75
+    assert comm.bus_factor("all_reduce", 2) == pytest.approx(1.0)
+    for name in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert comm.bus_factor(name, 8) == pytest.approx(7 / 8)
+    assert comm.bus_factor("broadcast", 8) == 1.0
+    assert comm.bus_factor("send_recv", 2) == 1.0
+    assert comm.bus_factor("all_reduce", 1) == 0.0
+    with pytest.raises(ValueError, match="unknown collective"):
+        comm.bus_factor("allreduce", 8)
+
+
+def test_algbw_and_busbw():
+    # 1 GB in 10 ms: algbw 100 GB/s; all-reduce on 8: busbw = 100 x 1.75 = 175 GB/s
+    assert comm.algbw(1e9, 0.01) == pytest.approx(1e11)
+    assert comm.busbw(1e9, 0.01, "all_reduce", 8) == pytest.approx(1.75e11)
+    assert comm.busbw(1e9, 0.01, "all_gather", 4) == pytest.approx(0.75e11)
+
+
+# --------------------------------------------------------------------------- the seed's example
+
+
+def test_seed_28gb_plain_transfer_and_ring_factor():
+    grads = 7e9 * 4  # 7B parameters x 4 bytes = 28 GB
+    assert grads == 28e9
+    assert comm.plain_transfer_time(grads, 32e9) == pytest.approx(0.875)  # PCIe, 875 ms
+    assert comm.plain_transfer_time(grads, 300e9) == pytest.approx(0.09333, rel=1e-3)  # 93 ms
+    # a ring all-reduce on 8 GPUs sends 2(n-1)/n = 1.75x the buffer per GPU
+    assert comm.bus_factor("all_reduce", 8) * 0.875 == pytest.approx(1.53125)
+    assert "1.75" in comm.ring_factor_explanation(8)
+    with pytest.raises(ValueError):
+        comm.plain_transfer_time(1e9, 0)
+
+
+def test_seed_example_through_the_op():
+    pcie = gm.predict(AllReduce(bytes="28GB", gpus=8, link="pcie", link_bandwidth="32GB/s"),
+                      "a100", "none")  # fmt: skip
+    assert pcie.details["plain_transfer_s"] == pytest.approx(0.875)
+    nvlink = gm.predict(AllReduce(bytes="28GB", gpus=8, link="nvlink"), "a100", "none")
+    # A100 NVLink 600 GB/s both directions = 300 GB/s each way
+    assert nvlink.details["plain_transfer_s"] == pytest.approx(28e9 / 300e9)
+    # the model's ring sends 1.75x the buffer at 300 GB/s x 0.8 default link efficiency
+    ring = next(r for r in nvlink.details["algorithms"] if r["algorithm"] == "ring")
+    assert ring["beta_s"] == pytest.approx(1.75 * 28e9 / (300e9 * 0.8))
+
+
+# --------------------------------------------------------------------------- alpha-beta formulas
+
+
+def test_ring_all_reduce_hand_computed():
+    # n = 1 MB, p = 4, alpha = 1 us, beta = 1 ns/B, gamma = 0.1 ns/B
+    c = comm.ring_all_reduce(1e6, 4, 1e-6, 1e-9, 1e-10)
+    assert c.alpha_s == pytest.approx(6e-6)  # 2(p-1) alpha = 6 x 1 us
+    assert c.beta_s == pytest.approx(1.5e-3)  # 2(p-1)/p n beta = 1.5 x 1e6 x 1e-9
+    assert c.gamma_s == pytest.approx(7.5e-5)  # (p-1)/p n gamma = 0.75 x 1e6 x 1e-10
+    assert c.total(overlap_reduction=False) == pytest.approx(6e-6 + 1.5e-3 + 7.5e-5)
+    assert c.total() == pytest.approx(6e-6 + 1.5e-3)  # reduction hidden under the transfer
+    assert c.steps == 6 and c.bytes_sent == pytest.approx(1.5e6)
+
+
+def test_ring_all_gather_and_reduce_scatter_hand_computed():
+    ag = comm.ring_all_gather(1e6, 4, 1e-6, 1e-9)
+    assert ag.total() == pytest.approx(3e-6 + 0.75e-3)  # (p-1) alpha + (p-1)/p n beta
+    rs = comm.ring_reduce_scatter(1e6, 4, 1e-6, 1e-9, 1e-10)
+    assert rs.total(overlap_reduction=False) == pytest.approx(3e-6 + 0.75e-3 + 0.75e-4)
+
+
+def test_recursive_doubling_rabenseifner_tree_hand_computed():
+    rd = comm.recursive_doubling_all_reduce(1e6, 8, 1e-6, 1e-9)
+    assert rd.total() == pytest.approx(3 * (1e-6 + 1e-3))  # log2(8) (alpha + n beta)
+    assert comm.recursive_doubling_all_reduce(1e6, 6, 1e-6, 1e-9).steps == 4  # floor(log2 6)+2
+    rab = comm.rabenseifner_all_reduce(1e6, 8, 1e-6, 1e-9)
+    assert rab.total() == pytest.approx(6e-6 + 1.75e-3)  # 2 log2 p alpha + 2(p-1)/p n beta
+    tree = comm.tree_all_reduce(1e6, 8, 1e-6, 1e-9)
+    assert tree.total() == pytest.approx(6e-6 + 2e-3)  # 2 log2 p alpha + 2 n beta
+    bt = comm.binomial_tree_broadcast(1e6, 8, 1e-6, 1e-9)
+    assert bt.total() == pytest.approx(3 * (1e-6 + 1e-3))
+    chain = comm.ring_broadcast(1e6, 8, 1e-6, 1e-9)
+    assert chain.total() == pytest.approx(7e-6 + 1e-3)
+
+
+def test_hierarchical_and_nccl_tree_hand_computed():
+    n, g, nodes = 8e6, 8, 2
+    intra, inter = (1e-6, 1e-11), (5e-6, 1e-10)  # NVLink 100 GB/s, network 10 GB/s
+    h = comm.hierarchical_all_reduce(n, g, nodes, intra, inter)
+    # RS in node: 7 x 1 us + 7/8 x 8e6 x 1e-11 = 7e-6 + 7e-5
+    # AR of n/g = 1e6 over 2 nodes: 2 x 5 us + 2 x 1/2 x 1e6 x 1e-10 = 1e-5 + 1e-4
+    # AG in node: same as the RS = 7e-6 + 7e-5
+    assert h.total() == pytest.approx(7e-6 + 7e-5 + 1e-5 + 1e-4 + 7e-6 + 7e-5)
+    t = comm.nccl_tree_all_reduce(n, g, nodes, intra, inter)
+    # 2 ((g-1) alpha_i + log2 N alpha_e) = 2 (7 us + 5 us); 2 n max(1e-11, 1e-10 / 8)
+    assert t.alpha_s == pytest.approx(24e-6)
+    assert t.beta_s == pytest.approx(2 * 8e6 * 1.25e-11)
+
+
+def test_one_rank_costs_nothing():
+    for fn in (comm.ring_all_reduce, comm.tree_all_reduce, comm.recursive_doubling_all_reduce):
+        assert fn(1e9, 1, 1e-6, 1e-9).total() == 0
+    with pytest.raises(ValueError):
+        comm.ring_all_reduce(1e6, 0, 1e-6, 1e-9)
+
+
+# --------------------------------------------------------------------------- ops and choice
+
+
+def test_one_gpu_is_valid_and_free():
+    p = gm.predict(AllReduce(bytes="28GB", gpus=1), "h100", "none")
+    assert p.time_s == 0 and p.bound == "network" and p.bytes == 0
+    assert "one GPU" in p.details["why"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"bytes": "-5GB", "gpus": 8}, "must not be negative"),
+        ({"bytes": 0, "gpus": 8}, "must be positive"),
+        ({"bytes": "28 GB/s", "gpus": 8}, "is a bandwidth"),
+        ({"bytes": "1GB", "gpus": 0}, "must be at least 1"),
+        ({"bytes": "1GB", "gpus": 12, "nodes": 5}, "do not split evenly"),
+        ({"bytes": "1GB", "gpus": 8, "nodes": 2, "gpus_per_node": 8}, "gpus_per_node 8 x nodes 2"),
+    ],
+)
+def test_bad_input_rejected_with_clear_message(fields, message):
+    with pytest.raises(ValidationError, match=message):
+        AllReduce(**fields)
+    with pytest.raises(SpecError, match=message):
+        collective_op("all-reduce", **fields)
+
+
+def test_collective_op_names():
+    assert set(COLLECTIVE_OPS) == {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                   "all_to_all", "send_recv"}  # fmt: skip
+    assert isinstance(collective_op("allreduce", bytes=1e6, gpus=2), AllReduce)
+    with pytest.raises(SpecError, match="unknown collective"):
+        collective_op("allsum", bytes=1e6, gpus=2)
+    assert AllGather(bytes=1e6, gpus=2).to_row()["op"] == "all_gather"
+    assert AllReduce(bytes=1e6, gpus=2).kernels(GPUSpec.model_validate(NVL)) == []
+
+
+def test_spec_only_prediction_on_tiny_nvlink(nvl):
+    # 100 MB all-reduce on 4 GPUs: ring, beta = 1.5 x 1e8 / (100 GB/s x 0.8) = 1.875 ms
+    p = gm.predict(AllReduce(bytes=1e8, gpus=4), nvl, "none")
+    assert p.details["algorithm"] == "ring"
+    alpha = comm.DEFAULT_BASE_LATENCY_S + 6 * comm.DEFAULT_STEP_LATENCY_S["nvlink"]
+    assert p.time_s == pytest.approx(alpha + 1.875e-3)
+    assert p.details["busbw_bytes_per_s"] == pytest.approx(1e8 / p.time_s * 1.5)
+    assert p.bytes == pytest.approx(1.5e8)  # bytes a rank sends
+    assert p.flops == pytest.approx(0.75e8 / 2)  # bf16 elements reduced per rank
+    names = [t.name for t in p.terms]
+    assert names == ["alpha term (latency)", "beta term (bandwidth)", "gamma term (reduction)"]
+
+
+def test_small_messages_are_latency_bound_and_large_bandwidth_bound():
+    small = gm.predict(AllReduce(bytes="4KB", gpus=8), "h100", "none")
+    large = gm.predict(AllReduce(bytes="1GB", gpus=8), "h100", "none")
+    assert small.bound == "latency" and "latency-bound" in small.details["why"]
+    assert large.bound == "network" and "bandwidth-bound" in large.details["why"]
+    assert large.details["algorithm"] == "ring"
+
+
+def test_tree_wins_small_messages_across_many_nodes():
+    p = gm.predict(AllReduce(bytes="64KB", gpus=128, system="dgx-h100"), "h100", "none")
+    assert p.details["algorithm"] == "tree"
+    assert "tree's" in p.details["why"] and "beat ring's" in p.details["why"]
+
+
+def test_hierarchical_beats_flat_ring_across_two_nodes():
+    # dgx-h100 x 2: NVSwitch 450 GB/s each way in a node, 50 GB/s per GPU between nodes
+    p = gm.predict(AllReduce(bytes="1GB", gpus=16, system="dgx-h100"), "h100", "none")
+    times = {r["algorithm"]: r["time_s"] for r in p.details["algorithms"]}
+    assert p.details["topology"]["nodes"] == 2
+    assert times["hierarchical"] < times["flat_ring"] / 3
+    # NCCL's rings spread channels over the 8 NICs: no slower than the phase-by-phase algorithm
+    assert times["ring"] <= times["hierarchical"]
+    forced = gm.predict(AllReduce(bytes="1GB", gpus=16, system="dgx-h100",
+                                  algorithm="hierarchical"), "h100", "none")  # fmt: skip
+    assert forced.time_s == pytest.approx(times["hierarchical"])
+
+
+def test_hierarchical_wins_on_a_user_system_file(tmp_path, nvl):
+    path = tmp_path / "two-node.yaml"
+    path.write_text(
+        "id: two-node\nname: two test nodes\ngpu: tinylink\ngpus_per_node: 4\n"
+        "intra_node: {kind: nvswitch, bandwidth: 200 GB/s}\n"
+        "inter_node: {kind: ethernet, bandwidth: 10 Gb/s}\n"
+        "sources: [{title: test, fields: [gpu, gpus_per_node, intra_node, inter_node]}]\n"
+    )
+    big = gm.predict(AllReduce(bytes="1GB", gpus=8, system=str(path)), nvl, "none")
+    t = {r["algorithm"]: r["time_s"] for r in big.details["algorithms"]}
+    assert t["hierarchical"] < t["flat_ring"]
+
+
+def test_requested_algorithm_must_exist():
+    with pytest.raises(UnsupportedError, match="choose from"):
+        gm.predict(AllGather(bytes=1e6, gpus=4, algorithm="tree"), "h100", "none")
+    p = gm.predict(AllReduce(bytes=1e6, gpus=8, algorithm="recursive_doubling"), "h100", "none")
+    assert p.details["algorithm"] == "recursive_doubling" and "requested" in p.details["why"]
+
+
+def test_links():
+    with pytest.raises(UnsupportedError, match="no NVLink"):
+        gm.predict(AllReduce(bytes=1e6, gpus=2, link="nvlink"), "l40s", "none")
+    pcie = gm.predict(AllReduce(bytes=1e9, gpus=2), "l40s", "none")
+    assert pcie.details["topology"]["intra_node"]["kind"] == "pcie"
+    bridged = gm.predict(AllReduce(bytes=1e9, gpus=4), "a100-pcie", "none")
+    assert bridged.details["topology"]["intra_node"]["kind"] == "pcie"  # bridges join pairs
+    net = gm.predict(AllReduce(bytes=1e9, gpus=4, link="network"), "h100", "none")
+    assert net.details["topology"]["intra_node"]["kind"] == "network"
+
+
+def test_other_collectives_predict():
+    for cls in (AllGather, ReduceScatter, Broadcast):
+        p = gm.predict(cls(bytes="256MB", gpus=8), "h100", "none")
+        assert p.time_s > 0 and p.details["algorithm"] == "ring"
+    a2a = gm.predict(collective_op("all_to_all", bytes="1GB", gpus=16, system="dgx-h100"),
+                     "h100", "none")  # fmt: skip
+    assert a2a.details["algorithm"] == "pairwise"
+    sr = gm.predict(collective_op("send_recv", bytes="1GB", gpus=2), "h100", "none")
+    assert sr.details["bus_factor"] == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(sorted(COLLECTIVE_OPS)),
+    gpus=st.sampled_from([2, 3, 8, 16, 64]),
+    a=st.floats(1.0, 1e10),
+    b=st.floats(1.0, 1e10),
+)
+def test_time_monotone_in_bytes(name, gpus, a, b):
+    lo, hi = sorted((a, b))
+    system = "dgx-h100" if gpus > 8 else None
+    t_lo = gm.predict(collective_op(name, bytes=lo, gpus=gpus, system=system), "h100", "none")
+    t_hi = gm.predict(collective_op(name, bytes=hi, gpus=gpus, system=system), "h100", "none")
+    assert t_lo.time_s <= t_hi.time_s * (1 + 1e-12)
+    assert t_lo.time_s > 0
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def test_calibrated_line_used_for_its_gpu_count(nvl):
+    cal = _Cal({"all_reduce@2": CollectiveParams(gpus=2, alpha_s=20e-6,
+                bus_bandwidth_bytes_per_s=80e9, link_efficiency=0.8)})  # fmt: skip
+    p = AllReduce(bytes=1e9, gpus=2).predict_on(nvl, cal)
+    # alpha + S x 2(n-1)/n / busbw = 20 us + 1e9 x 1 / 80e9
+    assert p.time_s == pytest.approx(20e-6 + 1e9 / 80e9)
+    assert p.details["calibrated"] == "exact"
+
+
+def test_calibration_transfers_to_more_gpus(nvl):
+    cal = _Cal({"all_reduce@2": CollectiveParams(gpus=2, alpha_s=20e-6,
+                bus_bandwidth_bytes_per_s=70e9, link_efficiency=0.7)})  # fmt: skip
+    p = AllReduce(bytes=1e9, gpus=8).predict_on(nvl, cal)
+    hop = comm.DEFAULT_STEP_LATENCY_S["nvlink"]
+    # floor: 20 us + (14 - 2) ring steps x hop; busbw: 0.7 x 100 GB/s = 70 GB/s
+    expected = 20e-6 + 12 * hop + 1e9 * 1.75 / 70e9
+    assert p.time_s == pytest.approx(expected)
+    assert "transferred" in p.terms[0].name and "transferred" in p.details["why"]
+
+
+def test_calibration_not_applied_to_a_forced_other_link(nvl):
+    cal = _Cal({"all_reduce@2": CollectiveParams(gpus=2, alpha_s=1e-3,
+                bus_bandwidth_bytes_per_s=1e9, link_efficiency=0.01)})  # fmt: skip
+    p = AllReduce(bytes=1e9, gpus=2, link="pcie").predict_on(nvl, cal)
+    assert not p.details["calibrated"]
+    assert any(t.name == "calibration not applied" for t in p.terms)
+
+
+# --------------------------------------------------------------------------- the runner's math
+
+
+def test_message_sizes_and_records():
+    assert runner.message_sizes(1024, 4096, 2) == [1024, 2048, 4096]
+    assert len(runner.message_sizes()) == 23  # 1 KiB .. 4 GiB, x2
+    assert runner.element_count("all_gather", 1000, 3) % 3 == 0
+    rec = runner.make_record("all_reduce", 2**30, 8, 0.01, 5, 0.01)
+    assert rec["op"] == {"op": "all_reduce", "bytes": 2**30, "gpus": 8, "dtype": "bf16"}
+    assert rec["meta"]["busbw"] == pytest.approx(2**30 / 0.01 * 1.75)
+    assert runner.iterations(1e-5) == 200 and runner.iterations(1.0) == 3
+
+
+def _synthetic(alpha: float, bus: float, name: str = "all_reduce", n: int = 2) -> list[dict]:
+    f = comm.bus_factor(name, n)
+    return [runner.make_record(name, s, n, alpha + s * f / bus, 10, 0.0)
+            for s in runner.message_sizes(1024, 2**32, 2)]  # fmt: skip
+
+
+def test_fit_recovers_alpha_and_busbw(nvl):
+    recs = _synthetic(25e-6, 80e9) + _synthetic(30e-6, 70e9, "all_gather", 4)
+    params = runner.fit_collectives(recs, nvl)
+    assert params["all_reduce@2"].alpha_s == pytest.approx(25e-6, rel=1e-6)
+    assert params["all_reduce@2"].bus_bandwidth_bytes_per_s == pytest.approx(80e9, rel=1e-6)
+    assert params["all_reduce@2"].link_efficiency == pytest.approx(0.8, rel=1e-6)
+    assert params["all_gather@4"].bus_bandwidth_bytes_per_s == pytest.approx(70e9, rel=1e-6)
+
+
+def test_fit_is_robust_to_a_few_outliers():
+    sizes = runner.message_sizes(1024, 2**32, 2)
+    times = [20e-6 + s / 100e9 for s in sizes]
+    for i in (10, 11, 12):  # a mid-size bump (protocol switch) of +60 %
+        times[i] *= 1.6
+    alpha, bus = runner.fit_alpha_busbw(sizes, times, 1.0)
+    assert alpha == pytest.approx(20e-6, rel=0.02)
+    assert bus == pytest.approx(100e9, rel=0.02)
+
+
+def test_evaluate_scores_the_calibrated_model_exactly(nvl):
+    recs = _synthetic(25e-6, 80e9)
+    res = runner.evaluate(recs, nvl)
+    assert res["calibrated_held_out"]["all_reduce@2"]["median_abs_pct"] < 1e-3
+    assert res["passed"] is True
+    text = runner.calibration_fragment(res, {"device_name": "test", "world": 2})
+    assert "all_reduce@2" in text and "collective:all_reduce@2" in text
+    md = runner.markdown_report(recs, res, {"device_name": "test", "world": 2}, nvl)
+    assert "| all_reduce@2 |" in md and "PASS" in md
+
+
+def test_runner_sets_the_nvlink_multicast_guards():
+    import os
+
+    for key, value in runner.SAFE_ENV.items():
+        assert os.environ[key] == value
+    assert runner.SAFE_ENV["NCCL_NVLS_ENABLE"] == "0"
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_allreduce_prints_table_plain_line_and_explanation(capsys):
+    assert main(["allreduce", "--bytes", "28GB", "--gpus", "8", "--gpu", "a100",
+                 "--link", "pcie", "--link-bandwidth", "32GB/s"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "875 ms" in out and "1.75" in out and "<- chosen" in out and "busbw" in out
+    assert main(["allreduce", "--bytes", "28GB", "--gpus", "8", "--gpu", "a100",
+                 "--link", "nvlink"]) == 0  # fmt: skip
+    assert "93.3 ms" in capsys.readouterr().out
+
+
+def test_cli_allreduce_json(capsys):
+    assert main(["allreduce", "--bytes", "1GB", "--gpus", "16", "--system", "dgx-h100",
+                 "--json"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert data["details"]["algorithm"] == "ring"
+    assert {r["algorithm"] for r in data["details"]["algorithms"]} >= {"hierarchical", "flat_ring"}
+    assert math.isfinite(data["details"]["busbw_bytes_per_s"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["allreduce", "--bytes", "-5GB", "--gpus", "8"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "0"],
+        ["allreduce", "--bytes", "5 parsecs", "--gpus", "8"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "8", "--collective", "allsum"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "8", "--link", "carrier-pigeon"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "16", "--system", "a100-pcie-8x"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "8", "--system", "dgx-h900"],
+    ],
+)
+def test_cli_allreduce_bad_input_exits_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+
+
+def test_cli_one_gpu(capsys):
+    assert main(["allreduce", "--bytes", "5GB", "--gpus", "1"]) == 0
+    assert "one GPU" in capsys.readouterr().out
+
+
+def test_runner_end_to_end_on_cpu_processes(tmp_path, nvl):
+    """The spawn / rendezvous / timing / fit / report path, with gloo on two CPU processes."""
+    pytest.importorskip("torch")
+    summary = runner.run_collectives_validation(
+        tmp_path, gpu=nvl, min_bytes=1024, max_bytes=64 * 1024, step=4, world=2,
+        backend="gloo", progress=None, target_s=0.002, batches=2, warmup=1,
+    )  # fmt: skip
+    assert summary["measured"] == 3 * 4  # three collectives x 1, 4, 16, 64 KiB
+    data = json.loads((tmp_path / "collectives_measurements.json").read_text())
+    assert {r["op"]["op"] for r in data["records"]} == set(runner.MEASURED)
+    assert all(r["time_s"] > 0 and r["op"]["gpus"] == 2 for r in data["records"])
+    assert (tmp_path / "collectives_report.md").read_text().startswith("# NCCL collectives")
+    assert (tmp_path / "collectives_calibration.yaml").is_file()  # CPU timings: fit may be flat
+
+
+def test_refit_from_saved_measurements(tmp_path, nvl):
+    saved = tmp_path / "m.json"
+    info = {"device_name": "test", "world": 2, "min_bytes": 1024, "max_bytes": 2**32, "step": 2}
+    saved.write_text(json.dumps({"info": info, "records": _synthetic(25e-6, 80e9)}))
+    summary = runner.refit(saved, tmp_path / "out", gpu=nvl, progress=None)
+    assert summary["passed"] is True
+    assert summary["params"]["all_reduce@2"]["alpha_s"] == pytest.approx(25e-6, rel=1e-6)
+    assert (tmp_path / "out" / "collectives_report.md").is_file()

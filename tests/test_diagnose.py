@@ -1,0 +1,766 @@
+"""gpumodel diagnose: format detection and errors, op mapping, findings on hand-made traces.
+
+The traces here are written by hand in the shape torch.profiler exports them (Chrome trace:
+``cpu_op`` ranges with ``Input Dims``/``Input type``/``Concrete Inputs``, ``cuda_runtime``
+launches and ``kernel``/``gpu_memcpy`` activities joined by ``correlation``). Real traces recorded
+on an H100 are tested in test_diagnose_fixtures.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpumodel.diagnose import (
+    DiagnoseReport,
+    TraceFormatError,
+    diagnose,
+    gpu_from_device_name,
+    load_trace,
+)
+from gpumodel.diagnose.mapping import map_memory, map_op
+from gpumodel.ops import (
+    Attention,
+    Conv2d,
+    Copy,
+    Elementwise,
+    Embedding,
+    Gemm,
+    HostTransfer,
+    Kernel,
+    LayerNorm,
+    Reduction,
+    RMSNorm,
+    Softmax,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+BF16, F32 = "c10::BFloat16", "float"
+
+
+class TraceBuilder:
+    """Writes a torch.profiler-shaped Chrome trace: a CPU clock for the host thread, a GPU clock
+    for one stream; a launch puts its kernel on the GPU after the launch and the previous one."""
+
+    def __init__(self, device: str | None = "NVIDIA H100 80GB HBM3", shapes: bool = True):
+        self.events: list[dict[str, Any]] = []
+        self.cpu = 1000.0
+        self.gpu = 1000.0
+        self.ext = 0
+        self.corr = 0
+        self.shapes = shapes
+        self.device = device
+
+    def _x(self, cat: str, name: str, ts: float, dur: float, args: dict, pid: int = 100,
+           tid: int = 100) -> None:  # fmt: skip
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                            "ts": ts, "dur": dur, "args": args})  # fmt: skip
+
+    @contextmanager
+    def range(self, name: str, cat: str = "cpu_op", dims: list | None = None,
+              types: list | None = None, concrete: list | None = None,
+              strides: list | None = None):  # fmt: skip
+        start = self.cpu
+        self.cpu += 0.5
+        self.ext += 1
+        args: dict[str, Any] = {"External id": self.ext, "Record function id": 0}
+        if dims is not None and self.shapes:
+            args["Input Dims"] = dims
+            args["Input type"] = types or [""] * len(dims)
+            args["Concrete Inputs"] = concrete or [""] * len(dims)
+            if strides is not None:
+                args["Input Strides"] = strides
+        yield
+        self.cpu += 0.5
+        self._x(cat, name, start, self.cpu - start, args)
+
+    def launch(self, name: str, dur: float, kind: str = "kernel", cpu_us: float = 5.0,
+               args: dict | None = None, api: str = "cudaLaunchKernel") -> None:  # fmt: skip
+        self.corr += 1
+        ts = self.cpu
+        self.cpu += cpu_us
+        self._x("cuda_runtime", api, ts, cpu_us, {"correlation": self.corr, "External id": self.ext})
+        start = max(self.gpu, ts + 2.0)
+        cat = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}[kind]
+        self._x(cat, name, start, dur, {"device": 0, "stream": 7, "correlation": self.corr,
+                                        **(args or {})}, pid=0, tid=7)  # fmt: skip
+        self.gpu = start + dur
+
+    def op(self, name: str, dims: list, types: list, kernels: list[tuple[str, float]],
+           concrete: list | None = None, strides: list | None = None,
+           cpu_us: float = 5.0) -> None:  # fmt: skip
+        with self.range(name, dims=dims, types=types, concrete=concrete, strides=strides):
+            for k, d in kernels:
+                self.launch(k, d, cpu_us=cpu_us)
+
+    def sleep(self, us: float) -> None:
+        self.cpu += us
+
+    def sync(self, name: str = "cudaStreamSynchronize") -> None:
+        end = max(self.cpu, self.gpu) + 3.0
+        self._x("cuda_runtime", name, self.cpu, end - self.cpu, {"correlation": 0})
+        self.cpu = end
+
+    def item(self) -> None:
+        with self.range("aten::item", dims=[[]], types=[F32]):
+            with self.range("aten::_local_scalar_dense", dims=[[]], types=[F32]):
+                self.launch("Memcpy DtoH (Device -> Pageable)", 2.0, kind="memcpy",
+                            api="cudaMemcpyAsync", args={"bytes": 4})  # fmt: skip
+                self.sync()
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"schemaVersion": 1}
+        if self.device:  # torch writes the header (deviceProperties) before the events
+            doc["deviceProperties"] = [{"id": 0, "name": self.device, "totalGlobalMem": 85e9,
+                                        "computeMajor": 9, "computeMinor": 0, "numSms": 132}]  # fmt: skip
+        doc["traceEvents"] = self.events
+        return doc
+
+    def write(self, path: Path, gz: bool = False) -> Path:
+        text = json.dumps(self.to_dict())
+        if gz:
+            path.write_bytes(gzip.compress(text.encode()))
+        else:
+            path.write_text(text)
+        return path
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-written loops with planted problems
+
+
+def _matmul_step(tb: TraceBuilder, layers: int = 3, gemm_us: float = 1000.0) -> None:
+    for _ in range(layers):
+        tb.op("aten::mm", [[8192, 4096], [4096, 4096]], [BF16, BF16],
+              [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64", gemm_us)])  # fmt: skip
+
+
+def starved_loader(loader_us: float = 20_000.0, steps: int = 4) -> TraceBuilder:
+    tb = TraceBuilder()
+    for s in range(steps):
+        with tb.range(f"ProfilerStep#{s + 2}", cat="user_annotation"):
+            with tb.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                          cat="user_annotation"):  # fmt: skip
+                tb.sleep(loader_us)
+            _matmul_step(tb)
+    return tb
+
+
+def item_every_step(cpu_after_us: float = 3000.0, steps: int = 4) -> TraceBuilder:
+    tb = TraceBuilder()
+    for s in range(steps):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            _matmul_step(tb)
+            tb.item()
+            tb.sleep(cpu_after_us)
+    return tb
+
+
+def launch_bound(steps: int = 3, kernels: int = 200) -> TraceBuilder:
+    tb = TraceBuilder()
+    for s in range(steps):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            for _ in range(kernels):
+                tb.op("aten::add", [[4096], [4096], []], [BF16, BF16, "Scalar"],
+                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)], cpu_us=8.0)  # fmt: skip
+    return tb
+
+
+# ---------------------------------------------------------------------------------------------
+# format detection and errors
+
+
+def test_gzip_and_plain_chrome_traces_read_alike(tmp_path):
+    tb = item_every_step()
+    a = load_trace(tb.write(tmp_path / "t.json"))
+    b = load_trace(tb.write(tmp_path / "t.json.gz", gz=True))
+    assert a.format == b.format == "torch_chrome_trace"
+    assert len(a.gpu) == len(b.gpu) > 0 and not a.truncated and not b.truncated
+
+
+def test_random_csv_is_rejected_naming_what_was_expected(tmp_path):
+    p = tmp_path / "data.csv"
+    p.write_text("a,b,c\n1,2,3\n4,5,6\n")
+    with pytest.raises(TraceFormatError, match=r"not a recognised profile; expected a "
+                       r"torch\.profiler Chrome trace .* or an Nsight Systems kernel summary CSV"):  # fmt: skip
+        load_trace(p)
+
+
+def test_empty_file_and_empty_trace(tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_text("")
+    with pytest.raises(TraceFormatError, match="empty"):
+        load_trace(p)
+    p.write_text(json.dumps({"traceEvents": []}))
+    with pytest.raises(TraceFormatError, match="no events"):
+        load_trace(p)
+    p.write_text(json.dumps({"schemaVersion": 1}))
+    with pytest.raises(TraceFormatError, match="without 'traceEvents'"):
+        load_trace(p)
+
+
+def test_cpu_only_trace_says_how_to_record_gpu_activity(tmp_path):
+    tb = TraceBuilder()
+    with tb.range("aten::mm", dims=[[2, 2], [2, 2]], types=[F32, F32]):
+        pass
+    with pytest.raises(TraceFormatError, match="ProfilerActivity.CUDA"):
+        load_trace(tb.write(tmp_path / "cpu.json"))
+
+
+def test_binary_file_is_rejected(tmp_path):
+    p = tmp_path / "report.nsys-rep"
+    p.write_bytes(b"\x00\x01\x02SQLite format 3\x00" * 10)
+    with pytest.raises(TraceFormatError, match="binary file"):
+        load_trace(p)
+
+
+def test_truncated_json_gives_partial_report(tmp_path):
+    text = json.dumps(item_every_step().to_dict())
+    p = tmp_path / "cut.json"
+    p.write_text(text[: int(len(text) * 0.7)])
+    tr = load_trace(p)
+    assert tr.truncated and any("truncated" in w for w in tr.warnings)
+    rep = diagnose(p)
+    assert rep.source.truncated
+    assert any("truncated" in n for n in rep.notes)
+    assert rep.ops  # what was read is still diagnosed
+
+
+def test_truncated_gzip_gives_partial_report(tmp_path):
+    data = gzip.compress(json.dumps(item_every_step().to_dict()).encode())
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: int(len(data) * 0.6)])
+    rep = diagnose(p)
+    assert rep.source.truncated and rep.ops
+
+
+def test_truncated_before_any_event_is_an_error(tmp_path):
+    p = tmp_path / "cut.json"
+    p.write_text('{"schemaVersion": 1, "traceEvents": [{"ph": "X", "cat": "ker')
+    with pytest.raises(TraceFormatError, match="invalid JSON at line 1"):
+        load_trace(p)
+
+
+def test_trace_without_shapes_still_gives_timeline_findings(tmp_path):
+    tb = starved_loader()
+    tb.shapes = False
+    tb = starved_loader()
+    tb2 = TraceBuilder(shapes=False)
+    tb2.events = [
+        {**e, "args": {k: v for k, v in e["args"].items() if not k.startswith(("Input", "Concrete"))}}
+        for e in tb.events
+    ]  # fmt: skip
+    rep = diagnose(tb2.to_dict())
+    assert rep.source.record_shapes is False
+    assert any("record_shapes=True" in n for n in rep.notes)
+    assert all(not r.mapped for r in rep.ops)
+    assert all(r.reason == "no shapes recorded: record with record_shapes=True" for r in rep.ops)
+    assert rep.finding("data_loading") is not None
+
+
+def test_gpu_comes_from_the_trace_or_the_argument():
+    tb = item_every_step()
+    assert diagnose(tb.to_dict()).gpu.id == "h100-sxm"
+    assert diagnose(tb.to_dict()).gpu.source == "trace"
+    tb.device = None
+    with pytest.raises(TraceFormatError, match="pass --gpu"):
+        diagnose(tb.to_dict())
+    rep = diagnose(tb.to_dict(), gpu="a100")
+    assert rep.gpu.id == "a100-sxm4-80gb" and rep.gpu.source == "argument"
+
+
+def test_unknown_device_needs_gpu():
+    tb = item_every_step()
+    tb.device = "Imaginary Accelerator 9000"
+    with pytest.raises(TraceFormatError, match="not in the spec library: pass --gpu"):
+        diagnose(tb.to_dict())
+    assert diagnose(tb.to_dict(), gpu="h100").gpu.id == "h100-sxm"
+
+
+@pytest.mark.parametrize(
+    ("name", "sms", "mem", "expected"),
+    [
+        ("NVIDIA H100 80GB HBM3", 132, 85e9, "h100-sxm"),
+        ("NVIDIA H100 PCIe", 114, 85e9, "h100-pcie"),
+        ("NVIDIA H100 NVL", 132, 100e9, "h100-nvl"),
+        ("NVIDIA H200", 132, 150e9, "h200-sxm"),
+        ("NVIDIA A100-SXM4-80GB", 108, 85e9, "a100-sxm4-80gb"),
+        ("NVIDIA A100-PCIE-40GB", 108, 42e9, "a100-pcie-40gb"),
+        ("Tesla T4", 40, 16e9, "t4"),
+        ("NVIDIA H100 80GB HBM3", None, None, "h100-sxm"),
+    ],
+)
+def test_gpu_from_device_name(name, sms, mem, expected):
+    spec = gpu_from_device_name(name, sms, mem)
+    assert spec is not None and spec.id == expected
+
+
+def test_gpu_from_device_name_unknown_family():
+    assert gpu_from_device_name("Imaginary Accelerator 9000") is None
+
+
+def test_nsys_kernel_summary_csv():
+    rep = diagnose(FIXTURES / "nsys_cuda_gpu_kern_sum_synthetic.csv", gpu="h100")
+    assert rep.source.format == "nsys_kern_sum_csv"
+    assert rep.ops and all(not r.mapped for r in rep.ops)
+    assert sum(r.count for r in rep.ops) == 1254 + 640 + 320 + 48 + 24
+    assert rep.ops[0].reason == "Nsight kernel summary: no shapes"
+    assert rep.finding("fp32_matmul") is not None
+    assert any("no timeline" in n for n in rep.notes)
+    assert abs(rep.totals.measured_s - 0.5) < 1e-6
+
+
+def test_nsys_csv_with_preamble_and_old_headers(tmp_path):
+    p = tmp_path / "k.csv"
+    p.write_text(
+        "Processing [report1.sqlite] with [cuda_gpu_kern_sum.py]...\n\n"
+        '"Time(%)","Total Time (ns)","Instances","Average","Minimum","Maximum","Name"\n'
+        '"60.0","600000","3","200000","190000","210000","ampere_sgemm_128x64_nn"\n'
+        '"40.0","400000","100","4000","3000","5000","void at::native::vectorized_elementwise_kernel<4>"\n'
+    )  # fmt: skip
+    tr = load_trace(p)
+    assert [r.instances for r in tr.kernel_summary] == [3, 100]
+    assert tr.kernel_summary[0].total_s == pytest.approx(600e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# op mapping
+
+
+def _args(dims, types, concrete=None, strides=None):
+    a = {"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete or [""] * len(dims)}
+    if strides is not None:
+        a["Input Strides"] = strides
+    return a
+
+
+def test_map_mm_addmm_bmm_matmul_linear():
+    m = map_op("aten::mm", _args([[64, 128], [128, 256]], [BF16, BF16]))
+    assert m.op == Gemm(m=64, n=256, k=128, dtype="bf16")
+    m = map_op("aten::addmm", _args([[256], [64, 128], [128, 256], [], []],
+                                    [BF16, BF16, BF16, "Scalar", "Scalar"]))  # fmt: skip
+    assert m.op == Gemm(m=64, n=256, k=128, dtype="bf16")
+    m = map_op("aten::bmm", _args([[8, 64, 32], [8, 32, 64]], [BF16, BF16]))
+    assert m.op == Gemm(m=64, n=64, k=32, batch=8, dtype="bf16")
+    m = map_op("aten::matmul", _args([[8, 512, 768], [768, 3072]], [BF16, BF16]))
+    assert m.op == Gemm(m=4096, n=3072, k=768, dtype="bf16")
+    m = map_op("aten::matmul", _args([[2, 8, 512, 64], [2, 8, 64, 512]], [BF16, BF16]))
+    assert m.op == Gemm(m=512, n=512, k=64, batch=16, dtype="bf16")
+    m = map_op("aten::linear", _args([[8, 512, 768], [50257, 768], []], [BF16, BF16, ""]))
+    assert m.op == Gemm(m=4096, n=50257, k=768, dtype="bf16")
+    assert m.family == "gemm" and m.misaligned() == {"n": 50257}
+
+
+def test_fp32_matmul_dtype_from_kernel_names():
+    args = _args([[4096, 4096], [4096, 4096]], [F32, F32])
+    assert map_op("aten::mm", args).dtype == "fp32 (TF32 unknown)"
+    m = map_op("aten::mm", args, ["ampere_sgemm_128x64_nn"])
+    assert m.dtype == "fp32 (TF32 off)" and m.op.dtype == "fp32" and m.tf32 is False
+    m = map_op("aten::mm", args, ["sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"])
+    assert m.dtype == "tf32" and m.op.dtype == "tf32" and m.tf32 is True
+
+
+def test_misalignment_follows_the_strides():
+    # dX = dY [4096, 50257] @ W [50257, 768]: K = 50257 is the leading dimension of dY
+    m = map_op("aten::mm", _args([[4096, 50257], [50257, 768]], [BF16, BF16],
+                                 strides=[[50257, 1], [768, 1]]))  # fmt: skip
+    assert m.misaligned() == {"k": 50257}
+    # dW = dY^T [50257, 4096] @ X [4096, 768]: dY^T is a transposed view, its rows are M
+    m = map_op("aten::mm", _args([[50257, 4096], [4096, 768]], [BF16, BF16],
+                                 strides=[[1, 50257], [768, 1]]))  # fmt: skip
+    assert m.misaligned() == {"m": 50257}
+    m = map_op("aten::mm", _args([[4096, 768], [768, 50304]], [BF16, BF16],
+                                 strides=[[768, 1], [1, 768]]))  # fmt: skip
+    assert m.misaligned() == {}
+
+
+def test_map_convolution():
+    m = map_op("aten::convolution", _args(
+        [[8, 64, 56, 56], [128, 64, 3, 3], [128], [], [], [], [], [], []],
+        [BF16, BF16, BF16, "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+        ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"]))  # fmt: skip
+    assert m.op == Conv2d(batch=8, in_channels=64, out_channels=128, height=56, width=56,
+                          kernel=3, stride=2, padding=1, dtype="bf16")  # fmt: skip
+    grouped = map_op("aten::convolution", _args(
+        [[8, 64, 56, 56], [64, 1, 3, 3], [], [], [], [], [], [], []],
+        [BF16, BF16, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"],
+        ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "64"]))  # fmt: skip
+    assert grouped.op is None and "groups=64" in grouped.reason
+    bwd = map_op("aten::convolution_backward", _args(
+        [[8, 128, 28, 28], [8, 64, 56, 56], [128, 64, 3, 3], [], [], [], [], [], [], [], []],
+        [BF16, BF16, BF16, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar",
+         "ScalarList", "Scalar", "ScalarList"],
+        ["", "", "", "[128]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1",
+         "[True, True, False]"]))  # fmt: skip
+    assert isinstance(bwd.op, Conv2d) and bwd.scale == 2.0
+
+
+def test_map_attention_layouts_and_backward():
+    sdpa = map_op("aten::scaled_dot_product_attention", _args(
+        [[8, 8, 512, 64], [8, 8, 512, 64], [8, 8, 512, 64], [], [], [], [], []],
+        [BF16, BF16, BF16, "", "Scalar", "Scalar", "", "Scalar"],
+        ["", "", "", "", "0.", "True", "", "False"]))  # fmt: skip
+    assert sdpa.op == Attention(batch=8, heads=8, seq=512, head_dim=64, causal=True,
+                                kv_heads=8, kv_seq=512)  # fmt: skip
+    fa = map_op("aten::_flash_attention_forward", _args(
+        [[8, 512, 8, 64], [8, 512, 2, 64], [8, 512, 2, 64], [], [], [], [], [], []],
+        [BF16, BF16, BF16, "", "", "Scalar", "Scalar", "Scalar", "Scalar"],
+        ["", "", "", "", "", "512", "512", "0.", "False"]))  # fmt: skip
+    assert fa.op == Attention(batch=8, heads=8, seq=512, head_dim=64, kv_heads=2, kv_seq=512)
+    bwd = map_op("aten::_scaled_dot_product_flash_attention_backward", _args(
+        [[8, 8, 512, 64]] * 5 + [[8, 8, 512]] + [[]] * 9,
+        [BF16] * 5 + [F32] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "", "", ""],
+        [""] * 11 + ["True", "", "", ""]))  # fmt: skip
+    assert isinstance(bwd.op, Attention) and bwd.op.causal and bwd.scale == 2.5
+
+
+def test_map_norms_and_softmax():
+    m = map_op("aten::native_layer_norm", _args(
+        [[8, 512, 768], [], [768], [768], []], [BF16, "ScalarList", BF16, BF16, "Scalar"],
+        ["", "[768]", "", "", "1e-05"]))  # fmt: skip
+    assert m.op == LayerNorm(rows=4096, hidden=768, dtype="bf16")
+    m = map_op("aten::native_layer_norm_backward", _args(
+        [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []],
+        [BF16, BF16, "ScalarList", F32, F32, BF16, BF16, "ScalarList"],
+        ["", "", "[768]", "", "", "", "", "[True, True, True]"]))  # fmt: skip
+    assert m.op == LayerNorm(rows=4096, hidden=768, dtype="bf16") and m.scale == 1.5
+    m = map_op("aten::_fused_rms_norm", _args([[4096, 4096], [], [4096], []],
+                                              [BF16, "ScalarList", BF16, "Scalar"],
+                                              ["", "[4096]", "", ""]))  # fmt: skip
+    assert m.op == RMSNorm(rows=4096, hidden=4096, dtype="bf16")
+    m = map_op("aten::_softmax", _args([[8, 8, 512, 512], [], []], [BF16, "Scalar", "Scalar"],
+                                       ["", "-1", "False"]))  # fmt: skip
+    assert m.op == Softmax(rows=8 * 8 * 512, cols=512, dtype="bf16")
+
+
+def test_map_elementwise_reduction_embedding():
+    m = map_op("aten::add", _args([[4096, 768], [4096, 768], []], [BF16, BF16, "Scalar"]))
+    assert m.op == Elementwise(op="add", n=4096 * 768, dtype="bf16") and m.family == "elementwise"
+    m = map_op("aten::gelu", _args([[4096, 3072], []], [BF16, ""]))
+    assert m.op == Elementwise(op="gelu", n=4096 * 3072, dtype="bf16")
+    m = map_op("aten::mul", _args([[4096, 768], []], [BF16, "Scalar"]))  # tensor * scalar
+    assert isinstance(m.op, Kernel) and m.op.bytes == 2 * 4096 * 768 * 2
+    m = map_op("aten::add", _args([[4096, 768], [768], []], [BF16, BF16, "Scalar"]))  # bias
+    assert isinstance(m.op, Kernel) and m.op.bytes == (2 * 4096 * 768 + 768) * 2
+    m = map_op("aten::copy_", _args([[1024, 1024], [1024, 1024], []], [BF16, F32, "Scalar"]))
+    assert isinstance(m.op, Kernel) and m.op.bytes == 1024 * 1024 * (2 + 4)
+    m = map_op("aten::silu_", _args([[1000]], [BF16]))
+    assert m.op == Elementwise(op="silu", n=1000, dtype="bf16")
+    m = map_op("aten::sum", _args([[4096, 768], [], [], []], [BF16, "ScalarList", "Scalar", ""]))
+    assert m.op == Reduction(n=4096 * 768, dtype="bf16")
+    m = map_op("aten::mean", _args([[4096, 768]], [F32]))
+    assert m.op == Reduction(n=4096 * 768, dtype="fp32")
+    m = map_op("aten::embedding", _args([[50304, 768], [8, 1024], [], [], []],
+                                        [BF16, "long int", "Scalar", "Scalar", "Scalar"]))  # fmt: skip
+    assert m.op == Embedding(tokens=8192, hidden=768, dtype="bf16")
+    m = map_op("aten::_foreach_add_", _args([[[512, 512], [512]], [[512, 512], [512]], []],
+                                            ["TensorList", "TensorList", "Scalar"]))  # fmt: skip
+    assert isinstance(m.op, Kernel) and m.family == "foreach"
+
+
+def test_map_memcpy_and_memset():
+    m = map_memory("Memcpy HtoD (Pageable -> Device)", "memcpy", {"bytes": 1 << 20})
+    assert m.op == HostTransfer(bytes=1 << 20, direction="h2d", pinned=False)
+    m = map_memory("Memcpy DtoH (Device -> Pinned)", "memcpy", {"bytes": 4096})
+    assert m.op == HostTransfer(bytes=4096, direction="d2h", pinned=True)
+    m = map_memory("Memcpy DtoD (Device -> Device)", "memcpy", {"bytes": 4096})
+    assert m.op == Copy(bytes=4096)
+    assert map_memory("Memset (Device)", "memset", {"bytes": 4096}).family == "memset"
+    assert map_memory("Memcpy HtoD (Pageable -> Device)", "memcpy", {}).op is None
+
+
+def test_unknown_and_shape_less_ops_are_listed_not_dropped():
+    m = map_op("aten::nll_loss_forward", _args([[4096, 50257], [4096]], [BF16, "long int"]))
+    assert m.op is None and m.reason == "no gpumodel op for this operator"
+    m = map_op("aten::mm", {})
+    assert m.op is None and "record_shapes=True" in m.reason
+    tb = TraceBuilder()
+    with tb.range("ProfilerStep#1", cat="user_annotation"):
+        tb.op("aten::nll_loss_forward", [[4096, 50257], [4096]], [BF16, "long int"],
+              [("void at::native::nll_loss_forward_reduce_cuda_kernel_2d<float>", 30.0)])  # fmt: skip
+        tb.op("aten::mm", [[64, 64], [64, 64]], [BF16, BF16], [("gemm", 5.0)])
+    rep = diagnose(tb.to_dict())
+    row = next(r for r in rep.ops if r.name == "aten::nll_loss_forward")
+    assert not row.mapped and row.measured_s == pytest.approx(30e-6)
+    assert row.kernels == ["at::native::nll_loss_forward_reduce_cuda_kernel_2d"]
+    assert rep.totals.unmapped_measured_s == pytest.approx(30e-6)
+
+
+def test_kernels_are_charged_to_the_op_that_maps():
+    tb = TraceBuilder()
+    with tb.range("ProfilerStep#1", cat="user_annotation"):
+        with tb.range("aten::linear", dims=[[8, 512, 768], [3072, 768], [3072]],
+                      types=[BF16, BF16, BF16]):  # fmt: skip
+            with tb.range("aten::t", dims=[[3072, 768]], types=[BF16]):
+                pass
+            tb.op("aten::addmm", [[3072], [4096, 768], [768, 3072], [], []],
+                  [BF16, BF16, BF16, "Scalar", "Scalar"], [("sm90_gemm", 40.0)],
+                  strides=[[1], [768, 1], [1, 768], [], []])  # fmt: skip
+        with tb.range("aten::scaled_dot_product_attention",
+                      dims=[[8, 8, 512, 64]] * 3 + [[], [], [], [], []],
+                      types=[BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+                      concrete=["", "", "", "", "0.", "True", "", "False"]):  # fmt: skip
+            with tb.range("aten::_scaled_dot_product_flash_attention",
+                          dims=[[8, 8, 512, 64]] * 3 + [[], [], [], []],
+                          types=[BF16] * 3 + ["Scalar", "Scalar", "Scalar", ""]):  # fmt: skip
+                tb.op("aten::_flash_attention_forward", [[8, 512, 8, 64]] * 3,
+                      [BF16] * 3, [("flash_fwd_kernel", 60.0)])  # fmt: skip
+        with tb.range("autograd::engine::evaluate_function: MmBackward0"):
+            with tb.range("MmBackward0", dims=[[4096, 3072]], types=[BF16]):
+                tb.op("aten::mm", [[4096, 3072], [3072, 768]], [BF16, BF16], [("sm90_gemm", 41.0)])
+    rep = diagnose(tb.to_dict())
+    names = {(r.name, r.phase) for r in rep.ops}
+    assert names == {("aten::addmm", "forward"), ("aten::scaled_dot_product_attention", "forward"),
+                     ("aten::mm", "backward")}  # fmt: skip
+    attn = next(r for r in rep.ops if r.name == "aten::scaled_dot_product_attention")
+    assert attn.op is not None and "causal=True" in attn.op and attn.count == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# findings on planted problems
+
+
+def _per_step_ms(rep: DiagnoseReport, kind: str) -> float:
+    f = rep.finding(kind)
+    assert f is not None, f"{kind} not found; findings: {[x.kind for x in rep.findings]}"
+    assert f.recoverable_s is not None
+    return f.recoverable_s * 1e3
+
+
+def test_starved_data_loader_is_found_and_quantified():
+    rep = diagnose(starved_loader(loader_us=20_000.0).to_dict())
+    # the GPU works 3 ms per step, so 20 ms of loading leaves ~17 ms idle per step
+    assert _per_step_ms(rep, "data_loading") == pytest.approx(17.0, rel=0.05)
+    assert rep.findings[0].kind == "data_loading"
+    assert "num_workers" in rep.findings[0].fix and "pin_memory" in rep.findings[0].fix
+    # the GPU works while the next batch loads: the step is the loader's 20 ms
+    assert rep.steps.step_time_s * 1e3 == pytest.approx(20.0, rel=0.02)
+    assert rep.amdahl.per_finding[0].step_time_s * 1e3 == pytest.approx(3.0, rel=0.05)
+
+
+def test_item_every_step_is_a_host_sync_gap():
+    rep = diagnose(item_every_step(cpu_after_us=3000.0).to_dict())
+    assert _per_step_ms(rep, "host_sync") == pytest.approx(3.0, rel=0.1)
+    assert rep.finding("data_loading") is None
+    assert ".item()" in rep.finding("host_sync").fix
+
+
+def test_many_short_kernels_are_launch_bound():
+    rep = diagnose(launch_bound().to_dict())
+    f = rep.finding("launch_bound")
+    assert f is not None and f.pct_of_step > 50
+    assert "torch.compile" in f.fix and "CUDA graph" in f.fix
+    assert f.details["short_kernel_fraction"] == 1.0
+
+
+def test_pageable_copies_on_the_critical_path():
+    tb = TraceBuilder()
+    for s in range(3):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            with tb.range("aten::to", dims=[[4096, 4096], [], [], [], []],
+                          types=[F32, "Scalar", "Scalar", "Scalar", ""]):  # fmt: skip
+                with tb.range("aten::copy_", dims=[[4096, 4096], [4096, 4096], []],
+                              types=[F32, F32, "Scalar"]):  # fmt: skip
+                    tb.launch("Memcpy HtoD (Pageable -> Device)", 5000.0, kind="memcpy",
+                              api="cudaMemcpyAsync", args={"bytes": 64 << 20})  # fmt: skip
+            _matmul_step(tb)
+    rep = diagnose(tb.to_dict(), calibration="none")
+    # 64 MiB at PCIe 5.0 x16 line rate (63 GB/s) + 10 us: ~1.08 ms; measured 5 ms
+    assert _per_step_ms(rep, "pageable_copy") == pytest.approx(5.0 - 1.08, rel=0.05)
+    assert "pin_memory" in rep.finding("pageable_copy").fix
+
+
+def test_fp32_matmul_without_tf32():
+    tb = TraceBuilder()
+    for s in range(3):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            tb.op("aten::mm", [[4096, 4096], [4096, 4096]], [F32, F32],
+                  [("ampere_sgemm_128x64_nn", 2500.0)])  # fmt: skip
+    rep = diagnose(tb.to_dict(), calibration="none")
+    # 137 GFLOP: at TF32 tensor peak (494.7 TFLOP/s) ~0.28 ms
+    assert _per_step_ms(rep, "fp32_matmul") == pytest.approx(2.5 - 0.28, rel=0.03)
+    row = rep.ops[0]
+    assert row.dtype == "fp32 (TF32 off)" and row.bound == "compute"
+
+
+def test_fp32_faster_than_cuda_cores_is_taken_as_tf32():
+    tb = TraceBuilder()
+    for s in range(3):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            tb.op("aten::mm", [[4096, 4096], [4096, 4096]], [F32, F32], [("some_gemm", 400.0)])
+    rep = diagnose(tb.to_dict(), calibration="none")
+    assert rep.finding("fp32_matmul") is None
+    assert rep.ops[0].dtype == "fp32 (ran as TF32)"
+
+
+def test_misaligned_vocab_says_what_to_pad():
+    tb = TraceBuilder()
+    for s in range(3):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            # an aligned product at 80% of its speed of light sets the trace's efficiency
+            tb.op("aten::mm", [[8192, 768], [768, 3072]], [BF16, BF16], [("gemm", 48.0)],
+                  strides=[[768, 1], [1, 768]])  # fmt: skip
+            tb.op("aten::mm", [[8192, 768], [768, 50257]], [BF16, BF16], [("gemm", 2000.0)],
+                  strides=[[768, 1], [1, 768]])  # fmt: skip
+    rep = diagnose(tb.to_dict(), calibration="none")
+    f = rep.finding("misaligned_matmul")
+    assert f is not None and "pad N 50257 -> 50304" in f.title
+    assert f.details["pads"][0] == {"size": 50257, "padded": 50304, "dims": ["N"], "ops": 1}
+    assert 0.6 < f.details["aligned_efficiency"]["bf16"] < 1.0
+    # padded: 2*8192*768*50304 FLOP at 989 TFLOP/s / efficiency
+    eff = f.details["aligned_efficiency"]["bf16"]
+    padded_ms = (2 * 8192 * 768 * 50304 / 989.4e12 + 2.5e-6) / eff * 1e3
+    assert f.recoverable_s * 1e3 == pytest.approx(2.0 - padded_ms, rel=0.02)
+
+
+def test_fusible_elementwise_chain():
+    tb = TraceBuilder()
+    shape = [[8, 512, 2048]]
+    n = 8 * 512 * 2048
+    for s in range(3):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            tb.op("aten::mm", [[4096, 512], [512, 2048]], [BF16, BF16], [("gemm", 20.0)])
+            # the tanh GELU written out: pow, mul, add, mul, tanh, add, mul, mul
+            for name, dims, types in [
+                ("aten::pow", shape + [[]], [BF16, "Scalar"]),
+                ("aten::mul", shape + [[]], [BF16, "Scalar"]),
+                ("aten::add", shape * 2 + [[]], [BF16, BF16, "Scalar"]),
+                ("aten::mul", shape + [[]], [BF16, "Scalar"]),
+                ("aten::tanh", shape, [BF16]),
+                ("aten::add", shape + [[], []], [BF16, "Scalar", "Scalar"]),
+                ("aten::mul", shape * 2, [BF16, BF16]),
+                ("aten::mul", shape + [[]], [BF16, "Scalar"]),
+            ]:
+                tb.op(name, dims, types, [("vectorized_elementwise_kernel", 30.0)])
+    rep = diagnose(tb.to_dict(), calibration="none")
+    f = rep.finding("fusion")
+    assert f is not None
+    assert f.details["patterns"][0]["ops"][:3] == ["pow", "mul", "add"]
+    # one fused pass reads x once and writes y once: 2 * n * 2 bytes against 8 kernels' traffic
+    assert 0.5 < f.recoverable_s / (8 * 30e-6) < 0.95
+    assert n > 0
+
+
+def test_amdahl_combines_without_double_counting():
+    tb = TraceBuilder()
+    for s in range(4):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            with tb.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                          cat="user_annotation"):  # fmt: skip
+                tb.sleep(10_000.0)
+            # fp32 AND misaligned: both findings claim the same kernel
+            tb.op("aten::mm", [[4096, 4096], [4096, 4099]], [F32, F32],
+                  [("ampere_sgemm_128x64_nn", 3000.0)])  # fmt: skip
+    rep = diagnose(tb.to_dict(), calibration="none")
+    kinds = {f.kind for f in rep.findings}
+    assert {"data_loading", "fp32_matmul", "misaligned_matmul"} <= kinds
+    a = rep.amdahl
+    idle = rep.finding("data_loading").recoverable_s
+    claims = [rep.finding(k).recoverable_s for k in ("fp32_matmul", "misaligned_matmul")]
+    assert a.all_fixed_step_time_s == pytest.approx(a.step_time_s - idle - max(claims), rel=1e-6)
+    assert a.all_fixed_step_time_s > 0 and a.all_fixed_speedup > 1
+    for e in a.per_finding:
+        assert e.step_time_s < a.step_time_s
+
+
+# ---------------------------------------------------------------------------------------------
+# report, JSON schema and CLI
+
+TOP_KEYS = {"schema_version", "source", "gpu", "calibration", "steps", "ops", "ops_omitted",
+            "totals", "findings", "amdahl", "notes"}  # fmt: skip
+OP_KEYS = {"name", "phase", "shapes", "dtype", "op", "mapped", "reason", "count", "measured_s",
+           "measured_per_call_s", "predicted_per_call_s", "predicted_s", "sol_pct", "bound",
+           "recoverable_s", "flops_per_call", "bytes_per_call", "arithmetic_intensity",
+           "achieved_flops_per_s", "kernels", "notes"}  # fmt: skip
+FINDING_KEYS = {"kind", "title", "recoverable_s", "pct_of_step", "step_time_if_fixed_s", "fix",
+                "evidence", "details"}  # fmt: skip
+STEP_KEYS = {"count", "step_time_s", "window_s", "periods", "source", "gpu_busy_s", "gpu_idle_s",
+             "gpu_utilization_pct", "kernels_per_step"}  # fmt: skip
+AMDAHL_KEYS = {"step_time_s", "per_finding", "all_fixed_step_time_s", "all_fixed_speedup",
+               "speed_of_light_step_s", "note"}  # fmt: skip
+
+
+def test_json_schema_is_stable():
+    d = diagnose(starved_loader().to_dict()).to_dict()
+    assert set(d) == TOP_KEYS and d["schema_version"] == 1
+    assert all(set(r) == OP_KEYS for r in d["ops"])
+    assert all(set(f) == FINDING_KEYS for f in d["findings"])
+    assert set(d["steps"]) == STEP_KEYS
+    assert set(d["amdahl"]) == AMDAHL_KEYS
+    assert set(d["gpu"]) == {"id", "name", "device_name", "source"}
+    assert set(d["source"]) == {"path", "format", "truncated", "record_shapes", "events"}
+    assert set(d["totals"]) == {"measured_s", "mapped_measured_s", "predicted_s",
+                                "unmapped_measured_s", "recoverable_s"}  # fmt: skip
+    json.dumps(d, allow_nan=False)
+
+
+def test_top_keeps_the_most_recoverable_and_sums_the_rest():
+    full = diagnose(launch_bound().to_dict())
+    tb = TraceBuilder()
+    for s in range(2):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            for i in range(5):
+                tb.op("aten::mm", [[256 * (i + 1), 256], [256, 256]], [BF16, BF16],
+                      [("gemm", 50.0 * (i + 1))])  # fmt: skip
+    rep = diagnose(tb.to_dict(), top=2)
+    assert len(rep.ops) == 2 and rep.ops_omitted.count == 3
+    assert rep.ops[0].recoverable_s >= rep.ops[1].recoverable_s
+    assert rep.ops_omitted.measured_s > 0
+    assert full.ops_omitted.count == 0
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    import gpumodel.cli.diagnose  # noqa: F401  (registers the command)
+    from gpumodel.cli import main
+
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_json(tmp_path, capsys):
+    p = starved_loader().write(tmp_path / "t.json.gz", gz=True)
+    code, out, _ = _cli(["diagnose", str(p), "--json", "--top", "3"], capsys)
+    assert code == 0
+    d = json.loads(out)
+    assert set(d) == TOP_KEYS and len(d["ops"]) <= 3
+    assert d["findings"][0]["kind"] == "data_loading"
+
+
+def test_cli_table_and_findings(tmp_path, capsys):
+    p = item_every_step().write(tmp_path / "t.json")
+    code, out, _ = _cli(["diagnose", str(p)], capsys)
+    assert code == 0
+    assert "Per-op speed of light" in out and "host_sync" in out and "fix:" in out
+    assert "Amdahl" in out
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    code, _, err = _cli(["diagnose", str(p)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "expected" in err
+    tb = item_every_step()
+    tb.device = None
+    p = tb.write(tmp_path / "nodev.json")
+    code, _, err = _cli(["diagnose", str(p)], capsys)
+    assert code == 2 and "--gpu" in err
+    code, _, _ = _cli(["diagnose", str(p), "--gpu", "h100", "--json"], capsys)
+    assert code == 0
+
+
+def test_cli_plot(tmp_path, capsys):
+    p = starved_loader().write(tmp_path / "t.json")
+    png = tmp_path / "d.png"
+    code, _, err = _cli(["diagnose", str(p), "--plot", str(png)], capsys)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert code == 2 and "pip install 'gpumodel[plot]'" in err
+        return
+    assert code == 0 and png.stat().st_size > 1000

@@ -1,0 +1,130 @@
+"""gpumodel diagnose on real traces of planted problems, recorded on an H100.
+
+``benchmarks/record_traces.py`` recorded each ``tests/fixtures/traces/*.json.gz`` with a planted
+problem and measured what the problem cost per step (the same loop without it) into
+``planted_costs.json``. Here, on the CPU: each planted problem must be found, and the time the
+findings named in ``findings`` recover must be within ``tolerance`` (20% unless the entry says
+otherwise, with its reason) of the measured cost.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpumodel.diagnose import DiagnoseReport, diagnose
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
+COSTS = FIXTURES / "planted_costs.json"
+NOT_RECORDED = "fixtures not recorded yet (run benchmarks/record_traces.py on a GPU)"
+
+
+def _planted() -> dict[str, dict[str, Any]]:
+    if not COSTS.exists():
+        return {}
+    data = json.loads(COSTS.read_text())
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def _recorded() -> list[Any]:
+    """(trace file, entry) for every trace that was recorded and is present."""
+    out = [
+        pytest.param(name, entry, id=name.removesuffix(".json.gz"))
+        for name, entry in sorted(_planted().items())
+        if "skipped" not in entry and (FIXTURES / name).exists()
+    ]
+    return out or [pytest.param(None, None, marks=pytest.mark.skip(reason=NOT_RECORDED))]
+
+
+def _problems() -> list[Any]:
+    out = []
+    for p in _recorded():
+        name, entry = p.values
+        if name is None:
+            return [p]
+        for prob in entry.get("problems", []):
+            out.append(pytest.param(name, prob, id=f"{name.removesuffix('.json.gz')}-{prob['problem']}"))
+    return out or [pytest.param(None, None, marks=pytest.mark.skip(reason=NOT_RECORDED))]
+
+
+@lru_cache(maxsize=None)
+def report(name: str) -> DiagnoseReport:
+    return diagnose(FIXTURES / name)
+
+
+def _recovered_ms(rep: DiagnoseReport, kinds: list[str]) -> float:
+    return sum((f.recoverable_s or 0.0) for f in rep.findings if f.kind in kinds) * 1e3
+
+
+def _summary(rep: DiagnoseReport) -> str:
+    return "; ".join(f"{f.kind} {(f.recoverable_s or 0) * 1e3:.3f} ms" for f in rep.findings)
+
+
+@pytest.mark.parametrize(("name", "problem"), _problems())
+def test_planted_problem_is_found_and_quantified(name, problem):
+    rep = report(name)
+    kind = problem["problem"]
+    assert rep.finding(kind) is not None, f"{kind} not found in {name}: {_summary(rep)}"
+    cost = problem.get("cost_ms_per_step")
+    if cost is None:
+        pytest.skip(f"{name}: the cost of {kind} was not measured ({problem.get('how')})")
+    got = _recovered_ms(rep, problem["findings"])
+    tol = problem.get("tolerance", 0.2)
+    assert abs(got - cost) <= tol * abs(cost), (
+        f"{name}: {'+'.join(problem['findings'])} recovers {got:.3f} ms/step, the planted "
+        f"{kind} cost {cost:.3f} ms/step (tolerance {tol:.0%}); findings: {_summary(rep)}"
+    )
+
+
+@pytest.mark.parametrize(("name", "entry"), _recorded())
+def test_step_time_matches_the_recorded_run(name, entry):
+    """The window diagnose analyses gives the step period CUDA events measured in that run."""
+    rep = report(name)
+    measured = entry["profiled_step_ms"]
+    assert rep.steps.source == "ProfilerStep" and rep.steps.count == entry["steps"]
+    assert rep.steps.step_time_s * 1e3 == pytest.approx(measured, rel=0.1)
+
+
+@pytest.mark.parametrize(("name", "entry"), _recorded())
+def test_fixture_is_small_and_mostly_mapped(name, entry):
+    assert (FIXTURES / name).stat().st_size < 3 << 20
+    rep = report(name)
+    assert rep.gpu.source == "trace" and rep.source.record_shapes
+    if "compiled" not in name:  # Inductor's Triton kernels carry no shapes
+        t = rep.totals
+        assert t.mapped_measured_s >= 0.7 * t.measured_s, (
+            f"{name}: only {t.mapped_measured_s / t.measured_s:.0%} of GPU time mapped; unmapped: "
+            + ", ".join(f"{r.name} ({r.reason})" for r in rep.ops if not r.mapped)
+        )
+
+
+def test_misaligned_vocab_names_the_padding():
+    entry = _planted().get("lm_head_50257.json.gz")
+    if entry is None or not (FIXTURES / "lm_head_50257.json.gz").exists():
+        pytest.skip(NOT_RECORDED)
+    f = report("lm_head_50257.json.gz").finding("misaligned_matmul")
+    assert f is not None and "50257 -> 50304" in f.title
+
+
+def test_controls_show_less_of_the_problem():
+    """torch.compile cuts launch overhead and fuses chains; vocabulary 50304 is aligned."""
+    planted = _planted()
+    checked = 0
+    for name, entry in planted.items():
+        of = entry.get("control_of")
+        if not of or "skipped" in entry or not (FIXTURES / name).exists():
+            continue
+        if not (FIXTURES / of).exists():
+            continue
+        bad, good = report(of), report(name)
+        kinds = [k for p in planted[of].get("problems", []) for k in p["findings"]]
+        assert _recovered_ms(good, kinds) < _recovered_ms(bad, kinds), (
+            f"{name} should show less {kinds} than {of}: {_summary(good)} vs {_summary(bad)}"
+        )
+        checked += 1
+    if not checked:
+        pytest.skip(NOT_RECORDED)

@@ -1,0 +1,98 @@
+"""Inference: weight-bound decode, host overhead (eager queue, graphs), KV cache, calibration."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from gpumodel.calibration import Calibration, CalibrationParams
+from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.llm import get_model, predict_inference
+from gpumodel.llm._timing import queue_time
+from gpumodel.llm.inference import DEFAULT_EAGER_HOST_PER_KERNEL_S, DEFAULT_GRAPH_LAUNCH_S
+
+
+def test_kv_cache_bytes_by_hand():
+    # llama-2-7b: 2 (K, V) x 32 layers x 32 KV heads x 128 x 2 B = 524288 B per token
+    m = get_model("llama-2-7b")
+    assert m.kv_cache_bytes_per_token(2) == 2 * 32 * 32 * 128 * 2 == 524288
+    r = predict_inference(m, "h100", "decode", batch=3, context=1000, calibration="none")
+    assert r.kv_cache_bytes == 3 * 1000 * 524288
+    # GQA: llama-3-8b has 8 KV heads -> a quarter of that per token
+    assert get_model("llama-3-8b").kv_cache_bytes_per_token(2) == 131072
+
+
+def test_small_batch_decode_is_weight_bandwidth_bound():
+    m = get_model("llama-2-7b")
+    r = predict_inference(m, "h100", "decode", batch=1, context=128, runtime="graph",
+                          calibration="none")  # fmt: skip
+    assert r.bound == "memory"
+    weights_time = m.param_count() * 2 / 3.35e12
+    # weights stream once per step; the rest is launch floors and small ops
+    assert weights_time < r.gpu_time_s < 1.3 * weights_time
+
+
+def test_eager_runtime_is_host_bound_at_batch_1():
+    r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512,
+                          calibration="none")  # fmt: skip
+    assert r.runtime == "eager" and r.bound == "host"
+    host = r.kernels_per_step * DEFAULT_EAGER_HOST_PER_KERNEL_S
+    assert r.step_time_s >= max(host, r.gpu_time_s)
+    assert r.host_overhead_s == pytest.approx(r.step_time_s - r.gpu_time_s)
+
+
+def test_graph_runtime_adds_one_launch():
+    r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, runtime="graph",
+                          calibration="none")  # fmt: skip
+    assert r.step_time_s == pytest.approx(r.gpu_time_s + DEFAULT_GRAPH_LAUNCH_S)
+
+
+def test_prefill_is_compute_bound_and_reports_ttft():
+    r = predict_inference("llama-3-8b", "h100", "prefill", batch=1, seq=4096, calibration="none")
+    assert r.bound == "compute" and r.host_overhead_s < 0.01 * r.step_time_s
+    assert r.time_to_first_token_s == r.step_time_s and r.time_per_output_token_s is None
+    assert r.tokens_per_s == pytest.approx(4096 / r.step_time_s)
+
+
+def test_queue_time_between_bounds():
+    kernels = [1e-3, 1e-6, 1e-6, 1e-6, 2e-3, 1e-6]
+    host = 1e-4
+    t = queue_time(kernels, host)
+    assert max(sum(kernels), len(kernels) * host) <= t <= sum(max(k, host) for k in kernels) + host
+    assert queue_time([1e-5] * 10, 1e-6) == pytest.approx(1e-6 + 10 * 1e-5)  # GPU-bound
+    assert queue_time([1e-6] * 10, 1e-5) == pytest.approx(10 * 1e-5 + 1e-6)  # host-bound
+
+
+def test_calibrated_host_cost_is_used():
+    cal = Calibration(gpu_id="h100-sxm", device_name="test", created=datetime.now(timezone.utc),
+                      backend="synthetic",
+                      parameters=CalibrationParams(launch_host_s=30e-6))  # fmt: skip
+    r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration=cal)
+    assert r.host_per_kernel_s == 30e-6 and not any("default" in n for n in r.notes)
+
+
+def test_tensor_parallel_replicas_and_comm():
+    r = predict_inference("llama-3-70b", "h100", "decode", batch=8, context=1024, gpus=16, tp=8,
+                          runtime="graph", calibration="none")  # fmt: skip
+    assert r.replicas == 2 and r.weights_bytes == pytest.approx(
+        get_model("llama-3-70b").param_count() * 2 / 8
+    )
+    comm = [o for o in r.breakdown if o.kind == "comm"]
+    assert comm and all(o.time_s > 0 for o in comm)
+    assert r.tokens_per_s == pytest.approx(2 * 8 / r.step_time_s)
+
+
+def test_bad_requests():
+    with pytest.raises(UnsupportedError, match="exceeds llama-2-7b's max_context 4096"):
+        predict_inference("llama-2-7b", "h100", "decode", context=10_000)
+    with pytest.raises(SpecError, match="phase"):
+        predict_inference("llama-2-7b", "h100", "train")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="multiple of tp"):
+        predict_inference("llama-2-7b", "h100", gpus=3, tp=2)
+
+
+def test_sliding_window_caps_the_cache():
+    r = predict_inference("mistral-7b", "h100", "decode", batch=1, context=16384,
+                          calibration="none")  # fmt: skip
+    assert r.kv_cache_bytes == get_model("mistral-7b").kv_cache_bytes_per_token(2) * 4096

@@ -1,0 +1,98 @@
+"""Model presets: parameter counts against published numbers, loading, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpumodel.errors import SpecError, UnknownModelError
+from gpumodel.llm import get_model, list_models, load_model_file
+
+# Published parameter counts; each test tolerance is stated next to the number.
+PUBLISHED = {
+    # HF model card openai-community/gpt2: "the smallest version of GPT-2, with 124M parameters"
+    "gpt2-small": (124e6, 0.01),
+    # Llama 2 paper (Touvron et al. 2023) Table 1 "7B"; HF meta-llama/Llama-2-7b-hf: 6.74B
+    "llama-2-7b": (6.74e9, 0.01),
+    # HF meta-llama/Llama-2-13b-hf: 13.0B (paper Table 1: 13B)
+    "llama-2-13b": (13.0e9, 0.01),
+    # HF meta-llama/Llama-2-70b-hf: 69.0B (the paper's nominal "70B" is 1.5% off)
+    "llama-2-70b": (69.0e9, 0.01),
+    # HF meta-llama/Meta-Llama-3-8B: 8.03B
+    "llama-3-8b": (8.03e9, 0.01),
+    # HF meta-llama/Meta-Llama-3-70B: 70.6B
+    "llama-3-70b": (70.6e9, 0.01),
+    # Llama 3 Herd paper: 405B; HF meta-llama/Llama-3.1-405B: 406B
+    "llama-3-405b": (405e9, 0.01),
+    # HF mistralai/Mistral-7B-v0.1: 7.24B
+    "mistral-7b": (7.24e9, 0.01),
+    # Mistral AI, "Mixtral of experts" (Dec 2023): 46.7B total
+    "mixtral-8x7b": (46.7e9, 0.01),
+    # Brown et al. 2020, Table 2.1: 175.0B
+    "gpt-3-175b": (175.0e9, 0.01),
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(PUBLISHED))
+def test_param_count_matches_published(model_id):
+    published, tolerance = PUBLISHED[model_id]
+    count = get_model(model_id).param_count()
+    assert abs(count - published) / published <= tolerance
+
+
+def test_exact_counts_from_configs():
+    # arithmetic on the HF config.json values, no rounding (see models.py for the formula)
+    assert get_model("llama-2-7b").param_count() == 6_738_415_616
+    assert get_model("gpt2-small").param_count() == 124_439_808
+    assert get_model("llama-3-8b").param_count() == 8_030_261_248
+
+
+def test_mixtral_active_params():
+    # Mistral AI blog: "only uses 12.9B parameters per token"
+    m = get_model("mixtral-8x7b")
+    assert abs(m.param_count(active=True) - 12.9e9) / 12.9e9 < 0.01
+
+
+def test_every_preset_has_sources_and_is_listed():
+    models = list_models()
+    assert {m.id for m in models} == set(PUBLISHED)
+    assert all(m.sources and m.sources[0].title for m in models)
+
+
+def test_aliases_and_case():
+    assert get_model("Llama3-8B").id == "llama-3-8b"
+    assert get_model("mixtral").moe.top_k == 2
+
+
+def test_unknown_model_lists_close_matches():
+    with pytest.raises(UnknownModelError, match="did you mean llama-3-8b"):
+        get_model("llama-3-9b")
+    with pytest.raises(LookupError):
+        get_model("nothing-like-it")
+
+
+def test_user_file_defaults_and_typos(tmp_path):
+    good = tmp_path / "mine.yaml"
+    good.write_text("id: mine\nname: Mine\nlayers: 2\nhidden: 256\nheads: 4\nvocab: 1000\n"
+                    "max_context: 512\nsources: [{title: made up}]\n")  # fmt: skip
+    m = get_model(str(good))
+    assert (m.kv_heads, m.head_dim, m.ffn_hidden) == (4, 64, 1024)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text() + "hiden: 12\n")
+    with pytest.raises(SpecError, match="hiden: unknown key"):
+        load_model_file(bad)
+
+
+def test_user_directory_on_the_search_path(tmp_path):
+    (tmp_path / "x.yaml").write_text(
+        "id: extra-model\nname: X\nlayers: 1\nhidden: 64\nheads: 2\nvocab: 10\nmax_context: 8\n"
+        "sources: [{title: t}]\n"
+    )
+    assert get_model("extra-model", dirs=[tmp_path]).hidden == 64
+    assert "extra-model" in {m.id for m in list_models(dirs=[tmp_path])}
+
+
+def test_gqa_validation():
+    with pytest.raises(ValueError, match="multiple of kv_heads"):
+        get_model("llama-3-8b").model_validate(
+            {**get_model("llama-3-8b").model_dump(), "kv_heads": 5}
+        )

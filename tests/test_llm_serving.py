@@ -1,0 +1,60 @@
+"""Serving plan: feasibility, replicas for the rate, latency targets, cost, best buy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpumodel.llm import plan_serving
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return plan_serving("llama-3-8b", ["l4", "a100", "h100", "t4"], prompt=1024, output=256,
+                        rate=50, calibration="none")  # fmt: skip
+
+
+def test_replicas_cover_the_rate(plan):
+    for o in plan.options:
+        if o.feasible:
+            assert o.replicas == math.ceil(50 / o.requests_per_s_per_replica - 1e-9)
+            assert o.gpus == o.replicas * o.tp
+            assert o.batch <= o.max_batch
+
+
+def test_cost_arithmetic(plan):
+    for o in plan.options:
+        if o.feasible:
+            assert o.usd_per_hour == pytest.approx(o.gpus * o.usd_per_gpu_hour)
+            per_hour_tokens = 50 * (1024 + 256) * 3600
+            assert o.usd_per_million_tokens == pytest.approx(o.usd_per_hour / per_hour_tokens * 1e6)
+            assert o.latency_s == pytest.approx(o.ttft_s + 256 * o.tpot_s)
+
+
+def test_best_buy_is_the_cheapest_feasible(plan):
+    feasible = [o for o in plan.options if o.feasible]
+    cheapest = min(feasible, key=lambda o: o.usd_per_million_tokens)
+    assert plan.best == cheapest.gpu and sum(o.best for o in plan.options) == 1
+
+
+def test_gpu_without_the_dtype_is_infeasible(plan):
+    t4 = next(o for o in plan.options if o.gpu == "t4")
+    assert not t4.feasible and "bf16" in t4.reason
+
+
+def test_latency_target_limits_the_batch():
+    free = plan_serving("llama-3-8b", "h100", rate=10, calibration="none").options[0]
+    tight = plan_serving("llama-3-8b", "h100", rate=10, tpot_slo_s=0.02,
+                         calibration="none").options[0]  # fmt: skip
+    assert tight.meets_slo and tight.tpot_s <= 0.02 and tight.batch < free.batch
+
+
+def test_model_too_big_everywhere():
+    p = plan_serving("llama-3-405b", ["l4"], rate=1, calibration="none")
+    assert not p.options[0].feasible and "needs" in p.options[0].reason and p.best is None
+
+
+def test_price_override():
+    p = plan_serving("llama-3-8b", ["h100"], rate=5, price={"h100": 1.0}, calibration="none")
+    assert p.options[0].usd_per_gpu_hour == 1.0

@@ -1,0 +1,76 @@
+"""Training: backward GEMM shapes, pipeline bubble, MFU, cost arithmetic, infeasible plans."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpumodel.errors import InfeasibleError, SpecError
+from gpumodel.llm import get_model, model_flops_per_token, plan_training, predict_training_step
+from gpumodel.llm.layers import LayerOp
+from gpumodel.llm.training import _backward
+from gpumodel.ops import Gemm
+
+
+def test_backward_gemms_are_dx_and_dw():
+    fwd = LayerOp("up", Gemm(m=4096, n=14336, k=4096), kind="gemm")
+    (dx, _), (dw, _) = _backward(fwd)
+    assert (dx.op.m, dx.op.n, dx.op.k) == (4096, 4096, 14336)  # dY W^T
+    assert (dw.op.m, dw.op.n, dw.op.k) == (4096, 14336, 4096)  # X^T dY
+    assert dx.op.m * dx.op.n * dx.op.k + dw.op.m * dw.op.n * dw.op.k == 2 * 4096 * 14336 * 4096
+
+
+def test_palm_model_flops():
+    # PaLM appendix B: 6N + 12 L H Q T
+    m = get_model("llama-2-7b")
+    n = m.matmul_param_count()
+    assert model_flops_per_token(m, 4096) == 6 * n + 12 * 32 * 32 * 128 * 4096
+
+
+def test_cost_arithmetic_with_assumed_mfu():
+    p = plan_training("llama-2-70b", "h100", gpus=1024, tokens=2e12, mfu=0.4, price=2.5)
+    assert p.mfu_source == "assumed" and p.step is None
+    assert p.time_s == pytest.approx(p.total_flops / (1024 * 989.4e12 * 0.4))
+    assert p.gpu_hours == pytest.approx(p.days * 24 * 1024)
+    assert p.cost_usd == pytest.approx(p.days * 24 * 1024 * 2.5)
+    assert p.usd_per_gpu_hour == 2.5 and p.price_source == "given"
+
+
+def test_spec_price_is_the_default():
+    p = plan_training("llama-2-7b", "h100", gpus=64, tokens=1e11, mfu=0.5)
+    assert p.usd_per_gpu_hour == 2.99 and p.cost_usd == pytest.approx(p.gpu_hours * 2.99)
+
+
+def test_derived_plan_searches_a_layout_that_fits():
+    p = plan_training("llama-2-70b", "h100", gpus=1024, tokens=2e12)
+    s = p.step
+    assert p.mfu_source == "derived" and s is not None and s.memory.fits
+    assert s.tp * s.pp * s.dp == 1024 and 0 < p.mfu < 1
+    assert p.mfu == pytest.approx(s.mfu, rel=1e-3)
+    assert s.tokens_per_step == s.global_batch * s.seq
+
+
+def test_pipeline_bubble():
+    # Narayanan et al. 2021: bubble fraction (p - 1) / m
+    s = predict_training_step("llama-2-13b", "h100", gpus=64, tp=4, pp=4, global_batch=64,
+                              seq=2048, calibration="none")  # fmt: skip
+    assert s.microbatches == 64 // (4 * 1) and s.bubble_fraction == pytest.approx(3 / 16)
+    assert s.bubble_s == pytest.approx(3 * s.microbatch_s)
+    assert s.step_time_ideal_s <= s.step_time_s <= s.step_time_no_overlap_s + 1e-12
+
+
+def test_backward_is_about_twice_forward():
+    s = predict_training_step("llama-2-7b", "h100", gpus=8, tp=1, pp=1, recompute="none",
+                              calibration="none")  # fmt: skip
+    assert 1.8 < s.backward_s / s.forward_s < 2.4
+
+
+def test_infeasible_training_plan():
+    with pytest.raises(InfeasibleError, match=r"needs \d+\.\d GB, has 80\.0 GB"):
+        plan_training("llama-3-405b", "h100", gpus=8, tokens=1e9)
+
+
+def test_bad_layouts():
+    with pytest.raises(SpecError, match="multiple of tp x pp"):
+        predict_training_step("llama-2-7b", "h100", gpus=12, tp=8)
+    with pytest.raises(SpecError, match="global batch"):
+        predict_training_step("llama-2-7b", "h100", gpus=8, global_batch=12)

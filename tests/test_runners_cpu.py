@@ -1,0 +1,384 @@
+"""The measurement runners' GPU-free parts: import weight, error paths, kernel sources, op dicts,
+FLOP/byte accounting, point plans and the pure timing helpers. No CuPy, PyTorch or GPU needed."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpumodel._paths import kernels_dir
+from gpumodel.errors import DeviceError
+from gpumodel.validate import cupy_runner, device_info, timing, torch_runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NO_GPU = (
+    "no CUDA GPU found: install the gpu extra (pip install 'gpumodel[gpu]') "
+    "on a machine with an NVIDIA GPU"
+)
+
+
+# --------------------------------------------------------------------------- imports, errors
+
+
+def test_importing_runners_imports_neither_cupy_nor_torch():
+    code = (
+        "import sys\n"
+        "import gpumodel.validate.cupy_runner, gpumodel.validate.torch_runner\n"
+        "import gpumodel.validate.timing, gpumodel.validate.device_info\n"
+        "print(sorted(m for m in ('cupy', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.fixture
+def no_cupy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
+
+
+@pytest.fixture
+def no_torch(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+
+
+def test_device_info_without_cupy_raises_one_line_device_error(no_cupy):
+    with pytest.raises(DeviceError) as exc:
+        device_info.device_info()
+    assert str(exc.value) == NO_GPU
+    assert "\n" not in str(exc.value)
+
+
+def test_cupy_runner_without_cupy_raises_device_error(no_cupy):
+    with pytest.raises(DeviceError, match="no CUDA GPU found"):
+        cupy_runner.run({"poly"}, quick=True, progress=None)
+
+
+def test_runners_ignore_other_runners_families(no_cupy, no_torch):
+    assert cupy_runner.run({"attention"}, quick=True, progress=None) == ([], [])
+    assert torch_runner.run({"gemm"}, quick=True, progress=None) == ([], [])
+
+
+def test_torch_runner_without_torch_reports_unavailable(no_torch):
+    records, unavailable = torch_runner.run(None, quick=True, progress=None)
+    assert records == []
+    assert unavailable == [{"family": "torch", "what": "all", "reason": "PyTorch not importable"}]
+
+
+def test_families_are_disjoint():
+    assert not set(cupy_runner.FAMILIES) & set(torch_runner.FAMILIES)
+    assert set(cupy_runner.FAMILIES) == {
+        "poly",
+        "poly_fma",
+        "bandwidth",
+        "copy",
+        "gemm",
+        "launch",
+        "host_transfer",
+        "latency",
+    }
+    assert set(torch_runner.FAMILIES) == {
+        "attention",
+        "conv2d",
+        "norm",
+        "elementwise",
+        "reduction",
+    }
+
+
+# --------------------------------------------------------------------------- kernel sources
+
+
+def test_kernel_files_declare_the_symbols_the_runners_use():
+    for filename, symbols in cupy_runner.KERNEL_SYMBOLS.items():
+        path = kernels_dir() / filename
+        assert path.is_file(), path
+        src = path.read_text()
+        for sym in symbols:
+            pattern = (
+                rf'extern\s+"C"\s+__global__\s+void\s+(__launch_bounds__\([^)]*\)\s+)?{sym}\s*\('
+            )
+            assert re.search(pattern, src), f'{filename} lacks extern "C" {sym}'
+
+
+def test_every_kernel_file_is_listed():
+    on_disk = {p.name for p in kernels_dir().glob("*.cu")}
+    assert set(cupy_runner.KERNEL_SYMBOLS) <= on_disk
+
+
+def test_poly_kernel_is_the_seed_loop():
+    src = (kernels_dir() / "poly.cu").read_text()
+    start = src.index("void compute_k_terms(")
+    body = src[start : src.index("void compute_k_terms_fma(")]
+    assert "result += power;" in body and "power *= x;" in body and "fmaf" not in body
+    fma = src[src.index("void compute_k_terms_fma(") :]
+    assert "fmaf(result, x, 1.0f)" in fma
+
+
+# --------------------------------------------------------------------------- op dicts
+
+
+KERNEL_KEYS = {"op", "flops", "bytes", "dtype", "fma", "threads", "threads_per_block"}
+
+
+def test_poly_op_accounting():
+    op = cupy_runner.poly_op(10, 1024, fma=False)
+    assert set(op) == KERNEL_KEYS
+    assert op == {
+        "op": "kernel",
+        "flops": 20480,
+        "bytes": 8192,
+        "dtype": "fp32",
+        "fma": False,
+        "threads": 1024,
+        "threads_per_block": 256,
+    }
+    fma = cupy_runner.poly_op(10, 1024, fma=True)
+    assert fma["fma"] is True and fma["flops"] == 20480 and fma["bytes"] == 8192
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flops", "nbytes"),
+    [("read", 1000, 4000), ("write", 0, 4000), ("copy", 0, 8000), ("triad", 2000, 12000)],
+)
+def test_bandwidth_op_accounting(pattern, flops, nbytes):
+    op = cupy_runner.bandwidth_op(pattern, 1000, threads=270336)
+    assert set(op) == KERNEL_KEYS
+    assert (op["flops"], op["bytes"]) == (flops, nbytes)
+    assert op["fma"] is True and op["dtype"] == "fp32"
+    assert op["threads"] == 270336 and op["threads_per_block"] == 256
+
+
+def test_bandwidth_op_rejects_unknown_pattern():
+    with pytest.raises(ValueError, match="unknown bandwidth pattern"):
+        cupy_runner.bandwidth_op("scale", 10, 256)
+
+
+def test_bandwidth_grid_fills_the_chip_but_not_more():
+    assert cupy_runner.bandwidth_grid(4, 132) == 1
+    assert cupy_runner.bandwidth_grid(4 * 256 * 10, 132) == 10
+    assert cupy_runner.bandwidth_grid(1 << 30, 132) == 132 * 8
+
+
+def test_other_cupy_ops_have_exact_keys():
+    assert cupy_runner.copy_op(4096) == {"op": "copy", "bytes": 4096}
+    assert cupy_runner.gemm_op(1, 4096, 4096, "bf16") == {
+        "op": "gemm",
+        "m": 1,
+        "n": 4096,
+        "k": 4096,
+        "dtype": "bf16",
+    }
+    assert cupy_runner.launch_op() == {
+        "op": "kernel",
+        "flops": 0,
+        "bytes": 0,
+        "threads": 1,
+        "threads_per_block": 32,
+    }
+    assert cupy_runner.host_transfer_op(1 << 20, "h2d", True) == {
+        "op": "host_transfer",
+        "bytes": 1 << 20,
+        "direction": "h2d",
+        "pinned": True,
+    }
+    with pytest.raises(ValueError):
+        cupy_runner.host_transfer_op(1, "d2d", False)
+
+
+def test_record_shape():
+    rec = cupy_runner.make_record("poly", cupy_runner.poly_op(1, 4, fma=False), 1e-3, 7, 0.1, {})
+    assert set(rec) == {"family", "op", "time_s", "repeats", "spread", "meta"}
+    json.dumps(rec)
+
+
+def test_torch_ops_have_exact_keys():
+    att = torch_runner.attention_op(1, 32, 4096, 128, True, 8, 4096)
+    assert set(att) == {
+        "op",
+        "batch",
+        "heads",
+        "seq",
+        "head_dim",
+        "dtype",
+        "causal",
+        "impl",
+        "kv_heads",
+        "kv_seq",
+    }
+    assert att["op"] == "attention" and att["impl"] == "flash" and att["dtype"] == "bf16"
+    conv = torch_runner.conv2d_op(32, 64, 64, 56, 56, 3, 1, 1, "bf16")
+    assert set(conv) == {
+        "op",
+        "batch",
+        "in_channels",
+        "out_channels",
+        "height",
+        "width",
+        "kernel",
+        "stride",
+        "padding",
+        "dtype",
+    }
+    assert torch_runner.norm_op("layernorm", 16, 4096) == {
+        "op": "layernorm",
+        "rows": 16,
+        "hidden": 4096,
+        "dtype": "bf16",
+    }
+    assert torch_runner.norm_op("rmsnorm", 16, 4096)["op"] == "rmsnorm"
+    assert torch_runner.norm_op("softmax", 16, 4096) == {
+        "op": "softmax",
+        "rows": 16,
+        "cols": 4096,
+        "dtype": "bf16",
+    }
+    assert torch_runner.elementwise_op("gelu", 1 << 20, "fp32") == {
+        "op": "gelu",
+        "n": 1 << 20,
+        "dtype": "fp32",
+    }
+    assert torch_runner.reduction_op(1 << 20, "bf16") == {
+        "op": "reduction",
+        "n": 1 << 20,
+        "dtype": "bf16",
+    }
+    with pytest.raises(ValueError):
+        torch_runner.elementwise_op("tanh", 1, "bf16")
+
+
+# --------------------------------------------------------------------------- plans
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_plans_are_well_formed(quick):
+    for k, n in cupy_runner.poly_points(quick):
+        assert 1 <= k <= 1000 and n >= 1 << 20
+    for pattern, n in cupy_runner.bandwidth_points(quick):
+        assert pattern in cupy_runner.BW_PATTERNS and n % 4 == 0  # float4 granularity
+        _, nbytes = cupy_runner.bandwidth_counts(pattern, n)
+        assert 4000 <= nbytes <= 4 << 30
+    for m, n, k, tag in cupy_runner.gemm_shapes(quick):
+        assert min(m, n, k) >= 1 and tag in {"square", "llm", "misaligned"}
+    for p in torch_runner.attention_points(quick):
+        assert p.backend in torch_runner.ATTN_BACKENDS
+        assert p.heads % p.kv_heads == 0
+        assert p.phase == "prefill" or (p.seq == 1 and not p.causal)
+    for kind, rows, hidden in torch_runner.norm_points(quick):
+        assert kind in torch_runner.NORM_OPS and rows >= 1 and hidden in (1024, 4096, 8192)
+
+
+def test_quick_plans_are_smaller():
+    assert len(cupy_runner.poly_points(True)) < len(cupy_runner.poly_points(False))
+    assert len(cupy_runner.bandwidth_points(True)) < len(cupy_runner.bandwidth_points(False))
+    assert len(cupy_runner.gemm_shapes(True)) < len(cupy_runner.gemm_shapes(False))
+    assert len(torch_runner.attention_points(True)) < len(torch_runner.attention_points(False))
+    assert len(torch_runner.conv_points(True)) < len(torch_runner.conv_points(False))
+
+
+def test_full_plan_covers_the_brief():
+    ks = {k for k, _ in cupy_runner.poly_points(False)}
+    assert {1, 1000} <= ks and 20 <= len(ks) <= 30
+    shapes = {(m, n, k) for m, n, k, _ in cupy_runner.gemm_shapes(False)}
+    assert {
+        (16384,) * 3,
+        (3000,) * 3,
+        (6144,) * 3,
+        (2048, 50257, 768),
+        (2048, 50304, 768),
+    } <= shapes
+    assert {(1, 14336, 4096), (8192, 4096, 11008)} <= shapes
+    sizes = [cupy_runner.bandwidth_counts(p, n)[1] for p, n in cupy_runner.bandwidth_points(False)]
+    assert min(sizes) <= 4096 and max(sizes) >= (4 << 30) - 64
+    lat = cupy_runner.latency_sizes(False)
+    assert lat[0] == 16 << 10 and lat[-1] == 1 << 30
+    assert len(torch_runner.RESNET50_CONVS) == len(set(torch_runner.RESNET50_CONVS)) == 23
+
+
+# --------------------------------------------------------------------------- timing helpers
+
+
+def test_summarize_median_and_spread():
+    med, spread = timing.summarize([1.0] * 9 + [2.0])
+    assert med == 1.0
+    assert spread == pytest.approx(0.1)  # p90 interpolates to 1.1
+    assert timing.summarize([3.0]) == (3.0, 0.0)
+    with pytest.raises(ValueError):
+        timing.summarize([])
+
+
+def test_choose_repeats_is_clamped():
+    kw = {"target_s": 0.02, "min_repeats": 5, "max_repeats": 50}
+    assert timing.choose_repeats(1e-6, **kw) == 50
+    assert timing.choose_repeats(1.0, **kw) == 5
+    assert timing.choose_repeats(1e-3, **kw) == 20
+    assert timing.choose_repeats(0.0, **kw) == 50
+
+
+def test_spin_covers_host_time_within_bounds():
+    assert timing.spin_seconds(0.0) == pytest.approx(10e-6)
+    assert timing.spin_seconds(20e-6) == pytest.approx(40e-6)
+    assert timing.spin_seconds(1.0) == pytest.approx(2e-3)
+
+
+def test_log_sizes_and_ints():
+    s = timing.log_sizes(4096, 1 << 20, 1)
+    assert s == [4096 << i for i in range(9)]
+    s3 = timing.log_sizes(4096, 1 << 20, 3, multiple=16)
+    assert s3[0] == 4096 and s3[-1] == 1 << 20 and all(x % 16 == 0 for x in s3)
+    assert len(s3) == 25 and s3 == sorted(set(s3))
+    ks = timing.log_ints(1, 1000, 25)
+    assert ks[0] == 1 and ks[-1] == 1000 and ks == sorted(set(ks))
+
+
+# --------------------------------------------------------------------------- the script
+
+
+def test_measurement_script_help_needs_no_gpu():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_measurements.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "--quick" in out.stdout and "--out" in out.stdout
+
+
+def test_measurement_script_summary_and_atomic_write(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "run_measurements", ROOT / "benchmarks" / "run_measurements.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    recs = [
+        cupy_runner.make_record(
+            "gemm", cupy_runner.gemm_op(8192, 8192, 8192, "bf16"), 1.4e-3, 5, 0.01, {}
+        ),
+        cupy_runner.make_record(
+            "bandwidth",
+            cupy_runner.bandwidth_op("copy", 1 << 28, 270336),
+            0.4e-3,
+            20,
+            0.01,
+            {"pattern": "copy", "cache": "cold", "working_set_bytes": 1 << 31},
+        ),
+    ]
+    text = mod.summary(recs, [])
+    assert "bf16" in text and "TFLOP/s" in text and "GB/s" in text
+    out = tmp_path / "sub" / "raw.json"
+    mod.write_json_atomic(out, {"records": recs})
+    assert json.loads(out.read_text())["records"] == recs
+    assert [p.name for p in out.parent.iterdir()] == ["raw.json"]
