@@ -55,6 +55,7 @@ class TraceBuilder:
         self.corr = 0
         self.shapes = shapes
         self.device = device
+        self.tid = 100  # the host thread ranges and launches go on (autograd uses another)
 
     def _x(self, cat: str, name: str, ts: float, dur: float, args: dict, pid: int = 100,
            tid: int = 100) -> None:  # fmt: skip
@@ -77,19 +78,33 @@ class TraceBuilder:
                 args["Input Strides"] = strides
         yield
         self.cpu += 0.5
-        self._x(cat, name, start, self.cpu - start, args)
+        self._x(cat, name, start, self.cpu - start, args, tid=self.tid)
 
     def launch(self, name: str, dur: float, kind: str = "kernel", cpu_us: float = 5.0,
                args: dict | None = None, api: str = "cudaLaunchKernel") -> None:  # fmt: skip
         self.corr += 1
         ts = self.cpu
         self.cpu += cpu_us
-        self._x("cuda_runtime", api, ts, cpu_us, {"correlation": self.corr, "External id": self.ext})
+        runtime = (
+            "cuda_driver" if api.startswith("cu") and not api.startswith("cuda") else "cuda_runtime"
+        )
+        self._x(runtime, api, ts, cpu_us, {"correlation": self.corr, "External id": self.ext},
+                tid=self.tid)  # fmt: skip
+        self.events.append({"ph": "s", "id": self.corr, "pid": 100, "tid": self.tid, "ts": ts,
+                            "cat": "ac2g", "name": "ac2g"})  # fmt: skip
         start = max(self.gpu, ts + 2.0)
         cat = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}[kind]
         self._x(cat, name, start, dur, {"device": 0, "stream": 7, "correlation": self.corr,
                                         **(args or {})}, pid=0, tid=7)  # fmt: skip
         self.gpu = start + dur
+
+    def meta(self) -> None:
+        """Metadata and GPU-side annotation events torch writes too (ignored by diagnose)."""
+        self.events.append({"name": "process_name", "ph": "M", "ts": 0, "pid": 0, "tid": 0,
+                            "args": {"name": "python"}})  # fmt: skip
+        self.events.append({"ph": "i", "cat": "Trace", "name": "Iteration Start: PyTorch Profiler",
+                            "ts": self.cpu, "pid": 100, "tid": 100, "s": "g"})  # fmt: skip
+        self._x("gpu_user_annotation", "ProfilerStep#0", self.gpu, 10.0, {}, pid=0, tid=7)
 
     def op(self, name: str, dims: list, types: list, kernels: list[tuple[str, float]],
            concrete: list | None = None, strides: list | None = None,
@@ -208,7 +223,7 @@ def test_cpu_only_trace_says_how_to_record_gpu_activity(tmp_path):
     tb = TraceBuilder()
     with tb.range("aten::mm", dims=[[2, 2], [2, 2]], types=[F32, F32]):
         pass
-    with pytest.raises(TraceFormatError, match="ProfilerActivity.CUDA"):
+    with pytest.raises(TraceFormatError, match=r"ProfilerActivity\.CUDA"):
         load_trace(tb.write(tmp_path / "cpu.json"))
 
 
@@ -246,16 +261,12 @@ def test_truncated_before_any_event_is_an_error(tmp_path):
         load_trace(p)
 
 
-def test_trace_without_shapes_still_gives_timeline_findings(tmp_path):
+def test_trace_without_shapes_still_gives_timeline_findings():
     tb = starved_loader()
-    tb.shapes = False
-    tb = starved_loader()
-    tb2 = TraceBuilder(shapes=False)
-    tb2.events = [
-        {**e, "args": {k: v for k, v in e["args"].items() if not k.startswith(("Input", "Concrete"))}}
-        for e in tb.events
-    ]  # fmt: skip
-    rep = diagnose(tb2.to_dict())
+    for e in tb.events:  # as recorded with record_shapes=False
+        for k in ("Input Dims", "Input type", "Input Strides", "Concrete Inputs"):
+            e.get("args", {}).pop(k, None)
+    rep = diagnose(tb.to_dict())
     assert rep.source.record_shapes is False
     assert any("record_shapes=True" in n for n in rep.notes)
     assert all(not r.mapped for r in rep.ops)
@@ -521,6 +532,63 @@ def test_kernels_are_charged_to_the_op_that_maps():
     assert attn.op is not None and "causal=True" in attn.op and attn.count == 1
 
 
+def test_backward_on_the_autograd_thread_and_multi_kernel_ops():
+    tb = TraceBuilder()
+    tb.meta()
+    for s in range(2):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            # split-K: one aten::mm call, two kernels; its time is their sum
+            tb.op("aten::mm", [[64, 65536], [65536, 64]], [BF16, BF16],
+                  [("sm90_gemm_splitk", 30.0), ("splitKreduce_kernel", 4.0)])  # fmt: skip
+            tb.tid = 200  # autograd's device thread
+            with tb.range("autograd::engine::evaluate_function: MmBackward0"):
+                with tb.range("MmBackward0", dims=[[64, 64]], types=[BF16]):
+                    tb.op("aten::mm", [[64, 64], [64, 65536]], [BF16, BF16], [("gemm", 20.0)])
+            tb.tid = 100
+    rep = diagnose(tb.to_dict())
+    fwd = next(r for r in rep.ops if r.phase == "forward")
+    bwd = next(r for r in rep.ops if r.phase == "backward")
+    assert fwd.count == 2 and fwd.measured_per_call_s == pytest.approx(34e-6)
+    assert fwd.kernels == ["sm90_gemm_splitk", "splitKreduce_kernel"]
+    assert bwd.name == "aten::mm" and bwd.count == 2
+
+
+def test_compiled_kernels_are_listed_one_by_one():
+    tb = TraceBuilder()
+    for s in range(2):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            with tb.range("CompiledFunction", dims=[[4096, 512]], types=[BF16]):
+                with tb.range("## Call CompiledFxGraph fabc123 ##", cat="user_annotation"):
+                    tb.launch("triton_poi_fused_add_mul_tanh_0", 12.0, api="cuLaunchKernel")
+                    tb.launch("triton_red_fused_native_layer_norm_1", 9.0, api="cuLaunchKernel")
+                    tb.op("aten::mm", [[4096, 512], [512, 2048]], [BF16, BF16], [("gemm", 20.0)])
+    rep = diagnose(tb.to_dict())
+    rows = {r.name: r for r in rep.ops}
+    assert set(rows) == {"triton_poi_fused_add_mul_tanh_0", "triton_red_fused_native_layer_norm_1",
+                         "aten::mm"}  # fmt: skip
+    tri = rows["triton_poi_fused_add_mul_tanh_0"]
+    assert not tri.mapped and tri.count == 2 and "compiler-generated" in tri.reason
+    assert rows["aten::mm"].mapped
+
+
+@pytest.mark.parametrize(
+    ("raw", "short"),
+    [
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,"
+         " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, "
+         "std::array<char*, 3ul>)", "at::native::vectorized_elementwise_kernel"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64",
+         "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64"),
+        ("void (anonymous namespace)::softmax_warp_forward<float>(float*)",
+         "(anonymous namespace)::softmax_warp_forward"),
+    ],
+)  # fmt: skip
+def test_short_kernel_names(raw, short):
+    from gpumodel.diagnose.timeline import short_name
+
+    assert short_name(raw) == short
+
+
 # ---------------------------------------------------------------------------------------------
 # findings on planted problems
 
@@ -627,14 +695,14 @@ def test_fusible_elementwise_chain():
             tb.op("aten::mm", [[4096, 512], [512, 2048]], [BF16, BF16], [("gemm", 20.0)])
             # the tanh GELU written out: pow, mul, add, mul, tanh, add, mul, mul
             for name, dims, types in [
-                ("aten::pow", shape + [[]], [BF16, "Scalar"]),
-                ("aten::mul", shape + [[]], [BF16, "Scalar"]),
+                ("aten::pow", [*shape, []], [BF16, "Scalar"]),
+                ("aten::mul", [*shape, []], [BF16, "Scalar"]),
                 ("aten::add", shape * 2 + [[]], [BF16, BF16, "Scalar"]),
-                ("aten::mul", shape + [[]], [BF16, "Scalar"]),
+                ("aten::mul", [*shape, []], [BF16, "Scalar"]),
                 ("aten::tanh", shape, [BF16]),
-                ("aten::add", shape + [[], []], [BF16, "Scalar", "Scalar"]),
+                ("aten::add", [*shape, [], []], [BF16, "Scalar", "Scalar"]),
                 ("aten::mul", shape * 2, [BF16, BF16]),
-                ("aten::mul", shape + [[]], [BF16, "Scalar"]),
+                ("aten::mul", [*shape, []], [BF16, "Scalar"]),
             ]:
                 tb.op(name, dims, types, [("vectorized_elementwise_kernel", 30.0)])
     rep = diagnose(tb.to_dict(), calibration="none")

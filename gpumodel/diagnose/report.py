@@ -296,12 +296,16 @@ def _group(instances: list[Instance]) -> list[_Group]:
 
 
 def _infer_tf32(m: Mapped, measured_per_call_s: float, predictor: _Predictor) -> Mapped:
-    """An fp32 product that beat the fp32 CUDA-core roof must have run on TF32 tensor cores."""
+    """An fp32 product faster than the fp32 CUDA-core peak allows (datasheet roofline, no
+    calibration) must have run on TF32 tensor cores."""
     op = m.op
     if not isinstance(op, (Gemm, Conv2d)) or op.dtype != "fp32" or m.tf32 is not None:
         return m
-    p = predictor(op)
-    if p is None or measured_per_call_s >= 0.9 * p.time_s * m.scale:
+    try:
+        roof = predict(op, predictor.gpu, "none").roofline_time_s
+    except GpumodelError:
+        return m
+    if measured_per_call_s >= 0.95 * roof * m.scale:
         return m
     if not predictor.gpu.peak_flops("tf32", "tensor"):
         return m
@@ -429,7 +433,7 @@ def _assemble(
 ) -> DiagnoseReport:
     rows.sort(key=lambda r: (-r.recoverable_s, -r.measured_s))
     shown = rows if top is None else rows[: max(top, 0)]
-    rest = rows[len(shown):]
+    rest = rows[len(shown) :]
     mapped = [r for r in rows if r.mapped]
     totals = Totals(
         measured_s=sum(r.measured_s for r in rows),
@@ -488,7 +492,9 @@ def _diagnose_nsys(
             evidence=["the summary has no timeline: the idle time between launches is unknown"],
             details={"kernels": n, "short_kernels": n_short},
         ))  # fmt: skip
-    fp32 = [r for r in tr.kernel_summary if _FP32_KERNEL.search(r.name) and "gemm" in r.name.lower()]
+    fp32 = [
+        r for r in tr.kernel_summary if _FP32_KERNEL.search(r.name) and "gemm" in r.name.lower()
+    ]
     if fp32:
         t = sum(r.total_s for r in fp32)
         findings.append(Finding(

@@ -37,8 +37,8 @@ _STEP = re.compile(r"^ProfilerStep#\d+$")
 _BACKWARD = re.compile(r"Backward\d*\b|evaluate_function|autograd::engine|CompiledFunctionBackward")
 SYNC_RUNTIME = frozenset({
     "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-    "cudaMemcpy2D", "cudaMemset", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize",
-    "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cudaStreamQuery",
+    "cudaMemcpy2D", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize",
+    "cuMemcpyDtoH", "cuMemcpyDtoH_v2",
 })  # fmt: skip
 SYNC_OPS = frozenset({
     "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero",
@@ -119,7 +119,7 @@ class Timeline:
 
 def short_name(kernel: str) -> str:
     """``void at::native::foo<float, 4>(...)`` -> ``at::native::foo``."""
-    s = kernel.strip()
+    s = kernel.strip().replace("(anonymous namespace)", "\0")
     s = re.sub(r"^void\s+", "", s)
     depth, out = 0, []
     for ch in s:
@@ -133,8 +133,8 @@ def short_name(kernel: str) -> str:
             continue
         if depth == 0:
             out.append(ch)
-    name = "".join(out).strip()
-    return name or s[:80]
+    name = "".join(out).strip() or s[:80]
+    return name.replace("\0", "(anonymous namespace)")
 
 
 def _phase(node: CpuEvent | None) -> str:
@@ -195,14 +195,15 @@ def _select(launcher: CpuEvent | None) -> CpuEvent | None:
 
 
 def _charge_node(launcher: CpuEvent | None) -> CpuEvent | None:
-    """Mapped operator if any; else the innermost ATen operator (listed unmapped); else None."""
+    """Mapped operator if any; else the innermost ATen operator (listed unmapped); else None
+    (kernels of compiled regions and custom ops are then listed one by one, by kernel name)."""
     chosen = _select(launcher)
     if chosen is not None:
         return chosen
     if launcher is None:
         return None
     for node in [launcher, *launcher.ancestors()]:
-        if node.cat == "cpu_op" and (node.has_shapes or node.name.startswith("aten::")):
+        if node.cat == "cpu_op" and node.name.startswith("aten::"):
             return node
     return None
 
@@ -276,7 +277,9 @@ def build_timeline(trace: Trace) -> Timeline:
         elif inst.kind == "kernel":
             g = inst.gpu[0]
             inst.name = short_name(g.name)
-            if not shapes:
+            if not trace.cpu:
+                why = "no CPU operators in the trace: record with activities=[CPU, CUDA]"
+            elif not shapes:
                 why = "no shapes recorded: record with record_shapes=True"
             elif inst.name.startswith("triton_") or (inst.node and "Compiled" in inst.node.name):
                 why = "compiler-generated kernel: no operator shapes recorded"
@@ -390,7 +393,8 @@ def _classify(
     for ev in top:
         if ev.ts < e and ev.end > s:
             by_name[ev.name] += min(e, ev.end) - max(s, ev.ts)
-    names = sorted(by_name, key=by_name.__getitem__, reverse=True)[:3]
+    names = [n for n in sorted(by_name, key=by_name.__getitem__, reverse=True)[:3]
+             if by_name[n] >= 0.05 * dur]  # fmt: skip
     ev_txt = ", ".join(f"{n} ({by_name[n] / 1000:.2f} ms)" for n in names) if names else ""
     return Gap(s, e, "host_other", ev_txt)
 

@@ -3,15 +3,17 @@
 How one measurement is taken (``time_cuda`` for CuPy work, ``time_torch`` for PyTorch work):
 
 1. Warm-up calls, untimed: run-time compilation, cuBLAS/cuDNN handle creation and first-touch
-   allocation stay out of the numbers. The last warm-up call is also timed on the host clock to
-   learn how long the host takes to *enqueue* one call.
+   allocation stay out of the numbers. Then one iteration is enqueued behind a busy-wait to learn
+   how long the host takes to *enqueue* one timed iteration (flush, two events, the work).
 2. One timed probe call gives the device time per call; the repeat count is then chosen so the
    timed calls add up to about ``target_s`` (clamped to ``min_repeats``..``max_repeats``).
-3. Each repeat: optional L2 flush (``flush``), then a short busy-wait kernel (``spin``) sized to
-   cover the host's enqueue time, then start event, the work, stop event. The busy-wait keeps the
-   GPU occupied while the host enqueues the start event and the work, so the interval between
-   the events holds device time only, not Python or launch overhead (the trick nvbench calls a
-   blocking kernel). All repeats are queued, then one synchronisation reads every interval.
+3. A batch: one busy-wait kernel (``spin``) long enough for the host to enqueue every repeat of
+   the batch, then per repeat an optional L2 flush (``flush``), start event, the work, stop
+   event; one synchronisation reads every interval. The busy-wait keeps the GPU occupied while
+   Python enqueues, so the repeats then run back to back on the device and each interval holds
+   device time only, not Python or launch overhead (the trick nvbench calls a blocking kernel).
+   A busy-wait per repeat is not enough: with one Python launch costing ~7 us, the host barely
+   keeps ahead and some intervals catch it (seen on an H100 as a bimodal spread for 5 us work).
 4. Result: median of the intervals, spread = (p90 - p10) / median, and the repeat count.
 
 Heavy imports (cupy, torch) happen inside the functions that need them.
@@ -19,13 +21,14 @@ Heavy imports (cupy, torch) happen inside the functions that need them.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-_SPIN_MIN_S = 10e-6
-_SPIN_MAX_S = 2e-3
+_SPIN_MIN_S = 50e-6
+_SPIN_MAX_S = 0.5
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -55,9 +58,11 @@ def choose_repeats(
     return int(min(max_repeats, max(min_repeats, math.ceil(target_s / estimate_s))))
 
 
-def spin_seconds(host_enqueue_s: float) -> float:
-    """Busy-wait length that covers the host's enqueue time of one timed call, with margin."""
-    return min(_SPIN_MAX_S, max(_SPIN_MIN_S, 1.5 * host_enqueue_s + 10e-6))
+def spin_seconds(host_iter_s: float, repeats: int) -> float:
+    """Busy-wait queued ahead of a batch of ``repeats`` timed iterations: long enough for the
+    host to enqueue all of them (1.5x its measured time per iteration, plus 50 us), so the GPU
+    never runs dry between them; at most 0.5 s."""
+    return min(_SPIN_MAX_S, max(_SPIN_MIN_S, 1.5 * host_iter_s * repeats + 50e-6))
 
 
 def log_sizes(lo: int, hi: int, per_octave: int, multiple: int = 1) -> list[int]:
@@ -135,6 +140,69 @@ def l2_flusher(l2_bytes: int, *, factor: int = 3, sm_count: int = 132) -> Callab
     return flush
 
 
+def _measure(
+    fn: Callable[[], Any],
+    *,
+    flush: Callable[[], None] | None,
+    min_repeats: int,
+    max_repeats: int,
+    target_s: float,
+    warmup: int,
+    use_spin: bool,
+    new_event: Callable[[], Any],
+    record: Callable[[Any], None],
+    elapsed_s: Callable[[Any, Any], float],
+    spin_for: Callable[[float], None] | None,
+    sync: Callable[[], None],
+) -> tuple[float, float, int]:
+    """The event-timing procedure of the module docstring, for any event API."""
+    for _ in range(max(1, warmup)):
+        if flush is not None:
+            flush()
+        fn()
+    sync()
+    spinning = use_spin and spin_for is not None
+    host_iter_s = 0.0
+    if spinning:
+        # host time to enqueue one timed iteration, taken while the GPU is kept busy
+        assert spin_for is not None
+        spin_for(2e-3)
+        a, b = new_event(), new_event()
+        t0 = time.perf_counter()
+        if flush is not None:
+            flush()
+        record(a)
+        fn()
+        record(b)
+        host_iter_s = time.perf_counter() - t0
+        sync()
+
+    def batch(n: int) -> list[float]:
+        events = [(new_event(), new_event()) for _ in range(n)]
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # no collector pause while the host races the spin
+        try:
+            if spinning:
+                assert spin_for is not None
+                spin_for(spin_seconds(host_iter_s, n))
+            for a, b in events:
+                if flush is not None:
+                    flush()
+                record(a)
+                fn()
+                record(b)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        sync()
+        return [elapsed_s(a, b) for a, b in events]
+
+    probe = batch(1)[0]
+    n = choose_repeats(probe, target_s=target_s, min_repeats=min_repeats, max_repeats=max_repeats)
+    med, spread = summarize(batch(n))
+    return med, spread, n
+
+
 def time_cuda(
     fn: Callable[[], Any],
     *,
@@ -154,36 +222,20 @@ def time_cuda(
     import cupy
 
     stream = cupy.cuda.get_current_stream()
-    host_s = 0.0
-    for i in range(max(1, warmup)):
-        if flush is not None:
-            flush()
-        stream.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if i == max(1, warmup) - 1:
-            host_s = time.perf_counter() - t0
-        stream.synchronize()
-    spin_s = spin_seconds(host_s) if use_spin else 0.0
-
-    def batch(n: int) -> list[float]:
-        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(n)]
-        for start, stop in events:
-            if flush is not None:
-                flush()
-            if spin_s:
-                spin(spin_s)
-            start.record(stream)
-            fn()
-            stop.record(stream)
-        events[-1][1].synchronize()
-        return [cupy.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in events]
-
-    probe = batch(1)[0]
-    n = choose_repeats(probe, target_s=target_s, min_repeats=min_repeats, max_repeats=max_repeats)
-    times = batch(n)
-    med, spread = summarize(times)
-    return med, spread, n
+    return _measure(
+        fn,
+        flush=flush,
+        min_repeats=min_repeats,
+        max_repeats=max_repeats,
+        target_s=target_s,
+        warmup=warmup,
+        use_spin=use_spin,
+        new_event=cupy.cuda.Event,
+        record=lambda ev: ev.record(stream),
+        elapsed_s=lambda a, b: cupy.cuda.get_elapsed_time(a, b) * 1e-3,
+        spin_for=spin,
+        sync=stream.synchronize,
+    )
 
 
 def time_host(fn: Callable[[], Any], *, repeats: int, warmup: int = 2) -> tuple[float, float, int]:
@@ -233,36 +285,22 @@ def time_torch(
 
     stream = torch.cuda.current_stream()
     sleep = getattr(torch.cuda, "_sleep", None)
-    host_s = 0.0
-    for i in range(max(1, warmup)):
-        if flush is not None:
-            flush()
-        stream.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if i == max(1, warmup) - 1:
-            host_s = time.perf_counter() - t0
-        stream.synchronize()
-    spin_cycles = int(spin_seconds(host_s) * sm_clock_hz) if (use_spin and sleep) else 0
 
-    def batch(n: int) -> list[float]:
-        events = [
-            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-            for _ in range(n)
-        ]
-        for start, stop in events:
-            if flush is not None:
-                flush()
-            if spin_cycles:
-                sleep(spin_cycles)
-            start.record(stream)
-            fn()
-            stop.record(stream)
-        events[-1][1].synchronize()
-        return [a.elapsed_time(b) * 1e-3 for a, b in events]
+    def spin_for(seconds: float) -> None:
+        assert sleep is not None
+        sleep(int(seconds * sm_clock_hz))
 
-    probe = batch(1)[0]
-    n = choose_repeats(probe, target_s=target_s, min_repeats=min_repeats, max_repeats=max_repeats)
-    times = batch(n)
-    med, spread = summarize(times)
-    return med, spread, n
+    return _measure(
+        fn,
+        flush=flush,
+        min_repeats=min_repeats,
+        max_repeats=max_repeats,
+        target_s=target_s,
+        warmup=warmup,
+        use_spin=use_spin,
+        new_event=lambda: torch.cuda.Event(enable_timing=True),
+        record=lambda ev: ev.record(stream),
+        elapsed_s=lambda a, b: a.elapsed_time(b) * 1e-3,
+        spin_for=spin_for if sleep is not None else None,
+        sync=stream.synchronize,
+    )
