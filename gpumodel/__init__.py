@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpumodel import llm, ops
 from gpumodel.calibration import Calibration, load_calibration
+from gpumodel.diagnose import DiagnoseReport, TraceFormatError, diagnose
 from gpumodel.errors import (
     CalibrationError,
     DeviceError,
@@ -67,6 +68,7 @@ __all__ = [
     "DPScaling",
     "DPStep",
     "DeviceError",
+    "DiagnoseReport",
     "GPUSpec",
     "GpumodelError",
     "InfeasibleError",
@@ -80,6 +82,7 @@ __all__ = [
     "SpecError",
     "SystemSpec",
     "Term",
+    "TraceFormatError",
     "TrainingPlan",
     "UnitError",
     "UnknownGPUError",
@@ -91,6 +94,7 @@ __all__ = [
     "amdahl_from_times",
     "concurrency",
     "data_parallel_step",
+    "diagnose",
     "explain_symbolic",
     "fits",
     "format_quantity",

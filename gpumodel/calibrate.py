@@ -55,7 +55,6 @@ GROUPS: dict[str, tuple[Callable[[Point], bool], float | None, float | None]] = 
     "copy (cudaMemcpy d2d)": (lambda p: p.family == "copy", 10.0, None),
     "polynomial (seed roofline sweep)": (lambda p: p.family in ("poly", "poly_fma"), 5.0, None),
     "host transfer": (lambda p: p.family == "host_transfer", 10.0, None),
-    "launch (empty kernel)": (lambda p: p.family == "launch", None, None),
     "elementwise / reduction": (lambda p: p.family in ("elementwise", "reduction"), 10.0, None),
     "layer/RMS norm, softmax": (lambda p: p.family == "norm", 10.0, None),
     "attention prefill (flash)": (
@@ -92,12 +91,19 @@ def points_from_records(records: Iterable[dict[str, Any]]) -> tuple[list[Point],
     return points, skipped
 
 
+# measured constants, not predictions: used for fitting only (reported as measured values)
+FIT_ONLY = {"launch"}
+
+
 def split(points: list[Point]) -> tuple[list[Point], list[Point]]:
     """Alternate points within each family in order of work: even -> fit, odd -> held out."""
     fit: list[Point] = []
     held: list[Point] = []
     by_family: dict[str, list[Point]] = {}
     for p in points:
+        if p.family in FIT_ONLY:
+            fit.append(p)
+            continue
         by_family.setdefault(_split_key(p), []).append(p)
     for group in by_family.values():
         group.sort(key=_work)
@@ -110,8 +116,11 @@ def split(points: list[Point]) -> tuple[list[Point], list[Point]]:
 
 
 def _split_key(p: Point) -> str:
-    dtype = getattr(p.op, "dtype", "")
-    return f"{p.family}|{p.l2}|{p.meta.get('pattern', '')}|{p.meta.get('direction', '')}|{dtype}"
+    """Points that differ only in size share a key: family, cache state, access pattern and the
+    op's categorical fields (dtype, direction, pinned, causal, ...)."""
+    categorical = [f"{k}={v}" for k, v in p.op.model_dump().items() if isinstance(v, (str, bool))]
+    decode = getattr(p.op, "seq", None) == 1
+    return "|".join([p.family, p.l2, str(p.meta.get("pattern", "")), str(decode), *categorical])
 
 
 def _work(p: Point) -> float:
@@ -201,18 +210,22 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
             hot, gpu, params, build_l2, [math.log(3 * gpu.memory_bandwidth_bytes_per_s)]
         )
 
-    # 4. FP32 vector efficiency and the overlap exponent from the polynomial sweeps
+    # 4. FP32 vector efficiency per instruction mix, the overlap exponent, and the loaded DRAM
+    #    latency that limits the seed's one-load-per-thread kernel (Little's law)
     poly = fam.get("poly", []) + fam.get("poly_fma", [])
     if poly:
 
         def build_poly(x: np.ndarray) -> CalibrationParams:
             return params.model_copy(update={
                 "compute_efficiency": {**params.compute_efficiency,
-                                       "vector:fp32": float(min(1.2, math.exp(x[0])))},
-                "overlap_exponent": float(1.0 + math.exp(x[1])),
+                                       "vector:fp32": float(min(1.2, math.exp(x[0]))),
+                                       "vector:fp32:no-fma": float(min(1.2, math.exp(x[1])))},
+                "overlap_exponent": float(1.0 + math.exp(x[2])),
+                "loaded_dram_latency_s": float(math.exp(x[3])),
             })  # fmt: skip
 
-        params = _fit_family(poly, gpu, params, build_poly, [math.log(0.9), math.log(3.0)])
+        x0 = [math.log(0.8), math.log(0.8), math.log(3.0), math.log(6e-7)]
+        params = _fit_family(poly, gpu, params, build_poly, x0)
 
     # 5. GEMM per dtype: large-shape efficiency, misalignment, weight-bound bandwidth, floor
     gemm_by_dtype: dict[str, list[Point]] = {}
@@ -225,30 +238,42 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
     params = _fit_host(fam.get("host_transfer", []), params)
 
     # 7. cudaMemcpy d2d and PyTorch op families: efficiency and floor per family
+    compute_families = {"attention", "conv2d"}
     for family, name in (("copy", "copy"), ("elementwise", "elementwise"),
                          ("reduction", "reduction"), ("attention", "attention"),
-                         ("conv2d", "conv2d"), ("numpy_gemm", "gemm"), ("numpy_stream", "kernel")):  # fmt: skip
+                         ("conv2d", "conv2d"), ("numpy_stream", "kernel")):  # fmt: skip
         pts = fam.get(family, [])
         if pts:
-            params = _fit_efficiency_and_floor(pts, gpu, params, name)
+            params = _fit_family_params(pts, gpu, params, name, name in compute_families)
+    if fam.get("numpy_gemm"):
+        params = _fit_gemm("fp32", fam["numpy_gemm"], gpu, params)
     norm = fam.get("norm", [])
     for name in ("layernorm", "rmsnorm", "softmax"):
         pts = [p for p in norm if p.op.op_name == name]
         if pts:
-            params = _fit_efficiency_and_floor(pts, gpu, params, name)
+            params = _fit_family_params(pts, gpu, params, name, compute=False)
     return params
 
 
-def _fit_efficiency_and_floor(
-    pts: list[Point], gpu: GPUSpec, params: CalibrationParams, family: str
+def _fit_family_params(
+    pts: list[Point], gpu: GPUSpec, params: CalibrationParams, family: str, compute: bool
 ) -> CalibrationParams:
-    def build(x: np.ndarray) -> CalibrationParams:
-        return params.model_copy(update={
-            "family_efficiency": {**params.family_efficiency, family: float(min(50.0, math.exp(x[0])))},
-            "family_overhead_s": {**params.family_overhead_s, family: math.exp(x[1])},
-        })  # fmt: skip
+    """Per op family: bandwidth efficiency and fixed cost per kernel, plus a compute efficiency
+    for families with compute-bound kernels (attention, convolution)."""
 
-    return _fit_family(pts, gpu, params, build, [math.log(0.8), math.log(5e-6)])
+    def build(x: np.ndarray) -> CalibrationParams:
+        update: dict[str, Any] = {
+            "family_bandwidth_efficiency": {**params.family_bandwidth_efficiency,
+                                            family: float(min(50.0, math.exp(x[0])))},
+            "family_overhead_s": {**params.family_overhead_s, family: math.exp(x[1])},
+        }  # fmt: skip
+        if compute:
+            update["family_efficiency"] = {**params.family_efficiency,
+                                           family: float(min(2.0, math.exp(x[2])))}  # fmt: skip
+        return params.model_copy(update=update)
+
+    x0 = [math.log(0.8), math.log(5e-6)] + ([math.log(0.8)] if compute else [])
+    return _fit_family(pts, gpu, params, build, x0)
 
 
 def _fit_gemm(

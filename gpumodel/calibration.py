@@ -76,11 +76,19 @@ class CalibrationParams(_Frozen):
     kernel_overhead_s: float | None = Field(None, ge=0)
     overlap_exponent: float | None = Field(None, ge=1)
     compute_efficiency: dict[str, float] = Field(
-        default_factory=dict, description="'unit:dtype' -> achieved / datasheet peak"
+        default_factory=dict,
+        description="'unit:dtype' (or 'vector:fp32:no-fma' for kernels without FMA) -> "
+        "achieved / datasheet peak",
     )
     gemm: dict[str, GemmParams] = Field(default_factory=dict)
     family_efficiency: dict[str, float] = Field(
-        default_factory=dict, description="per op family multiplier on the roofline rate"
+        default_factory=dict, description="per op family multiplier on the compute rate"
+    )
+    family_bandwidth_efficiency: dict[str, float] = Field(
+        default_factory=dict, description="per op family multiplier on the DRAM bandwidth"
+    )
+    loaded_dram_latency_s: float | None = Field(
+        None, gt=0, description="DRAM latency under load, for Little's-law bandwidth limits"
     )
     family_overhead_s: dict[str, float] = Field(
         default_factory=dict, description="per op family fixed cost per kernel, seconds"

@@ -133,46 +133,40 @@ def kernel_time(
         return _transfer_time(kw, gpu, params)
     terms: list[Term] = []
     t_compute = 0.0
+    fam_compute = params.family_efficiency.get(family, 1.0)
     for part in kw.flops:
         if part.flops <= 0:
             continue
         peak = gpu.peak_flops(part.dtype, part.unit)
         assert peak, f"op produced FLOPs on a unit {gpu.id} lacks"  # ops check units first
-        eff = params.compute_efficiency.get(f"{part.unit}:{part.dtype}", 1.0)
-        rate = peak * eff
-        note = f"{part.unit} {part.dtype} peak {format_quantity(peak, 'FLOP/s')}"
-        if eff != 1.0:
-            note += f" x efficiency {eff:.3g}"
+        rate, note = peak, f"{part.unit} {part.dtype} peak {format_quantity(peak, 'FLOP/s')}"
         if part.unit == "vector" and not kw.fma:
             # FMA counts 2 FLOPs; a stream of separate adds and multiplies issues 1 per lane-cycle
             rate *= 0.5
             note += " x 0.5 (no FMA: separate add and multiply)"
+        eff = compute_efficiency(params, part.unit, part.dtype, kw.fma)
         if kw.gemm is not None and part is kw.flops[0]:  # the matrix product itself
             factor, gemm_terms = gemm_model.efficiency(kw.gemm, gpu, params)
-            rate *= factor
+            eff = factor  # cuBLAS-calibrated GEMM efficiency replaces the unit's
             terms += gemm_terms
-        t = part.flops / rate
+        elif eff != 1.0:
+            note += f" x efficiency {eff:.3g}"
+        if fam_compute != 1.0 and family != "gemm":
+            # how far this op family's kernels (cuDNN, flash attention...) are from that
+            eff *= fam_compute
+            note += f" x {family} kernel efficiency {fam_compute:.3g}"
+        t = part.flops / (rate * eff)
         t_compute += t
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
 
-    bandwidth = gpu.memory_bandwidth_bytes_per_s
-    mem_note = f"HBM/DRAM {format_quantity(bandwidth, 'B/s')}"
-    ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
-    if kw.gemm is not None and kw.gemm.dtype in params.gemm:
-        bw_eff = params.gemm[kw.gemm.dtype].small_m_bandwidth_efficiency
-    else:
-        bw_eff = params.dram_efficiency or 1.0
-    bandwidth *= bw_eff
-    if bw_eff != 1.0:
-        mem_note += f" x efficiency {bw_eff:.3g}"
-    if (
-        l2 == "warm"
-        and params.l2_bandwidth_bytes_per_s
-        and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
-    ):
-        bandwidth = params.l2_bandwidth_bytes_per_s
-        mem_note = f"working set fits in L2: L2 {format_quantity(bandwidth, 'B/s')}"
+    bandwidth, mem_note = memory_bandwidth(kw, gpu, params, family, l2)
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
+    latency_bound = False
+    limit = latency_limited_bandwidth(kw, gpu, params)
+    if limit is not None and kw.bytes and limit[0] < bandwidth:
+        latency_bound = True
+        t_memory = kw.bytes / limit[0]
+        mem_note = limit[1]
     terms.append(Term(name="memory time", value=t_memory, note=mem_note))
 
     p = params.overlap_exponent or math.inf
@@ -186,11 +180,6 @@ def kernel_time(
             Term(name="overlap factor", value=t_core / roof, unit="x",
                  note=f"(t_c^p + t_m^p)^(1/p), p = {p:.3g}: compute and memory overlap imperfectly")
         )  # fmt: skip
-    fam = params.family_efficiency.get(family)
-    if fam:
-        t_core /= fam
-        terms.append(Term(name=f"{family} efficiency", value=fam, unit="x",
-                          note="calibrated kernel efficiency of this op family"))  # fmt: skip
     overhead, source = kernel_overhead(params, family, fitted_gemm)
     t_floor = kw.launches * overhead
     terms.append(
@@ -204,11 +193,79 @@ def kernel_time(
     elif t_compute >= t_memory:
         bound = "compute"
     else:
-        bound = "memory"
+        bound = "latency" if latency_bound else "memory"
     return KernelPrediction(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def compute_efficiency(params: CalibrationParams, unit: str, dtype: str, fma: bool = True) -> float:
+    """Calibrated fraction of the peak for ``unit:dtype``; kernels without FMA have their own
+    entry (their instruction mix differs), falling back to the FMA one."""
+    if not fma and f"{unit}:{dtype}:no-fma" in params.compute_efficiency:
+        return params.compute_efficiency[f"{unit}:{dtype}:no-fma"]
+    return params.compute_efficiency.get(f"{unit}:{dtype}", 1.0)
+
+
+def memory_bandwidth(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: L2Mode
+) -> tuple[float, str]:
+    """Bandwidth this kernel streams at (DRAM x efficiency, or L2 when warm and small)."""
+    bandwidth = gpu.memory_bandwidth_bytes_per_s
+    note = f"HBM/DRAM {format_quantity(bandwidth, 'B/s')}"
+    ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
+    if (
+        l2 == "warm"
+        and params.l2_bandwidth_bytes_per_s
+        and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
+    ):
+        bw = params.l2_bandwidth_bytes_per_s
+        return bw, f"working set fits in L2: L2 {format_quantity(bw, 'B/s')}"
+    if kw.gemm is not None and kw.gemm.dtype in params.gemm:
+        eff = params.gemm[kw.gemm.dtype].small_m_bandwidth_efficiency
+    elif family in params.family_bandwidth_efficiency:
+        eff = params.family_bandwidth_efficiency[family]
+    else:
+        eff = params.dram_efficiency or 1.0
+    if eff != 1.0:
+        note += f" x efficiency {eff:.3g}"
+    return bandwidth * eff, note
+
+
+# registers per thread assumed for a described kernel whose register count is unknown
+ASSUMED_REGISTERS_PER_THREAD = 32
+
+
+def latency_limited_bandwidth(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams
+) -> tuple[float, str] | None:
+    """Little's law (Volkov 2016): a kernel with ``threads`` resident threads, each with its
+    bytes in flight, sustains at most ``threads x bytes / latency``. Applies to kernels whose
+    launch geometry is known (``Kernel(threads=...)``)."""
+    if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
+        return None
+    from gpumodel.model.littles_law import dram_latency
+    from gpumodel.model.occupancy import occupancy
+
+    occ = occupancy(gpu, kw.threads_per_block, ASSUMED_REGISTERS_PER_THREAD)
+    blocks = -(-kw.threads // kw.threads_per_block)
+    resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
+    resident_threads = resident_blocks * kw.threads_per_block
+    bytes_per_thread = kw.bytes / kw.threads
+    if params.loaded_dram_latency_s:
+        latency_s, source = params.loaded_dram_latency_s, "calibrated loaded DRAM latency"
+    else:
+        cycles, source, _ = dram_latency(gpu, params)
+        latency_s = cycles / gpu.boost_clock_hz
+        source = f"{source} DRAM latency {cycles:.0f} cycles"
+    limit = resident_threads * bytes_per_thread / latency_s
+    note = (
+        f"latency-limited (Little's law): {resident_threads:,} resident threads x "
+        f"{bytes_per_thread:.3g} B in flight / {latency_s * 1e9:.0f} ns ({source}) = "
+        f"{format_quantity(limit, 'B/s')}"
+    )
+    return limit, note
 
 
 def kernel_overhead(params: CalibrationParams, family: str, gemm: Any = None) -> tuple[float, str]:

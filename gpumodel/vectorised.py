@@ -18,7 +18,7 @@ from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import matmul_unit, vector_unit
 from gpumodel.ops.matmul import gemm_bytes
-from gpumodel.predict import kernel_overhead, predict
+from gpumodel.predict import compute_efficiency, kernel_overhead, predict
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
 BOUNDS = np.array(["memory", "compute", "launch"])
@@ -28,7 +28,10 @@ def sweep(
     op: str, gpu: GPUSpec | str, calibration: Any = None, **params: Any
 ) -> dict[str, np.ndarray]:
     """Predict ``op`` ('gemm', an elementwise name, or 'kernel') over broadcast arrays of its
-    numeric fields. Returns arrays: time_s, flops, bytes, arithmetic_intensity, bound."""
+    numeric fields. Returns arrays: time_s, flops, bytes, arithmetic_intensity, bound.
+
+    ``kernel`` sweeps take no launch geometry, so the Little's-law limit of ``predict`` (which
+    needs ``threads``) does not apply here."""
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     p = cal.parameters if cal else CalibrationParams()
@@ -41,13 +44,13 @@ def sweep(
         unit, dt = matmul_unit(gpu, dtype)
         flops = 2.0 * m * n * k * batch
         nbytes = gemm_bytes(m, n, k, batch, dtype)
-        rate = gpu.peak_flops(dt, unit) * p.compute_efficiency.get(f"{unit}:{dt}", 1.0)
-        rate = rate * gemm_model.efficiency_array(m, n, k, dtype, gpu, p)
+        # cuBLAS-calibrated GEMM efficiency replaces the unit's (as in predict.kernel_time)
+        rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(m, n, k, dtype, gpu, p)
+        family = "gemm"
         bw_eff = (
             p.gemm[dtype].small_m_bandwidth_efficiency if dtype in p.gemm
-            else (p.dram_efficiency or 1.0)
+            else p.family_bandwidth_efficiency.get(family, p.dram_efficiency or 1.0)
         )  # fmt: skip
-        family = "gemm"
     elif op in ELEMENTWISE or op == "kernel":
         dtype = params.pop("dtype", "bf16" if op != "kernel" else "fp32")
         if op == "kernel":
@@ -63,10 +66,10 @@ def sweep(
             nbytes = (inputs + 1) * n * BYTES_PER_ELEMENT[dtype]
             fma = True
         unit, dt = vector_unit(gpu, dtype)
-        rate = gpu.peak_flops(dt, unit) * p.compute_efficiency.get(f"{unit}:{dt}", 1.0)
-        rate = rate * (1.0 if fma else 0.5)
-        bw_eff = p.dram_efficiency or 1.0
         family = "kernel" if op == "kernel" else "elementwise"
+        rate = gpu.peak_flops(dt, unit) * compute_efficiency(p, unit, dt, fma)
+        rate = rate * (1.0 if fma else 0.5) * p.family_efficiency.get(family, 1.0)
+        bw_eff = p.family_bandwidth_efficiency.get(family, p.dram_efficiency or 1.0)
     else:
         raise SpecError(f"sweep supports 'gemm', 'kernel' and {', '.join(ELEMENTWISE)}; got {op!r}")
     if params:
@@ -78,7 +81,6 @@ def sweep(
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         exponent = fitted_gemm.overlap_exponent
     t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
-    t_core = t_core / p.family_efficiency.get(family, 1.0)
     overhead, _ = kernel_overhead(p, family, fitted_gemm)
     bound = np.where(overhead >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {

@@ -145,7 +145,7 @@ def test_validate_numpy_backend_end_to_end(capsys, tmp_path):
 
     cal = gm.load_calibration(out)
     assert cal.gpu_id == "cpu-numpy" and cal.backend == "numpy" and cal.measurements
-    assert cal.parameters.family_efficiency["gemm"] > 0
+    assert 0 < cal.parameters.gemm["fp32"].efficiency
     assert "held-out" in (tmp_path / "report.md").read_text()
     # a calibrated prediction uses it and says so
     p = gm.predict(gm.ops.Gemm(m=256, n=256, k=256, dtype="fp32"), "cpu-numpy", cal)

@@ -23,6 +23,7 @@ from typing import Any
 from gpumodel.diagnose.mapping import ChainCost, Mapped
 from gpumodel.diagnose.timeline import (
     GRAPH_GAP_US,
+    LONG_GAP_US,
     SHORT_KERNEL_US,
     Instance,
     Timeline,
@@ -161,7 +162,7 @@ def idle_findings(tl: Timeline) -> list[Draft]:
         gs = by_cause["host_other"]
         total = sum(g.dur for g in gs)
         ev = [
-            f"{len(gs)} gaps over {LONG_GAP_TEXT}, {total / 1000:.2f} ms in {periods} step "
+            f"{len(gs)} gaps over {LONG_GAP_US / 1000:g} ms, {total / 1000:.2f} ms in {periods} step "
             "period(s)"
         ]
         ev += [f"during the longest: {g.evidence}" for g in sorted(gs, key=lambda g: -g.dur)[:1]
@@ -173,9 +174,6 @@ def idle_findings(tl: Timeline) -> list[Draft]:
             details={"gaps": len(gs), "idle_s": total * 1e-6},
         ))  # fmt: skip
     return out
-
-
-LONG_GAP_TEXT = "1 ms"
 
 
 def kernel_findings(groups: list[GroupView], gpu: GPUSpec, tl: Timeline | None) -> list[Draft]:

@@ -31,6 +31,7 @@ __all__ = [
     "Concurrency",
     "Waves",
     "concurrency",
+    "dram_latency",
     "latency_limited_bandwidth",
     "littles_law",
     "waves",
@@ -114,6 +115,11 @@ def _dram_latency(
         return value, DEFAULT_SOURCE, why
     value, why = DEFAULT_DRAM_LATENCY_CYCLES[_FALLBACK_ARCH]
     return value, DEFAULT_SOURCE, f"none published here for {arch}; using {why}"
+
+
+def dram_latency(gpu: GPUSpec, calibration: Any = None) -> tuple[float, str, str | None]:
+    """Idle DRAM load latency in cycles and where it came from (calibration, spec, default)."""
+    return _dram_latency(gpu, None, None, calibration)
 
 
 def _fma_latency(gpu: GPUSpec) -> tuple[float, str, str | None]:
