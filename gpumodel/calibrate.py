@@ -239,10 +239,16 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
 
     # 7. cudaMemcpy d2d and PyTorch op families: efficiency and floor per family
     compute_families = {"attention", "conv2d"}
-    for family, name in (("copy", "copy"), ("elementwise", "elementwise"),
-                         ("reduction", "reduction"), ("attention", "attention"),
-                         ("conv2d", "conv2d"), ("numpy_stream", "kernel")):  # fmt: skip
-        pts = fam.get(family, [])
+    attention = fam.get("attention", [])
+    for family, name, pts in (
+        ("copy", "copy", fam.get("copy", [])),
+        ("elementwise", "elementwise", fam.get("elementwise", [])),
+        ("reduction", "reduction", fam.get("reduction", [])),
+        ("attention", "attention", [p for p in attention if p.op.family == "attention"]),
+        ("attention", "attention_decode", [p for p in attention if p.op.family == "attention_decode"]),
+        ("conv2d", "conv2d", fam.get("conv2d", [])),
+        ("numpy_stream", "kernel", fam.get("numpy_stream", [])),
+    ):
         if pts:
             params = _fit_family_params(pts, gpu, params, name, name in compute_families)
     if fam.get("numpy_gemm"):

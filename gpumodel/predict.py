@@ -21,6 +21,7 @@ from typing import Any, Literal
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
+from gpumodel.model.scheduling import schedule_efficiency
 from gpumodel.ops.base import KernelWork, Op
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu
@@ -63,7 +64,7 @@ def predict_with_params(
 ) -> Prediction:
     """``predict`` with explicit model parameters (what the calibration fit iterates on)."""
     work = op.kernels(gpu)
-    kernels = [kernel_time(k, gpu, params, op.op_name, l2) for k in work]
+    kernels = [kernel_time(k, gpu, params, op.family, l2) for k in work]
     return assemble(op.label(), gpu, label, kernels, work)
 
 
@@ -149,6 +150,14 @@ def kernel_time(
             factor, gemm_terms = gemm_model.efficiency(kw.gemm, gpu, params)
             eff = factor  # cuBLAS-calibrated GEMM efficiency replaces the unit's
             terms += gemm_terms
+        if kw.tile_work and part is kw.flops[0]:
+            slots = gpu.sm_count * kw.tile_blocks_per_sm
+            tail = schedule_efficiency(kw.tile_work, kw.tile_groups, slots)
+            eff *= tail
+            blocks = len(kw.tile_work) * kw.tile_groups
+            terms.append(Term(name="tail efficiency", value=tail, unit="x",
+                              note=f"{blocks:,} thread blocks of unequal work on {slots} SM slots "
+                                   "in launch order: the last blocks finish alone"))  # fmt: skip
         elif eff != 1.0:
             note += f" x efficiency {eff:.3g}"
         if fam_compute != 1.0 and family != "gemm":
@@ -170,7 +179,9 @@ def kernel_time(
     terms.append(Term(name="memory time", value=t_memory, note=mem_note))
 
     p = params.overlap_exponent or math.inf
-    fitted_gemm = params.gemm.get(kw.gemm.dtype) if kw.gemm is not None else None
+    # a cuBLAS GEMM's own overlap and floor; other GEMM-shaped kernels (cuDNN convolution,
+    # flash attention) have their family's
+    fitted_gemm = params.gemm.get(kw.gemm.dtype) if kw.gemm is not None and family == "gemm" else None
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         p = fitted_gemm.overlap_exponent
     t_core = overlap_time(t_compute, t_memory, p)
@@ -222,7 +233,7 @@ def memory_bandwidth(
     ):
         bw = params.l2_bandwidth_bytes_per_s
         return bw, f"working set fits in L2: L2 {format_quantity(bw, 'B/s')}"
-    if kw.gemm is not None and kw.gemm.dtype in params.gemm:
+    if family == "gemm" and kw.gemm is not None and kw.gemm.dtype in params.gemm:
         eff = params.gemm[kw.gemm.dtype].small_m_bandwidth_efficiency
     elif family in params.family_bandwidth_efficiency:
         eff = params.family_bandwidth_efficiency[family]

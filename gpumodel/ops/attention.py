@@ -19,6 +19,11 @@ from gpumodel.ops.base import (
 from gpumodel.specs import GPUSpec
 
 SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, scale
+FLASH_BLOCK_M = 128  # queries per thread block in FlashAttention-2's forward kernel
+# Thread blocks of the flash forward kernel resident per SM (head_dim 128, ~64-96 KB of shared
+# memory each on sm80/sm90). 2 reproduces the causal / non-causal time ratios measured on an
+# H100 (0.51-1.0 across 8 shapes, validation/results/h100-sxm); 1 and 3 do not.
+FLASH_BLOCKS_PER_SM = 2
 
 
 class Attention(Op):
@@ -66,6 +71,24 @@ class Attention(Op):
         return 1.0 - self.seq / (2.0 * self.n_kv_seq) if self.causal else 1.0
 
     @property
+    def family(self) -> str:
+        """Decode (one query per sequence) runs different kernels (split-KV) than prefill."""
+        return "attention_decode" if self.seq == 1 else "attention"
+
+    def query_tiles(self) -> tuple[float, ...]:
+        """Work of each query tile of one head, relative to a tile attending to all keys.
+
+        FlashAttention gives each thread block BLOCK_M = 128 queries (Dao 2023, FA2 forward,
+        head_dim <= 128); with a causal mask, tile i only visits keys up to its last query.
+        """
+        n = -(-self.seq // FLASH_BLOCK_M)
+        if not self.causal:
+            return (1.0,) * n
+        offset = self.n_kv_seq - self.seq  # queries are the last `seq` positions
+        return tuple(min(self.n_kv_seq, offset + (i + 1) * FLASH_BLOCK_M) / self.n_kv_seq
+                     for i in range(n))  # fmt: skip
+
+    @property
     def scores(self) -> float:
         """Number of attention scores actually computed."""
         return self.batch * self.heads * self.seq * self.n_kv_seq * self.causal_fraction
@@ -88,6 +111,9 @@ class Attention(Op):
                     bytes=nbytes,
                     working_set_bytes=nbytes,
                     gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
+                    tile_work=self.query_tiles() if s > 1 else None,
+                    tile_groups=b * h,
+                    tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
                 )
             ]
         score_bytes = self.scores * size

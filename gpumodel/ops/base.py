@@ -54,6 +54,11 @@ class KernelWork:
     threads: int | None = None
     threads_per_block: int | None = None
     transfer: Literal["h2d", "d2h"] | None = None  # a host<->device copy over PCIe
+    # work of each thread block relative to a full one, for one group of blocks launched in
+    # order (e.g. the query tiles of one attention head); the group repeats ``tile_groups`` times
+    tile_work: tuple[float, ...] | None = None
+    tile_groups: int = 1
+    tile_blocks_per_sm: int = 1  # thread blocks of this kernel resident per SM
     pinned: bool = True
     # extra attributes the op wants shown (e.g. "naive attention writes the score matrix")
     notes: tuple[str, ...] = field(default=())
@@ -71,6 +76,11 @@ class Op(BaseModel):
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         raise NotImplementedError
+
+    @property
+    def family(self) -> str:
+        """Which calibrated kernel family runs this op (defaults to the op's name)."""
+        return self.op_name
 
     def label(self) -> str:
         fields = ", ".join(f"{k}={v}" for k, v in self.model_dump(exclude_none=True).items())
