@@ -245,7 +245,11 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
         ("elementwise", "elementwise", fam.get("elementwise", [])),
         ("reduction", "reduction", fam.get("reduction", [])),
         ("attention", "attention", [p for p in attention if p.op.family == "attention"]),
-        ("attention", "attention_decode", [p for p in attention if p.op.family == "attention_decode"]),
+        (
+            "attention",
+            "attention_decode",
+            [p for p in attention if p.op.family == "attention_decode"],
+        ),
         ("conv2d", "conv2d", fam.get("conv2d", [])),
         ("numpy_stream", "kernel", fam.get("numpy_stream", [])),
     ):
@@ -392,3 +396,27 @@ def calibrate(
     params = fit(fit_pts, gpu)
     params = params.model_copy(update=latency_parameters(records, gpu.l2_cache_bytes))
     return params, evaluate(held, gpu, params), skipped
+
+
+# Targets for a calibration carried to another GPU (issue: hardware-aware time model)
+TRANSFER_TOLERANCE_PCT = {"gemm (M >= 512)": 10.0, "bandwidth (> 16 MB, DRAM)": 10.0,
+                          "bandwidth (4 KB - 4 GB)": 10.0}  # fmt: skip
+
+
+def transfer_errors(
+    records: list[dict[str, Any]], gpu: GPUSpec, params: CalibrationParams
+) -> tuple[dict[str, FamilyError], list[str]]:
+    """Score a calibration transferred from another GPU on every measurement of ``gpu`` (none is
+    used for fitting). Returns per-group errors (tolerances: TRANSFER_TOLERANCE_PCT) and the
+    groups that miss them."""
+    points, _ = points_from_records(records)
+    errors = {
+        name: e.model_copy(update={"tolerance_pct": TRANSFER_TOLERANCE_PCT.get(name)})
+        for name, e in evaluate(points, gpu, params).items()
+    }
+    fails = [
+        f"{name}: median {e.median_abs_pct:.1f}% > {e.tolerance_pct:g}%"
+        for name, e in errors.items()
+        if e.tolerance_pct is not None and e.median_abs_pct > e.tolerance_pct
+    ]
+    return errors, fails

@@ -236,7 +236,7 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
     try:
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a SafeLoader (C version if built)
+        return yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

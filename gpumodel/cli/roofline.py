@@ -40,7 +40,7 @@ def roofline(
     dtype: str = typer.Option(None, help="only this dtype"),
     op: Annotated[
         list[str], typer.Option("--op", help="op to place: 'gemm:m=1,n=4096,k=4096'")
-    ] = [],  # noqa: B006
+    ] = [],
     plot: str = typer.Option(None, help="write the roofline to FILE.png or FILE.svg"),
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json"),

@@ -25,6 +25,9 @@ def validate(
     from_measurements: str = typer.Option(
         None, help="re-fit from a raw measurements JSON instead of measuring"
     ),
+    calibration_from: str = typer.Option(
+        None, help="score another GPU's calibration, transferred, on these measurements (no fit)"
+    ),
     collectives: bool = typer.Option(False, "--collectives", help="measure NCCL collectives"),
     occupancy: bool = typer.Option(
         False, "--occupancy", help="check the occupancy model against the CUDA runtime"
@@ -39,6 +42,9 @@ def validate(
 
     if collectives or occupancy:
         _extra_checks(collectives, occupancy, report, as_json)
+        return
+    if calibration_from:
+        _transfer_check(calibration_from, backend, quick, gpu, from_measurements, report, as_json)
         return
     fam = set(split_list(families)) or None
     with _progress(disabled=no_progress or as_json) as progress:
@@ -114,4 +120,42 @@ def _extra_checks(collectives: bool, occupancy: bool, report: str | None, as_jso
     print_json(results) if as_json else console().print(results)
     bad = results.get("occupancy", {}).get("n_mismatches", 0)
     if bad:
+        raise typer.Exit(1)
+
+
+def _transfer_check(
+    source: str, backend: str, quick: bool, gpu: str | None, from_measurements: str | None,
+    report: str | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Predict this GPU's measurements from a transferred calibration and report the error."""
+    import gpumodel as gm
+    from gpumodel.calibrate import transfer_errors
+    from gpumodel.calibration import atomic_write_text
+    from gpumodel.validate.pipeline import gpu_for_device_name, load_or_measure
+    from gpumodel.validate.report import transfer_markdown
+
+    info, records, _ = load_or_measure(backend, quick, from_measurements)
+    spec = gm.get_gpu(gpu) if gpu else gpu_for_device_name(str(info.get("device_name", "")))
+    cal = gm.load_calibration(source, for_gpu=spec)
+    errors, fails = transfer_errors(records, spec, cal.parameters)
+    if report:
+        out = Path(report)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "transfer-report.md", transfer_markdown(cal, info, errors, fails))
+    if as_json:
+        print_json({"errors": {k: v.model_dump() for k, v in errors.items()}, "failures": fails,
+                    "calibration": cal.label})  # fmt: skip
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"{spec.id} predicted from {cal.label}: error on all measurements")
+        for h in ("family", "n", "datasheet median", "transferred median", "transferred p90", "bias"):
+            table.add_column(h)
+        for name, e in errors.items():
+            table.add_row(name, str(e.n), f"{e.datasheet_median_abs_pct:.1f}%",
+                          f"{e.median_abs_pct:.1f}%", f"{e.p90_abs_pct:.1f}%", f"{e.bias_pct:+.1f}%")  # fmt: skip
+        console().print(table)
+        for f in fails:
+            console().print(f"FAIL {f}", highlight=False, markup=False)
+    if fails:
         raise typer.Exit(1)

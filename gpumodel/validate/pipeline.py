@@ -90,11 +90,9 @@ def run_validate(
     from_measurements: str | None = None,
 ) -> tuple[Calibration, list[str], list[str]]:
     """Measure (or load raw measurements), calibrate, and return (calibration, failures, notes)."""
-    if from_measurements:
-        data = _read_measurements(from_measurements)
-        info, records, unavailable = data["device"], data["records"], data.get("unavailable", [])
-    else:
-        info, records, unavailable = measure(backend, quick, families, progress)
+    info, records, unavailable = load_or_measure(
+        backend, quick, from_measurements, families, progress
+    )
     if gpu:
         spec = get_gpu(gpu)
     elif backend == "numpy" and not from_measurements:
@@ -104,6 +102,20 @@ def run_validate(
     cal, skipped = build_calibration(spec, info, records, unavailable,
                                      "numpy" if backend == "numpy" else "cupy")  # fmt: skip
     return cal, failures(cal.errors), skipped
+
+
+def load_or_measure(
+    backend: str,
+    quick: bool,
+    from_measurements: str | None,
+    families: set[str] | None = None,
+    progress: Progress | None = None,
+) -> tuple[dict[str, Any], list[dict], list[dict]]:
+    """(device info, records, unavailable) from a raw measurements file or a fresh run."""
+    if from_measurements:
+        data = _read_measurements(from_measurements)
+        return data["device"], data["records"], data.get("unavailable", [])
+    return measure(backend, quick, families, progress)
 
 
 def _read_measurements(path: str) -> dict[str, Any]:

@@ -114,3 +114,29 @@ def plot_validation(cal: Calibration, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def transfer_markdown(cal: Calibration, info: dict, errors: dict, fails: list[str]) -> str:
+    """Report of a transferred calibration scored on another GPU's measurements."""
+    lines = [
+        f"# gpumodel transfer check: {cal.transferred_from} calibration -> {cal.gpu_id}",
+        "",
+        f"- calibration: {cal.label}",
+        f"- measured device: {info.get('device_name')} (driver {info.get('driver_version_string', '?')}, "
+        f"CUDA runtime {info.get('cuda_runtime_version', '?')}, CuPy {info.get('cupy_version', '?')}, "
+        f"torch {info.get('torch_version', '?')})",
+        "",
+        "No measurement of this GPU was used to fit anything: efficiencies, latencies in cycles and "
+        "alignment effects come from the source GPU's calibration, rates from this GPU's spec. "
+        "Errors are over every measured point.",
+        "",
+        "| family | n | datasheet median | transferred median | transferred p90 | bias | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, e in errors.items():
+        target = "-" if e.tolerance_pct is None else f"{e.tolerance_pct:g}%"
+        lines.append(f"| {name} | {e.n} | {_pct(e.datasheet_median_abs_pct)} | {_pct(e.median_abs_pct)} | "
+                     f"{_pct(e.p90_abs_pct)} | {e.bias_pct:+.1f}% | {target} |")  # fmt: skip
+    lines += ["", "## Result", ""]
+    lines += [f"- FAIL {f}" for f in fails] or ["- every family with a target is within it"]
+    return "\n".join(lines) + "\n"
