@@ -9,9 +9,10 @@ Heavy packages (sympy, matplotlib, cupy, torch) are imported only by the functio
 
 from __future__ import annotations
 
-from gpumodel import llm, ops
+from typing import TYPE_CHECKING, Any
+
+from gpumodel import ops
 from gpumodel.calibration import Calibration, load_calibration
-from gpumodel.diagnose import DiagnoseReport, TraceFormatError, diagnose
 from gpumodel.errors import (
     CalibrationError,
     DeviceError,
@@ -23,40 +24,76 @@ from gpumodel.errors import (
     UnknownModelError,
     UnsupportedError,
 )
-from gpumodel.llm import (
-    InferenceResult,
-    MemoryBreakdown,
-    ModelSpec,
-    ServingPlan,
-    TrainingPlan,
-    fits,
-    get_model,
-    list_models,
-    max_batch,
-    max_context,
-    plan_serving,
-    plan_training,
-    predict_inference,
-    predict_training_step,
-)
-from gpumodel.model.amdahl import (
-    AmdahlResult,
-    DPScaling,
-    DPStep,
-    amdahl,
-    amdahl_from_times,
-    data_parallel_step,
-    scaling_curve,
-)
-from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
-from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
 from gpumodel.predict import predict
 from gpumodel.prediction import KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu, list_gpus, load_spec_file
-from gpumodel.symbolic import explain_symbolic
-from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
 from gpumodel.units import format_quantity, format_time, parse_quantity
 from gpumodel.vectorised import sweep
+
+# The rest of the public API is imported on first use (PEP 562), so `import gpumodel` and the
+# CLI stay fast: name -> module that defines it.
+_LAZY = {
+    **dict.fromkeys(
+        ["AmdahlResult", "DPScaling", "DPStep", "amdahl", "amdahl_from_times",
+         "data_parallel_step", "scaling_curve"], "gpumodel.model.amdahl"),
+    **dict.fromkeys(["Concurrency", "Waves", "concurrency", "littles_law", "waves"],
+                    "gpumodel.model.littles_law"),
+    **dict.fromkeys(["Occupancy", "occupancy", "occupancy_table"], "gpumodel.model.occupancy"),
+    **dict.fromkeys(["SystemSpec", "get_system", "list_systems", "load_system_file"],
+                    "gpumodel.systems"),
+    **dict.fromkeys(
+        ["InferenceResult", "MemoryBreakdown", "ModelSpec", "ServingPlan", "TrainingPlan", "fits",
+         "get_model", "list_models", "max_batch", "max_context", "plan_serving", "plan_training",
+         "predict_inference", "predict_training_step"], "gpumodel.llm"),
+    **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
+    "explain_symbolic": "gpumodel.symbolic",
+}  # fmt: skip
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
+    from gpumodel import llm
+    from gpumodel.diagnose import DiagnoseReport, TraceFormatError, diagnose
+    from gpumodel.llm import (
+        InferenceResult,
+        MemoryBreakdown,
+        ModelSpec,
+        ServingPlan,
+        TrainingPlan,
+        fits,
+        get_model,
+        list_models,
+        max_batch,
+        max_context,
+        plan_serving,
+        plan_training,
+        predict_inference,
+        predict_training_step,
+    )  # fmt: skip
+    from gpumodel.model.amdahl import (
+        AmdahlResult,
+        DPScaling,
+        DPStep,
+        amdahl,
+        amdahl_from_times,
+        data_parallel_step,
+        scaling_curve,
+    )  # fmt: skip
+    from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
+    from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
+    from gpumodel.symbolic import explain_symbolic
+    from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name == "llm":
+        return importlib.import_module("gpumodel.llm")
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpumodel' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 

@@ -133,13 +133,15 @@ class Calibration(_Frozen):
         return f"{self.gpu_id} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
 
     def save(self, path: str | Path) -> Path:
-        """Write atomically: a temp file in the same folder, then rename over the target."""
+        """Write atomically (temp file, then rename). The raw measurements go last and an end
+        marker closes the file, so readers can skip the bulky measurements and still detect a
+        truncated file."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = yaml.safe_dump(
-            self.model_dump(mode="json", exclude_none=False), sort_keys=False, width=100
-        )
-        atomic_write_text(path, text)
+        head = self.model_dump(mode="json", exclude_none=False, exclude={"measurements"})
+        text = yaml.safe_dump(head, sort_keys=False, width=100)
+        text += yaml.safe_dump({"measurements": self.measurements}, sort_keys=False, width=100)
+        atomic_write_text(path, text + END_MARKER)
         return path
 
 
@@ -172,15 +174,26 @@ def shipped_calibration_path(gpu_id: str) -> Path:
     return _paths.results_dir() / gpu_id / "calibration.yaml"
 
 
-def read_calibration_file(path: str | Path) -> Calibration:
-    """Parse and validate a calibration file; any defect is a CalibrationError naming the file."""
+END_MARKER = "# end of gpumodel calibration\n"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_calibration_file(path: str | Path, measurements: bool = False) -> Calibration:
+    """Parse and validate a calibration file; any defect is a CalibrationError naming the file.
+
+    ``measurements=False`` (what predictions need) skips parsing the raw measurements block.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CalibrationError(f"{path}: cannot read calibration ({exc.strerror})") from None
+    if text.strip() and not text.endswith(END_MARKER):
+        raise CalibrationError(f"{path}: calibration is truncated (its end marker is missing)")
+    if not measurements and "\nmeasurements:" in text:
+        text = text[: text.index("\nmeasurements:") + 1]
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError:
         raise CalibrationError(f"{path}: calibration is not valid YAML (truncated?)") from None
     if not isinstance(data, dict):

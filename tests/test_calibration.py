@@ -21,8 +21,9 @@ def test_round_trip(tmp_path):
     cal = _cal(dram_efficiency=0.9, kernel_overhead_s=3e-6,
                gemm={"bf16": GemmParams(efficiency=0.8, misaligned_efficiency=0.3)})  # fmt: skip
     path = cal.save(tmp_path / "c.yaml")
-    back = read_calibration_file(path)
+    back = read_calibration_file(path, measurements=True)
     assert back.parameters == cal.parameters and back.gpu_id == "h100-sxm"
+    assert back.measurements == cal.measurements
     assert not list(tmp_path.glob(".*tmp"))  # atomic write leaves no temp file
 
 
@@ -37,15 +38,18 @@ def test_calibration_changes_prediction_and_is_named(tmp_path):
     assert "datasheet" in ds.calibration
 
 
+END = "# end of gpumodel calibration\n"
+HEAD = "gpu_id: h100-sxm\ndevice_name: x\ncreated: 2026-01-01\n"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("gpu_id: h100-sxm\nparameters: {dram_eff", "not valid YAML"),
+        ("gpu_id: h100-sxm\nparameters: {dram_eff", "truncated"),
+        ("gpu_id: h100-sxm\nparameters: {dram_eff\n" + END, "not valid YAML"),
         ("", "empty or not a mapping"),
-        (
-            "gpu_id: h100-sxm\ndevice_name: x\ncreated: 2026-01-01\n",
-            "parameters: required key is missing",
-        ),
+        (HEAD + END, "parameters: required key is missing"),
+        (HEAD + "parameters: {dram_efficiency: -1}\n" + END, "greater than 0"),
     ],
 )
 def test_corrupt_or_truncated_file_is_a_clear_error(tmp_path, text, message):
@@ -56,10 +60,13 @@ def test_corrupt_or_truncated_file_is_a_clear_error(tmp_path, text, message):
 
 
 def test_truncated_real_file_is_refused(tmp_path):
-    path = _cal(dram_efficiency=0.9).save(tmp_path / "c.yaml")
+    cal = _cal(dram_efficiency=0.9).model_copy(
+        update={"measurements": [{"family": "gemm", "time_s": 1e-3, "op": {"op": "gemm"}}] * 50}
+    )
+    path = cal.save(tmp_path / "c.yaml")
     text = path.read_text()
-    path.write_text(text[: len(text) // 2])
-    with pytest.raises(gm.CalibrationError):
+    path.write_text(text[: len(text) - 200])  # cut inside the measurements block
+    with pytest.raises(gm.CalibrationError, match="truncated"):
         gm.load_calibration(path)
 
 

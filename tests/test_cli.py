@@ -144,7 +144,10 @@ def test_validate_numpy_backend_end_to_end(capsys, tmp_path):
     import gpumodel as gm
 
     cal = gm.load_calibration(out)
-    assert cal.gpu_id == "cpu-numpy" and cal.backend == "numpy" and cal.measurements
+    assert cal.gpu_id == "cpu-numpy" and cal.backend == "numpy"
+    from gpumodel.calibration import read_calibration_file
+
+    assert len(read_calibration_file(out, measurements=True).measurements) >= 10
     assert 0 < cal.parameters.gemm["fp32"].efficiency
     assert "held-out" in (tmp_path / "report.md").read_text()
     # a calibrated prediction uses it and says so

@@ -231,7 +231,15 @@ def build_timeline(trace: Trace) -> Timeline:
     def step_of(g: GpuEvent) -> int | None:
         if not steps:
             return None
-        t = g.runtime.ts if (use_launch and g.runtime is not None) else g.ts
+        if use_launch:
+            # By launch only: the GPU may run a step's work long after its CPU range ended
+            # (the host runs ahead) or, when the host is slow, long before the next range
+            # starts, so GPU timestamps say nothing about which step an activity belongs to.
+            if g.runtime is None:
+                return None
+            t = g.runtime.ts
+        else:
+            t = g.ts
         i = bisect.bisect_right(starts, t) - 1
         if i >= 0 and t <= steps[i].end:
             return i
@@ -241,11 +249,14 @@ def build_timeline(trace: Trace) -> Timeline:
 
     instances: list[Instance] = []
     by_node: dict[int, Instance] = {}
-    excluded = 0
+    excluded = unlaunched = 0
     for g in gpu:
         st = step_of(g)
         if steps and st is None:
-            excluded += 1
+            if use_launch and g.runtime is None:
+                unlaunched += 1
+            else:
+                excluded += 1
             continue
         launcher = g.runtime.launcher if g.runtime is not None else None
         if g.kind != "kernel":
@@ -267,6 +278,9 @@ def build_timeline(trace: Trace) -> Timeline:
     if excluded:
         notes.append(f"{excluded} GPU activities launched outside the ProfilerStep ranges were "
                      "left out")  # fmt: skip
+    if unlaunched:
+        notes.append(f"{unlaunched} GPU activities whose launch is not in the trace (work queued "
+                     "before the profiled steps, still running when they began) were left out")  # fmt: skip
 
     shapes = trace.has_shapes
     for inst in instances:

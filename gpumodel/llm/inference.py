@@ -11,11 +11,19 @@ done), which is exact for a host with a constant cost per kernel and reduces to
 max(GPU time, kernels x host cost) when the kernels are alike. Each step starts with an empty
 queue: generation synchronises on the sampled token.
 
-Host cost per kernel: ``calibration.parameters.launch_host_s`` when a calibration has it, else
-``DEFAULT_EAGER_HOST_PER_KERNEL_S``. A bare launch costs ~5-10 us of host time (seed 002;
-formulas.md §7) and eager PyTorch adds dispatch and Python module overhead per aten op, so an
-HF-transformers decoder spends ~10-20 us of host time per kernel it launches. The default is an
-assumption: measure it with ``benchmarks/llm_device.py`` (tiny-model decode / kernels).
+Host cost per kernel (eager) = the bare CUDA launch + the framework's dispatch:
+
+    host_per_kernel = launch_host_s + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
+
+``launch_host_s`` is the calibration's back-to-back launch cost of a bare kernel (``gpumodel
+validate``; ``DEFAULT_LAUNCH_HOST_S`` without one). It is not what an eager framework pays per
+kernel: PyTorch's dispatcher, the Python of ``nn.Module.__call__`` and the HF model code around
+each aten op cost more than the launch itself. ``EAGER_FRAMEWORK_HOST_PER_KERNEL_S`` is that
+extra, measured on an H100 host (2026-11-22, torch 2.11, transformers 5.17, Python 3.12): a
+4-layer Llama of tiny width (GPU time negligible) decodes one token in 3.29 ms for 183 kernels,
+17.95 us per kernel, of which 7.01 us is the bare launch measured by ``gpumodel validate`` on
+the same host (validation/results/h100-sxm/llm-report-initial.md). ``host_per_kernel_s=``
+replaces the sum (``benchmarks/llm_device.py`` measures it for the machine at hand).
 
 Decode at small batch reads every weight once per step: the GEMMs are weight-bandwidth bound
 (AI ~ batch FLOP/B, far below the ~295 FLOP/B ridge of an H100), which the GEMM op's byte
@@ -30,16 +38,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._timing import OpTime, Timer, queue_time, summarize
-from gpumodel.llm.layers import AttentionImpl, Fusion, KVCache, model_ops, tp_shape
+from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
-# Host time per kernel launched by eager PyTorch running an HF transformers model (assumption;
-# see the module docstring; replaced by calibration.parameters.launch_host_s when measured).
-DEFAULT_EAGER_HOST_PER_KERNEL_S = 12e-6
+# Bare launch of one kernel, host side, back to back (cupy RawKernel on the H100 host of
+# validation/results/h100-sxm, 2026-11-22: 7.01 us); calibration.parameters.launch_host_s
+# replaces it.
+DEFAULT_LAUNCH_HOST_S = 7.0e-6
+# Eager PyTorch + HF transformers host time per kernel beyond the bare launch: 17.95 us per
+# kernel measured for a tiny-width 4-layer Llama decode step (3.29 ms / 183 kernels, H100 host,
+# torch 2.11, transformers 5.17) minus the 7.01 us bare launch on that host. See the module
+# docstring.
+EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 10.9e-6
+# What an eager HF step costs per kernel without a calibration (the sum of the two).
+DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6
 
@@ -71,6 +88,7 @@ class InferenceResult(BaseModel):
     fusion: Fusion
     kv_cache: KVCache
     attention: AttentionImpl
+    gqa: GQA = "native"
     calibration: str
     step_time_s: float
     gpu_time_s: float
@@ -123,6 +141,20 @@ class InferenceResult(BaseModel):
         return "\n".join(lines)
 
 
+def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
+    """Host seconds per kernel of an eager PyTorch + HF step and a note saying where it came
+    from: the calibration's bare launch (or the default) + the framework's dispatch."""
+    launch = cal.parameters.launch_host_s if cal else None
+    total = (DEFAULT_LAUNCH_HOST_S if launch is None else launch) + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
+    src = "default" if launch is None else "calibrated"
+    return total, (
+        f"eager host cost {total * 1e6:.3g} us per kernel = {src} launch "
+        f"{(total - EAGER_FRAMEWORK_HOST_PER_KERNEL_S) * 1e6:.3g} us + HF/PyTorch dispatch "
+        f"{EAGER_FRAMEWORK_HOST_PER_KERNEL_S * 1e6:.3g} us (measured on an H100 host; pass "
+        "host_per_kernel_s to use your own)"
+    )
+
+
 def _defaults(
     model: ModelSpec, phase: str, seq: int | None, context: int | None
 ) -> tuple[int, int]:
@@ -159,6 +191,7 @@ def predict_inference(
     attention: AttentionImpl = "flash",
     fusion: Fusion | None = None,
     kv_cache: KVCache | None = None,
+    gqa: GQA | None = None,
     host_per_kernel_s: float | None = None,
     graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
 ) -> InferenceResult:
@@ -169,8 +202,13 @@ def predict_inference(
     attending to ``context`` tokens. ``gpus`` GPUs form ``gpus / tp`` replicas of ``tp``-way
     tensor parallelism (``tp`` defaults to ``gpus``); ``batch`` is per replica.
     ``runtime="eager"`` is Hugging Face transformers in eager PyTorch (unfused kernels,
-    DynamicCache concat, host launch overhead); ``"graph"`` a CUDA-graph engine (fused
-    kernels, static cache, one graph launch). ``fusion``/``kv_cache`` override those choices.
+    DynamicCache concat, no attention mask so SDPA reads K/V at ``kv_heads``, host launch
+    overhead); ``"graph"`` a CUDA-graph engine (fused kernels, static cache, one graph launch).
+    ``fusion``/``kv_cache`` override those choices. ``gqa`` (default ``"native"``, or
+    ``"repeat"`` for ``runtime="graph", fusion="unfused", kv_cache="static"``: an HF model with
+    a StaticCache captured in a CUDA graph, where HF builds a mask and calls ``repeat_kv``) says
+    whether K/V are expanded to every query head before attention. ``host_per_kernel_s``
+    replaces the eager host cost per kernel (see the module docstring).
     """
     spec = get_model(model)
     g = get_gpu(gpu)
@@ -184,8 +222,11 @@ def predict_inference(
     seq, context = _defaults(spec, phase, seq, context)
     fusion = fusion or ("unfused" if runtime == "eager" else "fused")
     kv_cache = kv_cache or ("concat" if runtime == "eager" else "static")
+    if gqa is None:
+        hf_static = runtime == "graph" and fusion == "unfused" and kv_cache == "static"
+        gqa = "repeat" if hf_static else "native"
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
-                    fusion=fusion, kv_cache=kv_cache, logits="last")  # fmt: skip
+                    fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
     timer = Timer(g, calibration)
     pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
     breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
@@ -202,18 +243,15 @@ def predict_inference(
     n_kernels = len(kernel_times)
 
     cal = timer.calibration
-    if host_per_kernel_s is None:
-        measured = cal.parameters.launch_host_s if cal else None
-        host_per_kernel_s = measured if measured is not None else DEFAULT_EAGER_HOST_PER_KERNEL_S
     notes = list(ops.notes)
     if cal is None:
         notes.append(DATASHEET_NOTE)
     if runtime == "eager":
+        if host_per_kernel_s is None:
+            host_per_kernel_s, note = eager_host_per_kernel(cal)
+            notes.append(note)
         step = queue_time(kernel_times, host_per_kernel_s)
         host_time = n_kernels * host_per_kernel_s
-        if not (cal and cal.parameters.launch_host_s is not None):
-            notes.append(f"host cost per kernel {host_per_kernel_s * 1e6:.3g} us is a default "
-                         "(eager PyTorch); calibrate launch_host_s to replace it")  # fmt: skip
     else:
         step = gpu_time + graph_launch_s
         host_time = graph_launch_s
@@ -235,7 +273,7 @@ def predict_inference(
     return InferenceResult(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
         tp=tp, gpus=gpus, replicas=replicas, runtime=runtime, fusion=fusion, kv_cache=kv_cache,
-        attention=attention, calibration=timer.label, step_time_s=step, gpu_time_s=gpu_time,
+        attention=attention, gqa=gqa, calibration=timer.label, step_time_s=step, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=host_per_kernel_s,
         tokens_per_s=replicas * tokens / step,
         time_to_first_token_s=step if phase == "prefill" else None,

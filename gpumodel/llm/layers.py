@@ -18,10 +18,21 @@ column-parallel (heads and ffn_hidden divided by tp; K/V heads replicated when k
 o_proj and down are row-parallel, each followed by an all-reduce of the T x hidden activations
 (2 per layer forward, bytes = T * hidden * element size, the nccl-tests per-rank size).
 
-Fusion. ``fusion="unfused"`` is eager PyTorch as Hugging Face transformers writes Llama: separate
+Fusion. ``fusion="unfused"`` is eager PyTorch as Hugging Face transformers 5.x writes Llama
+(``modeling_llama.py``; op sequence checked with a dispatch trace of transformers 5.17): separate
 q/k/v and gate/up GEMMs, RMSNorm as 8 aten kernels in fp32, rotary embedding as 5 kernels per
-tensor, SiLU and multiply as 2, a transpose copy after attention. ``"fused"`` is a serving engine
-(or torch.compile): fused QKV and gate/up GEMMs, one kernel per norm, RoPE and SiLU*mul.
+tensor, SiLU and multiply as 2, and 11 small kernels per step for the cos/sin tables. SDPA's
+fused kernels (flash, cuDNN) write their output in the (batch, seq, heads, head_dim) layout, so
+HF's ``transpose(1, 2).contiguous()`` after attention is free; only ``attention="naive"`` pays a
+transpose copy. ``"fused"`` is a serving engine (or torch.compile): fused QKV and gate/up GEMMs,
+one kernel per norm, RoPE and SiLU*mul.
+
+GQA in eager SDPA (``gqa``). HF's ``sdpa_attention_forward`` passes ``enable_gqa=True`` to SDPA
+when there is no attention mask (no padding, DynamicCache: the causal mask is skipped and SDPA's
+``is_causal`` used), so K/V are read at ``kv_heads`` (``gqa="native"``). With an explicit mask
+(padding, or a StaticCache at decode, where HF always builds one) it calls ``repeat_kv`` first:
+K and V are materialised at ``heads`` (read ``kv_heads``, write ``heads`` for each) and attention
+reads the expanded copies over the whole cache, plus the mask kernels (``gqa="repeat"``).
 
 KV cache. ``"static"``: new K/V rows are written into a preallocated cache (vLLM, HF
 StaticCache). ``"concat"``: HF DynamicCache appends with ``torch.cat``, which copies the whole
@@ -51,6 +62,7 @@ Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache",
 Fusion = Literal["fused", "unfused"]
 KVCache = Literal["static", "concat", "none"]
 AttentionImpl = Literal["flash", "naive"]
+GQA = Literal["native", "repeat"]
 
 # Kinds whose inputs were just written by the previous kernel and are small: predicted with
 # l2="warm" (L2-resident when they fit). GEMMs stream weights and attention streams the KV cache
@@ -143,6 +155,36 @@ def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) ->
     return LayerOp(name, op, kind="norm")
 
 
+def rope_tables(seq: int, head_dim: int, dtype: str) -> Passes:
+    """HF ``LlamaModel.forward`` + ``LlamaRotaryEmbedding.forward`` per step: position ids
+    (arange, + cache length, .float()), inv_freq @ positions, cat, cos, * scale, sin, * scale and
+    two casts = 11 kernels over the (1, seq, head_dim) fp32 tables (positions are shared by the
+    batch). The inv_freq expand/.to(float) is a view (no kernel)."""
+    b = BYTES_PER_ELEMENT[dtype]
+    per = 1 / head_dim  # one position per head_dim table entries
+    return passes(
+        "rope cos/sin tables (eager)", seq * head_dim, "fp32",
+        ("position ids: arange", per, 8, 0), ("position ids: + cache length", per, 16, 1),
+        ("position ids: to fp32", per, 12, 0), ("inv_freq @ positions", 0.5, 4, 2),
+        ("cat", 1, 8, 0), ("cos", 1, 8, 4), ("scale cos", 1, 8, 1), ("sin", 1, 8, 4),
+        ("scale sin", 1, 8, 1), ("cos to dtype", 1, 4 + b, 0), ("sin to dtype", 1, 4 + b, 0),
+    )  # fmt: skip
+
+
+def sdpa_mask(batch: int, seq: int, kv_len: int) -> Passes:
+    """HF ``sdpa_mask`` (masking_utils, no padding): arange over batch, head, queries (+ offset)
+    and keys (+ offset), then ``kv <= q`` -> a (1, 1, seq, kv_len) bool mask expanded (a view)
+    to the batch = 7 small kernels per step."""
+    n = max(1, seq * kv_len)
+    return passes(
+        "attention mask (eager sdpa_mask)", n, "fp32",
+        ("arange batch", batch / n, 8, 0), ("arange head", 1 / n, 8, 0),
+        ("arange q", seq / n, 8, 0), ("q + offset", seq / n, 16, 1),
+        ("arange kv", kv_len / n, 8, 0), ("kv + offset", kv_len / n, 16, 1),
+        ("kv <= q", 1, 1 + 8 * (seq + kv_len) / n, 1),
+    )  # fmt: skip
+
+
 def _rope(name: str, elements: int, dtype: str) -> Op:
     """HF ``apply_rotary_pos_emb`` on one tensor: x*cos + rotate_half(x)*sin = 5 kernels."""
     b = BYTES_PER_ELEMENT[dtype]
@@ -164,8 +206,10 @@ def decoder_layer(
     attention: AttentionImpl = "flash",
     fusion: Fusion = "fused",
     kv_cache: KVCache = "static",
+    gqa: GQA = "native",
 ) -> list[LayerOp]:
-    """The ops of one decoder layer on one GPU, in execution order."""
+    """The ops of one decoder layer on one GPU, in execution order. ``gqa="repeat"``: K/V are
+    expanded to every query head before attention (HF ``repeat_kv`` when SDPA gets a mask)."""
     context = seq if context is None else context
     if context < seq:
         raise UnsupportedError(f"context ({context}) must be >= seq ({seq})")
@@ -209,15 +253,33 @@ def decoder_layer(
         op = passes("kv cache concat", cache, dt, ("cat k", 1, 2 * b, 0), ("cat v", 1, 2 * b, 0))
         ops.append(LayerOp("kv_cache_concat", op, kind="cache"))
 
+    kv_heads = s.kv_heads
+    if gqa == "repeat" and s.kv_heads < s.heads:
+        # repeat_kv: expand + reshape copies K and V to every query head (reads kv_heads,
+        # writes heads); SDPA then reads the expanded copies
+        cache = batch * kv_len * q_n  # elements of the expanded K (or V)
+        per = b * (1 + kv_n / q_n)
+        op = passes("repeat_kv (eager)", cache, dt, ("repeat k", 1, per, 0),
+                    ("repeat v", 1, per, 0))  # fmt: skip
+        ops.append(LayerOp("repeat_kv", op, kind="cache"))
+        kv_heads = s.heads
+    if gqa == "repeat":
+        # SDPA turns the bool mask into an additive bias (one kernel over batch x seq x kv_len)
+        op = passes("mask to additive bias", batch * seq * kv_len, dt, ("where", 1, 1 + b, 0))
+        ops.append(LayerOp("attention_bias", op))
+
     # seq > kv_len only with a sliding window shorter than the prompt: each query then sees
-    # about kv_len keys (the triangle at the start is ignored)
-    causal = 1 < seq <= kv_len
+    # about kv_len keys (the triangle at the start is ignored). With an explicit mask the
+    # kernel computes every key block (the mask is data, not a causal flag).
+    causal = 1 < seq <= kv_len and gqa == "native"
     attn = Attention(
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
-        impl=attention, kv_heads=s.kv_heads, kv_seq=kv_len,
+        impl=attention, kv_heads=kv_heads, kv_seq=kv_len,
     )  # fmt: skip
     ops.append(LayerOp("attention", attn, kind="attention"))
-    if fusion == "unfused":
+    if fusion == "unfused" and attention == "naive" and seq > 1:
+        # a naive (matmul/softmax/matmul) output is (batch, heads, seq, d): HF's
+        # transpose(1, 2).contiguous() copies it; fused SDPA kernels write (batch, seq, heads, d)
         op = Elementwise(op="copy", n=tokens * q_n, dtype=dt)  # type: ignore[arg-type]
         ops.append(LayerOp("attn_transpose", op))
     ops.append(LayerOp("o_proj", Gemm(m=tokens, n=h, k=q_n, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
@@ -304,6 +366,7 @@ def model_ops(
     fusion: Fusion = "fused",
     kv_cache: KVCache = "static",
     logits: Literal["last", "all"] = "last",
+    gqa: GQA = "native",
 ) -> ModelOps:
     """All ops of one forward step on one GPU. ``logits="last"``: the LM head runs on the last
     token of each sequence only (generation; HF ``logits_to_keep=1``); ``"all"``: every token
@@ -322,17 +385,14 @@ def model_ops(
         pre.append(LayerOp("position_embedding", Embedding(tokens=tokens, hidden=h, dtype=dt),  # type: ignore[arg-type]
                            kind="embedding"))  # fmt: skip
         pre.append(LayerOp("add_positions", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
-    elif fusion == "unfused":
-        # HF LlamaRotaryEmbedding: inv_freq @ positions, cat, cos, sin, scale, cast (fp32)
-        op = passes("rope cos/sin tables (eager)", tokens * d, "fp32",
-                    ("expand", 1 / d, 8, 0), ("matmul", 0.5, 8, 2), ("cat", 1, 8, 0),
-                    ("cos", 1, 8, 4), ("sin", 1, 8, 4), ("scale cos", 1, 8, 1),
-                    ("scale sin", 1, 8, 1), ("to dtype cos", 1, 4 + b, 0),
-                    ("to dtype sin", 1, 4 + b, 0))  # fmt: skip
-        pre.append(LayerOp("rope_tables", op))
+    elif fusion == "unfused" and model.position == "rope":
+        pre.append(LayerOp("rope_tables", rope_tables(seq, d, dt)))
+    if gqa == "repeat":
+        ctx = seq if context is None else context
+        pre.append(LayerOp("attention_mask", sdpa_mask(batch, seq, model.attended(ctx))))
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
-        kv_cache=kv_cache,
+        kv_cache=kv_cache, gqa=gqa,
     )  # fmt: skip
     rows = batch if logits == "last" else tokens
     post = [
