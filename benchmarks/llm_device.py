@@ -323,7 +323,9 @@ def diagnostics(torch, dev: Device, gpu) -> dict:
     lin = torch.nn.functional.linear
     t_small = statistics.median(dev.timed(lambda: lin(x, w), 5, 30))
     small_bytes = 2 * (m * k + k * nn + m * nn)
-    out.update(weight_linear_s=t_small, weight_linear_bandwidth_efficiency=small_bytes / t_small / bw)
+    out.update(
+        weight_linear_s=t_small, weight_linear_bandwidth_efficiency=small_bytes / t_small / bw
+    )
     q = torch.randn(1, 32, 4096, 128, device=d, dtype=bf16)
     kv = torch.randn(1, 8, 4096, 128, device=d, dtype=bf16)
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -340,10 +342,83 @@ def diagnostics(torch, dev: Device, gpu) -> dict:
     src = torch.empty(elems, device=d, dtype=bf16)
     dst = torch.empty_like(src)
     t_copy = statistics.median(dev.timed(lambda: dst.copy_(src), 3, 10))
-    out.update(copy_bytes=2 * elems, copy_s=t_copy, copy_bandwidth_efficiency=4 * elems / t_copy / bw)
-    del a, b, x, w, q, kv, src, dst
-    dev.empty_cache()
-    return out
+    out.update(
+        copy_bytes=2 * elems, copy_s=t_copy, copy_bandwidth_efficiency=4 * elems / t_copy / bw
+    )
+    return out  # the tensors go with this frame; the caller empties the cache
+
+
+GEMM_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+class GemmTimer:
+    """GPU time of each of the model's GEMMs as HF runs it (F.linear on its real weights), for
+    a given number of rows: the calls of one step in step order (every layer's q, k, v, o,
+    gate, up, down, then the LM head), so each weight is as cold in L2 as in the step, under
+    torch.profiler (each aten::linear's device time, split-K reductions included). The LM head
+    of a prefill reads hidden_states[:, -1:, :] (rows ``seq`` apart), as HF's logits_to_keep
+    does. Median over ``rounds`` passes and over the layers."""
+
+    def __init__(self, torch, dev: Device, model, rounds: int = 3):
+        self.torch, self.dev, self.rounds = torch, dev, rounds
+        layers = model.model.layers
+        self.weights = {
+            name: [getattr(lay.self_attn if name.endswith(("q_proj", "k_proj", "v_proj", "o_proj"))
+                           else lay.mlp, name).weight for lay in layers]
+            for name in GEMM_OPS
+        }  # fmt: skip
+        self.weights["lm_head"] = [model.lm_head.weight]
+        self._cache: dict[tuple[int, int, int], dict[str, float] | None] = {}
+
+    def __call__(self, rows: int, lm_rows: int, lm_seq: int) -> dict[str, float] | None:
+        key = (rows, lm_rows, lm_seq)
+        if key not in self._cache:
+            self._cache[key] = self._measure(rows, lm_rows, lm_seq)
+        return self._cache[key]
+
+    def _measure(self, rows: int, lm_rows: int, lm_seq: int) -> dict[str, float] | None:
+        torch, dev = self.torch, self.dev
+        if not dev.cuda:
+            return None
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            lin = torch.nn.functional.linear
+            opts = {"device": "cuda", "dtype": torch.bfloat16}
+            hidden = self.weights["q_proj"][0].shape[1]
+            ffn = self.weights["down_proj"][0].shape[1]
+            x_h = torch.randn(rows, hidden, **opts)
+            x_f = torch.randn(rows, ffn, **opts)
+            x_o = torch.randn(rows, self.weights["o_proj"][0].shape[1], **opts)
+            x_lm = torch.randn(lm_rows, lm_seq, hidden, **opts)[:, -1:, :]
+            inputs = {"o_proj": x_o, "down_proj": x_f, "lm_head": x_lm}
+            calls = []
+            for i in range(len(self.weights["q_proj"])):
+                for name in GEMM_OPS:
+                    calls.append((name, self.weights[name][i], inputs.get(name, x_h)))
+            calls.append(("lm_head", self.weights["lm_head"][0], x_lm))
+            for _, w, x in calls:  # warm-up: cuBLAS heuristics, workspace
+                lin(x, w)
+            dev.sync()
+            times: dict[str, list[float]] = {}
+            for _ in range(self.rounds):
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    for _, w, x in calls:
+                        lin(x, w)
+                    dev.sync()
+                evs = [e for e in prof.events() if e.name == "aten::linear"]
+                evs.sort(key=lambda e: e.time_range.start)
+                if len(evs) != len(calls):
+                    return None
+                for (name, _, _), e in zip(calls, evs, strict=True):
+                    us = getattr(e, "device_time_total", None)
+                    if us is None:
+                        us = getattr(e, "cuda_time_total", 0.0)
+                    times.setdefault(name, []).append(us * 1e-6)
+            del x_h, x_f, x_o, x_lm, inputs, calls
+            return {k: statistics.median(v) for k, v in times.items() if statistics.median(v) > 0}
+        except Exception:  # profiler attribution unavailable: leave the GEMM check out
+            return None
 
 
 def find_calibration(gpu, path: str | None):
@@ -384,19 +459,25 @@ class Predictor:
         self.spec, self.gpu, self.cal, self.host = spec, gpu, cal, host_per_kernel
 
     def __call__(self, phase: str, batch: int, seq: int | None, context: int | None,
-                 **kw) -> dict:  # fmt: skip
+                 gemm_times: dict[str, float] | None = None, **kw) -> dict:  # fmt: skip
         from gpumodel.llm import predict_inference
 
-        def run(cal, host):
+        def run(cal, host, op_times=None):
             return predict_inference(self.spec, self.gpu, phase, batch=batch, seq=seq,
                                      context=context, calibration=cal, host_per_kernel_s=host,
-                                     **kw)  # fmt: skip
+                                     op_times=op_times, **kw)  # fmt: skip
 
         cal = self.cal if self.cal is not None else "none"
         c = run(cal, self.host)
         cd = run(cal, None)
         d = run("none", None)
-        return {
+        g = run(cal, self.host, gemm_times) if gemm_times else None
+        extra = {}
+        if g is not None:
+            pred = gemm_predictions(c)
+            extra = {"pred_measured_gemms_s": g.step_time_s, "gemm_measured_s": gemm_times,
+                     "gemm_predicted_s": {k: v for k, v in pred.items() if k in gemm_times}}  # fmt: skip
+        return {**extra,
             "pred_calibrated_s": c.step_time_s, "pred_calibrated_default_host_s": cd.step_time_s,
             "pred_datasheet_s": d.step_time_s, "pred_gpu_s": c.gpu_time_s,
             "pred_gpu_datasheet_s": d.gpu_time_s, "pred_kernels": c.kernels_per_step,
@@ -405,9 +486,18 @@ class Predictor:
         }  # fmt: skip
 
 
+def gemm_predictions(result) -> dict[str, float]:
+    """Predicted seconds of one execution of each GEMM of a step, by op name."""
+    return {o.name: o.time_s / o.count for o in result.breakdown if o.kind == "gemm" and o.count}
+
+
+PREDICTIONS = ("calibrated", "calibrated_default_host", "datasheet", "measured_gemms")
+
+
 def add_errors(row: dict) -> dict:
-    for key in ("calibrated", "calibrated_default_host", "datasheet"):
-        row[f"err_{key}_pct"] = err(row[f"pred_{key}_s"], row["median_s"])
+    for key in PREDICTIONS:
+        if row.get(f"pred_{key}_s") is not None:
+            row[f"err_{key}_pct"] = err(row[f"pred_{key}_s"], row["median_s"])
     return row
 
 
@@ -416,14 +506,21 @@ def main() -> int:
     ap.add_argument("--out", required=True, help="directory for measurements.json and report.md")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--gpu", default=None, help="gpumodel spec id (default: from the device name)")
-    ap.add_argument("--calibration", default=None,
-                    help="calibration file (default: the one gpumodel ships for this GPU)")
+    ap.add_argument(
+        "--calibration",
+        default=None,
+        help="calibration file (default: the one gpumodel ships for this GPU)",
+    )
     ap.add_argument("--quick", action="store_true", help="two prefill and two decode points")
     ap.add_argument("--no-graph", action="store_true", help="skip the StaticCache decode")
     ap.add_argument("--no-profile", action="store_true", help="skip the torch.profiler passes")
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
-                    help="cpu: smoke test of the HF plumbing with small widths")
+    ap.add_argument(
+        "--device",
+        default="cuda",
+        choices=["cuda", "cpu"],
+        help="cpu: smoke test of the HF plumbing with small widths",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -492,7 +589,9 @@ def main() -> int:
             "tiny_model_predicted_kernels_decode": tiny_pred.kernels_per_step,
             "tiny_model_profiled_kernels_decode": decode_prof["kernels"] if decode_prof else None,
             "tiny_model_predicted_kernels_prefill": tiny_prefill_pred.kernels_per_step,
-            "tiny_model_profiled_kernels_prefill": prefill_prof["kernels"] if prefill_prof else None,
+            "tiny_model_profiled_kernels_prefill": prefill_prof["kernels"]
+            if prefill_prof
+            else None,
             "tiny_model_gpu_busy_decode_s": decode_prof["gpu_busy_s"] if decode_prof else None,
             "host_per_kernel_s": host_per_kernel,
             "host_per_kernel_divisor": "profiled" if decode_prof else "predicted",
@@ -504,6 +603,7 @@ def main() -> int:
         dev.empty_cache()
 
         diag = diagnostics(torch, dev, gpu)
+        dev.empty_cache()
         result["diagnostics"] = diag
         print(json.dumps(diag), flush=True)
 
@@ -515,6 +615,7 @@ def main() -> int:
         run = Runner(torch, model, cfg.vocab_size, dev.kind)
         result["model"] = spec.model_dump(mode="json", exclude={"sources"})
         predict = Predictor(spec, gpu, cal, host_per_kernel)
+        gemms = GemmTimer(torch, dev, model)
 
         rows_p = []
         for batch, seq in prefill_points:
@@ -526,9 +627,10 @@ def main() -> int:
                 result["errors"].append(f"prefill {batch}x{seq}: {exc!r}")
                 dev.empty_cache()
                 continue
+            g = None if args.no_profile else gemms(batch * seq, batch, seq)
             row = {"batch": batch, "seq": seq, "median_s": statistics.median(times),
                    "p90_s": pct(times, 0.9), "profile": prof,
-                   **predict("prefill", batch, seq, None)}  # fmt: skip
+                   **predict("prefill", batch, seq, None, gemm_times=g)}  # fmt: skip
             rows_p.append(add_errors(row))
             print(json.dumps(row), flush=True)
             dev.empty_cache()
@@ -544,9 +646,10 @@ def main() -> int:
                 result["errors"].append(f"decode {batch}x{context}: {exc!r}")
                 dev.empty_cache()
                 continue
+            g = None if args.no_profile else gemms(batch, batch, 1)
             row = {"batch": batch, "context": context, "median_s": statistics.median(times),
                    "p90_s": pct(times, 0.9), "profile": prof,
-                   **predict("decode", batch, 1, context)}  # fmt: skip
+                   **predict("decode", batch, 1, context, gemm_times=g)}  # fmt: skip
             rows_d.append(add_errors(row))
             print(json.dumps(row), flush=True)
             dev.empty_cache()
@@ -583,8 +686,7 @@ def main() -> int:
     result["prefill"], result["decode"] = rows_p, rows_d
     result["decode_static_eager"], result["decode_graph"] = rows_se, rows_g
     result["summary"] = {
-        phase: {key: summary(rows, f"err_{key}_pct")
-                for key in ("calibrated", "calibrated_default_host", "datasheet")}
+        phase: {key: summary(rows, f"err_{key}_pct") for key in PREDICTIONS}
         for phase, rows in (("prefill", rows_p), ("decode", rows_d),
                             ("decode_static_eager", rows_se), ("decode_graph", rows_g))
     }  # fmt: skip
@@ -646,7 +748,7 @@ def report(r: dict) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for phase in ("prefill", "decode", "decode_static_eager", "decode_graph"):
-        for kind in ("calibrated", "calibrated_default_host", "datasheet"):
+        for kind in PREDICTIONS:
             v = s[phase][kind]
             if v.get("n"):
                 lines.append(f"| {phase} | {kind.replace('_', ' ')} | {v['n']} | "
@@ -657,7 +759,10 @@ def report(r: dict) -> str:
         "Targets (issue 6): median <= 15% for prefill, <= 20% for decode. *calibrated*: "
         f"{env['calibration']} with the host cost per kernel measured on the tiny model; "
         "*calibrated default host*: the same with gpumodel's default eager host cost; "
-        "*datasheet*: no calibration, default host cost.",
+        "*datasheet*: no calibration, default host cost; *measured gemms* (a diagnostic, not "
+        "a prediction): *calibrated* with every GEMM's time replaced by its own isolated "
+        "measurement (F.linear on the model's weights, step order) - how much of the error the "
+        "GEMM op model accounts for.",
         "",
         f"Fit / held out: {r['fit']['fitted'][0]} is fitted; {r['fit']['held_out']} full-width "
         f"points are held out. {r['fit']['note']}.",
@@ -730,6 +835,25 @@ def report(r: dict) -> str:
                 cells = [f"{_ms(p['by_category_s'][c])} / {_ms(row['pred_split_s'][c])}"
                          for c in CATEGORIES]  # fmt: skip
                 lines.append(f"| {row['batch']} | {row[col]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    gem = [(k, row) for k in ("prefill", "decode") for row in r[k] if row.get("gemm_measured_s")]
+    if gem:
+        names = [*GEMM_OPS, "lm_head"]
+        lines += ["## GEMMs alone: measured / predicted (calibrated), per execution", "",
+                  "| phase | rows | " + " | ".join(names) + " |",
+                  "|---|---|" + "---|" * len(names)]  # fmt: skip
+        seen = set()
+        for k, row in gem:
+            rows = row["batch"] * (row.get("seq") or 1)
+            if (k, rows, row["batch"]) in seen:
+                continue
+            seen.add((k, rows, row["batch"]))
+            cells = []
+            for n in names:
+                m, pr = row["gemm_measured_s"].get(n), row["gemm_predicted_s"].get(n)
+                cells.append(f"{m * 1e6:.0f} / {pr * 1e6:.0f} us" if m and pr else "n/a")
+            label = f"{rows}" + (f" (LM head {row['batch']})" if k == "prefill" else "")
+            lines.append(f"| {k} | {label} | " + " | ".join(cells) + " |")
         lines.append("")
     heavy = [(k, row) for k in ("prefill", "decode") for row in r[k] if row.get("profile")]
     if heavy:

@@ -240,7 +240,7 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
     # 7. cudaMemcpy d2d and PyTorch op families: efficiency and floor per family
     compute_families = {"attention", "conv2d"}
     attention = fam.get("attention", [])
-    for family, name, pts in (
+    for _family, name, pts in (
         ("copy", "copy", fam.get("copy", [])),
         ("elementwise", "elementwise", fam.get("elementwise", [])),
         ("reduction", "reduction", fam.get("reduction", [])),

@@ -193,7 +193,7 @@ def read_calibration_file(path: str | Path, measurements: bool = False) -> Calib
     if not measurements and "\nmeasurements:" in text:
         text = text[: text.index("\nmeasurements:") + 1]
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
+        data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError:
         raise CalibrationError(f"{path}: calibration is not valid YAML (truncated?)") from None
     if not isinstance(data, dict):

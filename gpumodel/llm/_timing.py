@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +54,16 @@ class Timed:
 
 
 class Timer:
-    """Times ops on one GPU with one calibration, caching repeated shapes."""
+    """Times ops on one GPU with one calibration, caching repeated shapes.
 
-    def __init__(self, gpu: GPUSpec, calibration: Any):
+    ``op_times`` maps a LayerOp name (``"lm_head"``, ``"q_proj"``, ...) to a measured time of
+    one execution in seconds: that op's kernels keep their FLOPs, bytes and launches and are
+    scaled to add up to the measurement (to plug measured kernels into the step model)."""
+
+    def __init__(self, gpu: GPUSpec, calibration: Any, op_times: Mapping[str, float] | None = None):
         self.gpu = gpu
         self.calibration: Calibration | None = resolve(calibration, gpu)
+        self.op_times = dict(op_times or {})
         self._cache: dict[Any, tuple[KernelPrediction, ...]] = {}
 
     @property
@@ -73,7 +78,18 @@ class Timer:
             else:
                 cal = self.calibration if self.calibration is not None else "none"
                 self._cache[key] = predict(entry.op, self.gpu, cal, l2=entry.l2).kernels
-        return self._cache[key]
+        kernels = self._cache[key]
+        measured = self.op_times.get(entry.name)
+        if measured is None:
+            return kernels
+        total = sum(k.time_s for k in kernels)
+        scale = measured / total if total > 0 else 0.0
+        return tuple(
+            k.model_copy(
+                update={"time_s": k.time_s * scale if total > 0 else measured / len(kernels)}
+            )
+            for k in kernels
+        )
 
     def time(self, entry: LayerOp) -> Timed:
         return Timed(entry, self.kernels(entry))

@@ -34,6 +34,7 @@ when the working set fits and the calibration measured it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -145,7 +146,9 @@ def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     """Host seconds per kernel of an eager PyTorch + HF step and a note saying where it came
     from: the calibration's bare launch (or the default) + the framework's dispatch."""
     launch = cal.parameters.launch_host_s if cal else None
-    total = (DEFAULT_LAUNCH_HOST_S if launch is None else launch) + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
+    total = (
+        DEFAULT_LAUNCH_HOST_S if launch is None else launch
+    ) + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
     src = "default" if launch is None else "calibrated"
     return total, (
         f"eager host cost {total * 1e6:.3g} us per kernel = {src} launch "
@@ -194,6 +197,7 @@ def predict_inference(
     gqa: GQA | None = None,
     host_per_kernel_s: float | None = None,
     graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
+    op_times: Mapping[str, float] | None = None,
 ) -> InferenceResult:
     """Predict one prefill or decode step of ``model`` on ``gpu``.
 
@@ -208,7 +212,9 @@ def predict_inference(
     ``"repeat"`` for ``runtime="graph", fusion="unfused", kv_cache="static"``: an HF model with
     a StaticCache captured in a CUDA graph, where HF builds a mask and calls ``repeat_kv``) says
     whether K/V are expanded to every query head before attention. ``host_per_kernel_s``
-    replaces the eager host cost per kernel (see the module docstring).
+    replaces the eager host cost per kernel (see the module docstring). ``op_times`` replaces
+    the op model's time of named layer ops by measured seconds per execution (e.g.
+    ``{"lm_head": 2e-3}``): the step model (queue, host, the other ops) then runs on them.
     """
     spec = get_model(model)
     g = get_gpu(gpu)
@@ -227,7 +233,10 @@ def predict_inference(
         gqa = "repeat" if hf_static else "native"
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
-    timer = Timer(g, calibration)
+    timer = Timer(g, calibration, op_times)
+    unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
+    if unknown:
+        raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
     pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
     breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
     kernel_times: list[float] = []
@@ -246,6 +255,8 @@ def predict_inference(
     notes = list(ops.notes)
     if cal is None:
         notes.append(DATASHEET_NOTE)
+    if op_times:
+        notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
     if runtime == "eager":
         if host_per_kernel_s is None:
             host_per_kernel_s, note = eager_host_per_kernel(cal)
@@ -263,7 +274,8 @@ def predict_inference(
         shares[o.bound] = shares.get(o.bound, 0.0) + o.time_s
     shares = {k: v / gpu_time for k, v in shares.items()} if gpu_time else {}
     gpu_bound = max(shares, key=shares.__getitem__) if shares else "memory"
-    bound = "host" if host_overhead > 0.5 * step else gpu_bound
+    # host-bound: the host's issue time exceeds the GPU's busy time (the queue runs dry)
+    bound = "host" if host_time > gpu_time and runtime == "eager" else gpu_bound
 
     b = BYTES_PER_ELEMENT[dtype]
     s = tp_shape(spec, tp)

@@ -53,7 +53,7 @@ from typing import Literal
 
 from gpumodel.errors import UnsupportedError
 from gpumodel.llm._comm import AllReduce, placed
-from gpumodel.llm._ops import passes
+from gpumodel.llm._ops import Passes, passes
 from gpumodel.llm.models import ModelSpec
 from gpumodel.ops import Attention, Elementwise, Embedding, Gemm, LayerNorm, Op, RMSNorm
 from gpumodel.specs import BYTES_PER_ELEMENT
