@@ -452,8 +452,9 @@ def summary(rows: list[dict], key: str) -> dict:
 
 
 class Predictor:
-    """The three predictions of a point: calibrated + measured host cost (primary),
-    calibrated + default host cost, datasheet + default host cost."""
+    """The predictions of a point: calibrated + measured host cost (primary), calibrated +
+    default host cost, datasheet + default host cost, and (a diagnostic, with ``gemm_times``)
+    the primary one with each GEMM's time replaced by its isolated measurement."""
 
     def __init__(self, spec, gpu, cal, host_per_kernel: float | None):
         self.spec, self.gpu, self.cal, self.host = spec, gpu, cal, host_per_kernel
@@ -472,18 +473,18 @@ class Predictor:
         cd = run(cal, None)
         d = run("none", None)
         g = run(cal, self.host, gemm_times) if gemm_times else None
-        extra = {}
-        if g is not None:
-            pred = gemm_predictions(c)
-            extra = {"pred_measured_gemms_s": g.step_time_s, "gemm_measured_s": gemm_times,
-                     "gemm_predicted_s": {k: v for k, v in pred.items() if k in gemm_times}}  # fmt: skip
-        return {**extra,
+        out = {
             "pred_calibrated_s": c.step_time_s, "pred_calibrated_default_host_s": cd.step_time_s,
             "pred_datasheet_s": d.step_time_s, "pred_gpu_s": c.gpu_time_s,
             "pred_gpu_datasheet_s": d.gpu_time_s, "pred_kernels": c.kernels_per_step,
             "pred_bound": c.bound, "pred_split_s": predicted_split(c),
             "pred_host_per_kernel_s": c.host_per_kernel_s, "calibration": c.calibration,
         }  # fmt: skip
+        if g is not None:
+            pred = gemm_predictions(c)
+            out.update(pred_measured_gemms_s=g.step_time_s, gemm_measured_s=gemm_times,
+                       gemm_predicted_s={k: v for k, v in pred.items() if k in gemm_times})  # fmt: skip
+        return out
 
 
 def gemm_predictions(result) -> dict[str, float]:

@@ -11,6 +11,7 @@ from gpumodel.cli import explain as _explain  # noqa: F401
 from gpumodel.cli import llm as _llm  # noqa: F401
 from gpumodel.cli import multigpu as _multigpu  # noqa: F401
 from gpumodel.cli import occupancy as _occupancy  # noqa: F401
+from gpumodel.cli import predict as _predict  # noqa: F401
 from gpumodel.cli import roofline as _roofline  # noqa: F401
 from gpumodel.cli import specs as _specs  # noqa: F401
 from gpumodel.cli import validate as _validate  # noqa: F401
@@ -20,32 +21,19 @@ __all__ = ["app", "command", "main"]
 
 
 def command():
-    """The click command tree: the typer app plus the generated ``predict`` group."""
+    """The click command tree built from the typer app."""
     import typer
 
-    from gpumodel.cli.predict import predict_group
-
-    cmd = typer.main.get_command(app)
-    cmd.add_command(predict_group(), "predict")  # type: ignore[attr-defined]
-    return cmd
+    return typer.main.get_command(app)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; user errors become one line on stderr and exit code 2."""
-    import click
     import typer
 
     from gpumodel.errors import GpumodelError
 
-    # newer typer versions bundle their own click: catch both families of exceptions
-    bundled = getattr(getattr(typer, "_click", None), "exceptions", None)
-    exit_types = (click.exceptions.Exit, typer.Exit)
-    abort_types = (click.exceptions.Abort, typer.Abort)
-    usage_types = (
-        click.exceptions.ClickException,
-        getattr(bundled, "ClickException", click.ClickException),
-    )
-
+    exit_types, abort_types, usage_types = _click_exceptions(typer)
     try:
         result = command()(args=argv, prog_name="gpumodel", standalone_mode=False)
     except GpumodelError as exc:
@@ -63,3 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     return result if isinstance(result, int) else 0
+
+
+def _click_exceptions(typer_module):
+    """Exit, Abort and ClickException classes of whichever click typer runs on: recent typer
+    versions bundle their own copy, older ones use the click package."""
+    import importlib
+
+    exits, aborts, usage = [typer_module.Exit], [typer_module.Abort], []
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        exits += [getattr(mod, "Exit", typer_module.Exit)]
+        aborts += [getattr(mod, "Abort", typer_module.Abort)]
+        usage += [mod.ClickException]
+    return tuple(exits), tuple(aborts), tuple(usage)

@@ -149,7 +149,14 @@ def _transfer_check(
         from rich.table import Table
 
         table = Table(title=f"{spec.id} predicted from {cal.label}: error on all measurements")
-        for h in ("family", "n", "datasheet median", "transferred median", "transferred p90", "bias"):
+        for h in (
+            "family",
+            "n",
+            "datasheet median",
+            "transferred median",
+            "transferred p90",
+            "bias",
+        ):
             table.add_column(h)
         for name, e in errors.items():
             table.add_row(name, str(e.n), f"{e.datasheet_median_abs_pct:.1f}%",

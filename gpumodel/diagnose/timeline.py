@@ -88,6 +88,8 @@ class Gap:
     end: float
     cause: str  # "data_loading", "host_sync", "launch", "host_other"
     evidence: str = ""
+    wait: float = 0.0  # host_sync: how long the synchronising call blocked the host (us)
+    refill: bool = False  # host_sync: a launch gap while the queue refilled after the sync
 
     @property
     def dur(self) -> float:
@@ -357,7 +359,7 @@ def _gaps(
     merged = _merge([(g.ts, g.end) for g in gpu])
     busy = sum(max(0.0, min(e, w1) - max(s, w0)) for s, e in merged)
     loader = _merge([(e.ts, e.end) for e in trace.cpu if "dataloader" in e.name.lower()])
-    sync_ends = sorted(_sync_ends(trace))
+    syncs = sorted(_syncs(trace), key=lambda x: x.end)
     top = [e for e in trace.cpu if e.parent is None or _STEP.match(e.parent.name or "")]
     top = [e for e in top if not _STEP.match(e.name)]
     gaps: list[Gap] = []
@@ -367,29 +369,65 @@ def _gaps(
             continue
         s = max(s, w0)
         if s > cursor and cursor < w1:
-            gaps.append(_classify(cursor, min(s, w1), loader, sync_ends, top))
+            gaps.append(_classify(cursor, min(s, w1), loader, syncs, top))
         cursor = max(cursor, e)
         if cursor >= w1:
             break
-    return busy, gaps
+    return busy, _refill(gaps)
 
 
-def _sync_ends(trace: Trace) -> list[float]:
-    ends = [r.end for r in trace.runtime if r.name in SYNC_RUNTIME]
-    ends += [e.end for e in trace.cpu if e.name in SYNC_OPS]
+@dataclass(frozen=True)
+class _Sync:
+    """A host call that blocked until the GPU caught up: when it returned, how long it waited."""
+
+    end: float
+    wait: float
+    label: str
+
+
+def _syncs(trace: Trace) -> list[_Sync]:
+    out = [_Sync(r.end, r.dur, r.name) for r in trace.runtime if r.name in SYNC_RUNTIME]
+    out += [_Sync(e.end, e.dur, e.name) for e in trace.cpu if e.name in SYNC_OPS]
     for g in trace.gpu:  # a D2H copy, or any copy from pageable memory, blocks the host
         if g.kind == "memcpy" and g.runtime is not None:
             n = g.name.lower()
             if "dtoh" in n or "pageable" in n:
-                ends.append(max(g.runtime.end, g.end))
-    return ends
+                end = max(g.runtime.end, g.end)
+                out.append(_Sync(end, end - g.runtime.ts, g.name))
+    return out
+
+
+def _refill(gaps: list[Gap]) -> list[Gap]:
+    """A sync drains the GPU's queue: after it returns, the GPU waits on each launch (until the
+    host is far enough ahead again). Without the wait the host would have reached every later
+    launch up to ``wait`` earlier, so the launch gaps after a sync, until the next sync or other
+    host work, are the sync's as well, up to the time the host spent blocked in it; a gap only
+    partly covered is split. (The gap right after the sync is the sync's whole.)"""
+    out: list[Gap] = []
+    budget, sync = 0.0, None
+    for g in gaps:
+        if g.cause == "host_sync":
+            budget, sync = g.wait, g
+            out.append(g)
+            continue
+        if g.cause != "launch":
+            budget = 0.0
+        if g.cause != "launch" or budget <= 0.0 or sync is None:
+            out.append(g)
+            continue
+        take = min(g.dur, budget)
+        budget -= take
+        out.append(Gap(g.start, g.start + take, "host_sync", sync.evidence, refill=True))
+        if take < g.dur:
+            out.append(Gap(g.start + take, g.end, "launch"))
+    return out
 
 
 def _classify(
     s: float,
     e: float,
     loader: list[tuple[float, float]],
-    sync_ends: list[float],
+    syncs: list[_Sync],
     top: list[CpuEvent],
 ) -> Gap:
     dur = e - s
@@ -397,10 +435,11 @@ def _classify(
         in_loader = _overlap(loader, s, e)
         if in_loader >= 0.5 * dur:
             return Gap(s, e, "data_loading", f"DataLoader busy for {in_loader / dur:.0%} of it")
-        lo = bisect.bisect_left(sync_ends, s - MIN_ATTRIBUTED_GAP_US)
-        hi = bisect.bisect_right(sync_ends, min(e, s + max(200.0, 0.25 * dur)))
-        if hi > lo:
-            return Gap(s, e, "host_sync", "a synchronising call returned as the GPU went idle")
+        near = [x for x in syncs
+                if s - MIN_ATTRIBUTED_GAP_US <= x.end <= min(e, s + max(200.0, 0.25 * dur))]  # fmt: skip
+        if near:
+            x = min(near, key=lambda x: abs(x.end - s))
+            return Gap(s, e, "host_sync", f"after {x.label}", wait=x.wait)
     if dur < LONG_GAP_US:
         return Gap(s, e, "launch")
     by_name: dict[str, float] = defaultdict(float)

@@ -20,10 +20,13 @@ validate``; ``DEFAULT_LAUNCH_HOST_S`` without one). It is not what an eager fram
 kernel: PyTorch's dispatcher, the Python of ``nn.Module.__call__`` and the HF model code around
 each aten op cost more than the launch itself. ``EAGER_FRAMEWORK_HOST_PER_KERNEL_S`` is that
 extra, measured on an H100 host (2026-11-22, torch 2.11, transformers 5.17, Python 3.12): a
-4-layer Llama of tiny width (GPU time negligible) decodes one token in 3.29 ms for 183 kernels,
-17.95 us per kernel, of which 7.01 us is the bare launch measured by ``gpumodel validate`` on
-the same host (validation/results/h100-sxm/llm-report-initial.md). ``host_per_kernel_s=``
-replaces the sum (``benchmarks/llm_device.py`` measures it for the machine at hand).
+4-layer Llama of tiny width (GPU time negligible) decodes one token in 3.29 ms for 182 kernels
+(torch.profiler), 18.05 us per kernel, of which 7.01 us is the bare launch measured by
+``gpumodel validate`` on the same host (validation/results/h100-sxm/llm-report-initial.md and
+its JSON). The per-kernel figure carries the per-step Python around the kernels (HF's
+decorators, mask and cache bookkeeping) spread over the kernels of that 4-layer step.
+``host_per_kernel_s=`` replaces the sum (``benchmarks/llm_device.py`` measures it for the
+machine at hand).
 
 Decode at small batch reads every weight once per step: the GEMMs are weight-bandwidth bound
 (AI ~ batch FLOP/B, far below the ~295 FLOP/B ridge of an H100), which the GEMM op's byte
@@ -51,11 +54,11 @@ from gpumodel.units import format_quantity, format_time
 # validation/results/h100-sxm, 2026-11-22: 7.01 us); calibration.parameters.launch_host_s
 # replaces it.
 DEFAULT_LAUNCH_HOST_S = 7.0e-6
-# Eager PyTorch + HF transformers host time per kernel beyond the bare launch: 17.95 us per
-# kernel measured for a tiny-width 4-layer Llama decode step (3.29 ms / 183 kernels, H100 host,
-# torch 2.11, transformers 5.17) minus the 7.01 us bare launch on that host. See the module
-# docstring.
-EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 10.9e-6
+# Eager PyTorch + HF transformers host time per kernel beyond the bare launch: 18.05 us per
+# kernel measured for a tiny-width 4-layer Llama decode step (3.29 ms / 182 profiled kernels,
+# H100 host, torch 2.11, transformers 5.17) minus the 7.01 us bare launch on that host. See
+# the module docstring.
+EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 11.0e-6
 # What an eager HF step costs per kernel without a calibration (the sum of the two).
 DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).

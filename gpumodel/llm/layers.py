@@ -245,8 +245,12 @@ def decoder_layer(
             op = passes("kv cache write", 2 * new_rows, dt, ("write k and v", 1, 2 * b, 0))
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
         else:
-            op = passes("kv cache write", new_rows, dt, ("index_copy k", 1, 2 * b, 0),
-                        ("index_copy v", 1, 2 * b, 0))  # fmt: skip
+            # HF StaticLayer.update: write positions = arange(seq) + length, length += seq (a
+            # device tensor), then index_copy_ of K and V into the preallocated cache
+            per = 1 / new_rows
+            op = passes("kv cache write", new_rows, dt, ("positions: arange", seq * per, 8, 0),
+                        ("positions: + length", seq * per, 16, 1), ("length += seq", per, 16, 1),
+                        ("index_copy k", 1, 2 * b, 0), ("index_copy v", 1, 2 * b, 0))  # fmt: skip
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
     elif kv_cache == "concat":
         cache = batch * kv_len * kv_n  # elements of K (or V) after the append

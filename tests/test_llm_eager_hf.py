@@ -1,0 +1,133 @@
+"""Eager Hugging Face transformers (5.x) Llama step: kernels, GQA in SDPA, host queue, measured
+op times. Kernel lists checked against a dispatch trace of transformers 5.17 (LlamaForCausalLM,
+sdpa, DynamicCache) and 182 kernels profiled per 4-layer decode step on an H100."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpumodel.errors import SpecError
+from gpumodel.llm import get_model, model_ops, predict_inference
+from gpumodel.llm.inference import DEFAULT_EAGER_HOST_PER_KERNEL_S
+from gpumodel.llm.layers import rope_tables, sdpa_mask
+from gpumodel.llm.models import ModelSpec
+from gpumodel.ops import Attention
+
+
+def _four_layer_llama3() -> ModelSpec:
+    base = get_model("llama-3-8b").model_dump()
+    return ModelSpec.model_validate({**base, "id": "llama-3-8b-4l", "layers": 4})
+
+
+def _names(entries):
+    return [e.name for e in entries]
+
+
+def _kernels(entries) -> int:
+    return sum(len(e.op.kernels(get_gpu_h100())) * e.count for e in entries)
+
+
+def get_gpu_h100():
+    from gpumodel.specs import get_gpu
+
+    return get_gpu("h100-sxm")
+
+
+def test_eager_decode_kernel_count_by_hand():
+    # per layer: RMSNorm 8 (to fp32, pow, mean, + eps, rsqrt, mul, to bf16, * weight), q/k/v 3,
+    # RoPE 5 + 5 (mul, neg, cat, mul, add), cache cat 2, SDPA 1, o_proj 1, residual add 1,
+    # RMSNorm 8, gate, silu, up, mul, down 5, residual add 1 = 40
+    # per step: embedding 1 + cos/sin tables 11 (arange, + length, .float(), matmul, cat, cos,
+    # * scale, sin, * scale, 2 casts) = 12 before; final RMSNorm 8 + LM head 1 = 9 after
+    m = _four_layer_llama3()
+    ops = model_ops(m, batch=1, seq=1, context=128, fusion="unfused", kv_cache="concat")
+    assert _kernels(ops.layer) == 40
+    assert _kernels(ops.pre) == 12 and _kernels(ops.post) == 9
+    r = predict_inference(m, "h100", "decode", batch=1, context=128, calibration="none")
+    assert r.kernels_per_layer == 40 and r.kernels_per_step == 12 + 4 * 40 + 9 == 181
+    # 32 layers: 12 + 1280 + 9
+    assert predict_inference("llama-3-8b", "h100", "decode", context=128,
+                             calibration="none").kernels_per_step == 1301  # fmt: skip
+
+
+def test_fused_sdpa_needs_no_transpose_copy():
+    # flash / cuDNN write (batch, seq, heads, d): HF's transpose(1, 2).contiguous() is free
+    m = get_model("llama-3-8b")
+    flash = model_ops(m, 2, 64, fusion="unfused", kv_cache="concat")
+    assert "attn_transpose" not in _names(flash.layer)
+    naive = model_ops(m, 2, 64, fusion="unfused", kv_cache="concat", attention="naive")
+    copy = next(e for e in naive.layer if e.name == "attn_transpose").op
+    assert copy.n == 2 * 64 * 4096
+
+
+def test_rope_tables_follow_positions_not_batch():
+    # HF position_ids are (1, seq): the fp32 tables are seq x head_dim whatever the batch
+    t = rope_tables(seq=512, head_dim=128, dtype="bf16")
+    assert t.n == 512 * 128 and len(t.passes) == 11
+    cos = next(p for p in t.passes if p.name == "cos")
+    assert cos.fraction == 1 and cos.bytes_per_element == 8  # fp32 in, fp32 out
+    ops = model_ops(get_model("llama-3-8b"), 8, 512, fusion="unfused", kv_cache="concat")
+    assert next(e for e in ops.pre if e.name == "rope_tables").op.n == 512 * 128
+
+
+def test_eager_sdpa_reads_kv_at_kv_heads():
+    # no mask (DynamicCache, no padding) -> HF passes enable_gqa=True: K/V stay at 8 heads
+    r = predict_inference("llama-3-8b", "h100", "decode", batch=4, context=1000,
+                          calibration="none")  # fmt: skip
+    assert r.gqa == "native"
+    ops = model_ops(get_model("llama-3-8b"), 4, 1, 1000, fusion="unfused", kv_cache="concat")
+    attn = next(e for e in ops.layer if e.name == "attention").op
+    assert isinstance(attn, Attention) and attn.n_kv_heads == 8
+    assert "repeat_kv" not in _names(ops.layer)
+
+
+def test_repeat_kv_when_sdpa_gets_a_mask():
+    # a StaticCache decode makes HF build a mask -> repeat_kv copies K and V to 32 heads
+    m = get_model("llama-3-8b")
+    ops = model_ops(m, 2, 1, 100, fusion="unfused", kv_cache="static", gqa="repeat")
+    rep = next(e for e in ops.layer if e.name == "repeat_kv").op
+    # each copy: 2 x 100 x 4096 elements written, a quarter of that read, 2 B each
+    assert rep.n == 2 * 100 * 4096 and len(rep.passes) == 2
+    assert rep.passes[0].bytes_per_element * rep.n == pytest.approx(2 * 100 * (4096 + 1024) * 2)
+    attn = next(e for e in ops.layer if e.name == "attention").op
+    assert attn.n_kv_heads == 32 and attn.n_kv_seq == 100 and not attn.causal
+    mask = next(e for e in ops.pre if e.name == "attention_mask").op
+    assert len(mask.passes) == 7 and mask.n == 100
+    assert len(sdpa_mask(2, 1, 100).passes) == 7
+    # the HF-StaticCache-in-a-CUDA-graph combination picks it by default
+    g = predict_inference(m, "h100", "decode", batch=2, context=100, runtime="graph",
+                          fusion="unfused", kv_cache="static", calibration="none")  # fmt: skip
+    assert g.gqa == "repeat"
+    assert predict_inference(m, "h100", "decode", runtime="graph", calibration="none").gqa == (
+        "native"
+    )
+
+
+def test_host_bound_decode_is_kernels_times_host_plus_tail():
+    # batch 1: every kernel is shorter than the host cost except the MLP GEMMs, whose backlog
+    # drains within the layer; the step is the host's issue time plus the GPU tail after the
+    # last launch (final norm, LM head)
+    m = _four_layer_llama3()
+    r = predict_inference(m, "h100", "decode", batch=1, context=128, calibration="none")
+    host = r.kernels_per_step * DEFAULT_EAGER_HOST_PER_KERNEL_S
+    lm = next(o for o in r.breakdown if o.name == "lm_head").time_s
+    assert r.bound == "host"
+    assert r.step_time_s == pytest.approx(host + lm)  # the LM head starts at the last launch
+
+
+def test_measured_op_times_replace_the_op_model():
+    m = _four_layer_llama3()
+    base = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none")
+    lm = next(o for o in base.breakdown if o.name == "lm_head").time_s
+    r = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none",
+                          op_times={"lm_head": 2e-3})  # fmt: skip
+    assert next(o for o in r.breakdown if o.name == "lm_head").time_s == pytest.approx(2e-3)
+    assert r.gpu_time_s == pytest.approx(base.gpu_time_s - lm + 2e-3)
+    # the LM head runs last: a longer one adds its whole difference to a host-bound step
+    assert r.step_time_s == pytest.approx(base.step_time_s - lm + 2e-3, rel=1e-6)
+    # per-layer ops: the measurement is per execution, every layer pays it
+    q = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none",
+                          op_times={"q_proj": 1e-4})  # fmt: skip
+    assert next(o for o in q.breakdown if o.name == "q_proj").time_s == pytest.approx(4e-4)
+    with pytest.raises(SpecError, match="names no op"):
+        predict_inference(m, "h100", "decode", calibration="none", op_times={"qproj": 1e-4})
