@@ -74,6 +74,9 @@ class Device:
     def __init__(self, torch, kind: str):
         self.torch, self.kind = torch, kind
         self.cuda = kind == "cuda"
+        # host seconds of each timed call of the last ``timed``: from the call to its return,
+        # i.e. until the host has issued every kernel (a hidden sync would make it the step)
+        self.host_times: list[float] = []
 
     def sync(self) -> None:
         if self.cuda:
@@ -91,7 +94,7 @@ class Device:
                 before()
             fn()
         self.sync()
-        out = []
+        out, self.host_times = [], []
         for _ in range(reps):
             if before:
                 before()
@@ -100,7 +103,9 @@ class Device:
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
+                t0 = time.perf_counter()
                 fn()
+                self.host_times.append(time.perf_counter() - t0)
                 end.record()
                 end.synchronize()
                 out.append(start.elapsed_time(end) / 1e3)
@@ -108,6 +113,7 @@ class Device:
                 t0 = time.perf_counter()
                 fn()
                 out.append(time.perf_counter() - t0)
+                self.host_times.append(out[-1])
         return out
 
     def kernels(self, fn, before=None) -> list[tuple[str, float]] | None:
@@ -575,6 +581,7 @@ def main() -> int:
         tr = Runner(torch, tiny, tiny_cfg.vocab_size, dev.kind)
         step, reset = tr.decode_fns(1, 128)
         tiny_decode = statistics.median(dev.timed(step, 5, 30, reset))
+        tiny_issue = statistics.median(dev.host_times)
         tiny_pred = predict_inference(tiny_spec, gpu, "decode", batch=1, context=128,
                                       calibration="none")  # fmt: skip
         decode_prof = profile_summary(dev.kernels(step, reset))
@@ -583,10 +590,21 @@ def main() -> int:
                                               calibration="none")  # fmt: skip
         n_tiny = decode_prof["kernels"] if decode_prof else tiny_pred.kernels_per_step
         host_per_kernel = tiny_decode / n_tiny
+        # the same at larger batch and context (reported only): does the host cost per kernel
+        # depend on the batch? (GPU time is still negligible at this width)
+        tiny_batches = []
+        for b, ctx in [(8, 512), (64, 2048)] if not smoke else [(2, 32)]:
+            step_b, reset_b = tr.decode_fns(b, ctx)
+            t_b = statistics.median(dev.timed(step_b, 3, 20, reset_b))
+            tiny_batches.append({"batch": b, "context": ctx, "step_s": t_b,
+                                 "host_issue_s": statistics.median(dev.host_times),
+                                 "per_kernel_s": t_b / n_tiny})  # fmt: skip
+            del step_b, reset_b
         result["host"] = {
             "aten_op_host_s": host_op,
             "graph_kernel_gpu_s": kernel_gpu,
             "tiny_model_decode_step_s": tiny_decode,
+            "tiny_model_decode_host_issue_s": tiny_issue,
             "tiny_model_predicted_kernels_decode": tiny_pred.kernels_per_step,
             "tiny_model_profiled_kernels_decode": decode_prof["kernels"] if decode_prof else None,
             "tiny_model_predicted_kernels_prefill": tiny_prefill_pred.kernels_per_step,
@@ -595,6 +613,7 @@ def main() -> int:
             else None,
             "tiny_model_gpu_busy_decode_s": decode_prof["gpu_busy_s"] if decode_prof else None,
             "host_per_kernel_s": host_per_kernel,
+            "tiny_model_decode_by_batch": tiny_batches,
             "host_per_kernel_divisor": "profiled" if decode_prof else "predicted",
             "default_host_per_kernel_s": DEFAULT_EAGER_HOST_PER_KERNEL_S,
             "calibration_launch_host_s": cal.parameters.launch_host_s if cal else None,
@@ -623,6 +642,7 @@ def main() -> int:
             try:
                 fn = run.prefill_fn(batch, seq)
                 times = dev.timed(fn, 3, args.reps)
+                host_issue = statistics.median(dev.host_times)
                 prof = profiled(fn)
             except Exception as exc:
                 result["errors"].append(f"prefill {batch}x{seq}: {exc!r}")
@@ -630,7 +650,7 @@ def main() -> int:
                 continue
             g = None if args.no_profile else gemms(batch * seq, batch, seq)
             row = {"batch": batch, "seq": seq, "median_s": statistics.median(times),
-                   "p90_s": pct(times, 0.9), "profile": prof,
+                   "p90_s": pct(times, 0.9), "host_issue_s": host_issue, "profile": prof,
                    **predict("prefill", batch, seq, None, gemm_times=g)}  # fmt: skip
             rows_p.append(add_errors(row))
             print(json.dumps(row), flush=True)
@@ -641,6 +661,7 @@ def main() -> int:
             try:
                 step, reset = run.decode_fns(batch, context)
                 times = dev.timed(step, 3, args.reps * 2, reset)
+                host_issue = statistics.median(dev.host_times)
                 prof = profiled(step, reset)
                 del step, reset
             except Exception as exc:
@@ -649,7 +670,7 @@ def main() -> int:
                 continue
             g = None if args.no_profile else gemms(batch, batch, 1)
             row = {"batch": batch, "context": context, "median_s": statistics.median(times),
-                   "p90_s": pct(times, 0.9), "profile": prof,
+                   "p90_s": pct(times, 0.9), "host_issue_s": host_issue, "profile": prof,
                    **predict("decode", batch, 1, context, gemm_times=g)}  # fmt: skip
             rows_d.append(add_errors(row))
             print(json.dumps(row), flush=True)
@@ -665,9 +686,10 @@ def main() -> int:
                 try:
                     step, reset = run.static_decode_fns(transformers, cfg, batch, context)
                     times = dev.timed(step, 3, args.reps * 2, reset)
+                    host_issue = statistics.median(dev.host_times)
                     prof = profiled(step, reset)
                     row = {"batch": batch, "context": context, "median_s": statistics.median(times),
-                           "p90_s": pct(times, 0.9), "profile": prof,
+                           "p90_s": pct(times, 0.9), "host_issue_s": host_issue, "profile": prof,
                            **predict("decode", batch, 1, context, kv_cache="static",
                                      gqa="repeat")}  # fmt: skip
                     rows_se.append(add_errors(row))
@@ -782,6 +804,12 @@ def report(r: dict) -> str:
         f"{host['default_host_per_kernel_s'] * 1e6:.2f} us; calibration's bare launch "
         + (f"{host['calibration_launch_host_s'] * 1e6:.2f} us)"
            if host["calibration_launch_host_s"] else "n/a)"),
+        "- of which the host issues the kernels in (call to return, no sync): "
+        + _ms(host.get("tiny_model_decode_host_issue_s")),
+        "- tiny-width decode at other batches (host cost per kernel): "
+        + (", ".join(f"batch {t['batch']} context {t['context']}: {_ms(t['step_s'])} "
+                     f"({t['per_kernel_s'] * 1e6:.2f} us)"
+                     for t in host.get("tiny_model_decode_by_batch", [])) or "n/a"),
         f"- kernels per decode step: predicted {host['tiny_model_predicted_kernels_decode']}, "
         f"profiled {host['tiny_model_profiled_kernels_decode']}; per prefill step: predicted "
         f"{host['tiny_model_predicted_kernels_prefill']}, profiled "
@@ -814,8 +842,9 @@ def report(r: dict) -> str:
             f"## {title}",
             "",
             f"| batch | {col} | measured | p90 | calibrated | err | datasheet | err | "
-            "GPU busy (profiled) | GPU (predicted) | kernels prof/pred | bound |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "host issue (measured) | host (predicted) | GPU busy (profiled) | GPU (predicted) | "
+            "kernels prof/pred | bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for row in r[key]:
             p = row.get("profile") or {}
@@ -823,6 +852,8 @@ def report(r: dict) -> str:
                 f"| {row['batch']} | {row[col]} | {_ms(row['median_s'])} | {_ms(row['p90_s'])} | "
                 f"{_ms(row['pred_calibrated_s'])} | {row['err_calibrated_pct']:+.1f}% | "
                 f"{_ms(row['pred_datasheet_s'])} | {row['err_datasheet_pct']:+.1f}% | "
+                f"{_ms(row.get('host_issue_s'))} | "
+                f"{_ms(row['pred_host_per_kernel_s'] * row['pred_kernels'])} | "
                 f"{_ms(p.get('gpu_busy_s'))} | {_ms(row['pred_gpu_s'])} | "
                 f"{p.get('kernels', 'n/a')}/{row['pred_kernels']} | {row['pred_bound']} |"
             )

@@ -87,12 +87,28 @@ def points_from_records(records: Iterable[dict[str, Any]]) -> tuple[list[Point],
             skipped.append(f"attention backend {meta['backend']} (reported, not fitted)")
             continue
         l2 = "warm" if meta.get("cache") == "hot" else "cold"
+        op = _with_write_mix(op, r["family"], meta)
         points.append(Point(r["family"], op, float(r["time_s"]), meta, l2))
     return points, skipped
 
 
 # measured constants, not predictions: used for fitting only (reported as measured values)
 FIT_ONLY = {"launch"}
+
+
+def _with_write_mix(op: Op, family: str, meta: dict[str, Any]) -> Op:
+    """Records from before the harness stated ``bytes_written``: the harness's own kernels have
+    a known mix (read writes nothing; write, copy and triad write one array; the polynomial
+    kernel writes 4 of its 8 bytes per element)."""
+    if op.op_name != "kernel" or op.bytes_written is not None:  # type: ignore[attr-defined]
+        return op
+    if family == "bandwidth" and meta.get("pattern") in ("read", "write", "copy", "triad"):
+        share = {"read": 0.0, "write": 1.0, "copy": 0.5, "triad": 1 / 3}[meta["pattern"]]
+    elif family in ("poly", "poly_fma"):
+        share = 0.5
+    else:
+        return op
+    return op.model_copy(update={"bytes_written": op.bytes * share})  # type: ignore[attr-defined]
 
 
 def split(points: list[Point]) -> tuple[list[Point], list[Point]]:
@@ -182,17 +198,32 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
     if host:
         params = params.model_copy(update={"launch_host_s": float(np.median(host))})
 
-    # 2. DRAM: cold streaming kernels -> efficiency and the kernel family's floor
+    # 2. DRAM: the steady-state read and write efficiencies and the read/write turnaround loss
+    #    from cold streams far larger than L2 (no floor, no cache effects), then the kernel
+    #    family's floor from every cold stream; dram_efficiency (streams of unknown mix) = 1:1 mix
     cold = [p for p in fam.get("bandwidth", []) if p.l2 == "cold"]
-    if cold:
+    steady = [p for p in cold if p.op.bytes >= 8 * gpu.l2_cache_bytes]
+    if steady:
 
         def build_dram(x: np.ndarray) -> CalibrationParams:
+            read, write = float(min(1.2, math.exp(x[0]))), float(min(1.2, math.exp(x[1])))
+            turn = float(min(0.5, math.exp(x[2])))
             return params.model_copy(update={
-                "dram_efficiency": float(min(1.2, math.exp(x[0]))),
-                "family_overhead_s": {**params.family_overhead_s, "kernel": math.exp(x[1])},
+                "dram_read_efficiency": read, "dram_write_efficiency": write,
+                "dram_turnaround": turn, "dram_efficiency": 0.5 * (read + write) - turn,
             })  # fmt: skip
 
-        params = _fit_family(cold, gpu, params, build_dram, [math.log(0.9), math.log(5e-6)])
+        x0 = [math.log(0.9), math.log(0.9), math.log(0.03)]
+        params = _fit_family(steady, gpu, params, build_dram, x0)
+    if cold:
+
+        def build_floor(x: np.ndarray) -> CalibrationParams:
+            return params.model_copy(update={
+                "family_overhead_s": {**params.family_overhead_s, "kernel": math.exp(x[0])},
+                "reduction_tail_s": math.exp(x[1]),
+            })  # fmt: skip
+
+        params = _fit_family(cold, gpu, params, build_floor, [math.log(5e-6), math.log(1e-6)])
 
     # 3. L2: hot repeated access over sets that fit
     hot = [

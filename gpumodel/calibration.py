@@ -71,9 +71,20 @@ class CalibrationParams(_Frozen):
     """Everything the time model takes from a calibration; None means 'use the datasheet'."""
 
     dram_efficiency: float | None = Field(None, gt=0, le=1.5)
+    # streams of known read/write mix w (written / moved bytes): efficiency
+    #   (1 - w) * read + w * write - 4 w (1 - w) * turnaround   (DRAM read/write bus turnaround)
+    dram_read_efficiency: float | None = Field(None, gt=0, le=1.5)
+    dram_write_efficiency: float | None = Field(None, gt=0, le=1.5)
+    dram_turnaround: float | None = Field(None, ge=0, le=0.5)
     l2_bandwidth_bytes_per_s: float | None = Field(None, gt=0)
     l2_hot_max_bytes: float | None = Field(None, gt=0, description="largest hot working set in L2")
     kernel_overhead_s: float | None = Field(None, ge=0)
+    reduction_tail_s: float | None = Field(
+        None,
+        ge=0,
+        description="extra fixed time of kernels that reduce to a tiny output "
+        "(the last block's dependent final step)",
+    )
     overlap_exponent: float | None = Field(None, ge=1)
     compute_efficiency: dict[str, float] = Field(
         default_factory=dict,

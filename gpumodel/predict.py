@@ -181,7 +181,9 @@ def kernel_time(
     p = params.overlap_exponent or math.inf
     # a cuBLAS GEMM's own overlap and floor; other GEMM-shaped kernels (cuDNN convolution,
     # flash attention) have their family's
-    fitted_gemm = params.gemm.get(kw.gemm.dtype) if kw.gemm is not None and family == "gemm" else None
+    fitted_gemm = (
+        params.gemm.get(kw.gemm.dtype) if kw.gemm is not None and family == "gemm" else None
+    )
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         p = fitted_gemm.overlap_exponent
     t_core = overlap_time(t_compute, t_memory, p)
@@ -197,6 +199,11 @@ def kernel_time(
         Term(name="launch floor", value=t_floor,
              note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
     )  # fmt: skip
+    if kw.bytes_written == 0 and kw.bytes and params.reduction_tail_s:
+        t_floor += params.reduction_tail_s
+        terms.append(Term(name="reduction tail", value=params.reduction_tail_s,
+                          note="a grid-wide reduction ends with a dependent step (atomics, the "
+                               "last block's final sum): calibrated"))  # fmt: skip
     time_s = t_floor + t_core
     bound: Bound
     if t_floor >= t_core:
@@ -237,11 +244,26 @@ def memory_bandwidth(
         eff = params.gemm[kw.gemm.dtype].small_m_bandwidth_efficiency
     elif family in params.family_bandwidth_efficiency:
         eff = params.family_bandwidth_efficiency[family]
+    elif kw.bytes_written is not None and params.dram_read_efficiency and kw.bytes:
+        w = min(1.0, kw.bytes_written / kw.bytes)
+        eff = mixed_stream_efficiency(params, w)
+        note += f" x {eff:.3g} for a {100 * w:.0f}% write stream (read/write mix)"
+        return bandwidth * eff, note
     else:
         eff = params.dram_efficiency or 1.0
     if eff != 1.0:
         note += f" x efficiency {eff:.3g}"
     return bandwidth * eff, note
+
+
+def mixed_stream_efficiency(params: CalibrationParams, write_fraction: float) -> float:
+    """DRAM efficiency of a stream that writes ``write_fraction`` of its bytes: the read and
+    write efficiencies weighted by the mix, less a bus-turnaround loss that peaks at a 50/50
+    mix (switching the DRAM bus between reads and writes costs cycles, JEDEC tWTR/tRTW)."""
+    w = write_fraction
+    read = params.dram_read_efficiency or params.dram_efficiency or 1.0
+    write = params.dram_write_efficiency or read
+    return (1 - w) * read + w * write - 4 * w * (1 - w) * (params.dram_turnaround or 0.0)
 
 
 # registers per thread assumed for a described kernel whose register count is unknown

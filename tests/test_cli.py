@@ -43,7 +43,10 @@ def test_kernel_and_byte_units(capsys):
             ["predict", "gemm", "--m", "2048", "--n", "1", "--k", "1", "--gpu", "h1000"],
             "unknown GPU 'h1000'",
         ),
-        (["predict", "gemm", "--m", "x", "--n", "1", "--k", "1"], "m: Input should be a valid integer"),
+        (
+            ["predict", "gemm", "--m", "x", "--n", "1", "--k", "1"],
+            "m: Input should be a valid integer",
+        ),
         (
             ["predict", "gemm", "--m", "0", "--n", "1", "--k", "1"],
             "m: Input should be greater than 0",

@@ -626,6 +626,80 @@ def test_many_short_kernels_are_launch_bound():
     assert f.details["short_kernel_fraction"] == 1.0
 
 
+def test_steps_follow_launches_when_the_host_runs_ahead():
+    """The host queues each step in microseconds while the GPU needs 9 ms: step N's kernels run
+    long after ProfilerStep#N ended. Before the first step, the GPU is still busy with work
+    queued before profiling began (the schedule's warm-up step: its launches are not in the
+    trace). The step is the GPU's period, and that leftover work belongs to no step."""
+    tb = TraceBuilder()
+    # the warm-up step's tail: on the GPU during ProfilerStep#1's CPU range, launch not recorded
+    tb._x("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64", tb.cpu + 5.0,
+          8000.0, {"device": 0, "stream": 7, "correlation": 999_999}, pid=0, tid=7)  # fmt: skip
+    tb.gpu = tb.cpu + 8005.0
+    for s in range(4):
+        with tb.range(f"ProfilerStep#{s + 1}", cat="user_annotation"):
+            _matmul_step(tb, layers=3, gemm_us=3000.0)
+    tr = load_trace(tb.to_dict())
+    steps = sorted((e for e in tr.cpu if e.name.startswith("ProfilerStep")), key=lambda e: e.ts)
+    assert steps[-1].end < tb.gpu - 20_000.0  # the host ran far ahead of the GPU
+    rep = diagnose(tb.to_dict(), calibration="none")
+    assert rep.steps.source == "ProfilerStep" and rep.steps.count == 4
+    assert rep.steps.step_time_s * 1e3 == pytest.approx(9.0, rel=1e-3)
+    assert rep.steps.gpu_utilization_pct == pytest.approx(100.0, abs=0.5)
+    assert [r.count for r in rep.ops if r.name == "aten::mm"] == [12]
+    assert any("1 GPU activities whose launch is not in the trace" in n for n in rep.notes)
+    assert not any(f.kind in ("data_loading", "host_sync", "host_other") for f in rep.findings)
+
+
+def _blocking_copy(tb: TraceBuilder, us: float) -> None:
+    """A copy from pageable memory: the host returns from cudaMemcpyAsync only when it is done
+    (and it starts only when the GPU's earlier work on the stream is)."""
+    with tb.range("aten::copy_", dims=[[4096, 4096], [4096, 4096], []],
+                  types=[F32, F32, "Scalar"]):  # fmt: skip
+        start = max(tb.gpu, tb.cpu + 2.0)
+        tb.launch("Memcpy HtoD (Pageable -> Device)", us, kind="memcpy", api="cudaMemcpyAsync",
+                  cpu_us=start + us + 1.0 - tb.cpu, args={"bytes": 64 << 20})  # fmt: skip
+
+
+def test_a_blocking_copy_drains_the_queue_and_the_refill_is_the_syncs():
+    """After a blocking copy the GPU waits on each of the next launches; had the host not been
+    blocked, it would have been ahead by the copy's time and those gaps would not exist."""
+    tb = TraceBuilder()
+    for s in range(4):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            _blocking_copy(tb, 5000.0)
+            for _ in range(30):  # short kernels launched one by one: 18 us gaps
+                tb.op("aten::add", [[4096], [4096], []], [BF16, BF16, "Scalar"],
+                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)], cpu_us=20.0)  # fmt: skip
+            _matmul_step(tb, layers=1, gemm_us=3000.0)
+    rep = diagnose(tb.to_dict(), calibration="none")
+    idle_ms = (rep.steps.gpu_idle_s or 0.0) * 1e3
+    assert idle_ms > 0.5
+    f = rep.finding("host_sync")
+    assert f is not None and f.recoverable_s * 1e3 == pytest.approx(idle_ms, rel=0.02)
+    assert f.details["gaps"] == 3 and f.details["refill_gaps"] > 60
+    assert rep.finding("launch_bound") is None
+    assert "pin" in f.fix and ".item()" not in f.fix  # the syncs are pageable copies: pin them
+    assert any("refilled" in e for e in f.evidence)
+
+
+def test_refill_is_capped_by_how_long_the_sync_blocked():
+    """A launch-bound loop that syncs when the GPU has (almost) caught up: the sync blocked the
+    host for microseconds, so it cannot be blamed for the launch gaps after it."""
+    tb = TraceBuilder()
+    for s in range(4):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            for _ in range(100):
+                tb.op("aten::add", [[4096], [4096], []], [BF16, BF16, "Scalar"],
+                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)], cpu_us=8.0)  # fmt: skip
+            tb.item()
+            tb.sleep(300.0)  # host work after the sync: the gap right after it is the sync's
+    rep = diagnose(tb.to_dict(), calibration="none")
+    sync = _per_step_ms(rep, "host_sync")
+    assert 0.3 <= sync < 0.35
+    assert _per_step_ms(rep, "launch_bound") > 0.5
+
+
 def test_pageable_copies_on_the_critical_path():
     tb = TraceBuilder()
     for s in range(3):
@@ -677,7 +751,7 @@ def test_misaligned_vocab_says_what_to_pad():
                   strides=[[768, 1], [1, 768]])  # fmt: skip
     rep = diagnose(tb.to_dict(), calibration="none")
     f = rep.finding("misaligned_matmul")
-    assert f is not None and "pad N 50257 -> 50304" in f.title
+    assert f is not None and "pad 50257 -> 50304 (N of 1 product)" in f.title
     assert f.details["pads"][0] == {"size": 50257, "padded": 50304, "dims": ["N"], "ops": 1}
     assert 0.6 < f.details["aligned_efficiency"]["bf16"] < 1.0
     # padded: 2*8192*768*50304 FLOP at 989 TFLOP/s / efficiency

@@ -3,8 +3,9 @@
 ``benchmarks/record_traces.py`` recorded each ``tests/fixtures/traces/*.json.gz`` with a planted
 problem and measured what the problem cost per step (the same loop without it) into
 ``planted_costs.json``. Here, on the CPU: each planted problem must be found, and the time the
-findings named in ``findings`` recover must be within ``tolerance`` (20% unless the entry says
-otherwise, with its reason) of the measured cost.
+findings named in ``findings`` recover must be within 20% of the measured cost (issue 7). An
+entry may ask for less (a smaller ``tolerance``), never for more: the looser 35% once recorded
+for the fusion problem is not needed (the chain estimate lands within ~11%).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gpumodel.diagnose import DiagnoseReport, diagnose
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 COSTS = FIXTURES / "planted_costs.json"
 NOT_RECORDED = "fixtures not recorded yet (run benchmarks/record_traces.py on a GPU)"
+TOLERANCE = 0.2  # the issue's "within 20% of the time it actually cost"
 
 
 def _planted() -> dict[str, dict[str, Any]]:
@@ -75,7 +77,7 @@ def test_planted_problem_is_found_and_quantified(name, problem):
     if cost is None:  # the baseline could not be run at record time: detection is all there is
         return
     got = _recovered_ms(rep, problem["findings"])
-    tol = problem.get("tolerance", 0.2)
+    tol = min(problem.get("tolerance", TOLERANCE), TOLERANCE)
     assert abs(got - cost) <= tol * abs(cost), (
         f"{name}: {'+'.join(problem['findings'])} recovers {got:.3f} ms/step, the planted "
         f"{kind} cost {cost:.3f} ms/step (tolerance {tol:.0%}); findings: {_summary(rep)}"
@@ -89,6 +91,22 @@ def test_step_time_matches_the_recorded_run(name, entry):
     measured = entry["profiled_step_ms"]
     assert rep.steps.source == "ProfilerStep" and rep.steps.count == entry["steps"]
     assert rep.steps.step_time_s * 1e3 == pytest.approx(measured, rel=0.1)
+
+
+@pytest.mark.parametrize(("name", "entry"), _recorded())
+def test_findings_stay_within_the_step(name, entry):
+    """No finding returns less than nothing or more than the step; Amdahl agrees with them."""
+    rep = report(name)
+    step = rep.steps.step_time_s
+    assert step > 0 and rep.steps.window_s > 0 and rep.steps.periods == entry["steps"] - 1
+    for f in rep.findings:
+        assert f.recoverable_s is not None and 0.0 <= f.recoverable_s <= step, f.kind
+        assert f.step_time_if_fixed_s is not None and 0.0 <= f.step_time_if_fixed_s <= step
+    a = rep.amdahl
+    assert 0.0 <= a.all_fixed_step_time_s <= min(
+        (e.step_time_s for e in a.per_finding), default=step
+    )
+    assert all(r.recoverable_s >= 0.0 for r in rep.ops)
 
 
 @pytest.mark.parametrize(("name", "entry"), _recorded())

@@ -131,7 +131,8 @@ def test_poly_kernel_is_the_seed_loop():
 # --------------------------------------------------------------------------- op dicts
 
 
-KERNEL_KEYS = {"op", "flops", "bytes", "dtype", "fma", "threads", "threads_per_block"}
+KERNEL_KEYS = {"op", "flops", "bytes", "bytes_written", "dtype", "fma", "threads",
+               "threads_per_block"}  # fmt: skip
 
 
 def test_poly_op_accounting():
@@ -141,6 +142,7 @@ def test_poly_op_accounting():
         "op": "kernel",
         "flops": 20480,
         "bytes": 8192,
+        "bytes_written": 4096,  # b[i]: 4 of the 8 bytes per element
         "dtype": "fp32",
         "fma": False,
         "threads": 1024,
@@ -151,13 +153,14 @@ def test_poly_op_accounting():
 
 
 @pytest.mark.parametrize(
-    ("pattern", "flops", "nbytes"),
-    [("read", 1000, 4000), ("write", 0, 4000), ("copy", 0, 8000), ("triad", 2000, 12000)],
-)
-def test_bandwidth_op_accounting(pattern, flops, nbytes):
+    ("pattern", "flops", "nbytes", "written"),
+    [("read", 1000, 4000, 0), ("write", 0, 4000, 4000), ("copy", 0, 8000, 4000),
+     ("triad", 2000, 12000, 4000)],
+)  # fmt: skip
+def test_bandwidth_op_accounting(pattern, flops, nbytes, written):
     op = cupy_runner.bandwidth_op(pattern, 1000, threads=270336)
     assert set(op) == KERNEL_KEYS
-    assert (op["flops"], op["bytes"]) == (flops, nbytes)
+    assert (op["flops"], op["bytes"], op["bytes_written"]) == (flops, nbytes, written)
     assert op["fma"] is True and op["dtype"] == "fp32"
     assert op["threads"] == 270336 and op["threads_per_block"] == 256
 

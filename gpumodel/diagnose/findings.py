@@ -86,10 +86,14 @@ class Draft:
     details: dict[str, Any] = field(default_factory=dict)
     claims: dict[int, float] = field(default_factory=dict)  # id(instance) -> us over the trace
     idle: bool = False  # a timeline (idle) finding rather than a kernel-time one
+    fix_note: str = ""  # what this trace adds to the standard fix
+    fix_text: str | None = None  # replaces the standard fix where this trace says it is another
 
     @property
     def fix(self) -> str:
-        return FIXES[self.kind]
+        if self.fix_text is not None:
+            return self.fix_text
+        return f"{FIXES[self.kind]} {self.fix_note}".strip()
 
 
 @dataclass
@@ -132,14 +136,33 @@ def idle_findings(tl: Timeline) -> list[Draft]:
     if by_cause["host_sync"]:
         gs = by_cause["host_sync"]
         total = sum(g.dur for g in gs)
+        first = [g for g in gs if not g.refill]
+        refill = [g for g in gs if g.refill]
+        calls: dict[str, int] = defaultdict(int)
+        for g in first:
+            calls[g.evidence.removeprefix("after ")] += 1
+        what = ", ".join(f"{n} x{c}" for n, c in sorted(calls.items(), key=lambda kv: -kv[1])[:3])
+        ev = [f"{len(first)} gaps right after a synchronising call ({what}), "
+              f"{sum(g.dur for g in first) / 1000:.2f} ms in {periods} step period(s)"]  # fmt: skip
+        if refill:
+            ev.append(f"then {len(refill)} launch gaps while the drained queue refilled, "
+                      f"{sum(g.dur for g in refill) / 1000:.2f} ms (at most the time the host "
+                      "was blocked in the sync)")  # fmt: skip
+        pageable = [c for c in calls if "pageable" in c.lower()]
+        if pageable:
+            ev.append("a copy from pageable memory blocks the host even with non_blocking=True")
+        pin = ("Copies from pageable memory synchronise: pin the host buffer (DataLoader("
+               "pin_memory=True) or tensor.pin_memory()) so that .to('cuda', non_blocking=True) "
+               "overlaps the copy with GPU work.")  # fmt: skip
         out.append(Draft(
             kind="host_sync", idle=True,
-            title="GPU idle after host syncs (.item(), .cpu(), synchronize): the host waited, "
-                  "then the GPU waited for the host",
-            per_step_us=total / periods,
-            evidence=[f"{len(gs)} gaps right after a synchronising call, {total / 1000:.2f} ms "
-                      f"in {periods} step period(s)"],
-            details={"gaps": len(gs), "idle_s": total * 1e-6},
+            title="GPU idle after host syncs (.item(), .cpu(), synchronize, pageable copies): "
+                  "the host waited, then the GPU waited for the host",
+            per_step_us=total / periods, evidence=ev,
+            details={"gaps": len(first), "refill_gaps": len(refill), "idle_s": total * 1e-6,
+                     "calls": dict(calls)},
+            fix_note=pin if pageable else "",
+            fix_text=pin if pageable and len(pageable) == len(calls) else None,
         ))  # fmt: skip
     launch = by_cause["launch"]
     if launch:
@@ -304,7 +327,8 @@ def _misaligned(groups: list[GroupView], n_steps: int) -> Draft | None:
         return None
     rows.sort(key=lambda r: -r[0])
     ordered = sorted(pads.values(), key=lambda p: -p["recoverable_us"])
-    what = "; ".join(f"pad {'/'.join(sorted(p['dims']))} {p['size']} -> {p['padded']}"
+    what = "; ".join(f"pad {p['size']} -> {p['padded']} ({'/'.join(sorted(p['dims']))} of "
+                     f"{p['ops']} product{'s' if p['ops'] > 1 else ''})"
                      for p in ordered[:3])  # fmt: skip
     d.title = f"Matrix products off the tensor-core alignment: {what}"
     d.per_step_us = total / n_steps

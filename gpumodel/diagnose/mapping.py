@@ -667,6 +667,8 @@ def _foreach(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
         return unmapped("foreach", "tensor lists not recorded", a)
     size = next((t.itemsize for t in a.tensors()), None)
     typ = next((t for t in a.types if t in TORCH_DTYPES), None)
+    if size is None and typ is None:  # list members' dtypes are not recorded: the kernel's
+        typ = _foreach_kernel_dtype(kn)  # functor names the element type
     if size is None:
         size = TORCH_DTYPES[typ][1] if typ else 4.0
     first = sum(math.prod(d) for d in lists[0])
@@ -677,6 +679,19 @@ def _foreach(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     op = Kernel(flops=fpe * first, bytes=reads + writes, dtype="fp32")
     return Mapped(op=op, family="foreach", dtype=f"{len(lists[0])} tensors",
                   shapes=((first,),), notes=(f"{len(lists[0])} tensors per list",))  # fmt: skip
+
+
+_FOREACH_FUNCTOR = re.compile(r"Functor<\s*(c10::BFloat16|c10::Half|float|double)\s*,")
+
+
+def _foreach_kernel_dtype(kernel_names: Sequence[str]) -> str | None:
+    """``multi_tensor_apply_kernel<..., BinaryOpListAlphaFunctor<c10::BFloat16, 2, 2, 0>, ...>``
+    -> ``c10::BFloat16``: the element type of the lists (None when no kernel says)."""
+    for k in kernel_names:
+        m = _FOREACH_FUNCTOR.search(k)
+        if m:
+            return m.group(1)
+    return None
 
 
 _FUSED_ADAM_FLOPS = 15.0  # moments, bias correction, sqrt, divide, decay, update per element

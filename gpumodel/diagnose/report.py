@@ -370,7 +370,8 @@ def _summarise(
     findings = []
     entries = []
     for d in keep:
-        rec = min((d.per_step_us or 0.0) * 1e-6, step_s)
+        # never negative, never more than the step: a fix cannot return more than it takes
+        rec = min(max((d.per_step_us or 0.0) * 1e-6, 0.0), max(step_s, 0.0))
         findings.append(Finding(
             kind=d.kind, title=d.title, recoverable_s=rec,
             pct_of_step=100.0 * rec / step_s if step_s > 0 else None,

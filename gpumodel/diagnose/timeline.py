@@ -8,13 +8,21 @@
   attention or convolution family (``aten::scaled_dot_product_attention`` rather than the
   ``_flash_attention_forward`` it calls, whose layout differs).
 * Steps: ``ProfilerStep#N`` ranges (``prof.step()``). A GPU activity belongs to the step whose
-  range contains its launch. The analysed window runs from the first GPU activity of the first
-  step to the first GPU activity of the last step: whole step periods, whatever the CPU ran
-  ahead. Without step markers the window is the whole GPU timeline, counted as one step.
+  range contains its *launch*, never its GPU time: when the host runs ahead, step N's kernels
+  run long after ``ProfilerStep#N`` ended (into the ranges of later steps); when the host is
+  slow they run long before the next range starts. Activities whose launch is not in the trace
+  (work queued before profiling began, e.g. the tail of the schedule's warm-up step, whose CPU
+  events the profiler drops) belong to no step and are left out, with a note. The analysed
+  window runs from the first GPU activity of the first step to the first GPU activity of the
+  last step: whole step periods of the GPU, which is what CUDA events recorded at each step's
+  start measure, whether the host or the GPU sets the pace. Without step markers (or without
+  launches in the trace) the window is the whole GPU timeline, counted as one step.
 * Gaps: the window minus the union of GPU activity on the device. A gap is charged to data
   loading when a DataLoader ``__next__`` range covers most of it, to a host sync when a
   synchronising call (``.item()``, ``cudaStreamSynchronize``, a D2H or pageable copy) returned
-  at its start, else to launch overhead (short gaps) or other host work (long ones).
+  at its start, else to launch overhead (short gaps) or other host work (long ones). A sync
+  also drains the GPU's queue: the launch gaps after it are the sync's too, up to the time the
+  host was blocked in it (see :func:`_refill`).
 """
 
 from __future__ import annotations
@@ -249,11 +257,18 @@ def build_timeline(trace: Trace) -> Timeline:
             return i
         return None
 
+    step_index = {id(g): step_of(g) for g in gpu}
+    if steps and all(v is None for v in step_index.values()):
+        notes.append(f"no GPU activity was launched inside the {len(steps)} ProfilerStep "
+                     "range(s): the whole GPU timeline is analysed as one step")  # fmt: skip
+        steps, starts = [], []
+        step_index = {}
+
     instances: list[Instance] = []
     by_node: dict[int, Instance] = {}
     excluded = unlaunched = 0
     for g in gpu:
-        st = step_of(g)
+        st = step_index.get(id(g))
         if steps and st is None:
             if use_launch and g.runtime is None:
                 unlaunched += 1
@@ -316,23 +331,30 @@ def build_timeline(trace: Trace) -> Timeline:
             s = inst.start
             step_first[inst.step] = min(step_first.get(inst.step, s), s)
     with_work = sorted(step_first)
-    if len(with_work) >= 2:
+    # whole step periods: from the first GPU activity of the first step with GPU work to that
+    # of the last one (steps in between without GPU work still count as periods)
+    spanned = with_work[-1] - with_work[0] + 1 if with_work else 0
+    if len(with_work) >= 2 and step_first[with_work[-1]] > step_first[with_work[0]]:
         window = (step_first[with_work[0]], step_first[with_work[-1]])
-        periods = len(with_work) - 1
+        periods = with_work[-1] - with_work[0]
         source = "ProfilerStep"
     else:
         included = [g for inst in instances for g in inst.gpu]
         window = (min(g.ts for g in included), max(g.end for g in included))
         periods = 1
         source = "ProfilerStep (one step)" if with_work else "whole trace"
-        if with_work:
+        if len(with_work) >= 2:
+            notes.append("the steps' GPU work does not start in step order: the whole GPU "
+                         "timeline of the profiled steps is counted as one step")  # fmt: skip
+            source, spanned = "whole trace", 1
+        elif with_work:
             notes.append("only one profiled step: idle time between steps is not visible; "
                          "profile at least 3 steps")  # fmt: skip
     busy, gaps = _gaps(trace, gpu, window)
     in_window = [g for g in gpu if window[0] <= g.ts < window[1]]
     return Timeline(
         instances=instances, device=device, step_names=[s.name for s in steps],
-        steps_with_work=max(len(with_work), 1), window=window, periods=periods,
+        steps_with_work=max(spanned, 1), window=window, periods=periods,
         step_source=source, busy_us=busy, gaps=gaps, kernels_in_window=in_window, notes=notes,
     )  # fmt: skip
 
@@ -369,7 +391,8 @@ def _gaps(
             continue
         s = max(s, w0)
         if s > cursor and cursor < w1:
-            gaps.append(_classify(cursor, min(s, w1), loader, syncs, top))
+            after = gaps[-1].end if gaps else float("-inf")
+            gaps.append(_classify(cursor, min(s, w1), loader, syncs, top, after))
         cursor = max(cursor, e)
         if cursor >= w1:
             break
@@ -383,17 +406,18 @@ class _Sync:
     end: float
     wait: float
     label: str
+    rank: int  # which label to show when several returned together: 0 operator, 1 runtime, 2 copy
 
 
 def _syncs(trace: Trace) -> list[_Sync]:
-    out = [_Sync(r.end, r.dur, r.name) for r in trace.runtime if r.name in SYNC_RUNTIME]
-    out += [_Sync(e.end, e.dur, e.name) for e in trace.cpu if e.name in SYNC_OPS]
+    out = [_Sync(r.end, r.dur, r.name, 1) for r in trace.runtime if r.name in SYNC_RUNTIME]
+    out += [_Sync(e.end, e.dur, e.name, 0) for e in trace.cpu if e.name in SYNC_OPS]
     for g in trace.gpu:  # a D2H copy, or any copy from pageable memory, blocks the host
         if g.kind == "memcpy" and g.runtime is not None:
             n = g.name.lower()
             if "dtoh" in n or "pageable" in n:
                 end = max(g.runtime.end, g.end)
-                out.append(_Sync(end, end - g.runtime.ts, g.name))
+                out.append(_Sync(end, end - g.runtime.ts, g.name, 2))
     return out
 
 
@@ -406,7 +430,8 @@ def _refill(gaps: list[Gap]) -> list[Gap]:
     out: list[Gap] = []
     budget, sync = 0.0, None
     for g in gaps:
-        if g.cause == "host_sync":
+        if g.cause == "host_sync" or (g.cause == "launch" and g.wait > 0.0):
+            g.cause = "host_sync"
             budget, sync = g.wait, g
             out.append(g)
             continue
@@ -429,17 +454,25 @@ def _classify(
     loader: list[tuple[float, float]],
     syncs: list[_Sync],
     top: list[CpuEvent],
+    after: float = float("-inf"),
 ) -> Gap:
     dur = e - s
     if dur >= MIN_ATTRIBUTED_GAP_US:
         in_loader = _overlap(loader, s, e)
         if in_loader >= 0.5 * dur:
             return Gap(s, e, "data_loading", f"DataLoader busy for {in_loader / dur:.0%} of it")
-        near = [x for x in syncs
-                if s - MIN_ATTRIBUTED_GAP_US <= x.end <= min(e, s + max(200.0, 0.25 * dur))]  # fmt: skip
-        if near:
-            x = min(near, key=lambda x: abs(x.end - s))
-            return Gap(s, e, "host_sync", f"after {x.label}", wait=x.wait)
+    # a synchronising call that returned as the GPU went idle (before it resumed), and not
+    # before the previous gap ended (``after``): that one was the previous gap's
+    lo = bisect.bisect_right(syncs, max(s - MIN_ATTRIBUTED_GAP_US, after), key=lambda x: x.end)
+    hi = bisect.bisect_right(syncs, min(e, s + max(200.0, 0.25 * dur)), key=lambda x: x.end)
+    if hi > lo:
+        near = syncs[lo:hi]
+        x = min(near, key=lambda x: (x.rank, -x.wait))  # the outermost user-level call
+        wait = max(y.wait for y in near)
+        # a short one is launch spacing on its own, but the sync behind it still drained the
+        # queue: ``_refill`` charges it and the launch gaps after it to the sync
+        cause = "host_sync" if dur >= MIN_ATTRIBUTED_GAP_US else "launch"
+        return Gap(s, e, cause, f"after {x.label}", wait=wait)
     if dur < LONG_GAP_US:
         return Gap(s, e, "launch")
     by_name: dict[str, float] = defaultdict(float)

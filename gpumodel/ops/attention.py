@@ -109,6 +109,7 @@ class Attention(Op):
                     name="flash attention",
                     flops=(FlopPart(unit, dt, mm_flops), FlopPart(vunit, vdt, softmax_flops)),
                     bytes=nbytes,
+                    bytes_written=q_bytes,  # O
                     working_set_bytes=nbytes,
                     gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
                     tile_work=self.query_tiles() if s > 1 else None,
@@ -123,18 +124,21 @@ class Attention(Op):
                 name="QK^T",
                 flops=(FlopPart(unit, dt, mm_flops / 2),),
                 bytes=q_bytes + half_kv + score_bytes,
+                bytes_written=score_bytes,
                 gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
             ),
             KernelWork(
                 name="softmax",
                 flops=(FlopPart(vunit, vdt, softmax_flops),),
                 bytes=2 * score_bytes,
+                bytes_written=score_bytes,
                 working_set_bytes=2 * score_bytes,
             ),
             KernelWork(
                 name="PV",
                 flops=(FlopPart(unit, dt, mm_flops / 2),),
                 bytes=score_bytes + half_kv + q_bytes,
+                bytes_written=q_bytes,
                 gemm=GemmShape(s, d, self.n_kv_seq, b * h, self.dtype),
             ),
         ]

@@ -47,6 +47,7 @@ class KernelWork:
     name: str
     flops: tuple[FlopPart, ...] = ()
     bytes: float = 0.0  # bytes moved to and from device memory
+    bytes_written: float | None = None  # the part of ``bytes`` written (None: not known)
     working_set_bytes: float | None = None  # distinct bytes touched; L2 residency if small
     launches: int = 1
     fma: bool = True  # False: separate mul and add, half the FMA roof

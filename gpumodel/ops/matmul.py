@@ -45,6 +45,7 @@ class Gemm(Op):
                 name="gemm",
                 flops=(FlopPart(unit, dt, flops),),
                 bytes=nbytes,
+                bytes_written=self.batch * self.m * self.n * output_bytes_per_element(self.dtype),
                 working_set_bytes=nbytes,
                 gemm=GemmShape(self.m, self.n, self.k, self.batch, self.dtype),
             )
@@ -105,6 +106,11 @@ class Conv2d(Op):
                 name="conv2d (implicit gemm)",
                 flops=(FlopPart(unit, dt, 2.0 * g.m * g.n * g.k),),
                 bytes=nbytes,
+                bytes_written=size
+                * self.batch
+                * self.out_channels
+                * self.out_height
+                * self.out_width,
                 working_set_bytes=nbytes,
                 gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype),
             )

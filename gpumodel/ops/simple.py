@@ -26,6 +26,9 @@ class Kernel(Op):
     threads: int | None = Field(None, gt=0)
     threads_per_block: int = Field(256, gt=0, le=1024)
     unit: Literal["vector", "tensor"] = "vector"
+    bytes_written: float | None = Field(
+        None, ge=0, description="the part of bytes that is written (read/write mix)"
+    )
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         if self.unit == "tensor":
@@ -39,6 +42,7 @@ class Kernel(Op):
                 name="kernel",
                 flops=(FlopPart(unit, dt, self.flops),) if self.flops else (),
                 bytes=self.bytes,
+                bytes_written=self.bytes_written,
                 working_set_bytes=self.bytes,
                 fma=self.fma,
                 threads=self.threads,
@@ -80,6 +84,7 @@ class Elementwise(Op):
                 name=self.op,
                 flops=(FlopPart(unit, dt, flops_per * self.n),) if flops_per else (),
                 bytes=nbytes,
+                bytes_written=self.n * element_bytes(self.dtype),
                 working_set_bytes=nbytes,
                 threads=self.n,
             )
@@ -107,6 +112,7 @@ class Reduction(Op):
                 name="reduction",
                 flops=(FlopPart(unit, dt, float(self.n)),),
                 bytes=nbytes,
+                bytes_written=0.0,
                 working_set_bytes=nbytes,
                 threads=self.n,
             )
@@ -133,6 +139,7 @@ class _RowOp(Op):
                 name=self.op_name,
                 flops=(FlopPart(unit, dt, self.flops_per_element * n),),
                 bytes=nbytes,
+                bytes_written=size * n,
                 working_set_bytes=nbytes,
                 threads=n,
             )
@@ -185,7 +192,12 @@ class Copy(Op):
     bytes: float = Field(gt=0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        return [KernelWork(name="copy d2d", bytes=2 * self.bytes, working_set_bytes=2 * self.bytes)]
+        return [
+            KernelWork(
+                name="copy d2d", bytes=2 * self.bytes, bytes_written=self.bytes,
+                working_set_bytes=2 * self.bytes,
+            )
+        ]  # fmt: skip
 
 
 class HostTransfer(Op):
@@ -218,4 +230,7 @@ class Embedding(Op):
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         nbytes = 2 * self.tokens * self.hidden * element_bytes(self.dtype)
-        return [KernelWork(name="embedding gather", bytes=nbytes, working_set_bytes=nbytes)]
+        return [
+            KernelWork(name="embedding gather", bytes=nbytes, bytes_written=nbytes / 2,
+                       working_set_bytes=nbytes)
+        ]  # fmt: skip

@@ -98,6 +98,7 @@ def poly_op(k: int, n: int, *, fma: bool) -> dict[str, Any]:
         "op": "kernel",
         "flops": 2 * k * n,
         "bytes": 8 * n,
+        "bytes_written": 4 * n,
         "dtype": "fp32",
         "fma": bool(fma),
         "threads": n,
@@ -118,12 +119,18 @@ def bandwidth_counts(pattern: str, n: int) -> tuple[int, int]:
     raise ValueError(f"unknown bandwidth pattern {pattern!r}")
 
 
+def bandwidth_written(pattern: str, n: int) -> int:
+    """Bytes written by a streaming pattern over fp32 arrays of n elements (read writes none)."""
+    return 0 if pattern == "read" else 4 * n
+
+
 def bandwidth_op(pattern: str, n: int, threads: int) -> dict[str, Any]:
     flops, nbytes = bandwidth_counts(pattern, n)
     return {
         "op": "kernel",
         "flops": flops,
         "bytes": nbytes,
+        "bytes_written": bandwidth_written(pattern, n),
         "dtype": "fp32",
         "fma": True,
         "threads": int(threads),
