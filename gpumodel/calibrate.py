@@ -268,31 +268,18 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
     # 6. host <-> device copies: one affine fit per direction and memory kind
     params = _fit_host(fam.get("host_transfer", []), params)
 
-    # 7. cudaMemcpy d2d and PyTorch op families: efficiency and floor per family
-    compute_families = {"attention", "conv2d"}
-    attention = fam.get("attention", [])
-    for _family, name, pts in (
-        ("copy", "copy", fam.get("copy", [])),
-        ("elementwise", "elementwise", fam.get("elementwise", [])),
-        ("reduction", "reduction", fam.get("reduction", [])),
-        ("attention", "attention", [p for p in attention if p.op.family == "attention"]),
-        (
-            "attention",
-            "attention_decode",
-            [p for p in attention if p.op.family == "attention_decode"],
-        ),
-        ("conv2d", "conv2d", fam.get("conv2d", [])),
-        ("numpy_stream", "kernel", fam.get("numpy_stream", [])),
-    ):
-        if pts:
-            params = _fit_family_params(pts, gpu, params, name, name in compute_families)
+    # 7. cudaMemcpy d2d and PyTorch op families: efficiency and floor per kernel family (an
+    #    op's ``family``: attention vs attention_decode, convolutions per dtype, ...)
+    for measured in ("copy", "elementwise", "reduction", "attention", "conv2d", "norm",
+                     "numpy_stream"):  # fmt: skip
+        groups: dict[str, list[Point]] = {}
+        for p in fam.get(measured, []):
+            groups.setdefault(p.op.family, []).append(p)
+        for family, pts in sorted(groups.items()):
+            compute = family.startswith(("attention", "conv2d")) and family != "attention_decode"
+            params = _fit_family_params(pts, gpu, params, family, compute)
     if fam.get("numpy_gemm"):
         params = _fit_gemm("fp32", fam["numpy_gemm"], gpu, params)
-    norm = fam.get("norm", [])
-    for name in ("layernorm", "rmsnorm", "softmax"):
-        pts = [p for p in norm if p.op.op_name == name]
-        if pts:
-            params = _fit_family_params(pts, gpu, params, name, compute=False)
     return params
 
 

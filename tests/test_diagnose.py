@@ -472,6 +472,17 @@ def test_map_elementwise_reduction_embedding():
     m = map_op("aten::_foreach_add_", _args([[[512, 512], [512]], [[512, 512], [512]], []],
                                             ["TensorList", "TensorList", "Scalar"]))  # fmt: skip
     assert isinstance(m.op, Kernel) and m.family == "foreach"
+    n = 512 * 512 + 512
+    assert m.op.bytes == 3 * n * 4  # list dtypes are not recorded: fp32 unless a kernel says
+    bf16_kernel = (  # as torch 2.11 names it: the functor's first argument is the element type
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+        "namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::"
+        "BinaryOpListAlphaFunctor<c10::BFloat16, 2, 2, 0>, std::plus<float>, float>(...)"
+    )
+    m = map_op("aten::_foreach_add_", _args([[[512, 512], [512]], [[512, 512], [512]], []],
+                                            ["TensorList", "TensorList", "Scalar"]),
+               [bf16_kernel])  # fmt: skip
+    assert isinstance(m.op, Kernel) and m.op.bytes == 3 * n * 2
 
 
 def test_map_memcpy_and_memset():

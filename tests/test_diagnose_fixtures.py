@@ -94,6 +94,18 @@ def test_step_time_matches_the_recorded_run(name, entry):
 
 
 @pytest.mark.parametrize(("name", "entry"), _recorded())
+def test_every_step_is_charged_the_same_work(name, entry):
+    """GPU work is charged to the step that launched it, whatever its GPU time: each op runs
+    the same number of times in every profiled step, and the warm-up step's tail (on the GPU
+    when profiling began, its launches not recorded) is left out, not charged to step 1."""
+    rep = report(name)
+    n = rep.steps.count
+    assert all(r.count % n == 0 for r in rep.ops), [
+        (r.name, r.phase, r.count) for r in rep.ops if r.count % n
+    ]
+
+
+@pytest.mark.parametrize(("name", "entry"), _recorded())
 def test_findings_stay_within_the_step(name, entry):
     """No finding returns less than nothing or more than the step; Amdahl agrees with them."""
     rep = report(name)
@@ -103,8 +115,8 @@ def test_findings_stay_within_the_step(name, entry):
         assert f.recoverable_s is not None and 0.0 <= f.recoverable_s <= step, f.kind
         assert f.step_time_if_fixed_s is not None and 0.0 <= f.step_time_if_fixed_s <= step
     a = rep.amdahl
-    assert 0.0 <= a.all_fixed_step_time_s <= min(
-        (e.step_time_s for e in a.per_finding), default=step
+    assert (
+        0.0 <= a.all_fixed_step_time_s <= min((e.step_time_s for e in a.per_finding), default=step)
     )
     assert all(r.recoverable_s >= 0.0 for r in rep.ops)
 

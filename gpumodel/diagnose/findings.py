@@ -237,8 +237,8 @@ def _pageable(groups: list[GroupView], n_steps: int) -> Draft | None:
     d.title = (f"Host<->device copies from pageable memory on the critical path "
                f"({nbytes / n_steps / 1e6:.1f} MB per step)")  # fmt: skip
     d.per_step_us = total / n_steps
-    d.evidence = [f"{g.name}: {g.count} copies, {g.measured_s * 1e3:.2f} ms measured, "
-                  f"{got / 1000:.2f} ms over pinned speed" for got, g in rows[:3]]  # fmt: skip
+    d.evidence = [f"{g.name}: {g.count} copies {_in_steps(n_steps)}, {g.measured_s * 1e3:.2f} ms "
+                  f"measured, {got / 1000:.2f} ms over pinned speed" for got, g in rows[:3]]  # fmt: skip
     d.details = {"bytes_per_step": nbytes / n_steps}
     return d
 
@@ -268,8 +268,9 @@ def _fp32(groups: list[GroupView], gpu: GPUSpec, n_steps: int) -> Draft | None:
     d.title = ("fp32 matrix products on CUDA cores" + (" (TF32 looks off)" if unknown else
                " (TF32 off)") + ": tensor cores unused")  # fmt: skip
     d.per_step_us = total / n_steps
-    d.evidence = [f"{g.name} {_shape_text(g.mapped)}: {g.count} calls, {g.measured_s * 1e3:.2f} ms;"
-                  f" at TF32 speed of light {got / 1000:.2f} ms less" for got, g in rows[:3]]  # fmt: skip
+    d.evidence = [f"{g.name} {_shape_text(g.mapped)}: {g.count} calls {_in_steps(n_steps)}, "
+                  f"{g.measured_s * 1e3:.2f} ms; at TF32 speed of light {got / 1000:.2f} ms less"
+                  for got, g in rows[:3]]  # fmt: skip
     if unknown:
         d.evidence.append("the trace cannot say whether TF32 was allowed; kernel names and the "
                           "measured speed suggest it was not")  # fmt: skip
@@ -278,6 +279,11 @@ def _fp32(groups: list[GroupView], gpu: GPUSpec, n_steps: int) -> Draft | None:
         "recoverable_with_bf16_s_per_step": alt_bf16 / n_steps * 1e-6,
     }
     return d
+
+
+def _in_steps(n: int) -> str:
+    """Kernel evidence is summed over the trace: say over how many steps."""
+    return f"in {n} step" + ("s" if n != 1 else "")
 
 
 def _shape_text(m: Mapped) -> str:
@@ -332,8 +338,9 @@ def _misaligned(groups: list[GroupView], n_steps: int) -> Draft | None:
                      for p in ordered[:3])  # fmt: skip
     d.title = f"Matrix products off the tensor-core alignment: {what}"
     d.per_step_us = total / n_steps
-    d.evidence = [f"{g.name} {_shape_text(g.mapped)} {g.mapped.dtype}: {g.count} calls, "
-                  f"{g.measured_s * 1e3:.2f} ms; padded {got / 1000:.2f} ms less"
+    d.evidence = [f"{g.name} {_shape_text(g.mapped)} {g.mapped.dtype}: {g.count} calls "
+                  f"{_in_steps(n_steps)}, {g.measured_s * 1e3:.2f} ms; padded {got / 1000:.2f} ms "
+                  "less"
                   for got, g in rows[:4]]  # fmt: skip
     dts = sorted({g.mapped.op.dtype for _, g in rows if g.mapped.op is not None})
     if any(dt in eff for dt in dts):
@@ -405,8 +412,8 @@ def _fusion(groups: list[GroupView], tl: Timeline, n_steps: int) -> Draft | None
     d.title = (f"Chains of elementwise kernels that one fused kernel would do in a single pass "
                f"({sum(int(v[0]) for v in patterns.values()) / n_steps:.0f} chains per step)")  # fmt: skip
     d.per_step_us = total / n_steps
-    d.evidence = [f"{k} (x{int(v[0])}): {v[1] / 1000:.2f} ms measured, {v[2] / 1000:.2f} ms "
-                  "recoverable" for k, v in top[:3]]  # fmt: skip
+    d.evidence = [f"{k} (x{int(v[0])} {_in_steps(n_steps)}): {v[1] / 1000:.2f} ms measured, "
+                  f"{v[2] / 1000:.2f} ms recoverable" for k, v in top[:3]]  # fmt: skip
     d.details = {"chains": len(chains), "patterns": [
         {"ops": k.split(" -> "), "count": int(v[0]), "measured_s": v[1] * 1e-6,
          "recoverable_s": v[2] * 1e-6} for k, v in top[:10]]}  # fmt: skip

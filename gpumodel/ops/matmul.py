@@ -77,6 +77,11 @@ class Conv2d(Op):
         return self
 
     @property
+    def family(self) -> str:
+        """cuDNN picks different kernels per precision: calibrated per dtype."""
+        return f"conv2d:{self.dtype}"
+
+    @property
     def out_height(self) -> int:
         return (self.height + 2 * self.padding - self.kernel) // self.stride + 1
 

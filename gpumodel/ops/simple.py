@@ -184,6 +184,12 @@ class Softmax(_RowOp):
     def columns(self) -> int:
         return self.cols
 
+    @property
+    def family(self) -> str:
+        """Rows up to 1024 fit one warp's registers (PyTorch's persistent softmax reads them
+        once); longer rows take a block-wide kernel that passes over them more than once."""
+        return "softmax" if self.cols <= 1024 else "softmax:long-rows"
+
 
 class Copy(Op):
     """Device-to-device copy of ``bytes``: reads and writes them (2x bytes moved)."""
