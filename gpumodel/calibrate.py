@@ -225,21 +225,27 @@ def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
 
         params = _fit_family(cold, gpu, params, build_floor, [math.log(5e-6), math.log(1e-6)])
 
-    # 3. L2: hot repeated access over sets that fit
+    # 3. L2: hot repeated access over sets that fit -> L2 bandwidth, and how much of the cold
+    #    floor is the first trip to DRAM (a kernel whose inputs sit in L2 skips it)
     hot = [
         p
         for p in fam.get("bandwidth", [])
         if p.l2 == "warm" and p.op.bytes < gpu.l2_cache_bytes / 2
     ]
     if hot:
+        cold_floor = params.family_overhead_s.get("kernel", params.kernel_overhead_s or 0.0)
 
         def build_l2(x: np.ndarray) -> CalibrationParams:
-            return params.model_copy(update={"l2_bandwidth_bytes_per_s": math.exp(x[0]),
-                                             "l2_hot_max_bytes": gpu.l2_cache_bytes / 2})  # fmt: skip
+            first = float(min(cold_floor * 0.9, math.exp(x[1])))
+            return params.model_copy(update={
+                "l2_bandwidth_bytes_per_s": math.exp(x[0]),
+                "l2_hot_max_bytes": gpu.l2_cache_bytes / 2,
+                "dram_first_load_s": first,
+                "family_overhead_s": {**params.family_overhead_s, "kernel": cold_floor - first},
+            })  # fmt: skip
 
-        params = _fit_family(
-            hot, gpu, params, build_l2, [math.log(3 * gpu.memory_bandwidth_bytes_per_s)]
-        )
+        x0 = [math.log(3 * gpu.memory_bandwidth_bytes_per_s), math.log(2e-7)]
+        params = _fit_family(hot, gpu, params, build_l2, x0)
 
     # 4. FP32 vector efficiency per instruction mix, the overlap exponent, and the loaded DRAM
     #    latency that limits the seed's one-load-per-thread kernel (Little's law)

@@ -79,6 +79,12 @@ class CalibrationParams(_Frozen):
     l2_bandwidth_bytes_per_s: float | None = Field(None, gt=0)
     l2_hot_max_bytes: float | None = Field(None, gt=0, description="largest hot working set in L2")
     kernel_overhead_s: float | None = Field(None, ge=0)
+    dram_first_load_s: float | None = Field(
+        None,
+        ge=0,
+        description="part of a cold kernel's floor spent waiting for its first DRAM "
+        "loads; kernels whose inputs are in L2 skip it",
+    )
     reduction_tail_s: float | None = Field(
         None,
         ge=0,

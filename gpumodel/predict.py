@@ -199,6 +199,12 @@ def kernel_time(
         Term(name="launch floor", value=t_floor,
              note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
     )  # fmt: skip
+    reads = kw.bytes and (kw.bytes_written is None or kw.bytes_written < kw.bytes)
+    if reads and params.dram_first_load_s and not mem_note.startswith("working set fits in L2"):
+        t_floor += params.dram_first_load_s
+        terms.append(Term(name="first DRAM load", value=params.dram_first_load_s,
+                          note="inputs not in L2: the first loads wait a DRAM round trip "
+                               "(calibrated; L2-resident inputs skip it)"))  # fmt: skip
     if kw.bytes_written == 0 and kw.bytes and params.reduction_tail_s:
         t_floor += params.reduction_tail_s
         terms.append(Term(name="reduction tail", value=params.reduction_tail_s,
