@@ -287,7 +287,14 @@ def latency_limited_bandwidth(
     from gpumodel.model.littles_law import dram_latency
     from gpumodel.model.occupancy import occupancy
 
-    occ = occupancy(gpu, kw.threads_per_block, ASSUMED_REGISTERS_PER_THREAD)
+    regs = kw.registers_per_thread
+    occ = occupancy(gpu, kw.threads_per_block,
+                    ASSUMED_REGISTERS_PER_THREAD if regs is None else regs,
+                    kw.shared_mem_per_block)  # fmt: skip
+    if occ.blocks_per_sm == 0:
+        from gpumodel.errors import InfeasibleError
+
+        raise InfeasibleError(f"this launch configuration cannot run: {occ.note or occ.summary()}")
     blocks = -(-kw.threads // kw.threads_per_block)
     resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
     resident_threads = resident_blocks * kw.threads_per_block
@@ -300,7 +307,8 @@ def latency_limited_bandwidth(
         source = f"{source} DRAM latency {cycles:.0f} cycles"
     limit = resident_threads * bytes_per_thread / latency_s
     note = (
-        f"latency-limited (Little's law): {resident_threads:,} resident threads x "
+        f"latency-limited (Little's law): occupancy {100 * occ.occupancy:.0f}% "
+        f"({', '.join(occ.limiters)}-limited), {resident_threads:,} resident threads x "
         f"{bytes_per_thread:.3g} B in flight / {latency_s * 1e9:.0f} ns ({source}) = "
         f"{format_quantity(limit, 'B/s')}"
     )

@@ -134,3 +134,22 @@ def test_elementwise_monotone(n, op):
     a = gm.predict(Elementwise(op=op, n=n), "a100", "none")
     b = gm.predict(Elementwise(op=op, n=n * 2), "a100", "none")
     assert 0 < a.time_s <= b.time_s
+
+
+def test_low_occupancy_kernel_is_latency_bound():
+    """Little's law on an H100, 256-thread blocks, 8 B per thread (one float in, one out).
+    With 255 registers per thread only 1 block (8 warps) fits per SM: 132 x 256 = 33,792 resident
+    threads x 8 B / (675 cycles / 1.98 GHz = 341 ns) = 0.79 TB/s < 3.35 TB/s: latency-bound."""
+    n = 2**26
+    full = gm.ops.Kernel(flops=0, bytes=8 * n, threads=n, threads_per_block=256,
+                         registers_per_thread=32)  # fmt: skip
+    starved = full.model_copy(update={"registers_per_thread": 255})
+    h100 = gm.get_gpu("h100")
+    p_full = gm.predict(full, h100, "none")
+    p_starved = gm.predict(starved, h100, "none")
+    assert p_full.bound == "memory" and p_starved.bound == "latency"
+    expected_bw = 132 * 256 * 8 / (675 / 1.98e9)
+    assert p_starved.terms[0].value == pytest.approx(8 * n / expected_bw, rel=1e-6)
+    assert "Little's law" in p_starved.explain() and "registers" in p_starved.explain()
+    with pytest.raises(gm.InfeasibleError, match="cannot run"):
+        gm.predict(full.model_copy(update={"shared_mem_per_block": 300 * 1024}), h100, "none")

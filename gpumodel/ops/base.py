@@ -54,6 +54,8 @@ class KernelWork:
     gemm: GemmShape | None = None
     threads: int | None = None
     threads_per_block: int | None = None
+    registers_per_thread: int | None = None  # for the occupancy of a described kernel
+    shared_mem_per_block: float = 0.0
     transfer: Literal["h2d", "d2h"] | None = None  # a host<->device copy over PCIe
     # work of each thread block relative to a full one, for one group of blocks launched in
     # order (e.g. the query tiles of one attention head); the group repeats ``tile_groups`` times

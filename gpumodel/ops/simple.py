@@ -25,6 +25,10 @@ class Kernel(Op):
     fma: bool = True
     threads: int | None = Field(None, gt=0)
     threads_per_block: int = Field(256, gt=0, le=1024)
+    registers_per_thread: int | None = Field(
+        None, ge=0, le=255, description="registers per thread (occupancy); default 32"
+    )
+    shared_mem_per_block: float = Field(0, ge=0, description="static + dynamic bytes per block")
     unit: Literal["vector", "tensor"] = "vector"
     bytes_written: float | None = Field(
         None, ge=0, description="the part of bytes that is written (read/write mix)"
@@ -47,6 +51,8 @@ class Kernel(Op):
                 fma=self.fma,
                 threads=self.threads,
                 threads_per_block=self.threads_per_block,
+                registers_per_thread=self.registers_per_thread,
+                shared_mem_per_block=self.shared_mem_per_block,
             )
         ]
 
