@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -25,6 +25,7 @@ from gpumodel import _paths
 from gpumodel.errors import SpecError, UnitError, UnknownGPUError
 from gpumodel.units import Dimension, parse_quantity
 
+M = TypeVar("M", bound=BaseModel)
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 Unit = Literal["tensor", "vector"]
@@ -243,28 +244,34 @@ def read_yaml(path: Path) -> Any:
         raise SpecError(f"{path}:{line} is not valid YAML") from None
 
 
-def load_spec_file(path: str | Path) -> GPUSpec:
-    """Parse and validate one spec file; errors name file, field path and expected unit."""
+def load_yaml_model(
+    path: str | Path, model: type[M], what: str, unsourced_ok: set[str] | None = None
+) -> M:
+    """Parse one YAML data file into ``model`` (its ``origin`` set to the path). Errors name the
+    file and the field. With ``unsourced_ok``, every other top-level key must be covered by an
+    entry of the file's ``sources:``."""
     path = Path(path)
     data = read_yaml(path)
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of spec fields at the top level")
+        raise SpecError(f"{path}: expected a mapping of {what} fields at the top level")
     try:
-        spec = GPUSpec.model_validate({**data, "origin": str(path)})
+        obj = model.model_validate({**data, "origin": str(path)})
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc, str(path))) from None
-    _check_sources_cover(spec, data, path)
-    return spec
+    if unsourced_ok is not None:
+        covered = {f for s in obj.sources for f in s.fields}  # type: ignore[attr-defined]
+        missing = sorted(k for k in data if k not in unsourced_ok and k not in covered)
+        if missing:
+            raise SpecError(f"{path}: sources: no source covers {', '.join(missing)}")
+    return obj
 
 
 _UNSOURCED_OK = {"id", "name", "aliases", "vendor", "notes", "sources", "latency", "price"}
 
 
-def _check_sources_cover(spec: GPUSpec, data: dict[str, Any], path: Path) -> None:
-    covered = {f for s in spec.sources for f in s.fields}
-    missing = sorted(k for k in data if k not in _UNSOURCED_OK and k not in covered)
-    if missing:
-        raise SpecError(f"{path}: sources: no source covers {', '.join(missing)}")
+def load_spec_file(path: str | Path) -> GPUSpec:
+    """Parse and validate one spec file; errors name file, field path and expected unit."""
+    return load_yaml_model(path, GPUSpec, "spec", _UNSOURCED_OK)
 
 
 def search_dirs(extra: Iterable[str | Path] = ()) -> list[Path]:

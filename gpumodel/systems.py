@@ -28,18 +28,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from gpumodel import _paths
 from gpumodel.errors import SpecError, UnknownModelError
-from gpumodel.specs import (
-    BytesPerS,
-    Seconds,
-    Source,
-    _Frozen,
-    format_validation_error,
-    read_yaml,
-)
+from gpumodel.specs import BytesPerS, Seconds, Source, _Frozen, load_yaml_model
 
 
 class IntraNodeLink(_Frozen):
@@ -109,19 +102,7 @@ class SystemSpec(_Frozen):
 
 def load_system_file(path: str | Path) -> SystemSpec:
     """Parse and validate one system file; errors name the file and the field."""
-    path = Path(path)
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of system fields at the top level")
-    try:
-        spec = SystemSpec.model_validate({**data, "origin": str(path)})
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, str(path))) from None
-    covered = {f for s in spec.sources for f in s.fields}
-    missing = sorted(k for k in data if k not in _UNSOURCED_OK and k not in covered)
-    if missing:
-        raise SpecError(f"{path}: sources: no source covers {', '.join(missing)}")
-    return spec
+    return load_yaml_model(path, SystemSpec, "system", _UNSOURCED_OK)
 
 
 _UNSOURCED_OK = {"id", "name", "aliases", "notes", "sources", "nodes"}

@@ -22,11 +22,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpumodel import _paths
 from gpumodel.errors import SpecError, UnknownModelError
-from gpumodel.specs import format_validation_error, read_yaml
+from gpumodel.specs import load_yaml_model
 
 
 class _Frozen(BaseModel):
@@ -188,14 +188,7 @@ class ModelSpec(_Frozen):
 
 def load_model_file(path: str | Path) -> ModelSpec:
     """Parse and validate one model YAML file; errors name the file and the field."""
-    path = Path(path)
-    data = read_yaml(path)
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of model fields at the top level")
-    try:
-        return ModelSpec.model_validate({**data, "origin": str(path)})
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, str(path))) from None
+    return load_yaml_model(path, ModelSpec, "model")
 
 
 def model_dirs(extra: Iterable[str | Path] = ()) -> list[Path]:

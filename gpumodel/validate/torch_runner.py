@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpumodel.validate.cupy_runner import make_record
+from gpumodel.validate.cupy_runner import _reason, make_record
 from gpumodel.validate.timing import log_sizes
 
 FAMILIES = ("attention", "conv2d", "norm", "elementwise", "reduction")
@@ -556,11 +556,6 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[_Task]:
                 )
             )
     return tasks
-
-
-def _reason(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ").strip()
-    return text[:300]
 
 
 def run(
