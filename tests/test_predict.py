@@ -153,3 +153,13 @@ def test_low_occupancy_kernel_is_latency_bound():
     assert "Little's law" in p_starved.explain() and "registers" in p_starved.explain()
     with pytest.raises(gm.InfeasibleError, match="cannot run"):
         gm.predict(full.model_copy(update={"shared_mem_per_block": 300 * 1024}), h100, "none")
+
+
+def test_strided_1x1_conv_reads_a_quarter_of_its_input():
+    """ResNet-50 downsampling 1x1 stride-2 conv: input 8x256x56x56 bf16 = 12.85 MB, of which a
+    quarter is read; weights 512x256x2 B = 262 KB; output 8x512x28x28x2 B = 6.42 MB."""
+    conv = gm.ops.Conv2d(batch=8, in_channels=256, out_channels=512, height=56, width=56,
+                         kernel=1, stride=2)  # fmt: skip
+    k = conv.kernels(gm.get_gpu("h100"))[0]
+    assert k.bytes == 2 * (8 * 256 * 56 * 56 / 4 + 512 * 256 + 8 * 512 * 28 * 28)
+    assert k.bytes_written == 2 * 8 * 512 * 28 * 28

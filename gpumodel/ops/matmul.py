@@ -101,8 +101,11 @@ class Conv2d(Op):
         g = self.as_gemm()
         unit, dt = matmul_unit(gpu, self.dtype)
         size = element_bytes(self.dtype)
+        # a kernel smaller than its stride never touches the pixels between windows
+        # (a 1x1 stride-2 convolution reads a quarter of its input)
+        touched = min(1.0, (self.kernel / self.stride) ** 2)
         nbytes = size * (
-            self.batch * self.in_channels * self.height * self.width
+            self.batch * self.in_channels * self.height * self.width * touched
             + self.out_channels * self.in_channels * self.kernel**2
             + self.batch * self.out_channels * self.out_height * self.out_width
         )
