@@ -131,3 +131,58 @@ def test_measured_op_times_replace_the_op_model():
     assert next(o for o in q.breakdown if o.name == "q_proj").time_s == pytest.approx(4e-4)
     with pytest.raises(SpecError, match="names no op"):
         predict_inference(m, "h100", "decode", calibration="none", op_times={"qproj": 1e-4})
+
+
+def test_prefill_lm_head_is_a_bmm_over_the_batch():
+    # HF eager prefill: hidden_states[:, -1:, :] rows are seq apart, F.linear -> matmul -> bmm
+    # with the weight broadcast: batch products of 1 x 128256 x 4096, each reading the weight
+    m = _four_layer_llama3()
+    ops = model_ops(m, batch=4, seq=512, fusion="unfused", kv_cache="concat")
+    lm = ops.post[-1].op
+    assert (lm.m, lm.n, lm.k, lm.batch) == (1, 128256, 4096, 4)
+    k = lm.kernels(get_gpu_h100())
+    assert len(k) == 1  # one bmm launch
+    assert k[0].bytes == 4 * ((4096 + 4096 * 128256) * 2 + 128256 * 2)
+    # decode: the rows are contiguous, one GEMM of batch rows; a fused engine gathers them
+    dec = model_ops(m, batch=4, seq=1, context=512, fusion="unfused", kv_cache="concat")
+    assert (dec.post[-1].op.m, dec.post[-1].op.batch) == (4, 1)
+    fused = model_ops(m, batch=4, seq=512, fusion="fused")
+    assert (fused.post[-1].op.m, fused.post[-1].op.batch) == (4, 1)
+    # the step: four weight passes instead of one (~1 GB each at 3.35 TB/s = 0.31 ms)
+    r = predict_inference(m, "h100", "prefill", batch=4, seq=512, calibration="none")
+    head = next(o for o in r.breakdown if o.name == "lm_head")
+    assert head.time_s == pytest.approx(4 * 4096 * 128256 * 2 / 3.35e12, rel=0.05)
+    assert r.kernels_per_step == 181
+
+
+def test_in_stream_floor_replaces_the_isolated_floor_of_small_kernels():
+    # uncalibrated, every kernel carries the default 2.5 us floor; with stream_floor_s=1 us the
+    # 152 non-GEMM kernels of a 4-layer decode step pay 1 us instead, the 29 GEMMs keep theirs
+    m = _four_layer_llama3()
+    kw = {"batch": 1, "context": 128, "calibration": "none"}
+    iso = predict_inference(m, "h100", "decode", **kw)
+    st = predict_inference(m, "h100", "decode", stream_floor_s=1e-6, **kw)
+    gemms = sum(o.kernels for o in iso.breakdown if o.kind == "gemm")
+    assert gemms == 29 and iso.kernels_per_step == st.kernels_per_step == 181
+    assert iso.gpu_time_s - st.gpu_time_s == pytest.approx((181 - 29) * 1.5e-6, rel=1e-6)
+    for a, b in zip(iso.breakdown, st.breakdown, strict=True):
+        if a.kind == "gemm":
+            assert a.time_s == b.time_s
+    assert st.stream_floor_s == 1e-6 and any("in-stream floor" in n for n in st.notes)
+    with pytest.raises(SpecError, match="stream_floor_s"):
+        predict_inference(m, "h100", "decode", stream_floor_s=-1e-6, **kw)
+
+
+def test_in_stream_keeps_the_other_floor_terms():
+    from gpumodel.llm._timing import in_stream
+    from gpumodel.prediction import KernelPrediction, Term
+
+    k = KernelPrediction(name="mean", time_s=12e-6, bound="launch", flops=0, bytes=1e3, launches=2,
+                         terms=(Term(name="memory time", value=1e-6),
+                                Term(name="launch floor", value=9e-6),
+                                Term(name="reduction tail", value=2e-6)))  # fmt: skip
+    s = in_stream(k, 1.5e-6)
+    assert s.time_s == pytest.approx(12e-6 - 9e-6 + 2 * 1.5e-6)  # 6 us: memory + tail + 2 x 1.5
+    assert [t.name for t in s.terms] == ["memory time", "in-stream floor", "reduction tail"]
+    no_floor = k.model_copy(update={"terms": k.terms[:1]})
+    assert in_stream(no_floor, 1.5e-6) is no_floor

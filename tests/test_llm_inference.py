@@ -65,21 +65,45 @@ def test_queue_time_between_bounds():
 
 
 def test_calibrated_host_cost_is_used():
-    # eager host cost = the calibration's bare launch + HF/PyTorch dispatch (11.0 us)
+    # eager host cost = the calibration's bare launch + HF/PyTorch dispatch (20.5 us)
     cal = Calibration(gpu_id="h100-sxm", device_name="test", created=datetime.now(timezone.utc),
                       backend="synthetic",
                       parameters=CalibrationParams(launch_host_s=30e-6))  # fmt: skip
     r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration=cal)
-    assert r.host_per_kernel_s == pytest.approx(30e-6 + 11.0e-6)
+    assert r.host_per_kernel_s == pytest.approx(30e-6 + 20.5e-6)
     assert any("calibrated launch 30 us" in n for n in r.notes)
-    # without a calibration: 7.0 + 11.0 = 18.0 us, the 18.05 us measured for HF eager on an H100
+    # without a calibration: 4.6 + 20.5 = 25.1 us, the 4.545 ms / 181 kernels measured for a
+    # tiny-width HF decode step on an H100 host (llm-report.md, 2026-11-22T00:59)
     d = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration="none")
-    assert d.host_per_kernel_s == pytest.approx(18.0e-6) == DEFAULT_EAGER_HOST_PER_KERNEL_S
-    assert any("default launch 7 us" in n for n in d.notes)
+    assert d.host_per_kernel_s == pytest.approx(25.1e-6) == DEFAULT_EAGER_HOST_PER_KERNEL_S
+    assert 4.545e-3 / 181 == pytest.approx(DEFAULT_EAGER_HOST_PER_KERNEL_S, rel=2e-3)
+    assert any("default launch 4.6 us" in n for n in d.notes)
+    assert d.host_per_step_s == 0.0  # not separated yet: carried by the per-kernel figure
     # an explicit host cost (benchmarks/llm_device.py measures one) replaces both
     h = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration=cal,
                           host_per_kernel_s=20e-6)  # fmt: skip
     assert h.host_per_kernel_s == 20e-6 and not any("eager host cost" in n for n in h.notes)
+
+
+def test_host_per_step_comes_before_the_kernels():
+    # host-bound decode: step = per-step + kernels x per-kernel + the GPU tail after the last
+    # launch; the per-step time moves every launch later by the same amount
+    kw = {"batch": 1, "context": 128, "calibration": "none", "host_per_kernel_s": 30e-6}
+    base = predict_inference("llama-3-8b", "h100", "decode", **kw)
+    r = predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=0.5e-3, **kw)
+    assert r.host_per_step_s == 0.5e-3
+    assert r.host_time_s == pytest.approx(0.5e-3 + r.kernels_per_step * 30e-6)
+    assert r.step_time_s == pytest.approx(base.step_time_s + 0.5e-3)
+    assert "per step + 1301 kernels x 30 us" in r.explain()
+    # GPU-bound: the first launch waits for the per-step time, the queue never runs dry again
+    assert queue_time([1e-3, 1e-3], 1e-6, start_s=2e-4) == pytest.approx(2e-4 + 1e-6 + 2e-3)
+    assert queue_time([1e-6] * 4, 1e-5, start_s=1e-4) == pytest.approx(1e-4 + 4e-5 + 1e-6)
+    with pytest.raises(SpecError, match=">= 0"):
+        predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=-1e-3, **kw)
+    # a CUDA graph has no per-kernel or per-step host time
+    g = predict_inference("llama-3-8b", "h100", "decode", runtime="graph", host_per_step_s=1e-3,
+                          calibration="none")  # fmt: skip
+    assert g.host_per_step_s == 0.0 and g.host_per_kernel_s == 0.0
 
 
 def test_tensor_parallel_replicas_and_comm():

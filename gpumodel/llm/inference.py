@@ -1,32 +1,52 @@
 """LLM inference: time of a prefill or decode step from the per-op model, plus host overhead.
 
     GPU time  = sum over the step's kernels of their predicted time (gpumodel.predict)
-    eager     : step = queue(kernels, host cost per kernel)      (>= max(GPU time, n * host))
+    eager     : step = queue(kernels, host per step, host cost per kernel)
+                (>= max(GPU time, host per step + n * host per kernel))
     graph     : step = GPU time + one graph launch
 
 Eager frameworks issue kernels from Python asynchronously: the GPU waits only when the host is
 slower than the kernels it launches. ``queue_time`` plays that queue kernel by kernel (the host
-issues kernel i at (i+1) x host cost; the GPU starts it when both it and the previous kernel are
-done), which is exact for a host with a constant cost per kernel and reduces to
-max(GPU time, kernels x host cost) when the kernels are alike. Each step starts with an empty
-queue: generation synchronises on the sampled token.
+spends the per-step time, then issues kernel i at (i+1) x host cost; the GPU starts it when both
+it and the previous kernel are done), which is exact for a host with a constant cost per kernel
+and reduces to max(GPU time, host time) when the kernels are alike. Each step starts with an
+empty queue: generation synchronises on the sampled token.
 
-Host cost per kernel (eager) = the bare CUDA launch + the framework's dispatch:
+Host time of an eager HF step = a per-step part (``host_per_step_s``: forward entry, HF's
+decorators, mask and cache bookkeeping, output wrapping; it does not grow with the layers) + a
+cost per kernel (``host_per_kernel_s``: the Python of the modules, PyTorch's dispatcher, the
+launch). The default per kernel is
 
     host_per_kernel = launch_host_s + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
 
 ``launch_host_s`` is the calibration's back-to-back launch cost of a bare kernel (``gpumodel
-validate``; ``DEFAULT_LAUNCH_HOST_S`` without one). It is not what an eager framework pays per
-kernel: PyTorch's dispatcher, the Python of ``nn.Module.__call__`` and the HF model code around
-each aten op cost more than the launch itself. ``EAGER_FRAMEWORK_HOST_PER_KERNEL_S`` is that
-extra, measured on an H100 host (2026-11-22, torch 2.11, transformers 5.17, Python 3.12): a
-4-layer Llama of tiny width (GPU time negligible) decodes one token in 3.29 ms for 182 kernels
-(torch.profiler), 18.05 us per kernel, of which 7.01 us is the bare launch measured by
-``gpumodel validate`` on the same host (validation/results/h100-sxm/llm-report-initial.md and
-its JSON). The per-kernel figure carries the per-step Python around the kernels (HF's
-decorators, mask and cache bookkeeping) spread over the kernels of that 4-layer step.
-``host_per_kernel_s=`` replaces the sum (``benchmarks/llm_device.py`` measures it for the
-machine at hand).
+validate``; ``DEFAULT_LAUNCH_HOST_S`` without one). ``EAGER_FRAMEWORK_HOST_PER_KERNEL_S`` is
+what PyTorch + HF add per kernel, measured on an H100 host (2026-11-22T00:59, torch 2.11,
+transformers 5.17, Python 3.12; validation/results/h100-sxm/llm-report.md and
+llm-measurements.json): a 4-layer Llama of tiny width (GPU time negligible), decoding one token
+with a DynamicCache before any profiler ran in the process, issued its kernels in 4.545 ms =
+25.1 us per modelled kernel (181), of which 4.62 us is the bare launch ``gpumodel validate``
+measured on that host. The StaticCache eager steps of the full-width model in the same run
+agree (5.27 / 5.43 ms for 212 modelled kernels: 24.9 / 25.6 us). The per-step part is not
+separated in those runs (one depth): its default is 0 and the per-kernel figure carries it,
+spread over the 181 kernels of a 4-layer step, so deep models are slightly over-predicted.
+``benchmarks/llm_device.py`` now measures both on narrow replicas of two depths.
+
+Caveat, same run: the full-width DynamicCache prefill and decode steps, each timed after
+torch.profiler sessions, issued their kernels in 6.8-7.8 ms (38-43 us per kernel), ~2.5 ms per
+step more than the figures above, and the same tiny model timed right after two profiler
+sessions (batch 8 and 64) took 6.2 / 6.6 ms. Whether that is the profiler's lasting effect or
+host work of the DynamicCache path (cache concat, SDPA with enable_gqa) is what the benchmark's
+next run separates. Steps the defaults call host-bound can take up to ~1.6x the prediction on
+such a host; pass the host costs measured for the runtime at hand (``host_per_kernel_s``,
+``host_per_step_s``).
+
+In-stream kernel floor (``stream_floor_s``, off by default). The op model's fixed cost per
+kernel is calibrated on kernels timed one at a time with CUDA events (elementwise ~4.4 us on
+an H100), which includes launch latency and event overheads that consecutive kernels of a step
+overlap: profiled, the ~150 small kernels of an eager decode step are busy ~1.7 us each. With
+``stream_floor_s`` every non-GEMM kernel of the step pays that in-stream cost per kernel instead
+(``gpumodel.llm._timing.in_stream``); cuBLAS GEMMs keep their fitted floor.
 
 Decode at small batch reads every weight once per step: the GEMMs are weight-bandwidth bound
 (AI ~ batch FLOP/B, far below the ~295 FLOP/B ridge of an H100), which the GEMM op's byte
@@ -50,17 +70,20 @@ from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
-# Bare launch of one kernel, host side, back to back (cupy RawKernel on the H100 host of
-# validation/results/h100-sxm, 2026-11-22: 7.01 us); calibration.parameters.launch_host_s
-# replaces it.
-DEFAULT_LAUNCH_HOST_S = 7.0e-6
-# Eager PyTorch + HF transformers host time per kernel beyond the bare launch: 18.05 us per
-# kernel measured for a tiny-width 4-layer Llama decode step (3.29 ms / 182 profiled kernels,
-# H100 host, torch 2.11, transformers 5.17) minus the 7.01 us bare launch on that host. See
-# the module docstring.
-EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 11.0e-6
+# Bare launch of one kernel, host side, back to back (cupy RawKernel, ``gpumodel validate`` on
+# the H100 host of validation/results/h100-sxm, 2026-11-22: 4.62 us; an earlier host measured
+# 7.01 us); calibration.parameters.launch_host_s replaces it.
+DEFAULT_LAUNCH_HOST_S = 4.6e-6
+# Eager PyTorch + HF transformers host time per kernel beyond the bare launch: 25.1 us per
+# modelled kernel (4.545 ms host issue time / 181 kernels, tiny-width 4-layer Llama decode, H100
+# host, torch 2.11, transformers 5.17) minus the 4.62 us bare launch of that host. See the
+# module docstring (the earlier host of llm-report-initial.md: 18.0 us per kernel in all).
+EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 20.5e-6
 # What an eager HF step costs per kernel without a calibration (the sum of the two).
 DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
+# Per-step host time of an eager HF step beyond its kernels: not separated yet (carried by the
+# per-kernel figure above); benchmarks/llm_device.py measures it from two depths.
+DEFAULT_EAGER_HOST_PER_STEP_S = 0.0
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6
 
@@ -99,6 +122,8 @@ class InferenceResult(BaseModel):
     host_time_s: float
     host_overhead_s: float
     host_per_kernel_s: float
+    host_per_step_s: float = 0.0
+    stream_floor_s: float | None = None
     tokens_per_s: float
     time_to_first_token_s: float | None
     time_per_output_token_s: float | None
@@ -123,8 +148,10 @@ class InferenceResult(BaseModel):
             f"batch {self.batch}, seq {self.seq}, context {self.context}, {self.dtype})",
             f"  step {format_time(self.step_time_s)} ({per}), {self.tokens_per_s:,.0f} tokens/s"
             f" over {self.replicas} replica(s); {self.bound}-bound",
-            f"  GPU time {format_time(self.gpu_time_s)}; host {self.kernels_per_step} kernels x "
-            f"{self.host_per_kernel_s * 1e6:.3g} us = {format_time(self.host_time_s)}"
+            f"  GPU time {format_time(self.gpu_time_s)}; host "
+            + (f"{format_time(self.host_per_step_s)} per step + " if self.host_per_step_s else "")
+            + f"{self.kernels_per_step} kernels x {self.host_per_kernel_s * 1e6:.3g} us = "
+            f"{format_time(self.host_time_s)}"
             + (f" -> host overhead {format_time(self.host_overhead_s)}"
                if self.host_overhead_s > 0 else ""),
             f"  per GPU: weights {format_quantity(self.weights_bytes, 'B')}, KV cache "
@@ -156,8 +183,9 @@ def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     return total, (
         f"eager host cost {total * 1e6:.3g} us per kernel = {src} launch "
         f"{(total - EAGER_FRAMEWORK_HOST_PER_KERNEL_S) * 1e6:.3g} us + HF/PyTorch dispatch "
-        f"{EAGER_FRAMEWORK_HOST_PER_KERNEL_S * 1e6:.3g} us (measured on an H100 host; pass "
-        "host_per_kernel_s to use your own)"
+        f"{EAGER_FRAMEWORK_HOST_PER_KERNEL_S * 1e6:.3g} us (measured on an H100 host, tiny-width "
+        "model; full-width DynamicCache steps measured up to ~1.6x that there: pass "
+        "host_per_kernel_s / host_per_step_s to use your own)"
     )
 
 
@@ -199,8 +227,10 @@ def predict_inference(
     kv_cache: KVCache | None = None,
     gqa: GQA | None = None,
     host_per_kernel_s: float | None = None,
+    host_per_step_s: float | None = None,
     graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
     op_times: Mapping[str, float] | None = None,
+    stream_floor_s: float | None = None,
 ) -> InferenceResult:
     """Predict one prefill or decode step of ``model`` on ``gpu``.
 
@@ -215,7 +245,10 @@ def predict_inference(
     ``"repeat"`` for ``runtime="graph", fusion="unfused", kv_cache="static"``: an HF model with
     a StaticCache captured in a CUDA graph, where HF builds a mask and calls ``repeat_kv``) says
     whether K/V are expanded to every query head before attention. ``host_per_kernel_s``
-    replaces the eager host cost per kernel (see the module docstring). ``op_times`` replaces
+    replaces the eager host cost per kernel and ``host_per_step_s`` the per-step host time
+    (default ``DEFAULT_EAGER_HOST_PER_STEP_S``; see the module docstring).
+    ``stream_floor_s``: GPU time per small kernel back to back in a stream, replacing the
+    isolated-kernel floor of every non-GEMM kernel (off by default). ``op_times`` replaces
     the op model's time of named layer ops by measured seconds per execution (e.g.
     ``{"lm_head": 2e-3}``): the step model (queue, host, the other ops) then runs on them.
     """
@@ -236,7 +269,9 @@ def predict_inference(
         gqa = "repeat" if hf_static else "native"
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
-    timer = Timer(g, calibration, op_times)
+    if stream_floor_s is not None and stream_floor_s < 0:
+        raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
+    timer = Timer(g, calibration, op_times, stream_floor_s=stream_floor_s)
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
     if unknown:
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
@@ -260,16 +295,25 @@ def predict_inference(
         notes.append(DATASHEET_NOTE)
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
+    if stream_floor_s is not None:
+        notes.append(f"in-stream floor: non-GEMM kernels cost {stream_floor_s * 1e6:.3g} us each "
+                     "back to back instead of the isolated-kernel floor")  # fmt: skip
     if runtime == "eager":
         if host_per_kernel_s is None:
             host_per_kernel_s, note = eager_host_per_kernel(cal)
             notes.append(note)
-        step = queue_time(kernel_times, host_per_kernel_s)
-        host_time = n_kernels * host_per_kernel_s
+        if host_per_step_s is None:
+            host_per_step_s = DEFAULT_EAGER_HOST_PER_STEP_S
+        if host_per_kernel_s < 0 or host_per_step_s < 0:
+            raise SpecError("host_per_kernel_s and host_per_step_s must be >= 0")
+        step = queue_time(kernel_times, host_per_kernel_s, host_per_step_s)
+        host_time = host_per_step_s + n_kernels * host_per_kernel_s
+        # the step ends after the host returns (it records the end / samples the token)
+        step = max(step, host_time)
     else:
         step = gpu_time + graph_launch_s
         host_time = graph_launch_s
-        host_per_kernel_s = 0.0
+        host_per_kernel_s = host_per_step_s = 0.0
     host_overhead = max(0.0, step - gpu_time)
 
     shares: dict[str, float] = {}
@@ -290,6 +334,7 @@ def predict_inference(
         tp=tp, gpus=gpus, replicas=replicas, runtime=runtime, fusion=fusion, kv_cache=kv_cache,
         attention=attention, gqa=gqa, calibration=timer.label, step_time_s=step, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=host_per_kernel_s,
+        host_per_step_s=host_per_step_s, stream_floor_s=stream_floor_s,
         tokens_per_s=replicas * tokens / step,
         time_to_first_token_s=step if phase == "prefill" else None,
         time_per_output_token_s=step if phase == "decode" else None,

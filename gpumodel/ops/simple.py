@@ -135,6 +135,12 @@ class _RowOp(Op):
     def columns(self) -> int:
         raise NotImplementedError
 
+    @property
+    def family(self) -> str:
+        """Rows of up to 1024 elements fit one warp's registers (a warp-per-row kernel, read
+        once); longer rows take block-wide kernels with different efficiency: calibrated apart."""
+        return self.op_name if self.columns <= 1024 else f"{self.op_name}:long-rows"
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = vector_unit(gpu, self.dtype)
         n = self.rows * self.columns
@@ -190,11 +196,6 @@ class Softmax(_RowOp):
     def columns(self) -> int:
         return self.cols
 
-    @property
-    def family(self) -> str:
-        """Rows up to 1024 fit one warp's registers (PyTorch's persistent softmax reads them
-        once); longer rows take a block-wide kernel that passes over them more than once."""
-        return "softmax" if self.cols <= 1024 else "softmax:long-rows"
 
 
 class Copy(Op):
