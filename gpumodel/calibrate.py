@@ -350,6 +350,7 @@ def _fit_host(pts: list[Point], params: CalibrationParams) -> CalibrationParams:
             kind = "pinned" if pinned else "pageable"
             if c > 0:
                 update[f"{direction}_{kind}_bytes_per_s"] = 1.0 / c
+            update[f"{direction}_{kind}_overhead_s"] = a
             overheads.append(a)
     if overheads:
         update["overhead_s"] = float(np.median(overheads))

@@ -56,6 +56,11 @@ class HostLinkParams(_Frozen):
     h2d_pageable_bytes_per_s: float | None = Field(None, gt=0)
     d2h_pageable_bytes_per_s: float | None = Field(None, gt=0)
     overhead_s: float | None = Field(None, ge=0)
+    # fixed cost per direction and memory kind (a pageable copy stages through a pinned buffer)
+    h2d_pinned_overhead_s: float | None = Field(None, ge=0)
+    d2h_pinned_overhead_s: float | None = Field(None, ge=0)
+    h2d_pageable_overhead_s: float | None = Field(None, ge=0)
+    d2h_pageable_overhead_s: float | None = Field(None, ge=0)
 
 
 class CollectiveParams(_Frozen):

@@ -341,7 +341,9 @@ def _transfer_time(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams) -> K
         )
     else:
         bw, note = gpu.memory_bandwidth_bytes_per_s, "host memory bandwidth (no host link)"
-    overhead = params.host.overhead_s
+    overhead = getattr(params.host, f"{kw.transfer}_{kind}_overhead_s")
+    if overhead is None:
+        overhead = params.host.overhead_s
     overhead = DEFAULT_TRANSFER_OVERHEAD_S if overhead is None else overhead
     t_link = kw.bytes / bw
     terms = (
