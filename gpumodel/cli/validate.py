@@ -41,7 +41,7 @@ def validate(
     from gpumodel.validate.report import HEADER, error_rows
 
     if collectives or occupancy:
-        _extra_checks(collectives, occupancy, report, as_json)
+        _extra_checks(collectives, occupancy, report, out, as_json)
         return
     if calibration_from:
         _transfer_check(calibration_from, backend, quick, gpu, from_measurements, report, as_json)
@@ -101,10 +101,13 @@ class _progress:
             self.bar.__exit__(*exc)
 
 
-def _extra_checks(collectives: bool, occupancy: bool, report: str | None, as_json: bool) -> None:
-    """The multi-GPU and occupancy checks (separate runners, separate outputs)."""
+def _extra_checks(
+    collectives: bool, occupancy: bool, report: str | None, out: str | None, as_json: bool
+) -> None:
+    """The multi-GPU and occupancy checks (separate runners, separate outputs). With --out, the
+    fitted collective parameters are merged into that calibration file."""
     out_dir = Path(report or ".")
-    results = {}
+    results: dict = {}
     if occupancy:
         from gpumodel.validate.device_info import device_info
         from gpumodel.validate.occupancy_check import run_occupancy_check
@@ -116,10 +119,18 @@ def _extra_checks(collectives: bool, occupancy: bool, report: str | None, as_jso
     if collectives:
         from gpumodel.validate.collectives_runner import run_collectives_validation
 
-        results["collectives"] = run_collectives_validation(out_dir)
-    print_json(results) if as_json else console().print(results)
-    bad = results.get("occupancy", {}).get("n_mismatches", 0)
-    if bad:
+        merge = out if out and Path(out).is_file() else None
+        results["collectives"] = run_collectives_validation(out_dir, calibration_file=merge)
+    if as_json:
+        print_json(results)
+    else:
+        for name, result in results.items():
+            summary = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+            console().print(f"{name}: {summary}", highlight=False, markup=False)
+    failed = results.get("occupancy", {}).get("n_mismatches", 0) or (
+        results.get("collectives", {}).get("passed") is False
+    )
+    if failed:
         raise typer.Exit(1)
 
 
