@@ -1,16 +1,21 @@
 """op + GPU + calibration -> Prediction. The one pure call at the centre of gpumodel.
 
-Each kernel's time is built from named terms:
+Each kernel's time is built from named terms (each shown by ``explain()`` and ``--json``):
 
-    t = launches * kernel_overhead + overlap(t_compute, t_memory)
+    t = launch floor [+ first DRAM load] [+ reduction tail] + overlap(t_compute, t_memory)
 
-    t_compute = sum over units of FLOPs / (peak * compute_efficiency * instruction_mix
-                                           * gemm_efficiency)
-    t_memory  = bytes / (bandwidth * dram_efficiency)      (L2 bandwidth for warm small sets)
+    t_compute = FLOPs / (peak(unit, dtype) x efficiency x instruction mix x tail efficiency)
+                (efficiency: the unit's, a cuBLAS GEMM's with its alignment penalty, times the
+                 kernel family's; instruction mix 0.5 without FMA; tail efficiency for blocks
+                 of unequal work)
+    t_memory  = bytes / min(DRAM bandwidth x efficiency(read/write mix, family),
+                            Little's-law limit of the resident threads)
+                (L2 bandwidth for warm working sets that fit)
+    overlap   = (t_c^p + t_m^p)^(1/p)
 
 With ``calibration="none"`` every efficiency is 1, the overlap is the roofline's max and the
-overhead is a datasheet-free default launch floor; a calibration replaces each with what
-``gpumodel validate`` measured.
+floor is a datasheet-free default; a calibration replaces each with what ``gpumodel validate``
+measured.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 from typing import Any, Literal
 
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
+from gpumodel.errors import InfeasibleError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
 from gpumodel.model.scheduling import schedule_efficiency
@@ -139,7 +145,8 @@ def kernel_time(
         if part.flops <= 0:
             continue
         peak = gpu.peak_flops(part.dtype, part.unit)
-        assert peak, f"op produced FLOPs on a unit {gpu.id} lacks"  # ops check units first
+        if not peak:  # ops pick units the spec has; a hand-made KernelWork might not
+            raise UnsupportedError(f"{gpu.id} has no {part.unit} {part.dtype} rate in its spec")
         rate, note = peak, f"{part.unit} {part.dtype} peak {format_quantity(peak, 'FLOP/s')}"
         if part.unit == "vector" and not kw.fma:
             # FMA counts 2 FLOPs; a stream of separate adds and multiplies issues 1 per lane-cycle
@@ -292,8 +299,6 @@ def latency_limited_bandwidth(
                     ASSUMED_REGISTERS_PER_THREAD if regs is None else regs,
                     kw.shared_mem_per_block)  # fmt: skip
     if occ.blocks_per_sm == 0:
-        from gpumodel.errors import InfeasibleError
-
         raise InfeasibleError(f"this launch configuration cannot run: {occ.note or occ.summary()}")
     blocks = -(-kw.threads // kw.threads_per_block)
     resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
