@@ -4,12 +4,15 @@ step-level findings (idle gaps, launch-bound, pageable copies, tensor-core misse
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 import gpumodel as gm
 from gpumodel.cli._app import app, console, print_json
-from gpumodel.diagnose import DiagnoseReport, diagnose
+
+if TYPE_CHECKING:
+    from gpumodel.diagnose import DiagnoseReport
 
 
 @app.command("diagnose")
@@ -26,6 +29,8 @@ def diagnose_command(
     calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
 ) -> None:
     """Place every kernel of a profile against its roofline and name what holds the step back."""
+    from gpumodel.diagnose import diagnose
+
     report = diagnose(trace, gpu=gpu, calibration=calibration, top=top)
     if plot is not None:
         from gpumodel.diagnose.plot import plot_report

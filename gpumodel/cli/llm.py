@@ -16,19 +16,15 @@ import typer
 
 import gpumodel as gm
 from gpumodel.cli._app import app, console, fail, print_json, split_list
-from gpumodel.llm import (
-    get_model,
-    list_models,
-    max_batch,
-    max_context,
-    plan_serving,
-    plan_training,
-    predict_inference,
-)
-from gpumodel.llm import (
-    memory as memory_fn,
-)
 from gpumodel.units import format_quantity, format_time, parse_count
+
+
+def _llm():
+    """gpumodel.llm, imported when a command runs (keeps `gpumodel --help` and predict fast)."""
+    import gpumodel.llm
+
+    return gpumodel.llm
+
 
 plan_app = typer.Typer(help="Capacity plans: training time and cost, serving fleet and cost.",
                        no_args_is_help=True)  # fmt: skip
@@ -126,7 +122,7 @@ def infer(
     for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
                    ("--tp", tp)):  # fmt: skip
         _at_least(opt, v)
-    r = predict_inference(
+    r = _llm().predict_inference(
         model, gpu, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,  # type: ignore[arg-type]
         gpus=gpus, tp=tp, runtime=runtime, calibration=calibration,  # type: ignore[arg-type]
         attention=attention, fusion=fusion, kv_cache=kv_cache,  # type: ignore[arg-type]
@@ -195,9 +191,9 @@ def memory(
     kw: dict[str, Any] = dict(dtype=dtype, train=train, tp=tp, pp=pp, dp=dp, zero=zero,
                               recompute=recompute, sequence_parallel=sequence_parallel,
                               attention=attention)  # fmt: skip
-    m = memory_fn(model, gpu, batch=batch, seq=seq, **kw)
-    largest_batch = max_batch(model, gpu, seq=seq, limit=1 << 16, **kw)
-    longest = max_context(model, gpu, batch=batch, **kw)
+    m = _llm().memory(model, gpu, batch=batch, seq=seq, **kw)
+    largest_batch = _llm().max_batch(model, gpu, seq=seq, limit=1 << 16, **kw)
+    longest = _llm().max_context(model, gpu, batch=batch, **kw)
     if plot:
         _plot_memory(m, plot)
     if as_json:
@@ -205,7 +201,7 @@ def memory(
         return
     _out(m.explain())
     _out(f"  largest batch at seq {seq}: {largest_batch}; longest context at batch {batch}: "
-         f"{longest} (model max {get_model(model).max_context})")  # fmt: skip
+         f"{longest} (model max {_llm().get_model(model).max_context})")  # fmt: skip
     if plot:
         _out(f"wrote {plot}")
 
@@ -264,7 +260,7 @@ def plan_train(
                               global_batch=global_batch, seq=seq, dtype=dtype,
                               recompute=recompute, price=price, mfu=mfu,
                               calibration=calibration)  # fmt: skip
-    p = plan_training(model, gpu, gpus, n_tokens, **kw)
+    p = _llm().plan_training(model, gpu, gpus, n_tokens, **kw)
     if plot:
         _plot_scaling(model, gpu, gpus, n_tokens, kw, plot)
     if as_json:
@@ -282,7 +278,7 @@ def _plot_scaling(model: str, gpu: str, gpus: int, tokens: float, kw: dict, path
     xs, days, mfus = [], [], []
     for n in counts:
         try:
-            p = plan_training(model, gpu, n, tokens, **{**kw, "global_batch": None})
+            p = _llm().plan_training(model, gpu, n, tokens, **{**kw, "global_batch": None})
         except gm.GpumodelError:
             continue
         xs.append(n)
@@ -326,7 +322,7 @@ def plan_serve(
     names = split_list(gpu)
     if not names:
         fail("--gpu needs at least one GPU id, e.g. --gpu l4,a100,h100")
-    p = plan_serving(
+    p = _llm().plan_serving(
         model, names, prompt=prompt, output=output, rate=parse_rate(rate), dtype=dtype,
         runtime=runtime, ttft_slo_s=_seconds(ttft, "--ttft"),  # type: ignore[arg-type]
         tpot_slo_s=_seconds(tpot, "--tpot"), latency_slo_s=_seconds(latency, "--latency"),
@@ -408,7 +404,7 @@ def _plot_serving(p: Any, path: str) -> None:
 @models_app.command("list")
 def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
     """Model presets with their sizes."""
-    models = list_models()
+    models = _llm().list_models()
     if as_json:
         print_json([m.summary() for m in models])
         return
@@ -433,7 +429,7 @@ def models_show(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """One model preset: shape, parameter count by part, KV cache per token, sources."""
-    m = get_model(name)
+    m = _llm().get_model(name)
     data = {**m.summary(), "sources": [s.model_dump() for s in m.sources]}
     if as_json:
         print_json(data)
