@@ -78,8 +78,9 @@ class Conv2d(Op):
 
     @property
     def family(self) -> str:
-        """cuDNN picks different kernels per precision: calibrated per dtype."""
-        return f"conv2d:{self.dtype}"
+        """cuDNN runs different kernel classes per precision and filter size (a 1x1 filter is a
+        plain GEMM; larger filters use implicit-GEMM or Winograd kernels): calibrated apart."""
+        return f"conv2d:{self.dtype}:{'1x1' if self.kernel == 1 else 'kxk'}"
 
     @property
     def out_height(self) -> int:
