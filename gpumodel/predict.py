@@ -291,7 +291,7 @@ def latency_limited_bandwidth(
     launch geometry is known (``Kernel(threads=...)``)."""
     if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
         return None
-    from gpumodel.model.littles_law import dram_latency
+    from gpumodel.model.littles_law import dram_latency_s, sustained_bandwidth
     from gpumodel.model.occupancy import occupancy
 
     regs = kw.registers_per_thread
@@ -304,13 +304,8 @@ def latency_limited_bandwidth(
     resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
     resident_threads = resident_blocks * kw.threads_per_block
     bytes_per_thread = kw.bytes / kw.threads
-    if params.loaded_dram_latency_s:
-        latency_s, source = params.loaded_dram_latency_s, "calibrated loaded DRAM latency"
-    else:
-        cycles, source, _ = dram_latency(gpu, params)
-        latency_s = cycles / gpu.boost_clock_hz
-        source = f"{source} DRAM latency {cycles:.0f} cycles"
-    limit = resident_threads * bytes_per_thread / latency_s
+    latency_s, source = dram_latency_s(gpu, params)
+    limit = sustained_bandwidth(resident_threads * bytes_per_thread, latency_s)
     note = (
         f"latency-limited (Little's law): occupancy {100 * occ.occupancy:.0f}% "
         f"({', '.join(occ.limiters)}-limited), {resident_threads:,} resident threads x "

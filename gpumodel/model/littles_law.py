@@ -32,6 +32,7 @@ __all__ = [
     "Waves",
     "concurrency",
     "dram_latency",
+    "dram_latency_s",
     "latency_limited_bandwidth",
     "littles_law",
     "waves",
@@ -261,10 +262,24 @@ def latency_limited_bandwidth(
     latency = np.asarray(latency_s, dtype=float)
     if np.any(warps < 0) or np.any(per_thread < 0) or np.any(latency <= 0):
         raise SpecError("resident warps and bytes in flight must be >= 0 and latency > 0")
-    # throughput = concurrency / latency (Little's law)
     in_flight = gpu.sm_count * warps * _warp_size(gpu) * per_thread
-    out = np.minimum(gpu.memory_bandwidth_bytes_per_s, in_flight / latency)
+    out = np.minimum(gpu.memory_bandwidth_bytes_per_s, sustained_bandwidth(in_flight, latency))
     return out if out.ndim else float(out)
+
+
+def sustained_bandwidth(bytes_in_flight: Any, latency_s: Any) -> Any:
+    """Little's law solved for throughput: bytes in flight / latency (no cap at the peak)."""
+    return bytes_in_flight / latency_s
+
+
+def dram_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str]:
+    """DRAM latency in seconds for bandwidth limits, and where it came from: the calibrated
+    latency under load when there is one, else the idle latency (cycles at the boost clock)."""
+    loaded = getattr(params, "loaded_dram_latency_s", None)
+    if loaded:
+        return loaded, "calibrated loaded DRAM latency"
+    cycles, source, _ = dram_latency(gpu, params)
+    return cycles / gpu.boost_clock_hz, f"{source} DRAM latency {cycles:.0f} cycles"
 
 
 class Waves(BaseModel):

@@ -197,7 +197,6 @@ class Softmax(_RowOp):
         return self.cols
 
 
-
 class Copy(Op):
     """Device-to-device copy of ``bytes``: reads and writes them (2x bytes moved)."""
 
