@@ -182,12 +182,15 @@ def _fit_family(
     return build(best)
 
 
-def fit(points: list[Point], gpu: GPUSpec) -> CalibrationParams:
-    """Fit every parameter the measured families inform, stage by stage."""
+def fit(
+    points: list[Point], gpu: GPUSpec, start: CalibrationParams | None = None
+) -> CalibrationParams:
+    """Fit every parameter the measured families inform, stage by stage, from ``start``
+    (measured constants such as pointer-chase latencies) or the defaults."""
     fam: dict[str, list[Point]] = {}
     for p in points:
         fam.setdefault(p.family, []).append(p)
-    params = CalibrationParams()
+    params = start or CalibrationParams()
 
     # 1. empty-kernel GPU time (event-timed) and host launch cost
     launch = fam.get("launch", [])
@@ -418,8 +421,9 @@ def calibrate(
     if not points:
         raise CalibrationError("no usable measurements to calibrate from")
     fit_pts, held = split(points)
-    params = fit(fit_pts, gpu)
-    params = params.model_copy(update=latency_parameters(records, gpu.l2_cache_bytes))
+    # pointer-chase latencies are measured constants the fit builds on (Little's-law limits)
+    latencies = CalibrationParams(**latency_parameters(records, gpu.l2_cache_bytes))
+    params = fit(fit_pts, gpu, latencies)
     return params, evaluate(held, gpu, params), skipped
 
 

@@ -175,10 +175,11 @@ def kernel_time(
         t_compute += t
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
 
+    in_l2 = l2_resident(kw, gpu, params, l2)
     bandwidth, mem_note = memory_bandwidth(kw, gpu, params, family, l2)
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
     latency_bound = False
-    limit = latency_limited_bandwidth(kw, gpu, params)
+    limit = latency_limited_bandwidth(kw, gpu, params, in_l2)
     if limit is not None and kw.bytes and limit[0] < bandwidth:
         latency_bound = True
         t_memory = kw.bytes / limit[0]
@@ -207,7 +208,7 @@ def kernel_time(
              note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
     )  # fmt: skip
     reads = kw.bytes and (kw.bytes_written is None or kw.bytes_written < kw.bytes)
-    if reads and params.dram_first_load_s and not mem_note.startswith("working set fits in L2"):
+    if reads and params.dram_first_load_s and not in_l2:
         t_floor += params.dram_first_load_s
         terms.append(Term(name="first DRAM load", value=params.dram_first_load_s,
                           note="inputs not in L2: the first loads wait a DRAM round trip "
@@ -245,12 +246,7 @@ def memory_bandwidth(
     """Bandwidth this kernel streams at (DRAM x efficiency, or L2 when warm and small)."""
     bandwidth = gpu.memory_bandwidth_bytes_per_s
     note = f"HBM/DRAM {format_quantity(bandwidth, 'B/s')}"
-    ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
-    if (
-        l2 == "warm"
-        and params.l2_bandwidth_bytes_per_s
-        and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
-    ):
+    if l2_resident(kw, gpu, params, l2):
         bw = params.l2_bandwidth_bytes_per_s
         return bw, f"working set fits in L2: L2 {format_quantity(bw, 'B/s')}"
     if family == "gemm" and kw.gemm is not None and kw.gemm.dtype in params.gemm:
@@ -269,6 +265,17 @@ def memory_bandwidth(
     return bandwidth * eff, note
 
 
+def l2_resident(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2Mode) -> bool:
+    """Inputs already in L2 (``l2="warm"``) and a working set small enough to stay there (the
+    calibrated hot-set limit, else half the L2), with a calibrated L2 bandwidth to stream at."""
+    ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
+    return (
+        l2 == "warm"
+        and bool(params.l2_bandwidth_bytes_per_s)
+        and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
+    )
+
+
 def mixed_stream_efficiency(params: CalibrationParams, write_fraction: float) -> float:
     """DRAM efficiency of a stream that writes ``write_fraction`` of its bytes: the read and
     write efficiencies weighted by the mix, less a bus-turnaround loss that peaks at a 50/50
@@ -284,14 +291,15 @@ ASSUMED_REGISTERS_PER_THREAD = 32
 
 
 def latency_limited_bandwidth(
-    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, in_l2: bool = False
 ) -> tuple[float, str] | None:
     """Little's law (Volkov 2016): a kernel with ``threads`` resident threads, each with its
     bytes in flight, sustains at most ``threads x bytes / latency``. Applies to kernels whose
-    launch geometry is known (``Kernel(threads=...)``)."""
+    launch geometry is known (``Kernel(threads=...)``); the latency is L2's for L2-resident
+    inputs (none known: no limit), DRAM's otherwise."""
     if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
         return None
-    from gpumodel.model.littles_law import dram_latency_s, sustained_bandwidth
+    from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
     from gpumodel.model.occupancy import occupancy
 
     regs = kw.registers_per_thread
@@ -304,7 +312,13 @@ def latency_limited_bandwidth(
     resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
     resident_threads = resident_blocks * kw.threads_per_block
     bytes_per_thread = kw.bytes / kw.threads
-    latency_s, source = dram_latency_s(gpu, params)
+    if in_l2:
+        found = l2_latency_s(gpu, params)
+        if found is None:
+            return None
+        latency_s, source = found
+    else:
+        latency_s, source = dram_latency_s(gpu, params)
     limit = sustained_bandwidth(resident_threads * bytes_per_thread, latency_s)
     note = (
         f"latency-limited (Little's law): occupancy {100 * occ.occupancy:.0f}% "
@@ -362,6 +376,7 @@ def _advice(kernels: list[KernelPrediction], work: list[KernelWork], gpu: GPUSpe
     for kp, kw in zip(kernels, work):
         if kw.gemm is not None:
             out += gemm_model.advice(kw.gemm, gpu)
+        out += [f"{kp.name}: {note}" for note in kw.notes]
         if kp.bound == "launch":
             out.append(
                 f"{kp.name}: the fixed per-kernel cost dominates; fuse small kernels or replay "

@@ -81,6 +81,42 @@ def test_conv2d_as_implicit_gemm():
         Conv2d(batch=1, in_channels=3, out_channels=8, height=2, width=2, kernel=7)
 
 
+def test_conv_with_unaligned_channels_runs_on_cuda_cores():
+    """An RGB stem (3 channels x 2 bytes = 6 bytes, not a multiple of 16) has no tensor-core
+    path: it is timed on the FP32 vector roof, 67 TFLOP/s on an H100 SXM, whatever its dtype;
+    64 channels x 2 bytes = 128 bytes is aligned and stays on the bf16 tensor roof."""
+    h100 = gm.get_gpu("h100")
+    stem = Conv2d(batch=8, in_channels=3, out_channels=64, height=224, width=224, kernel=7,
+                  stride=2, padding=3, dtype="bf16")  # fmt: skip
+    assert stem.family == "conv2d:unaligned-channels"
+    assert stem.model_copy(update={"dtype": "tf32"}).family == "conv2d:unaligned-channels"
+    p = gm.predict(stem, h100, "none")
+    assert (p.unit, p.dtype) == ("vector", "fp32")
+    assert p.peak_flops == pytest.approx(66.9e12, rel=0.01)
+    assert "CUDA-core" in p.explain()
+    body = stem.model_copy(update={"in_channels": 64})
+    assert body.family == "conv2d:bf16:kxk"
+    assert gm.predict(body, h100, "none").unit == "tensor"
+
+
+def test_conv_output_channel_tile_quantization():
+    """cuDNN's 128-wide output-channel tiles: 64 channels use half of each tile (0.5x), 256
+    use all of two (1.0x), 192 use 192 of 256 (0.75x)."""
+    h100 = gm.get_gpu("h100")
+
+    def tiled(cout: int) -> float:
+        conv = Conv2d(batch=32, in_channels=64, out_channels=cout, height=56, width=56,
+                      kernel=3, padding=1)  # fmt: skip
+        (term,) = [t for t in gm.predict(conv, h100, "none").kernels[0].terms
+                   if t.name == "tile quantization (N)"]  # fmt: skip
+        return term.value
+
+    assert [tiled(c) for c in (64, 256, 192)] == [0.5, 1.0, 0.75]
+    # cuBLAS GEMMs pick their tiles per shape: no fixed-tile term
+    g = gm.predict(Gemm(m=4096, n=64, k=4096), h100, "none")
+    assert not [t for t in g.kernels[0].terms if t.name.startswith("tile quantization")]
+
+
 def test_host_transfer_pcie_gen5_line_rate():
     p = gm.predict(HostTransfer(bytes=1e9, direction="h2d"), "h100", "none")
     # Gen5 x16: 32 GT/s * 16 lanes * 128/130 / 8 = 63.0 GB/s per direction
@@ -163,3 +199,28 @@ def test_strided_1x1_conv_reads_a_quarter_of_its_input():
     k = conv.kernels(gm.get_gpu("h100"))[0]
     assert k.bytes == 2 * (8 * 256 * 56 * 56 / 4 + 512 * 256 + 8 * 512 * 28 * 28)
     assert k.bytes_written == 2 * 8 * 512 * 28 * 28
+
+
+def test_l2_resident_kernel_waits_on_l2_not_dram():
+    """A small kernel whose inputs sit in L2 (l2="warm") pays neither the first DRAM round trip
+    nor DRAM latency: its Little's-law limit uses the L2 hit latency. 512 threads x 16 B,
+    all in flight at once, take one latency: 285 cycles / 1.98 GHz = 143.9 ns from L2,
+    vs the 912 ns loaded DRAM latency when cold."""
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.predict import predict_with_params
+
+    h100 = gm.get_gpu("h100")
+    params = CalibrationParams(
+        l2_bandwidth_bytes_per_s=5e12, dram_first_load_s=0.5e-6, l2_latency_cycles=285.0,
+        loaded_dram_latency_s=912e-9, kernel_overhead_s=4e-6,
+    )  # fmt: skip
+    k = Kernel(flops=0, bytes=8192, bytes_written=8192 / 2, threads=512, threads_per_block=256)
+
+    def terms(l2: str) -> dict[str, float]:
+        pred = predict_with_params(k, h100, params, l2=l2)
+        return {t.name: t.value for t in pred.kernels[0].terms}
+
+    warm, cold = terms("warm"), terms("cold")
+    assert "first DRAM load" not in warm and cold["first DRAM load"] == 0.5e-6
+    assert warm["memory time"] == pytest.approx(285 / 1.98e9)
+    assert cold["memory time"] == pytest.approx(912e-9)

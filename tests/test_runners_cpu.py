@@ -428,3 +428,17 @@ def test_measurement_script_summary_and_atomic_write(tmp_path):
     mod.write_json_atomic(out, {"records": recs})
     assert json.loads(out.read_text())["records"] == recs
     assert [p.name for p in out.parent.iterdir()] == ["raw.json"]
+
+
+def test_noisy_batch_is_retaken_and_steadiest_kept():
+    """A bimodal batch (interference) is retaken; the first steady batch ends the retakes;
+    after the allowed retakes the steadiest batch seen is kept."""
+    from gpumodel.validate.timing import steadiest
+
+    batches = iter([(221e-6, 0.85), (103e-6, 0.04), (99e-6, 0.01)])
+    assert steadiest(lambda: next(batches)) == (103e-6, 0.04)
+    batches = iter([(5e-6, 0.5), (6e-6, 0.4), (7e-6, 0.45), (1e-6, 0.0)])
+    assert steadiest(lambda: next(batches)) == (6e-6, 0.4)  # 1 + 2 retakes, never the 4th
+    calls = []
+    assert steadiest(lambda: calls.append(1) or (1e-6, 0.1)) == (1e-6, 0.1)
+    assert len(calls) == 1  # a steady first batch is not retaken

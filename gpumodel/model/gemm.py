@@ -1,6 +1,7 @@
 """GEMM efficiency: calibrated efficiency, wave quantization and tensor-core alignment.
 
-factor = efficiency(dtype) x wave_efficiency x (misaligned_efficiency if a dim is misaligned)
+factor = efficiency(dtype) x tile quantization in N (where the tile is fixed)
+         x (misaligned_efficiency if a dim is misaligned); wave quantization is shown, not applied
 
 Wave quantization (NVIDIA "Matrix Multiplication Background" guide): the output is split into
 tiles; tiles run in waves of ``SMs x tiles_per_SM``; a partial last wave leaves SMs idle.
@@ -38,6 +39,12 @@ def pad_to(value: int, multiple: int = 64) -> int:
     return -(-value // multiple) * multiple
 
 
+def tile_quantization(n: int, tile_n: int) -> float:
+    """Useful share of the columns computed when N is cut into ``tile_n``-wide tiles (NVIDIA,
+    "Matrix Multiplication Background User's Guide", tile quantization)."""
+    return n / pad_to(n, tile_n)
+
+
 def efficiency(
     shape: GemmShape, gpu: GPUSpec, params: CalibrationParams
 ) -> tuple[float, list[Term]]:
@@ -60,6 +67,12 @@ def efficiency(
                  f"{gpu.sm_count} SMs; cuBLAS on Hopper uses persistent/stream-K kernels that hide "
                  "most of it: applying it made H100 predictions worse (median 3.3% -> 5.5%)",
         ))  # fmt: skip
+    if shape.tile_n:
+        tiled = tile_quantization(shape.n, shape.tile_n)
+        factor *= tiled
+        terms.append(Term(name="tile quantization (N)", value=tiled, unit="x",
+                          note=f"N = {shape.n} output channels in {shape.tile_n}-wide tiles: "
+                               f"{pad_to(shape.n, shape.tile_n)} columns computed"))  # fmt: skip
     bad = misaligned(shape)
     if bad and fitted is not None and fitted.misaligned_efficiency != 1.0:
         factor *= fitted.misaligned_efficiency

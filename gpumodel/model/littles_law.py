@@ -282,6 +282,18 @@ def dram_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str]:
     return cycles / gpu.boost_clock_hz, f"{source} DRAM latency {cycles:.0f} cycles"
 
 
+def l2_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str] | None:
+    """L2 hit latency in seconds (pointer chase over a set that fits in L2) and its source:
+    calibrated, else the spec's; None when neither has it."""
+    cycles = _calibrated(params, "l2_latency_cycles")
+    source = "calibrated"
+    if cycles is None and gpu.latency.l2_cycles is not None:
+        cycles, source = float(gpu.latency.l2_cycles), "spec"
+    if cycles is None:
+        return None
+    return cycles / gpu.boost_clock_hz, f"{source} L2 latency {cycles:.0f} cycles"
+
+
 class Waves(BaseModel):
     """How a grid of blocks fills the GPU in waves of ``SMs x blocks_per_sm`` blocks."""
 

@@ -38,6 +38,9 @@ class GemmShape:
     k: int
     batch: int
     dtype: str
+    # output-column tile of the library's kernels where it is fixed (cuDNN's implicit GEMM);
+    # None where the library picks per shape (cuBLAS)
+    tile_n: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class KernelWork:
     tile_groups: int = 1
     tile_blocks_per_sm: int = 1  # thread blocks of this kernel resident per SM
     pinned: bool = True
-    # extra attributes the op wants shown (e.g. "naive attention writes the score matrix")
+    # what the op wants the user told about this kernel (shown with the advice)
     notes: tuple[str, ...] = field(default=())
 
     @property

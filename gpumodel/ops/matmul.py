@@ -6,8 +6,22 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
-from gpumodel.ops.base import Dtype, FlopPart, GemmShape, KernelWork, Op, element_bytes, matmul_unit
+from gpumodel.ops.base import (
+    Dtype,
+    FlopPart,
+    GemmShape,
+    KernelWork,
+    Op,
+    element_bytes,
+    matmul_unit,
+    vector_unit,
+)
 from gpumodel.specs import GPUSpec
+
+# cuDNN's implicit-GEMM convolution kernels on Hopper compute output channels in 128-wide tiles:
+# on an H100 the 64-channel ResNet layers ran at half the rate of the wider ones in both bf16
+# (376 vs 517-653 TFLOP/s) and tf32 (189 vs 269-383 TFLOP/s), batch 128 (validation/results)
+CONV_TILE_N = 128
 
 
 def output_bytes_per_element(dtype: str) -> float:
@@ -77,9 +91,22 @@ class Conv2d(Op):
         return self
 
     @property
+    def channels_aligned(self) -> bool:
+        """Tensor cores take the reduction dimension in 16-byte pieces; channels-last puts the
+        input channels innermost, so their row must be a multiple of 16 bytes (NVIDIA,
+        "Convolutional Layers User's Guide": channels a multiple of 8 for fp16)."""
+        return (self.in_channels * element_bytes(self.dtype)) % 16 == 0
+
+    @property
     def family(self) -> str:
         """cuDNN runs different kernel classes per precision and filter size (a 1x1 filter is a
-        plain GEMM; larger filters use implicit-GEMM or Winograd kernels): calibrated apart."""
+        plain GEMM; larger filters use implicit-GEMM or Winograd kernels): calibrated apart.
+
+        Unaligned channels (an RGB stem, C = 3) are one class for every precision: on an H100
+        cuDNN ran ResNet's stem at 27-38 TFLOP/s in both bf16 and tf32, about half the FP32
+        CUDA-core peak and 3-8% of the tensor-core one (validation/results/h100-sxm)."""
+        if not self.channels_aligned:
+            return "conv2d:unaligned-channels"
         return f"conv2d:{self.dtype}:{'1x1' if self.kernel == 1 else 'kxk'}"
 
     @property
@@ -100,7 +127,8 @@ class Conv2d(Op):
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         g = self.as_gemm()
-        unit, dt = matmul_unit(gpu, self.dtype)
+        aligned = self.channels_aligned
+        unit, dt = matmul_unit(gpu, self.dtype) if aligned else vector_unit(gpu, "fp32")
         size = element_bytes(self.dtype)
         # a kernel smaller than its stride never touches the pixels between windows
         # (a 1x1 stride-2 convolution reads a quarter of its input)
@@ -112,7 +140,9 @@ class Conv2d(Op):
         )
         return [
             KernelWork(
-                name="conv2d (implicit gemm)",
+                name="conv2d (implicit gemm)"
+                if aligned
+                else "conv2d (CUDA cores: unaligned channels)",
                 flops=(FlopPart(unit, dt, 2.0 * g.m * g.n * g.k),),
                 bytes=nbytes,
                 bytes_written=size
@@ -121,6 +151,17 @@ class Conv2d(Op):
                 * self.out_height
                 * self.out_width,
                 working_set_bytes=nbytes,
-                gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype),
+                # a tensor-core implicit GEMM, or CUDA-core code when the channels are unaligned
+                gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype, tile_n=CONV_TILE_N)
+                if aligned
+                else None,
+                notes=()
+                if aligned
+                else (
+                    f"{self.in_channels} input channels are not a multiple of 16 bytes: cuDNN "
+                    "runs CUDA-core kernels, not tensor cores (on an H100, at the same rate in "
+                    "bf16 and tf32); zero-padding the channels to a multiple of 16 bytes "
+                    "allows a tensor-core kernel (measure it: padding adds FLOPs)",
+                ),
             )
         ]

@@ -14,7 +14,9 @@ How one measurement is taken (``time_cuda`` for CuPy work, ``time_torch`` for Py
    device time only, not Python or launch overhead (the trick nvbench calls a blocking kernel).
    A busy-wait per repeat is not enough: with one Python launch costing ~7 us, the host barely
    keeps ahead and some intervals catch it (seen on an H100 as a bimodal spread for 5 us work).
-4. Result: median of the intervals, spread = (p90 - p10) / median, and the repeat count.
+4. Result: median of the intervals, spread = (p90 - p10) / median, and the repeat count. A
+   batch with spread above ``NOISY_SPREAD`` is retaken (up to ``RETAKES`` times) and the
+   steadiest kept: interference on a shared host shows as a bimodal batch.
 
 Heavy imports (cupy, torch) happen inside the functions that need them.
 """
@@ -199,8 +201,28 @@ def _measure(
 
     probe = batch(1)[0]
     n = choose_repeats(probe, target_s=target_s, min_repeats=min_repeats, max_repeats=max_repeats)
-    med, spread = summarize(batch(n))
+    med, spread = steadiest(lambda: summarize(batch(n)))
     return med, spread, n
+
+
+# A batch whose repeats spread wider than this (p90 - p10 over the median) caught interference
+# (a shared host, a clock change): seen on an H100 as a bimodal 103/221 us RMS norm, spread
+# 0.85, where the other runs measured 103 us with spread < 0.05. Such a batch is retaken.
+NOISY_SPREAD = 0.3
+RETAKES = 2
+
+
+def steadiest(
+    take: Callable[[], tuple[float, float]], noisy: float = NOISY_SPREAD, retakes: int = RETAKES
+) -> tuple[float, float]:
+    """(median, spread) of the steadiest of up to ``1 + retakes`` batches: a batch with spread
+    above ``noisy`` is retaken (nvbench's rule: measure until the noise is low enough)."""
+    best = take()
+    for _ in range(retakes):
+        if best[1] <= noisy:
+            break
+        best = min(best, take(), key=lambda ms: ms[1])
+    return best
 
 
 def time_cuda(
