@@ -442,3 +442,28 @@ def test_noisy_batch_is_retaken_and_steadiest_kept():
     calls = []
     assert steadiest(lambda: calls.append(1) or (1e-6, 0.1)) == (1e-6, 0.1)
     assert len(calls) == 1  # a steady first batch is not retaken
+
+
+def test_copy_check_compares_steady_state_copies():
+    """Harness copy vs cudaMemcpy over cold copies of >= 8 x L2 (50 MB L2 -> 400 MB):
+    harness 1 GB moved in 0.5 ms = 2000 GB/s and 2 GB in 0.8 ms = 2500 GB/s (median 2250);
+    cudaMemcpy 0.5 GB copied = 1 GB moved in 0.4 ms = 2500 GB/s: ratio 0.9, below 0.95.
+    Hot, small and non-copy records are ignored."""
+    from gpumodel.validate.report import copy_check, copy_check_line
+
+    def bw(nbytes, t, pattern="copy", cache="cold"):
+        return {"family": "bandwidth", "op": {"bytes": nbytes}, "time_s": t,
+                "meta": {"pattern": pattern, "cache": cache}}  # fmt: skip
+
+    records = [
+        bw(1e9, 0.5e-3), bw(2e9, 0.8e-3), bw(1e8, 1e-6), bw(1e9, 0.1e-3, cache="hot"),
+        bw(1e9, 0.1e-3, pattern="read"),
+        {"family": "copy", "op": {"bytes": 0.5e9}, "time_s": 0.4e-3,
+         "meta": {"moved_bytes": 1e9, "cache": "cold"}},
+    ]  # fmt: skip
+    c = copy_check(records, 50e6)
+    assert c["harness_median"] == pytest.approx(2250e9)
+    assert c["memcpy_best"] == pytest.approx(2500e9)
+    assert c["ratio"] == pytest.approx(0.9)
+    assert "MISSED" in copy_check_line(c)
+    assert copy_check(records[:2], 50e6) is None  # no cudaMemcpy measured

@@ -55,7 +55,9 @@ DEFAULT_STEP_LATENCY_S: dict[str, float] = {
 # Fraction of a link's per-direction datasheet bandwidth that NCCL's bus bandwidth reaches
 # before calibration. NCCL's own model caps A100 NVLink at busBw 235 GB/s of 300 GB/s per
 # direction (tuning.cc: ``if (compCap80) busBw = std::min(busBw, 235.0f)``) = 0.78; nccl-tests
-# on H100 NVSwitch without NVLS report ~360-380 GB/s of 450 = 0.8-0.85; InfiniBand NDR reaches
+# on H100 NVSwitch without NVLS report ~360-380 GB/s of 450 = 0.8-0.85 (NCCL 2.28's model: 18
+# links x SM90_NVLINK_BW 20.6 GB/s = 371, ring channels found at 360 GB/s = 0.80, the same for
+# all-reduce, all-gather and reduce-scatter: no per-collective factor); InfiniBand NDR reaches
 # ~45-48 of 50 GB/s per NIC. These are model defaults, replaced by `link_efficiency` once
 # `gpumodel validate --collectives` has measured the machine.
 DEFAULT_LINK_EFFICIENCY: dict[str, float] = {
