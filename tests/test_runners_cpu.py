@@ -170,10 +170,11 @@ def test_bandwidth_op_rejects_unknown_pattern():
         cupy_runner.bandwidth_op("scale", 10, 256)
 
 
-def test_bandwidth_grid_fills_the_chip_but_not_more():
+def test_bandwidth_grid_covers_the_array_except_for_read():
     assert cupy_runner.bandwidth_grid(4, 132) == 1
     assert cupy_runner.bandwidth_grid(4 * 256 * 10, 132) == 10
-    assert cupy_runner.bandwidth_grid(1 << 30, 132) == 132 * 8
+    assert cupy_runner.bandwidth_grid(1 << 30, 132, "read") == 132 * 8  # bounded partials
+    assert cupy_runner.bandwidth_grid(1 << 30, 132, "copy") == (1 << 28) // 256  # 1 per float4
 
 
 def test_other_cupy_ops_have_exact_keys():

@@ -162,11 +162,15 @@ def host_transfer_op(nbytes: int, direction: str, pinned: bool) -> dict[str, Any
     }
 
 
-def bandwidth_grid(n: int, sm_count: int) -> int:
-    """Blocks for a grid-stride float4 kernel: enough to fill every SM (8 x 256 threads each,
-    the kernels' __launch_bounds__), fewer when there is less work than that."""
+def bandwidth_grid(n: int, sm_count: int, pattern: str = "copy") -> int:
+    """Blocks for the grid-stride float4 kernels. Write, copy and triad get one thread per float4
+    (the block scheduler then walks memory in order, as CuPy's elementwise kernels do): on an H100
+    that copy ran at 1.00x cudaMemcpy d2d vs 0.94x for a grid of 8 blocks per SM
+    (validation/results/h100-sxm/copy-kernel-variants.txt). Read keeps 8 x 256 threads per SM,
+    the bound of its per-block partial sums."""
     vec = max(1, n // 4)
-    return max(1, min(math.ceil(vec / BLOCK), sm_count * 8))
+    blocks = math.ceil(vec / BLOCK)
+    return max(1, min(blocks, sm_count * 8) if pattern == "read" else blocks)
 
 
 # --------------------------------------------------------------------------- point plans
@@ -550,7 +554,7 @@ def _bandwidth_point(ctx: _Context, pattern: str, n: int, n_max: int) -> list[di
 
     bufs = ctx.slot("bandwidth", pattern, make)
     arrs = [x[:n] for x in bufs["arrays"]]
-    grid = (bandwidth_grid(n, ctx.sm_count),)
+    grid = (bandwidth_grid(n, ctx.sm_count, pattern),)
     n4 = np.int64(n // 4)
     kern = ctx.kernel("bandwidth.cu", f"bw_{pattern}")
     rng = np.random.default_rng()

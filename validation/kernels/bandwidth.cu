@@ -1,7 +1,8 @@
 // Streaming-bandwidth kernels for gpumodel's validation runner (gpumodel/validate/cupy_runner.py).
 //
-// All four move 16-byte vectors (float4) through a grid-stride loop; the runner launches enough
-// 256-thread blocks to fill every SM. n4 counts float4 elements.
+// All four move 16-byte vectors (float4) through a grid-stride loop. The runner launches one
+// thread per float4 for write, copy and triad (each thread runs one iteration) and 8 blocks of
+// 256 threads per SM for read (its per-block partials). n4 counts float4 elements.
 //   bw_read  : sum of all elements (1 add per float): per-block partials, then the last block to
 //              finish adds the partials (threadfence-reduction pattern, one launch in all)
 //   bw_write : a[i] = v
