@@ -152,6 +152,12 @@ def _work(p: Point) -> float:
     return 0.0
 
 
+def kernel_family(op: Op, gpu: GPUSpec) -> str:
+    """The calibrated family of the kernel that runs ``op`` on ``gpu`` (an op can run another
+    family's kernel on some shapes: decode attention that fills the GPU runs the prefill one)."""
+    return op.kernels(gpu)[0].family or op.family
+
+
 def predict_points(points: list[Point], gpu: GPUSpec, params: CalibrationParams) -> np.ndarray:
     return np.array([predict_with_params(p.op, gpu, params, l2=p.l2).time_s for p in points])  # type: ignore[arg-type]
 
@@ -283,7 +289,7 @@ def fit(
                      "numpy_stream"):  # fmt: skip
         groups: dict[str, list[Point]] = {}
         for p in fam.get(measured, []):
-            groups.setdefault(p.op.family, []).append(p)
+            groups.setdefault(kernel_family(p.op, gpu), []).append(p)
         for family, pts in sorted(groups.items()):
             compute = family.startswith(("attention", "conv2d")) and family != "attention_decode"
             params = _fit_family_params(pts, gpu, params, family, compute)

@@ -70,7 +70,7 @@ def predict_with_params(
 ) -> Prediction:
     """``predict`` with explicit model parameters (what the calibration fit iterates on)."""
     work = op.kernels(gpu)
-    kernels = [kernel_time(k, gpu, params, op.family, l2) for k in work]
+    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
     return assemble(op.label(), gpu, label, kernels, work)
 
 

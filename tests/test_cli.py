@@ -171,3 +171,24 @@ def test_validate_without_gpu_says_so(capsys, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_cupy)
     code, _, err = run(capsys, "validate", "--quick")
     assert code == 2 and err.count("\n") == 1 and "gpumodel[gpu]" in err
+
+
+def test_shipped_h100_calibration_refits_from_its_measurements(capsys, tmp_path):
+    """The shipped H100 profile is what this version of the model fits to the shipped raw
+    measurements (a model change that is not re-fitted fails here), and the report says the
+    fit came from saved measurements."""
+    import gpumodel as gm
+    from gpumodel._paths import validation_dir
+
+    shipped = validation_dir() / "results" / "h100-sxm"
+    out = tmp_path / "cal.yaml"
+    code, stdout, _ = run(capsys, "validate", "--from-measurements",
+                          str(shipped / "raw-measurements-2026-11-22.json"), "--gpu", "h100-sxm",
+                          "--out", str(out), "--report", str(tmp_path), "--json")  # fmt: skip
+    assert code == 0 and json.loads(stdout)["failures"] == []
+    refit, ships = gm.load_calibration(out), gm.load_calibration(shipped / "calibration.yaml")
+    assert refit.errors.keys() == ships.errors.keys()
+    for name, e in ships.errors.items():
+        assert refit.errors[name].median_abs_pct == pytest.approx(e.median_abs_pct, rel=1e-6)
+    assert "fitted_from_measurements: raw-measurements-2026-11-22.json" in (
+        tmp_path / "report.md").read_text()  # fmt: skip

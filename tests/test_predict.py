@@ -224,3 +224,44 @@ def test_l2_resident_kernel_waits_on_l2_not_dram():
     assert "first DRAM load" not in warm and cold["first DRAM load"] == 0.5e-6
     assert warm["memory time"] == pytest.approx(285 / 1.98e9)
     assert cold["memory time"] == pytest.approx(912e-9)
+
+
+def test_decode_attention_split_kv_choice_follows_flash_attention_2():
+    """FlashAttention-2 (num_splits_heuristic) runs one KV split once batch x heads x query
+    blocks >= 0.8 x SMs (105.6 on a 132-SM H100). GQA decode packs heads/kv_heads queries into
+    one block: Llama-3-8B (32 heads, 8 KV heads) at batch 8 has 64 blocks -> split-KV, at batch
+    32 has 256 -> one split; MHA at batch 8 has 256 -> one split."""
+    h100 = gm.get_gpu("h100")
+
+    def decode(batch: int, kv_heads: int) -> Attention:
+        return Attention(batch=batch, heads=32, kv_heads=kv_heads, seq=1, kv_seq=32768)
+
+    assert decode(8, 8).decode_splits_kv(h100)
+    assert not decode(32, 8).decode_splits_kv(h100)
+    assert not decode(8, 32).decode_splits_kv(h100)
+    assert decode(3, 32).decode_splits_kv(h100)  # 96 blocks < 105.6
+    assert not decode(4, 32).decode_splits_kv(h100)  # 128 blocks
+    (kw,) = decode(32, 8).kernels(h100)
+    assert kw.family == "attention_decode:one-split"
+    assert decode(8, 8).kernels(h100)[0].family is None  # the op's own: attention_decode
+
+
+def test_one_split_decode_computes_padded_query_tiles():
+    """The regular flash kernel's 128-row query tile holds the 4 queries of a K/V head (GQA 4):
+    4/128 of its math is useful; with MHA 1/128. Batch 8 x 32 heads (MHA) and batch 32 x 8 KV
+    heads (GQA 4) both compute 256 blocks x 128 rows x 32768 keys x 128 x 4 = 550 GFLOP of
+    tiles: measured 1545 and 1554 us on an H100, 1543 and 1550 us on an H200."""
+    h100 = gm.get_gpu("h100")
+    mha = Attention(batch=8, heads=32, seq=1, kv_seq=32768)
+    gqa = Attention(batch=32, heads=32, kv_heads=8, seq=1, kv_seq=32768)
+
+    def tile_m(op: Attention) -> float:
+        p = gm.predict(op, h100, "none")
+        (t,) = [t for t in p.kernels[0].terms if t.name == "tile quantization (M)"]
+        return t.value
+
+    assert tile_m(mha) == pytest.approx(1 / 128)
+    assert tile_m(gqa) == pytest.approx(4 / 128)
+    padded = {op: op.kernels(h100)[0].flops[0].flops / tile_m(op) for op in (mha, gqa)}
+    assert padded[mha] == pytest.approx(256 * 128 * 32768 * 128 * 4)
+    assert padded[gqa] == pytest.approx(padded[mha])

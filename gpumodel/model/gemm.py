@@ -39,10 +39,11 @@ def pad_to(value: int, multiple: int = 64) -> int:
     return -(-value // multiple) * multiple
 
 
-def tile_quantization(n: int, tile_n: int) -> float:
-    """Useful share of the columns computed when N is cut into ``tile_n``-wide tiles (NVIDIA,
-    "Matrix Multiplication Background User's Guide", tile quantization)."""
-    return n / pad_to(n, tile_n)
+def tile_quantization(n: int, tile: int) -> float:
+    """Useful share of the rows or columns computed when a dimension of ``n`` is cut into
+    ``tile``-sized tiles (NVIDIA, "Matrix Multiplication Background User's Guide", tile
+    quantization)."""
+    return n / pad_to(n, tile)
 
 
 def efficiency(
@@ -67,6 +68,12 @@ def efficiency(
                  f"{gpu.sm_count} SMs; cuBLAS on Hopper uses persistent/stream-K kernels that hide "
                  "most of it: applying it made H100 predictions worse (median 3.3% -> 5.5%)",
         ))  # fmt: skip
+    if shape.tile_m:
+        tiled = tile_quantization(shape.m, shape.tile_m)
+        factor *= tiled
+        terms.append(Term(name="tile quantization (M)", value=tiled, unit="x",
+                          note=f"M = {shape.m} rows in {shape.tile_m}-row tiles: "
+                               f"{pad_to(shape.m, shape.tile_m)} rows computed"))  # fmt: skip
     if shape.tile_n:
         tiled = tile_quantization(shape.n, shape.tile_n)
         factor *= tiled

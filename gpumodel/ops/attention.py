@@ -24,6 +24,12 @@ FLASH_BLOCK_M = 128  # queries per thread block in FlashAttention-2's forward ke
 # memory each on sm80/sm90). 2 reproduces the causal / non-causal time ratios measured on an
 # H100 (0.51-1.0 across 8 shapes, validation/results/h100-sxm); 1 and 3 do not.
 FLASH_BLOCKS_PER_SM = 2
+# FlashAttention-2's split-KV choice for decode (flash_api.cpp ``num_splits_heuristic``, vendored
+# by PyTorch): with batch x heads x query blocks of 64 >= 0.8 x SMs it runs ONE split, i.e. the
+# regular forward kernel, whose 128-row query tile then holds one query per head (or the few
+# queries that share a K/V head: seqlen_q and heads are swapped for GQA decode).
+SPLIT_KV_FILL = 0.8
+SPLIT_KV_BLOCK_M = 64
 
 
 class Attention(Op):
@@ -88,6 +94,18 @@ class Attention(Op):
         return tuple(min(self.n_kv_seq, offset + (i + 1) * FLASH_BLOCK_M) / self.n_kv_seq
                      for i in range(n))  # fmt: skip
 
+    def decode_rows(self) -> tuple[int, int]:
+        """(query rows per block, blocks) of decode with FlashAttention-2: GQA decode packs the
+        ``heads / kv_heads`` queries of one K/V head into one block's rows."""
+        groups = self.heads // self.n_kv_heads
+        return groups, self.batch * self.n_kv_heads
+
+    def decode_splits_kv(self, gpu: GPUSpec) -> bool:
+        """Whether decode runs FlashAttention-2's split-KV kernel on ``gpu`` (few blocks) or the
+        regular one (enough blocks to fill 80% of the SMs)."""
+        rows, blocks = self.decode_rows()
+        return blocks * -(-rows // SPLIT_KV_BLOCK_M) < SPLIT_KV_FILL * gpu.sm_count
+
     @property
     def scores(self) -> float:
         """Number of attention scores actually computed."""
@@ -104,6 +122,27 @@ class Attention(Op):
         softmax_flops = SOFTMAX_FLOPS_PER_SCORE * self.scores
         if self.impl == "flash":
             nbytes = 2 * q_bytes + kv_bytes  # Q in, O out, K and V in
+            if s == 1 and not self.decode_splits_kv(gpu):
+                # decode that fills the GPU runs the regular forward kernel: its 128-row query
+                # tiles compute mostly padding, so it is bound by tensor cores, not by HBM (on
+                # an H100 and an H200 alike: 1.55 ms for 8 x 32 heads x 32K keys on both)
+                rows, blocks = self.decode_rows()
+                return [
+                    KernelWork(
+                        name="flash attention (decode, one KV split)",
+                        flops=(FlopPart(unit, dt, mm_flops), FlopPart(vunit, vdt, softmax_flops)),
+                        bytes=nbytes,
+                        bytes_written=q_bytes,
+                        working_set_bytes=nbytes,
+                        gemm=GemmShape(
+                            rows, self.n_kv_seq, d, blocks, self.dtype, tile_m=FLASH_BLOCK_M
+                        ),
+                        tile_work=(1.0,),
+                        tile_groups=blocks,
+                        tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
+                        family="attention_decode:one-split",
+                    )
+                ]
             return [
                 KernelWork(
                     name="flash attention",

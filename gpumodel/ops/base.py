@@ -38,9 +38,10 @@ class GemmShape:
     k: int
     batch: int
     dtype: str
-    # output-column tile of the library's kernels where it is fixed (cuDNN's implicit GEMM);
-    # None where the library picks per shape (cuBLAS)
+    # output tile of the library's kernels where it is fixed (cuDNN's implicit GEMM: N; flash
+    # attention's query block: M); None where the library picks per shape (cuBLAS)
     tile_n: int | None = None
+    tile_m: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class KernelWork:
     pinned: bool = True
     # what the op wants the user told about this kernel (shown with the advice)
     notes: tuple[str, ...] = field(default=())
+    # the calibrated kernel family that runs this kernel when it is not the op's own
+    family: str | None = None
 
     @property
     def total_flops(self) -> float:

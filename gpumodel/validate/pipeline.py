@@ -114,7 +114,9 @@ def load_or_measure(
     """(device info, records, unavailable) from a raw measurements file or a fresh run."""
     if from_measurements:
         data = _read_measurements(from_measurements)
-        return data["device"], data["records"], data.get("unavailable", [])
+        # the report then says the fit was made from saved measurements, not a fresh run
+        device = {**data["device"], "fitted_from_measurements": Path(from_measurements).name}
+        return device, data["records"], data.get("unavailable", [])
     return measure(backend, quick, families, progress)
 
 
