@@ -153,8 +153,8 @@ def _work(p: Point) -> float:
 
 
 def kernel_family(op: Op, gpu: GPUSpec) -> str:
-    """The calibrated family of the kernel that runs ``op`` on ``gpu`` (an op can run another
-    family's kernel on some shapes: decode attention that fills the GPU runs the prefill one)."""
+    """The calibrated family of the kernel that runs ``op`` on ``gpu``: an op can run another
+    kernel on some shapes (decode attention that fills the GPU: no split-KV)."""
     return op.kernels(gpu)[0].family or op.family
 
 

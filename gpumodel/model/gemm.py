@@ -1,6 +1,6 @@
 """GEMM efficiency: calibrated efficiency, wave quantization and tensor-core alignment.
 
-factor = efficiency(dtype) x tile quantization in N (where the tile is fixed)
+factor = efficiency(dtype) x tile quantization in M and N (where the library fixes the tile)
          x (misaligned_efficiency if a dim is misaligned); wave quantization is shown, not applied
 
 Wave quantization (NVIDIA "Matrix Multiplication Background" guide): the output is split into
@@ -68,18 +68,13 @@ def efficiency(
                  f"{gpu.sm_count} SMs; cuBLAS on Hopper uses persistent/stream-K kernels that hide "
                  "most of it: applying it made H100 predictions worse (median 3.3% -> 5.5%)",
         ))  # fmt: skip
-    if shape.tile_m:
-        tiled = tile_quantization(shape.m, shape.tile_m)
-        factor *= tiled
-        terms.append(Term(name="tile quantization (M)", value=tiled, unit="x",
-                          note=f"M = {shape.m} rows in {shape.tile_m}-row tiles: "
-                               f"{pad_to(shape.m, shape.tile_m)} rows computed"))  # fmt: skip
-    if shape.tile_n:
-        tiled = tile_quantization(shape.n, shape.tile_n)
-        factor *= tiled
-        terms.append(Term(name="tile quantization (N)", value=tiled, unit="x",
-                          note=f"N = {shape.n} output channels in {shape.tile_n}-wide tiles: "
-                               f"{pad_to(shape.n, shape.tile_n)} columns computed"))  # fmt: skip
+    for dim, size, tile in (("M", shape.m, shape.tile_m), ("N", shape.n, shape.tile_n)):
+        if tile:
+            tiled = tile_quantization(size, tile)
+            factor *= tiled
+            terms.append(Term(name=f"tile quantization ({dim})", value=tiled, unit="x",
+                              note=f"{dim} = {size} in tiles of {tile}: {pad_to(size, tile)} "
+                                   "computed"))  # fmt: skip
     bad = misaligned(shape)
     if bad and fitted is not None and fitted.misaligned_efficiency != 1.0:
         factor *= fitted.misaligned_efficiency
