@@ -102,7 +102,8 @@ class Attention(Op):
 
     def decode_splits_kv(self, gpu: GPUSpec) -> bool:
         """Whether decode runs FlashAttention-2's split-KV kernel on ``gpu`` (few blocks) or the
-        regular one (enough blocks to fill 80% of the SMs)."""
+        regular one (enough blocks to fill 80% of the SMs). FlashAttention-2 as PyTorch's SDPA
+        flash backend runs it; FlashAttention-3 and FlashInfer choose their splits otherwise."""
         rows, blocks = self.decode_rows()
         return blocks * -(-rows // SPLIT_KV_BLOCK_M) < SPLIT_KV_FILL * gpu.sm_count
 
