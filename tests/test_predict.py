@@ -95,8 +95,21 @@ def test_conv_with_unaligned_channels_runs_on_cuda_cores():
     assert p.peak_flops == pytest.approx(66.9e12, rel=0.01)
     assert "CUDA-core" in p.explain()
     body = stem.model_copy(update={"in_channels": 64})
-    assert body.family == "conv2d:bf16:kxk"
+    assert body.family == "conv2d:bf16:implicit"
     assert gm.predict(body, h100, "none").unit == "tensor"
+
+
+def test_conv_kernel_classes():
+    """1x1 at stride 1 reads every pixel in order: a plain GEMM. A window (3x3) or a stride
+    (ResNet's 1x1 stride-2 downsampling) needs an implicit GEMM that gathers its rows."""
+
+    def family(kernel: int, stride: int, dtype: str = "bf16") -> str:
+        return Conv2d(batch=8, in_channels=256, out_channels=512, height=56, width=56,
+                      kernel=kernel, stride=stride, dtype=dtype).family  # fmt: skip
+
+    assert family(1, 1) == "conv2d:bf16:gemm"
+    assert family(1, 2) == "conv2d:bf16:implicit"
+    assert family(3, 1, "tf32") == "conv2d:tf32:implicit"
 
 
 def test_conv_output_channel_tile_quantization():
