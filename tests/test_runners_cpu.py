@@ -468,3 +468,26 @@ def test_copy_check_compares_steady_state_copies():
     assert c["ratio"] == pytest.approx(0.9)
     assert "MISSED" in copy_check_line(c)
     assert copy_check(records[:2], 50e6) is None  # no cudaMemcpy measured
+
+
+def test_task_loop_records_failures_and_resets_between_families():
+    """A task that raises becomes an 'unavailable' row with its reason (and the device is
+    resynchronised); the family hook sees the previous family at each change."""
+    from gpumodel.validate.tasks import Task, run_tasks
+
+    def boom() -> list:
+        raise RuntimeError("no fp8 here\nsecond line")
+
+    events: list = []
+    tasks = [Task("a", "a1", lambda: [{"x": 1}]), Task("a", "a2", boom),
+             Task("b", "b1", lambda: [{"x": 2}])]  # fmt: skip
+    unavailable: list = []
+    records = run_tasks(tasks, unavailable, lambda *a: events.append(("progress", a)),
+                        lambda prev: events.append(("family", prev)),
+                        lambda: events.append(("resync",)))  # fmt: skip
+    assert records == [{"x": 1}, {"x": 2}]
+    assert unavailable == [{"family": "a", "what": "a2",
+                            "reason": "RuntimeError: no fp8 here second line"}]  # fmt: skip
+    assert [e for e in events if e[0] != "progress"] == [("family", None), ("resync",),
+                                                           ("family", "a")]  # fmt: skip
+    assert events[-1] == ("progress", ("done", 3, 3))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumodel.validate.tasks import Progress, Task, run_tasks
 from gpumodel.validate.timing import log_ints, log_sizes
 
 FAMILIES = (
@@ -67,8 +68,6 @@ GEMM_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 GEMM_TOLERANCE = {"fp32": 5e-5, "tf32": 5e-3, "fp16": 5e-3, "bf16": 2e-2, "fp8": 3e-2}
 LATENCY_STRIDE_BYTES = 256  # > the 128-byte cache line: no two chase nodes share a line
 LLM_PROJECTIONS = ((4096, 4096), (11008, 4096), (4096, 11008), (12288, 4096), (14336, 4096))
-
-Progress = Callable[[str, int, int], None]
 
 
 # --------------------------------------------------------------------------- op builders
@@ -244,13 +243,6 @@ def latency_sizes(quick: bool) -> list[int]:
 
 
 # --------------------------------------------------------------------------- context
-
-
-@dataclass
-class _Task:
-    family: str
-    label: str
-    fn: Callable[[], list[dict[str, Any]]]
 
 
 @dataclass
@@ -462,12 +454,12 @@ def _check(ok: bool, what: str) -> None:
 # --------------------------------------------------------------------------- poly
 
 
-def _poly_tasks(ctx: _Context, fma: bool) -> list[_Task]:
+def _poly_tasks(ctx: _Context, fma: bool) -> list[Task]:
     family = "poly_fma" if fma else "poly"
     tasks = []
     for k, n in poly_points(ctx.quick):
         tasks.append(
-            _Task(family, f"{family} k={k} n={n}", lambda k=k, n=n: _poly_point(ctx, k, n, fma))
+            Task(family, f"{family} k={k} n={n}", lambda k=k, n=n: _poly_point(ctx, k, n, fma))
         )
     return tasks
 
@@ -519,13 +511,13 @@ def _poly_point(ctx: _Context, k: int, n: int, fma: bool) -> list[dict[str, Any]
 # --------------------------------------------------------------------------- bandwidth
 
 
-def _bandwidth_tasks(ctx: _Context) -> list[_Task]:
+def _bandwidth_tasks(ctx: _Context) -> list[Task]:
     points = bandwidth_points(ctx.quick)
     max_n: dict[str, int] = {}
     for pattern, n in points:
         max_n[pattern] = max(max_n.get(pattern, 0), n)
     return [
-        _Task(
+        Task(
             "bandwidth",
             f"bandwidth {pattern} {BW_ARRAYS[pattern] * 4 * n} B",
             lambda p=pattern, n=n: _bandwidth_point(ctx, p, n, max_n[p]),
@@ -609,10 +601,10 @@ def _bandwidth_point(ctx: _Context, pattern: str, n: int, n_max: int) -> list[di
     return out
 
 
-def _copy_tasks(ctx: _Context) -> list[_Task]:
+def _copy_tasks(ctx: _Context) -> list[Task]:
     sizes = copy_sizes(ctx.quick)
     top = max(sizes)
-    return [_Task("copy", f"copy {s} B", lambda s=s: _copy_point(ctx, s, top)) for s in sizes]
+    return [Task("copy", f"copy {s} B", lambda s=s: _copy_point(ctx, s, top)) for s in sizes]
 
 
 def _copy_point(ctx: _Context, size: int, top: int) -> list[dict[str, Any]]:
@@ -662,7 +654,7 @@ def _torch_importable() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def _gemm_tasks(ctx: _Context, unavailable: list[dict[str, Any]]) -> list[_Task]:
+def _gemm_tasks(ctx: _Context, unavailable: list[dict[str, Any]]) -> list[Task]:
     has_torch = _torch_importable()
     tasks = []
     for dtype in GEMM_DTYPES:
@@ -677,7 +669,7 @@ def _gemm_tasks(ctx: _Context, unavailable: list[dict[str, Any]]) -> list[_Task]
             continue
         for m, n, k, tag in gemm_shapes(ctx.quick):
             tasks.append(
-                _Task(
+                Task(
                     "gemm",
                     f"gemm {dtype} {m}x{n}x{k}",
                     lambda m=m, n=n, k=k, d=dtype, t=tag: _gemm_point(ctx, m, n, k, d, t),
@@ -861,8 +853,8 @@ def _gemm_torch(
 # --------------------------------------------------------------------------- launch
 
 
-def _launch_tasks(ctx: _Context) -> list[_Task]:
-    return [_Task("launch", "launch overhead", lambda: _launch_point(ctx))]
+def _launch_tasks(ctx: _Context) -> list[Task]:
+    return [Task("launch", "launch overhead", lambda: _launch_point(ctx))]
 
 
 def _launch_point(ctx: _Context) -> list[dict[str, Any]]:
@@ -902,7 +894,7 @@ def _launch_point(ctx: _Context) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- host transfer
 
 
-def _host_transfer_tasks(ctx: _Context) -> list[_Task]:
+def _host_transfer_tasks(ctx: _Context) -> list[Task]:
     sizes = host_transfer_sizes(ctx.quick)
     top = max(sizes)
     tasks = []
@@ -911,7 +903,7 @@ def _host_transfer_tasks(ctx: _Context) -> list[_Task]:
             for s in sizes:
                 kind = "pinned" if pinned else "pageable"
                 tasks.append(
-                    _Task(
+                    Task(
                         "host_transfer",
                         f"{direction} {kind} {s} B",
                         lambda s=s, d=direction, p=pinned: _host_point(ctx, s, d, p, top),
@@ -986,11 +978,11 @@ def _host_point(
 # --------------------------------------------------------------------------- latency
 
 
-def _latency_tasks(ctx: _Context) -> list[_Task]:
+def _latency_tasks(ctx: _Context) -> list[Task]:
     sizes = latency_sizes(ctx.quick)
     top = max(sizes)
     return [
-        _Task("latency", f"latency {s} B", lambda s=s: _latency_point(ctx, s, top)) for s in sizes
+        Task("latency", f"latency {s} B", lambda s=s: _latency_point(ctx, s, top)) for s in sizes
     ]
 
 
@@ -1052,11 +1044,6 @@ def _latency_point(ctx: _Context, ws: int, top: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- run
 
 
-def _reason(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".replace("\n", " ").strip()
-    return text[:300]
-
-
 def run(
     families: set[str] | None = None,
     quick: bool = False,
@@ -1091,7 +1078,7 @@ def run(
         sm_clock_khz=clock,
     )
     unavailable: list[dict[str, Any]] = []
-    builders: dict[str, Callable[[], list[_Task]]] = {
+    builders: dict[str, Callable[[], list[Task]]] = {
         "poly": lambda: _poly_tasks(ctx, False),
         "poly_fma": lambda: _poly_tasks(ctx, True),
         "bandwidth": lambda: _bandwidth_tasks(ctx),
@@ -1101,39 +1088,22 @@ def run(
         "host_transfer": lambda: _host_transfer_tasks(ctx),
         "latency": lambda: _latency_tasks(ctx),
     }
-    tasks: list[_Task] = []
+    tasks: list[Task] = []
     for fam in selected:
         tasks += builders[fam]()
-    records: list[dict[str, Any]] = []
-    total = len(tasks)
-    current = None
+
+    def new_family(previous: str | None) -> None:
+        ctx.release()
+        if previous == "gemm":
+            _cupy_compute_type(ctx, None)
+
     try:
-        for i, task in enumerate(tasks):
-            if task.family != current:
-                ctx.release()
-                if current == "gemm":
-                    _cupy_compute_type(ctx, None)
-                current = task.family
-            if progress is not None:
-                progress(task.label, i, total)
-            try:
-                records += task.fn()
-            except Exception as exc:
-                unavailable.append(
-                    {"family": task.family, "what": task.label, "reason": _reason(exc)}
-                )
-                try:
-                    ctx.sync()
-                except Exception:
-                    pass
-        if progress is not None:
-            progress("done", total, total)
+        records = run_tasks(tasks, unavailable, progress, new_family, ctx.sync)
     finally:
-        if current == "gemm":
-            try:
-                _cupy_compute_type(ctx, None)
-            except Exception:
-                pass
+        try:
+            _cupy_compute_type(ctx, None)  # CuPy's default fp32 GEMM mode again
+        except Exception:
+            pass
         ctx.release()
         ctx._flush = None
         ctx._torch_flush = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import platform
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,7 @@ from gpumodel.calibrate import calibrate, failures
 from gpumodel.calibration import Calibration, atomic_write_text
 from gpumodel.errors import DeviceError, GpumodelError
 from gpumodel.specs import GPUSpec, get_gpu, list_gpus
-
-Progress = Callable[[str, int, int], None]
+from gpumodel.validate.tasks import Progress
 
 
 def gpu_for_device_name(name: str) -> GPUSpec:

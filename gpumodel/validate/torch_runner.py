@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpumodel.validate.cupy_runner import _reason, make_record
+from gpumodel.validate.cupy_runner import make_record
+from gpumodel.validate.tasks import Progress, Task, run_tasks
 from gpumodel.validate.timing import log_sizes
 
 FAMILIES = ("attention", "conv2d", "norm", "elementwise", "reduction")
@@ -60,7 +61,6 @@ RESNET50_CONVS: tuple[tuple[int, int, int, int, int, int], ...] = (
     (512, 512, 7, 3, 1, 1),
 )
 
-Progress = Callable[[str, int, int], None]
 TORCH_MISSING = {"family": "torch", "what": "all", "reason": "PyTorch not importable"}
 
 # --------------------------------------------------------------------------- op builders
@@ -231,13 +231,6 @@ def reduction_points(quick: bool) -> list[tuple[int, str]]:
 
 
 # --------------------------------------------------------------------------- context
-
-
-@dataclass
-class _Task:
-    family: str
-    label: str
-    fn: Callable[[], list[dict[str, Any]]]
 
 
 class _Ctx:
@@ -507,22 +500,22 @@ def _reduction_point(ctx: _Ctx, n: int, dtype: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- run
 
 
-def _tasks(ctx: _Ctx, selected: list[str]) -> list[_Task]:
+def _tasks(ctx: _Ctx, selected: list[str]) -> list[Task]:
     q = ctx.quick
-    tasks: list[_Task] = []
+    tasks: list[Task] = []
     if "attention" in selected:
         for p in attention_points(q):
             label = (
                 f"attention {p.phase} {p.backend} b={p.batch} h={p.heads} "
                 f"s={p.seq} kv={p.kv_heads}x{p.kv_seq}{' causal' if p.causal else ''}"
             )
-            tasks.append(_Task("attention", label, lambda p=p: _attention_point(ctx, p)))
+            tasks.append(Task("attention", label, lambda p=p: _attention_point(ctx, p)))
     if "conv2d" in selected:
         for shape, batch, dtype in conv_points(q):
             cin, cout, hw, r, s, _ = shape
             label = f"conv2d {dtype} n={batch} {cin}->{cout} {hw}x{hw} k{r} s{s}"
             tasks.append(
-                _Task(
+                Task(
                     "conv2d",
                     label,
                     lambda sh=shape, b=batch, d=dtype: _conv_point(ctx, sh, b, d),
@@ -531,7 +524,7 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[_Task]:
     if "norm" in selected:
         for kind, rows, hidden in norm_points(q):
             tasks.append(
-                _Task(
+                Task(
                     "norm",
                     f"{kind} {rows}x{hidden}",
                     lambda k=kind, r=rows, h=hidden: _norm_point(ctx, k, r, h),
@@ -540,7 +533,7 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[_Task]:
     if "elementwise" in selected:
         for name, n, dtype in elementwise_points(q):
             tasks.append(
-                _Task(
+                Task(
                     "elementwise",
                     f"{name} {dtype} n={n}",
                     lambda nm=name, n=n, d=dtype: _elementwise_point(ctx, nm, n, d),
@@ -549,7 +542,7 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[_Task]:
     if "reduction" in selected:
         for n, dtype in reduction_points(q):
             tasks.append(
-                _Task(
+                Task(
                     "reduction",
                     f"sum {dtype} n={n}",
                     lambda n=n, d=dtype: _reduction_point(ctx, n, d),
@@ -577,29 +570,10 @@ def run(
     ctx = _Ctx(torch, quick)
     prev_tf32 = torch.backends.cudnn.allow_tf32
     tasks = _tasks(ctx, selected)
-    records: list[dict[str, Any]] = []
     unavailable: list[dict[str, Any]] = []
-    total = len(tasks)
-    current = None
     try:
-        for i, task in enumerate(tasks):
-            if task.family != current:
-                torch.cuda.empty_cache()
-                current = task.family
-            if progress is not None:
-                progress(task.label, i, total)
-            try:
-                records += task.fn()
-            except Exception as exc:
-                unavailable.append(
-                    {"family": task.family, "what": task.label, "reason": _reason(exc)}
-                )
-                try:
-                    torch.cuda.synchronize()
-                except Exception:
-                    pass
-        if progress is not None:
-            progress("done", total, total)
+        records = run_tasks(tasks, unavailable, progress,
+                            lambda previous: torch.cuda.empty_cache(), torch.cuda.synchronize)  # fmt: skip
     finally:
         _set_conv_tf32(torch, prev_tf32)
         ctx._flush = None
