@@ -108,13 +108,21 @@ def _dram_latency(
     measured = _calibrated(calibration, "dram_latency_cycles")
     if measured is not None:
         return measured, "calibration", getattr(calibration, "label", None)
-    if gpu.latency.dram_cycles is not None:
-        return float(gpu.latency.dram_cycles), "spec", gpu.origin
+    return _spec_or_default(gpu, gpu.latency.dram_cycles, DEFAULT_DRAM_LATENCY_CYCLES)
+
+
+def _spec_or_default(
+    gpu: GPUSpec, spec_cycles: float | None, defaults: dict[str, tuple[float, str]]
+) -> tuple[float, str, str | None]:
+    """The spec's latency, else the architecture's published default, else the fallback
+    architecture's (saying so)."""
+    if spec_cycles is not None:
+        return float(spec_cycles), "spec", gpu.origin
     arch = gpu.architecture.lower()
-    if arch in DEFAULT_DRAM_LATENCY_CYCLES:
-        value, why = DEFAULT_DRAM_LATENCY_CYCLES[arch]
+    if arch in defaults:
+        value, why = defaults[arch]
         return value, DEFAULT_SOURCE, why
-    value, why = DEFAULT_DRAM_LATENCY_CYCLES[_FALLBACK_ARCH]
+    value, why = defaults[_FALLBACK_ARCH]
     return value, DEFAULT_SOURCE, f"none published here for {arch}; using {why}"
 
 
@@ -124,14 +132,7 @@ def dram_latency(gpu: GPUSpec, calibration: Any = None) -> tuple[float, str, str
 
 
 def _fma_latency(gpu: GPUSpec) -> tuple[float, str, str | None]:
-    if gpu.latency.fma_cycles is not None:
-        return float(gpu.latency.fma_cycles), "spec", gpu.origin
-    arch = gpu.architecture.lower()
-    if arch in DEFAULT_FMA_LATENCY_CYCLES:
-        value, why = DEFAULT_FMA_LATENCY_CYCLES[arch]
-        return value, DEFAULT_SOURCE, why
-    value, why = DEFAULT_FMA_LATENCY_CYCLES[_FALLBACK_ARCH]
-    return value, DEFAULT_SOURCE, f"none published here for {arch}; using {why}"
+    return _spec_or_default(gpu, gpu.latency.fma_cycles, DEFAULT_FMA_LATENCY_CYCLES)
 
 
 class Concurrency(BaseModel):
