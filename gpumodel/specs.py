@@ -12,7 +12,7 @@ of ``GPUMODEL_SPECS_PATH`` (``os.pathsep``-separated), then directories passed e
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
@@ -282,32 +282,44 @@ def search_dirs(extra: Iterable[str | Path] = ()) -> list[Path]:
     return dirs
 
 
+def index_yaml_dirs(
+    dirs: Iterable[Path], load: Callable[[Path], Any], kind: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every ``*.yaml``/``*.yml`` in ``dirs`` loaded with ``load``: (by id, alias -> id). Later
+    directories override earlier ones; a missing directory is an error naming ``kind``."""
+    items: dict[str, Any] = {}
+    for d in dirs:
+        if not d.is_dir():
+            raise SpecError(f"{kind} directory {d} does not exist")
+        for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+            item = load(f)
+            items[item.id] = item
+    aliases = {a.lower(): item.id for item in items.values() for a in item.aliases}
+    return items, aliases
+
+
+def find_by_name(name: str, items: dict[str, Any], aliases: dict[str, str]) -> Any | None:
+    """An item by id or alias, case-insensitive; None when neither matches."""
+    key = name.strip().lower()
+    if key in items:
+        return items[key]
+    return items[aliases[key]] if key in aliases else None
+
+
 class SpecLibrary:
     """All specs found on the search path, indexed by id and alias."""
 
     def __init__(self, dirs: Iterable[Path]):
         self.dirs = list(dirs)
-        self.specs: dict[str, GPUSpec] = {}
-        for d in self.dirs:
-            if not d.is_dir():
-                raise SpecError(f"specs directory {d} does not exist")
-            for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
-                spec = load_spec_file(f)
-                self.specs[spec.id] = spec  # later directories override earlier ones
-        self.aliases: dict[str, str] = {}
-        for spec in self.specs.values():
-            for alias in spec.aliases:
-                self.aliases[alias.lower()] = spec.id
+        self.specs, self.aliases = index_yaml_dirs(self.dirs, load_spec_file, "specs")
 
     def get(self, name: str | GPUSpec) -> GPUSpec:
         if isinstance(name, GPUSpec):
             return name
-        key = name.strip().lower()
-        if key in self.specs:
-            return self.specs[key]
-        if key in self.aliases:
-            return self.specs[self.aliases[key]]
-        raise UnknownGPUError(name, list(self.specs) + list(self.aliases))
+        spec = find_by_name(name, self.specs, self.aliases)
+        if spec is None:
+            raise UnknownGPUError(name, list(self.specs) + list(self.aliases))
+        return spec
 
     def ids(self) -> list[str]:
         return sorted(self.specs)

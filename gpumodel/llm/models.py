@@ -25,8 +25,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpumodel import _paths
-from gpumodel.errors import SpecError, UnknownModelError
-from gpumodel.specs import load_yaml_model
+from gpumodel.errors import UnknownModelError
+from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
 
 class _Frozen(BaseModel):
@@ -203,22 +203,13 @@ class ModelLibrary:
     """All model presets on the search path, by id and alias (later directories win)."""
 
     def __init__(self, dirs: Iterable[Path]):
-        self.models: dict[str, ModelSpec] = {}
-        for d in dirs:
-            if not d.is_dir():
-                raise SpecError(f"models directory {d} does not exist")
-            for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
-                spec = load_model_file(f)
-                self.models[spec.id] = spec
-        self.aliases = {a.lower(): m.id for m in self.models.values() for a in m.aliases}
+        self.models, self.aliases = index_yaml_dirs(dirs, load_model_file, "models")
 
     def get(self, name: str) -> ModelSpec:
-        key = name.strip().lower()
-        if key in self.models:
-            return self.models[key]
-        if key in self.aliases:
-            return self.models[self.aliases[key]]
-        raise UnknownModelError(name, list(self.models) + list(self.aliases))
+        model = find_by_name(name, self.models, self.aliases)
+        if model is None:
+            raise UnknownModelError(name, list(self.models) + list(self.aliases))
+        return model
 
 
 @lru_cache(maxsize=16)
