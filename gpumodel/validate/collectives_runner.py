@@ -33,6 +33,7 @@ import socket  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Iterable, Sequence  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 from typing import Any  # noqa: E402
@@ -376,6 +377,14 @@ def markdown_report(records: Sequence[dict[str, Any]], result: dict[str, Any],
         "median of batches (nccl-tests style). Measured in "
         f"{info.get('elapsed_s', 0):.0f} s.",
         "",
+    ]
+    if info.get("refitted_from"):
+        lines += [
+            f"Re-fitted on {info['refitted_on']} from the saved `{info['refitted_from']}` by this "
+            "version of the model (no new measurements).",
+            "",
+        ]
+    lines += [
         "## Fitted parameters (t = alpha + S x bus factor / busbw)",
         "",
         "| collective | alpha | busbw | link efficiency (of NVLink per direction) |",
@@ -713,6 +722,8 @@ def refit(
     records, info = data["records"], data.get("info", {})
     if not records:
         return {"measured": 0, "reason": info.get("reason", "no records"), "passed": None}
+    info = {**info, "refitted_from": Path(measurements).name,
+            "refitted_on": datetime.now(timezone.utc).strftime("%Y-%m-%d")}  # fmt: skip
     name = gpu if gpu is not None else info.get("gpu_id")
     spec = get_gpu(name) if name else gpu_spec_for(str(info.get("device_name")))
     out = Path(out_dir)
