@@ -545,6 +545,9 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     ):
         advice.append("the network is the bottleneck: keep the heavy collectives inside a node "
                       "(tensor parallel on NVLink, data parallel across nodes)")  # fmt: skip
+    if (op.collective in _FEW_GPU_SHORTFALL and p == 2 and not calibrated
+            and topo.intra.kind in _SCALE_UP and topo.nodes == 1):  # fmt: skip
+        advice.append(_FEW_GPU_SHORTFALL[op.collective])
     scale_up = _scale_up(gpu)
     if topo.intra.kind == "pcie" and scale_up is not None and op.link == "pcie":
         ratio = scale_up[1] / (topo.intra.datasheet_bytes_per_s or bw)
@@ -556,6 +559,17 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         attainable_flops=min(peak, ai * bw), bound=bound, terms=tuple(terms),
         advice=tuple(advice), details=details,
     )  # fmt: skip
+
+
+# Measured on 2 x H200 over NVSwitch (validation/results/h200-sxm-x2/collectives_report.md, NCCL
+# 2.28.9, two runs): the fitted busbw of these two was 0.56-0.61 of the NVLink per-direction rate
+# where the datasheet model (and NCCL's own cost model) assumes 0.8; cause not found (README).
+_FEW_GPU_SHORTFALL = {
+    name: (f"on 2 GPUs NCCL's {label} reached 0.56-0.61 of the NVLink rate, not the 0.8 this "
+           "datasheet estimate uses (2 x H200, NCCL 2.28): expect up to ~30% longer; "
+           "`gpumodel validate --collectives` calibrates it")
+    for name, label in (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter"))
+}  # fmt: skip
 
 
 def _vector(gpu: GPUSpec, dtype: str) -> tuple[str, str]:
