@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 
@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 
-def fail(message: str) -> NoReturn:
+def fail(message: str) -> None:
     """Raise the one-line, exit-code-2 error for bad input found in the CLI layer."""
     from gpumodel.errors import GpumodelError
 
