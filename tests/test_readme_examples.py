@@ -76,3 +76,16 @@ def test_readme_command_runs(cmd, tmp_path, monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert code == 0, f"{cmd}\n{err[-400:]}"
     assert out.strip()
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
+    """The library examples, in order, in one namespace (later blocks use ``gm`` and ``gpu``
+    from the first); the one that reads the reader's own profiler trace is left out."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    runnable = [b for b in blocks if "trace.json" not in b]
+    assert len(runnable) >= 4
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for block in runnable:
+        exec(compile(block, str(README), "exec"), namespace)
+    assert namespace["p"].time_s > 0
