@@ -175,12 +175,18 @@ def kernel_time(
         t_compute += t
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
 
-    in_l2 = l2_resident(kw, gpu, params, l2)
+    in_l2 = inputs_in_l2(kw, gpu, params, l2)
     bandwidth, mem_note = memory_bandwidth(kw, gpu, params, family, l2)
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
     latency_bound = False
     limit = latency_limited_bandwidth(kw, gpu, params, in_l2)
-    if limit is not None and kw.bytes and limit[0] < bandwidth:
+    if limit is not None and kw.bytes and kw.bytes_in_flight_per_thread:
+        # a looping kernel: its loads wait on each other, its stores do not
+        t_reads = (kw.bytes - (kw.bytes_written or 0.0)) / limit[0]
+        if t_reads > t_memory:
+            latency_bound = True
+            t_memory, mem_note = t_reads, f"reads {limit[1]}"
+    elif limit is not None and kw.bytes and limit[0] < bandwidth:
         latency_bound = True
         t_memory = kw.bytes / limit[0]
         mem_note = limit[1]
@@ -265,15 +271,16 @@ def memory_bandwidth(
     return bandwidth * eff, note
 
 
-def l2_resident(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2Mode) -> bool:
+def inputs_in_l2(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2Mode) -> bool:
     """Inputs already in L2 (``l2="warm"``) and a working set small enough to stay there (the
-    calibrated hot-set limit, else half the L2), with a calibrated L2 bandwidth to stream at."""
+    calibrated hot-set limit, else half the L2): loads wait on L2, not DRAM."""
     ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
-    return (
-        l2 == "warm"
-        and bool(params.l2_bandwidth_bytes_per_s)
-        and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
-    )
+    return l2 == "warm" and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
+
+
+def l2_resident(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2Mode) -> bool:
+    """``inputs_in_l2`` with a calibrated L2 bandwidth to stream at (the datasheet has none)."""
+    return bool(params.l2_bandwidth_bytes_per_s) and inputs_in_l2(kw, gpu, params, l2)
 
 
 def mixed_stream_efficiency(params: CalibrationParams, write_fraction: float) -> float:
@@ -296,7 +303,7 @@ def latency_limited_bandwidth(
     """Little's law (Volkov 2016): a kernel with ``threads`` resident threads, each with its
     bytes in flight, sustains at most ``threads x bytes / latency``. Applies to kernels whose
     launch geometry is known (``Kernel(threads=...)``); the latency is L2's for L2-resident
-    inputs (none known: no limit), DRAM's otherwise."""
+    inputs, DRAM's otherwise."""
     if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
         return None
     from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
@@ -311,12 +318,9 @@ def latency_limited_bandwidth(
     blocks = -(-kw.threads // kw.threads_per_block)
     resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
     resident_threads = resident_blocks * kw.threads_per_block
-    bytes_per_thread = kw.bytes / kw.threads
+    bytes_per_thread = kw.bytes_in_flight_per_thread or kw.bytes / kw.threads
     if in_l2:
-        found = l2_latency_s(gpu, params)
-        if found is None:
-            return None
-        latency_s, source = found
+        latency_s, source = l2_latency_s(gpu, params)
     else:
         latency_s, source = dram_latency_s(gpu, params)
     limit = sustained_bandwidth(resident_threads * bytes_per_thread, latency_s)

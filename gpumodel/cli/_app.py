@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Raise the one-line, exit-code-2 error for bad input found in the CLI layer."""
     from gpumodel.errors import GpumodelError
 

@@ -51,6 +51,11 @@ DEFAULT_DRAM_LATENCY_CYCLES: dict[str, tuple[float, str]] = {
 # Used for an architecture with no published number here: the newest one we have.
 _FALLBACK_ARCH = "hopper"
 
+# Pointer-chase L2 hit latencies in SM cycles (formulas.md §4: Hopper-class 270-290).
+DEFAULT_L2_LATENCY_CYCLES: dict[str, tuple[float, str]] = {
+    "hopper": (280.0, "H100/GH200 270-290 cycles, midpoint (formulas.md §4)"),
+}
+
 # Dependent FFMA latency, cycles. Hopper-class ~4.5 (formulas.md §4, GH200/H100 microbenchmarks);
 # Volta 4 (Jia et al. 2018, "Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking").
 DEFAULT_FMA_LATENCY_CYCLES: dict[str, tuple[float, str]] = {
@@ -283,15 +288,13 @@ def dram_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str]:
     return cycles / gpu.boost_clock_hz, f"{source} DRAM latency {cycles:.0f} cycles"
 
 
-def l2_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str] | None:
+def l2_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str]:
     """L2 hit latency in seconds (pointer chase over a set that fits in L2) and its source:
-    calibrated, else the spec's; None when neither has it."""
+    calibrated, else the spec's, else the architecture's published default."""
     cycles = _calibrated(params, "l2_latency_cycles")
     source = "calibrated"
-    if cycles is None and gpu.latency.l2_cycles is not None:
-        cycles, source = float(gpu.latency.l2_cycles), "spec"
     if cycles is None:
-        return None
+        cycles, source, _ = _spec_or_default(gpu, gpu.latency.l2_cycles, DEFAULT_L2_LATENCY_CYCLES)
     return cycles / gpu.boost_clock_hz, f"{source} L2 latency {cycles:.0f} cycles"
 
 

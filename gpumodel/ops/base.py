@@ -58,6 +58,9 @@ class KernelWork:
     gemm: GemmShape | None = None
     threads: int | None = None
     threads_per_block: int | None = None
+    # bytes a thread has in flight at once when it loops over its data one load at a time
+    # (Little's law then bounds the reads; None: all its bytes at once)
+    bytes_in_flight_per_thread: float | None = None
     registers_per_thread: int | None = None  # for the occupancy of a described kernel
     shared_mem_per_block: float = 0.0
     transfer: Literal["h2d", "d2h"] | None = None  # a host<->device copy over PCIe

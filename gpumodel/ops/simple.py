@@ -153,12 +153,36 @@ class _RowOp(Op):
                 bytes=nbytes,
                 bytes_written=size * n,
                 working_set_bytes=nbytes,
-                threads=n,
+                **self._geometry(size),
             )
         ]
 
+    def _geometry(self, element_size: int) -> dict:
+        """Launch geometry the time model's Little's-law limit needs; by default one thread
+        per element with its bytes in flight at once (no limit is drawn from it)."""
+        return {"threads": self.rows * self.columns}
 
-class LayerNorm(_RowOp):
+
+# PyTorch's layer norm and RMS norm kernel (aten/src/ATen/native/cuda/layer_norm_kernel.cu,
+# ``launch_vectorized_layer_norm_kernel``; one kernel for both in PyTorch 2.11, checked with
+# torch.profiler on an H100: validation/results/h100-sxm/norm-kernels.json): one block per row
+# of ``num_threads()`` = 4 warps (thread_constants.h), each thread looping over its row in
+# loads of ``vec_size`` = 4 elements.
+NORM_BLOCK_THREADS = 128
+NORM_VECTOR_ELEMENTS = 4
+
+
+class _BlockPerRowNorm(_RowOp):
+    def _geometry(self, element_size: int) -> dict:
+        """One block per row, each thread with one vector load in flight: few rows cannot keep
+        enough bytes in flight to reach DRAM bandwidth (Little's law), and a long row is a
+        chain of dependent loads per thread."""
+        return {"threads": self.rows * NORM_BLOCK_THREADS,
+                "threads_per_block": NORM_BLOCK_THREADS,
+                "bytes_in_flight_per_thread": NORM_VECTOR_ELEMENTS * element_size}  # fmt: skip
+
+
+class LayerNorm(_BlockPerRowNorm):
     """Layer norm over ``hidden`` per row, with weight and bias: reads x, writes y.
     ~8 FLOPs per element (mean, variance, normalise, scale, shift)."""
 
@@ -172,7 +196,7 @@ class LayerNorm(_RowOp):
         return self.hidden
 
 
-class RMSNorm(_RowOp):
+class RMSNorm(_BlockPerRowNorm):
     """RMS norm (Zhang & Sennrich 2019) with a weight: ~5 FLOPs per element."""
 
     op_name: ClassVar[str] = "rmsnorm"
