@@ -11,7 +11,8 @@ from gpumodel.llm import get_model, model_ops, predict_inference
 from gpumodel.llm.inference import DEFAULT_EAGER_HOST_PER_KERNEL_S
 from gpumodel.llm.layers import rope_tables, sdpa_mask
 from gpumodel.llm.models import ModelSpec
-from gpumodel.ops import Attention
+from gpumodel.ops import Attention, ExpandCopy
+from gpumodel.specs import get_gpu
 
 
 def _four_layer_llama3() -> ModelSpec:
@@ -86,9 +87,12 @@ def test_repeat_kv_when_sdpa_gets_a_mask():
     m = get_model("llama-3-8b")
     ops = model_ops(m, 2, 1, 100, fusion="unfused", kv_cache="static", gqa="repeat")
     rep = next(e for e in ops.layer if e.name == "repeat_kv").op
-    # each copy: 2 x 100 x 4096 elements written, a quarter of that read, 2 B each
-    assert rep.n == 2 * 100 * 4096 and len(rep.passes) == 2
-    assert rep.passes[0].bytes_per_element * rep.n == pytest.approx(2 * 100 * (4096 + 1024) * 2)
+    # each copy (K, then V): 2 x 100 x 4096 elements written, a quarter of that read, 2 B each
+    assert isinstance(rep, ExpandCopy) and rep.n == 2 * 100 * 4096 and rep.repeat == 4
+    kernels = rep.kernels(get_gpu("h100"))
+    assert len(kernels) == 2 and rep.family == "expand_copy"
+    assert kernels[0].bytes == pytest.approx(2 * 100 * (4096 + 1024) * 2)
+    assert kernels[0].bytes_written == pytest.approx(2 * 100 * 4096 * 2)
     attn = next(e for e in ops.layer if e.name == "attention").op
     assert attn.n_kv_heads == 32 and attn.n_kv_seq == 100 and not attn.causal
     mask = next(e for e in ops.pre if e.name == "attention_mask").op

@@ -304,3 +304,19 @@ def test_few_row_norm_is_a_chain_of_dependent_loads():
     k = gm.ops.RMSNorm(rows=8, hidden=8192).kernels(h100)[0]
     assert (k.threads, k.threads_per_block, k.bytes_in_flight_per_thread) == (1024, 128, 8)
     assert gm.ops.Softmax(rows=8, cols=8192).kernels(h100)[0].threads_per_block is None
+
+
+def test_expand_copy_is_its_own_family():
+    """HF repeat_kv of K for 8 KV heads -> 32 heads, batch 8, 2048 positions, head_dim 128 in
+    bf16: writes 8 x 32 x 2048 x 128 x 2 B = 134.2 MB, reads a quarter of that; a batch row
+    builds it; the calibrated family is its own, not the elementwise one."""
+    op = gm.ops.from_row({"op": "expand_copy", "n": 8 * 32 * 2048 * 128, "repeat": 4})
+    (k,) = op.kernels(gm.get_gpu("h100"))
+    assert k.bytes_written == 8 * 32 * 2048 * 128 * 2
+    assert k.bytes == pytest.approx(k.bytes_written * 1.25)
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.predict import predict_with_params
+
+    slow = CalibrationParams(family_bandwidth_efficiency={"expand_copy": 0.33, "elementwise": 0.9})
+    t = predict_with_params(op, gm.get_gpu("h100"), slow).time_s
+    assert t == pytest.approx(k.bytes / (3.35e12 * 0.33) + 2.5e-6, rel=0.02)

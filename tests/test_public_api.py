@@ -20,7 +20,7 @@ def test_all_is_complete_and_importable():
 
 def test_ops_contract():
     for name in ("Gemm", "Conv2d", "Kernel", "Elementwise", "Reduction", "LayerNorm", "RMSNorm",
-                 "Softmax", "Attention", "Copy", "HostTransfer", "Embedding"):  # fmt: skip
+                 "Softmax", "Attention", "Copy", "ExpandCopy", "HostTransfer", "Embedding"):  # fmt: skip
         assert hasattr(gm.ops, name), name
 
 

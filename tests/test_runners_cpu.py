@@ -94,9 +94,21 @@ def test_families_are_disjoint():
         "attention",
         "conv2d",
         "norm",
+        "expand_copy",
         "elementwise",
         "reduction",
     }
+
+
+def test_expand_copy_points_cover_the_gqa_groups():
+    """repeat_kv copies for GQA groups of 2, 4 and 8; the same output sizes for each group, 2 MiB
+    to 1 GiB of bf16, so the family's fit sees the strided kernel from launch-bound to
+    bandwidth-bound."""
+    pts = torch_runner.expand_copy_points(False)
+    assert {p[2] for p in pts} == {2, 4, 8} and len(pts) == 18
+    out_mib = sorted({b * kv * rep * n * d * 2 / 2**20 for b, kv, rep, n, d in pts})
+    assert out_mib[0] == 2 and out_mib[-1] == 1024
+    assert len(torch_runner.expand_copy_points(True)) == 6
 
 
 # --------------------------------------------------------------------------- kernel sources

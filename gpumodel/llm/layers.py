@@ -55,7 +55,16 @@ from gpumodel.errors import UnsupportedError
 from gpumodel.llm._comm import AllReduce, placed
 from gpumodel.llm._ops import Passes, passes
 from gpumodel.llm.models import ModelSpec
-from gpumodel.ops import Attention, Elementwise, Embedding, Gemm, LayerNorm, Op, RMSNorm
+from gpumodel.ops import (
+    Attention,
+    Elementwise,
+    Embedding,
+    ExpandCopy,
+    Gemm,
+    LayerNorm,
+    Op,
+    RMSNorm,
+)
 from gpumodel.specs import BYTES_PER_ELEMENT
 
 Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
@@ -260,11 +269,9 @@ def decoder_layer(
     kv_heads = s.kv_heads
     if gqa == "repeat" and s.kv_heads < s.heads:
         # repeat_kv: expand + reshape copies K and V to every query head (reads kv_heads,
-        # writes heads); SDPA then reads the expanded copies
+        # writes heads) with PyTorch's strided copy kernel; SDPA then reads the copies
         cache = batch * kv_len * q_n  # elements of the expanded K (or V)
-        per = b * (1 + kv_n / q_n)
-        op = passes("repeat_kv (eager)", cache, dt, ("repeat k", 1, per, 0),
-                    ("repeat v", 1, per, 0))  # fmt: skip
+        op = ExpandCopy(n=cache, repeat=q_n // kv_n, tensors=2, dtype=dt)  # type: ignore[arg-type]
         ops.append(LayerOp("repeat_kv", op, kind="cache"))
         kv_heads = s.heads
     if gqa == "repeat":

@@ -30,6 +30,7 @@ from gpumodel.ops.simple import (
     Copy,
     Elementwise,
     Embedding,
+    ExpandCopy,
     HostTransfer,
     Kernel,
     LayerNorm,
@@ -51,6 +52,7 @@ __all__ = [
     "Copy",
     "Elementwise",
     "Embedding",
+    "ExpandCopy",
     "FlopPart",
     "Gemm",
     "GemmShape",
@@ -81,8 +83,8 @@ def register(cls: type[Op]) -> type[Op]:
 
 
 for _cls in (Gemm, Conv2d, Kernel, Reduction, LayerNorm, RMSNorm, Softmax, Attention, Copy,
-             HostTransfer, Embedding, Elementwise, AllReduce, AllGather, ReduceScatter, Broadcast,
-             AllToAll, SendRecv):  # fmt: skip
+             ExpandCopy, HostTransfer, Embedding, Elementwise, AllReduce, AllGather, ReduceScatter,
+             Broadcast, AllToAll, SendRecv):  # fmt: skip
     register(_cls)
 
 

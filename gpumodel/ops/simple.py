@@ -236,6 +236,34 @@ class Copy(Op):
         ]  # fmt: skip
 
 
+class ExpandCopy(Op):
+    """Materialise a broadcast view: ``n`` output elements, each source element repeated
+    ``repeat`` times along a new axis, once per tensor (``tensors`` kernels, e.g. K and V).
+
+    HF transformers' ``repeat_kv`` is ``x[:, :, None].expand(...).reshape(...)``: the source is
+    not contiguous in the output's layout, so PyTorch copies with its generic strided
+    elementwise kernel (``elementwise_kernel<128, 4>`` of ``direct_copy_kernel_cuda``), not the
+    vectorised one a plain copy gets: it runs far below a copy's bandwidth (an H100 profile of
+    a StaticCache decode: 151 us for 168 MB, 1.1 TB/s), so it is calibrated as its own family
+    (``gpumodel validate`` measures it). Reads ``n / repeat`` elements, writes ``n``."""
+
+    op_name: ClassVar[str] = "expand_copy"
+    n: int = Field(gt=0, description="output elements of one tensor")
+    repeat: int = Field(1, ge=1, description="times each source element is repeated")
+    tensors: int = Field(1, ge=1, description="tensors copied, one kernel each")
+    dtype: Dtype = "bf16"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        size = element_bytes(self.dtype)
+        written = size * self.n
+        nbytes = written + size * self.n / self.repeat
+        return [
+            KernelWork(name="expand copy", bytes=nbytes, bytes_written=written,
+                       working_set_bytes=nbytes, threads=self.n)
+            for _ in range(self.tensors)
+        ]  # fmt: skip
+
+
 class HostTransfer(Op):
     """A copy between host and device memory over PCIe (or the host link)."""
 

@@ -22,7 +22,7 @@ from gpumodel.validate.cupy_runner import make_record
 from gpumodel.validate.tasks import Progress, Task, run_tasks
 from gpumodel.validate.timing import log_sizes
 
-FAMILIES = ("attention", "conv2d", "norm", "elementwise", "reduction")
+FAMILIES = ("attention", "conv2d", "norm", "expand_copy", "elementwise", "reduction")
 
 ATTN_BACKENDS = ("flash", "cudnn", "math")
 ELEMENTWISE_OPS = ("add", "mul", "relu", "gelu", "silu", "exp", "copy")
@@ -211,6 +211,14 @@ def norm_points(quick: bool) -> list[tuple[str, int, int]]:
     return [
         (kind, t // h, h) for kind in NORM_OPS for h in (1024, 4096, 8192) for t in _elements(False)
     ]
+
+
+def expand_copy_points(quick: bool) -> list[tuple[int, int, int, int, int]]:
+    """(batch, kv_heads, repeat, length, head_dim) of HF ``repeat_kv`` copies: GQA groups of 2,
+    4 and 8, outputs from 2 MiB to 1 GiB (bf16)."""
+    sizes = ((1, 256), (1, 16384)) if quick else (
+        (1, 256), (1, 2048), (8, 1024), (1, 16384), (8, 8192), (1, 131072))  # fmt: skip
+    return [(b, 8, rep, length * 4 // rep, 128) for rep in (2, 4, 8) for b, length in sizes]
 
 
 def elementwise_points(quick: bool) -> list[tuple[str, int, str]]:
@@ -446,6 +454,35 @@ def _norm_point(ctx: _Ctx, kind: str, rows: int, hidden: int) -> list[dict[str, 
     return [make_record("norm", norm_op(kind, rows, hidden), t, reps, spread, meta)]
 
 
+# --------------------------------------------------------------------------- expand copy
+
+
+def _expand_copy_point(
+    ctx: _Ctx, batch: int, kv: int, rep: int, length: int, dim: int
+) -> list[dict[str, Any]]:
+    """HF ``repeat_kv`` on a bf16 (batch, kv, length, dim) tensor: expand a new axis of size
+    ``rep`` and reshape, which copies."""
+    torch = ctx.torch
+    x = torch.randn(batch, kv, length, dim, device="cuda", dtype=torch.bfloat16)
+
+    def fn() -> Any:
+        return (
+            x[:, :, None, :, :]
+            .expand(batch, kv, rep, length, dim)
+            .reshape(batch, kv * rep, length, dim)
+        )
+
+    out = fn()
+    if not bool(torch.equal(out, torch.repeat_interleave(x, rep, dim=1))):
+        raise CheckError("repeat_kv: the expanded copy differs from repeat_interleave")
+    del out
+    n = batch * kv * rep * length * dim
+    t, spread, reps = ctx.time(fn, 2 * n + 2 * n // rep)
+    op = {"op": "expand_copy", "n": int(n), "repeat": int(rep), "dtype": "bf16"}
+    meta = {"cache": "cold", "rel_err": 0.0, "shape": [batch, kv, rep, length, dim]}
+    return [make_record("expand_copy", op, t, reps, spread, meta)]
+
+
 # --------------------------------------------------------------------------- elementwise
 
 
@@ -528,6 +565,17 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[Task]:
                     "norm",
                     f"{kind} {rows}x{hidden}",
                     lambda k=kind, r=rows, h=hidden: _norm_point(ctx, k, r, h),
+                )
+            )
+    if "expand_copy" in selected:
+        for b, kv, rep, length, dim in expand_copy_points(q):
+            tasks.append(
+                Task(
+                    "expand_copy",
+                    f"repeat_kv x{rep} {b}x{kv}x{length}x{dim}",
+                    lambda b=b, kv=kv, r=rep, n=length, d=dim: _expand_copy_point(
+                        ctx, b, kv, r, n, d
+                    ),
                 )
             )
     if "elementwise" in selected:
