@@ -176,7 +176,7 @@ def kernel_time(
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
 
     in_l2 = inputs_in_l2(kw, gpu, params, l2)
-    bandwidth, mem_note = memory_bandwidth(kw, gpu, params, family, l2)
+    bandwidth, mem_note = memory_bandwidth(kw, gpu, params, family, in_l2)
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
     latency_bound = False
     limit = latency_limited_bandwidth(kw, gpu, params, in_l2)
@@ -247,12 +247,13 @@ def compute_efficiency(params: CalibrationParams, unit: str, dtype: str, fma: bo
 
 
 def memory_bandwidth(
-    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: L2Mode
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, in_l2: bool
 ) -> tuple[float, str]:
-    """Bandwidth this kernel streams at (DRAM x efficiency, or L2 when warm and small)."""
+    """Bandwidth this kernel streams at: DRAM x efficiency, or the calibrated L2 bandwidth when
+    its inputs sit in L2 (``inputs_in_l2``; the datasheet has no L2 bandwidth)."""
     bandwidth = gpu.memory_bandwidth_bytes_per_s
     note = f"HBM/DRAM {format_quantity(bandwidth, 'B/s')}"
-    if l2_resident(kw, gpu, params, l2):
+    if in_l2 and params.l2_bandwidth_bytes_per_s:
         bw = params.l2_bandwidth_bytes_per_s
         return bw, f"working set fits in L2: L2 {format_quantity(bw, 'B/s')}"
     if family == "gemm" and kw.gemm is not None and kw.gemm.dtype in params.gemm:
@@ -276,11 +277,6 @@ def inputs_in_l2(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2
     calibrated hot-set limit, else half the L2): loads wait on L2, not DRAM."""
     ws = kw.working_set_bytes if kw.working_set_bytes is not None else kw.bytes
     return l2 == "warm" and ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)
-
-
-def l2_resident(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2Mode) -> bool:
-    """``inputs_in_l2`` with a calibrated L2 bandwidth to stream at (the datasheet has none)."""
-    return bool(params.l2_bandwidth_bytes_per_s) and inputs_in_l2(kw, gpu, params, l2)
 
 
 def mixed_stream_efficiency(params: CalibrationParams, write_fraction: float) -> float:
