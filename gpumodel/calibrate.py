@@ -303,7 +303,10 @@ def _fit_family_params(
     pts: list[Point], gpu: GPUSpec, params: CalibrationParams, family: str, compute: bool
 ) -> CalibrationParams:
     """Per op family: bandwidth efficiency and fixed cost per kernel, plus a compute efficiency
-    for families with compute-bound kernels (attention, convolution)."""
+    for families with compute-bound kernels (attention, convolution) and elements per
+    SM-cycle for families whose kernels count their elements (issue-bound row ops and
+    strided copies)."""
+    issue_bound = any(k.elements for k in pts[0].op.kernels(gpu))
 
     def build(x: np.ndarray) -> CalibrationParams:
         update: dict[str, Any] = {
@@ -314,9 +317,14 @@ def _fit_family_params(
         if compute:
             update["family_efficiency"] = {**params.family_efficiency,
                                            family: float(min(2.0, math.exp(x[2])))}  # fmt: skip
+        if issue_bound:
+            update["family_elements_per_sm_cycle"] = {**params.family_elements_per_sm_cycle,
+                                                      family: math.exp(x[-1])}  # fmt: skip
         return params.model_copy(update=update)
 
-    x0 = [math.log(0.8), math.log(5e-6)] + ([math.log(0.8)] if compute else [])
+    x0 = [math.log(0.8), math.log(5e-6)]
+    x0 += [math.log(0.8)] if compute else []
+    x0 += [math.log(1.0)] if issue_bound else []
     return _fit_family(pts, gpu, params, build, x0)
 
 

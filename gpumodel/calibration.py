@@ -115,6 +115,11 @@ class CalibrationParams(_Frozen):
     family_overhead_s: dict[str, float] = Field(
         default_factory=dict, description="per op family fixed cost per kernel, seconds"
     )
+    family_elements_per_sm_cycle: dict[str, float] = Field(
+        default_factory=dict,
+        description="per op family, elements one SM completes per clock when the kernel is "
+        "bound by per-element instructions (index arithmetic); carries to GPUs by SMs x clock",
+    )
     host: HostLinkParams = HostLinkParams()
     dram_latency_cycles: float | None = Field(None, gt=0)
     l2_latency_cycles: float | None = Field(None, gt=0)
@@ -245,8 +250,8 @@ def load_calibration(
     """Load a calibration by GPU id (user cache, then shipped) or file path.
 
     With ``for_gpu`` naming another GPU, carry over what transfers (efficiencies relative to the
-    datasheet, latencies in cycles, instruction-mix and alignment effects) and take rates from
-    the target's spec. Without it, a calibration is only valid for its own GPU.
+    datasheet, latencies and per-element issue rates in cycles, instruction-mix and alignment
+    effects) and take rates from the target's spec (bandwidths; SMs x clock). Without it, a calibration is only valid for its own GPU.
     """
     if isinstance(id_or_path, Calibration):
         cal = id_or_path

@@ -8,6 +8,8 @@ Each kernel's time is built from named terms (each shown by ``explain()`` and ``
                 (efficiency: the unit's, a cuBLAS GEMM's with its alignment penalty, times the
                  kernel family's; instruction mix 0.5 without FMA; tail efficiency for blocks
                  of unequal work)
+                [+ elements / (SMs x clock x elements per SM-cycle)] for kernels bound by
+                per-element integer work (strided copies; calibrated per family)
     t_memory  = bytes / min(DRAM bandwidth x efficiency(read/write mix, family),
                             Little's-law limit of the resident threads)
                 (L2 bandwidth for warm working sets that fit)
@@ -175,6 +177,11 @@ def kernel_time(
         t_compute += t
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
 
+    issue = issue_time(kw, gpu, params, family)
+    if issue is not None:
+        t_compute += issue[0]
+        terms.append(Term(name="SM issue time", value=issue[0], note=issue[1]))
+
     in_l2 = inputs_in_l2(kw, gpu, params, l2)
     bandwidth, mem_note = memory_bandwidth(kw, gpu, params, family, in_l2)
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
@@ -192,7 +199,10 @@ def kernel_time(
         mem_note = limit[1]
     terms.append(Term(name="memory time", value=t_memory, note=mem_note))
 
-    p = params.overlap_exponent or math.inf
+    # an issue-bound kernel's memory stream runs far below DRAM's rate and does not slow its
+    # issue: the roofline's max (fitted on H100 and H200 alike this gives the same elements per
+    # SM-cycle, 1.87 and 1.91, where the fitted overlap gave 2.47 and 2.32)
+    p = math.inf if issue is not None else params.overlap_exponent or math.inf
     # a cuBLAS GEMM's own overlap and floor; other GEMM-shaped kernels (cuDNN convolution,
     # flash attention) have their family's
     fitted_gemm = (
@@ -228,6 +238,8 @@ def kernel_time(
     bound: Bound
     if t_floor >= t_core:
         bound = "launch"
+    elif issue is not None and issue[0] >= max(t_compute - issue[0], t_memory):
+        bound = "issue"
     elif t_compute >= t_memory:
         bound = "compute"
     else:
@@ -236,6 +248,24 @@ def kernel_time(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def issue_time(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str
+) -> tuple[float, str] | None:
+    """Time the SMs take to issue a kernel's per-element instructions (a strided copy computes
+    each element's source offset with integer division per dimension): elements / (SMs x clock
+    x the family's calibrated elements per SM per cycle). None without that calibration: the
+    datasheet has no instruction count."""
+    rate = params.family_elements_per_sm_cycle.get(family)
+    if not kw.elements or not rate:
+        return None
+    t = kw.elements / (gpu.sm_count * gpu.boost_clock_hz * rate)
+    return t, (
+        f"{kw.elements:.3g} elements / ({gpu.sm_count} SMs x "
+        f"{format_quantity(gpu.boost_clock_hz, 'Hz')} x {rate:.3g} elements per SM-cycle, "
+        f"calibrated for {family}): per-element instructions"
+    )
 
 
 def compute_efficiency(params: CalibrationParams, unit: str, dtype: str, fma: bool = True) -> float:
@@ -382,6 +412,10 @@ def _advice(kernels: list[KernelPrediction], work: list[KernelWork], gpu: GPUSpe
                 f"{kp.name}: the fixed per-kernel cost dominates; fuse small kernels or replay "
                 "them with CUDA graphs"
             )
+        if kp.bound == "issue":
+            out.append(f"{kp.name}: bound by per-element instructions (index arithmetic, type "
+                       "conversions), not by DRAM: more bandwidth will not help; fusing it into "
+                       "a neighbouring kernel saves the pass")  # fmt: skip
         if kp.bound == "memory" and kp.flops and kw.gemm is None:
             out.append(f"{kp.name}: memory-bound; fuse it with its neighbours to skip DRAM trips")
         if not kw.fma and kp.flops:

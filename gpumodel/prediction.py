@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpumodel.units import format_quantity, format_time
 
-Bound = Literal["memory", "compute", "latency", "launch", "network"]
+Bound = Literal["memory", "compute", "issue", "latency", "launch", "network"]
 
 
 class Term(BaseModel):

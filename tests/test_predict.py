@@ -320,3 +320,35 @@ def test_expand_copy_is_its_own_family():
     slow = CalibrationParams(family_bandwidth_efficiency={"expand_copy": 0.33, "elementwise": 0.9})
     t = predict_with_params(op, gm.get_gpu("h100"), slow).time_s
     assert t == pytest.approx(k.bytes / (3.35e12 * 0.33) + 2.5e-6, rel=0.02)
+
+
+def test_issue_bound_kernel_runs_at_its_elements_per_sm_cycle():
+    """A calibrated 2 elements per SM-cycle: 2^28 output elements on an H100 (132 SMs x
+    1.98 GHz) take 2^28 / (132 x 1.98e9 x 2) = 513.5 us, while its 2^28 x 2.5 B = 671 MB stream
+    needs only 200 us at 3.35 TB/s: the slower one is the time (no overlap penalty: the stream
+    runs far below DRAM's rate). H200 has the same SMs and clock -> the same time although its
+    HBM is 1.43x faster; an A100 (108 SMs x 1.41 GHz) takes 132 x 1.98 / (108 x 1.41) = 1.716x
+    as long. Without a calibration the datasheet has no instruction count: roofline only."""
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.predict import predict_with_params
+
+    op = gm.ops.ExpandCopy(n=2**28, repeat=4)
+    params = CalibrationParams(family_elements_per_sm_cycle={"expand_copy": 2.0},
+                               family_bandwidth_efficiency={"expand_copy": 1.0},
+                               family_overhead_s={"expand_copy": 0.0}, overlap_exponent=1.2)  # fmt: skip
+    h100 = predict_with_params(op, gm.get_gpu("h100"), params)
+    assert h100.time_s == pytest.approx(2**28 / (132 * 1.98e9 * 2), rel=1e-9)
+    assert h100.time_s == pytest.approx(513.5e-6, rel=1e-3)
+    assert h100.bound == "issue"
+    assert any("more bandwidth will not help" in a for a in h100.advice)
+    issue = next(t for t in h100.terms if t.name == "SM issue time")
+    assert "2 elements per SM-cycle" in issue.note
+    memory = next(t for t in h100.terms if t.name == "memory time")
+    assert memory.value == pytest.approx(2**28 * 2.5 / 3.35e12, rel=1e-9)
+    h200 = predict_with_params(op, gm.get_gpu("h200"), params)
+    assert h200.time_s == pytest.approx(h100.time_s, rel=1e-9)
+    a100 = predict_with_params(op, gm.get_gpu("a100"), params)
+    assert a100.time_s / h100.time_s == pytest.approx(132 * 1.98 / (108 * 1.41), rel=1e-3)
+    datasheet = gm.predict(op, "h100", "none")
+    assert not any(t.name == "SM issue time" for t in datasheet.terms)
+    assert datasheet.bound == "memory"

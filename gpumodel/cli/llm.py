@@ -143,7 +143,7 @@ def _plot_ops(r: Any, path: str) -> None:
     ops = sorted(r.breakdown, key=lambda o: o.time_s)
     fig, ax = plt.subplots(figsize=(8, max(3.0, 0.28 * len(ops) + 1.2)))
     colors = {"compute": "tab:red", "memory": "tab:blue", "launch": "tab:gray",
-              "network": "tab:green", "latency": "tab:olive"}  # fmt: skip
+              "network": "tab:green", "latency": "tab:olive", "issue": "tab:orange"}  # fmt: skip
     ax.barh([o.name for o in ops], [o.time_s * 1e3 for o in ops],
             color=[colors.get(o.bound, "tab:purple") for o in ops])  # fmt: skip
     ax.set_xlabel("GPU time per step (ms), colour = bound")

@@ -69,7 +69,8 @@ def plot_report(report: DiagnoseReport, path: str | Path, top: int = 15) -> Path
             roofs.append((f"{unit} {dt}", peak))
     for label, peak in roofs:
         roof.loglog(ai, np.minimum(peak, ai * bw) / 1e12, label=label, lw=1.2)
-    colors = {"compute": "#d62728", "memory": "#1f77b4", "launch": "#7f7f7f", "latency": "#9467bd"}
+    colors = {"compute": "#d62728", "memory": "#1f77b4", "launch": "#7f7f7f", "latency": "#9467bd",
+              "issue": "#ff7f0e"}  # fmt: skip
     for r in report.ops:
         if not r.mapped or not r.arithmetic_intensity or not r.achieved_flops_per_s:
             continue

@@ -62,6 +62,10 @@ class KernelWork:
     # (Little's law then bounds the reads; None: all its bytes at once)
     bytes_in_flight_per_thread: float | None = None
     registers_per_thread: int | None = None  # for the occupancy of a described kernel
+    # elements whose addresses the threads compute one by one: a kernel bound by that integer
+    # work (a strided copy's index arithmetic) runs at a calibrated rate per SM clock
+    # (``CalibrationParams.family_elements_per_sm_cycle``), not at a bandwidth
+    elements: float | None = None
     shared_mem_per_block: float = 0.0
     transfer: Literal["h2d", "d2h"] | None = None  # a host<->device copy over PCIe
     # work of each thread block relative to a full one, for one group of blocks launched in

@@ -153,6 +153,10 @@ class _RowOp(Op):
                 bytes=nbytes,
                 bytes_written=size * n,
                 working_set_bytes=nbytes,
+                # softmax over 4096 columns and layer norm over 1024 ran at the same speed on
+                # H100 and H200 (829-831 and 154-155 us at 65536 rows): bound by per-element
+                # work, which a calibration prices per SM-cycle (``KernelWork.elements``)
+                elements=n,
                 **self._geometry(size),
             )
         ]
@@ -245,7 +249,13 @@ class ExpandCopy(Op):
     elementwise kernel (``elementwise_kernel<128, 4>`` of ``direct_copy_kernel_cuda``), not the
     vectorised one a plain copy gets: it runs far below a copy's bandwidth (an H100 profile of
     a StaticCache decode: 151 us for 168 MB, 1.1 TB/s), so it is calibrated as its own family
-    (``gpumodel validate`` measures it). Reads ``n / repeat`` elements, writes ``n``."""
+    (``gpumodel validate`` measures it). Reads ``n / repeat`` elements, writes ``n``.
+
+    Its limit is the per-element index arithmetic, not DRAM: H100 and H200 (same 132 SMs at
+    1.98 GHz, 1.43x apart in bandwidth) copied 450-500 G elements/s alike for GQA groups 2-8
+    (validation/results/*/raw-measurements-2026-11-22.json), so a calibration prices it in
+    elements per SM-cycle (``KernelWork.elements``) and carries that to other GPUs by SMs x
+    clock."""
 
     op_name: ClassVar[str] = "expand_copy"
     n: int = Field(gt=0, description="output elements of one tensor")
@@ -259,7 +269,9 @@ class ExpandCopy(Op):
         nbytes = written + size * self.n / self.repeat
         return [
             KernelWork(name="expand copy", bytes=nbytes, bytes_written=written,
-                       working_set_bytes=nbytes, threads=self.n)
+                       working_set_bytes=nbytes, elements=self.n,
+                       notes=("scaled_dot_product_attention(..., enable_gqa=True) (PyTorch "
+                              ">= 2.5) reads the shared K/V heads in place: no copy",))
             for _ in range(self.tensors)
         ]  # fmt: skip
 

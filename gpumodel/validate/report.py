@@ -172,8 +172,9 @@ def transfer_markdown(cal: Calibration, info: dict, errors: dict, fails: list[st
         f"CUDA runtime {info.get('cuda_runtime_version', '?')}, CuPy {info.get('cupy_version', '?')}, "
         f"torch {info.get('torch_version', '?')})",
         "",
-        "No measurement of this GPU was used to fit anything: efficiencies, latencies in cycles and "
-        "alignment effects come from the source GPU's calibration, rates from this GPU's spec. "
+        "No measurement of this GPU was used to fit anything: efficiencies, latencies and issue "
+        "rates in cycles and alignment effects come from the source GPU's calibration, rates "
+        "(bandwidths, SMs x clock) from this GPU's spec. "
         "Errors are over every measured point.",
         "",
         "| family | n | datasheet median | transferred median | transferred p90 | bias | target |",
