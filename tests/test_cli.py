@@ -173,6 +173,27 @@ def test_validate_without_gpu_says_so(capsys, monkeypatch):
     assert code == 2 and err.count("\n") == 1 and "gpumodel[gpu]" in err
 
 
+def test_from_measurements_reads_a_calibration_yaml(capsys, tmp_path):
+    """A calibration file carries its run's measurements, so --from-measurements takes it as
+    readily as the raw JSON: the shipped H100 profile yields the same records as the shipped raw
+    file. One saved without measurements is refused in one line, exit 2."""
+    import gpumodel as gm
+    from gpumodel._paths import validation_dir
+    from gpumodel.validate.pipeline import load_or_measure
+
+    shipped = validation_dir() / "results" / "h100-sxm"
+    info, records, unavailable = load_or_measure("cupy", False, str(shipped / "calibration.yaml"))
+    raw = json.loads((shipped / "raw-measurements-2026-11-22.json").read_text())
+    assert records == raw["records"] and len(records) == 1791
+    assert info["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert unavailable == raw["unavailable"]
+    bare = tmp_path / "bare.yaml"
+    cal = gm.load_calibration(shipped / "calibration.yaml")
+    cal.model_copy(update={"measurements": []}).save(bare)
+    code, _, err = run(capsys, "validate", "--from-measurements", str(bare), "--gpu", "h100-sxm")
+    assert code == 2 and "holds no measurements" in err and "Traceback" not in err
+
+
 def test_shipped_h100_calibration_refits_from_its_measurements(capsys, tmp_path):
     """The shipped H100 profile is what this version of the model fits to the shipped raw
     measurements (a model change that is not re-fitted fails here), and the report says the

@@ -23,7 +23,9 @@ def validate(
     report: str = typer.Option(None, help="directory for report.md (and validation.png)"),
     plot: bool = typer.Option(False, "--plot", help="draw measured vs predicted into --report"),
     from_measurements: str = typer.Option(
-        None, help="re-fit from a raw measurements JSON instead of measuring"
+        None,
+        help="re-fit from saved measurements instead of measuring: a raw measurements JSON or "
+        "a calibration YAML (it carries its run's measurements)",
     ),
     calibration_from: str = typer.Option(
         None, help="score another GPU's calibration, transferred, on these measurements (no fit)"

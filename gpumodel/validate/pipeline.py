@@ -119,6 +119,15 @@ def load_or_measure(
 
 
 def _read_measurements(path: str) -> dict[str, Any]:
+    """A raw measurements JSON, or a calibration YAML (it carries its run's measurements)."""
+    if Path(path).suffix in (".yaml", ".yml"):
+        from gpumodel.calibration import read_calibration_file
+
+        cal = read_calibration_file(path, measurements=True)
+        if not cal.measurements:
+            raise GpumodelError(f"{path}: this calibration holds no measurements")
+        return {"device": dict(cal.environment), "records": cal.measurements,
+                "unavailable": cal.unavailable}  # fmt: skip
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
