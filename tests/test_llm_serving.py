@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+import gpumodel as gm
+from gpumodel.cli import main
 from gpumodel.llm import plan_serving
 
 
@@ -58,3 +60,34 @@ def test_model_too_big_everywhere():
 def test_price_override():
     p = plan_serving("llama-3-8b", ["h100"], rate=5, price={"h100": 1.0}, calibration="none")
     assert p.options[0].usd_per_gpu_hour == 1.0
+
+
+def test_plan_names_each_calibration_and_warns_when_they_mix():
+    """The H100 ships a calibration, the L4 does not: a side-by-side plan says which yardstick
+    each column used and warns that they differ; carrying the H100 calibration to both makes
+    them comparable (no warning) and, since measured efficiencies are below the datasheet's,
+    never makes the L4 cheaper than its datasheet-only plan."""
+    mixed = gm.plan_serving("llama-3-8b", ["l4", "h100"], prompt=1024, output=256, rate=50)
+    l4, h100 = mixed.options
+    assert l4.calibration == "none (datasheet only)"
+    assert h100.calibration.startswith("h100-sxm cupy")
+    assert len(mixed.warnings) == 1 and mixed.warnings[0].startswith("l4: datasheet roofline")
+    same = gm.plan_serving("llama-3-8b", ["l4", "h100"], prompt=1024, output=256, rate=50,
+                           calibration_from="h100")  # fmt: skip
+    l4_t, h100_t = same.options
+    assert "transferred from h100-sxm" in l4_t.calibration and same.warnings == ()
+    assert h100_t.gpus == h100.gpus  # the H100's own calibration either way
+    assert l4_t.usd_per_million_tokens >= l4.usd_per_million_tokens
+    bare = gm.plan_serving("llama-3-8b", ["l4", "h100"], prompt=1024, output=256, rate=50,
+                           calibration="none")  # fmt: skip
+    assert bare.warnings == ()
+
+
+def test_plan_serve_cli_shows_calibrations_and_rejects_both_options(capsys):
+    code = main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "l4,h100"])
+    out = capsys.readouterr().out
+    assert code == 0 and "datasheet only" in out and "measured 2026-11-22" in out
+    assert "warning: l4: datasheet roofline only" in out
+    code = main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "l4",
+                 "--calibration", "none", "--calibration-from", "h100"])  # fmt: skip
+    assert code == 2 and "not both" in capsys.readouterr().err

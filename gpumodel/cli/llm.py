@@ -312,6 +312,9 @@ def plan_serve(
     dtype: str = typer.Option("bf16"),
     runtime: str = typer.Option("graph"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
+    calibration_from: str = typer.Option(
+        None, help="carry this GPU's calibration (id or file) to every GPU: like for like"
+    ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
 ) -> None:
@@ -326,7 +329,7 @@ def plan_serve(
         model, names, prompt=prompt, output=output, rate=parse_rate(rate), dtype=dtype,
         runtime=runtime, ttft_slo_s=_seconds(ttft, "--ttft"),  # type: ignore[arg-type]
         tpot_slo_s=_seconds(tpot, "--tpot"), latency_slo_s=_seconds(latency, "--latency"),
-        price=price, calibration=calibration,
+        price=price, calibration=calibration, calibration_from=calibration_from,
     )  # fmt: skip
     if plot:
         _plot_serving(p, plot)
@@ -336,6 +339,17 @@ def plan_serve(
     _serving_table(p)
     if plot:
         _out(f"wrote {plot}")
+
+
+def _short_calibration(label: str) -> str:
+    """'datasheet only', 'measured (date)' or 'from GPU (date)' out of a calibration label."""
+    if label.startswith("none"):
+        return "datasheet only"
+    words = label.split()
+    date = words[2] if len(words) > 2 else ""
+    if "transferred from " in label:
+        return f"from {label.split('transferred from ')[1].rstrip(')')} {date}"
+    return f"measured {date}"
 
 
 def _serving_table(p: Any) -> None:
@@ -370,6 +384,7 @@ def _serving_table(p: Any) -> None:
         ("$ per 1M output tokens", lambda o: f"{o.usd_per_million_output_tokens:.3g}"),
         ("memory per GPU", lambda o: format_quantity(o.memory_per_gpu_bytes, "B")),
         ("meets targets", lambda o: "yes" if o.meets_slo else "no"),
+        ("calibration", lambda o: _short_calibration(o.calibration)),
     ]  # fmt: skip
     for name, fn in rows:
         table.add_row(name, *[cell(o, fn) for o in p.options])
@@ -378,6 +393,8 @@ def _serving_table(p: Any) -> None:
     for o in p.options:
         if not o.feasible:
             out.print(f"{o.gpu}: {o.reason}", highlight=False, markup=False)
+    for w in p.warnings:
+        out.print(f"warning: {w}", highlight=False, markup=False)
     if p.best:
         out.print(f"best buy: {p.best}", highlight=False, markup=False)
     else:

@@ -24,6 +24,13 @@ Per GPU type:
      tokens both count; the output-token price is reported too).
 
 The best buy is the feasible GPU with the lowest $ per 1M tokens that meets the targets.
+
+Each option names the calibration its times come from. GPUs with a calibration get measured
+efficiencies; the others the datasheet roofline, which is a different yardstick (on an H100 the
+datasheet-only LLM step missed the measured one by 24% for prefill and 30% for decode, median:
+validation/results/h100-sxm/llm-report.md), so a plan that mixes the two says so in
+``warnings``. ``calibration_from`` carries one GPU's calibration to every GPU of its vendor
+instead (validated H100 -> H200 only: transfer-report.md).
 """
 
 from __future__ import annotations
@@ -69,6 +76,7 @@ class ServingOption(BaseModel):
     meets_slo: bool = False
     memory_per_gpu_bytes: float | None = None
     best: bool = False
+    calibration: str = "none (datasheet only)"
 
 
 class ServingPlan(BaseModel):
@@ -84,6 +92,7 @@ class ServingPlan(BaseModel):
     latency_slo_s: float | None
     options: tuple[ServingOption, ...]
     best: str | None
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -106,6 +115,7 @@ class ServingPlan(BaseModel):
                 + ("" if o.meets_slo else " (misses the latency target)")
                 + mark
             )
+        lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -118,6 +128,26 @@ def _price(g: GPUSpec, price: float | Mapping[str, float] | None) -> float | Non
     if price is not None:
         return float(price)
     return g.price.usd_per_hour if g.price else None
+
+
+def _calibration_label(calibration: Any, g: GPUSpec) -> str:
+    from gpumodel.calibration import resolve
+
+    cal = resolve(calibration, g)
+    return cal.label if cal is not None else "none (datasheet only)"
+
+
+def _mixed_calibrations(options: list[ServingOption]) -> list[str]:
+    """A warning when some GPUs are priced from measurements and others from the datasheet."""
+    feasible = [o for o in options if o.feasible]
+    bare = [o.gpu for o in feasible if o.calibration.startswith("none")]
+    if not bare or len(bare) == len(feasible):
+        return []
+    measured = [o.gpu for o in feasible if o.gpu not in bare]
+    return [f"{', '.join(bare)}: datasheet roofline only, {', '.join(measured)}: calibrated; "
+            "not like for like (on an H100 the datasheet-only LLM step was off by 24-30%): "
+            "pass calibration_from (--calibration-from h100) to carry one calibration to all, "
+            "or calibration='none' (--calibration none) for all"]  # fmt: skip
 
 
 def _batches(limit: int) -> list[int]:
@@ -215,7 +245,8 @@ def serve_on(
     per_hour = n_gpus * usd if usd is not None else None
     tokens_per_hour = rate * context * 3600.0
     return ServingOption(
-        gpu=g.id, feasible=True, tp=tp, max_batch=limit, batch=b, ttft_s=ttft, tpot_s=tpot,
+        gpu=g.id, feasible=True, calibration=_calibration_label(calibration, g), tp=tp,
+        max_batch=limit, batch=b, ttft_s=ttft, tpot_s=tpot,
         latency_s=latency, requests_per_s_per_replica=rps,
         output_tokens_per_s_per_replica=rps * output, replicas=replicas, gpus=n_gpus,
         usd_per_gpu_hour=usd, usd_per_hour=per_hour,
@@ -240,23 +271,32 @@ def plan_serving(
     latency_slo_s: float | None = None,
     price: float | Mapping[str, float] | None = None,
     calibration: Any = None,
+    calibration_from: str | None = None,
 ) -> ServingPlan:
     """Serve ``rate`` requests/s of ``prompt`` + ``output`` tokens on each GPU type in ``gpus``.
 
     ``price``: $/GPU-hour for all GPUs, or a mapping GPU id -> $/GPU-hour, else each spec's.
     A GPU that cannot hold the model or lacks the dtype is listed as infeasible with the reason.
+    ``calibration_from``: a GPU id or calibration file carried to every GPU (``transfer``).
     """
     spec = get_model(model)
     if rate <= 0 or prompt < 1 or output < 0:
         raise SpecError(f"need rate > 0, prompt >= 1, output >= 0; got {rate}, {prompt}, {output}")
     targets = [gpus] if isinstance(gpus, (str, GPUSpec)) else list(gpus)
     options = []
+    if calibration_from is not None and calibration is not None:
+        raise SpecError("pass calibration or calibration_from, not both")
     for item in targets:
         g = get_gpu(item)
+        cal = calibration
+        if calibration_from is not None:
+            from gpumodel.calibration import load_calibration
+
+            cal = load_calibration(calibration_from, for_gpu=g)
         try:
             opt = serve_on(spec, g, prompt=prompt, output=output, rate=rate, dtype=dtype,
                            runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
-                           latency_slo_s=latency_slo_s, price=price, calibration=calibration)  # fmt: skip
+                           latency_slo_s=latency_slo_s, price=price, calibration=cal)  # fmt: skip
         except SpecError:
             raise
         except GpumodelError as exc:  # e.g. no bf16 on this GPU
@@ -270,4 +310,5 @@ def plan_serving(
         model=spec.id, prompt=prompt, output=output, rate_per_s=rate, dtype=dtype,
         runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
         latency_slo_s=latency_slo_s, options=tuple(options), best=best,
+        warnings=tuple(_mixed_calibrations(options)),
     )  # fmt: skip
