@@ -324,6 +324,20 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     )
 
 
+def mixed_calibration_warning(labels: dict[str, str]) -> list[str]:
+    """GPU id -> calibration label of side-by-side results: a one-line warning when some come
+    from measurements and others from the datasheet alone (not like for like: on an H100 the
+    datasheet-only LLM step was off by 24-30%, validation/results/h100-sxm/llm-report.md)."""
+    bare = [g for g, label in labels.items() if label.startswith("none")]
+    if not bare or len(bare) == len(labels):
+        return []
+    measured = [g for g in labels if g not in bare]
+    return [f"{', '.join(bare)}: datasheet roofline only, {', '.join(measured)}: calibrated; "
+            "not like for like (on an H100 the datasheet-only LLM step was off by 24-30%): "
+            "--calibration-from h100 (calibration_from) carries one calibration to all, "
+            "--calibration none puts all on the datasheet"]  # fmt: skip
+
+
 def resolve(calibration: Any, gpu: GPUSpec) -> Calibration | None:
     """What ``predict(..., calibration=...)`` accepts -> a Calibration for ``gpu`` or None."""
     if calibration is None:

@@ -213,3 +213,14 @@ def test_shipped_h100_calibration_refits_from_its_measurements(capsys, tmp_path)
         assert refit.errors[name].median_abs_pct == pytest.approx(e.median_abs_pct, rel=1e-6)
     assert "fitted_from_measurements: raw-measurements-2026-11-22.json" in (
         tmp_path / "report.md").read_text()  # fmt: skip
+
+
+def test_side_by_side_prediction_warns_when_calibrations_mix(capsys):
+    """a100 has no shipped calibration, h100 has: the columns use different yardsticks."""
+    code, out, _ = run(capsys, "predict", "gemm", "--m", "2048", "--n", "4096", "--k", "4096",
+                       "--gpu", "a100,h100")  # fmt: skip
+    assert code == 0 and "warning: a100-sxm4-80gb: datasheet roofline only, h100-sxm" in out
+    for same in (["--calibration", "none"], ["--calibration-from", "h100"]):
+        code, out, _ = run(capsys, "predict", "gemm", "--m", "2048", "--n", "4096", "--k", "4096",
+                           "--gpu", "a100,h100", *same)  # fmt: skip
+        assert code == 0 and "warning" not in out

@@ -78,3 +78,7 @@ def print_predictions(preds: list[gm.Prediction], as_json: bool, explain: bool =
     for p in preds:
         if explain or len(preds) == 1:
             out.print(p.explain(), highlight=False, markup=False)
+    from gpumodel.calibration import mixed_calibration_warning
+
+    for w in mixed_calibration_warning({p.gpu: p.calibration for p in preds}):
+        out.print(f"warning: {w}", highlight=False, markup=False)

@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel.calibration import mixed_calibration_warning
 from gpumodel.errors import GpumodelError, SpecError
 from gpumodel.llm.inference import Runtime, predict_inference
 from gpumodel.llm.layers import tp_shape
@@ -135,19 +136,6 @@ def _calibration_label(calibration: Any, g: GPUSpec) -> str:
 
     cal = resolve(calibration, g)
     return cal.label if cal is not None else "none (datasheet only)"
-
-
-def _mixed_calibrations(options: list[ServingOption]) -> list[str]:
-    """A warning when some GPUs are priced from measurements and others from the datasheet."""
-    feasible = [o for o in options if o.feasible]
-    bare = [o.gpu for o in feasible if o.calibration.startswith("none")]
-    if not bare or len(bare) == len(feasible):
-        return []
-    measured = [o.gpu for o in feasible if o.gpu not in bare]
-    return [f"{', '.join(bare)}: datasheet roofline only, {', '.join(measured)}: calibrated; "
-            "not like for like (on an H100 the datasheet-only LLM step was off by 24-30%): "
-            "pass calibration_from (--calibration-from h100) to carry one calibration to all, "
-            "or calibration='none' (--calibration none) for all"]  # fmt: skip
 
 
 def _batches(limit: int) -> list[int]:
@@ -310,5 +298,6 @@ def plan_serving(
         model=spec.id, prompt=prompt, output=output, rate_per_s=rate, dtype=dtype,
         runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
         latency_slo_s=latency_slo_s, options=tuple(options), best=best,
-        warnings=tuple(_mixed_calibrations(options)),
+        warnings=tuple(mixed_calibration_warning({o.gpu: o.calibration
+                                                  for o in options if o.feasible})),
     )  # fmt: skip
