@@ -27,6 +27,8 @@ PUBLISHED = {
     "mistral-7b": (7.24e9, 0.01),
     # Mistral AI, "Mixtral of experts" (Dec 2023): 46.7B total
     "mixtral-8x7b": (46.7e9, 0.01),
+    # LLaMA paper (Touvron et al. 2023a) Table 2: 65.2B
+    "llama-65b": (65.2e9, 0.01),
     # Brown et al. 2020, Table 2.1: 175.0B
     "gpt-3-175b": (175.0e9, 0.01),
 }

@@ -18,6 +18,8 @@ def resolve_gpus(gpu: str, specs_dir: Sequence[str] = ()) -> list[gm.GPUSpec]:
 
 def calibration_for(gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None) -> Any:
     """What to pass as ``calibration=``: a transferred one, a named one, or None (best found)."""
+    if calibration_from and calibration:
+        fail("pass --calibration or --calibration-from, not both")
     if calibration_from:
         return gm.load_calibration(calibration_from, for_gpu=gpu)
     return calibration

@@ -16,6 +16,7 @@ import typer
 
 import gpumodel as gm
 from gpumodel.cli._app import app, console, fail, print_json, split_list
+from gpumodel.cli.common import calibration_for
 from gpumodel.units import format_quantity, format_time, parse_count
 
 
@@ -110,6 +111,9 @@ def infer(
     kv_cache: str = typer.Option(None, help="override the runtime's default"),
     host_us: float = typer.Option(None, help="host cost per kernel in us (eager)"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
+    calibration_from: str = typer.Option(
+        None, help="carry another GPU's calibration (id or file) to this one"
+    ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write the per-op time breakdown to FILE.png/.svg"),
 ) -> None:
@@ -124,7 +128,8 @@ def infer(
         _at_least(opt, v)
     r = _llm().predict_inference(
         model, gpu, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,  # type: ignore[arg-type]
-        gpus=gpus, tp=tp, runtime=runtime, calibration=calibration,  # type: ignore[arg-type]
+        gpus=gpus, tp=tp, runtime=runtime,  # type: ignore[arg-type]
+        calibration=calibration_for(gm.get_gpu(gpu), calibration, calibration_from),
         attention=attention, fusion=fusion, kv_cache=kv_cache,  # type: ignore[arg-type]
         host_per_kernel_s=host_us * 1e-6 if host_us is not None else None,
     )  # fmt: skip
@@ -245,6 +250,9 @@ def plan_train(
     recompute: str = typer.Option("selective"),
     dtype: str = typer.Option("bf16"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
+    calibration_from: str = typer.Option(
+        None, help="carry another GPU's calibration (id or file) to this one"
+    ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write the scaling curve (days, MFU vs GPUs) to FILE"),
 ) -> None:
@@ -259,7 +267,8 @@ def plan_train(
     kw: dict[str, Any] = dict(tp=tp, pp=pp, zero=zero, micro_batch=micro_batch,
                               global_batch=global_batch, seq=seq, dtype=dtype,
                               recompute=recompute, price=price, mfu=mfu,
-                              calibration=calibration)  # fmt: skip
+                              calibration=calibration_for(gm.get_gpu(gpu), calibration,
+                                                       calibration_from))  # fmt: skip
     p = _llm().plan_training(model, gpu, gpus, n_tokens, **kw)
     if plot:
         _plot_scaling(model, gpu, gpus, n_tokens, kw, plot)
