@@ -16,6 +16,11 @@ Pipeline (1F1B, Narayanan et al. 2021, section 2.2): m micro-batches through p s
 activations (divided by t with the scatter/gather optimisation, ibid. section 4.1) forward and
 gradients back.
 
+Optimizer: one AdamW update per step over the rank's share of the fp32 master weights (its
+tp x pp slice, divided by dp under ZeRO >= 1): read weight, gradient and both moments, write
+weight and moments (28 B per parameter), then the bf16 copy of the weights (read 4 B, write
+2 B): a memory-bound stream (``optimizer_step_op``), after the last backward.
+
 Data parallel: the gradient all-reduce of each rank's gradients (bytes = params/(tp*pp) x 2 B;
 ZeRO-3 adds the parameter all-gathers, 1.5x the volume; ZeRO paper section 7) from the
 collective model. Buckets reduce while the last micro-batch's backward runs (PyTorch DDP, Li et
@@ -40,10 +45,10 @@ from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
-from gpumodel.llm.layers import LayerOp, model_ops
+from gpumodel.llm.layers import Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.ops import Attention, Gemm
+from gpumodel.ops import Attention, Gemm, Kernel
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -90,6 +95,7 @@ class TrainingStep(BaseModel):
     dp_comm_exposed_s: float
     step_time_no_overlap_s: float
     step_time_ideal_s: float
+    optimizer_s: float = 0.0
     tokens_per_step: int
     tokens_per_s: float
     model_flops_per_token: float
@@ -111,7 +117,8 @@ class TrainingStep(BaseModel):
             f"  pipeline bubble {format_time(self.bubble_s)} ((p-1)/m = "
             f"{100 * self.bubble_fraction:.1f}%)",
             f"  DP gradient sync {format_time(self.dp_comm_s)}, exposed "
-            f"{format_time(self.dp_comm_exposed_s)} after overlap with the last backward",
+            f"{format_time(self.dp_comm_exposed_s)} after overlap with the last backward; "
+            f"optimizer step {format_time(self.optimizer_s)}",
             f"  bounds: compute only {format_time(self.step_time_ideal_s)}, no DP overlap "
             f"{format_time(self.step_time_no_overlap_s)}",
             f"  memory per GPU: {self.memory.message()}",
@@ -167,6 +174,23 @@ class TrainingPlan(BaseModel):
         return "\n".join(lines)
 
 
+# AdamW over fp32 master weights: read weight, gradient, first and second moment (4 x 4 B),
+# write weight and moments (3 x 4 B); the bf16 working copy then reads 4 B and writes 2 B
+ADAMW_BYTES_PER_PARAM = 28.0
+ADAMW_WRITTEN_PER_PARAM = 12.0
+MASTER_COPY_BYTES_PER_PARAM, MASTER_COPY_WRITTEN_PER_PARAM = 6.0, 2.0
+
+
+def optimizer_step_op(params: float, master_copy: bool = True) -> Kernel:
+    """The AdamW update of ``params`` fp32 master weights as the stream it is (fused AdamW:
+    one pass), plus the bf16 weight copy when ``master_copy``."""
+    nbytes, written = ADAMW_BYTES_PER_PARAM, ADAMW_WRITTEN_PER_PARAM
+    if master_copy:
+        nbytes += MASTER_COPY_BYTES_PER_PARAM
+        written += MASTER_COPY_WRITTEN_PER_PARAM
+    return Kernel(flops=0, bytes=params * nbytes, bytes_written=params * written)
+
+
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
     """Backward ops of a forward op, each with a time multiplier."""
     op = entry.op
@@ -206,8 +230,11 @@ def predict_training_step(
     dtype: str = "bf16",
     recompute: Recompute = "selective",
     calibration: Any = None,
+    fusion: Fusion = "fused",
 ) -> TrainingStep:
-    """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens)."""
+    """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens).
+    ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
+    instead of Megatron-style fused kernels."""
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = seq or min(spec.max_context, 8192)
@@ -228,7 +255,7 @@ def predict_training_step(
     mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
                  dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
 
-    ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion="fused",
+    ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
                     kv_cache="none", logits="all")  # fmt: skip
     beta = BYTES_PER_ELEMENT[dtype]
     tokens = micro_batch * seq
@@ -281,7 +308,10 @@ def predict_training_step(
         if zero == 3:
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
     exposed = max(0.0, dp_comm - bwd)
-    step = compute_chain + exposed
+    shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
+    opt_op = LayerOp("optimizer_step", optimizer_step_op(shard), kind="elementwise")
+    optimizer = timer.kernels(opt_op)[0].time_s
+    step = compute_chain + exposed + optimizer
 
     breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])
     flops_token = model_flops_per_token(spec, seq)
@@ -296,8 +326,9 @@ def predict_training_step(
         dtype=dtype, recompute=recompute, calibration=timer.label, step_time_s=step,
         forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
-        dp_comm_exposed_s=exposed, step_time_no_overlap_s=compute_chain + dp_comm,
-        step_time_ideal_s=m * (t_mb - tp_comm - p2p), tokens_per_step=tokens_step,
+        dp_comm_exposed_s=exposed, step_time_no_overlap_s=compute_chain + dp_comm + optimizer,
+        step_time_ideal_s=m * (t_mb - tp_comm - p2p) + optimizer, optimizer_s=optimizer,
+        tokens_per_step=tokens_step,
         tokens_per_s=tokens_step / step, model_flops_per_token=flops_token, mfu=mfu,
         memory=mem, breakdown=tuple(breakdown),
     )  # fmt: skip
