@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 POINTS = [(1, 2048), (2, 2048), (4, 2048), (8, 2048), (1, 4096), (2, 4096), (4, 4096)]
+PROFILED = (2, 4096)  # the point whose kernels are listed by name
 WIDTHS = dict(hidden=4096, heads=32, kv=8, ffn=14336, vocab=128256)  # Llama-3-8B
 
 
@@ -39,6 +40,24 @@ def _events(torch, fn, warmup: int, reps: int) -> list[float]:
         torch.cuda.synchronize()
         out.append(a.elapsed_time(b) / 1e3)
     return out
+
+
+def _kernel_table(torch, fn) -> dict[str, list[float]]:
+    """Kernel name -> [calls, total device seconds] of one call of ``fn`` (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    table: dict[str, list[float]] = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            row = table.setdefault(e.name, [0, 0.0])
+            row[0] += 1
+            row[1] += (getattr(e, "device_time", None) or e.cuda_time) / 1e6
+    return table
 
 
 def _gpu_busy(torch, fn) -> tuple[float, int]:
@@ -66,6 +85,8 @@ def _time_point(torch, model, batch: int, seq: int, args) -> dict:
         model.zero_grad(set_to_none=True)
         forward().backward()
 
+    if (batch, seq) == PROFILED:
+        profiled = {"forward": _kernel_table(torch, forward), "step": _kernel_table(torch, step)}
     fwd = _events(torch, forward, args.warmup, args.reps)
     total = _events(torch, step, args.warmup, args.reps)
     busy, kernels = _gpu_busy(torch, step)
@@ -74,6 +95,8 @@ def _time_point(torch, model, batch: int, seq: int, args) -> dict:
              / statistics.median(total), "gpu_busy_s": busy, "kernels": kernels}  # fmt: skip
     print(f"b={batch} s={seq}: forward {point['forward_s'] * 1e3:.2f} ms, forward+backward "
           f"{point['step_s'] * 1e3:.2f} ms, GPU busy {busy * 1e3:.2f} ms, {kernels} kernels")  # fmt: skip
+    if (batch, seq) == PROFILED:
+        point["kernels_by_name"] = profiled
     model.zero_grad(set_to_none=True)
     torch.cuda.empty_cache()
     return point
