@@ -11,7 +11,8 @@ parameter is timed. Everything lands in ``DIR/measurements.json``.
 Anywhere (``--from measurements.json --out DIR``): predictions with the current gpumodel (the
 shipped calibration of that GPU by default), errors, ``DIR/report.md``. The HF model runs its
 norms, RoPE and SwiGLU as separate kernels, so the prediction uses ``fusion="unfused"`` (the
-Megatron-style default, ``"fused"``, is shown too).
+Megatron-style default, ``"fused"`` with FlashAttention-2, is shown too); its SDPA calls ran
+cuDNN's attention kernels (torch.profiler), hence ``attention="cudnn"``.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def report(result: dict, calibration: str | None) -> str:
         "median; GPU busy: torch.profiler kernel sum of one step.",
         "",
         "| batch | seq | measured fwd | pred fwd | err | measured fwd+bwd | GPU busy | pred fwd+bwd "
-        "(unfused) | err | pred (fused) | err |",
+        "(unfused, cuDNN) | err | pred (fused, FA2) | err |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     errs: dict[str, list[float]] = {"forward": [], "step": [], "fused": []}
@@ -173,8 +174,8 @@ def report(result: dict, calibration: str | None) -> str:
     for p in result["points"]:
         kw = dict(micro_batch=p["batch"], global_batch=p["batch"], seq=p["seq"],
                   recompute="none", calibration=cal)  # fmt: skip
-        un = predict_training_step(spec, gpu, 1, fusion="unfused", **kw)
-        fu = predict_training_step(spec, gpu, 1, fusion="fused", **kw)
+        un = predict_training_step(spec, gpu, 1, fusion="unfused", attention="cudnn", **kw)
+        fu = predict_training_step(spec, gpu, 1, fusion="fused", attention="flash", **kw)
         e_f = un.forward_s / p["forward_s"] - 1
         e_s = (un.forward_s + un.backward_s) / p["step_s"] - 1
         e_u = (fu.forward_s + fu.backward_s) / p["step_s"] - 1
@@ -192,8 +193,9 @@ def report(result: dict, calibration: str | None) -> str:
         "| prediction | median abs error | max abs error | bias (median) |",
         "|---|---|---|---|",
     ]
-    for name, label in (("forward", "forward (unfused)"), ("step", "forward + backward (unfused)"),
-                        ("fused", "forward + backward (fused, Megatron-style)")):  # fmt: skip
+    for name, label in (("forward", "forward (unfused, cuDNN attention)"),
+                        ("step", "forward + backward (unfused, cuDNN attention)"),
+                        ("fused", "forward + backward (fused, FlashAttention-2: Megatron-style)")):  # fmt: skip
         e = errs[name]
         lines.append(f"| {label} | {100 * statistics.median(abs(x) for x in e):.1f}% | "
                      f"{100 * max(abs(x) for x in e):.1f}% | {100 * statistics.median(e):+.1f}% |")  # fmt: skip

@@ -64,6 +64,12 @@ GROUPS: dict[str, tuple[Callable[[Point], bool], float | None, float | None]] = 
     "attention decode": (
         lambda p: p.family == "attention" and getattr(p.op, "seq", 1) == 1
         and p.meta.get("backend", "flash") == "flash", 10.0, None),
+    "attention prefill (cuDNN)": (
+        lambda p: p.family == "attention" and p.meta.get("backend") == "cudnn"
+        and getattr(p.op, "seq", 1) > 1, 10.0, None),
+    "attention decode (cuDNN)": (
+        lambda p: p.family == "attention" and p.meta.get("backend") == "cudnn"
+        and getattr(p.op, "seq", 1) == 1, 10.0, None),
     "conv2d (cuDNN)": (lambda p: p.family == "conv2d", 10.0, None),
     "numpy gemm": (lambda p: p.family == "numpy_gemm", 15.0, None),
     "numpy stream": (lambda p: p.family == "numpy_stream", 15.0, None),
@@ -84,7 +90,9 @@ def points_from_records(records: Iterable[dict[str, Any]]) -> tuple[list[Point],
         except Exception as exc:
             skipped.append(f"{r.get('family')}: {r['op']} ({exc})")
             continue
-        if meta.get("backend") not in (None, "flash") and r["family"] == "attention":
+        if r["family"] == "attention" and meta.get("backend") == "cudnn":
+            op = op.model_copy(update={"impl": "cudnn"})  # records before the op said so
+        elif meta.get("backend") not in (None, "flash", "cudnn") and r["family"] == "attention":
             skipped.append(f"attention backend {meta['backend']} (reported, not fitted)")
             continue
         l2 = "warm" if meta.get("cache") == "hot" else "cold"

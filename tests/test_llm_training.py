@@ -102,3 +102,53 @@ def test_published_a100_training_runs(model):
     assert 0.63 <= calibrated / published <= 0.85
     assert 0.45 <= datasheet / published <= 0.68
     assert datasheet < calibrated < published
+
+
+def test_eager_cross_entropy_reads_long_rows_three_times():
+    """HF's loss upcasts bf16 logits to fp32 (2 + 4 B per logit), then log_softmax; 128,256
+    fp32 values (501 KiB) exceed a block's 48 KiB of shared memory, so PyTorch's softmax reads
+    each row three times and writes it once (16 B); its backward zero-fills (4 B), runs the
+    same pass (16 B) and casts back (4 + 2 B). A 8,192-wide vocabulary (32 KiB) fits: 8 B."""
+    from gpumodel.llm.training import cross_entropy
+    from gpumodel.specs import get_gpu
+
+    h100 = get_gpu("h100")
+    fwd, (bwd, factor) = cross_entropy(8192, 128_256, "bf16", "unfused", h100)
+    n = 8192 * 128_256
+    assert sum(k.bytes for k in fwd.op.kernels(h100)) == pytest.approx(n * (6 + 16))
+    assert sum(k.bytes for k in bwd.op.kernels(h100)) == pytest.approx(n * (4 + 16 + 6))
+    assert factor == 1.0
+    small, _ = cross_entropy(8192, 8192, "bf16", "unfused", h100)
+    assert sum(k.bytes for k in small.op.kernels(h100)) == pytest.approx(8192 * 8192 * (6 + 8))
+
+
+def test_optimizer_step_is_a_stream_over_the_rank_shard():
+    """AdamW over fp32 masters: 28 B per parameter, + 6 B for the bf16 copy; ZeRO-1 over 8
+    data-parallel ranks updates an eighth of the parameters on each."""
+    from gpumodel.llm.training import optimizer_step_op
+
+    op = optimizer_step_op(1e9)
+    assert (op.bytes, op.bytes_written) == (34e9, 14e9)
+    assert optimizer_step_op(1e9, master_copy=False).bytes == 28e9
+    one = predict_training_step("llama-2-7b", "h100", 1, seq=2048, global_batch=1,
+                                calibration="none")  # fmt: skip
+    params = get_model("llama-2-7b").param_count()
+    assert one.optimizer_s == pytest.approx(34 * params / 3.35e12 + 2.5e-6, rel=1e-6)
+    eight = predict_training_step("llama-2-7b", "h100", 8, seq=2048, global_batch=8,
+                                  calibration="none")  # fmt: skip
+    assert eight.optimizer_s == pytest.approx(34 * params / 8 / 3.35e12 + 2.5e-6, rel=1e-6)
+    assert one.step_time_s > one.microbatch_s + 0.9 * one.optimizer_s
+
+
+def test_unfused_and_cudnn_options_reach_the_step():
+    fused = predict_training_step("llama-2-7b", "h100", 1, seq=2048, global_batch=1,
+                                  recompute="none", calibration="none")  # fmt: skip
+    eager = predict_training_step("llama-2-7b", "h100", 1, seq=2048, global_batch=1,
+                                  recompute="none", calibration="none", fusion="unfused")  # fmt: skip
+    assert eager.forward_s > fused.forward_s
+    cudnn = predict_training_step("llama-2-7b", "h100", 1, seq=2048, global_batch=1,
+                                  recompute="none", attention="cudnn")  # fmt: skip
+    flash = predict_training_step("llama-2-7b", "h100", 1, seq=2048, global_batch=1,
+                                  recompute="none", attention="flash")  # fmt: skip
+    # the shipped H100 calibration: cuDNN's kernels ran faster than FlashAttention-2's
+    assert cudnn.forward_s < flash.forward_s

@@ -352,3 +352,26 @@ def test_issue_bound_kernel_runs_at_its_elements_per_sm_cycle():
     datasheet = gm.predict(op, "h100", "none")
     assert not any(t.name == "SM issue time" for t in datasheet.terms)
     assert datasheet.bound == "memory"
+
+
+def test_cudnn_attention_is_its_own_calibrated_family():
+    """SDPA's cuDNN backend does the flash work (Q, K, V read once, O written once) in its own
+    kernels: family attention:cudnn (decode: attention_decode:cudnn). Saved records of the
+    cuDNN backend that still say impl=flash are read as cuDNN; the math backend stays
+    reported, not fitted."""
+    from gpumodel.calibrate import points_from_records
+
+    h100 = gm.get_gpu("h100")
+    flash = gm.ops.Attention(batch=2, heads=32, seq=4096, causal=True)
+    cudnn = flash.model_copy(update={"impl": "cudnn"})
+    assert (flash.family, cudnn.family) == ("attention", "attention:cudnn")
+    assert gm.ops.Attention(seq=1, kv_seq=4096, impl="cudnn").family == "attention_decode:cudnn"
+    (kf,), (kc,) = flash.kernels(h100), cudnn.kernels(h100)
+    assert kc.bytes == kf.bytes == 2 * (2 * 2 * 32 * 4096 * 128 * 2)
+    assert kc.total_flops == kf.total_flops
+    rec = {"family": "attention", "op": {**flash.to_row()}, "time_s": 1e-4,
+           "meta": {"backend": "cudnn"}}  # fmt: skip
+    math = {**rec, "meta": {"backend": "math"}}
+    points, skipped = points_from_records([rec, math])
+    assert [p.op.impl for p in points] == ["cudnn"]
+    assert skipped == ["attention backend math (reported, not fitted)"]

@@ -36,7 +36,7 @@ app.add_typer(models_app, name="models")
 # Choices and ranges are checked here (GpumodelError: one line, exit 2), not by typer.
 PHASES = ("prefill", "decode")
 RUNTIMES = ("eager", "graph")
-ATTENTION = ("flash", "naive")
+ATTENTION = ("flash", "cudnn", "naive")
 RECOMPUTE = ("none", "selective", "full")
 FUSION = ("fused", "unfused")
 KV_CACHE = ("static", "concat")

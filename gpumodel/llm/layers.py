@@ -70,7 +70,7 @@ from gpumodel.specs import BYTES_PER_ELEMENT
 Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
 Fusion = Literal["fused", "unfused"]
 KVCache = Literal["static", "concat", "none"]
-AttentionImpl = Literal["flash", "naive"]
+AttentionImpl = Literal["flash", "cudnn", "naive"]
 GQA = Literal["native", "repeat"]
 
 # Kinds whose inputs were just written by the previous kernel and are small: predicted with

@@ -207,7 +207,7 @@ def memory(
     params_per_gpu = spec.param_count() / (tp * pp)
     layers = spec.layers // pp
     notes: list[str] = []
-    flash = attention == "flash"
+    flash = attention != "naive"  # fused kernels (flash, cuDNN) keep no score matrix
     if train:
         w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=beta)
         in_flight = min(pp, microbatches) if microbatches else pp

@@ -45,7 +45,7 @@ from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
-from gpumodel.llm.layers import Fusion, LayerOp, model_ops
+from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.ops import Attention, Gemm, Kernel
@@ -191,6 +191,38 @@ def optimizer_step_op(params: float, master_copy: bool = True) -> Kernel:
     return Kernel(flops=0, bytes=params * nbytes, bytes_written=params * written)
 
 
+def cross_entropy(
+    tokens: int, vocab: int, dtype: str, fusion: Fusion, gpu: GPUSpec
+) -> tuple[LayerOp, tuple[LayerOp, float]]:
+    """The loss over ``tokens`` rows of ``vocab`` logits: (forward, (backward, multiplier)).
+
+    Eager PyTorch (``fusion="unfused"``: HF ForCausalLMLoss + F.cross_entropy) upcasts the
+    logits to fp32, then log_softmax; a row whose fp32 values exceed one block's default shared
+    memory (48 KiB: 12,288 values; PyTorch SoftMax.cu ``cunn_SoftMaxForward``) is read three
+    times (max, sum of exp, write) and written once, 16 B per value; its backward zero-fills
+    the gradient for nll (4 B), runs the same three-read pass (16 B) and casts back (4 + beta).
+    Measured on an H100 for 8192 x 128,256 logits: log_softmax 5.56 ms forward, 5.71 ms
+    backward, i.e. 16.8 GB each at ~3 TB/s (validation/results/h100-sxm/training-step/).
+    Fused kernels (Megatron-style) are counted as one read of the logits and one fp32 write,
+    their backward as twice that."""
+    beta = BYTES_PER_ELEMENT[dtype]
+    n = tokens * vocab
+    if fusion == "fused":
+        fwd = passes("cross entropy (fp32)", n, dtype, ("log_softmax", 1, beta + 4, 5),
+                     ("nll", 1, 4, 1))  # fmt: skip
+        return LayerOp("cross_entropy", fwd), (
+            LayerOp("cross_entropy.bwd", fwd), ELEMENTWISE_BACKWARD_FACTOR)  # fmt: skip
+    limits = gpu.sm_limits
+    smem = limits.shared_memory_per_block_default_bytes if limits else 48 * 1024
+    softmax_bytes = 16.0 if vocab * 4 > smem else 8.0  # three reads + a write, or one + one
+    fwd = passes("cross entropy (eager, fp32)", n, dtype, ("logits.float()", 1, beta + 4, 0),
+                 ("log_softmax", 1, softmax_bytes, 5))  # fmt: skip
+    bwd = passes("cross entropy backward (eager)", n, dtype, ("nll grad zero-fill", 1, 4, 0),
+                 ("log_softmax backward", 1, softmax_bytes, 3),
+                 ("grad.to(bf16)", 1, 4 + beta, 0))  # fmt: skip
+    return LayerOp("cross_entropy", fwd), (LayerOp("cross_entropy.bwd", bwd), 1.0)
+
+
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
     """Backward ops of a forward op, each with a time multiplier."""
     op = entry.op
@@ -231,10 +263,12 @@ def predict_training_step(
     recompute: Recompute = "selective",
     calibration: Any = None,
     fusion: Fusion = "fused",
+    attention: AttentionImpl = "flash",
 ) -> TrainingStep:
     """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens).
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
-    instead of Megatron-style fused kernels."""
+    instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
+    PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = seq or min(spec.max_context, 8192)
@@ -256,19 +290,18 @@ def predict_training_step(
                  dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
 
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    kv_cache="none", logits="all")  # fmt: skip
+                    attention=attention, kv_cache="none", logits="all")  # fmt: skip
     beta = BYTES_PER_ELEMENT[dtype]
     tokens = micro_batch * seq
     vocab_tp = math.ceil(spec.vocab / tp)
-    loss = LayerOp("cross_entropy", passes("cross entropy (fp32)", tokens * vocab_tp, dtype,
-                                           ("log_softmax", 1, beta + 4, 5), ("nll", 1, 4, 1)))  # fmt: skip
+    loss, loss_backward = cross_entropy(tokens, vocab_tp, dtype, fusion, g)
     timer = Timer(g, calibration)
     layers = spec.layers // pp
     layer_f = timer.time_all(ops.layer)
     head_f = timer.time_all([*ops.post, loss])
     pre_f = timer.time_all(ops.pre)
     layer_b_entries = [b for e in ops.layer for b in _backward(e)]
-    head_b_entries = [b for e in [*ops.post, loss] for b in _backward(e)]
+    head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
     layer_b = timer.time_all([e for e, _ in layer_b_entries])
     head_b = timer.time_all([e for e, _ in head_b_entries])
     fb_layer = [f for _, f in layer_b_entries]

@@ -74,6 +74,7 @@ def attention_op(
     causal: bool,
     kv_heads: int,
     kv_seq: int,
+    impl: str = "flash",
 ) -> dict[str, Any]:
     return {
         "op": "attention",
@@ -83,7 +84,7 @@ def attention_op(
         "head_dim": int(head_dim),
         "dtype": "bf16",
         "causal": bool(causal),
-        "impl": "flash",
+        "impl": impl,
         "kv_heads": int(kv_heads),
         "kv_seq": int(kv_seq),
     }
@@ -148,7 +149,8 @@ class AttnPoint:
 
     def op(self) -> dict[str, Any]:
         return attention_op(
-            self.batch, self.heads, self.seq, HEAD_DIM, self.causal, self.kv_heads, self.kv_seq
+            self.batch, self.heads, self.seq, HEAD_DIM, self.causal, self.kv_heads, self.kv_seq,
+            "cudnn" if self.backend == "cudnn" else "flash",
         )
 
 
