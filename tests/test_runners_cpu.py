@@ -95,9 +95,18 @@ def test_families_are_disjoint():
         "conv2d",
         "norm",
         "expand_copy",
+        "strided_elementwise",
         "elementwise",
         "reduction",
     }
+
+
+def test_strided_points_cover_casts_and_broadcasts():
+    """The four eager HF Llama kernel shapes, 256-32768 tokens of 4096 (1M-134M elements)."""
+    pts = torch_runner.strided_points(False)
+    assert len(pts) == 24 and {c for c, _ in pts} == set(torch_runner.STRIDED_CASES)
+    assert {torch_runner.STRIDED_CASES[c][0] for c, _ in pts} == {"cast", "broadcast"}
+    assert min(t for _, t in pts) * 4096 == 2**20 and max(t for _, t in pts) * 4096 == 2**27
 
 
 def test_expand_copy_points_cover_the_gqa_groups():

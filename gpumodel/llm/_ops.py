@@ -5,16 +5,18 @@ Eager PyTorch runs an unfused RMSNorm or rotary embedding as one kernel per aten
 reading and writing the whole tensor (HF transformers' ``LlamaRMSNorm``: to(fp32), pow, mean,
 add, rsqrt, mul, to(bf16), mul by weight = 8 kernels). ``Passes`` keeps each kernel's bytes
 and FLOPs so the time model sees every trip to DRAM and every launch. Its op family is
-``elementwise`` so a calibrated elementwise efficiency applies.
+``elementwise`` so a calibrated elementwise efficiency applies; a pass marked ``strided`` runs
+PyTorch's non-vectorised kernel instead and is priced as ``StridedElementwise`` is.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, vector_unit
+from gpumodel.ops.simple import strided_kernel
 from gpumodel.specs import GPUSpec
 
 
@@ -27,6 +29,10 @@ class Pass(BaseModel):
     fraction: float = Field(1.0, gt=0)
     bytes_per_element: float = Field(ge=0)
     flops_per_element: float = Field(0.0, ge=0)
+    # PyTorch's non-vectorised path: "cast" (dtype-casting copy) or "broadcast" (broadcast or
+    # transposed operands); None: a vectorised contiguous kernel (a stream)
+    strided: Literal["cast", "broadcast"] | None = None
+    written_per_element: float | None = Field(None, ge=0)
 
 
 class Passes(Op):
@@ -45,6 +51,13 @@ class Passes(Op):
             elements = max(1.0, p.fraction * self.n)
             nbytes = elements * p.bytes_per_element
             flops = elements * p.flops_per_element
+            if p.strided is not None:
+                parts = (FlopPart(unit, dt, flops),) if flops else ()
+                written = (p.bytes_per_element / 2 if p.written_per_element is None
+                           else p.written_per_element)  # fmt: skip
+                out.append(strided_kernel(f"{self.name}: {p.name}", p.strided, elements,
+                                          p.bytes_per_element, written, parts))  # fmt: skip
+                continue
             out.append(
                 KernelWork(
                     name=f"{self.name}: {p.name}",
@@ -60,15 +73,22 @@ class Passes(Op):
         return f"{self.name}(n={self.n}, {len(self.passes)} kernels, dtype={self.dtype})"
 
 
-def passes(name: str, n: int, dtype: str, *steps: tuple[str, float, float, float]) -> Passes:
+def passes(name: str, n: int, dtype: str, *steps: tuple) -> Passes:
     """``passes("rope", n, "bf16", ("mul cos", 1, 4, 1), ...)``: (name, fraction, bytes/elem,
-    flops/elem) per kernel."""
+    flops/elem[, strided kind, bytes written/elem]) per kernel."""
     return Passes(
         name=name,
         n=n,
         dtype=dtype,  # type: ignore[arg-type]
         passes=tuple(
-            Pass(name=s, fraction=f, bytes_per_element=b, flops_per_element=fl)
-            for s, f, b, fl in steps
+            Pass(
+                name=s[0],
+                fraction=s[1],
+                bytes_per_element=s[2],
+                flops_per_element=s[3],
+                strided=s[4] if len(s) > 4 else None,
+                written_per_element=s[5] if len(s) > 5 else None,
+            )
+            for s in steps
         ),
     )

@@ -150,15 +150,18 @@ def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) ->
         return LayerOp(name, RMSNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
     b = BYTES_PER_ELEMENT[dtype]
     upcast = b != 4  # .to(float32) is a no-op for fp32 tensors
+    # the bf16 -> fp32 copy and the two broadcasting multiplies run PyTorch's non-vectorised
+    # kernels (an H100 profile: unrolled_elementwise_kernel, elementwise_kernel<128, 2 / 4>);
+    # fp32 -> bf16 has its own vectorised kernel
     steps = [
-        ("to fp32", 1, b + 4, 0) if upcast else None,
+        ("to fp32", 1, b + 4, 0, "cast", 4) if upcast else None,
         ("pow", 1, 8, 1),
         ("mean", 1, 4, 1),
         ("add eps", 1 / h, 8, 1),
         ("rsqrt", 1 / h, 8, 1),
-        ("mul", 1, 8, 1),
+        ("mul", 1, 8, 1, "broadcast", 4),
         ("to dtype", 1, 4 + b, 0) if upcast else None,
-        ("mul weight", 1, 2 * b, 1),
+        ("mul weight", 1, 2 * b, 1, "broadcast", b),
     ]
     op = passes(f"{name} (eager RMSNorm)", rows * h, dtype, *[s for s in steps if s])
     return LayerOp(name, op, kind="norm")
@@ -195,12 +198,15 @@ def sdpa_mask(batch: int, seq: int, kv_len: int) -> Passes:
 
 
 def _rope(name: str, elements: int, dtype: str) -> Op:
-    """HF ``apply_rotary_pos_emb`` on one tensor: x*cos + rotate_half(x)*sin = 5 kernels."""
+    """HF ``apply_rotary_pos_emb`` on one tensor: x*cos + rotate_half(x)*sin = 5 kernels. x is
+    the transposed (batch, heads, seq, head_dim) view of the projection and cos/sin broadcast
+    over heads, so all but the cat run PyTorch's non-vectorised kernels."""
     b = BYTES_PER_ELEMENT[dtype]
     return passes(
         name, elements, dtype,
-        ("mul cos", 1, 2 * b, 1), ("neg", 0.5, 2 * b, 1), ("cat", 1, 2 * b, 0),
-        ("mul sin", 1, 2 * b, 1), ("add", 1, 3 * b, 1),
+        ("mul cos", 1, 2 * b, 1, "broadcast", b), ("neg", 0.5, 2 * b, 1, "broadcast", b),
+        ("cat", 1, 2 * b, 0), ("mul sin", 1, 2 * b, 1, "broadcast", b),
+        ("add", 1, 3 * b, 1, "broadcast", b),
     )  # fmt: skip
 
 

@@ -215,7 +215,8 @@ def cross_entropy(
     limits = gpu.sm_limits
     smem = limits.shared_memory_per_block_default_bytes if limits else 48 * 1024
     softmax_bytes = 16.0 if vocab * 4 > smem else 8.0  # three reads + a write, or one + one
-    fwd = passes("cross entropy (eager, fp32)", n, dtype, ("logits.float()", 1, beta + 4, 0),
+    fwd = passes("cross entropy (eager, fp32)", n, dtype,
+                 ("logits.float()", 1, beta + 4, 0, "cast", 4),
                  ("log_softmax", 1, softmax_bytes, 5))  # fmt: skip
     bwd = passes("cross entropy backward (eager)", n, dtype, ("nll grad zero-fill", 1, 4, 0),
                  ("log_softmax backward", 1, softmax_bytes, 3),

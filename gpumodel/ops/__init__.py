@@ -37,6 +37,7 @@ from gpumodel.ops.simple import (
     Reduction,
     RMSNorm,
     Softmax,
+    StridedElementwise,
 )
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "Reduction",
     "SendRecv",
     "Softmax",
+    "StridedElementwise",
     "collective_op",
     "from_row",
     "op_class",
@@ -84,7 +86,7 @@ def register(cls: type[Op]) -> type[Op]:
 
 for _cls in (Gemm, Conv2d, Kernel, Reduction, LayerNorm, RMSNorm, Softmax, Attention, Copy,
              ExpandCopy, HostTransfer, Embedding, Elementwise, AllReduce, AllGather, ReduceScatter,
-             Broadcast, AllToAll, SendRecv):  # fmt: skip
+             Broadcast, AllToAll, SendRecv, StridedElementwise):  # fmt: skip
     register(_cls)
 
 

@@ -276,6 +276,43 @@ class ExpandCopy(Op):
         ]  # fmt: skip
 
 
+def strided_kernel(name: str, kind: str, elements: float, bytes_per_element: float,
+                   written_per_element: float, flops: tuple[FlopPart, ...] = ()) -> KernelWork:
+    """A PyTorch elementwise kernel on its non-vectorised path (``kind``: a dtype-casting copy,
+    or operands that broadcast or are non-contiguous views): priced per element
+    (``KernelWork.elements``), calibrated as the family ``strided_elementwise:<kind>``."""
+    return KernelWork(name=name, flops=flops, bytes=elements * bytes_per_element,
+                      bytes_written=elements * written_per_element,
+                      working_set_bytes=elements * bytes_per_element, elements=elements,
+                      family=f"strided_elementwise:{kind}")  # fmt: skip
+
+
+class StridedElementwise(Op):
+    """An eager PyTorch elementwise op that does not get the vectorised kernel: a casting copy
+    (``kind="cast"``: ``x.float()`` of bf16, ``unrolled_elementwise_kernel``) or a binary op on
+    broadcast or transposed operands (``kind="broadcast"``: RoPE's ``q * cos`` on the
+    transposed q view, RMSNorm's ``x * rsqrt(var)`` and ``weight * x``;
+    ``elementwise_kernel<128, 4>``). Eager HF Llama runs dozens per layer. Like ``ExpandCopy``
+    they are priced per element: in an H100 training profile such kernels moved 1.8-2.3 TB/s,
+    well below a stream (validation/results/h100-sxm/training-step/).
+    ``bytes_per_element``: reads plus writes per output element."""
+
+    op_name: ClassVar[str] = "strided_elementwise"
+    kind: Literal["cast", "broadcast"]
+    n: int = Field(gt=0, description="output elements")
+    bytes_per_element: float = Field(gt=0)
+    written_per_element: float = Field(gt=0)
+    dtype: Dtype = "bf16"
+
+    @property
+    def family(self) -> str:
+        return f"strided_elementwise:{self.kind}"
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        return [strided_kernel(f"strided {self.kind}", self.kind, self.n,
+                               self.bytes_per_element, self.written_per_element)]  # fmt: skip
+
+
 class HostTransfer(Op):
     """A copy between host and device memory over PCIe (or the host link)."""
 

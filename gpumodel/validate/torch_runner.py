@@ -22,7 +22,15 @@ from gpumodel.validate.cupy_runner import make_record
 from gpumodel.validate.tasks import Progress, Task, run_tasks
 from gpumodel.validate.timing import log_sizes
 
-FAMILIES = ("attention", "conv2d", "norm", "expand_copy", "elementwise", "reduction")
+FAMILIES = (
+    "attention",
+    "conv2d",
+    "norm",
+    "expand_copy",
+    "strided_elementwise",
+    "elementwise",
+    "reduction",
+)
 
 ATTN_BACKENDS = ("flash", "cudnn", "math")
 ELEMENTWISE_OPS = ("add", "mul", "relu", "gelu", "silu", "exp", "copy")
@@ -149,7 +157,13 @@ class AttnPoint:
 
     def op(self) -> dict[str, Any]:
         return attention_op(
-            self.batch, self.heads, self.seq, HEAD_DIM, self.causal, self.kv_heads, self.kv_seq,
+            self.batch,
+            self.heads,
+            self.seq,
+            HEAD_DIM,
+            self.causal,
+            self.kv_heads,
+            self.kv_seq,
             "cudnn" if self.backend == "cudnn" else "flash",
         )
 
@@ -221,6 +235,22 @@ def expand_copy_points(quick: bool) -> list[tuple[int, int, int, int, int]]:
     sizes = ((1, 256), (1, 16384)) if quick else (
         (1, 256), (1, 2048), (8, 1024), (1, 16384), (8, 8192), (1, 131072))  # fmt: skip
     return [(b, 8, rep, length * 4 // rep, 128) for rep in (2, 4, 8) for b, length in sizes]
+
+
+# The eager HF Llama kernels PyTorch runs on its non-vectorised path, over (tokens, 4096):
+# name -> (kind, bytes per element, bytes written per element)
+STRIDED_CASES = {
+    "to fp32 (cast)": ("cast", 6, 4),  # x.float() of bf16: unrolled_elementwise_kernel
+    "rope q*cos (transposed view)": ("broadcast", 4, 2),  # bf16, cos broadcast over heads
+    "norm x*rsqrt (fp32)": ("broadcast", 8, 4),  # fp32 rows times a per-row scalar
+    "norm weight*x (bf16)": ("broadcast", 4, 2),  # weight broadcast over rows
+}
+
+
+def strided_points(quick: bool) -> list[tuple[str, int]]:
+    """(case, tokens) with hidden 4096: 1M to 134M elements."""
+    tokens = (256, 32768) if quick else (256, 1024, 4096, 8192, 16384, 32768)
+    return [(case, t) for case in STRIDED_CASES for t in tokens]
 
 
 def elementwise_points(quick: bool) -> list[tuple[str, int, str]]:
@@ -456,6 +486,70 @@ def _norm_point(ctx: _Ctx, kind: str, rows: int, hidden: int) -> list[dict[str, 
     return [make_record("norm", norm_op(kind, rows, hidden), t, reps, spread, meta)]
 
 
+# --------------------------------------------------------------------------- strided elementwise
+
+
+def _strided_point(ctx: _Ctx, case: str, tokens: int) -> list[dict[str, Any]]:
+    """One of HF Llama's non-vectorised elementwise kernels, as eager PyTorch runs it."""
+    torch = ctx.torch
+    bf, hidden, heads = torch.bfloat16, 4096, 32
+    kind, per, written = STRIDED_CASES[case]
+    x = torch.randn(tokens, hidden, device="cuda", dtype=bf)
+    if case.startswith("to fp32"):
+        args: tuple = (x,)
+
+        def fn() -> Any:
+            return x.float()
+
+        def ref(i: Any) -> Any:
+            return x[i].double()
+
+    elif case.startswith("rope"):
+        q = x.view(1, tokens, heads, hidden // heads).transpose(1, 2)  # (1, heads, tokens, d)
+        cos = torch.randn(1, 1, tokens, hidden // heads, device="cuda", dtype=bf)
+        args = (q, cos)
+
+        def fn() -> Any:
+            return q * cos
+
+        def ref(i: Any) -> Any:
+            return q[:, :, i].double() * cos[:, :, i].double()
+
+    elif case.startswith("norm x*rsqrt"):
+        x32 = x.float()
+        r = torch.rand(tokens, 1, device="cuda") + 0.5
+        args = (x32, r)
+
+        def fn() -> Any:
+            return x32 * r
+
+        def ref(i: Any) -> Any:
+            return x32[i].double() * r[i].double()
+
+    else:
+        w = torch.randn(hidden, device="cuda", dtype=bf)
+        args = (w, x)
+
+        def fn() -> Any:
+            return w * x
+
+        def ref(i: Any) -> Any:
+            return w.double() * x[i].double()
+
+    out = fn()
+    torch.cuda.synchronize()
+    idx = torch.randint(0, tokens, (16,), device="cuda")
+    got = out[:, :, idx] if case.startswith("rope") else out[idx]
+    err = _check_close(got, ref(idx), 1e-2, case)
+    del out, args
+    n = tokens * hidden
+    t, spread, reps = ctx.time(fn, int(n * per))
+    op = {"op": "strided_elementwise", "kind": kind, "n": n, "bytes_per_element": per,
+          "written_per_element": written, "dtype": "bf16"}  # fmt: skip
+    meta = {"cache": "cold", "rel_err": err, "case": case}
+    return [make_record("strided_elementwise", op, t, reps, spread, meta)]
+
+
 # --------------------------------------------------------------------------- expand copy
 
 
@@ -578,6 +672,15 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[Task]:
                     lambda b=b, kv=kv, r=rep, n=length, d=dim: _expand_copy_point(
                         ctx, b, kv, r, n, d
                     ),
+                )
+            )
+    if "strided_elementwise" in selected:
+        for case, tokens in strided_points(q):
+            tasks.append(
+                Task(
+                    "strided_elementwise",
+                    f"{case} {tokens}x4096",
+                    lambda c=case, t=tokens: _strided_point(ctx, c, t),
                 )
             )
     if "elementwise" in selected:
