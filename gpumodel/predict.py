@@ -9,7 +9,8 @@ Each kernel's time is built from named terms (each shown by ``explain()`` and ``
                  kernel family's; instruction mix 0.5 without FMA; tail efficiency for blocks
                  of unequal work)
                 [+ elements / (SMs x clock x elements per SM-cycle)] for kernels bound by
-                per-element integer work (strided copies; calibrated per family)
+                per-element instructions (strided copies, casts, row ops; calibrated per
+                family; then t = max(t_compute, t_memory))
     t_memory  = bytes / min(DRAM bandwidth x efficiency(read/write mix, family),
                             Little's-law limit of the resident threads)
                 (L2 bandwidth for warm working sets that fit)

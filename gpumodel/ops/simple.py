@@ -302,7 +302,7 @@ class StridedElementwise(Op):
     n: int = Field(gt=0, description="output elements")
     bytes_per_element: float = Field(gt=0)
     written_per_element: float = Field(gt=0)
-    dtype: Dtype = "bf16"
+    dtype: Dtype = Field("bf16", description="output dtype (a label: the bytes carry the sizes)")
 
     @property
     def family(self) -> str:
