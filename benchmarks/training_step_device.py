@@ -201,9 +201,7 @@ def report(result: dict, calibration: str | None) -> str:
                      f"{100 * max(abs(x) for x in e):.1f}% | {100 * statistics.median(e):+.1f}% |")  # fmt: skip
     adam = result.get("adamw_fp32")
     if adam:
-        from gpumodel.llm.training import optimizer_step_op
-
-        pred = gm.predict(optimizer_step_op(adam["params"], master_copy=False), gpu, cal)
+        pred = gm.predict(gm.ops.AdamW(params=adam["params"]), gpu, cal)
         lines += ["", f"Fused AdamW over {adam['params'] / 1e9:.2f} B fp32 parameters: measured "
                   f"{ft(adam['step_s'])}, predicted {ft(pred.time_s)} "
                   f"({100 * (pred.time_s / adam['step_s'] - 1):+.1f}%; 28 B per parameter)."]  # fmt: skip

@@ -60,6 +60,7 @@ GROUPS: dict[str, tuple[Callable[[Point], bool], float | None, float | None]] = 
     "expand copy (repeat_kv)": (lambda p: p.family == "expand_copy", 10.0, None),
     "strided elementwise (casts, broadcasts)": (
         lambda p: p.family == "strided_elementwise", 10.0, None),
+    "optimizer (fused AdamW)": (lambda p: p.family == "adamw", 10.0, None),
     "attention prefill (flash)": (
         lambda p: p.family == "attention" and p.meta.get("backend", "flash") == "flash"
         and getattr(p.op, "seq", 1) > 1, 10.0, None),
@@ -297,7 +298,7 @@ def fit(
     # 7. cudaMemcpy d2d and PyTorch op families: efficiency and floor per kernel family (an
     #    op's ``family``: attention vs attention_decode, convolutions per dtype, ...)
     for measured in ("copy", "elementwise", "reduction", "attention", "conv2d", "norm",
-                     "expand_copy", "strided_elementwise", "numpy_stream"):  # fmt: skip
+                     "expand_copy", "strided_elementwise", "adamw", "numpy_stream"):  # fmt: skip
         groups: dict[str, list[Point]] = {}
         for p in fam.get(measured, []):
             groups.setdefault(kernel_family(p.op, gpu), []).append(p)

@@ -98,6 +98,7 @@ def test_families_are_disjoint():
         "strided_elementwise",
         "elementwise",
         "reduction",
+        "adamw",
     }
 
 

@@ -19,7 +19,7 @@ gradients back.
 Optimizer: one AdamW update per step over the rank's share of the fp32 master weights (its
 tp x pp slice, divided by dp under ZeRO >= 1): read weight, gradient and both moments, write
 weight and moments (28 B per parameter), then the bf16 copy of the weights (read 4 B, write
-2 B): a memory-bound stream (``optimizer_step_op``), after the last backward.
+2 B): ``AdamW(params, master_copy=True)``, two memory-bound streams after the last backward.
 
 Data parallel: the gradient all-reduce of each rank's gradients (bytes = params/(tp*pp) x 2 B;
 ZeRO-3 adds the parameter all-gathers, 1.5x the volume; ZeRO paper section 7) from the
@@ -48,7 +48,7 @@ from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.ops import Attention, Gemm, Kernel
+from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -172,23 +172,6 @@ class TrainingPlan(BaseModel):
         if self.step is not None:
             lines += ["", self.step.explain()]
         return "\n".join(lines)
-
-
-# AdamW over fp32 master weights: read weight, gradient, first and second moment (4 x 4 B),
-# write weight and moments (3 x 4 B); the bf16 working copy then reads 4 B and writes 2 B
-ADAMW_BYTES_PER_PARAM = 28.0
-ADAMW_WRITTEN_PER_PARAM = 12.0
-MASTER_COPY_BYTES_PER_PARAM, MASTER_COPY_WRITTEN_PER_PARAM = 6.0, 2.0
-
-
-def optimizer_step_op(params: float, master_copy: bool = True) -> Kernel:
-    """The AdamW update of ``params`` fp32 master weights as the stream it is (fused AdamW:
-    one pass), plus the bf16 weight copy when ``master_copy``."""
-    nbytes, written = ADAMW_BYTES_PER_PARAM, ADAMW_WRITTEN_PER_PARAM
-    if master_copy:
-        nbytes += MASTER_COPY_BYTES_PER_PARAM
-        written += MASTER_COPY_WRITTEN_PER_PARAM
-    return Kernel(flops=0, bytes=params * nbytes, bytes_written=params * written)
 
 
 def cross_entropy(
@@ -343,8 +326,8 @@ def predict_training_step(
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
     exposed = max(0.0, dp_comm - bwd)
     shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
-    opt_op = LayerOp("optimizer_step", optimizer_step_op(shard), kind="elementwise")
-    optimizer = timer.kernels(opt_op)[0].time_s
+    opt_op = LayerOp("optimizer_step", AdamW(params=math.ceil(shard), master_copy=True))
+    optimizer = sum(k.time_s for k in timer.kernels(opt_op))
     step = compute_chain + exposed + optimizer
 
     breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])

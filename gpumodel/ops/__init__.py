@@ -27,6 +27,7 @@ from gpumodel.ops.collectives import (
 from gpumodel.ops.matmul import Conv2d, Gemm
 from gpumodel.ops.simple import (
     ELEMENTWISE,
+    AdamW,
     Copy,
     Elementwise,
     Embedding,
@@ -43,6 +44,7 @@ from gpumodel.ops.simple import (
 __all__ = [
     "COLLECTIVE_OPS",
     "ELEMENTWISE",
+    "AdamW",
     "AllGather",
     "AllReduce",
     "AllToAll",
@@ -86,7 +88,7 @@ def register(cls: type[Op]) -> type[Op]:
 
 for _cls in (Gemm, Conv2d, Kernel, Reduction, LayerNorm, RMSNorm, Softmax, Attention, Copy,
              ExpandCopy, HostTransfer, Embedding, Elementwise, AllReduce, AllGather, ReduceScatter,
-             Broadcast, AllToAll, SendRecv, StridedElementwise):  # fmt: skip
+             Broadcast, AllToAll, SendRecv, StridedElementwise, AdamW):  # fmt: skip
     register(_cls)
 
 

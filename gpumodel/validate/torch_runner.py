@@ -30,6 +30,7 @@ FAMILIES = (
     "strided_elementwise",
     "elementwise",
     "reduction",
+    "adamw",
 )
 
 ATTN_BACKENDS = ("flash", "cudnn", "math")
@@ -251,6 +252,11 @@ def strided_points(quick: bool) -> list[tuple[str, int]]:
     """(case, tokens) with hidden 4096: 1M to 134M elements."""
     tokens = (256, 32768) if quick else (256, 1024, 4096, 8192, 16384, 32768)
     return [(case, t) for case in STRIDED_CASES for t in tokens]
+
+
+def adamw_points(quick: bool) -> list[int]:
+    """Parameters of a fused AdamW step (8 fp32 tensors): 1M to 512M."""
+    return [1 << 20, 1 << 28] if quick else [1 << p for p in (20, 22, 24, 26, 28, 29)]
 
 
 def elementwise_points(quick: bool) -> list[tuple[str, int, str]]:
@@ -550,6 +556,31 @@ def _strided_point(ctx: _Ctx, case: str, tokens: int) -> list[dict[str, Any]]:
     return [make_record("strided_elementwise", op, t, reps, spread, meta)]
 
 
+# --------------------------------------------------------------------------- AdamW
+
+
+def _adamw_point(ctx: _Ctx, params: int) -> list[dict[str, Any]]:
+    """``torch.optim.AdamW(fused=True).step()`` over 8 fp32 tensors of ``params`` in all, each
+    with a gradient; checked against the unfused (foreach=False) update of a copy."""
+    torch = ctx.torch
+    sizes = [params // 8] * 8
+    ws = [torch.nn.Parameter(torch.randn(n, device="cuda")) for n in sizes]
+    for w in ws:
+        w.grad = torch.randn_like(w) * 1e-2
+    opt = torch.optim.AdamW(ws, lr=1e-3, fused=True)
+    ref = [torch.nn.Parameter(w.detach().clone()) for w in ws]
+    for r, w in zip(ref, ws):
+        r.grad = w.grad.clone()
+    torch.optim.AdamW(ref, lr=1e-3, foreach=False).step()
+    opt.step()
+    torch.cuda.synchronize()
+    err = _check_close(ws[0].detach()[:4096], ref[0].detach()[:4096].double(), 1e-5, "adamw")
+    del ref
+    t, spread, reps = ctx.time(opt.step, 28 * params)
+    meta = {"cache": "cold", "rel_err": err, "tensors": 8}
+    return [make_record("adamw", {"op": "adamw", "params": int(params)}, t, reps, spread, meta)]
+
+
 # --------------------------------------------------------------------------- expand copy
 
 
@@ -683,6 +714,9 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[Task]:
                     lambda c=case, t=tokens: _strided_point(ctx, c, t),
                 )
             )
+    if "adamw" in selected:
+        for n in adamw_points(q):
+            tasks.append(Task("adamw", f"fused AdamW {n} params", lambda n=n: _adamw_point(ctx, n)))
     if "elementwise" in selected:
         for name, n, dtype in elementwise_points(q):
             tasks.append(
