@@ -46,6 +46,10 @@ def _gemm_m(p: Point) -> int:
     return int(getattr(p.op, "m", 0))
 
 
+def _backward(p: Point) -> bool:
+    return p.family == "attention" and bool(getattr(p.op, "backward", False))
+
+
 GROUPS: dict[str, tuple[Callable[[Point], bool], float | None, float | None]] = {
     "gemm (M >= 512)": (lambda p: p.family == "gemm" and _gemm_m(p) >= 512, 5.0, 15.0),
     "gemm (all shapes)": (lambda p: p.family == "gemm", 5.0, 15.0),
@@ -63,13 +67,17 @@ GROUPS: dict[str, tuple[Callable[[Point], bool], float | None, float | None]] = 
     "optimizer (fused AdamW)": (lambda p: p.family == "adamw", 10.0, None),
     "attention prefill (flash)": (
         lambda p: p.family == "attention" and p.meta.get("backend", "flash") == "flash"
-        and getattr(p.op, "seq", 1) > 1, 10.0, None),
+        and getattr(p.op, "seq", 1) > 1 and not _backward(p), 10.0, None),
     "attention decode": (
         lambda p: p.family == "attention" and getattr(p.op, "seq", 1) == 1
         and p.meta.get("backend", "flash") == "flash", 10.0, None),
     "attention prefill (cuDNN)": (
         lambda p: p.family == "attention" and p.meta.get("backend") == "cudnn"
-        and getattr(p.op, "seq", 1) > 1, 10.0, None),
+        and getattr(p.op, "seq", 1) > 1 and not _backward(p), 10.0, None),
+    "attention backward (flash)": (
+        lambda p: _backward(p) and p.meta.get("backend", "flash") == "flash", 10.0, None),
+    "attention backward (cuDNN)": (
+        lambda p: _backward(p) and p.meta.get("backend") == "cudnn", 10.0, None),
     "attention decode (cuDNN)": (
         lambda p: p.family == "attention" and p.meta.get("backend") == "cudnn"
         and getattr(p.op, "seq", 1) == 1, 10.0, None),

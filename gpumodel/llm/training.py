@@ -6,9 +6,10 @@ Per GPU and micro-batch (b sequences of s tokens, T = b*s rows), from the op mod
     forward   the layer ops of one pipeline stage (L/pp layers, tp-split) + LM head and loss
     backward  each GEMM Y = X W (m x k by k x n) as the two GEMMs it is:
               dX = dY W^T (m x n by n x k) and dW = X^T dY (k x m by m x n): 2x forward FLOPs;
-              flash attention backward 2.5x its forward (5 matrix products vs 2; Dao 2023,
-              FlashAttention-2, section 3.1); norms and elementwise ops 2x (read the saved input
-              and the incoming gradient, write the outgoing one); TP all-reduces once more each
+              fused attention's backward kernel (``Attention(backward=True)``: 2.5x the forward's
+              matrix FLOPs, 5 products vs 2, Dao 2023, FlashAttention-2 section 3.1; calibrated
+              by validate); norms and elementwise ops 2x (read the saved input and the
+              incoming gradient, write the outgoing one); TP all-reduces once more each
     recompute full: one more forward of the layers; selective: one more attention forward
 
 Pipeline (1F1B, Narayanan et al. 2021, section 2.2): m micro-batches through p stages take
@@ -54,7 +55,6 @@ from gpumodel.units import format_quantity, format_time
 
 # Llama 2 pre-training used a global batch of 4M tokens (Touvron et al. 2023, section 2.2).
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
-ATTENTION_BACKWARD_FACTOR = 2.5  # FlashAttention-2 backward: 5 matmuls vs 2 in forward
 ELEMENTWISE_BACKWARD_FACTOR = 2.0
 
 
@@ -217,9 +217,11 @@ def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
             (LayerOp(f"{entry.name}.dX", dx, entry.count, "gemm"), 1.0),
             (LayerOp(f"{entry.name}.dW", dw, entry.count, "gemm"), 1.0),
         ]
-    if isinstance(op, Attention):
-        return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "attention"),
-                 ATTENTION_BACKWARD_FACTOR)]  # fmt: skip
+    if isinstance(op, Attention) and op.impl == "naive":  # each product's two gradients
+        return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "attention"), 2.0)]
+    if isinstance(op, Attention):  # the fused backward kernel, its own calibrated family
+        bwd = op.model_copy(update={"backward": True})
+        return [(LayerOp(f"{entry.name}.bwd", bwd, entry.count, "attention"), 1.0)]
     if entry.kind == "comm":
         return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "comm"), 1.0)]
     return [

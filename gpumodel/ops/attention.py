@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from gpumodel.errors import UnsupportedError
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -19,6 +20,9 @@ from gpumodel.ops.base import (
 from gpumodel.specs import GPUSpec
 
 SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, scale
+# Backward matrix products: S = Q K^T recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q:
+# 5 of the forward's 2 (Dao 2023, FlashAttention-2, section 3.1)
+BACKWARD_MATMUL_FACTOR = 2.5
 FLASH_BLOCK_M = 128  # queries per thread block in FlashAttention-2's forward kernel
 # Thread blocks of the flash forward kernel resident per SM (head_dim 128, ~64-96 KB of shared
 # memory each on sm80/sm90). 2 reproduces the causal / non-causal time ratios measured on an
@@ -54,6 +58,7 @@ class Attention(Op):
     dtype: Dtype = "bf16"
     causal: bool = False
     impl: Literal["flash", "cudnn", "naive"] = "flash"
+    backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
     kv_heads: int | None = Field(None, gt=0)
     kv_seq: int | None = Field(None, gt=0)
 
@@ -84,7 +89,8 @@ class Attention(Op):
         """Decode (one query per sequence) runs different kernels (split-KV) than prefill;
         cuDNN's kernels are calibrated apart."""
         base = "attention_decode" if self.seq == 1 else "attention"
-        return f"{base}:cudnn" if self.impl == "cudnn" else base
+        base = f"{base}:cudnn" if self.impl == "cudnn" else base
+        return f"{base}:backward" if self.backward else base
 
     def query_tiles(self) -> tuple[float, ...]:
         """Work of each query tile of one head, relative to a tile attending to all keys.
@@ -126,6 +132,20 @@ class Attention(Op):
         kv_bytes = 2 * b * self.n_kv_heads * self.n_kv_seq * d * size
         mm_flops = 4.0 * self.scores * d
         softmax_flops = SOFTMAX_FLOPS_PER_SCORE * self.scores
+        if self.backward:
+            if self.impl == "naive":
+                raise UnsupportedError("attention backward is modelled for fused kernels only")
+            # one fused backward kernel: reads Q, K, V, O, dO, writes dQ, dK, dV
+            return [
+                KernelWork(
+                    name=f"{self.impl} attention backward",
+                    flops=(FlopPart(unit, dt, BACKWARD_MATMUL_FACTOR * mm_flops),
+                           FlopPart(vunit, vdt, softmax_flops)),
+                    bytes=4 * q_bytes + 2 * kv_bytes,
+                    bytes_written=q_bytes + kv_bytes,
+                    working_set_bytes=4 * q_bytes + 2 * kv_bytes,
+                )
+            ]  # fmt: skip
         if self.impl == "cudnn":  # one fused kernel; its tiling is cuDNN's own (not modelled)
             return [
                 KernelWork(

@@ -395,7 +395,45 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
         "rel_err": max(errs),
         "torch_version": str(torch.__version__),
     }
-    return [make_record("attention", p.op(), t, reps, spread, meta)]
+    records = [make_record("attention", p.op(), t, reps, spread, meta)]
+    if p.phase == "prefill" and p.backend in ("flash", "cudnn"):
+        records.append(_attention_backward(ctx, p, q, k, v, kwargs, backend, footprint))
+    return records
+
+
+def _attention_backward(ctx: _Ctx, p: AttnPoint, q: Any, k: Any, v: Any, kwargs: dict,
+                        backend: Any, footprint: int) -> dict[str, Any]:  # fmt: skip
+    """The backward kernel of the same call: dQ, dK, dV for a random dO (autograd.grad on a
+    retained graph, so no gradient accumulation is timed); checked against the math backend."""
+    torch = ctx.torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qs, ks, vs = (x.detach().requires_grad_(True) for x in (q, k, v))
+    with sdpa_kernel([backend]):
+        out = F.scaled_dot_product_attention(qs, ks, vs, **kwargs)
+    dout = torch.randn_like(out)
+
+    def fn() -> Any:
+        return torch.autograd.grad(out, (qs, ks, vs), dout, retain_graph=True)
+
+    with sdpa_kernel([backend]):
+        dq = fn()[0]
+    # reference: the first 64 query rows of two heads of the first sequence against every key
+    # (a row's dQ needs only its own q and dO and all of K, V; is_causal aligns top-left)
+    rows = (slice(0, 1), slice(0, 2), slice(0, 64))
+    kvh = 2 if p.kv_heads == p.heads else 1
+    with sdpa_kernel([SDPBackend.MATH]):
+        qr = q[rows].detach().double().requires_grad_(True)
+        kr, vr = (x[:1, :kvh].detach().double() for x in (k, v))
+        ref_out = F.scaled_dot_product_attention(qr, kr, vr, **{**kwargs, "enable_gqa": kvh == 1})
+        (ref,) = torch.autograd.grad(ref_out, (qr,), dout[rows].double())
+    err = _check_close(dq[rows], ref, 3e-2, "attention backward dQ")
+    with sdpa_kernel([backend]):
+        t, spread, reps = ctx.time(fn, 2 * footprint)
+    op = {**p.op(), "backward": True}
+    meta = {"backend": p.backend, "phase": "backward", "cache": "cold", "rel_err": err}
+    return make_record("attention", op, t, reps, spread, meta)
 
 
 # --------------------------------------------------------------------------- conv2d
