@@ -184,7 +184,7 @@ def test_from_measurements_reads_a_calibration_yaml(capsys, tmp_path):
     shipped = validation_dir() / "results" / "h100-sxm"
     info, records, unavailable = load_or_measure("cupy", False, str(shipped / "calibration.yaml"))
     raw = json.loads((shipped / "raw-measurements-2026-11-22.json").read_text())
-    assert records == raw["records"] and len(records) == 1791 + 24 + 6  # main, strided, adamw runs
+    assert records == raw["records"] and len(records) == 1791 + 24 + 6 + 72  # main run + 3 more
     assert info["device_name"] == "NVIDIA H100 80GB HBM3"
     assert unavailable == raw["unavailable"]
     bare = tmp_path / "bare.yaml"
