@@ -93,8 +93,8 @@ PUBLISHED_A100_GPU_HOURS = {
 @pytest.mark.parametrize("model", sorted(PUBLISHED_A100_GPU_HOURS))
 def test_published_a100_training_runs(model):
     """What the README states: with the H100 calibration carried to the A100, predicted
-    GPU-hours are 17-35% below Meta's published ones (optimistic: 0.65-0.83 of them); the
-    datasheet alone is further off (0.48-0.66), and never closer than the calibrated one."""
+    GPU-hours are 19-35% below Meta's published ones (optimistic: 0.65-0.81 of them); the
+    datasheet alone is further off (0.47-0.65), and never closer than the calibrated one."""
     from gpumodel.calibration import load_calibration
 
     tokens, published = PUBLISHED_A100_GPU_HOURS[model]
