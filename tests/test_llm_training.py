@@ -157,3 +157,18 @@ def test_unfused_and_cudnn_options_reach_the_step():
                                   recompute="none", attention="flash")  # fmt: skip
     # the shipped H100 calibration: cuDNN's kernels ran faster than FlashAttention-2's
     assert cudnn.forward_s < flash.forward_s
+
+
+def test_plan_training_takes_eager_kernels_from_the_cli(capsys):
+    """An HF-eager training run (unfused kernels) takes longer than a Megatron-style one; the
+    CLI's --fusion / --attention reach the plan, and a bad value exits 2."""
+    from gpumodel.cli import main
+
+    fused = plan_training("llama-2-7b", "h100", 64, 2e12)
+    eager = plan_training("llama-2-7b", "h100", 64, 2e12, fusion="unfused", attention="cudnn")
+    assert eager.days > fused.days
+    assert main(["plan", "train", "--model", "llama-2-7b", "--tokens", "2T", "--gpu", "h100",
+                 "--gpus", "64", "--fusion", "unfused", "--attention", "cudnn"]) == 0  # fmt: skip
+    assert f"{eager.days:.1f} days" in capsys.readouterr().out
+    assert main(["plan", "train", "--model", "llama-2-7b", "--tokens", "2T", "--gpu", "h100",
+                 "--gpus", "64", "--fusion", "eager"]) == 2  # fmt: skip

@@ -248,6 +248,8 @@ def plan_train(
     global_batch: int = typer.Option(None, help="sequences per step (default ~4M tokens)"),
     seq: int = typer.Option(None, help="sequence length (default: model context, <= 8192)"),
     recompute: str = typer.Option("selective"),
+    fusion: str = typer.Option("fused", help="fused (Megatron-style kernels) or unfused (eager HF)"),
+    attention: str = typer.Option("flash", help="flash (FlashAttention-2) or cudnn (SDPA's cuDNN)"),
     dtype: str = typer.Option("bf16"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     calibration_from: str = typer.Option(
@@ -258,6 +260,8 @@ def plan_train(
 ) -> None:
     """Days, GPU-hours and dollars to train a model on D tokens."""
     _choice(recompute, "--recompute", RECOMPUTE)
+    _choice(fusion, "--fusion", FUSION)
+    _choice(attention, "--attention", ("flash", "cudnn"))
     for opt, v in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
                    ("--global-batch", global_batch), ("--seq", seq)):  # fmt: skip
         _at_least(opt, v)
@@ -266,7 +270,8 @@ def plan_train(
     n_tokens = parse_count(tokens)
     kw: dict[str, Any] = dict(tp=tp, pp=pp, zero=zero, micro_batch=micro_batch,
                               global_batch=global_batch, seq=seq, dtype=dtype,
-                              recompute=recompute, price=price, mfu=mfu,
+                              recompute=recompute, price=price, mfu=mfu, fusion=fusion,
+                              attention=attention,
                               calibration=calibration_for(gm.get_gpu(gpu), calibration,
                                                        calibration_from))  # fmt: skip
     p = _llm().plan_training(model, gpu, gpus, n_tokens, **kw)

@@ -378,6 +378,8 @@ def plan_training(
     price: float | None = None,
     mfu: float | None = None,
     calibration: Any = None,
+    fusion: Fusion = "fused",
+    attention: AttentionImpl = "flash",
 ) -> TrainingPlan:
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
 
@@ -418,7 +420,8 @@ def plan_training(
             s = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
                                       micro_batch=micro_batch, global_batch=global_batch,
                                       seq=seq, dtype=dtype, recompute=recompute,
-                                      calibration=calibration)  # fmt: skip
+                                      calibration=calibration, fusion=fusion,
+                                      attention=attention)  # fmt: skip
             if best is None or s.step_time_s < best.step_time_s:
                 best = s
             if pp is None:
