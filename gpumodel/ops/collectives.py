@@ -564,6 +564,8 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
 # Measured on 2 x H200 over NVSwitch (validation/results/h200-sxm-x2/collectives_report.md, NCCL
 # 2.28.9, two runs): the fitted busbw of these two was 0.56-0.61 of the NVLink per-direction rate
 # where the datasheet model (and NCCL's own cost model) assumes 0.8; cause not found (README).
+# On 4 x H200 the same collectives reached 0.74-0.75 (validation/results/h200-sxm-x4/), so the
+# advice is for 2 GPUs only.
 _FEW_GPU_SHORTFALL = {
     name: (f"on 2 GPUs NCCL's {label} reached 0.56-0.61 of the NVLink rate, not the 0.8 this "
            "datasheet estimate uses (2 x H200, NCCL 2.28): expect up to ~30% longer; "
