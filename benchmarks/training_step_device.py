@@ -61,20 +61,6 @@ def _kernel_table(torch, fn) -> dict[str, list[float]]:
     return table
 
 
-def _gpu_busy(torch, fn) -> tuple[float, int]:
-    """(sum of kernel device times, kernels) of one call, from torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    times = [getattr(e, "device_time", None) or e.cuda_time for e in prof.events()
-             if e.device_type == torch.autograd.DeviceType.CUDA]  # fmt: skip
-    return sum(times) / 1e6, len(times)
-
-
 def _time_point(torch, model, batch: int, seq: int, args) -> dict:
     """Forward alone and forward + backward of one (micro-batch, sequence) point."""
     ids = torch.randint(0, WIDTHS["vocab"], (batch, seq), device="cuda")
@@ -86,11 +72,13 @@ def _time_point(torch, model, batch: int, seq: int, args) -> dict:
         model.zero_grad(set_to_none=True)
         forward().backward()
 
+    step_table = _kernel_table(torch, step)  # GPU busy time: the kernels of one step
+    busy = sum(seconds for _, seconds in step_table.values())
+    kernels = int(sum(calls for calls, _ in step_table.values()))
     if (batch, seq) == PROFILED:
-        profiled = {"forward": _kernel_table(torch, forward), "step": _kernel_table(torch, step)}
+        profiled = {"forward": _kernel_table(torch, forward), "step": step_table}
     fwd = _events(torch, forward, args.warmup, args.reps)
     total = _events(torch, step, args.warmup, args.reps)
-    busy, kernels = _gpu_busy(torch, step)
     point = {"batch": batch, "seq": seq, "forward_s": statistics.median(fwd),
              "step_s": statistics.median(total), "step_spread": (max(total) - min(total))
              / statistics.median(total), "gpu_busy_s": busy, "kernels": kernels}  # fmt: skip

@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpumodel import _paths
-from gpumodel.errors import CalibrationError, GpumodelError
+from gpumodel.errors import CalibrationError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
 
 FORMAT_VERSION = 1
@@ -251,7 +251,8 @@ def load_calibration(
 
     With ``for_gpu`` naming another GPU, carry over what transfers (efficiencies relative to the
     datasheet, latencies and per-element issue rates in cycles, instruction-mix and alignment
-    effects) and take rates from the target's spec (bandwidths; SMs x clock). Without it, a calibration is only valid for its own GPU.
+    effects) and take rates from the target's spec (bandwidths; SMs x clock). Without it, a
+    calibration is only valid for its own GPU.
     """
     if isinstance(id_or_path, Calibration):
         cal = id_or_path
@@ -324,11 +325,31 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     )
 
 
+# What a prediction says it used when no calibration applies.
+DATASHEET_LABEL = "none (datasheet only)"
+
+
+def calibration_label(cal: Calibration | None) -> str:
+    return cal.label if cal is not None else DATASHEET_LABEL
+
+
+def choose_calibration(
+    gpu: GPUSpec, calibration: Any = None, calibration_from: str | Path | None = None
+) -> Any:
+    """What to pass as ``calibration=`` for ``gpu``: ``calibration_from`` (a GPU id or file)
+    transferred to it, else ``calibration`` as given (None: the best found for ``gpu``)."""
+    if calibration_from is not None and calibration is not None:
+        raise SpecError("pass calibration or calibration_from, not both")
+    if calibration_from is not None:
+        return load_calibration(calibration_from, for_gpu=gpu)
+    return calibration
+
+
 def mixed_calibration_warning(labels: dict[str, str]) -> list[str]:
     """GPU id -> calibration label of side-by-side results: a one-line warning when some come
     from measurements and others from the datasheet alone (not like for like: on an H100 the
     datasheet-only LLM step was off by 24-30%, validation/results/h100-sxm/llm-report.md)."""
-    bare = [g for g, label in labels.items() if label.startswith("none")]
+    bare = [g for g, label in labels.items() if label == DATASHEET_LABEL]
     if not bare or len(bare) == len(labels):
         return []
     measured = [g for g in labels if g not in bare]
@@ -354,6 +375,7 @@ def resolve(calibration: Any, gpu: GPUSpec) -> Calibration | None:
 
 
 __all__ = [
+    "DATASHEET_LABEL",
     "Calibration",
     "CalibrationParams",
     "CollectiveParams",
@@ -362,6 +384,8 @@ __all__ = [
     "GpumodelError",
     "HostLinkParams",
     "atomic_write_text",
+    "calibration_label",
+    "choose_calibration",
     "default_calibration",
     "load_calibration",
     "read_calibration_file",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from gpumodel.calibration import Calibration, CalibrationParams, resolve
+from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
 from gpumodel.errors import InfeasibleError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
@@ -64,7 +64,7 @@ def predict(
     if custom is not None:
         return custom(gpu, cal)
     params = cal.parameters if cal else CalibrationParams()
-    label = cal.label if cal else "none (datasheet only)"
+    label = calibration_label(cal)
     return predict_with_params(op, gpu, params, label, l2)
 
 

@@ -18,11 +18,11 @@ def resolve_gpus(gpu: str, specs_dir: Sequence[str] = ()) -> list[gm.GPUSpec]:
 
 def calibration_for(gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None) -> Any:
     """What to pass as ``calibration=``: a transferred one, a named one, or None (best found)."""
+    from gpumodel.calibration import choose_calibration
+
     if calibration_from and calibration:
         fail("pass --calibration or --calibration-from, not both")
-    if calibration_from:
-        return gm.load_calibration(calibration_from, for_gpu=gpu)
-    return calibration
+    return choose_calibration(gpu, calibration, calibration_from or None)
 
 
 def predict_on_gpus(

@@ -357,7 +357,9 @@ def plan_serve(
 
 def _short_calibration(label: str) -> str:
     """'datasheet only', 'measured (date)' or 'from GPU (date)' out of a calibration label."""
-    if label.startswith("none"):
+    from gpumodel.calibration import DATASHEET_LABEL
+
+    if label == DATASHEET_LABEL:
         return "datasheet only"
     words = label.split()
     date = words[2] if len(words) > 2 else ""

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpumodel.calibration import Calibration
+from gpumodel.calibration import DATASHEET_LABEL, Calibration
 from gpumodel.diagnose.findings import FIXES, Draft, GroupView, idle_findings, kernel_findings
 from gpumodel.diagnose.gpus import gpu_from_device_name
 from gpumodel.diagnose.mapping import Mapped
@@ -224,7 +224,7 @@ class _Predictor:
         self.gpu = gpu
         self.calibration = calibration
         self.cache: dict[Op, Prediction | None] = {}
-        self.label = "none (datasheet only)"
+        self.label = DATASHEET_LABEL
         self.errors: dict[Op, str] = {}
 
     def __call__(self, op: Op) -> Prediction | None:

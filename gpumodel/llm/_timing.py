@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel.calibration import Calibration, resolve
+from gpumodel.calibration import Calibration, calibration_label, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
 from gpumodel.predict import predict
@@ -106,7 +106,7 @@ class Timer:
 
     @property
     def label(self) -> str:
-        return self.calibration.label if self.calibration else "none (datasheet only)"
+        return calibration_label(self.calibration)
 
     def kernels(self, entry: LayerOp) -> tuple[KernelPrediction, ...]:
         key = (entry.op, entry.l2, entry.kind)

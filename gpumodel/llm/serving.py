@@ -41,7 +41,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel.calibration import mixed_calibration_warning
+from gpumodel.calibration import (
+    DATASHEET_LABEL,
+    calibration_label,
+    choose_calibration,
+    mixed_calibration_warning,
+    resolve,
+)
 from gpumodel.errors import GpumodelError, SpecError
 from gpumodel.llm.inference import Runtime, predict_inference
 from gpumodel.llm.layers import tp_shape
@@ -77,7 +83,7 @@ class ServingOption(BaseModel):
     meets_slo: bool = False
     memory_per_gpu_bytes: float | None = None
     best: bool = False
-    calibration: str = "none (datasheet only)"
+    calibration: str = DATASHEET_LABEL
 
 
 class ServingPlan(BaseModel):
@@ -129,13 +135,6 @@ def _price(g: GPUSpec, price: float | Mapping[str, float] | None) -> float | Non
     if price is not None:
         return float(price)
     return g.price.usd_per_hour if g.price else None
-
-
-def _calibration_label(calibration: Any, g: GPUSpec) -> str:
-    from gpumodel.calibration import resolve
-
-    cal = resolve(calibration, g)
-    return cal.label if cal is not None else "none (datasheet only)"
 
 
 def _batches(limit: int) -> list[int]:
@@ -233,7 +232,7 @@ def serve_on(
     per_hour = n_gpus * usd if usd is not None else None
     tokens_per_hour = rate * context * 3600.0
     return ServingOption(
-        gpu=g.id, feasible=True, calibration=_calibration_label(calibration, g), tp=tp,
+        gpu=g.id, feasible=True, calibration=calibration_label(resolve(calibration, g)), tp=tp,
         max_batch=limit, batch=b, ttft_s=ttft, tpot_s=tpot,
         latency_s=latency, requests_per_s_per_replica=rps,
         output_tokens_per_s_per_replica=rps * output, replicas=replicas, gpus=n_gpus,
@@ -272,15 +271,9 @@ def plan_serving(
         raise SpecError(f"need rate > 0, prompt >= 1, output >= 0; got {rate}, {prompt}, {output}")
     targets = [gpus] if isinstance(gpus, (str, GPUSpec)) else list(gpus)
     options = []
-    if calibration_from is not None and calibration is not None:
-        raise SpecError("pass calibration or calibration_from, not both")
     for item in targets:
         g = get_gpu(item)
-        cal = calibration
-        if calibration_from is not None:
-            from gpumodel.calibration import load_calibration
-
-            cal = load_calibration(calibration_from, for_gpu=g)
+        cal = choose_calibration(g, calibration, calibration_from)
         try:
             opt = serve_on(spec, g, prompt=prompt, output=output, rate=rate, dtype=dtype,
                            runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,

@@ -391,7 +391,9 @@ def _calibrated(op: Collective, calibration: Any) -> tuple[Any, Any, float | Non
 
 
 def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
-    cal_label = calibration.label if calibration is not None else "none (datasheet only)"
+    from gpumodel.calibration import calibration_label
+
+    cal_label = calibration_label(calibration)
     n = float(op.bytes)
     p = op.gpus
     dt_unit, dt = _vector(gpu, op.dtype)
