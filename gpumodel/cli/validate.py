@@ -10,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from gpumodel.cli._app import app, console, print_json, split_list
+from gpumodel.cli._app import app, console, fail, print_json, split_list
 
 
 @app.command()
@@ -43,7 +43,7 @@ def validate(
     from gpumodel.validate.report import HEADER, error_rows
 
     if collectives or occupancy:
-        _extra_checks(collectives, occupancy, report, out, as_json)
+        _extra_checks(collectives, occupancy, report, out, as_json, from_measurements)
         return
     if calibration_from:
         _transfer_check(calibration_from, backend, quick, gpu, from_measurements, report, as_json)
@@ -104,12 +104,18 @@ class _progress:
 
 
 def _extra_checks(
-    collectives: bool, occupancy: bool, report: str | None, out: str | None, as_json: bool
+    collectives: bool, occupancy: bool, report: str | None, out: str | None, as_json: bool,
+    from_measurements: str | None = None,
 ) -> None:
     """The multi-GPU and occupancy checks (separate runners, separate outputs). With --out, the
-    fitted collective parameters are merged into that calibration file."""
+    fitted collective parameters are merged into that calibration file; with
+    --from-measurements, the collectives are re-fitted from a saved
+    ``collectives_measurements.json`` instead of measured (no GPU needed)."""
     out_dir = Path(report or ".")
     results: dict = {}
+    if from_measurements and (occupancy or not collectives):
+        fail("--from-measurements with --collectives re-fits saved collectives; "
+             "the occupancy check always runs on the GPU")  # fmt: skip
     if occupancy:
         from gpumodel.validate.device_info import device_info
         from gpumodel.validate.occupancy_check import run_occupancy_check
@@ -119,10 +125,15 @@ def _extra_checks(
         spec = gpu_for_device_name(str(info.get("device_name") or info.get("name")))
         results["occupancy"] = run_occupancy_check(spec)
     if collectives:
-        from gpumodel.validate.collectives_runner import run_collectives_validation
+        from gpumodel.validate.collectives_runner import refit, run_collectives_validation
 
         merge = out if out and Path(out).is_file() else None
-        results["collectives"] = run_collectives_validation(out_dir, calibration_file=merge)
+        if from_measurements:
+            if not Path(from_measurements).is_file():
+                fail(f"no such measurements file: {from_measurements}")
+            results["collectives"] = refit(from_measurements, out_dir, calibration_file=merge)
+        else:
+            results["collectives"] = run_collectives_validation(out_dir, calibration_file=merge)
     if as_json:
         print_json(results)
     else:

@@ -9,10 +9,11 @@ reduced, ``n`` the message size in bytes and ``p`` the number of ranks.
 buffer for all-reduce and broadcast, the gathered output for all-gather, the input before
 scattering for reduce-scatter, each rank's send buffer for all-to-all.
 
-Every cost is returned in three named parts (``Cost.alpha_s``, ``beta_s``, ``gamma_s``) so a
-prediction can show which one dominates. Published formulas add them; NCCL reduces inside its
-copy loop, so the reduction overlaps the transfer: ``Cost.total(overlap_reduction=True)`` is
-``alpha + max(beta, gamma)``.
+Every cost is returned in named parts (``Cost.alpha_s``, ``beta_s``, ``gamma_s``, ``drain_s``) so
+a prediction can show which one dominates. Published formulas add alpha, beta and gamma; NCCL
+reduces inside its copy loop, so the reduction overlaps the transfer:
+``Cost.total(overlap_reduction=True)`` is ``alpha + max(beta, gamma) + drain``. ``drain`` is
+NCCL's receive-only ring step, when the link idles (``ring_drain_time``).
 
 Functions accept ``n`` as a float or a numpy array (vectorised over sizes); ``p``, ``g`` and the
 node count are integers.
@@ -66,6 +67,75 @@ DEFAULT_LINK_EFFICIENCY: dict[str, float] = {
     "pcie": 0.80,
     "network": 0.90,
 }
+
+
+# NCCL's ring channels on a scale-up link, and what one channel moves.
+#
+# A channel is one thread block. Each ring loop of NCCL's all-reduce, all-gather and
+# reduce-scatter (src/device/all_reduce.h, all_gather.h, reduce_scatter.h: runRing) ends with a
+# receive-only step (``directRecv`` / ``directRecvReduceCopy``) that sends nothing. Every channel
+# starts together and carries the same share, so they run that step together and the link idles
+# meanwhile; the step runs at the rate the channels' blocks copy.
+#
+# Per-channel rate: NCCL's own per-channel bandwidth of its Simple protocol on one node
+# (src/graph/tuning.cc, perChMaxTreeBws[arch][N1], NCCL 2.18-2.28): Volta 26.5, Ampere 24.0,
+# Hopper 38.7, Blackwell 2 x 38.7 GB/s.
+NCCL_CHANNEL_BYTES_PER_S: dict[str, float] = {
+    "volta": 26.5e9,
+    "ampere": 24.0e9,
+    "hopper": 38.7e9,
+    "blackwell": 2 * 38.7e9,
+}
+# How many ring channels NCCL builds on a GPU's full NVLink/NVSwitch ports (one node): Hopper
+# NV18, 24 ("24 coll channels" in NCCL 2.28.9's INFO log on 2 x H200,
+# validation/results/h200-sxm-x2/nccl-tuning-table.txt; the same line in public 8 x H100 logs,
+# e.g. AWS p5.48xlarge with NCCL 2.18+). Other architectures: not recorded here, so the
+# receive-only step is not priced there unless a channel count is given.
+NCCL_RING_CHANNELS: dict[str, int] = {"hopper": 24}
+
+
+@dataclass(frozen=True)
+class RingChannels:
+    """NCCL's ring channels on one node: how many and what each copies (bytes/s)."""
+
+    count: int
+    bytes_per_s: float
+    source: str = ""
+
+    @property
+    def total_bytes_per_s(self) -> float:
+        return self.count * self.bytes_per_s
+
+
+def nccl_ring_channels(architecture: str, count: int | None = None) -> RingChannels | None:
+    """NCCL's ring channels for ``architecture`` (see ``NCCL_RING_CHANNELS``), or ``count``
+    channels at the architecture's per-channel rate; None where NCCL's numbers are not known."""
+    rate = NCCL_CHANNEL_BYTES_PER_S.get(architecture)
+    if rate is None:
+        return None
+    if count is not None:
+        return RingChannels(count, rate, "given")
+    known = NCCL_RING_CHANNELS.get(architecture)
+    if known is None:
+        return None
+    return RingChannels(known, rate, f"NCCL's {known} ring channels on {architecture} NVLink")
+
+
+def ring_drain_time(collective: str, n, p: int, channels: RingChannels):
+    """Time of the receive-only step of NCCL's ring loops, when the link idles (seconds).
+
+    Each loop moves one chunk per rank: ``s`` steps send it on (all-reduce ``2(p-1)``,
+    all-gather and reduce-scatter ``p-1``) and one step only receives it into the output. Over the
+    whole collective a rank receives ``n/p`` bytes that way, copied by the channels' blocks at
+    ``channels x per-channel rate``: ``drain = (n/p) / (C x c)``. Broadcast's chain streams
+    without such a step (0).
+
+    Example, 2 x H200: all-gather of 1 GiB, 24 channels x 38.7 GB/s = 929 GB/s:
+    ``2^29 / 929e9 = 578 us`` on top of ``2^29 / 360e9 = 1491 us`` of link time.
+    """
+    if collective not in ("all_reduce", "all_gather", "reduce_scatter") or p < 2:
+        return 0.0 * np.asarray(n, dtype=float)
+    return np.asarray(n, dtype=float) / p / channels.total_bytes_per_s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,10 +210,11 @@ def ring_factor_explanation(n: int) -> str:
 
 @dataclass(frozen=True)
 class Cost:
-    """An alpha-beta-gamma cost split into its three parts (seconds), with the work behind them.
+    """An alpha-beta-gamma cost split into its parts (seconds), with the work behind them.
 
     ``steps``: messages on the critical path (each costs one alpha); ``bytes_sent``: bytes a
-    rank sends over links; ``bytes_reduced``: bytes a rank combines (``gamma`` work).
+    rank sends over links; ``bytes_reduced``: bytes a rank combines (``gamma`` work);
+    ``drain_s``: NCCL's receive-only ring steps, when the link idles (``ring_drain_time``).
     """
 
     alpha_s: float
@@ -152,12 +223,14 @@ class Cost:
     steps: float = 0.0
     bytes_sent: float = 0.0
     bytes_reduced: float = 0.0
+    drain_s: float = 0.0
 
     def total(self, overlap_reduction: bool = True):
-        """``alpha + beta + gamma`` (published, no overlap) or ``alpha + max(beta, gamma)``."""
+        """``alpha + beta + gamma`` (published, no overlap) or ``alpha + max(beta, gamma)``,
+        plus the drain."""
         if overlap_reduction:
-            return self.alpha_s + np.maximum(self.beta_s, self.gamma_s)
-        return self.alpha_s + self.beta_s + self.gamma_s
+            return self.alpha_s + np.maximum(self.beta_s, self.gamma_s) + self.drain_s
+        return self.alpha_s + self.beta_s + self.gamma_s + self.drain_s
 
     def __add__(self, other: Cost) -> Cost:
         """Two phases run one after the other."""
@@ -168,6 +241,7 @@ class Cost:
             self.steps + other.steps,
             self.bytes_sent + other.bytes_sent,
             self.bytes_reduced + other.bytes_reduced,
+            self.drain_s + other.drain_s,
         )
 
 
@@ -336,21 +410,28 @@ def nccl_ring(
     intra: tuple[float, float],
     inter: tuple[float, float] | None = None,
     gamma: float = 0.0,
+    channels: RingChannels | None = None,
 ) -> Cost:
     """NCCL's ring over N nodes of g GPUs: the ring's usual volume, but each of the g channels
     crosses between nodes through a different NIC, so the network gives ``g / beta_e``
     (NCCL tuning.cc: ``nsteps - nInterSteps`` steps at the intra-node latency, ``nInterSteps``
     at the network's; all-reduce has 2(p-1) steps of which 2(N-1) cross nodes).
 
-    Bandwidth term: ``volume x max(beta_i, beta_e / g)``. On one node it is the plain ring.
+    Bandwidth term: ``volume x max(beta_i, beta_e / g)``. On one node it is the plain ring;
+    with ``channels`` it also pays the receive-only steps (``ring_drain_time``), and the
+    channels' blocks cap the sending rate at ``C x c`` where that is below the link's.
     """
     a_i, b_i = intra
     p = g * nodes
-    if nodes > 1 and inter is not None:
+    one_node = not (nodes > 1 and inter is not None)
+    if not one_node:
+        assert inter is not None
         a_e, b_e = inter
         beta = max(b_i, b_e / g)
     else:
         a_e, beta = a_i, b_i
+        if channels is not None:
+            beta = max(beta, 1.0 / channels.total_bytes_per_s)
     if collective == "all_reduce":
         c, n_inter = ring_all_reduce(n, p, a_i, beta, gamma), 2 * (nodes - 1)
     elif collective == "all_gather":
@@ -361,7 +442,8 @@ def nccl_ring(
         c, n_inter = ring_broadcast(n, p, a_i, beta), nodes - 1
     else:
         raise ValueError(f"NCCL ring not modelled for {collective}")
-    return replace(c, alpha_s=c.alpha_s + n_inter * (a_e - a_i))
+    drain = ring_drain_time(collective, n, p, channels) if one_node and channels else 0.0
+    return replace(c, alpha_s=c.alpha_s + n_inter * (a_e - a_i), drain_s=drain)
 
 
 def hierarchical_all_reduce(
@@ -444,7 +526,8 @@ class Link:
 @dataclass(frozen=True)
 class Topology:
     """Where the ``gpus`` ranks sit: ``nodes`` nodes of ``gpus_per_node``, an intra-node link, a
-    network between nodes (None on one node), a fixed launch latency and the reduction rate."""
+    network between nodes (None on one node), a fixed launch latency, the reduction rate and
+    NCCL's ring channels on the intra-node link (None: their receive-only step is not priced)."""
 
     gpus: int
     intra: Link
@@ -453,6 +536,7 @@ class Topology:
     base_latency_s: float = DEFAULT_BASE_LATENCY_S
     gamma_s_per_byte: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    channels: RingChannels | None = None
 
     @property
     def gpus_per_node(self) -> int:
@@ -533,6 +617,8 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
     multi = topo.multi_node and topo.gpus_per_node > 1
     g, nodes = topo.gpus_per_node, topo.nodes
     inter_ab = topo.inter.ab if topo.inter is not None else None
+    ring_ch = topo.channels if not topo.multi_node else None
+    drain_formula = " + (n/p) / (C c)" if ring_ch is not None else ""
     out: list[Candidate] = []
 
     def add(name: str, cost: Cost, formula: str, summary: str) -> None:
@@ -544,8 +630,8 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
     if collective == "all_reduce":
         add(
             "ring",
-            nccl_ring("all_reduce", n, g, nodes, topo.intra.ab, inter_ab, gam),
-            "2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma",
+            nccl_ring("all_reduce", n, g, nodes, topo.intra.ab, inter_ab, gam, ring_ch),
+            "2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma" + drain_formula,
             f"2(p-1) = {2 * (p - 1)} steps, sends 2(p-1)/p = {2 * (p - 1) / p:.3g}x the buffer"
             + across,
         )
@@ -595,8 +681,8 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
         gterm = " + (p-1)/p n gamma" if rs else ""
         add(
             "ring",
-            nccl_ring(collective, n, g, nodes, topo.intra.ab, inter_ab, gam),
-            "(p-1) alpha + (p-1)/p n beta" + gterm,
+            nccl_ring(collective, n, g, nodes, topo.intra.ab, inter_ab, gam, ring_ch),
+            "(p-1) alpha + (p-1)/p n beta" + gterm + drain_formula,
             f"p-1 = {p - 1} steps, sends (p-1)/p = {(p - 1) / p:.3g}x the buffer" + across,
         )
         rd = (

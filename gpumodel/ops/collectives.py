@@ -69,6 +69,11 @@ class Collective(Op):
     link_bandwidth: float | None = Field(
         None, description="what-if: per-direction bandwidth of the in-node link, e.g. 32GB/s"
     )
+    channels: int | None = Field(
+        None,
+        description="NCCL ring channels on the in-node link (NCCL_MAX_NCHANNELS); "
+        "default: NCCL's own count where known (24 on Hopper NVLink)",
+    )
 
     @field_validator("bytes", mode="before")
     @classmethod
@@ -101,7 +106,7 @@ class Collective(Op):
             raise ValueError(f"must be at least 1, got {value}")
         return value
 
-    @field_validator("gpus_per_node")
+    @field_validator("gpus_per_node", "channels")
     @classmethod
     def _positive_per_node(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
@@ -357,10 +362,45 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
 
     # the reduction: read two chunks, write their sum = 3 bytes of DRAM traffic per byte
     gamma = 3.0 / gpu.memory_bandwidth_bytes_per_s
+    channels = _ring_channels(op, gpu, intra, nodes, eff, notes)
     return comm.Topology(
         gpus=op.gpus, intra=intra, nodes=nodes, inter=inter, gamma_s_per_byte=gamma,
-        notes=tuple(notes),
+        notes=tuple(notes), channels=channels,
     )  # fmt: skip
+
+
+def _ring_channels(op: Collective, gpu: GPUSpec, intra: comm.Link, nodes: int,
+                   cal_eff: float | None, notes: list[str]) -> comm.RingChannels | None:  # fmt: skip
+    """NCCL's ring channels on the in-node link, for the datasheet model of one node.
+
+    Only on an NVLink/NVSwitch whose GPUs each use all their ports (not bridged pairs), where
+    NCCL's channel count is known or given. A calibrated link efficiency already holds the
+    receive-only steps (it was fitted to whole collectives), so it gets none.
+    """
+    if intra.kind not in ("nvlink", "nvswitch"):
+        return None
+    if cal_eff is not None:
+        if op.channels is not None:
+            notes.append("channels not applied: the calibrated link efficiency was measured "
+                         "with NCCL's own channels")  # fmt: skip
+        return None
+    if nodes > 1 or (intra.kind == "nvlink" and _nvlink_bridged(gpu)):
+        if op.channels is not None:
+            raise UnsupportedError(
+                "channels prices NCCL's ring on one node's NVLink/NVSwitch; this is "
+                + ("several nodes" if nodes > 1 else f"{gpu.id}'s bridged NVLink")
+            )
+        return None
+    ch = comm.nccl_ring_channels(gpu.architecture, op.channels)
+    if ch is None:
+        if op.channels is not None:
+            raise UnsupportedError(
+                f"NCCL's per-channel rate is not known for {gpu.architecture}; "
+                f"known: {', '.join(comm.NCCL_CHANNEL_BYTES_PER_S)}"
+            )
+        notes.append(f"NCCL's ring channel count on {gpu.architecture} NVLink is not recorded: "
+                     "the ring's receive-only steps are not priced (give channels=)")  # fmt: skip
+    return ch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,6 +542,17 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
                       f"HBM bandwidth / 3 (read two chunks, write one); overlapped with the "
                       f"transfer (NCCL reduces in its copy loop): counts only above beta"),
         ]  # fmt: skip
+        if topo.channels is not None and float(cost.drain_s) > 0:
+            ch = topo.channels
+            terms.append(Term(
+                name="ring receive-only steps (link idle)", value=float(cost.drain_s),
+                note=f"each NCCL ring loop ends with a step that only receives; the channels run "
+                     f"it together, so the link idles: n/p = "
+                     f"{format_quantity(n / p, 'B')} at {ch.count} channels x "
+                     f"{format_quantity(ch.bytes_per_s, 'B/s')} (NCCL's per-channel Simple rate)"
+                     + ("" if ch.total_bytes_per_s >= topo.intra.bandwidth_bytes_per_s else
+                        "; the channels also cap the sending rate at "
+                        f"{format_quantity(ch.total_bytes_per_s, 'B/s')}")))  # fmt: skip
         calibrated = "link efficiency" if cal_eff is not None else ""
         if eff_note and cal_eff is not None:
             terms.append(Term(name="calibrated link efficiency", value=cal_eff, unit="x",
@@ -547,9 +598,6 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     ):
         advice.append("the network is the bottleneck: keep the heavy collectives inside a node "
                       "(tensor parallel on NVLink, data parallel across nodes)")  # fmt: skip
-    if (op.collective in _FEW_GPU_SHORTFALL and p == 2 and not calibrated
-            and topo.intra.kind in _SCALE_UP and topo.nodes == 1):  # fmt: skip
-        advice.append(_FEW_GPU_SHORTFALL[op.collective])
     scale_up = _scale_up(gpu)
     if topo.intra.kind == "pcie" and scale_up is not None and op.link == "pcie":
         ratio = scale_up[1] / (topo.intra.datasheet_bytes_per_s or bw)
@@ -561,19 +609,6 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         attainable_flops=min(peak, ai * bw), bound=bound, terms=tuple(terms),
         advice=tuple(advice), details=details,
     )  # fmt: skip
-
-
-# Measured on 2 x H200 over NVSwitch (validation/results/h200-sxm-x2/collectives_report.md, NCCL
-# 2.28.9, two runs): the fitted busbw of these two was 0.56-0.61 of the NVLink per-direction rate
-# where the datasheet model (and NCCL's own cost model) assumes 0.8; cause not found (README).
-# On 4 x H200 the same collectives reached 0.74-0.75 (validation/results/h200-sxm-x4/), so the
-# advice is for 2 GPUs only.
-_FEW_GPU_SHORTFALL = {
-    name: (f"on 2 GPUs NCCL's {label} reached 0.56-0.61 of the NVLink rate, not the 0.8 this "
-           "datasheet estimate uses (2 x H200, NCCL 2.28): expect up to ~30% longer; "
-           "`gpumodel validate --collectives` calibrates it")
-    for name, label in (("all_gather", "all-gather"), ("reduce_scatter", "reduce-scatter"))
-}  # fmt: skip
 
 
 def _vector(gpu: GPUSpec, dtype: str) -> tuple[str, str]:
