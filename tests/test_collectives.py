@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -239,6 +240,8 @@ def test_ring_receive_only_step_only_where_nccl_channels_are_known(nvl):
     assert "ring receive-only steps (link idle)" not in [t.name for t in bcast.terms]
     with pytest.raises(UnsupportedError, match="channels prices NCCL's ring on one node"):
         gm.predict(AllGather(bytes=2**30, gpus=16, nodes=2, channels=8), "h100", "none")
+    with pytest.raises(UnsupportedError, match="this link is infinity fabric"):
+        gm.predict(AllGather(bytes=2**30, gpus=2, channels=8), "mi300x", "none")
     with pytest.raises(ValidationError, match="at least 1"):
         AllGather(bytes=2**30, gpus=2, channels=0)
 
@@ -500,3 +503,38 @@ def test_refit_from_saved_measurements(tmp_path, nvl):
     assert summary["params"]["all_reduce@2"]["alpha_s"] == pytest.approx(25e-6, rel=1e-6)
     report = (tmp_path / "out" / "collectives_report.md").read_text()
     assert "from the saved `m.json`" in report and "no new measurements" in report
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "validation" / "results"
+
+
+@pytest.mark.parametrize(
+    "run", ["h200-sxm-x2", "h200-sxm-x2/cli-run", "h200-sxm-x4", "h200-sxm-x4/run2"]
+)
+def test_datasheet_model_meets_issue_5_target_on_the_committed_nccl_runs(run):
+    """Issue #5: from the spec alone, median error <= 25% for messages >= 64 MB, on NCCL runs
+    measured on 2 x and 4 x H200 (committed). With the ring's receive-only steps the medians are
+    4.4-8.5%, so the test holds them to 10%; without that step all-gather and reduce-scatter on
+    2 GPUs were 28-31%."""
+    data = json.loads((RESULTS / run / "collectives_measurements.json").read_text())
+    errors = runner.collective_errors(data["records"], None, gm.get_gpu("h200"), 64 * 2**20)
+    assert set(errors) == {f"{c}@{data['info']['world']}" for c in runner.MEASURED}
+    for key, e in errors.items():
+        assert e["n"] == 7, key  # 64 MiB .. 4 GiB
+        assert e["median_abs_pct"] <= 10.0, (key, e)
+
+
+def test_channel_count_speedup_matches_nccl_measured_on_2xh200():
+    """NCCL pinned to 32 channels instead of its 24 on 2 x H200 (nccl-variants.json, measured):
+    all-gather / reduce-scatter ran 1.057-1.091x faster, all-reduce 1.037-1.053x. The model,
+    whose receive-only step takes 1/channels of the time, predicts 1.071-1.075x and 1.041-1.042x;
+    a model without that step predicts 1.000x."""
+    rows = json.loads((RESULTS / "h200-sxm-x2" / "nccl-variants.json").read_text())
+    time_s = {(r["variant"], r["collective"], r["bytes"]): r["time_s"] for r in rows}
+    for (variant, name, nbytes), t24 in time_s.items():
+        if variant != "default":
+            continue
+        measured = t24 / time_s[("min-32-channels", name, nbytes)]
+        model = [gm.predict(collective_op(name, bytes=nbytes, gpus=2, channels=k), "h200",
+                            "none").time_s for k in (24, 32)]  # fmt: skip
+        assert model[0] / model[1] == pytest.approx(measured, abs=0.02), (name, nbytes)

@@ -378,6 +378,9 @@ def _ring_channels(op: Collective, gpu: GPUSpec, intra: comm.Link, nodes: int,
     receive-only steps (it was fitted to whole collectives), so it gets none.
     """
     if intra.kind not in ("nvlink", "nvswitch"):
+        if op.channels is not None:
+            raise UnsupportedError(f"channels prices NCCL's ring on NVLink/NVSwitch; this link "
+                                   f"is {intra.kind.replace('_', ' ')}")  # fmt: skip
         return None
     if cal_eff is not None:
         if op.channels is not None:
@@ -643,6 +646,9 @@ def _beta_note(c: comm.Candidate, topo: comm.Topology) -> tuple[str, float]:
     beta = float(c.cost.beta_s)
     rate = float(c.cost.bytes_sent) / beta if beta > 0 else topo.intra.bandwidth_bytes_per_s
     if not topo.multi_node:
+        if rate < topo.intra.bandwidth_bytes_per_s * (1 - 1e-9):
+            return (f"{_link_desc(topo.intra)}, capped by the ring channels at "
+                    f"{format_quantity(rate, 'B/s')}"), rate  # fmt: skip
         return _link_desc(topo.intra), rate
     assert topo.inter is not None
     g = topo.gpus_per_node
