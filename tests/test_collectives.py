@@ -447,6 +447,20 @@ def test_cli_allreduce_prints_table_plain_line_and_explanation(capsys):
     assert "93.3 ms" in capsys.readouterr().out
 
 
+def test_cli_channels_what_if(capsys):
+    """--channels reaches the model from both commands: 2 x H200 all-gather of 1 GiB at 32
+    channels = 7.2 us + 2^29 / 360e9 + 2^29 / (32 x 38.7e9) = 1.932 ms."""
+    assert main(["allreduce", "--bytes", "1GiB", "--gpus", "2", "--gpu", "h200", "--collective",
+                 "all_gather", "--channels", "32", "--calibration", "none", "--json"]) == 0  # fmt: skip
+    t = json.loads(capsys.readouterr().out)["time_s"]
+    assert t == pytest.approx(7.2e-6 + 2**29 / 360e9 + 2**29 / (32 * 38.7e9))
+    assert main(["predict", "all_gather", "--bytes", "1GiB", "--gpus", "2", "--gpu", "h200",
+                 "--channels", "32", "--calibration", "none", "--json"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    rows = out if isinstance(out, list) else [out]
+    assert rows[0]["time_s"] == pytest.approx(t)
+
+
 def test_cli_allreduce_json(capsys):
     assert main(["allreduce", "--bytes", "1GB", "--gpus", "16", "--system", "dgx-h100",
                  "--json"]) == 0  # fmt: skip
@@ -466,6 +480,10 @@ def test_cli_allreduce_json(capsys):
         ["allreduce", "--bytes", "5GB", "--gpus", "8", "--link", "carrier-pigeon"],
         ["allreduce", "--bytes", "5GB", "--gpus", "16", "--system", "a100-pcie-8x"],
         ["allreduce", "--bytes", "5GB", "--gpus", "8", "--system", "dgx-h900"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "2", "--gpu", "h200", "--channels", "0"],
+        ["allreduce", "--bytes", "5GB", "--gpus", "2", "--gpu", "mi300x", "--channels", "8"],
+        ["predict", "all_gather", "--bytes", "5GB", "--gpus", "2", "--gpu", "h200",
+         "--nodes", "2", "--channels", "8"],
     ],
 )
 def test_cli_allreduce_bad_input_exits_2(argv, capsys):
@@ -538,3 +556,18 @@ def test_channel_count_speedup_matches_nccl_measured_on_2xh200():
         model = [gm.predict(collective_op(name, bytes=nbytes, gpus=2, channels=k), "h200",
                             "none").time_s for k in (24, 32)]  # fmt: skip
         assert model[0] / model[1] == pytest.approx(measured, abs=0.02), (name, nbytes)
+
+
+def test_cli_validate_collectives_refits_saved_measurements(tmp_path, capsys):
+    """`validate --collectives --from-measurements` re-scores a saved run without a GPU (it used
+    to ignore the file and try to measure); a missing file or --occupancy exits 2."""
+    saved = RESULTS / "h200-sxm-x2" / "collectives_measurements.json"
+    assert main(["validate", "--collectives", "--from-measurements", str(saved),
+                 "--report", str(tmp_path)]) == 0  # fmt: skip
+    report = (tmp_path / "collectives_report.md").read_text()
+    assert "Re-fitted on" in report and "| all_gather@2 |" in report
+    for argv in (["--from-measurements", str(tmp_path / "missing.json")],
+                 ["--occupancy", "--from-measurements", str(saved)]):  # fmt: skip
+        assert main(["validate", "--collectives", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and err.count("\n") == 1

@@ -88,6 +88,9 @@ def allreduce_cmd(
     link_bandwidth: str = typer.Option(
         None, help="what-if per-direction bandwidth of the in-node link, e.g. 32GB/s"
     ),
+    channels: int = typer.Option(
+        None, help="NCCL ring channels on the in-node link (default: NCCL's own count)"
+    ),
     dtype: str = typer.Option("bf16", help="element type (reductions)"),
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id (default: best)"),
     as_json: bool = typer.Option(False, "--json"),
@@ -100,7 +103,7 @@ def allreduce_cmd(
     op = collective_op(
         collective, bytes=nbytes, gpus=gpus, dtype=dtype, link=link, nodes=nodes,
         gpus_per_node=gpus_per_node, algorithm=algorithm, system=sys_arg,
-        link_bandwidth=link_bandwidth,
+        link_bandwidth=link_bandwidth, channels=channels,
     )  # fmt: skip
     pred = gm.predict(op, spec, calibration)
     d = pred.details
