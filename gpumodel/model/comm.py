@@ -100,7 +100,6 @@ class RingChannels:
 
     count: int
     bytes_per_s: float
-    source: str = ""
 
     @property
     def total_bytes_per_s(self) -> float:
@@ -113,12 +112,8 @@ def nccl_ring_channels(architecture: str, count: int | None = None) -> RingChann
     rate = NCCL_CHANNEL_BYTES_PER_S.get(architecture)
     if rate is None:
         return None
-    if count is not None:
-        return RingChannels(count, rate, "given")
-    known = NCCL_RING_CHANNELS.get(architecture)
-    if known is None:
-        return None
-    return RingChannels(known, rate, f"NCCL's {known} ring channels on {architecture} NVLink")
+    count = NCCL_RING_CHANNELS.get(architecture) if count is None else count
+    return None if count is None else RingChannels(count, rate)
 
 
 def ring_drain_time(collective: str, n, p: int, channels: RingChannels):
@@ -577,7 +572,8 @@ class Candidate:
 
     @property
     def latency_bound(self) -> bool:
-        return bool(np.all(self.alpha_total_s >= np.maximum(self.cost.beta_s, self.cost.gamma_s)))
+        bandwidth_s = np.maximum(self.cost.beta_s, self.cost.gamma_s) + self.cost.drain_s
+        return bool(np.all(self.alpha_total_s >= bandwidth_s))
 
 
 ALGORITHMS: dict[str, tuple[str, ...]] = {

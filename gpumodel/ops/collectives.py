@@ -478,6 +478,7 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
 
     terms: list[Term] = []
     cost = chosen.cost
+    t_drain = 0.0  # the ring's receive-only steps: priced by the datasheet branch only
     step_alpha = topo.intra.alpha_s if topo.nodes == 1 else topo.slowest.alpha_s
     beta_note, bw = _beta_note(chosen, topo)
     if exact is not None and topo.nodes == 1:
@@ -533,6 +534,7 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         time_s = float(chosen.time_s)
         t_alpha = float(chosen.alpha_total_s)
         t_beta = float(cost.beta_s)
+        t_drain = float(cost.drain_s)
         terms += [
             Term(name="alpha term (latency)", value=t_alpha,
                  note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
@@ -545,10 +547,10 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
                       f"HBM bandwidth / 3 (read two chunks, write one); overlapped with the "
                       f"transfer (NCCL reduces in its copy loop): counts only above beta"),
         ]  # fmt: skip
-        if topo.channels is not None and float(cost.drain_s) > 0:
+        if topo.channels is not None and t_drain > 0:
             ch = topo.channels
             terms.append(Term(
-                name="ring receive-only steps (link idle)", value=float(cost.drain_s),
+                name="ring receive-only steps (link idle)", value=t_drain,
                 note=f"each NCCL ring loop ends with a step that only receives; the channels run "
                      f"it together, so the link idles: n/p = "
                      f"{format_quantity(n / p, 'B')} at {ch.count} channels x "
@@ -570,7 +572,7 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     sent = float(cost.bytes_sent)
     flops = float(cost.bytes_reduced) / element_bytes(op.dtype)
     ai = flops / sent if sent else 0.0
-    bound: Bound = "latency" if t_alpha >= t_beta else "network"
+    bound: Bound = "latency" if t_alpha >= t_beta + t_drain else "network"
     plain_link = topo.inter if topo.nodes > 1 and topo.inter is not None else topo.intra
     table = [_row(c, n, factor, c is chosen) for c in cands]
     details: dict[str, Any] = {
