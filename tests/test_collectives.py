@@ -482,8 +482,18 @@ def test_cli_allreduce_json(capsys):
         ["allreduce", "--bytes", "5GB", "--gpus", "8", "--system", "dgx-h900"],
         ["allreduce", "--bytes", "5GB", "--gpus", "2", "--gpu", "h200", "--channels", "0"],
         ["allreduce", "--bytes", "5GB", "--gpus", "2", "--gpu", "mi300x", "--channels", "8"],
-        ["predict", "all_gather", "--bytes", "5GB", "--gpus", "2", "--gpu", "h200",
-         "--nodes", "2", "--channels", "8"],
+        [
+            "predict",
+            "all_gather",
+            "--bytes",
+            "5GB",
+            "--gpus",
+            "2",
+            "--nodes",
+            "2",
+            "--channels",
+            "8",
+        ],
     ],
 )
 def test_cli_allreduce_bad_input_exits_2(argv, capsys):

@@ -104,7 +104,11 @@ class _progress:
 
 
 def _extra_checks(
-    collectives: bool, occupancy: bool, report: str | None, out: str | None, as_json: bool,
+    collectives: bool,
+    occupancy: bool,
+    report: str | None,
+    out: str | None,
+    as_json: bool,
     from_measurements: str | None = None,
 ) -> None:
     """The multi-GPU and occupancy checks (separate runners, separate outputs). With --out, the
