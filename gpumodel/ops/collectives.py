@@ -108,7 +108,7 @@ class Collective(Op):
 
     @field_validator("gpus_per_node", "channels")
     @classmethod
-    def _positive_per_node(cls, value: int | None) -> int | None:
+    def _positive_if_given(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
             raise ValueError(f"must be at least 1, got {value}")
         return value
@@ -554,10 +554,7 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
                 note=f"each NCCL ring loop ends with a step that only receives; the channels run "
                      f"it together, so the link idles: n/p = "
                      f"{format_quantity(n / p, 'B')} at {ch.count} channels x "
-                     f"{format_quantity(ch.bytes_per_s, 'B/s')} (NCCL's per-channel Simple rate)"
-                     + ("" if ch.total_bytes_per_s >= topo.intra.bandwidth_bytes_per_s else
-                        "; the channels also cap the sending rate at "
-                        f"{format_quantity(ch.total_bytes_per_s, 'B/s')}")))  # fmt: skip
+                     f"{format_quantity(ch.bytes_per_s, 'B/s')} (NCCL's per-channel Simple rate)"))  # fmt: skip
         calibrated = "link efficiency" if cal_eff is not None else ""
         if eff_note and cal_eff is not None:
             terms.append(Term(name="calibrated link efficiency", value=cal_eff, unit="x",
