@@ -47,6 +47,7 @@ _LAZY = {
          "predict_inference", "predict_training_step"], "gpumodel.llm"),
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
     "explain_symbolic": "gpumodel.symbolic",
+    "speed_of_light": "gpumodel.sol",
 }  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     )  # fmt: skip
     from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
     from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
+    from gpumodel.sol import speed_of_light
     from gpumodel.symbolic import explain_symbolic
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
 
@@ -159,6 +161,7 @@ __all__ = [
     "predict_inference",
     "predict_training_step",
     "scaling_curve",
+    "speed_of_light",
     "sweep",
     "waves",
 ]

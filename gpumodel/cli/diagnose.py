@@ -70,18 +70,21 @@ def render(report: DiagnoseReport) -> None:
 
     table = Table(title="Per-op speed of light (sorted by recoverable time, whole trace)")
     for col, just in (("op", "left"), ("phase", "left"), ("shapes", "left"), ("dtype", "left"),
-                      ("calls", "right"), ("measured ms", "right"), ("SoL ms", "right"),
-                      ("SoL %", "right"), ("bound", "left"), ("recoverable ms", "right")):  # fmt: skip
+                      ("calls", "right"), ("measured ms", "right"), ("model ms", "right"),
+                      ("SoL ms", "right"), ("SoL %", "right"), ("bound", "left"),
+                      ("recoverable ms", "right")):  # fmt: skip
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in report.ops:
         table.add_row(
             r.name, r.phase, _shapes(r.shapes), r.dtype, str(r.count), _ms(r.measured_s),
-            _ms(r.predicted_s), f"{r.sol_pct:.0f}" if r.sol_pct is not None else "-",
+            _ms(r.predicted_s),
+            _ms(r.sol_per_call_s * r.count if r.sol_per_call_s is not None else None),
+            f"{r.sol_pct:.0f}" if r.sol_pct is not None else "-",
             r.bound or f"unmapped: {r.reason}", _ms(r.recoverable_s) if r.mapped else "-",
         )  # fmt: skip
     if report.ops_omitted.count:
         table.add_row(f"... {report.ops_omitted.count} more", "", "", "", "",
-                      _ms(report.ops_omitted.measured_s), "", "", "", "")  # fmt: skip
+                      _ms(report.ops_omitted.measured_s), "", "", "", "", "")  # fmt: skip
     out.print(table)
 
     if report.findings:
