@@ -72,6 +72,19 @@ class CollectiveParams(_Frozen):
     link_efficiency: float | None = Field(None, gt=0, description="busbw / per-direction link bw")
 
 
+class PowerParams(_Frozen):
+    """Fitted power behaviour of one architecture (gpumodel.model.power): the SM array's
+    dynamic power at full tensor-core activity, per SM at ``reference_clock_hz``, and the
+    static share of the power limit. Carries to GPUs of the same architecture by SM count and
+    clock^3 (their own spec'd power limit applies); never across architectures."""
+
+    architecture: str
+    tensor_power_w_per_sm: float = Field(gt=0, description="W per SM, full tensor activity")
+    reference_clock_hz: float = Field(gt=0, description="max clock of the GPU it was fitted on")
+    static_power_fraction: float = Field(0.1, ge=0, lt=1, description="idle power / limit")
+    source: str = ""
+
+
 class CalibrationParams(_Frozen):
     """Everything the time model takes from a calibration; None means 'use the datasheet'."""
 
@@ -125,6 +138,12 @@ class CalibrationParams(_Frozen):
     l2_latency_cycles: float | None = Field(None, gt=0)
     launch_host_s: float | None = Field(None, ge=0)
     collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
+    # the in-workload condition (gpumodel.model.power): power-limited sustained clock and the
+    # dirty lines a preceding kernel leaves in L2
+    power: PowerParams | None = None
+    dirty_l2_writeback_fraction: float | None = Field(
+        None, ge=0, le=1, description="extra DRAM writes / min(L2, bytes moved) after a kernel "
+        "that wrote its output")  # fmt: skip
 
 
 class FamilyError(_Frozen):
@@ -312,6 +331,8 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "l2_hot_max_bytes": l2_hot,
             "host": host,
             "collectives": {},  # topology-specific: never carried
+            # power per SM-clock^3 is an architecture's; another generation draws differently
+            "power": p.power if p.power and p.power.architecture == target.architecture else None,
         }
     )
     return cal.model_copy(
@@ -383,6 +404,7 @@ __all__ = [
     "GemmParams",
     "GpumodelError",
     "HostLinkParams",
+    "PowerParams",
     "atomic_write_text",
     "calibration_label",
     "choose_calibration",

@@ -27,7 +27,7 @@ import math
 from typing import Any, Literal
 
 from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
-from gpumodel.errors import InfeasibleError, UnsupportedError
+from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
 from gpumodel.model.scheduling import schedule_efficiency
@@ -43,6 +43,10 @@ DEFAULT_KERNEL_OVERHEAD_S = 2.5e-6
 DEFAULT_TRANSFER_OVERHEAD_S = 10e-6
 
 L2Mode = Literal["cold", "warm"]
+# isolated: one call at the short-burst boost clock, L2 clean (what validate's harness times);
+# in-workload: back to back with other kernels (power-limited sustained clock, dirty L2)
+Condition = Literal["in-workload", "isolated"]
+CONDITIONS: tuple[str, ...] = ("in-workload", "isolated")
 
 
 def predict(
@@ -51,13 +55,19 @@ def predict(
     calibration: Calibration | str | None = None,
     *,
     l2: L2Mode = "cold",
+    condition: Condition = "in-workload",
 ) -> Prediction:
     """Predict the time of ``op`` on ``gpu``.
 
     ``calibration``: None uses the best profile found for that GPU (user cache, then shipped),
     ``"none"`` the datasheet alone, a path or Calibration object that calibration.
     ``l2="warm"``: inputs are already in L2 (produced by the previous kernel) when they fit.
+    ``condition``: ``"in-workload"`` (default: back to back with other kernels, as in training
+    and inference: the power-limited sustained clock, L2 holding the previous kernel's dirty
+    lines) or ``"isolated"`` (one call at the boost clock after a clean L2: what validate's
+    harness times). The in-workload terms need a calibration that measured them.
     """
+    check_condition(condition)
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
@@ -65,16 +75,28 @@ def predict(
         return custom(gpu, cal)
     params = cal.parameters if cal else CalibrationParams()
     label = calibration_label(cal)
-    return predict_with_params(op, gpu, params, label, l2)
+    return predict_with_params(op, gpu, params, label, l2, condition)
+
+
+def check_condition(condition: str) -> None:
+    if condition not in CONDITIONS:
+        raise SpecError(f"unknown condition {condition!r}: use {' or '.join(CONDITIONS)}")
 
 
 def predict_with_params(
-    op: Op, gpu: GPUSpec, params: CalibrationParams, label: str = "parameters", l2: L2Mode = "cold"
+    op: Op,
+    gpu: GPUSpec,
+    params: CalibrationParams,
+    label: str = "parameters",
+    l2: L2Mode = "cold",
+    condition: Condition = "in-workload",
 ) -> Prediction:
-    """``predict`` with explicit model parameters (what the calibration fit iterates on)."""
+    """``predict`` with explicit model parameters (what the calibration fit iterates on: the
+    fit passes ``condition="isolated"``, the condition its measurements were taken in)."""
     work = op.kernels(gpu)
-    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
-    return assemble(op.label(), gpu, label, kernels, work)
+    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition) for k in work]
+    pred = assemble(op.label(), gpu, label, kernels, work)
+    return pred.model_copy(update={"condition": condition})
 
 
 def assemble(
@@ -137,10 +159,18 @@ def kernel_time(
     params: CalibrationParams,
     family: str = "kernel",
     l2: L2Mode = "cold",
+    condition: Condition = "isolated",
+    *,
+    clock_ratio: float = 1.0,
+    dirty_bytes: float = 0.0,
 ) -> KernelPrediction:
-    """Time of one kernel from its work and the GPU, as a sum/max of named terms."""
+    """Time of one kernel from its work and the GPU, as a sum/max of named terms.
+    ``clock_ratio`` (sustained / max clock) and ``dirty_bytes`` (extra DRAM writes) are what
+    ``in_workload_time`` passes for the in-workload condition."""
     if kw.transfer:
         return _transfer_time(kw, gpu, params)
+    if condition == "in-workload":
+        return in_workload_time(kw, gpu, params, family, l2)
     terms: list[Term] = []
     t_compute = 0.0
     fam_compute = params.family_efficiency.get(family, 1.0)
@@ -174,11 +204,13 @@ def kernel_time(
             # how far this op family's kernels (cuDNN, flash attention...) are from that
             eff *= fam_compute
             note += f" x {family} kernel efficiency {fam_compute:.3g}"
-        t = part.flops / (rate * eff)
+        t = part.flops / (rate * eff * clock_ratio)
         t_compute += t
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
 
     issue = issue_time(kw, gpu, params, family)
+    if issue is not None and clock_ratio != 1.0:
+        issue = (issue[0] / clock_ratio, issue[1] + f", at {clock_ratio:.3g} x the clock")
     if issue is not None:
         t_compute += issue[0]
         terms.append(Term(name="SM issue time", value=issue[0], note=issue[1]))
@@ -199,6 +231,14 @@ def kernel_time(
         t_memory = kw.bytes / limit[0]
         mem_note = limit[1]
     terms.append(Term(name="memory time", value=t_memory, note=mem_note))
+    if dirty_bytes > 0:
+        t_dirty = dirty_bytes / bandwidth
+        t_memory += t_dirty
+        terms.append(Term(name="dirty-L2 write-back", value=t_dirty,
+                          note=f"{format_quantity(dirty_bytes, 'B')} of dirty lines left in L2 by "
+                               "the previous kernel are written to DRAM as this one evicts them "
+                               f"({params.dirty_l2_writeback_fraction:.3g} x min(L2, bytes "
+                               "moved), calibrated)"))  # fmt: skip
 
     # an issue-bound kernel's memory stream runs far below DRAM's rate and does not slow its
     # issue: the roofline's max (fitted on H100 and H200 alike this gives the same elements per
@@ -249,6 +289,81 @@ def kernel_time(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def tensor_activity(kw: KernelWork, gpu: GPUSpec, time_s: float) -> float:
+    """Tensor-core activity u of a kernel that takes ``time_s``: its tensor FLOP rate over the
+    tensor roof at the max clock (gpumodel.sol), summed over dtypes; 0 without tensor work."""
+    from gpumodel.sol import max_clock_peak_flops
+
+    if time_s <= 0:
+        return 0.0
+    u = 0.0
+    for part in kw.flops:
+        if part.unit == "tensor" and part.flops > 0:
+            u += part.flops / (
+                time_s * (max_clock_peak_flops(gpu, part.dtype, "tensor") or math.inf)
+            )
+    return min(1.0, u)
+
+
+def power_watts(params: CalibrationParams, gpu: GPUSpec) -> tuple[float, float] | None:
+    """(static W, full tensor-activity W at the max clock) on ``gpu`` from the calibrated
+    per-SM power of its architecture, scaled by SMs x clock^3; None when not calibrated."""
+    pw = params.power
+    if pw is None or pw.architecture != gpu.architecture:
+        return None
+    scale = gpu.sm_count * (gpu.boost_clock_hz / pw.reference_clock_hz) ** 3
+    return pw.static_power_fraction * gpu.tdp_watts, pw.tensor_power_w_per_sm * scale
+
+
+def sustained_clock(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, isolated_s: float
+) -> tuple[float, Term | None]:
+    """(sustained / max clock, its term) for ``kw`` back to back under ``gpu``'s power limit
+    (gpumodel.model.power); (1, None) without calibrated power behaviour."""
+    from gpumodel.model.power import sustained_clock_ratio
+
+    pw = params.power
+    if pw is None or pw.architecture != gpu.architecture or not kw.total_flops:
+        return 1.0, None
+    u = tensor_activity(kw, gpu, isolated_s)
+    full_w = (
+        pw.tensor_power_w_per_sm * gpu.sm_count * (gpu.boost_clock_hz / pw.reference_clock_hz) ** 3
+    )
+    static_w = pw.static_power_fraction * gpu.tdp_watts
+    ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w)
+    mhz, max_mhz = ratio * gpu.boost_clock_hz / 1e6, gpu.boost_clock_hz / 1e6
+    if ratio < 1.0:
+        why = (f"power-limited at {gpu.tdp_watts:.0f} W for this intensity: tensor activity "
+               f"{u:.2f} would draw {static_w + u * full_w:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
+    else:
+        why = (f"not power-limited: tensor activity {u:.2f} draws "
+               f"{static_w + u * full_w:.0f} W of {gpu.tdp_watts:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
+    note = f"{mhz:.0f} MHz of {max_mhz:.0f} MHz ({why}; compute time x {1 / ratio:.3g})"
+    return ratio, Term(name="sustained clock", value=ratio, unit="x", note=note)
+
+
+def in_workload_time(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: L2Mode
+) -> KernelPrediction:
+    """The in-workload time of one kernel: its isolated time's compute at the sustained clock,
+    plus the DRAM write-back of the dirty lines the previous kernel left in L2."""
+    from gpumodel.model.power import dirty_writeback_bytes
+
+    iso = kernel_time(kw, gpu, params, family, l2, "isolated")
+    ratio, clock_term = sustained_clock(kw, gpu, params, iso.time_s)
+    dirty = 0.0
+    if params.dirty_l2_writeback_fraction and not inputs_in_l2(kw, gpu, params, l2):
+        dirty = dirty_writeback_bytes(kw.bytes, gpu.l2_cache_bytes,
+                                      params.dirty_l2_writeback_fraction)  # fmt: skip
+    kp = iso
+    if ratio != 1.0 or dirty:
+        kp = kernel_time(kw, gpu, params, family, l2, "isolated", clock_ratio=ratio,
+                         dirty_bytes=dirty)  # fmt: skip
+    if clock_term is not None:
+        kp = kp.model_copy(update={"terms": (clock_term, *kp.terms)})
+    return kp
 
 
 def issue_time(

@@ -73,6 +73,9 @@ class Prediction(BaseModel):
     kernels: tuple[KernelPrediction, ...] = ()
     advice: tuple[str, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
+    # the condition priced: "in-workload" (back to back, sustained clock, dirty L2) or
+    # "isolated" (one call after a clean L2 at the boost clock); "" where it does not apply
+    condition: str = ""
 
     @property
     def achieved_flops(self) -> float:
@@ -112,7 +115,8 @@ class Prediction(BaseModel):
         """Which roof, why, and what would help, in plain text."""
         lines = [
             f"{self.op} on {self.gpu}: {format_time(self.time_s)}, {self.bound}-bound "
-            f"(calibration: {self.calibration})",
+            f"(calibration: {self.calibration}"
+            + (f"; condition: {self.condition})" if self.condition else ")"),
             f"  work: {format_quantity(self.flops, 'FLOP')} and {format_quantity(self.bytes, 'B')}"
             f" -> arithmetic intensity {self.arithmetic_intensity:.3g} FLOP/B",
             f"  roof: {self.unit} {self.dtype} peak {format_quantity(self.peak_flops, 'FLOP/s')}, "

@@ -18,20 +18,33 @@ from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import matmul_unit, vector_unit
 from gpumodel.ops.matmul import gemm_bytes
-from gpumodel.predict import compute_efficiency, kernel_overhead, predict
+from gpumodel.predict import (
+    check_condition,
+    compute_efficiency,
+    kernel_overhead,
+    power_watts,
+    predict,
+)
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
 BOUNDS = np.array(["memory", "compute", "launch"])
 
 
 def sweep(
-    op: str, gpu: GPUSpec | str, calibration: Any = None, **params: Any
+    op: str,
+    gpu: GPUSpec | str,
+    calibration: Any = None,
+    *,
+    condition: str = "in-workload",
+    **params: Any,
 ) -> dict[str, np.ndarray]:
     """Predict ``op`` ('gemm', an elementwise name, or 'kernel') over broadcast arrays of its
     numeric fields. Returns arrays: time_s, flops, bytes, arithmetic_intensity, bound.
+    ``condition`` as for ``predict`` (in-workload: sustained clock and dirty-L2 write-back).
 
     ``kernel`` sweeps take no launch geometry, so the Little's-law limit of ``predict`` (which
     needs ``threads``) does not apply here."""
+    check_condition(condition)
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     p = cal.parameters if cal else CalibrationParams()
@@ -82,6 +95,10 @@ def sweep(
         exponent = fitted_gemm.overlap_exponent
     t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     overhead, _ = kernel_overhead(p, family, fitted_gemm)
+    if condition == "in-workload":  # as predict.in_workload_time
+        t_compute, t_memory = _in_workload(p, gpu, unit, dt, flops, nbytes, overhead + t_core,
+                                           t_compute, t_memory, bw_eff)  # fmt: skip
+        t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     bound = np.where(overhead >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {
         "time_s": overhead + t_core,
@@ -90,6 +107,28 @@ def sweep(
         "arithmetic_intensity": np.asarray(arithmetic_intensity(flops, nbytes)),
         "bound": BOUNDS[bound],
     }
+
+
+def _in_workload(
+    p: CalibrationParams, gpu: GPUSpec, unit: str, dtype: str, flops: np.ndarray,
+    nbytes: np.ndarray, isolated_s: np.ndarray, t_compute: np.ndarray, t_memory: np.ndarray,
+    bw_eff: float,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Compute at the sustained clock, memory plus the dirty-L2 write-back (predict's terms)."""
+    from gpumodel.model.power import dirty_writeback_bytes, sustained_clock_ratio_array
+    from gpumodel.sol import max_clock_peak_flops
+
+    watts = power_watts(p, gpu)
+    if watts is not None and unit == "tensor":
+        roof = max_clock_peak_flops(gpu, dtype, "tensor") or math.inf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.minimum(1.0, np.where(isolated_s > 0, flops / (isolated_s * roof), 0.0))
+        t_compute = t_compute / sustained_clock_ratio_array(u, gpu.tdp_watts, *watts)
+    if p.dirty_l2_writeback_fraction:
+        dirty = np.vectorize(dirty_writeback_bytes)(nbytes, gpu.l2_cache_bytes,
+                                                    p.dirty_l2_writeback_fraction)  # fmt: skip
+        t_memory = t_memory + dirty / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
+    return t_compute, t_memory
 
 
 _VECTOR_FIELDS = {"gemm": ("m", "n", "k", "batch"), "elementwise": ("n",)}

@@ -31,9 +31,16 @@ def predict_on_gpus(
     calibration: str | None,
     calibration_from: str | None,
     l2: str = "cold",
+    condition: str = "in-workload",
 ) -> list[gm.Prediction]:
     return [
-        gm.predict(op, g, calibration_for(g, calibration, calibration_from), l2=l2)  # type: ignore[arg-type]
+        gm.predict(
+            op,
+            g,
+            calibration_for(g, calibration, calibration_from),
+            l2=l2,  # type: ignore[arg-type]
+            condition=condition,
+        )  # type: ignore[arg-type]
         for g in gpus
     ]
 
@@ -61,6 +68,7 @@ def prediction_table(preds: list[gm.Prediction]):
         ("achieved (predicted)", lambda p: fq(p.achieved_flops, "FLOP/s")),
         ("% of peak", lambda p: f"{100 * p.achieved_flops / p.peak_flops:.3g}%" if p.peak_flops else "-"),
         ("roofline time", lambda p: ft(p.roofline_time_s)),
+        ("condition", lambda p: p.condition or "-"),
         ("calibration", lambda p: p.calibration),
     ]  # fmt: skip
     for name, fn in rows:

@@ -35,6 +35,8 @@ _COMMON = [
     ("calibration_from", str | None,
      typer.Option(None, help="transfer another GPU's calibration (e.g. h100) to the target")),
     ("l2", str, typer.Option("cold", help="cold, or warm: inputs already in L2 when they fit")),
+    ("condition", str, typer.Option("in-workload", help="in-workload (back to back: sustained "
+     "clock, dirty L2) or isolated (one call, boost clock, clean L2: validate's harness)")),
     ("specs_dir", list[str], typer.Option([], "--specs-dir", help="extra GPU spec directory")),
 ]  # fmt: skip
 
@@ -84,6 +86,8 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
         common = {k: kwargs.pop(k) for k in list(kwargs) if k in common_names}
         if common["l2"] not in ("cold", "warm"):
             fail(f"--l2 must be cold or warm, got {common['l2']!r}")
+        if common["condition"] not in ("in-workload", "isolated"):
+            fail(f"--condition must be in-workload or isolated, got {common['condition']!r}")
         row: dict[str, Any] = {"op": name}
         for key, value in kwargs.items():
             if value is None:
@@ -94,7 +98,7 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
         op = gm.ops.from_row(row)
         gpus = resolve_gpus(common["gpu"], common["specs_dir"])
         preds = predict_on_gpus(op, gpus, common["calibration"], common["calibration_from"],
-                                common["l2"])  # fmt: skip
+                                common["l2"], common["condition"])  # fmt: skip
         print_predictions(preds, common["as_json"], common["explain"])
 
     params = [_parameter(k, f) for k, f in fields.items()]

@@ -34,6 +34,12 @@ def validate(
     occupancy: bool = typer.Option(
         False, "--occupancy", help="check the occupancy model against the CUDA runtime"
     ),
+    conditions: bool = typer.Option(
+        False,
+        "--conditions",
+        help="measure isolated vs in-workload (back to back, dirty L2; "
+        "PyTorch kernels, do_bench check) and fit the sustained clock and dirty-L2 write-back",
+    ),
     as_json: bool = typer.Option(False, "--json"),
     no_progress: bool = typer.Option(False, "--no-progress"),
 ) -> None:
@@ -42,6 +48,9 @@ def validate(
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
+    if conditions:
+        _conditions(report, out, from_measurements, quick, as_json)
+        return
     if collectives or occupancy:
         _extra_checks(collectives, occupancy, report, out, as_json, from_measurements)
         return
@@ -149,6 +158,40 @@ def _extra_checks(
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _conditions(
+    report: str | None, out: str | None, from_measurements: str | None, quick: bool,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Measure (or re-fit from a saved conditions-measurements.json) and merge the fitted
+    in-workload parameters into --out when it names an existing calibration."""
+    from gpumodel.validate.conditions import run_conditions
+
+    if from_measurements and not Path(from_measurements).is_file():
+        fail(f"no such measurements file: {from_measurements}")
+    if not from_measurements:
+        try:
+            import torch
+        except ImportError:
+            fail("--conditions measures PyTorch's kernels: install torch with CUDA")
+        if not torch.cuda.is_available():
+            fail("--conditions needs a CUDA GPU (or --from-measurements FILE to re-fit)")
+    merge = out if out and Path(out).is_file() else None
+    result = run_conditions(Path(report or "."), merge, from_measurements, quick)
+    if as_json:
+        print_json(result)
+        return
+    c = console()
+    c.print(f"conditions on {result['gpu']}: full tensor-activity power "
+            f"{result['full_tensor_power_w']:.0f} W, dirty-L2 write-back fraction "
+            f"{result['dirty_l2_writeback_fraction']}", highlight=False, markup=False)  # fmt: skip
+    for name, e in result["errors"].items():
+        if e.get("n"):
+            c.print(f"  {name}: n={e['n']} median {e['median_abs_pct']:.1f}% p90 "
+                    f"{e['p90_abs_pct']:.1f}%", highlight=False, markup=False)  # fmt: skip
+    c.print(f"wrote {Path(report or '.') / 'conditions-report.md'}"
+            + (f"; merged into {merge}" if merge else ""), highlight=False, markup=False)  # fmt: skip
 
 
 def _transfer_check(

@@ -1,0 +1,185 @@
+"""Conditions are a named input: in-workload (sustained clock, dirty L2) vs isolated.
+
+Figures checked against the committed H100 conditions run
+(validation/results/h100-sxm/conditions/): torch.matmul bf16 8192^3 ran 772 TFLOP/s in the
+harness's short bursts and 670 TFLOP/s back to back (SM clock 1365 MHz, 698 W of 700 W); a
+bf16 decode GEMM M=16, N=K=4096 took 18.5 us after a read flush and 22.7 us after a write
+flush.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpumodel as gm
+from gpumodel.calibrate import evaluate, points_from_records, split
+from gpumodel.calibration import read_calibration_file
+from gpumodel.model.power import (
+    dirty_writeback_bytes,
+    fit_full_power,
+    power_draw_w,
+    sustained_clock_ratio,
+)
+from gpumodel.validate.conditions import fit_conditions
+
+ROOT = Path(__file__).resolve().parents[1]
+H100_RUN = ROOT / "validation/results/h100-sxm/conditions/conditions-measurements.json"
+
+
+# --------------------------------------------------------------------------- the power model
+
+
+def test_sustained_clock_by_hand():
+    # 700 W limit, 70 W static, 1400 W at full activity: u = 0.9 -> (630 / 1260)^(1/3)
+    assert sustained_clock_ratio(0.9, 700, 70, 1400) == pytest.approx(0.5 ** (1 / 3))
+    assert sustained_clock_ratio(0.3, 700, 70, 1400) == 1.0  # 490 W: under the limit
+    assert sustained_clock_ratio(0.0, 700, 70, 1400) == 1.0
+    r = sustained_clock_ratio(0.9, 700, 70, 1400)
+    assert power_draw_w(0.9, r, 70, 1400) == pytest.approx(700)  # exactly at the limit
+
+
+def test_fit_recovers_a_planted_power():
+    u = [0.5, 0.6, 0.7, 0.8, 0.9]
+    r = [sustained_clock_ratio(x, 700, 70, 1300) for x in u]
+    assert fit_full_power(u, r, 700, 70) == pytest.approx(1300, rel=0.01)
+
+
+def test_dirty_writeback_is_bounded_by_l2():
+    assert dirty_writeback_bytes(10e6, 50e6, 0.4) == pytest.approx(4e6)
+    assert dirty_writeback_bytes(1e9, 50e6, 0.4) == pytest.approx(20e6)
+    assert dirty_writeback_bytes(0, 50e6, 0.4) == 0
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+BIG = gm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16")
+DECODE = gm.ops.Gemm(m=16, n=4096, k=4096, dtype="bf16")
+
+
+def test_default_condition_is_in_workload_and_named_in_explain():
+    p = gm.predict(BIG, "h100")
+    assert p.condition == "in-workload"
+    text = p.explain()
+    assert "condition: in-workload" in text
+    assert "sustained clock" in text and "power-limited at 700 W" in text
+    assert "dirty-L2 write-back" in gm.predict(DECODE, "h100").explain()
+    iso = gm.predict(BIG, "h100", condition="isolated")
+    assert iso.condition == "isolated" and "sustained clock" not in iso.explain()
+
+
+def test_in_workload_matches_the_measured_h100_run():
+    """Back to back 1.64 ms (670 TFLOP/s) and write-flushed decode 22.7 us (run above); the
+    isolated model is 15% and 18% fast on them, in-workload within 5%."""
+    run = {(r["condition"], json.dumps(r["op"], sort_keys=True), r["meta"].get("flush")): r
+           for r in json.loads(H100_RUN.read_text())["records"]}  # fmt: skip
+
+    def measured(op: gm.ops.Gemm, condition: str, flush: str) -> float:
+        key = {"op": "gemm", "m": op.m, "n": op.n, "k": op.k, "dtype": op.dtype}
+        return run[(condition, json.dumps(key, sort_keys=True), flush)]["time_s"]
+
+    b2b = measured(BIG, "in-workload", "none")
+    assert b2b == pytest.approx(2 * 8192**3 / 670e12, rel=0.01)
+    assert gm.predict(BIG, "h100", condition="isolated").time_s < 0.9 * b2b
+    assert gm.predict(BIG, "h100").time_s == pytest.approx(b2b, rel=0.05)
+    dirty = measured(DECODE, "dirty-l2", "write-random")
+    assert gm.predict(DECODE, "h100", condition="isolated").time_s < 0.87 * dirty
+    assert gm.predict(DECODE, "h100").time_s == pytest.approx(dirty, rel=0.05)
+
+
+def test_memory_bound_and_cuda_core_work_keep_the_max_clock():
+    for op in (gm.ops.Elementwise(op="add", n=2**28, dtype="bf16"),
+               gm.ops.Gemm(m=4096, n=4096, k=4096, dtype="fp32")):  # fmt: skip
+        terms = {t.name: t for t in gm.predict(op, "h100").terms}
+        assert terms["sustained clock"].value == 1.0
+
+
+def test_datasheet_has_no_in_workload_terms():
+    assert gm.predict(BIG, "h100", "none").time_s == gm.predict(
+        BIG, "h100", "none", condition="isolated").time_s  # fmt: skip
+
+
+def test_unknown_condition_is_an_error():
+    with pytest.raises(gm.SpecError, match="unknown condition"):
+        gm.predict(BIG, "h100", condition="warm")
+    with pytest.raises(gm.SpecError, match="unknown condition"):
+        gm.sweep("gemm", "h100", m=1, n=1, k=1, condition="warm")
+
+
+def test_power_carries_within_an_architecture_only():
+    h200 = gm.load_calibration("h100-sxm", for_gpu="h200-sxm")
+    assert h200.parameters.power is not None
+    a100 = gm.load_calibration("h100-sxm", for_gpu="a100-sxm4-80gb")
+    assert a100.parameters.power is None
+    # same SMs, clock and 700 W limit: the H200 throttles like the H100 (it draws its own
+    # memory power, which this model does not separate: a known limit)
+    r200 = gm.predict(BIG, "h200", h200)
+    terms = {t.name: t.value for t in r200.terms}
+    assert terms["sustained clock"] < 0.9
+
+
+@pytest.mark.parametrize("condition", ["in-workload", "isolated"])
+def test_sweep_agrees_with_predict(condition):
+    cal = gm.load_calibration("h100-sxm")
+    # the sweep leaves out the calibrated first-DRAM-load wait (handled on another branch)
+    cal = cal.model_copy(update={"parameters": cal.parameters.model_copy(
+        update={"dram_first_load_s": None})})  # fmt: skip
+    m = np.array([1, 16, 128, 512, 2048, 8192])
+    out = gm.sweep("gemm", "h100", cal, m=m, n=4096, k=4096, dtype="bf16", condition=condition)
+    ref = [gm.predict(gm.ops.Gemm(m=int(x), n=4096, k=4096, dtype="bf16"), "h100", cal,
+                      condition=condition).time_s for x in m]  # fmt: skip
+    np.testing.assert_allclose(out["time_s"], ref, rtol=1e-9)
+    n = np.array([2**12, 2**20, 2**28])
+    out = gm.sweep("gelu", "h100", cal, n=n, dtype="bf16", condition=condition)
+    ref = [gm.predict(gm.ops.Elementwise(op="gelu", n=int(x), dtype="bf16"), "h100", cal,
+                      condition=condition).time_s for x in n]  # fmt: skip
+    np.testing.assert_allclose(out["time_s"], ref, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- no regression
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm"])
+def test_isolated_keeps_validate_held_out_figures(gpu):
+    """The held-out errors stored in the shipped calibration (fitted before conditions existed)
+    are what the isolated condition reproduces today, to the last digit."""
+    path = ROOT / "validation/results" / gpu / "calibration.yaml"
+    cal = read_calibration_file(path, measurements=True)
+    points, _ = points_from_records(cal.measurements)
+    _, held = split(points)
+    errors = evaluate(held, gm.get_gpu(gpu), cal.parameters)
+    assert set(errors) == set(cal.errors)
+    for name, e in cal.errors.items():
+        assert errors[name].median_abs_pct == pytest.approx(e.median_abs_pct, rel=1e-9), name
+        assert errors[name].p90_abs_pct == pytest.approx(e.p90_abs_pct, rel=1e-9), name
+
+
+def test_shipped_h100_power_is_the_fit_of_its_committed_run():
+    data = json.loads(H100_RUN.read_text())
+    cal = read_calibration_file(ROOT / "validation/results/h100-sxm/calibration.yaml")
+    fitted, report = fit_conditions(data["records"], gm.get_gpu("h100-sxm"), cal.parameters,
+                                    float(data["device"]["idle_power_w"]))  # fmt: skip
+    assert fitted.power == cal.parameters.power
+    assert fitted.dirty_l2_writeback_fraction == cal.parameters.dirty_l2_writeback_fraction
+    e = report["errors"]
+    # held out: in-workload beats the isolated model on back-to-back and dirty-L2 runs
+    for s in ("gemm back to back (held out)", "gemm dirty L2 (held out)"):
+        assert (
+            e[f"{s}: in-workload"]["median_abs_pct"] < e[f"{s}: isolated model"]["median_abs_pct"]
+        )
+
+
+def test_cli_condition(capsys):
+    from gpumodel.cli import main
+
+    code = main(["predict", "gemm", "--m", "8192", "--n", "8192", "--k", "8192",
+                 "--condition", "isolated", "--json"])  # fmt: skip
+    out, _ = capsys.readouterr()
+    assert code == 0 and json.loads(out)["condition"] == "isolated"
+    code = main(["predict", "gemm", "--m", "8", "--n", "8", "--k", "8", "--condition", "sometimes"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "error: --condition must be in-workload or isolated" in err
