@@ -333,6 +333,18 @@ def calibration_label(cal: Calibration | None) -> str:
     return cal.label if cal is not None else DATASHEET_LABEL
 
 
+def calibration_short(label: str) -> str:
+    """A calibration label for a table cell: 'datasheet only', 'measured 2026-11-22' or
+    'from h100-sxm 2026-11-22' (the full label, with its path, belongs in a footnote)."""
+    if label == DATASHEET_LABEL:
+        return "datasheet only"
+    words = label.split()
+    date = words[2] if len(words) > 2 else ""
+    if "transferred from " in label:
+        return f"from {label.split('transferred from ')[1].rstrip(')')} {date}".strip()
+    return f"measured {date}".strip()
+
+
 def choose_calibration(
     gpu: GPUSpec, calibration: Any = None, calibration_from: str | Path | None = None
 ) -> Any:

@@ -9,6 +9,7 @@ CONTRACT = {
     "get_gpu", "predict", "ops", "load_calibration", "Prediction", "GPUSpec", "Calibration",
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
     "UnsupportedError", "sweep", "list_gpus",
+    "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
 }  # fmt: skip
 
 

@@ -295,17 +295,20 @@ def stage_times(
     )  # fmt: skip
 
 
-def link_times(
-    spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dp: int, zero: int, dtype: str
-) -> tuple[float, float, float]:
-    """(pipeline send + receive per micro-batch, data-parallel gradient sync, optimizer step)."""
-    beta = BYTES_PER_ELEMENT[dtype]
-    p2p = 0.0
-    if pp > 1:
-        act_bytes = tokens * spec.hidden * beta / tp
-        link = placed(SendRecv, act_bytes, 2, dtype, inner=tp * pp)
-        p2p = 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
-    grad_bytes = spec.param_count() / (tp * pp) * beta
+def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
+    """Send and receive of one micro-batch's activations between pipeline stages."""
+    if pp <= 1:
+        return 0.0
+    act_bytes = tokens * spec.hidden * BYTES_PER_ELEMENT[dtype] / tp
+    link = placed(SendRecv, act_bytes, 2, dtype, inner=tp * pp)
+    return 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
+
+
+def sync_times(
+    spec: ModelSpec, timer: Timer, tp: int, pp: int, dp: int, zero: int, dtype: str
+) -> tuple[float, float]:
+    """(data-parallel gradient sync, optimizer step) of one rank."""
+    grad_bytes = spec.param_count() / (tp * pp) * BYTES_PER_ELEMENT[dtype]
     dp_comm = 0.0
     if dp > 1:
         sync = placed(AllReduce, grad_bytes, dp, dtype, inner=tp)
@@ -315,7 +318,7 @@ def link_times(
     shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
     opt_op = LayerOp("optimizer_step", AdamW(params=math.ceil(shard), master_copy=True))
     optimizer = sum(k.time_s for k in timer.kernels(opt_op))
-    return p2p, dp_comm, optimizer
+    return dp_comm, optimizer
 
 
 def combine_step(
@@ -333,8 +336,9 @@ def combine_step(
     (m + p - 1) micro-batch slots; the DP sync overlaps the last backward."""
     pp = np.asarray(pp)
     # the slowest stage is the last one: its layers plus the LM head and loss
-    fwd = layers * stage.layer_fwd_s + np.maximum(stage.head_fwd_s,
-                                                  np.where(pp > 1, stage.pre_fwd_s, 0.0))
+    fwd = layers * stage.layer_fwd_s + np.maximum(
+        stage.head_fwd_s, np.where(pp > 1, stage.pre_fwd_s, 0.0)
+    )
     fwd = fwd + np.where(pp == 1, stage.pre_fwd_s, 0.0)
     bwd = layers * stage.layer_bwd_s + stage.head_bwd_s
     if recompute == "full":
@@ -398,7 +402,8 @@ def predict_training_step(
                  dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
     timer = Timer(g, calibration)
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention)
-    p2p, dp_comm, optimizer = link_times(spec, timer, micro_batch * seq, tp, pp, dp, zero, dtype)
+    p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
+    dp_comm, optimizer = sync_times(spec, timer, tp, pp, dp, zero, dtype)
     layers = spec.layers // pp
     t = combine_step(stage, layers, pp, m, recompute, p2p, dp_comm, optimizer)
     fwd, bwd, rec, tp_comm, t_mb, bubble, exposed, step = (
