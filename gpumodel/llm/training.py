@@ -37,19 +37,20 @@ C = 6ND (EleutherAI "Transformer Math 101": 2ND forward + 4ND backward).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
-from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
+from gpumodel.llm.memory import MemoryBreakdown, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -432,14 +433,6 @@ def predict_training_step(
     )  # fmt: skip
 
 
-def _candidates(
-    spec: ModelSpec, gpus: int, tp: int | None, pp: int | None
-) -> list[tuple[int, int]]:
-    tps = [tp] if tp else [t for t in (1, 2, 4, 8) if t <= gpus and spec.heads % t == 0]
-    pps = [pp] if pp else [p for p in range(1, min(spec.layers, 64) + 1) if spec.layers % p == 0]
-    return [(t, p) for t in tps for p in pps if gpus % (t * p) == 0]
-
-
 def plan_training(
     model: ModelSpec | str,
     gpu: GPUSpec | str,
@@ -454,7 +447,7 @@ def plan_training(
     seq: int | None = None,
     dtype: str = "bf16",
     recompute: Recompute = "selective",
-    price: float | None = None,
+    price: float | Mapping[str, float] | None = None,
     mfu: float | None = None,
     calibration: Any = None,
     fusion: Fusion = "fused",
@@ -463,8 +456,9 @@ def plan_training(
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
 
     With ``mfu`` the time is model FLOPs / (gpus x peak x mfu); otherwise the step model
-    derives it, choosing tp (1-8) and the smallest pp that fits memory when not given.
-    Price: ``price`` ($/GPU-hour) or the GPU spec's.
+    derives it at the fastest tp (1-8) x pp layout that fits memory when not given (searched
+    with the vectorised sweep, ``gpumodel.llm.planning.fastest_layout``).
+    Price: ``price`` ($/GPU-hour, or a mapping GPU -> $/GPU-hour) or the GPU spec's.
     """
     spec = get_model(model)
     g = get_gpu(gpu)
@@ -483,46 +477,30 @@ def plan_training(
         used_mfu, source = mfu, "assumed"
         time_s = total / (gpus * peak * mfu)
     else:
-        best: TrainingStep | None = None
-        smallest: MemoryBreakdown | None = None
-        settled: set[int] = set()  # tp sizes whose smallest fitting pp was found
-        for t, p in _candidates(spec, gpus, tp, pp):
-            if t in settled:
-                continue
-            dp = gpus // (t * p)
-            mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=t,
-                         pp=p, dp=dp, zero=zero, recompute=recompute)  # fmt: skip
-            if not mem.fits:
-                if smallest is None or mem.total_bytes < smallest.total_bytes:
-                    smallest = mem
-                continue
-            s = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
-                                      micro_batch=micro_batch, global_batch=global_batch,
-                                      seq=seq, dtype=dtype, recompute=recompute,
-                                      calibration=calibration, fusion=fusion,
-                                      attention=attention)  # fmt: skip
-            if best is None or s.step_time_s < best.step_time_s:
-                best = s
-            if pp is None:
-                settled.add(t)  # more stages at this tp only add bubble
-        if best is None:
-            if smallest is None:
-                raise SpecError(f"no tp x pp layout of {spec.id} divides {gpus} GPUs")
-            raise InfeasibleError(
-                infeasible_message(smallest) + "; try more GPUs, --zero 3, --recompute full",
-                needed=smallest.total_bytes,
-                available=smallest.capacity_bytes,
-            )
+        # the fastest tp x pp layout that fits, found with the vectorised sweep
+        from gpumodel.llm.planning import fastest_layout
+
+        t, p = fastest_layout(spec, g, gpus, tokens, tp=tp, pp=pp, zero=zero,
+                              micro_batch=micro_batch, global_batch=global_batch, seq=seq,
+                              dtype=dtype, recompute=recompute, calibration=calibration,
+                              fusion=fusion, attention=attention)  # fmt: skip
+        best = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
+                                     micro_batch=micro_batch, global_batch=global_batch,
+                                     seq=seq, dtype=dtype, recompute=recompute,
+                                     calibration=calibration, fusion=fusion,
+                                     attention=attention)  # fmt: skip
         step = best
         steps = math.ceil(tokens / step.tokens_per_step)
         time_s = steps * step.step_time_s
         used_mfu, source = total / (time_s * gpus * peak), "derived"
-    if price is not None:
-        usd, src = float(price), "given"
-    elif g.price is not None:
-        usd, src = g.price.usd_per_hour, f"{g.price.provider}, {g.price.date}"
-    else:
-        usd, src = None, None
+    from gpumodel.prices import price_for, resolve_price_keys
+
+    price_info = price_for(g, resolve_price_keys(price))
+    usd = price_info.usd_per_gpu_hour if price_info else None
+    src = None
+    if price_info is not None:
+        src = ("given" if price_info.provider == "given"
+               else f"{price_info.label}: {price_info.source}")  # fmt: skip
     gpu_hours = gpus * time_s / 3600.0
     notes = []
     if step is not None and step.calibration.startswith("none"):
