@@ -11,6 +11,7 @@ from gpumodel.cli import explain as _explain  # noqa: F401
 from gpumodel.cli import llm as _llm  # noqa: F401
 from gpumodel.cli import multigpu as _multigpu  # noqa: F401
 from gpumodel.cli import occupancy as _occupancy  # noqa: F401
+from gpumodel.cli import plan as _plan  # noqa: F401
 from gpumodel.cli import predict as _predict  # noqa: F401
 from gpumodel.cli import roofline as _roofline  # noqa: F401
 from gpumodel.cli import specs as _specs  # noqa: F401

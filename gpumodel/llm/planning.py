@@ -216,7 +216,7 @@ def search_training(
         days or budget)}) for o, f, m in zip(options, front, meets)]  # fmt: skip
     choice: TrainingOption | None = None
     if days is None and budget is None:
-        answer = ("no deadline or budget given: the frontier below is the answer (--days or "
+        answer = ("no deadline or budget given: the frontier is the answer (--days or "
                   "--budget picks one)")  # fmt: skip
     elif not meets.any():
         fastest = min(options, key=lambda o: o.days)
