@@ -475,9 +475,17 @@ def _plot_serving(p: Any, path: str) -> None:
 
 
 @models_app.command("list")
-def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
+def models_list(
+    as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
+) -> None:
     """Model presets with their sizes."""
     models = _llm().list_models()
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([m.summary() for m in models])
+        return
     if as_json:
         print_json([m.summary() for m in models])
         return

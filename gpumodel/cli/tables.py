@@ -148,3 +148,20 @@ def dollars(v: float | None) -> str:
     if v >= 100:
         return f"${v:,.0f}"
     return f"${v:.3g}"
+
+
+def write_records(records: Sequence[dict[str, Any]], out: TextIO | None = None) -> None:
+    """Dicts as CSV: the keys in first-seen order as the header; lists and dicts as JSON."""
+    import json
+
+    header: list[str] = []
+    for r in records:
+        header += [k for k in r if k not in header]
+
+    def cell(v: Any) -> Any:
+        return json.dumps(v) if isinstance(v, (list, dict, tuple)) else v
+
+    write_csv(header, ([cell(r.get(k)) for k in header] for r in records), out)
+
+
+CSV_HELP = "the table as CSV (raw values; sources on stderr)"

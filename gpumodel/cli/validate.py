@@ -35,6 +35,7 @@ def validate(
         False, "--occupancy", help="check the occupancy model against the CUDA runtime"
     ),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the error table as CSV"),
     no_progress: bool = typer.Option(False, "--no-progress"),
 ) -> None:
     """Measure kernels on the local GPU, fit the model, report held-out error per family."""
@@ -49,13 +50,18 @@ def validate(
         _transfer_check(calibration_from, backend, quick, gpu, from_measurements, report, as_json)
         return
     fam = set(split_list(families)) or None
-    with _progress(disabled=no_progress or as_json) as progress:
+    with _progress(disabled=no_progress or as_json or as_csv) as progress:
         cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
     target = Path(out) if out else user_calibration_path(cal.gpu_id)
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
     if as_json:
         print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
                     cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
+    elif as_csv:
+        from gpumodel.cli.tables import write_csv
+
+        write_csv(HEADER, error_rows(cal), notes=[f"wrote {w}" for w in written]
+                  + [f"FAIL {f}" for f in fails])  # fmt: skip
     else:
         from rich.table import Table
 
