@@ -47,6 +47,7 @@ _LAZY = {
          "predict_inference", "predict_training_step"], "gpumodel.llm"),
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
     "explain_symbolic": "gpumodel.symbolic",
+    "calibrate_from_trace": "gpumodel.tracecal",
 }  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -80,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
     from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
     from gpumodel.symbolic import explain_symbolic
+    from gpumodel.tracecal import calibrate_from_trace
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
 
 
@@ -129,6 +131,7 @@ __all__ = [
     "__version__",
     "amdahl",
     "amdahl_from_times",
+    "calibrate_from_trace",
     "concurrency",
     "data_parallel_step",
     "diagnose",
