@@ -81,8 +81,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
     from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
     from gpumodel.symbolic import explain_symbolic
-    from gpumodel.tracecal import calibrate_from_trace
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
+    from gpumodel.tracecal import calibrate_from_trace
 
 
 def __getattr__(name: str) -> Any:
