@@ -49,6 +49,7 @@ _LAZY = {
     **dict.fromkeys(["SweepResult", "sweep_inference", "sweep_training"], "gpumodel.llm.sweep"),
     **dict.fromkeys(["Price", "parse_prices", "price_for"], "gpumodel.prices"),
     "explain_symbolic": "gpumodel.symbolic",
+    "calibrate_from_trace": "gpumodel.tracecal",
 }  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -85,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel.prices import Price, parse_prices, price_for
     from gpumodel.symbolic import explain_symbolic
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
+    from gpumodel.tracecal import calibrate_from_trace
 
 
 def __getattr__(name: str) -> Any:
@@ -135,6 +137,7 @@ __all__ = [
     "__version__",
     "amdahl",
     "amdahl_from_times",
+    "calibrate_from_trace",
     "concurrency",
     "data_parallel_step",
     "diagnose",

@@ -175,7 +175,15 @@ class InferenceResult(BaseModel):
 
 def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     """Host seconds per kernel of an eager PyTorch + HF step and a note saying where it came
-    from: the calibration's bare launch (or the default) + the framework's dispatch."""
+    from: a calibration fitted from the user's own trace (``calibrate --trace``: the host
+    time per launched kernel it measured, profiler removed), else the calibration's bare
+    launch (or the default) + the framework's dispatch."""
+    if cal is not None and cal.trace is not None:
+        t = cal.trace
+        return t.host_per_kernel_s, (
+            f"eager host cost {t.host_per_kernel_s * 1e6:.3g} us per kernel, from the trace "
+            f"{t.trace_path} ({t.runtime}; profiler's cost removed: {t.profiler.method})"
+        )
     launch = cal.parameters.launch_host_s if cal else None
     total = (
         DEFAULT_LAUNCH_HOST_S if launch is None else launch
