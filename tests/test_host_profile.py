@@ -79,7 +79,7 @@ def test_build_profile_schema_and_values():
 def test_build_profile_refuses_missing_and_unknown_keys():
     s = fake_samples()
     del s["eager_op_s.sdpa"]
-    with pytest.raises(SpecError, match="eager_op_s.sdpa"):
+    with pytest.raises(SpecError, match=r"eager_op_s\.sdpa"):
         build_profile(s, META)
     s = fake_samples()
     s["eager_op_s.conv"] = [1e-6]

@@ -43,7 +43,7 @@ def validate(
     host: bool = typer.Option(
         None,
         "--host/--no-host",
-        help="also measure the host side (default: on when torch can be imported)",
+        help="also measure the host side (default: on when torch sees a CUDA GPU)",
     ),
     host_out: str = typer.Option(
         None, help="host profile file (default: the user cache, hosts/<name>.yaml)"
@@ -96,14 +96,23 @@ def validate(
             out_console.print(f"wrote {w}", highlight=False, markup=False)
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
-    if host is None:
-        import importlib.util
-
-        host = importlib.util.find_spec("torch") is not None
+    if host is None:  # on by default where a kernel run happened on a GPU torch can see
+        host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if host:
         _host_profile(host_out, as_json, no_progress)
     if fails:
         raise typer.Exit(1)
+
+
+def _torch_sees_gpu() -> bool:
+    """True when torch is installed and sees a CUDA device (imports torch only if installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> None:

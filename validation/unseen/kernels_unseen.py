@@ -268,7 +268,7 @@ class Sampler:
             self._thread = threading.Thread(target=self._loop_nvml, daemon=True)
             self._thread.start()
             return
-        except Exception as exc:  # noqa: BLE001 - fall back to nvidia-smi
+        except Exception as exc:
             self.static["pynvml_error"] = repr(exc)
         try:
             self._proc = subprocess.Popen(
@@ -288,7 +288,7 @@ class Sampler:
             self.source = "nvidia-smi -lms 100"
             self._thread = threading.Thread(target=self._loop_smi, daemon=True)
             self._thread.start()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.source = None
             self.static["nvidia_smi_error"] = repr(exc)
 
@@ -299,7 +299,7 @@ class Sampler:
             try:
                 v = fn()
                 self.static[name] = v.decode() if isinstance(v, bytes) else v
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.static[name] = f"n/a ({type(exc).__name__})"
 
         get("name", lambda: nv.nvmlDeviceGetName(h))
@@ -349,7 +349,7 @@ class Sampler:
                 return None
             try:
                 return fn()
-            except Exception as exc:  # noqa: BLE001 - a field this driver lacks stays None
+            except Exception as exc:
                 failing.add(name)
                 self.static.setdefault("sampler_errors", {})[name] = repr(exc)[:200]
                 return None
@@ -396,7 +396,7 @@ class Sampler:
                         -1,
                     )
                 )
-            except Exception:  # noqa: BLE001
+            except Exception:
                 continue
 
     def stop(self):
@@ -456,7 +456,7 @@ def quantiles(xs):
         if n == 1:
             return xs[0]
         pos = p * (n - 1)
-        lo = int(math.floor(pos))
+        lo = math.floor(pos)
         hi = min(lo + 1, n - 1)
         return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
@@ -685,7 +685,7 @@ class Run:
         if self.device == "cuda":
             try:
                 uuid = str(torch.cuda.get_device_properties(0).uuid)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 uuid = None
         self.sampler = Sampler(uuid=uuid)
         if self.device == "cuda":
@@ -702,7 +702,7 @@ class Run:
                 import triton.testing  # noqa: F401
 
                 self.have_triton = True
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.errors.append(f"triton import failed: {exc!r}")
 
     def randn(self, shape, dtype=None):
@@ -733,10 +733,10 @@ class Run:
     def graph_variant(self, base, fns, flops, nbytes):
         try:
             w = self.timer.in_workload_graph(fns)
-        except Exception as exc:  # noqa: BLE001 - capture refused: say so, keep going
+        except Exception as exc:
             try:
                 self.timer.sync()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self.skipped.append(
                 {**base, "condition": "in-workload-graph", "why": f"{type(exc).__name__}: {exc}"[:300]}
@@ -812,7 +812,7 @@ class Run:
                 break
             try:
                 self.one_gemm(p)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.skipped.append({"family": "gemm", **p, "why": f"{type(exc).__name__}: {exc}"[:300]})
             big = p["N"] * p["K"] >= 50257 * 768 * 4 or p["M"] >= 4096
             if big and self.device == "cuda":
@@ -899,7 +899,7 @@ class Run:
             try:
                 a, b = self.gemm_operands(p, dtype_name)
                 out = self.gemm_fn(dtype_name, a, b)()
-                ref = a.double() @ b.double() if self.device == "cuda" else a.double() @ b.double()
+                ref = a.double() @ b.double()
                 err = rel_err(t, out, ref)
                 bound = {"fp32": 1e-5, "tf32": 2e-3, "fp16": 1e-2, "bf16": 2e-2, "fp8_e4m3": 2e-2}[dtype_name]
                 chk = {
@@ -913,7 +913,7 @@ class Run:
                 if dtype_name == "tf32":  # TF32 rounds inputs to 10 mantissa bits: error ~1e-4
                     chk["tf32_in_effect"] = err > 1e-5
                 self.checks.append(chk)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.checks.append(
                     {
                         "family": "gemm",
@@ -938,7 +938,7 @@ class Run:
                 break
             try:
                 self.one_conv(p)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.skipped.append({"family": "conv2d", **p, "why": f"{type(exc).__name__}: {exc}"[:300]})
 
     def conv_tensors(self, p):
@@ -1028,7 +1028,7 @@ class Run:
                         "ok": err <= bound,
                     }
                 )
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 self.checks.append(
                     {
                         "family": "conv2d",
@@ -1046,7 +1046,7 @@ class Run:
         t = self.torch
         try:
             from torch.nn.attention import SDPBackend, sdpa_kernel
-        except Exception:  # noqa: BLE001
+        except Exception:
             SDPBackend = sdpa_kernel = None
         shapes = SDPA_SHAPES if not self.args.smoke else [("smoke", 1, 2, 64, 32, True)]
         dt = t.bfloat16
@@ -1105,7 +1105,7 @@ class Run:
                     if self.have_triton:
                         self.add(base, "do_bench", self.timer.do_bench(fn), flops, nbytes)
                     self.graph_variant(base, [fn], flops, nbytes)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     self.skipped.append(
                         {
                             "family": "sdpa",
@@ -1134,7 +1134,7 @@ class Run:
                     if ev.name not in names:
                         names.append(ev.name)
             return [n[:200] for n in names][:8]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return [f"profiler failed: {type(exc).__name__}: {exc}"[:200]]
 
     def check_sdpa(self):
@@ -1161,7 +1161,7 @@ class Run:
                     "ok": err <= 2e-2,
                 }
             )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.checks.append({"family": "sdpa", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
 
     # -- copies ---------------------------------------------------------------------------------
@@ -1180,7 +1180,7 @@ class Run:
         if self.device != "cuda":
             sizes = [4 << 10, 1 << 20]
         else:
-            sizes = list(COPY_SIZES) + [COPY_BIG]
+            sizes = [*list(COPY_SIZES), COPY_BIG]
         if self.args.copy_sizes:
             sizes = [int(x) for x in self.args.copy_sizes.split(",")]
         self.check_copy()
@@ -1236,7 +1236,7 @@ class Run:
                     }
                     try:
                         self.one_copy(base, fn, nbytes, reps)
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         self.skipped.append(
                             {"family": "copy", **base, "why": f"{type(exc).__name__}: {exc}"[:300]}
                         )
@@ -1296,7 +1296,7 @@ class Run:
                         "ok": ok,
                     }
                 )
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             self.checks.append({"family": "copy", "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
 
 
@@ -1321,7 +1321,7 @@ def classify_sdpa(names):
 def sh(cmd):
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"n/a ({exc!r})"
 
 
@@ -1340,7 +1340,7 @@ def environment(run):
         import triton
 
         env["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:
         env["triton"] = None
     cpu = None
     try:
@@ -1526,7 +1526,7 @@ def main(argv=None):
         n0 = len(run.records)
         try:
             getattr(run, {"conv2d": "family_conv"}.get(fam, f"family_{fam}"))(deadline)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             run.errors.append(f"{fam}: {type(exc).__name__}: {exc}"[:500])
         run.family_time_s[fam] = round(time.time() - t0, 1)
         print(f"[unseen] {fam}: {len(run.records) - n0} records in {run.family_time_s[fam]} s", flush=True)
