@@ -172,3 +172,33 @@ def test_bad_step_ms(capsys, tmp_path):
     rc, _, err = _cli(capsys, "calibrate", "--trace", str(FIXTURES / "item_sync.json.gz"),
                       "--step-ms", "-3", "--out", str(tmp_path / "o.yaml"))  # fmt: skip
     assert rc == 2 and "step-ms" in err
+
+
+def _decoder_gemms(hidden, ffn, kv, vocab, layers, m=8):
+    """The GEMMs of a Llama-style decoder's forward: q, k, v, o, gate, up, down per layer and the
+    LM head (shapes from the architecture, widths below from the models' config.json)."""
+    g = gm.ops.Gemm
+    per_layer = [g(m=m, n=hidden, k=hidden), g(m=m, n=kv, k=hidden), g(m=m, n=kv, k=hidden),
+                 g(m=m, n=hidden, k=hidden), g(m=m, n=ffn, k=hidden), g(m=m, n=ffn, k=hidden),
+                 g(m=m, n=hidden, k=ffn)]  # fmt: skip
+    return per_layer * layers + [g(m=m, n=vocab, k=hidden)]
+
+
+def test_model_named_from_gemm_shapes():
+    from gpumodel.tracecal import identify_model
+
+    # Llama-3-8B: hidden 4096, intermediate 14336, 8 KV heads x 128, vocab 128256, 32 layers
+    assert identify_model(_decoder_gemms(4096, 14336, 1024, 128256, 32))[0] == "llama-3-8b"
+    # TinyLlama-1.1B: hidden 2048, intermediate 5632, 4 KV heads x 64, vocab 32000, 22 layers
+    assert identify_model(_decoder_gemms(2048, 5632, 256, 32000, 22))[0] == "tinyllama-1.1b"
+    # Llama-2-7B and Mistral-7B share hidden 4096 and vocab 32000; the FFN width tells them apart
+    assert identify_model(_decoder_gemms(4096, 11008, 4096, 32000, 32))[0] == "llama-2-7b"
+    assert identify_model(_decoder_gemms(4096, 14336, 1024, 32000, 32))[0] == "mistral-7b"
+    name, why = identify_model(_decoder_gemms(1000, 3000, 1000, 7000, 2))
+    assert name is None and "pass --model" in why
+
+
+def test_fixture_trace_names_no_preset_and_says_so():
+    cal = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
+    assert cal.trace.model is None
+    assert any(n.startswith("model: no shipped preset") for n in cal.trace.notes)
