@@ -236,7 +236,8 @@ def calibrate_from_trace(
         matched_fraction=matched / total, unmatched=unmatched_rows, families=families,
         profiler=host["correction"], host_per_kernel_s=host["host_per_kernel_s"],
         host_op_s=host["op_s"], host_op_counts=host["op_counts"], self_check=self_check,
-        model=model, notes=notes,
+        model=model, notes=notes, peak_allocated_bytes=tr.peak_allocated_bytes,
+        peak_reserved_bytes=tr.peak_reserved_bytes,
     )  # fmt: skip
     env = dict(base.environment) if base is not None else {}
     env.update({"trace": path.name, "trace_sha256": fit.trace_sha256, "runtime": runtime})

@@ -202,3 +202,26 @@ def test_fixture_trace_names_no_preset_and_says_so():
     cal = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
     assert cal.trace.model is None
     assert any(n.startswith("model: no shipped preset") for n in cal.trace.notes)
+
+
+def test_allocator_peaks_read_from_memory_events(tmp_path):
+    """profile_memory=True adds "[memory]" instant events carrying the allocator's running
+    totals; the calibration keeps the CUDA device's high-water marks (CPU events ignored)."""
+    doc = json.loads(gzip.decompress((FIXTURES / "transformer_eager.json.gz").read_bytes()))
+    ts = doc["traceEvents"][0].get("ts", 0)
+
+    def mem(alloc, reserved, device_type):
+        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                "args": {"Device Type": device_type, "Device Id": 0, "Bytes": 1,
+                         "Total Allocated": alloc, "Total Reserved": reserved}}  # fmt: skip
+
+    doc["traceEvents"] += [mem(3e9, 4e9, 1), mem(5.5e9, 6e9, 1), mem(2e9, 6e9, 1),
+                           mem(9e9, 9e9, 0)]  # fmt: skip
+    path = tmp_path / "mem.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    fit = calibrate_from_trace(path).trace
+    assert fit.peak_allocated_bytes == 5.5e9 and fit.peak_reserved_bytes == 6e9
+    assert (
+        calibrate_from_trace(FIXTURES / "transformer_eager.json.gz").trace.peak_allocated_bytes
+        is None
+    )

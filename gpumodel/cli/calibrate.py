@@ -65,6 +65,14 @@ def render(cal: Calibration, target: Path) -> None:
         f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
         f"(host {p.profiled_host_step_s * 1e3:.3f} -> {p.host_step_s * 1e3:.3f} ms/step)",
         f"  host per launched kernel: {fit.host_per_kernel_s * 1e6:.2f} us",
+        *(
+            [
+                f"  peak memory (allocator): {fit.peak_allocated_bytes / 1e9:.2f} GB allocated, "
+                f"{(fit.peak_reserved_bytes or 0) / 1e9:.2f} GB reserved"
+            ]
+            if fit.peak_allocated_bytes is not None
+            else []
+        ),
         "  fitted families (measured / predicted GPU time per step):",
     ]
     for f in fit.families:
