@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpumodel.calibration import CalibrationParams, resolve
-from gpumodel.errors import SpecError
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.ops import ELEMENTWISE, from_row
@@ -36,15 +36,19 @@ def sweep(
     calibration: Any = None,
     *,
     condition: str = "in-workload",
+    l2: str = "cold",
     **params: Any,
 ) -> dict[str, np.ndarray]:
     """Predict ``op`` ('gemm', an elementwise name, or 'kernel') over broadcast arrays of its
     numeric fields. Returns arrays: time_s, flops, bytes, arithmetic_intensity, bound.
-    ``condition`` as for ``predict`` (in-workload: sustained clock and dirty-L2 write-back).
+    ``condition`` and ``l2`` as for ``predict`` (in-workload: the sustained clock; l2 "cold"
+    or "dirty": the write-back of a writing flush's lines; "warm" is predict's only).
 
     ``kernel`` sweeps take no launch geometry, so the Little's-law limit of ``predict`` (which
     needs ``threads``) does not apply here."""
-    check_condition(condition)
+    check_condition(condition, l2)
+    if l2 == "warm":
+        raise UnsupportedError("sweep prices l2='cold' or 'dirty'; use predict for l2='warm'")
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     p = cal.parameters if cal else CalibrationParams()
@@ -95,9 +99,12 @@ def sweep(
         exponent = fitted_gemm.overlap_exponent
     t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     overhead, _ = kernel_overhead(p, family, fitted_gemm)
+    if l2 == "dirty" and p.dirty_l2_writeback_fraction:  # as predict.dirty_l2_bytes
+        dirty = p.dirty_l2_writeback_fraction * np.minimum(gpu.l2_cache_bytes, nbytes)
+        t_memory = t_memory + dirty / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
+        t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     if condition == "in-workload":  # as predict.in_workload_time
-        t_compute, t_memory = _in_workload(p, gpu, unit, dt, flops, nbytes, overhead + t_core,
-                                           t_compute, t_memory, bw_eff)  # fmt: skip
+        t_compute = _sustained(p, gpu, unit, dt, flops, overhead + t_core, t_compute)
         t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     bound = np.where(overhead >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {
@@ -109,13 +116,12 @@ def sweep(
     }
 
 
-def _in_workload(
+def _sustained(
     p: CalibrationParams, gpu: GPUSpec, unit: str, dtype: str, flops: np.ndarray,
-    nbytes: np.ndarray, isolated_s: np.ndarray, t_compute: np.ndarray, t_memory: np.ndarray,
-    bw_eff: float,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Compute at the sustained clock, memory plus the dirty-L2 write-back (predict's terms)."""
-    from gpumodel.model.power import dirty_writeback_bytes, sustained_clock_ratio_array
+    isolated_s: np.ndarray, t_compute: np.ndarray,
+) -> np.ndarray:  # fmt: skip
+    """Compute time at the sustained clock (predict.sustained_clock over arrays)."""
+    from gpumodel.model.power import sustained_clock_ratio_array
     from gpumodel.sol import max_clock_peak_flops
 
     watts = power_watts(p, gpu)
@@ -124,20 +130,20 @@ def _in_workload(
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.minimum(1.0, np.where(isolated_s > 0, flops / (isolated_s * roof), 0.0))
         t_compute = t_compute / sustained_clock_ratio_array(u, gpu.tdp_watts, *watts)
-    if p.dirty_l2_writeback_fraction:
-        dirty = np.vectorize(dirty_writeback_bytes)(nbytes, gpu.l2_cache_bytes,
-                                                    p.dirty_l2_writeback_fraction)  # fmt: skip
-        t_memory = t_memory + dirty / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
-    return t_compute, t_memory
+    return t_compute
 
 
 _VECTOR_FIELDS = {"gemm": ("m", "n", "k", "batch"), "elementwise": ("n",)}
 
 
-def predict_rows(rows: list[dict[str, Any]], gpu: GPUSpec, calibration: Any = None) -> list[dict]:
+def predict_rows(
+    rows: list[dict[str, Any]], gpu: GPUSpec, calibration: Any = None,
+    condition: str = "in-workload",
+) -> list[dict]:  # fmt: skip
     """Predict batch-file rows in order: GEMM and elementwise rows through ``sweep`` (grouped by
-    op and dtype), everything else through ``predict``. Each result: op, time_s, bound, flops,
-    bytes, arithmetic_intensity."""
+    op and dtype), everything else through ``predict``, all under ``condition``. Each result:
+    op, time_s, bound, flops, bytes, arithmetic_intensity."""
+    check_condition(condition)
     results: list[dict | None] = [None] * len(rows)
     groups: dict[tuple[str, str], list[int]] = {}
     for i, row in enumerate(rows):
@@ -147,13 +153,13 @@ def predict_rows(rows: list[dict[str, Any]], gpu: GPUSpec, calibration: Any = No
         if simple and set(row) <= {"op", "dtype", *_VECTOR_FIELDS.get(op.op_name, ())}:
             groups.setdefault((name, getattr(op, "dtype", "")), []).append(i)
             continue
-        p = predict(op, gpu, calibration)
+        p = predict(op, gpu, calibration, condition=condition)  # type: ignore[arg-type]
         results[i] = {"op": p.op, "time_s": p.time_s, "bound": p.bound, "flops": p.flops,
                       "bytes": p.bytes, "arithmetic_intensity": p.arithmetic_intensity}  # fmt: skip
     for (name, dtype), idx in groups.items():
         fields = _VECTOR_FIELDS["gemm" if name == "gemm" else "elementwise"]
         arrays = {f: np.array([rows[i].get(f, 1) for i in idx], dtype=float) for f in fields}
-        out = sweep(name, gpu, calibration, dtype=dtype, **arrays)
+        out = sweep(name, gpu, calibration, dtype=dtype, condition=condition, **arrays)
         for j, i in enumerate(idx):
             label = (
                 f"{name}({', '.join(f'{f}={int(arrays[f][j])}' for f in fields)}, dtype={dtype})"

@@ -17,15 +17,24 @@ def batch(
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json", help="full predictions as JSON"),
     as_csv: bool = typer.Option(False, "--csv", help="one CSV row per op (raw values)"),
+    condition: str = typer.Option(
+        "in-workload",
+        help="in-workload (back to back: the power-limited sustained clock) or isolated (one call)",
+    ),
 ) -> None:
-    """Predict many ops at once (vectorised for GEMM and elementwise rows)."""
+    """Predict many ops at once (vectorised for GEMM and elementwise rows).
+
+    Example: gpumodel batch ops.jsonl --gpu h100 --condition isolated
+    """
     from gpumodel.batchio import read_rows
     from gpumodel.vectorised import predict_rows
 
     if as_json and as_csv:
         fail("pass --json or --csv, not both")
+    if condition not in ("in-workload", "isolated"):
+        fail(f"--condition must be in-workload or isolated, got {condition!r}")
     rows = read_rows(file)
-    results = predict_rows(rows, gm.get_gpu(gpu), calibration)
+    results = predict_rows(rows, gm.get_gpu(gpu), calibration, condition)
     if as_json:
         print_json(results)
         return
@@ -36,7 +45,7 @@ def batch(
     label = calibration_label(resolve(calibration, spec))
     keys = ["op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity"]
     ft = gm.format_time
-    table = Table(title=f"{len(rows):,} ops on {spec.id} ({calibration_short(label)})",
+    table = Table(title=f"{len(rows):,} ops on {spec.id} ({calibration_short(label)}, {condition})",
                   columns=["#", "op", "time", "bound", "AI (FLOP/B)"],
                   right={"#", "time", "AI (FLOP/B)"},
                   notes=[f"calibration {spec.id}: {label}"])  # fmt: skip

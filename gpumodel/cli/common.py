@@ -54,6 +54,7 @@ def prediction_table(preds: list[gm.Prediction]):
     fq, ft = gm.format_quantity, gm.format_time
     table = Table(title=preds[0].op, columns=["", *[p.gpu for p in preds]],
                   right={p.gpu for p in preds})  # fmt: skip
+
     def kind(p: gm.Prediction) -> str:  # "measured 2026-11-22" -> "measured"
         return calibration_short(p.calibration).rsplit(" 20", 1)[0].replace(" only", "")
 

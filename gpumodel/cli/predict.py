@@ -35,9 +35,10 @@ _COMMON = [
     ("calibration", str | None, typer.Option(None, help="'none', a calibration file, or a GPU id")),
     ("calibration_from", str | None,
      typer.Option(None, help="transfer another GPU's calibration (e.g. h100) to the target")),
-    ("l2", str, typer.Option("cold", help="cold, or warm: inputs already in L2 when they fit")),
-    ("condition", str, typer.Option("in-workload", help="in-workload (back to back: sustained "
-     "clock, dirty L2) or isolated (one call, boost clock, clean L2: validate's harness)")),
+    ("l2", str, typer.Option("cold", help="cold; warm: inputs already in L2 when they fit; "
+     "dirty: L2 full of unpaid dirty lines (after do_bench's writing flush)")),
+    ("condition", str, typer.Option("in-workload", help="in-workload (back to back: the "
+     "power-limited sustained clock) or isolated (one call at the boost clock: validate's harness)")),
     ("specs_dir", list[str], typer.Option([], "--specs-dir", help="extra GPU spec directory")),
 ]  # fmt: skip
 
@@ -85,8 +86,8 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
 
     def command(**kwargs: Any) -> None:
         common = {k: kwargs.pop(k) for k in list(kwargs) if k in common_names}
-        if common["l2"] not in ("cold", "warm"):
-            fail(f"--l2 must be cold or warm, got {common['l2']!r}")
+        if common["l2"] not in ("cold", "warm", "dirty"):
+            fail(f"--l2 must be cold, warm or dirty, got {common['l2']!r}")
         if common["condition"] not in ("in-workload", "isolated"):
             fail(f"--condition must be in-workload or isolated, got {common['condition']!r}")
         row: dict[str, Any] = {"op": name}

@@ -4,9 +4,12 @@
 L2 flush that *reads* a buffer (L2 left clean), at the short-burst boost clock.
 
 ``in-workload``: what training and inference see: the same kernel back to back for long
-enough that the GPU reaches its steady power-limited clock (``BACK_TO_BACK_S``), and after a
-flush that *writes* (L2 left holding dirty lines, as a preceding kernel that wrote its output
-leaves it; ``triton.testing.do_bench`` flushes by writing zeros).
+enough that the GPU reaches its steady power-limited clock (``BACK_TO_BACK_S``).
+
+``l2="dirty"`` (an L2 state, not a condition): after a flush that *writes*, L2 holds dirty
+lines whose write-back nobody has paid for and the timed kernel pays it
+(``triton.testing.do_bench`` flushes by writing zeros). In a real step the writer paid for its
+own output bytes, so predictions of whole steps keep ``l2="cold"``.
 
 While each back-to-back loop runs, ``nvidia-smi`` samples the SM clock and the power draw
 every 50 ms (reads only: clocks are never set). Every kernel is also timed by
@@ -376,8 +379,8 @@ def fit_conditions(
     from gpumodel.ops import from_row
     from gpumodel.predict import predict_with_params, tensor_activity
 
-    def pred(op: Any, p: Any, condition: str = "isolated") -> float:
-        return predict_with_params(op, gpu, p, condition=condition).time_s  # type: ignore[arg-type]
+    def pred(op: Any, p: Any, condition: str = "isolated", l2: str = "cold") -> float:
+        return predict_with_params(op, gpu, p, l2=l2, condition=condition).time_s  # type: ignore[arg-type]
 
     by: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in records:
@@ -424,7 +427,7 @@ def fit_conditions(
             continue
         op = from_row(dict(r["op"]))
         one = base.model_copy(update={"dirty_l2_writeback_fraction": 1.0})
-        per_unit = pred(op, one, "in-workload") - pred(op, base, "in-workload")
+        per_unit = pred(op, one, l2="dirty") - pred(op, base, l2="dirty")
         if per_unit > 0:
             dirty_pts.append((op, (r["time_s"] - iso["time_s"]) / per_unit, r, iso))
     fit_d, held_d = _split(dirty_pts, lambda t: t[0].m * t[0].n * t[0].k)
@@ -447,22 +450,24 @@ def fit_conditions(
     )
     err["gemm back to back (held out): isolated model"] = _stats(
         [pred(o, fitted) for o in held_ops], [t[4] for t in held_t])  # fmt: skip
-    err["gemm dirty L2 (held out): in-workload"] = _stats(
-        [pred(t[0], fitted, "in-workload") for t in held_d], [t[2]["time_s"] for t in held_d]
+    err["gemm dirty L2 (held out): l2=dirty"] = _stats(
+        [pred(t[0], fitted, l2="dirty") for t in held_d], [t[2]["time_s"] for t in held_d]
     )
-    err["gemm dirty L2 (held out): isolated model"] = _stats(
+    err["gemm dirty L2 (held out): l2=cold"] = _stats(
         [pred(t[0], fitted) for t in held_d], [t[2]["time_s"] for t in held_d])  # fmt: skip
     # every kernel timed by the harness's method and by do_bench (never fitted)
     for family in sorted({r["family"] for r in records}):
-        for cond, condition in (("isolated|read", "isolated"), ("isolated|", "isolated"),
-                                ("do_bench|write-zeros", "in-workload")):  # fmt: skip
+        for cond, condition, l2 in (("isolated|read", "isolated", "cold"),
+                                    ("isolated|", "isolated", "cold"),
+                                    ("do_bench|write-zeros", "in-workload", "dirty")):  # fmt: skip
             rs = [r for (f, _, c), r in by.items() if f == family and c == cond]
             if not rs:
                 continue
             ops = [from_row(dict(r["op"])) for r in rs]
             name = f"{family}: {'do_bench' if cond.startswith('do_bench') else 'harness'}"
-            err[f"{name} vs {condition}"] = _stats([pred(o, fitted, condition) for o in ops],
-                                                   [r["time_s"] for r in rs])  # fmt: skip
+            label = condition + (f", l2={l2}" if l2 != "cold" else "")
+            err[f"{name} vs {label}"] = _stats([pred(o, fitted, condition, l2) for o in ops],
+                                               [r["time_s"] for r in rs])  # fmt: skip
     report["points"] = {
         "throttle": [{"op": t[0].label(), "activity": t[1], "ratio": t[2],
                       "predicted_ratio": pred(t[0], fitted) / pred(t[0], fitted, "in-workload"),
@@ -484,7 +489,7 @@ def conditions_markdown(report: dict[str, Any], facts: dict[str, Any], gpu_id: s
         "",
         "Isolated: the harness's timing (short batch, L2 flushed by a read before each call). "
         "In-workload: back to back for 2 s (steady power-limited clock; SM clock and power "
-        "sampled by nvidia-smi every 50 ms), and after a flush that writes (dirty L2). "
+        "sampled by nvidia-smi every 50 ms). Dirty L2: after a flush that writes. "
         "do_bench: triton.testing.do_bench (flushes by writing zeros; never fitted).",
         "",
         f"Fitted: full tensor-activity power {report['full_tensor_power_w']:.0f} W at the max "
