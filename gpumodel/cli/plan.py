@@ -238,9 +238,7 @@ def sweep_llm(
     gpu: str = typer.Option("h100", help="GPU ids, comma-separated"),
     mode: str = typer.Option("inference", help="inference or training"),
     phase: str = typer.Option("decode", help="inference: prefill or decode"),
-    batch: str = typer.Option(
-        "1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"
-    ),
+    batch: str = typer.Option("1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"),
     seq: str = typer.Option(None, help="new tokens per sequence (training: sequence length)"),
     context: str = typer.Option(None, help="inference: tokens attended to (KV-cache length)"),
     tp: str = typer.Option("1", help="tensor-parallel sizes"),

@@ -276,14 +276,8 @@ class ExpandCopy(Op):
         ]  # fmt: skip
 
 
-def strided_kernel(
-    name: str,
-    kind: str,
-    elements: float,
-    bytes_per_element: float,
-    written_per_element: float,
-    flops: tuple[FlopPart, ...] = (),
-) -> KernelWork:
+def strided_kernel(name: str, kind: str, elements: float, bytes_per_element: float,
+                   written_per_element: float, flops: tuple[FlopPart, ...] = ()) -> KernelWork:
     """A PyTorch elementwise kernel on its non-vectorised path (``kind``: a dtype-casting copy,
     or operands that broadcast or are non-contiguous views): priced per element
     (``KernelWork.elements``), calibrated as the family ``strided_elementwise:<kind>``."""
