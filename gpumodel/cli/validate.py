@@ -40,6 +40,13 @@ def validate(
         help="measure isolated vs in-workload (back to back, dirty L2; "
         "PyTorch kernels, do_bench check) and fit the sustained clock and dirty-L2 write-back",
     ),
+    torch_families: bool = typer.Option(
+        None,
+        "--torch/--no-torch",
+        help="also time PyTorch's kernels (matmul, bmm, _scaled_mm, conv2d, SDPA, host copies) "
+        "isolated and back to back with SM clock and power, each also by do_bench, and fit "
+        "the sustained clock (default: on when torch sees a CUDA GPU)",
+    ),
     host_only: bool = typer.Option(
         False,
         "--host-only",
@@ -105,6 +112,10 @@ def validate(
             out_console.print(f"wrote {w}", highlight=False, markup=False)
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
+    if torch_families is None:
+        torch_families = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
+    if torch_families:
+        _conditions(report, str(target), None, quick, as_json, quiet=as_json or as_csv)
     if host is None:  # on by default where a kernel run happened on a GPU torch can see
         host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if host:
@@ -232,10 +243,11 @@ def _extra_checks(
 
 def _conditions(
     report: str | None, out: str | None, from_measurements: str | None, quick: bool,
-    as_json: bool,
+    as_json: bool, quiet: bool = False,
 ) -> None:  # fmt: skip
     """Measure (or re-fit from a saved conditions-measurements.json) and merge the fitted
-    in-workload parameters into --out when it names an existing calibration."""
+    in-workload parameters into --out when it names an existing calibration (``quiet``: after
+    a full validate run that prints its own JSON/CSV)."""
     from gpumodel.validate.conditions import run_conditions
 
     if from_measurements and not Path(from_measurements).is_file():
@@ -249,9 +261,15 @@ def _conditions(
             fail("--conditions needs a CUDA GPU (or --from-measurements FILE to re-fit)")
     merge = out if out and Path(out).is_file() else None
     result = run_conditions(Path(report or "."), merge, from_measurements, quick)
+    if quiet:
+        return
     if as_json:
         print_json(result)
         return
+    _print_conditions(result, report, merge)
+
+
+def _print_conditions(result: dict, report: str | None, merge: str | None) -> None:
     c = console()
     c.print(f"conditions on {result['gpu']}: full tensor-activity power "
             f"{result['full_tensor_power_w']:.0f} W, dirty-L2 write-back fraction "

@@ -64,6 +64,19 @@ CONVS: list[tuple[int, int, int, int, int, int]] = [
     (128, 64, 64, 56, 3, 1),
 ]  # fmt: skip
 HOST_COPY_BYTES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20]
+# torch.bmm: (dtype, batch, m, n, k) (attention-like batched products)
+BMMS: list[tuple[str, int, int, int, int]] = [
+    ("bf16", 32, 2048, 2048, 128), ("bf16", 64, 1024, 128, 1024), ("fp16", 16, 4096, 4096, 64),
+    ("tf32", 32, 1024, 1024, 128),
+]  # fmt: skip
+# F.scaled_dot_product_attention, bf16: (batch, heads, seq, head_dim, causal)
+SDPAS: list[tuple[int, int, int, int, bool]] = [
+    (8, 16, 1024, 64, False), (8, 16, 2048, 128, True), (4, 32, 4096, 128, False),
+    (4, 32, 4096, 128, True), (16, 16, 512, 64, True), (2, 16, 8192, 128, True),
+]  # fmt: skip
+# families also run back to back (one kernel each; clock and power recorded): the first of
+# each list
+B2B_PER_FAMILY = 2
 
 
 def _smi_sampler(path: str) -> subprocess.Popen:
@@ -229,6 +242,8 @@ def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str
             line += f" do_bench {t_bench * 1e6:.1f} us"
         log(line)
 
+    records += _bmms(torch, flush["read"], log, quick)
+    records += _sdpas(torch, flush["read"], log, quick)
     records += _convs(torch, flush["read"], log, quick)
     records += _host_copies(torch, log, quick)
     src = torch.empty(COPY_BYTES // 2, device="cuda", dtype=torch.bfloat16)
@@ -241,13 +256,84 @@ def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str
     return {"device": device_facts(torch), "records": records}
 
 
+def _family_records(
+    torch: Any, family: str, op: dict[str, Any], fn: Callable[[], Any], flush: Callable[[], None],
+    meta: dict[str, Any], back: bool, quick: bool,
+) -> tuple[list[dict[str, Any]], str]:  # fmt: skip
+    """One kernel in every condition: isolated (read flush, the harness's timing core), back
+    to back with NVML clock and power (when ``back``), and do_bench (independent)."""
+    from gpumodel.validate.timing import time_torch
+
+    t, spread, _ = time_torch(fn, flush=flush, target_s=0.02, max_repeats=30)
+    out = [{"family": family, "condition": "isolated", "op": op, "time_s": t, "spread": spread,
+            "meta": {**meta, "flush": "read"}}]  # fmt: skip
+    line = f"isolated {t * 1e6:.1f} us"
+    if back:
+        b2b = back_to_back(torch, fn, 1.0 if quick else BACK_TO_BACK_S)
+        out.append({"family": family, "condition": "in-workload", "op": op,
+                    "time_s": b2b.pop("time_s"), "meta": {**meta, "flush": "none", **b2b}})  # fmt: skip
+        line += (f", back to back {out[-1]['time_s'] * 1e6:.1f} us at "
+                 f"{b2b['sm_clock_mhz_median']} MHz {b2b['power_w_median']} W")  # fmt: skip
+    tb = _do_bench(fn)
+    if tb is not None:
+        out.append({"family": family, "condition": "do_bench", "op": op, "time_s": tb,
+                    "meta": {**meta, "flush": "write-zeros", "method": "triton.testing.do_bench"}})  # fmt: skip
+        line += f", do_bench {tb * 1e6:.1f} us"
+    return out, line
+
+
+def _bmms(
+    torch: Any, flush: Callable[[], None], log: Callable[[str], None], quick: bool
+) -> list[dict[str, Any]]:
+    """torch.bmm: batched products (TF32 via allow_tf32)."""
+    out = []
+    for i, (dtype, batch, m, n, k) in enumerate(BMMS[::2] if quick else BMMS):
+        tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}[dtype]
+        a = torch.randn(batch, m, k, device="cuda", dtype=tdt)
+        b = torch.randn(batch, k, n, device="cuda", dtype=tdt)
+
+        def fn(a: Any = a, b: Any = b, tf32: bool = dtype == "tf32") -> Any:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            return torch.bmm(a, b)
+
+        op = {"op": "gemm", "m": m, "n": n, "k": k, "dtype": dtype, "batch": batch}
+        recs, line = _family_records(torch, "bmm", op, fn, flush,
+                                     {"engine": "torch", "kernel": "torch.bmm"},
+                                     i < B2B_PER_FAMILY, quick)  # fmt: skip
+        out += recs
+        log(f"bmm {dtype} {batch}x{m}x{n}x{k}: {line}")
+    return out
+
+
+def _sdpas(
+    torch: Any, flush: Callable[[], None], log: Callable[[str], None], quick: bool
+) -> list[dict[str, Any]]:
+    """F.scaled_dot_product_attention, bf16 (PyTorch picks its flash backend on Hopper)."""
+    import torch.nn.functional as F
+
+    out = []
+    for i, (batch, heads, seq, hd, causal) in enumerate(SDPAS[::2] if quick else SDPAS):
+        q, k, v = (torch.randn(batch, heads, seq, hd, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))  # fmt: skip
+
+        def fn(q: Any = q, k: Any = k, v: Any = v, causal: bool = causal) -> Any:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        op = {"op": "attention", "batch": batch, "heads": heads, "seq": seq, "head_dim": hd,
+              "dtype": "bf16", "causal": causal}  # fmt: skip
+        recs, line = _family_records(torch, "attention", op, fn, flush,
+                                     {"engine": "torch", "kernel": "F.scaled_dot_product_attention"},
+                                     i < B2B_PER_FAMILY, quick)  # fmt: skip
+        out += recs
+        log(f"sdpa {batch}x{heads}x{seq}x{hd} causal={causal}: {line}")
+    return out
+
+
 def _convs(
     torch: Any, flush: Callable[[], None], log: Callable[[str], None], quick: bool
 ) -> list[dict[str, Any]]:
     """F.conv2d with cudnn.benchmark on, NCHW and channels_last, fp32 / TF32 / bf16."""
     import torch.nn.functional as F
-
-    from gpumodel.validate.timing import time_torch
 
     torch.backends.cudnn.benchmark = True
     out = []
@@ -273,18 +359,12 @@ def _convs(
                       "height": hw, "width": hw, "kernel": kern, "stride": stride,
                       "padding": pad, "dtype": dtype}  # fmt: skip
                 meta = {"engine": "torch", "layout": layout, "cudnn_benchmark": True}
-                t, spread, _ = time_torch(fn, flush=flush, target_s=0.02, max_repeats=30)
-                out.append({"family": "conv2d", "condition": "isolated", "op": op, "time_s": t,
-                            "spread": spread, "meta": {**meta, "flush": "read"}})  # fmt: skip
-                tb = _do_bench(fn)
-                if tb is not None:
-                    out.append({"family": "conv2d", "condition": "do_bench", "op": op,
-                                "time_s": tb, "meta": {**meta, "flush": "write-zeros",
-                                                       "method": "triton.testing.do_bench"}})  # fmt: skip
-                log(
-                    f"conv2d {batch}x{cin}->{cout} {hw}^2 k{kern}s{stride} {dtype} {layout}: "
-                    f"{t * 1e6:.1f} us" + (f" do_bench {tb * 1e6:.1f} us" if tb else "")
-                )
+                # back to back: the largest ResNet-50 layer of the list, per dtype and layout
+                back = (batch, cin, hw) == (128, 64, 56)
+                recs, line = _family_records(torch, "conv2d", op, fn, flush, meta, back, quick)
+                out += recs
+                log(f"conv2d {batch}x{cin}->{cout} {hw}^2 k{kern}s{stride} {dtype} {layout}: "
+                    f"{line}")  # fmt: skip
     torch.backends.cudnn.allow_tf32 = True
     return out
 
@@ -314,7 +394,16 @@ def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[di
                       "pinned": pinned}  # fmt: skip
                 out.append({"family": "host_transfer", "condition": "isolated", "op": op,
                             "time_s": t, "spread": spread, "meta": {"engine": "torch", "method": "wall clock"}})  # fmt: skip
-                log(f"host copy {nbytes} B {direction} pinned={pinned}: {t * 1e6:.1f} us")
+                # the independent method for host copies: torch.utils.benchmark (do_bench
+                # times device events, which miss the host side a user waits for)
+                from torch.utils.benchmark import Timer
+
+                ti = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.05)
+                out.append({"family": "host_transfer", "condition": "do_bench", "op": op,
+                            "time_s": float(ti.median), "meta": {"engine": "torch", "flush": "none",
+                            "method": "torch.utils.benchmark"}})  # fmt: skip
+                log(f"host copy {nbytes} B {direction} pinned={pinned}: {t * 1e6:.1f} us, "
+                    f"torch.utils.benchmark {ti.median * 1e6:.1f} us")  # fmt: skip
     return out
 
 
@@ -456,18 +545,24 @@ def fit_conditions(
     err["gemm dirty L2 (held out): l2=cold"] = _stats(
         [pred(t[0], fitted) for t in held_d], [t[2]["time_s"] for t in held_d])  # fmt: skip
     # every kernel timed by the harness's method and by do_bench (never fitted)
+    # (record condition|flush, model condition, l2, what the row is called)
+    methods = (
+        ("isolated|read", "isolated", "cold", "harness (isolated)"),
+        ("isolated|", "isolated", "cold", "harness (isolated)"),
+        ("in-workload|none", "in-workload", "cold", "back to back"),
+        ("do_bench|write-zeros", "in-workload", "dirty", "do_bench"),
+        ("do_bench|none", "in-workload", "cold", "torch.utils.benchmark"),
+    )
     for family in sorted({r["family"] for r in records}):
-        for cond, condition, l2 in (("isolated|read", "isolated", "cold"),
-                                    ("isolated|", "isolated", "cold"),
-                                    ("do_bench|write-zeros", "in-workload", "dirty")):  # fmt: skip
+        for cond, condition, l2, what in methods:
             rs = [r for (f, _, c), r in by.items() if f == family and c == cond]
             if not rs:
                 continue
             ops = [from_row(dict(r["op"])) for r in rs]
-            name = f"{family}: {'do_bench' if cond.startswith('do_bench') else 'harness'}"
             label = condition + (f", l2={l2}" if l2 != "cold" else "")
-            err[f"{name} vs {label}"] = _stats([pred(o, fitted, condition, l2) for o in ops],
-                                               [r["time_s"] for r in rs])  # fmt: skip
+            err[f"{family}: {what} vs {label}"] = _stats(
+                [pred(o, fitted, condition, l2) for o in ops], [r["time_s"] for r in rs])  # fmt: skip
+    report["nvml"] = nvml_by_family(records)
     report["points"] = {
         "throttle": [{"op": t[0].label(), "activity": t[1], "ratio": t[2],
                       "predicted_ratio": pred(t[0], fitted) / pred(t[0], fitted, "in-workload"),
@@ -478,8 +573,31 @@ def fit_conditions(
     return fitted, report
 
 
-def conditions_markdown(report: dict[str, Any], facts: dict[str, Any], gpu_id: str) -> str:
-    """The conditions section of a validation report."""
+def nvml_by_family(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """SM clock and power seen while each family ran back to back (medians over its kernels'
+    sample medians; reads only)."""
+    out: dict[str, dict[str, Any]] = {}
+    for fam in sorted({r["family"] for r in records}):
+        rs = [r["meta"] for r in records if r["family"] == fam and r["condition"] == "in-workload"
+              and (r.get("meta") or {}).get("sm_clock_mhz_median") is not None]  # fmt: skip
+        if rs:
+            out[fam] = {
+                "kernels": len(rs),
+                "sm_clock_mhz": statistics.median(m["sm_clock_mhz_median"] for m in rs),
+                "sm_clock_mhz_min": min(m.get("sm_clock_mhz_min") or 0 for m in rs),
+                "power_w": statistics.median(m["power_w_median"] for m in rs
+                                             if m.get("power_w_median") is not None),
+                "reasons": sorted({x for m in rs for x in m.get("clock_event_reasons", [])}),
+            }  # fmt: skip
+    return out
+
+
+def conditions_markdown(
+    report: dict[str, Any], facts: dict[str, Any], gpu_id: str,
+    held_out: dict[str, Any] | None = None,
+) -> str:  # fmt: skip
+    """The conditions section of a validation report; ``held_out``: validate's own held-out
+    errors per family (the calibration's ``errors``), shown first for comparison."""
     lines = [
         f"# Conditions: isolated vs in-workload on {gpu_id}",
         "",
@@ -496,13 +614,29 @@ def conditions_markdown(report: dict[str, Any], facts: dict[str, Any], gpu_id: s
         f"clock (static {report['static_power_w']:.0f} W); dirty-L2 write-back fraction "
         f"{report['dirty_l2_writeback_fraction']}.",
         "",
-        "| set | n | median | p90 | bias |",
-        "|---|---:|---:|---:|---:|",
     ]
+    if held_out:
+        lines += ["Validate's own held-out points (CuPy harness, isolated, the calibration's "
+                  "fit), beside PyTorch's kernels timed by the harness and by an independent "
+                  "method below:", "", "| family (held out) | n | median | p90 |",
+                  "|---|---:|---:|---:|"]  # fmt: skip
+        for name, e in held_out.items():
+            lines.append(f"| {name} | {e['n']} | {e['median_abs_pct']:.1f}% | "
+                         f"{e['p90_abs_pct']:.1f}% |")  # fmt: skip
+        lines.append("")
+    lines += ["| set | n | median | p90 | bias |", "|---|---:|---:|---:|---:|"]
     for name, e in report["errors"].items():
         if e.get("n"):
             lines.append(f"| {name} | {e['n']} | {e['median_abs_pct']:.1f}% | "
                          f"{e['p90_abs_pct']:.1f}% | {e['bias_pct']:+.1f}% |")  # fmt: skip
+    if report.get("nvml"):
+        lines += ["", "SM clock and power while each family ran back to back (nvidia-smi, "
+                  "NVML reads every 50 ms; clocks never set):", "",
+                  "| family | kernels | SM clock (median) | SM clock (min) | power |",
+                  "|---|---:|---:|---:|---:|"]  # fmt: skip
+        for fam, v in report["nvml"].items():
+            lines.append(f"| {fam} | {v['kernels']} | {v['sm_clock_mhz']:.0f} MHz | "
+                         f"{v['sm_clock_mhz_min']:.0f} MHz | {v['power_w']:.0f} W |")  # fmt: skip
     lines += ["", "Back-to-back GEMMs (speed ratio isolated / back to back):", "",
               "| op | tensor activity | measured ratio | model ratio | held out |",
               "|---|---:|---:|---:|---|"]  # fmt: skip
@@ -547,7 +681,9 @@ def run_conditions(
     idle = facts.get("idle_power_w")
     fitted, report = fit_conditions(data["records"], gpu, params,
                                     float(idle) if idle else None)  # fmt: skip
-    atomic_write_text(out_dir / "conditions-report.md", conditions_markdown(report, facts, gpu.id))
+    held = {k: v.model_dump() for k, v in cal.errors.items()} if cal is not None else None
+    atomic_write_text(out_dir / "conditions-report.md",
+                      conditions_markdown(report, facts, gpu.id, held))  # fmt: skip
     atomic_write_text(out_dir / "conditions-fit.json", json.dumps(report, indent=1))
     if cal is not None and calibration_file:
         cal.model_copy(update={"parameters": fitted}).save(calibration_file)
