@@ -259,6 +259,10 @@ def _conditions(
             fail("--conditions measures PyTorch's kernels: install torch with CUDA")
         if not torch.cuda.is_available():
             fail("--conditions needs a CUDA GPU (or --from-measurements FILE to re-fit)")
+    import sys
+
+    if "cupy" in sys.modules:  # after a CuPy run: hand its pooled memory back before torch's
+        sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
     merge = out if out and Path(out).is_file() else None
     result = run_conditions(Path(report or "."), merge, from_measurements, quick)
     if quiet:
