@@ -145,6 +145,11 @@ class CalibrationParams(_Frozen):
     dirty_l2_writeback_fraction: float | None = Field(
         None, ge=0, le=1, description="extra DRAM writes / min(L2, bytes moved) after a kernel "
         "that wrote its output")  # fmt: skip
+    published_floor_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="'family:dtype' -> factor by which a transfer raised that family's "
+        "efficiency to the target generation's published kernels (gpumodel.published)",
+    )
     family_time_scale: dict[str, float] = Field(
         default_factory=dict,
         description="'family/bound' (e.g. 'gemm/memory') or 'family' -> measured / predicted "
@@ -345,6 +350,12 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "power": p.power if p.power and p.power.architecture == target.architecture else None,
         }
     )
+    if source.architecture != target.architecture:
+        # another generation's kernels: never below what the target's own are published to do
+        from gpumodel.published import apply_floors
+
+        params, applied = apply_floors(params, target)
+        params = params.model_copy(update={"published_floor_scale": applied})
     return cal.model_copy(
         update={
             "gpu_id": target.id,

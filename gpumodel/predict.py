@@ -228,6 +228,9 @@ def kernel_time(
             # how far this op family's kernels (cuDNN, flash attention...) are from that
             eff *= fam_compute
             note += f" x {family} kernel efficiency {fam_compute:.3g}"
+            if f"{family}:{part.dtype}" in params.published_floor_scale:
+                note += (" (raised to the published efficiency of this generation's own "
+                         "kernels: specs/published/kernels.yaml)")  # fmt: skip
         t = part.flops / (rate * eff * clock_ratio)
         t_compute += t
         terms.append(Term(name=f"compute time ({part.unit} {part.dtype})", value=t, note=note))
