@@ -145,6 +145,9 @@ class CalibrationParams(_Frozen):
     dirty_l2_writeback_fraction: float | None = Field(
         None, ge=0, le=1, description="extra DRAM writes / min(L2, bytes moved) after a kernel "
         "that wrote its output")  # fmt: skip
+    # host<->device copies as a user's code waits for them (torch copy_ + synchronise, wall
+    # clock): what the in-workload condition prices; ``host`` is the harness's (CUDA events)
+    host_wall: HostLinkParams | None = None
     published_floor_scale: dict[str, float] = Field(
         default_factory=dict,
         description="'family:dtype' -> factor by which a transfer raised that family's "
@@ -312,6 +315,16 @@ def load_calibration(
     return transfer(cal, target)
 
 
+def _scaled_rates(host: HostLinkParams, link: float) -> HostLinkParams:
+    """Host-link rates x ``link`` (the ratio of the two PCIe links); fixed costs kept."""
+    return HostLinkParams(
+        **{
+            k: (v * link if v is not None and k.endswith("bytes_per_s") else v)
+            for k, v in host.model_dump().items()
+        }
+    )
+
+
 def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     """Carry a calibration to ``target``: relative efficiencies and cycle latencies transfer,
     absolute rates are rescaled by the ratio of the two specs."""
@@ -323,18 +336,14 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     p = cal.parameters
     # L2 bandwidth scales with SMs x clock (each SM's L2 slice path is per-clock)
     l2_scale = (target.sm_count * target.boost_clock_hz) / (source.sm_count * source.boost_clock_hz)
-    host = p.host
+    host, host_wall = p.host, p.host_wall
     if source.interconnect and target.interconnect:
         link = (
             target.interconnect.pcie.per_direction_bytes_per_s
             / source.interconnect.pcie.per_direction_bytes_per_s
         )
-        host = HostLinkParams(
-            **{
-                k: (v * link if v is not None and k.endswith("bytes_per_s") else v)
-                for k, v in host.model_dump().items()
-            }
-        )
+        host = _scaled_rates(host, link)
+        host_wall = _scaled_rates(host_wall, link) if host_wall is not None else None
     l2_hot = p.l2_hot_max_bytes
     if l2_hot is not None:
         l2_hot *= target.l2_cache_bytes / source.l2_cache_bytes
@@ -345,6 +354,7 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             ),
             "l2_hot_max_bytes": l2_hot,
             "host": host,
+            "host_wall": host_wall,
             "collectives": {},  # topology-specific: never carried
             # power per SM-clock^3 is an architecture's; another generation draws differently
             "power": p.power if p.power and p.power.architecture == target.architecture else None,

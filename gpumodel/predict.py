@@ -192,7 +192,7 @@ def kernel_time(
     ``clock_ratio`` (sustained / max clock) is what ``in_workload_time`` passes for the
     in-workload condition."""
     if kw.transfer:
-        return _transfer_time(kw, gpu, params)
+        return _transfer_time(kw, gpu, params, condition)
     if condition == "in-workload":
         return in_workload_time(kw, gpu, params, family, l2)
     terms: list[Term] = []
@@ -524,11 +524,24 @@ def kernel_overhead(params: CalibrationParams, family: str, gemm: Any = None) ->
     return DEFAULT_KERNEL_OVERHEAD_S, "default, uncalibrated"
 
 
-def _transfer_time(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams) -> KernelPrediction:
+def _transfer_time(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, condition: Condition = "isolated"
+) -> KernelPrediction:
+    """A host<->device copy: fixed cost + bytes / link rate. In-workload with ``host_wall``
+    calibrated: the rates and fixed cost of a framework copy as the user's code waits for it
+    (torch ``copy_`` + synchronise, wall clock); otherwise the harness's (CUDA events)."""
     kind = "pinned" if kw.pinned else "pageable"
-    measured = getattr(params.host, f"{kw.transfer}_{kind}_bytes_per_s")
+    wall = condition == "in-workload" and params.host_wall is not None
+    host = params.host_wall if wall and params.host_wall is not None else params.host
+    how = "torch copy + synchronise, wall clock, " if wall else ""
+    fixed = (
+        "framework call, driver call, DMA setup and the wake-up from the synchronisation "
+        "(calibrated, wall clock)" if wall else "driver call and DMA setup"
+    )  # fmt: skip
+    measured = getattr(host, f"{kw.transfer}_{kind}_bytes_per_s")
     if measured:
-        bw, note = measured, f"measured {kind} {kw.transfer} {format_quantity(measured, 'B/s')}"
+        bw = measured
+        note = f"measured {how}{kind} {kw.transfer} {format_quantity(measured, 'B/s')}"
     elif gpu.interconnect is not None:
         bw = gpu.interconnect.pcie.per_direction_bytes_per_s
         note = (
@@ -538,14 +551,14 @@ def _transfer_time(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams) -> K
         )
     else:
         bw, note = gpu.memory_bandwidth_bytes_per_s, "host memory bandwidth (no host link)"
-    overhead = getattr(params.host, f"{kw.transfer}_{kind}_overhead_s")
+    overhead = getattr(host, f"{kw.transfer}_{kind}_overhead_s")
     if overhead is None:
-        overhead = params.host.overhead_s
+        overhead = host.overhead_s
     overhead = DEFAULT_TRANSFER_OVERHEAD_S if overhead is None else overhead
     t_link = kw.bytes / bw
     terms = (
         Term(name="host link time", value=t_link, note=note),
-        Term(name="transfer overhead", value=overhead, note="driver call and DMA setup"),
+        Term(name="transfer overhead", value=overhead, note=fixed),
     )
     bound: Bound = "latency" if overhead > t_link else "memory"
     return KernelPrediction(

@@ -203,3 +203,37 @@ def test_llm_steps_price_kernels_in_workload():
     dec0 = gm.predict_inference(**kw, phase="decode", batch=1, context=2048,
                                 calibration=no_power)  # fmt: skip
     assert dec.step_time_s == pytest.approx(dec0.step_time_s, rel=0.01)
+
+
+def test_host_wall_fit_recovers_a_planted_link():
+    from gpumodel.validate.conditions import fit_host_wall
+
+    pts = []
+    for b in (4096, 16384, 65536, 262144, 1 << 20, 1 << 24, 1 << 28):
+        op = gm.ops.from_row({"op": "host_transfer", "bytes": float(b), "direction": "h2d",
+                              "pinned": True})  # fmt: skip
+        pts.append((op, {"time_s": 15e-6 + b / 50e9}))
+    host, held = fit_host_wall(pts)
+    assert host.h2d_pinned_overhead_s == pytest.approx(15e-6, rel=1e-6)
+    assert host.h2d_pinned_bytes_per_s == pytest.approx(50e9, rel=1e-6)
+    assert [op.bytes for op, _ in held] == [16384, 262144, 1 << 24]
+
+
+def test_host_copies_in_workload_are_what_a_user_waits_for():
+    """torch copy_ + synchronise, wall clock (committed H100 run): a 4 KB pinned h2d copy took
+    17.8 us where the harness's CUDA events see ~4 us; held out, in-workload is within 10%
+    median, the isolated model ~47% off."""
+    data = json.loads(H100_RUN.read_text())
+    cal = read_calibration_file(ROOT / "validation/results/h100-sxm/calibration.yaml")
+    fitted, report = fit_conditions(data["records"], gm.get_gpu("h100-sxm"), cal.parameters,
+                                    float(data["device"]["idle_power_w"]))  # fmt: skip
+    e = report["errors"]
+    assert e["host copies, torch wall clock (held out): in-workload"]["median_abs_pct"] < 10
+    assert e["host copies, torch wall clock (held out): isolated model"]["median_abs_pct"] > 40
+    op = gm.ops.from_row({"op": "host_transfer", "bytes": 4096.0, "direction": "h2d",
+                          "pinned": True})  # fmt: skip
+    from gpumodel.predict import predict_with_params
+
+    gpu = gm.get_gpu("h100-sxm")
+    assert predict_with_params(op, gpu, fitted).time_s == pytest.approx(17.8e-6, rel=0.15)
+    assert predict_with_params(op, gpu, fitted, condition="isolated").time_s < 6e-6

@@ -522,7 +522,11 @@ def fit_conditions(
     fit_d, held_d = _split(dirty_pts, lambda t: t[0].m * t[0].n * t[0].k)
     fraction = float(statistics.median([max(0.0, t[1]) for t in fit_d])) if fit_d else None
     dirty = min(1.0, fraction) if fraction is not None else None
-    fitted = base.model_copy(update={"power": power, "dirty_l2_writeback_fraction": dirty})
+    host_pts = [(from_row(dict(r["op"])), r) for (fam, _, cond), r in by.items()
+                if fam == "host_transfer" and cond == "isolated|"]  # fmt: skip
+    host_wall, held_h = fit_host_wall(host_pts)
+    fitted = base.model_copy(update={"power": power, "dirty_l2_writeback_fraction": dirty,
+                                     "host_wall": host_wall})  # fmt: skip
 
     report: dict[str, Any] = {
         "power": power.model_dump() if power else None,
@@ -545,10 +549,17 @@ def fit_conditions(
     err["gemm dirty L2 (held out): l2=cold"] = _stats(
         [pred(t[0], fitted) for t in held_d], [t[2]["time_s"] for t in held_d])  # fmt: skip
     # every kernel timed by the harness's method and by do_bench (never fitted)
+    if held_h:
+        meas_h = [r["time_s"] for _, r in held_h]
+        err["host copies, torch wall clock (held out): in-workload"] = _stats(
+            [pred(o, fitted, "in-workload") for o, _ in held_h], meas_h)  # fmt: skip
+        err["host copies, torch wall clock (held out): isolated model"] = _stats(
+            [pred(o, fitted) for o, _ in held_h], meas_h)  # fmt: skip
     # (record condition|flush, model condition, l2, what the row is called)
     methods = (
         ("isolated|read", "isolated", "cold", "harness (isolated)"),
         ("isolated|", "isolated", "cold", "harness (isolated)"),
+        ("isolated|", "in-workload", "cold", "harness (wall clock)"),
         ("in-workload|none", "in-workload", "cold", "back to back"),
         ("do_bench|write-zeros", "in-workload", "dirty", "do_bench"),
         ("do_bench|none", "in-workload", "cold", "torch.utils.benchmark"),
@@ -571,6 +582,38 @@ def fit_conditions(
                   for t in dirty_pts],
     }  # fmt: skip
     return fitted, report
+
+
+def fit_host_wall(points: list[tuple[Any, dict[str, Any]]]) -> tuple[Any, list[Any]]:
+    """Host<->device copies as the user waits for them (torch ``copy_`` + synchronise, wall
+    clock): per direction and memory kind, t = fixed cost + bytes / rate, fitted by least
+    squares on the relative error over every other size (in order of size); the others are
+    held out. Returns (HostLinkParams or None, held-out (op, record) pairs)."""
+    import numpy as np
+
+    from gpumodel.calibration import HostLinkParams
+
+    fields: dict[str, float] = {}
+    held: list[Any] = []
+    groups: dict[tuple[str, bool], list[Any]] = {}
+    for op, r in points:
+        groups.setdefault((op.direction, op.pinned), []).append((op, r))
+    for (direction, pinned), pts in sorted(groups.items()):
+        fit, out = _split(pts, lambda t: t[0].bytes)
+        if len(fit) < 2:
+            continue
+        t = np.array([r["time_s"] for _, r in fit])
+        b = np.array([op.bytes for op, _ in fit])
+        # (o + b g) / t = 1 for every point: o the fixed cost, g = 1 / rate
+        (o, g), *_ = np.linalg.lstsq(np.stack([1 / t, b / t], axis=1), np.ones_like(t),
+                                     rcond=None)  # fmt: skip
+        if g <= 0:
+            continue
+        kind = "pinned" if pinned else "pageable"
+        fields[f"{direction}_{kind}_bytes_per_s"] = float(1 / g)
+        fields[f"{direction}_{kind}_overhead_s"] = float(max(o, 0.0))
+        held += out
+    return (HostLinkParams(**fields) if fields else None), held
 
 
 def nvml_by_family(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
