@@ -237,3 +237,20 @@ def test_host_copies_in_workload_are_what_a_user_waits_for():
     gpu = gm.get_gpu("h100-sxm")
     assert predict_with_params(op, gpu, fitted).time_s == pytest.approx(17.8e-6, rel=0.15)
     assert predict_with_params(op, gpu, fitted, condition="isolated").time_s < 6e-6
+
+
+def test_cli_batch_condition_and_dirty_l2(capsys, tmp_path):
+    from gpumodel.cli import main
+
+    rows = tmp_path / "ops.jsonl"
+    rows.write_text('{"op": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16"}\n')
+    times = {}
+    for condition in ("in-workload", "isolated"):
+        assert main(["batch", str(rows), "--condition", condition, "--json"]) == 0
+        times[condition] = json.loads(capsys.readouterr()[0])[0]["time_s"]
+    assert times["in-workload"] > 1.1 * times["isolated"]
+    assert main(["batch", str(rows), "--condition", "warm"]) == 2
+    assert "error: --condition must be in-workload or isolated" in capsys.readouterr()[1]
+    code = main(["predict", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--l2", "dirty",
+                 "--explain"])  # fmt: skip
+    assert code == 0 and "dirty-L2 write-back" in capsys.readouterr()[0]
