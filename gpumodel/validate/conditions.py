@@ -38,6 +38,7 @@ from typing import Any
 
 MIN_BACK_TO_BACK_S = 150e-6  # shorter kernels: the Python loop's gaps show in the timing
 STATIC_POWER_FRACTION_DEFAULT = 0.1  # H100: 70 W idle of a 700 W limit (nvidia-smi -q)
+IDLE_MAX_FRACTION = 0.2  # an "idle" power reading above this share of the limit is not idle
 BACK_TO_BACK_S = 2.0  # long enough for the power controller to settle (seen: < 0.5 s on H100)
 SAMPLE_MS = 50
 QUERY = "clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active"
@@ -305,6 +306,29 @@ def _bmms(
     return out
 
 
+def sdpa_backend(torch: Any, fn: Callable[[], Any]) -> tuple[str, list[str]]:
+    """(gpumodel attention impl, CUDA kernel names) of one SDPA call, read from torch.profiler:
+    "cudnn" when a cuDNN kernel ran, else "flash" (PyTorch's FlashAttention-2 or its
+    memory-efficient kernel: both tile like FA2), else "naive" (separate matmuls, softmax)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        names = sorted({e.name for e in prof.events() if str(e.device_type).endswith("CUDA")})
+    except Exception as exc:  # a profiler that cannot start must not stop the run
+        return "flash", [f"profiler failed: {exc}"]
+    low = " ".join(names).lower()
+    if "cudnn" in low:
+        return "cudnn", names
+    if "flash" in low or "fmha" in low or "efficient_attention" in low:
+        return "flash", names
+    return "naive", names
+
+
 def _sdpas(
     torch: Any, flush: Callable[[], None], log: Callable[[str], None], quick: bool
 ) -> list[dict[str, Any]]:
@@ -319,11 +343,13 @@ def _sdpas(
         def fn(q: Any = q, k: Any = k, v: Any = v, causal: bool = causal) -> Any:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
+        # the backend PyTorch picked decides the kernel gpumodel prices (cuDNN on Hopper)
+        impl, names = sdpa_backend(torch, fn)
         op = {"op": "attention", "batch": batch, "heads": heads, "seq": seq, "head_dim": hd,
-              "dtype": "bf16", "causal": causal}  # fmt: skip
+              "dtype": "bf16", "causal": causal, "impl": impl}  # fmt: skip
         recs, line = _family_records(torch, "attention", op, fn, flush,
-                                     {"engine": "torch", "kernel": "F.scaled_dot_product_attention"},
-                                     i < B2B_PER_FAMILY, quick)  # fmt: skip
+                                     {"engine": "torch", "kernel": "F.scaled_dot_product_attention",
+                                      "cuda_kernels": names}, i < B2B_PER_FAMILY, quick)  # fmt: skip
         out += recs
         log(f"sdpa {batch}x{heads}x{seq}x{hd} causal={causal}: {line}")
     return out
@@ -475,8 +501,12 @@ def fit_conditions(
     for r in records:
         flush = (r.get("meta") or {}).get("flush", "")
         by[(r["family"], _key(r["op"]), f"{r['condition']}|{flush}")] = r
+    # a reading taken right after other work (validate's CuPy run) is not idle: above
+    # IDLE_MAX_FRACTION of the limit the H100's measured idle share is used instead
     static_fraction = (
-        idle_power_w / gpu.tdp_watts if idle_power_w else STATIC_POWER_FRACTION_DEFAULT
+        idle_power_w / gpu.tdp_watts
+        if idle_power_w and idle_power_w <= IDLE_MAX_FRACTION * gpu.tdp_watts
+        else STATIC_POWER_FRACTION_DEFAULT
     )
     base = params.model_copy(update={"power": None, "dirty_l2_writeback_fraction": None})
 
