@@ -192,6 +192,7 @@ def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str
 
     from gpumodel.validate.timing import time_torch
 
+    facts = device_facts(torch)  # first: the idle power reading before any work
     props = torch.cuda.get_device_properties(0)
     l2 = int(getattr(props, "L2_cache_size", 50 << 20))
     flush = _flushers(torch, l2)
@@ -254,7 +255,7 @@ def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str
                     "op": {"op": "copy", "bytes": float(COPY_BYTES)},
                     "time_s": b2b.pop("time_s"), "meta": b2b})  # fmt: skip
     log(f"copy 1 GiB back to back: {b2b['sm_clock_mhz_median']} MHz {b2b['power_w_median']} W")
-    return {"device": device_facts(torch), "records": records}
+    return {"device": facts, "records": records}
 
 
 def _family_records(
