@@ -61,6 +61,8 @@ def predict(
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
+    if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
+        cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
     if custom is not None:
         return custom(gpu, cal)
     params = cal.parameters if cal else CalibrationParams()

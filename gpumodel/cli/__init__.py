@@ -6,6 +6,7 @@ import sys
 
 # Each module registers its commands on ``app`` when imported.
 from gpumodel.cli import batch as _batch  # noqa: F401
+from gpumodel.cli import calibrations as _calibrations  # noqa: F401
 from gpumodel.cli import diagnose as _diagnose  # noqa: F401
 from gpumodel.cli import explain as _explain  # noqa: F401
 from gpumodel.cli import llm as _llm  # noqa: F401

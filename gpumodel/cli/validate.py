@@ -112,7 +112,8 @@ def _extra_checks(
     from_measurements: str | None = None,
 ) -> None:
     """The multi-GPU and occupancy checks (separate runners, separate outputs). With --out, the
-    fitted collective parameters are merged into that calibration file; with
+    fitted collective parameters are merged into that calibration file, else the fit is saved
+    where predictions find it (the user cache's ``calibrations/<gpu>-x<n>/``); with
     --from-measurements, the collectives are re-fitted from a saved
     ``collectives_measurements.json`` instead of measured (no GPU needed)."""
     out_dir = Path(report or ".")
@@ -135,20 +136,49 @@ def _extra_checks(
         if from_measurements:
             if not Path(from_measurements).is_file():
                 fail(f"no such measurements file: {from_measurements}")
-            results["collectives"] = refit(from_measurements, out_dir, calibration_file=merge)
+            results["collectives"] = refit(
+                from_measurements,
+                out_dir,
+                calibration_file=merge,
+                progress=None if as_json else print,
+            )
         else:
-            results["collectives"] = run_collectives_validation(out_dir, calibration_file=merge)
+            results["collectives"] = run_collectives_validation(
+                out_dir, calibration_file=merge, progress=None if as_json else print
+            )
+        if merge is None:
+            _install_system_calibration(results["collectives"], out_dir)
     if as_json:
         print_json(results)
     else:
         for name, result in results.items():
             summary = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+            summary.pop("found_by_predictions_at", None)
             console().print(f"{name}: {summary}", highlight=False, markup=False)
+            if result.get("found_by_predictions_at"):
+                console().print(f"saved where predictions find it: "
+                                f"{result['found_by_predictions_at']}", highlight=False,
+                                markup=False)  # fmt: skip
     failed = results.get("occupancy", {}).get("n_mismatches", 0) or (
         results.get("collectives", {}).get("passed") is False
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _install_system_calibration(result: dict, out_dir: Path) -> None:
+    """Copy the fit to the user cache (``calibrations/<gpu>-x<n>/``), where predictions of
+    collectives on that GPU and system look first (gpumodel.calibration)."""
+    from gpumodel.calibration import SYSTEM_FILE, atomic_write_text, user_system_calibration_path
+
+    fitted = out_dir / SYSTEM_FILE
+    if not result.get("params") or not fitted.is_file():
+        return
+    target = user_system_calibration_path(result["gpu"], int(result["world"]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, fitted.read_text(encoding="utf-8"))
+    result["written"] = [*result.get("written", []), str(target)]
+    result["found_by_predictions_at"] = str(target)
 
 
 def _transfer_check(
