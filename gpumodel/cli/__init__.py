@@ -13,6 +13,7 @@ from gpumodel.cli import llm as _llm  # noqa: F401
 from gpumodel.cli import multigpu as _multigpu  # noqa: F401
 from gpumodel.cli import occupancy as _occupancy  # noqa: F401
 from gpumodel.cli import predict as _predict  # noqa: F401
+from gpumodel.cli import report as _report  # noqa: F401
 from gpumodel.cli import roofline as _roofline  # noqa: F401
 from gpumodel.cli import specs as _specs  # noqa: F401
 from gpumodel.cli import validate as _validate  # noqa: F401

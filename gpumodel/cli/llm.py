@@ -257,6 +257,7 @@ def plan_train(
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write the scaling curve (days, MFU vs GPUs) to FILE"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Days, GPU-hours and dollars to train a model on D tokens."""
     _choice(recompute, "--recompute", RECOMPUTE)
@@ -277,12 +278,24 @@ def plan_train(
     p = _llm().plan_training(model, gpu, gpus, n_tokens, **kw)
     if plot:
         _plot_scaling(model, gpu, gpus, n_tokens, kw, plot)
+    _html_report(p, html, quiet=as_json)
     if as_json:
         print_json(p.to_dict())
         return
     _out(p.explain())
     if plot:
         _out(f"wrote {plot}")
+
+
+def _html_report(plan: Any, path: str | None, quiet: bool) -> None:
+    """--html: the plan as a self-contained page (gpumodel.report); stderr says where."""
+    if not path:
+        return
+    from gpumodel.report import write_report
+
+    written = write_report("plan", plan, path)
+    if not quiet:
+        _out(f"wrote {written}")
 
 
 def _plot_scaling(model: str, gpu: str, gpus: int, tokens: float, kw: dict, path: str) -> None:
@@ -331,6 +344,7 @@ def plan_serve(
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU."""
     _choice(runtime, "--runtime", RUNTIMES)
@@ -347,6 +361,7 @@ def plan_serve(
     )  # fmt: skip
     if plot:
         _plot_serving(p, plot)
+    _html_report(p, html, quiet=as_json)
     if as_json:
         print_json(p.to_dict())
         return

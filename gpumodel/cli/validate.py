@@ -36,12 +36,16 @@ def validate(
     ),
     as_json: bool = typer.Option(False, "--json"),
     no_progress: bool = typer.Option(False, "--no-progress"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Measure kernels on the local GPU, fit the model, report held-out error per family."""
     from gpumodel.calibration import user_calibration_path
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
+    if html and (collectives or occupancy or calibration_from):
+        fail("--html reports a kernel validation (not --collectives, --occupancy or "
+             "--calibration-from)")  # fmt: skip
     if collectives or occupancy:
         _extra_checks(collectives, occupancy, report, out, as_json, from_measurements)
         return
@@ -53,6 +57,10 @@ def validate(
         cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
     target = Path(out) if out else user_calibration_path(cal.gpu_id)
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
+    if html:
+        from gpumodel.report import write_report
+
+        written.append(write_report("validate", cal, html))
     if as_json:
         print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
                     cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
