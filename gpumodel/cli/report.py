@@ -36,8 +36,9 @@ def _finish(kind: str, source: object, out: Path, as_json: bool, **kw: object) -
 @report_app.command("validate")
 def report_validate(
     calibration: str = typer.Argument(
-        ..., help="calibration YAML written by `gpumodel validate` (it carries its measurements),"
-        " or a GPU id for the one predictions use"
+        ...,
+        help="calibration YAML written by `gpumodel validate` (it carries its measurements),"
+        " or a GPU id for the one predictions use",
     ),
     out: Path = _OUT,
     as_json: bool = _JSON,

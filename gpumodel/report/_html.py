@@ -25,7 +25,7 @@ header { background: #fff; border-bottom: 1px solid var(--line); padding: 18px 2
 header h1 { font-size: 20px; margin: 0 0 4px; }
 header .sub { color: var(--muted); }
 main { padding: 8px 28px 40px; max-width: 1280px; }
-section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 14px 18px;
+section { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 14px 18px; overflow-x: auto;
           margin: 16px 0; }
 h2 { font-size: 16px; margin: 0 0 10px; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
@@ -87,7 +87,9 @@ def cell(text: Any) -> str:
 
 def table(head: Sequence[str], rows: Sequence[str], cls: str = "") -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (
+        f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
 
 
 def kv(pairs: Sequence[tuple[str, str]]) -> str:
@@ -127,10 +129,10 @@ def page(title: str, subtitle: str, sections: Sequence[str], data: dict[str, Any
     from gpumodel import __version__
 
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        f"<header><h1>{escape(title)}</h1><div class=\"sub\">{escape(subtitle)}</div></header>"
+        f'<header><h1>{escape(title)}</h1><div class="sub">{escape(subtitle)}</div></header>'
         f"<main>{''.join(sections)}</main>"
         f"<footer>gpumodel {escape(__version__)}: a self-contained page (no network); the data "
         "behind it is in the script tag <code>#gpumodel-data</code>.</footer>"

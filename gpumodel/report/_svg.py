@@ -131,10 +131,10 @@ def _circle(plot_id: str, x: float, y: float, s: Series, title: str, kind: str) 
     )
 
 
-def _legend(series: Sequence[Series], x: float, y: float) -> list[str]:
+def _legend(series: Sequence[Series], x: float, y: float, step: float = 110) -> list[str]:
     out = []
     for i, s in enumerate(series):
-        cx = x + i * 110
+        cx = x + i * step
         fill = "none" if s.hollow else s.color
         out.append(f'<circle cx="{_num(cx)}" cy="{_num(y - 3)}" r="4" fill="{fill}" '
                    f'stroke="{s.color}"/>')  # fmt: skip
@@ -152,7 +152,10 @@ def scatter_vs_diagonal(plot_id: str, title: str, series: Sequence[Series], widt
     hi = max([v for v in xs + ys if v > 0] or [1.0]) * 1.5
     ax = _LogAxes(xs, ys, width, height, xlim=(lo, hi), ylim=(lo, hi))
     n = sum(len(s.points) for s in series)
-    out = [_open(plot_id, width, height, n, title), _text(ax.left, 14, title, 11, font_weight="600")]
+    out = [
+        _open(plot_id, width, height, n, title),
+        _text(ax.left, 14, title, 11, font_weight="600"),
+    ]
     out += ax.frame(xlabel, ylabel, unit, unit)
     lo_b = [(ax.px(lo), ax.py(lo * (1 - band))), (ax.px(hi), ax.py(hi * (1 - band)))]
     hi_b = [(ax.px(hi), ax.py(hi * (1 + band))), (ax.px(lo), ax.py(lo * (1 + band)))]
@@ -228,12 +231,16 @@ def hbars(plot_id: str, title: str, bars: Sequence[Bar], unit_label: str, width:
     return "".join(out)
 
 
-def timeline(plot_id: str, title: str, spans: Sequence[tuple[float, float, str]],
-             gaps: Sequence[tuple[float, float, str]], length_s: float,
+ACTIVITY_COLORS = {"kernel": PALETTE[0], "memcpy": PALETTE[2], "memset": PALETTE[4]}
+
+
+def timeline(plot_id: str, title: str, spans: Sequence[tuple[float, float, str, str]],
+             gaps: Sequence[tuple[float, float, str]], length_s: float, periods: int,
              gap_colors: dict[str, str], width: float = 980) -> str:  # fmt: skip
-    """One step: kernels (start, end, name in seconds from the step's start) on the GPU lane,
-    idle gaps by cause on the lane below. Kernels are the data points."""
-    height = 118
+    """GPU activities (start, end, name, kind in seconds from the window's start) on the GPU
+    lane, idle gaps by cause on the lane below, step boundaries as ticks. Activities are the
+    data points (``data-kind`` kernel, memcpy or memset)."""
+    height = 122
     left, plot_w = 70, width - 90
     x_of = lambda t: left + plot_w * min(max(t / length_s, 0.0), 1.0)  # noqa: E731
     out = [_open(plot_id, width, height, len(spans), title), _text(10, 16, title, 11,
@@ -241,25 +248,54 @@ def timeline(plot_id: str, title: str, spans: Sequence[tuple[float, float, str]]
     out.append(_text(left - 6, 42, "GPU", 10, "end"))
     out.append(_text(left - 6, 72, "idle", 10, "end"))
     out.append(f'<rect x="{left}" y="28" width="{plot_w}" height="22" fill="#f4f4f4"/>')
-    for i, (s, e, name) in enumerate(spans):
+    for s, e, name, kind in spans:
         x = x_of(s)
-        w = max(x_of(e) - x, 0.6)
-        color = PALETTE[i % 5]
-        out.append(f'<rect data-point="{escape(plot_id)}" x="{_num(x)}" y="28" width="{w:.2f}" '
-                   f'height="22" fill="{color}"><title>{escape(name)} '
-                   f"{(e - s) * 1e6:.1f} µs</title></rect>")  # fmt: skip
+        out.append(f'<rect data-point="{escape(plot_id)}" data-kind="{escape(kind)}" '
+                   f'x="{_num(x)}" y="28" width="{max(x_of(e) - x, 0.6):.2f}" height="22" '
+                   f'fill="{ACTIVITY_COLORS.get(kind, GREY)}" fill-opacity="0.85"><title>'
+                   f"{escape(name)} {(e - s) * 1e6:.1f} µs</title></rect>")  # fmt: skip
     for s, e, cause in gaps:
         x = x_of(s)
         out.append(f'<rect data-gap="{escape(cause)}" x="{_num(x)}" y="60" '
                    f'width="{max(x_of(e) - x, 0.6):.2f}" height="18" '
                    f'fill="{gap_colors.get(cause, GREY)}"><title>{escape(cause)} '
                    f"{(e - s) * 1e6:.1f} µs</title></rect>")  # fmt: skip
-    for k in range(6):
-        t = length_s * k / 5
-        out.append(_text(x_of(t), 94, _tick_label(t, "s") if t > 0 else "0", 9, "middle"))
-    for i, (cause, color) in enumerate(gap_colors.items()):
-        out.append(f'<rect x="{left + i * 120}" y="102" width="10" height="10" fill="{color}"/>')
-        out.append(_text(left + i * 120 + 14, 111, cause.replace("_", " "), 10))
+    for k in range(periods + 1):  # step boundaries
+        x = x_of(length_s * k / max(periods, 1))
+        out.append(f'<line x1="{_num(x)}" y1="24" x2="{_num(x)}" y2="82" stroke="#444" '
+                   f'stroke-width="0.8"/>')  # fmt: skip
+        t = length_s * k / max(periods, 1)
+        out.append(_text(x, 94, _tick_label(t, "s") if t > 0 else "0", 9, "middle"))
+    legend = [(kind, c) for kind, c in ACTIVITY_COLORS.items()] + list(gap_colors.items())
+    for i, (name, color) in enumerate(legend):
+        out.append(f'<rect x="{left + i * 105}" y="104" width="10" height="10" fill="{color}"/>')
+        out.append(_text(left + i * 105 + 14, 113, name.replace("_", " "), 10))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def loglog(plot_id: str, title: str, series: Sequence[Series], xlabel: str, ylabel: str,
+           xunit: str = "", yunit: str = "", hline: tuple[float, str] | None = None,
+           width: float = 470, height: float = 300) -> str:  # fmt: skip
+    """Points of each series on log-log axes (a series with ``hollow`` draws its points as rings
+    over the others: e.g. the chosen option); ``hline`` = (y, label) draws a target line."""
+    xs = [p.x for s in series for p in s.points]
+    ys = [p.y for s in series for p in s.points] + ([hline[0]] if hline else [])
+    ax = _LogAxes(xs, ys, width, height, top=40)
+    n = sum(len(s.points) for s in series)
+    out = [
+        _open(plot_id, width, height, n, title),
+        _text(ax.left, 14, title, 11, font_weight="600"),
+    ]
+    out += ax.frame(xlabel, ylabel, xunit, yunit)
+    if hline is not None:
+        y = ax.py(hline[0])
+        out.append(f'<line x1="{_num(ax.left)}" y1="{_num(y)}" x2="{_num(ax.left + ax.w)}" '
+                   f'y2="{_num(y)}" stroke="#D55E00" stroke-dasharray="4 3"/>')  # fmt: skip
+        out.append(_text(ax.left + ax.w - 4, y - 4, hline[1], 10, "end", fill="#D55E00"))
+    for s in series:
+        out += [_circle(plot_id, ax.px(p.x), ax.py(p.y), s, p.title, s.name) for p in s.points]
+    out += _legend(series, ax.left + 6, 32, step=80)
     out.append("</svg>")
     return "".join(out)
 
@@ -285,5 +321,5 @@ def roofline(plot_id: str, title: str, peak_flops: float, bandwidth: float,
     return "".join(out)
 
 
-__all__ = ["GREY", "PALETTE", "Bar", "Pt", "Series", "hbars", "roofline", "scatter_vs_diagonal",
+__all__ = ["ACTIVITY_COLORS", "GREY", "PALETTE", "Bar", "Pt", "Series", "hbars", "loglog", "roofline", "scatter_vs_diagonal",
            "strip", "timeline"]  # fmt: skip

@@ -31,22 +31,21 @@ def diagnose_data(report: Any, trace: str | Path | None = None) -> dict[str, Any
 
 
 def _timeline(trace: str | Path) -> dict[str, Any] | None:
+    """Every GPU activity (kernel, memcpy, memset) of the analysed window (whole step periods,
+    as diagnose counts them) and the idle gaps by cause, in seconds from the window's start."""
     from gpumodel.diagnose.parse import load_trace
     from gpumodel.diagnose.timeline import build_timeline
 
     tr = load_trace(trace)
     if tr.format == "nsys_kern_sum_csv":
-        return None
+        return None  # a kernel summary has no timestamps
     tl = build_timeline(tr)
-    start = tl.window[0]
-    step_us = (tl.window[1] - tl.window[0]) / max(tl.periods, 1)
-    end = start + step_us
-    spans = [[(g.ts - start) * 1e-6, (min(g.end, end) - start) * 1e-6, g.name]
-             for g in sorted(tl.kernels_in_window, key=lambda g: g.ts) if g.ts < end]  # fmt: skip
-    gaps = [[(max(g.start, start) - start) * 1e-6, (min(g.end, end) - start) * 1e-6, g.cause]
-            for g in tl.gaps if g.start < end and g.end > start]  # fmt: skip
-    return {"step_s": step_us * 1e-6, "spans": spans, "gaps": gaps,
-            "note": f"the first of {tl.periods} step(s) in the analysed window"}  # fmt: skip
+    w0, w1 = tl.window
+    spans = [[(g.ts - w0) * 1e-6, (min(g.end, w1) - w0) * 1e-6, g.name, g.kind]
+             for g in sorted(tl.kernels_in_window, key=lambda g: g.ts)]  # fmt: skip
+    gaps = [[(max(g.start, w0) - w0) * 1e-6, (min(g.end, w1) - w0) * 1e-6, g.cause]
+            for g in tl.gaps if g.start < w1 and g.end > w0]  # fmt: skip
+    return {"window_s": (w1 - w0) * 1e-6, "periods": tl.periods, "spans": spans, "gaps": gaps}
 
 
 def diagnose_page(data: dict[str, Any]) -> str:
@@ -63,14 +62,20 @@ def diagnose_page(data: dict[str, Any]) -> str:
                      + h.num(["steps", "gpu_idle_s"], st["gpu_idle_s"], "s", "span") + " ("
                      + h.num(["steps", "gpu_utilization_pct"], st["gpu_utilization_pct"], "pct",
                              "span") + " busy)"))  # fmt: skip
-        head.append(("kernels per step",
-                     h.num(["steps", "kernels_per_step"], st["kernels_per_step"], "count", "span")))
+        head.append(
+            (
+                "kernels per step",
+                h.num(["steps", "kernels_per_step"], st["kernels_per_step"], "count", "span"),
+            )
+        )
     sections = [h.section("Step", h.kv(head), "step")]
     tl = data.get("timeline")
     if tl:
-        plot = svg.timeline("timeline", f"timeline of one step ({tl['note']})",
-                            [tuple(s) for s in tl["spans"]], [tuple(g) for g in tl["gaps"]],
-                            tl["step_s"], GAP_COLORS)  # fmt: skip
+        title = (f"GPU activity over the analysed window: {tl['periods']} step(s), "
+                 f"{len(tl['spans'])} kernels and copies")  # fmt: skip
+        plot = svg.timeline("timeline", title, [tuple(s) for s in tl["spans"]],
+                            [tuple(g) for g in tl["gaps"]], tl["window_s"], tl["periods"],
+                            GAP_COLORS)  # fmt: skip
         sections.append(h.section("Step timeline", plot, "timeline"))
     sections.append(h.section("Findings (per step)", _findings(data), "findings"))
     sections.append(h.section("Ops against their speed of light", _ops(data), "ops"))
@@ -126,7 +131,9 @@ def _ops(data: dict[str, Any]) -> str:
                      "bound", "recoverable"], rows)  # fmt: skip
     om = data["ops_omitted"]
     if om["count"]:
-        table += f'<p class="muted small">{om["count"]} more ops, {h.fmt(om["measured_s"], "s")}</p>'
+        table += (
+            f'<p class="muted small">{om["count"]} more ops, {h.fmt(om["measured_s"], "s")}</p>'
+        )
     bars = []
     for r in data["ops"]:
         label = r["name"].removeprefix("aten::")[:38]

@@ -34,8 +34,14 @@ def plan_data(plan: Any) -> dict[str, Any]:
     from gpumodel.specs import get_gpu
 
     data = plan.to_dict() if hasattr(plan, "to_dict") else dict(plan)
-    kind = "serve" if "options" in data else "train"
-    gpus = {o["gpu"] for o in data.get("options", [])} | ({data["gpu"]} if "gpu" in data else set())
+    if "options" in data and "days_target" in data:
+        kind = "train_search"
+    elif "options" in data:
+        kind = "serve"
+    else:
+        kind = "train"
+    gpus = {o["gpu"] for o in data.get("options", []) if "gpu" in o}
+    gpus |= {data["gpu"]} if "gpu" in data else set()
     capacity = {g: get_gpu(g).memory_bytes for g in gpus}
     return {"kind": "plan", "plan": kind, "data": data, "capacity_bytes": capacity}
 
@@ -43,7 +49,122 @@ def plan_data(plan: Any) -> dict[str, Any]:
 def plan_page(page: dict[str, Any]) -> str:
     if page["plan"] == "serve":
         return _serve(page)
+    if page["plan"] == "train_search":
+        return _train_search(page)
     return _train(page)
+
+
+RUNNERS_UP = 3
+
+
+def search_roles(d: dict[str, Any]) -> list[str]:
+    """Each option's role in a training search: "chosen", "runner-up" (the next RUNNERS_UP
+    that meet the target, by the choice's own criterion: cost within --days, time within
+    --budget alone), "frontier" or ""."""
+    opts = d["options"]
+    choice = d.get("choice")
+    roles = ["frontier" if o.get("frontier") else "" for o in opts]
+    pick = next((i for i, o in enumerate(opts) if choice and o == choice), None)
+    if pick is None:
+        return roles
+    roles[pick] = "chosen"
+    met = [i for i, o in enumerate(opts) if o.get("meets") and i != pick]
+    if d.get("days_target") is not None:  # the planner's rule: fewest GPUs within 1% of cheapest
+        from gpumodel.llm.planning import COST_TIE
+
+        tie = min(_cost(opts[i]) for i in [pick, *met]) * (1 + COST_TIE)
+        met.sort(key=lambda i: (0, opts[i]["gpus"]) if _cost(opts[i]) <= tie else
+                 (1, _cost(opts[i])))  # fmt: skip
+    else:
+        met.sort(key=lambda i: (opts[i]["days"], _cost(opts[i])))
+    for i in met[:RUNNERS_UP]:
+        roles[i] = "runner-up"
+    return roles
+
+
+def _cost(o: dict[str, Any]) -> float:
+    return o["cost_usd"] if o.get("cost_usd") is not None else o["gpu_hours"]
+
+
+def _price_text(price: dict[str, Any] | None) -> str:
+    if not price:
+        return "no price: cost in GPU-hours"
+    return (
+        f"${price['usd_per_gpu_hour']:.2f}/GPU-hour, {price.get('provider')} "
+        f"{price.get('date')}: {price.get('source')}"
+    )
+
+
+def _train_search(page: dict[str, Any]) -> str:
+    d = page["data"]
+    opts = d["options"]
+    roles = search_roles(d)
+    cap = page["capacity_bytes"].get(d["gpu"])
+    target = " and ".join(x for x in (
+        f"done within {d['days_target']:g} days" if d.get("days_target") is not None else "",
+        f"within ${d['budget_usd']:,.0f}" if d.get("budget_usd") is not None else "") if x)  # fmt: skip
+    summary = [("model", escape(d["model"])), ("GPU", escape(d["gpu"])),
+               ("tokens", h.num(["tokens"], d["tokens"], "num", "span")
+                + escape(f" ({d['seq']}-token sequences)")),
+               ("target", escape(target or "none given: the frontier is the answer")),
+               ("answer", f"<b>{escape(d['answer'])}</b>"),
+               ("price", escape(_price_text(d.get("price")))),
+               ("calibration", escape(d["calibration"]))]  # fmt: skip
+    for w in d.get("warnings") or []:
+        summary.append(("warning", escape(w)))
+    cols = [("GPUs", "gpus", "count"), ("tp", "tp", "count"), ("pp", "pp", "count"),
+            ("dp", "dp", "count"), ("step", "step_time_s", "s"), ("days", "days", "days"),
+            ("cost", "cost_usd", "usd"), ("GPU-hours", "gpu_hours", "num"), ("MFU", "mfu", "num"),
+            ("memory per GPU", "memory_per_gpu_bytes", "bytes")]  # fmt: skip
+    rows = []
+    for i, o in enumerate(opts):
+        cells = "".join(h.num(["options", i, key], o.get(key), unit) for _, key, unit in cols)
+        rows.append(f'<tr class="{"best" if roles[i] == "chosen" else ""}">{h.cell(roles[i])}'
+                    f"{cells}{h.cell('yes' if o.get('meets') else 'no')}</tr>")  # fmt: skip
+    table = h.table(["role", *[c[0] for c in cols], "meets target"], rows)
+    table += ('<p class="muted small">each GPU count\'s fastest layout that fits memory; '
+              "frontier: no other count is both faster and cheaper; runner-up: the next "
+              f"{RUNNERS_UP} that meet the target by the choice's rule (within --days: the "
+              "fewest GPUs among those within 1% of the cheapest cost, then the cheapest; "
+              "within --budget alone: the fastest).</p>")  # fmt: skip
+    for text in d.get("infeasible") or []:
+        table += f'<p class="muted small">not possible: {escape(text)}</p>'
+    days_plot = svg.loglog("days", "days to train vs GPU count", _series(opts, roles, "gpus",
+                           "days"), "GPUs", "days",
+                           hline=(d["days_target"], f"{d['days_target']:g} days")
+                           if d.get("days_target") is not None else None)  # fmt: skip
+    cost_plot = svg.loglog("cost", "cost vs days (the frontier)", _series(opts, roles, "days",
+                           "cost_usd" if all(o.get("cost_usd") for o in opts) else "gpu_hours"),
+                           "days", "US dollars" if all(o.get("cost_usd") for o in opts)
+                           else "GPU-hours")  # fmt: skip
+    bars = [svg.Bar(f"{o['gpus']} GPUs (tp {o['tp']} pp {o['pp']})",
+                    o["memory_per_gpu_bytes"],
+                    svg.PALETTE[0] if roles[i] == "chosen" else svg.PALETTE[2],
+                    note=h.fmt(o["memory_per_gpu_bytes"], "bytes")) for i, o in enumerate(opts)]  # fmt: skip
+    memory = svg.hbars("memory", "memory per GPU of each count's layout", bars, "bytes per GPU",
+                       bar_h=10, label_w=170, limit=cap,
+                       limit_label=f"capacity {h.fmt(cap, 'bytes')}")  # fmt: skip
+    sections = [h.section("Plan", h.kv(summary), "summary"),
+                h.section("GPU counts compared", f'<div class="grid">{days_plot}{cost_plot}</div>'
+                          + table, "options"),
+                h.section("Memory fit", memory, "memory")]  # fmt: skip
+    return h.page(f"gpumodel plan train: {d['model']} on {d['gpu']}", d["answer"], sections, page)
+
+
+_ROLE_STYLE = (("chosen", svg.PALETTE[5], 6.0), ("runner-up", svg.PALETTE[1], 4.5),
+               ("frontier", svg.PALETTE[2], 3.5), ("", svg.GREY, 3.0))  # fmt: skip
+
+
+def _series(opts: list[dict[str, Any]], roles: list[str], x: str, y: str) -> list[svg.Series]:
+    """One series per role, so every option is drawn once."""
+    out = []
+    for role, color, radius in reversed(_ROLE_STYLE):  # the chosen one drawn last, on top
+        pts = [svg.Pt(o[x], o[y], f"{o['gpus']} GPUs, tp {o['tp']} pp {o['pp']} dp {o['dp']}: "
+                      f"{h.fmt(o['days'], 'days')}, {h.fmt(o.get('cost_usd'), 'usd')}")
+               for o, r in zip(opts, roles) if r == role]  # fmt: skip
+        if pts:
+            out.append(svg.Series(role or "other", color, pts, radius=radius))
+    return out
 
 
 def _serve(page: dict[str, Any]) -> str:
@@ -69,6 +190,7 @@ def _serve(page: dict[str, Any]) -> str:
             ("memory per GPU", "memory_per_gpu_bytes", "bytes")]  # fmt: skip
     rows: list[str] = []
     notes: list[str] = []
+    prices: list[str] = []
     order = sorted(range(len(opts)), key=lambda i: _rank(opts[i]))
     for rank, i in enumerate(order):
         o = opts[i]
@@ -81,12 +203,25 @@ def _serve(page: dict[str, Any]) -> str:
                + (f"<sup>[{len(notes) + 1}]</sup>" if where else "") + "</td>")  # fmt: skip
         if where:
             notes.append(f"<li>{escape(o['gpu'])}: {escape(label)}</li>")
+        price = o.get("price") or {}
+        price_cell = h.cell(None)
+        if price:
+            price_cell = (f'<td class="nowrap" title="{escape(str(price.get("source")))}">'
+                          f"{escape(str(price.get('provider')))} {escape(str(price.get('date')))}"
+                          f"<sup>[p{len(prices) + 1}]</sup></td>")  # fmt: skip
+            prices.append(f"<li>p{len(prices) + 1}. {escape(o['gpu'])}: "
+                          f"{escape(_price_text(price))}</li>")  # fmt: skip
         rows.append(f'<tr class="{"best" if o.get("best") else ""}">{h.cell(rank + 1)}'
                     f'<td class="nowrap">{escape(o["gpu"])}</td>{h.cell(role)}{cells}'
-                    f"{h.cell(meets)}{cal}</tr>")  # fmt: skip
-    table = h.table(["#", "GPU", "", *[c[0] for c in cols], "meets targets", "calibration"], rows)
+                    f"{price_cell}{h.cell(meets)}{cal}</tr>")  # fmt: skip
+    table = h.table(["#", "GPU", "", *[c[0] for c in cols], "price from", "meets targets",
+                     "calibration"], rows)  # fmt: skip
     if notes:
-        table += f'<ol class="small muted">{"".join(notes)}</ol>'
+        table += (
+            f'<p class="small muted">calibrations:</p><ol class="small muted">{"".join(notes)}</ol>'
+        )
+    if prices:
+        table += f'<p class="small muted">prices:</p><ul class="small muted">{"".join(prices)}</ul>'
     priced = [(i, opts[i]) for i in order if opts[i].get("usd_per_million_tokens")]
     cost = svg.hbars("cost", "$ per 1M tokens (lower is better)", [
         svg.Bar(o["gpu"], o["usd_per_million_tokens"],
@@ -189,7 +324,9 @@ def _rows_table(key: str, rows: list[dict[str, Any]]) -> str:
                 cells += h.cell(v)
             else:
                 cells += h.num([key, i, k], v, _unit(k))
-        body.append(f'<tr class="{"best" if r.get("best") or r.get("chosen") else ""}">{cells}</tr>')
+        body.append(
+            f'<tr class="{"best" if r.get("best") or r.get("chosen") else ""}">{cells}</tr>'
+        )
     return h.table(cols, body)
 
 

@@ -119,7 +119,9 @@ def _error_table(data: dict[str, Any]) -> str:
     for name, e in data["errors"].items():
         p = ["errors", name]
         tol = GROUPS.get(name, (None, e.get("tolerance_pct"), None))
-        target = "-" if tol[1] is None else f"{tol[1]:g}%" + (f" / p90 {tol[2]:g}%" if tol[2] else "")
+        target = (
+            "-" if tol[1] is None else f"{tol[1]:g}%" + (f" / p90 {tol[2]:g}%" if tol[2] else "")
+        )
         status = "-"
         if tol[1] is not None:
             ok = e["median_abs_pct"] <= tol[1] and (tol[2] is None or e["p90_abs_pct"] <= tol[2])
@@ -179,7 +181,7 @@ def _conditions_table(data: dict[str, Any]) -> str:
     if data["unavailable"]:
         items = "".join(f"<li>{escape(str(u.get('family')))}: {escape(str(u.get('what')))}: "
                         f"{escape(str(u.get('reason')))}</li>" for u in data["unavailable"])  # fmt: skip
-        body += f"<h3>Not measured</h3><ul class=\"small\">{items}</ul>"
+        body += f'<h3>Not measured</h3><ul class="small">{items}</ul>'
     return body
 
 
