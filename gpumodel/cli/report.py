@@ -90,4 +90,11 @@ def report_plan(
         fail(f"{plan} is not JSON ({exc.msg} at line {exc.lineno}); save `plan ... --json`")
     if not isinstance(data, dict) or not ({"options", "step"} & set(data)):
         fail(f"{plan} is not the output of `gpumodel plan train|serve --json`")
+    from gpumodel.report import render, report_data
+
+    try:
+        render(report_data("plan", data))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        fail(f"{plan} is not the output of `gpumodel plan train|serve --json` ({exc!r} missing "
+             "or malformed)")  # fmt: skip
     _finish("plan", data, out, as_json)

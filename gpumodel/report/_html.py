@@ -147,11 +147,18 @@ def section(title: str, body: str, id_: str = "") -> str:
 
 
 def write(path: str | Path, html: str) -> Path:
-    """Write atomically (temp file in the same folder, then rename)."""
+    """Write atomically (temp file in the same folder, then rename); a path that cannot be
+    written is a GpumodelError naming it."""
     from gpumodel.calibration import atomic_write_text
+    from gpumodel.errors import GpumodelError
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, html)
-    path.chmod(0o644)  # a page to open and send on: readable, like any document
+    if path.is_dir():
+        raise GpumodelError(f"{path} is a folder: give the HTML file to write, e.g. report.html")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, html)
+        path.chmod(0o644)  # a page to open and send on: readable, like any document
+    except OSError as exc:
+        raise GpumodelError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
