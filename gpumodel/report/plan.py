@@ -302,6 +302,8 @@ def _train(page: dict[str, Any]) -> str:
         sections.append(h.section("Memory fit", svg.hbars(
             "memory", f"memory per GPU ({'fits' if mem.get('fits') else 'does not fit'})", bars,
             "bytes per GPU", limit=cap, limit_label=f"capacity {h.fmt(cap, 'bytes')}"), "memory"))  # fmt: skip
+    sections.append('<p class="muted small">one GPU count: for counts compared, the frontier and '
+                    "runners-up, give --days or --budget, or a list (--gpus 32,64,128).</p>")
     for key, value in d.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             sections.append(h.section(key.replace("_", " "), _rows_table(key, value), key))

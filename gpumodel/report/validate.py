@@ -16,8 +16,19 @@ from gpumodel.report import _html as h
 from gpumodel.report import _svg as svg
 
 # measurement metadata that says how or under which conditions a point was timed
-CONDITION_KEYS = ("cache", "timer", "timing", "clock", "clocks", "conditions", "api", "engine",
-                  "backend", "flushed", "layout", "cudnn_benchmark")  # fmt: skip
+CONDITION_KEYS = ("cache", "timer", "mode", "api", "engine", "backend", "flushed", "layout",
+                  "cudnn_benchmark", "pattern", "phase", "cycle_source", "fp8_format",
+                  "use_fast_accum", "clock", "conditions")  # fmt: skip
+
+# how a GPU point is timed (gpumodel/validate/timing.py); the numpy backend times on the host
+TIMING = {
+    "gpu": "each point is the median of CUDA-event intervals taken back to back behind a "
+    "busy-wait kernel (so launch and Python overhead stay out), after untimed warm-up calls; "
+    "a batch whose (p90 - p10) / median spread is high is retaken and the steadiest kept "
+    "(gpumodel/validate/timing.py)",
+    "numpy": "each point is the median of host wall-clock timings (time.perf_counter) of the "
+    "NumPy kernel on the CPU (the CI backend)",
+}
 
 
 def validate_data(cal: Calibration) -> dict[str, Any]:
@@ -59,6 +70,8 @@ def validate_data(cal: Calibration) -> dict[str, Any]:
         "failures": failures({k: v for k, v in cal.errors.items() if k in GROUPS}),
         "families": families,
         "conditions": _conditions(cal.measurements),
+        "timing": _timing(cal.measurements),
+        "timing_method": TIMING["numpy" if cal.backend == "numpy" else "gpu"],
         "unavailable": list(cal.unavailable),
         "not_used": sorted(set(skipped)),
         "parameters": cal.parameters.model_dump(mode="json", exclude_defaults=True),
@@ -78,6 +91,24 @@ def _conditions(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, 
                 counts = fam.setdefault(key, {})
                 counts[text] = counts.get(text, 0) + 1
     return {k: v for k, v in out.items() if v}
+
+
+def _timing(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """family -> measurements, median repeats per point, median and largest spread (%)."""
+    import numpy as np
+
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by.setdefault(str(r.get("family")), []).append(r)
+    out = {}
+    for fam, rs in sorted(by.items()):
+        reps = [float(r["repeats"]) for r in rs if isinstance(r.get("repeats"), int | float)]
+        spread = [float(r["spread"]) for r in rs if isinstance(r.get("spread"), int | float)]
+        out[fam] = {"measurements": len(rs),
+                    "repeats_median": float(np.median(reps)) if reps else None,
+                    "spread_median_pct": 100 * float(np.median(spread)) if spread else None,
+                    "spread_max_pct": 100 * max(spread) if spread else None}  # fmt: skip
+    return out
 
 
 def validate_page(data: dict[str, Any]) -> str:
@@ -171,17 +202,27 @@ def _strip(data: dict[str, Any]) -> str:
 
 
 def _conditions_table(data: dict[str, Any]) -> str:
+    body = f'<p class="small">Timing: {escape(data["timing_method"])}.</p>'
     rows = []
-    for family, keys in sorted(data["conditions"].items()):
+    for family, t in data["timing"].items():
+        keys = data["conditions"].get(family, {})
         text = "; ".join(f"{k}: " + ", ".join(f"{v} ×{n}" for v, n in sorted(vals.items()))
                          for k, vals in keys.items())  # fmt: skip
-        rows.append(f"<tr>{h.cell(family)}{h.cell(text)}</tr>")
-    body = h.table(["family", "conditions and timing (count of measurements)"], rows) if rows \
-        else '<p class="muted">the measurements record no conditions</p>'  # fmt: skip
+        p = ["timing", family]
+        rows.append(f"<tr>{h.cell(family)}{h.num([*p, 'measurements'], t['measurements'], 'count')}"
+                    f"{h.num([*p, 'repeats_median'], t['repeats_median'], 'count')}"
+                    f"{h.num([*p, 'spread_median_pct'], t['spread_median_pct'], 'pct')}"
+                    f"{h.num([*p, 'spread_max_pct'], t['spread_max_pct'], 'pct')}"
+                    f"{h.cell(text or '-')}</tr>")  # fmt: skip
+    head = ["family", "measurements", "repeats per point (median)", "spread (median)",
+            "spread (largest)", "conditions and timing (count of measurements)"]  # fmt: skip
+    body += h.table(head, rows)
+    body += ('<p class="muted small">spread = (p90 - p10) / median of one point\'s repeats; '
+             "all measurements, fitted and held out.</p>")  # fmt: skip
     if data["unavailable"]:
         items = "".join(f"<li>{escape(str(u.get('family')))}: {escape(str(u.get('what')))}: "
                         f"{escape(str(u.get('reason')))}</li>" for u in data["unavailable"])  # fmt: skip
-        body += f'<h3>Not measured</h3><ul class="small">{items}</ul>'
+        body += f"<h3>Not measured</h3><ul class=\"small\">{items}</ul>"
     return body
 
 
