@@ -65,3 +65,15 @@ def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, args, message):
     assert code == 2
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "x.html").exists()
+
+
+def test_library_validate_page_reads_the_measurements_of_a_loaded_calibration(tmp_path):
+    import gpumodel as gm
+
+    cal = gm.load_calibration("h100")  # loaded without its measurements
+    html = gm.write_report("validate", cal, tmp_path / "h100.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="gpumodel-data">(.*?)</script>', html, re.S).group(1))
+    for fam in data["families"]:  # the held-out points behind each error figure
+        assert len(fam["points"]) == cal.errors[fam["name"]].n > 0
+    with pytest.raises(gm.CalibrationError, match="no measurements"):
+        gm.write_report("validate", cal.model_copy(update={"origin": None}), tmp_path / "x.html")

@@ -113,7 +113,8 @@ def _train_search(page: dict[str, Any]) -> str:
     for w in d.get("warnings") or []:
         summary.append(("warning", escape(w)))
     cols = [("GPUs", "gpus", "count"), ("tp", "tp", "count"), ("pp", "pp", "count"),
-            ("dp", "dp", "count"), ("step", "step_time_s", "s"), ("days", "days", "days"),
+            ("dp", "dp", "count"), ("step", _time_key(opts[0]) if opts else "time_s", "s"),
+            ("days", "days", "days"),
             ("cost", "cost_usd", "usd"), ("GPU-hours", "gpu_hours", "num"), ("MFU", "mfu", "num"),
             ("memory per GPU", "memory_per_gpu_bytes", "bytes")]  # fmt: skip
     rows = []
@@ -279,7 +280,8 @@ def _train(page: dict[str, Any]) -> str:
         summary.append(("parallelism", escape(
             f"tp {step.get('tp')} x pp {step.get('pp')} x dp {step.get('dp')}, ZeRO-"
             f"{step.get('zero')}, recompute {step.get('recompute')}")))  # fmt: skip
-        summary.append(("step", h.num(["step", "step_time_s"], step.get("step_time_s"), "s",
+        key = _time_key(step)
+        summary.append(("step", h.num(["step", key], step.get(key), "s",
                                       "span")))  # fmt: skip
     sections = [h.section("Plan", h.kv(summary), "summary")]
     breakdown = step.get("breakdown") or []
@@ -302,8 +304,10 @@ def _train(page: dict[str, Any]) -> str:
         sections.append(h.section("Memory fit", svg.hbars(
             "memory", f"memory per GPU ({'fits' if mem.get('fits') else 'does not fit'})", bars,
             "bytes per GPU", limit=cap, limit_label=f"capacity {h.fmt(cap, 'bytes')}"), "memory"))  # fmt: skip
-    sections.append('<p class="muted small">one GPU count: for counts compared, the frontier and '
-                    "runners-up, give --days or --budget, or a list (--gpus 32,64,128).</p>")
+    sections.append(
+        '<p class="muted small">one GPU count: for counts compared, the frontier and '
+        "runners-up, give --days or --budget, or a list (--gpus 32,64,128).</p>"
+    )
     for key, value in d.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             sections.append(h.section(key.replace("_", " "), _rows_table(key, value), key))
@@ -312,6 +316,12 @@ def _train(page: dict[str, Any]) -> str:
     return h.page(f"gpumodel plan train: {d.get('model')} on {d.get('gpu')}",
                   f"{d.get('gpus')} GPUs, {h.fmt(d.get('days'), 'days')}, "
                   f"{h.fmt(d.get('cost_usd'), 'usd')}", sections, page)  # fmt: skip
+
+
+def _time_key(d: dict[str, Any]) -> str:
+    """The step time's key: ``time_s`` where a result has it (#19 item 8), else the older
+    ``step_time_s``."""
+    return "time_s" if "time_s" in d else "step_time_s"
 
 
 def _rows_table(key: str, rows: list[dict[str, Any]]) -> str:

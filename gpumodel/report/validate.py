@@ -38,6 +38,15 @@ def validate_data(cal: Calibration) -> dict[str, Any]:
     from gpumodel.calibration import CalibrationParams
     from gpumodel.specs import get_gpu
 
+    if not cal.measurements and cal.origin:  # loaded without them: read them from its file
+        from gpumodel.calibration import read_calibration_file
+
+        cal = read_calibration_file(cal.origin, measurements=True)
+    if not cal.measurements:
+        from gpumodel.errors import CalibrationError
+
+        raise CalibrationError(f"{cal.label} carries no measurements to plot; use the file "
+                               "`gpumodel validate` wrote")  # fmt: skip
     gpu = get_gpu(cal.gpu_id)
     points, skipped = points_from_records(cal.measurements)
     _, held = split(points)
@@ -222,7 +231,7 @@ def _conditions_table(data: dict[str, Any]) -> str:
     if data["unavailable"]:
         items = "".join(f"<li>{escape(str(u.get('family')))}: {escape(str(u.get('what')))}: "
                         f"{escape(str(u.get('reason')))}</li>" for u in data["unavailable"])  # fmt: skip
-        body += f"<h3>Not measured</h3><ul class=\"small\">{items}</ul>"
+        body += f'<h3>Not measured</h3><ul class="small">{items}</ul>'
     return body
 
 
