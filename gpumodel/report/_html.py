@@ -29,7 +29,7 @@ section { background: #fff; border: 1px solid var(--line); border-radius: 6px; p
           margin: 16px 0; }
 h2 { font-size: 16px; margin: 0 0 10px; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-th, td { padding: 3px 10px; border-bottom: 1px solid var(--line); text-align: left;
+th, td { padding: 3px 7px; border-bottom: 1px solid var(--line); text-align: left;
          vertical-align: top; }
 th { font-weight: 600; background: #f6f6f6; }
 td.num { text-align: right; white-space: nowrap; }

@@ -208,7 +208,7 @@ def hbars(plot_id: str, title: str, bars: Sequence[Bar], unit_label: str, width:
     """Horizontal bars from zero (linear scale), one data point each; ``limit`` draws a line."""
     height = 34 + (bar_h + 6) * len(bars) + 26
     vmax = max([b.value for b in bars] + [limit or 0.0] + [1e-30]) * 1.08
-    plot_w = width - label_w - 90
+    plot_w = width - label_w - 150
     out = [_open(plot_id, width, height, len(bars), title), _text(10, 16, title, 11,
                                                                   font_weight="600")]  # fmt: skip
     for i, b in enumerate(bars):
