@@ -264,3 +264,38 @@ def test_batch_csv_file_streams_and_empty_file(tmp_path, capsys):
     assert code == 0 and "0 ops" in out
     code, _, err = run(capsys, "batch", str(f), "--json", "--csv")
     assert code == 2 and "not both" in err
+
+
+# --- the sweep's speed-up is exact -------------------------------------------------------------
+
+
+def _greedy(tile_work, groups, slots):
+    """The list-scheduling simulation, written out: blocks in launch order to the first free
+    slot."""
+    import heapq
+
+    finish = [0.0] * min(slots, len(tile_work) * groups)
+    for _ in range(groups):
+        for w in tile_work:
+            heapq.heapreplace(finish, finish[0] + w)
+    return sum(tile_work) * groups / (max(finish) * slots)
+
+
+@pytest.mark.parametrize(("n", "groups", "slots"), [(10, 1, 4), (3, 1, 132), (7, 37, 132),
+                                                     (132, 2, 132), (133, 1, 132)])  # fmt: skip
+def test_equal_blocks_schedule_in_whole_waves(n, groups, slots):
+    """Equal blocks: efficiency = blocks / (waves x slots), by hand; equal to the greedy
+    simulation (which the shortcut replaces) and to unequal blocks' path where they differ."""
+    from gpumodel.model.scheduling import schedule_efficiency
+
+    blocks = n * groups
+    waves = -(-blocks // slots)
+    assert schedule_efficiency([0.7] * n, groups, slots) == pytest.approx(
+        blocks / (waves * slots), rel=1e-12
+    )
+    assert schedule_efficiency([0.7] * n, groups, slots) == pytest.approx(
+        _greedy([0.7] * n, groups, slots), rel=1e-12
+    )
+    assert schedule_efficiency([1.0, 0.5] * n, groups, slots) == pytest.approx(
+        _greedy([1.0, 0.5] * n, groups, slots), rel=1e-12
+    )
