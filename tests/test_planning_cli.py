@@ -251,6 +251,28 @@ def test_batch_writes_rows_before_it_reads_the_rest(tmp_path, capsys, monkeypatc
     assert ":11:" in err and len(out.splitlines()) == 1 + 8  # header + two chunks of 4
 
 
+def test_batch_bad_files_are_one_line_errors(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(batch_cli, "MAX_LINE_CHARS", 100)
+    cases = {
+        "long.jsonl": ('{"op": "relu", "n": 1}\n' + "x" * 101 + "\n", ":2: line longer than 100"),
+        "bin.jsonl": (b"\xff\xfe\x00op", "not UTF-8 text"),
+        "list.jsonl": ("[1, 2]\n", ":1: expected a mapping"),
+        "wide.csv": ("op,m,n,k\ngemm,1,2,3,4\n", ":2: more cells than the header"),
+        "dir.jsonl": (None, "cannot read"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        if content is None:
+            path.mkdir()
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        code, _, err = run(capsys, "batch", str(path), "--csv", "--calibration", "none")
+        assert code == 2 and err.startswith("error: ") and message in err, (name, err)
+        assert err.count("\n") == 1
+
+
 def test_batch_csv_file_streams_and_empty_file(tmp_path, capsys):
     f = tmp_path / "ops.csv"
     f.write_text("op,m,n,k\ngemm,1,4096,4096\ngemm,4096,4096,4096\n")

@@ -22,6 +22,7 @@ import gpumodel as gm
 from gpumodel.cli._app import app, fail
 
 CHUNK = 8192
+MAX_LINE_CHARS = 1_000_000
 KEYS = ("op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity")
 
 
@@ -79,9 +80,14 @@ def _iter_rows(path: str) -> Iterator[dict[str, Any]]:
 
 
 def _lines(path: Path) -> Iterator[str]:
+    """The file's lines; one longer than ``MAX_LINE_CHARS`` (no row is: /dev/zero, a binary
+    blob) stops with an error instead of filling memory."""
     try:
         with path.open(encoding="utf-8", newline="") as f:
-            yield from f
+            for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_CHARS + 1), ""), 1):
+                if len(line) > MAX_LINE_CHARS:
+                    fail(f"{path}:{number}: line longer than {MAX_LINE_CHARS:,} characters")
+                yield line
     except OSError as exc:
         fail(f"{path}: cannot read ({exc.strerror})")
     except UnicodeDecodeError:
