@@ -117,11 +117,16 @@ def _train_search(page: dict[str, Any]) -> str:
             ("days", "days", "days"),
             ("cost", "cost_usd", "usd"), ("GPU-hours", "gpu_hours", "num"), ("MFU", "mfu", "num"),
             ("memory per GPU", "memory_per_gpu_bytes", "bytes")]  # fmt: skip
+    has_target = d.get("days_target") is not None or d.get("budget_usd") is not None
+
+    def meets(o: dict[str, Any]) -> str:
+        return ("yes" if o.get("meets") else "no") if has_target else "-"
+
     rows = []
     for i, o in enumerate(opts):
         cells = "".join(h.num(["options", i, key], o.get(key), unit) for _, key, unit in cols)
         rows.append(f'<tr class="{"best" if roles[i] == "chosen" else ""}">{h.cell(roles[i])}'
-                    f"{cells}{h.cell('yes' if o.get('meets') else 'no')}</tr>")  # fmt: skip
+                    f"{cells}{h.cell(meets(o))}</tr>")  # fmt: skip
     table = h.table(["role", *[c[0] for c in cols], "meets target"], rows)
     table += ('<p class="muted small">each GPU count\'s fastest layout that fits memory; '
               "frontier: no other count is both faster and cheaper; runner-up: the next "
