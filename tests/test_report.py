@@ -49,6 +49,7 @@ def test_plan_json_round_trip_gives_the_same_page(capsys, tmp_path):
         (["report", "plan", "{junk}", "--out", "{tmp}/x.html"], "is not the output of"),
         (["report", "validate", "l4", "--out", "{tmp}/x.html"], "no calibration found for l4"),
         (["report", "diagnose", "{missing}", "--out", "{tmp}/x.html"], "cannot read"),
+        (["report", "validate", "{tmp}", "--out", "{tmp}/x.html"], "holds no calibration.yaml"),
         (["report", "plan", "{serve}", "--out", "{tmp}"], "is a folder"),
         (["validate", "--host-only", "--html", "{tmp}/x.html"], "--html reports a kernel"),
         (["validate", "--collectives", "--html", "{tmp}/x.html"], "--html reports a kernel"),
@@ -77,3 +78,13 @@ def test_library_validate_page_reads_the_measurements_of_a_loaded_calibration(tm
         assert len(fam["points"]) == cal.errors[fam["name"]].n > 0
     with pytest.raises(gm.CalibrationError, match="no measurements"):
         gm.write_report("validate", cal.model_copy(update={"origin": None}), tmp_path / "x.html")
+
+
+def test_report_validate_takes_a_results_folder(capsys, tmp_path):
+    folder = Path(__file__).resolve().parents[1] / "validation" / "results" / "h200-sxm"
+    assert main(["report", "validate", str(folder), "--out", str(tmp_path / "a.html")]) == 0
+    assert main(["report", "validate", str(folder / "calibration.yaml"), "--out",
+                 str(tmp_path / "b.html")]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
+    assert "NVIDIA H200" in (tmp_path / "a.html").read_text(encoding="utf-8")

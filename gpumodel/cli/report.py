@@ -48,7 +48,12 @@ def report_validate(
     from gpumodel.specs import get_gpu
 
     path = Path(calibration)
-    if not (path.suffix in (".yaml", ".yml") or path.exists()):
+    if path.is_dir():  # a report folder (validate --report, validation/results/<gpu>/)
+        found = [p for p in (path / "calibration.yaml", path / "calibration.yml") if p.is_file()]
+        if not found:
+            fail(f"{path} holds no calibration.yaml; give the file `gpumodel validate` wrote")
+        path = found[0]
+    elif not (path.suffix in (".yaml", ".yml") or path.exists()):
         found = default_calibration(get_gpu(calibration))
         if found is None or not found.origin:
             fail(f"no calibration found for {calibration}; run `gpumodel validate` there")

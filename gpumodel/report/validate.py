@@ -73,6 +73,7 @@ def validate_data(cal: Calibration) -> dict[str, Any]:
         "created": cal.created.isoformat(),
         "backend": cal.backend,
         "transferred_from": cal.transferred_from,
+        "system": cal.system.model_dump(mode="json") if cal.system else None,
         "environment": dict(env),
         "measurements": len(cal.measurements),
         "errors": {k: v.model_dump() for k, v in cal.errors.items()},
@@ -131,6 +132,13 @@ def validate_page(data: dict[str, Any]) -> str:
             ("measured", escape(data["created"])), ("backend", escape(data["backend"])),
             ("versions", escape(versions or "-")),
             ("measurements", escape(str(data["measurements"])))]  # fmt: skip
+    if data.get("system"):
+        system = data["system"]
+        prov.append(("system", escape(f"{system['gpus']} x {system['interconnect']}")))
+    if env.get("fitted_from_measurements"):
+        prov.append(
+            ("fitted from", escape(f"saved measurements {env['fitted_from_measurements']}"))
+        )
     if data.get("transferred_from"):
         prov.append(("transferred from", escape(data["transferred_from"])))
     if env.get("sm_clock_max_mhz"):
