@@ -53,7 +53,7 @@ Seconds = Annotated[float, _quantity("seconds")]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
 
 
 class SMLimits(_Frozen):

@@ -62,7 +62,7 @@ TP_SIZES = (1, 2, 4, 8)
 class ServingOption(BaseModel):
     """One GPU type's way to serve the load."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     gpu: str
     feasible: bool
     reason: str = ""
@@ -87,7 +87,7 @@ class ServingOption(BaseModel):
 
 
 class ServingPlan(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     prompt: int
     output: int

@@ -94,7 +94,7 @@ class KernelWork:
 class Op(BaseModel):
     """Base of all ops. Subclasses set ``op_name`` and implement ``kernels(gpu)``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     op_name: ClassVar[str] = "op"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
