@@ -9,6 +9,8 @@ Heavy packages (sympy, matplotlib, cupy, torch) are imported only by the functio
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from gpumodel.errors import (
@@ -46,7 +48,10 @@ _LAZY = {
          "get_model", "list_models", "max_batch", "max_context", "plan_serving", "plan_training",
          "predict_inference", "predict_training_step"], "gpumodel.llm"),
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
+    **dict.fromkeys(["SweepResult", "sweep_inference", "sweep_training"], "gpumodel.llm.sweep"),
+    **dict.fromkeys(["Price", "parse_prices", "price_for"], "gpumodel.prices"),
     "explain_symbolic": "gpumodel.symbolic",
+    "calibrate_from_trace": "gpumodel.tracecal",
 }  # fmt: skip
 _SUBMODULES = ("ops", "llm")
 
@@ -70,6 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         predict_inference,
         predict_training_step,
     )  # fmt: skip
+    from gpumodel.llm.sweep import SweepResult, sweep_inference, sweep_training
     from gpumodel.model.amdahl import (
         AmdahlResult,
         DPScaling,
@@ -83,9 +89,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
     from gpumodel.predict import predict
     from gpumodel.prediction import KernelPrediction, Prediction, Term
+    from gpumodel.prices import Price, parse_prices, price_for
     from gpumodel.specs import GPUSpec, get_gpu, list_gpus, load_spec_file
     from gpumodel.symbolic import explain_symbolic
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
+    from gpumodel.tracecal import calibrate_from_trace
     from gpumodel.units import format_quantity, format_time, parse_quantity
     from gpumodel.vectorised import sweep
 
@@ -104,6 +112,22 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``gpumodel.predict`` and ``gpumodel.diagnose`` are functions named like the modules that
+    define them. Importing such a module binds the module on the package (the import system's
+    ``setattr(parent, child, module)``); here that binding keeps the function instead, as the
+    eager ``from gpumodel.predict import predict`` did."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+_SHADOWED = frozenset(n for n, module in _LAZY.items() if module == f"gpumodel.{n}")
+sys.modules[__name__].__class__ = _Package
 
 
 __version__ = "0.1.0"
@@ -126,8 +150,10 @@ __all__ = [
     "ModelSpec",
     "Occupancy",
     "Prediction",
+    "Price",
     "ServingPlan",
     "SpecError",
+    "SweepResult",
     "SystemSpec",
     "Term",
     "TraceFormatError",
@@ -140,6 +166,7 @@ __all__ = [
     "__version__",
     "amdahl",
     "amdahl_from_times",
+    "calibrate_from_trace",
     "concurrency",
     "data_parallel_step",
     "diagnose",
@@ -163,13 +190,17 @@ __all__ = [
     "occupancy",
     "occupancy_table",
     "ops",
+    "parse_prices",
     "parse_quantity",
     "plan_serving",
     "plan_training",
     "predict",
     "predict_inference",
     "predict_training_step",
+    "price_for",
     "scaling_curve",
     "sweep",
+    "sweep_inference",
+    "sweep_training",
     "waves",
 ]

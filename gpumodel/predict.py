@@ -35,6 +35,7 @@ from gpumodel.model.scheduling import schedule_efficiency
 from gpumodel.ops.base import KernelWork, Op
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.tracefit import family_key
 from gpumodel.units import format_quantity
 
 # GPU-side cost of one kernel when nothing is calibrated: an empty kernel timed with CUDA
@@ -76,8 +77,10 @@ def predict_with_params(
     work = op.kernels(gpu)
     kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
     floor_op = op.monotone_floor(gpu)
+    # the floor compares raw model times; a trace-fitted scale applies to the result once
+    unscaled = params.model_copy(update={"family_time_scale": {}}) if params.family_time_scale else params
     if floor_op is not None:
-        floor = predict_with_params(floor_op, gpu, params, label, l2).time_s
+        floor = predict_with_params(floor_op, gpu, unscaled, label, l2).time_s
         gap = floor - sum(k.time_s for k in kernels)
         if gap > 0:
             i = max(range(len(kernels)), key=lambda j: kernels[j].time_s)
@@ -89,7 +92,25 @@ def predict_with_params(
                 "time_s": kp.time_s + gap,
                 "terms": (*kp.terms, Term(name="family floor", value=gap, note=note)),
             })  # fmt: skip
-    return assemble(op.label(), gpu, label, kernels, work)
+    return assemble(op.label(), gpu, label, trace_scaled(kernels, params, op.family), work)
+
+
+def trace_scaled(
+    kernels: list[KernelPrediction], params: CalibrationParams, family: str
+) -> list[KernelPrediction]:
+    """Apply the family/bound scale fitted from a user's own trace (``calibrate --trace``):
+    measured / predicted time of that family's kernels in the traced runtime."""
+    if not params.family_time_scale or not kernels:
+        return kernels
+    bound = max(kernels, key=lambda k: k.time_s).bound
+    key = family_key(family, bound)
+    scale = params.family_time_scale.get(key, params.family_time_scale.get(family))
+    if scale is None or scale == 1.0:
+        return kernels
+    term = Term(name="trace-fitted family scale", value=scale, unit="x",
+                note=f"{key} kernels ran {scale:.3g}x the model's time in the traced step")  # fmt: skip
+    return [k.model_copy(update={"time_s": k.time_s * scale, "terms": (*k.terms, term)})
+            for k in kernels]  # fmt: skip
 
 
 def assemble(

@@ -9,12 +9,12 @@ from gpumodel.cli._app import app
 # Each module registers its commands on ``app`` when imported. A run imports only the module of
 # the command it names (a full import for help or an unknown name), so `gpumodel predict ...`
 # does not pay for the LLM, diagnose or validate commands: command -> module.
-_MODULES = ("batch", "diagnose", "explain", "llm", "multigpu", "occupancy", "predict",
-            "roofline", "specs", "validate")  # fmt: skip
+_MODULES = ("batch", "calibrate", "diagnose", "explain", "llm", "multigpu", "occupancy", "plan",
+            "predict", "roofline", "specs", "validate")  # fmt: skip
 _COMMANDS = {
-    "batch": "batch", "diagnose": "diagnose", "explain": "explain", "infer": "llm",
-    "memory": "llm", "plan": "llm", "models": "llm", "allreduce": "multigpu",
-    "amdahl": "multigpu", "dp-step": "multigpu", "systems": "multigpu",
+    "batch": "batch", "calibrate": "calibrate", "diagnose": "diagnose", "explain": "explain",
+    "infer": "llm", "memory": "llm", "plan": "llm", "models": "llm", "sweep-llm": "plan",
+    "allreduce": "multigpu", "amdahl": "multigpu", "dp-step": "multigpu", "systems": "multigpu",
     "occupancy": "occupancy", "littles-law": "occupancy", "predict": "predict",
     "roofline": "roofline", "specs": "specs", "validate": "validate",
 }  # fmt: skip
