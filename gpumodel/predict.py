@@ -78,7 +78,9 @@ def predict_with_params(
     kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once
-    unscaled = params.model_copy(update={"family_time_scale": {}}) if params.family_time_scale else params
+    unscaled = (
+        params.model_copy(update={"family_time_scale": {}}) if params.family_time_scale else params
+    )
     if floor_op is not None:
         floor = predict_with_params(floor_op, gpu, unscaled, label, l2).time_s
         gap = floor - sum(k.time_s for k in kernels)

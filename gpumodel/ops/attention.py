@@ -187,7 +187,13 @@ class Attention(Op):
                         bytes_written=q_bytes,
                         working_set_bytes=nbytes,
                         gemm=GemmShape(
-                            rows, self.n_kv_seq, d, blocks, self.dtype, tile_m=FLASH_BLOCK_M
+                            rows,
+                            self.n_kv_seq,
+                            d,
+                            blocks,
+                            self.dtype,
+                            tile_m=FLASH_BLOCK_M,
+                            needs_alignment=False,
                         ),
                         tile_work=TileWork(1),
                         tile_groups=blocks,
@@ -202,7 +208,18 @@ class Attention(Op):
                     bytes=nbytes,
                     bytes_written=q_bytes,  # O
                     working_set_bytes=nbytes,
-                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
+                    # the last query tile of a head runs all 128 rows, filled or not (tile
+                    # quantization in M): without it 129 queries (two tiles, the second of
+                    # one query) were predicted faster than 128 (one full tile)
+                    gemm=GemmShape(
+                        s,
+                        self.n_kv_seq,
+                        d,
+                        b * h,
+                        self.dtype,
+                        tile_m=FLASH_BLOCK_M if s > 1 else None,
+                        needs_alignment=False,
+                    ),
                     tile_work=self.query_tiles() if s > 1 else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,

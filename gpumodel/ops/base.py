@@ -43,6 +43,9 @@ class GemmShape:
     # attention's query block: M); None where the library picks per shape (cuBLAS)
     tile_n: int | None = None
     tile_m: int | None = None
+    # whether N and K off a 16-byte multiple push the library onto a slower kernel class
+    # (cuBLAS, cuDNN); FlashAttention masks a ragged last key block instead (False)
+    needs_alignment: bool = True
 
 
 @dataclass(frozen=True)
