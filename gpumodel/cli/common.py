@@ -87,7 +87,9 @@ def prediction_table(preds: list[gm.Prediction]):
 def print_predictions(
     preds: list[gm.Prediction], as_json: bool, explain: bool = False, as_csv: bool = False
 ) -> None:
-    from gpumodel.cli._app import console, print_json
+    import sys
+
+    from gpumodel.cli._app import print_json
     from gpumodel.cli.tables import show
 
     if as_json:
@@ -97,7 +99,6 @@ def print_predictions(
     show(prediction_table(preds), as_csv)
     if as_csv:
         return
-    out = console()
     for p in preds:
-        if explain or len(preds) == 1:
-            out.print(p.explain(), highlight=False, markup=False)
+        if explain or len(preds) == 1:  # plain text: no rich console to build (start-up time)
+            sys.stdout.write(p.explain() + "\n")

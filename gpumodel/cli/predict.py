@@ -119,7 +119,7 @@ def register_ops(only: str | None = None) -> None:
 
     names = [only] if only in ops.registered_names() else ops.op_names()
     for name in names:
-        if name in _registered or (name in ops.ELEMENTWISE and name != "copy"):
+        if name in _registered or (name in ops.ELEMENTWISE_NAMES and name != "copy"):
             continue  # elementwise functions: `predict elementwise --op relu --n 1e6`
         _registered.add(name)
         _make_command(name, ops.op_class(name))

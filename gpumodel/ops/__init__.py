@@ -69,12 +69,14 @@ _BUILTIN = {
     "broadcast": "Broadcast", "all_to_all": "AllToAll", "send_recv": "SendRecv",
     "strided_elementwise": "StridedElementwise", "adamw": "AdamW",
 }  # fmt: skip
-# elementwise functions are op names of their own (gpumodel.ops.simple.ELEMENTWISE's keys)
-_ELEMENTWISE_NAMES = ("copy", "add", "mul", "relu", "exp", "silu", "gelu", "gelu_tanh")
+# elementwise functions are op names of their own (gpumodel.ops.simple.ELEMENTWISE's keys,
+# named here so that listing them builds no op class; a test holds the two equal)
+ELEMENTWISE_NAMES = ("copy", "add", "mul", "relu", "exp", "silu", "gelu", "gelu_tanh")
 
 __all__ = [
     "COLLECTIVE_OPS",
     "ELEMENTWISE",
+    "ELEMENTWISE_NAMES",
     "AdamW",
     "AllGather",
     "AllReduce",
@@ -136,7 +138,7 @@ def registered_names() -> set[str]:
 
 
 def op_names() -> list[str]:
-    return sorted(registered_names() | set(_ELEMENTWISE_NAMES))
+    return sorted(registered_names() | set(ELEMENTWISE_NAMES))
 
 
 def op_class(name: str) -> Any:
@@ -156,7 +158,7 @@ def from_row(row: dict[str, Any]) -> Any:
         raise SpecError('each op needs an \'op\' field naming it, e.g. {"op": "gemm", ...}')
     fields = {k: v for k, v in row.items() if k != "op" and v is not None and v != ""}
     name = str(row["op"]).strip().lower()
-    if (name in _ELEMENTWISE_NAMES and name != "copy") or (name == "copy" and "n" in fields):
+    if (name in ELEMENTWISE_NAMES and name != "copy") or (name == "copy" and "n" in fields):
         cls = op_class("elementwise")
         fields["op"] = name
     elif name in registered_names():
