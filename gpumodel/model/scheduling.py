@@ -9,7 +9,7 @@ last, heaviest blocks set the finish time. Efficiency = total work / (makespan x
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 # Beyond this many blocks per slot the greedy schedule balances to within ~1%: skip simulating.
@@ -53,13 +53,14 @@ class TileWork:
         return partial + (self.count - j)
 
 
-def schedule_efficiency(tile_work: TileWork, groups: int, slots: int) -> float:
+def schedule_efficiency(tile_work: TileWork | Sequence[float], groups: int, slots: int) -> float:
     """Busy fraction of ``slots`` running ``groups`` repeats of ``tile_work`` in launch order.
     Simulates at most ``64 x slots`` blocks (a bound set by the GPU, not by the op's size)."""
     if slots <= 0 or not tile_work or groups <= 0:
         raise ValueError("schedule_efficiency needs slots, tiles and groups > 0")
     blocks = len(tile_work) * groups
-    total = tile_work.total() * groups
+    # a TileWork sums in closed form; a plain sequence of block weights is summed
+    total = (tile_work.total() if isinstance(tile_work, TileWork) else sum(tile_work)) * groups
     if blocks >= _BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
     if min(tile_work) == max(tile_work):  # equal blocks: whole waves, no need to simulate
