@@ -407,3 +407,28 @@ def test_batch_rows_equal_predict(kind):
         p = gm.predict(from_row(row), "h100", cal)
         assert _close(result["time_s"], p.time_s), (row, result["time_s"], p.time_s)
         assert result["bound"] == p.bound, row
+
+
+@pytest.mark.parametrize("gpu", ["h100", "a100"])
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_llm_step_never_faster_with_more_batch_or_context(gpu, phase):
+    """An LLM step is a sum of ops, so it inherits their monotonicity: before the norm and
+    flash-attention fixes, a Llama-3-8B decode step on an H100 (CUDA graph) was faster at
+    batch 2 than at 1 (5.625 vs 5.638 ms) and a prefill faster at 129 tokens than at 128."""
+
+    def step(cal, batch, context):
+        return gm.predict_inference("llama-3-8b", gpu, phase=phase, batch=batch,
+                                    seq=context if phase == "prefill" else None,
+                                    context=context, calibration=cal,
+                                    runtime="graph").step_time_s  # fmt: skip
+
+    bad = []
+    for cal in ("none", None):
+        chains = [("batch", [(b, 512) for b in (1, 2, 3, 4, 8, 32, 128)])]
+        chains += [("context", [(b, c) for c in (128, 129, 1000, 1024, 4096)]) for b in (1, 8)]
+        for what, chain in chains:
+            times = [step(cal, b, c) for b, c in chain]
+            for (a, ta), (b, tb) in zip(zip(chain, times), zip(chain[1:], times[1:])):
+                if tb < ta * (1 - REL):
+                    bad.append(f"{cal}: {what} {a} -> {b}: {ta:.6g} -> {tb:.6g} s")
+    assert not bad, "\n".join(bad)
