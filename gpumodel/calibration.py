@@ -39,7 +39,7 @@ FORMAT_VERSION = 1
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class GemmParams(_Frozen):

@@ -67,7 +67,7 @@ def layouts(
 class TrainingOption(BaseModel):
     """The fastest layout that fits for one GPU count."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     gpus: int
     tp: int
     pp: int
@@ -86,7 +86,7 @@ class TrainingOption(BaseModel):
 class TrainingSearch(BaseModel):
     """Options per GPU count, the frontier, and the one that answers the question asked."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     tokens: float

@@ -292,7 +292,7 @@ def _compute(
 class Occupancy(BaseModel):
     """Resident blocks and warps per SM for one launch configuration, and what limits them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     gpu_id: str
     threads_per_block: int
