@@ -165,7 +165,9 @@ def summarize(groups: Sequence[tuple[list[Timed], int]]) -> list[OpTime]:
 
 
 def queue_time(
-    kernel_times: Sequence[float], host_per_kernel_s: float, start_s: float = 0.0
+    kernel_times: Sequence[float],
+    host_per_kernel_s: float | Sequence[float],
+    start_s: float = 0.0,
 ) -> float:
     """Finish time of kernels issued asynchronously by a host that spends ``start_s`` before the
     first launch (per-step work: forward entry, mask, cache bookkeeping) and ``host_per_kernel_s``
@@ -176,8 +178,17 @@ def queue_time(
     the GPU idles while a stretch of short kernels outpaces the host. It lies between the two
     simple bounds, ``max(sum(gpu), n * host)`` (aggregate) and ``sum(max(gpu_i, host))``
     (per kernel), and equals the first when all kernels are alike.
+
+    ``host_per_kernel_s`` may also be one host cost per kernel (eager ops of different kinds).
     """
-    end = 0.0
-    for i, g in enumerate(kernel_times):
-        end = max(end, start_s + (i + 1) * host_per_kernel_s) + g
+    if isinstance(host_per_kernel_s, (int, float)):
+        host = [float(host_per_kernel_s)] * len(kernel_times)
+    else:
+        host = list(host_per_kernel_s)
+        if len(host) != len(kernel_times):
+            raise ValueError("one host cost per kernel expected")
+    end, issued = 0.0, start_s
+    for g, h in zip(kernel_times, host):
+        issued += h
+        end = max(end, issued) + g
     return end

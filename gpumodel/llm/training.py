@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
@@ -47,7 +47,16 @@ from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
-from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
+from gpumodel.hostprofile import HostProfile, host_dict, load_host
+from gpumodel.llm.memory import (
+    POLICY_STATE_BYTES,
+    MemoryBreakdown,
+    Policy,
+    Recompute,
+    infeasible_message,
+    memory,
+)
+from gpumodel.llm.runtimes import host_kind
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -82,7 +91,11 @@ class TrainingStep(BaseModel):
     dtype: str
     recompute: Recompute
     calibration: str
-    step_time_s: float
+    policy: str | None = None
+    host: dict[str, str] | None = None
+    host_warning: str | None = None
+    host_time_s: float = 0.0
+    time_s: float
     forward_s: float
     backward_s: float
     recompute_s: float
@@ -102,12 +115,23 @@ class TrainingStep(BaseModel):
     mfu: float
     memory: MemoryBreakdown
     breakdown: tuple[OpTime, ...]
+    notes: tuple[str, ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def step_time_s(self) -> float:
+        """Alias of ``time_s``."""
+        return self.time_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
     def explain(self) -> str:
         lines = [
             f"{self.model} training step on {self.gpus} x {self.gpu} (tp={self.tp} pp={self.pp} "
             f"dp={self.dp}, ZeRO-{self.zero}, recompute={self.recompute}): "
-            f"{format_time(self.step_time_s)}, MFU {100 * self.mfu:.1f}%",
+            f"{format_time(self.time_s)}, MFU {100 * self.mfu:.1f}%"
+            + (f", policy {self.policy}" if self.policy else ""),
             f"  {self.global_batch} sequences x {self.seq} tokens = {self.tokens_per_step:,} tokens;"
             f" {self.microbatches} micro-batches of {self.micro_batch} per pipeline",
             f"  per micro-batch and stage: forward {format_time(self.forward_s)}, backward "
@@ -121,9 +145,19 @@ class TrainingStep(BaseModel):
             f"optimizer step {format_time(self.optimizer_s)}",
             f"  bounds: compute only {format_time(self.step_time_ideal_s)}, no DP overlap "
             f"{format_time(self.step_time_no_overlap_s)}",
-            f"  memory per GPU: {self.memory.message()}",
+            f"  memory per GPU: {self.memory.message()} (allocated by tensors "
+            f"{format_quantity(self.memory.allocated_bytes, 'B')})",
             f"  calibration: {self.calibration}",
         ]
+        if self.host is not None:
+            gpu_mb = self.forward_s + self.backward_s + self.recompute_s
+            bound = "HOST-BOUND: " if self.host_time_s > gpu_mb else ""
+            lines.append(f"  {bound}host ({self.host['name']}) issues a micro-batch's eager "
+                         f"kernels in {format_time(self.host_time_s)}; GPU "
+                         f"{format_time(gpu_mb)}")  # fmt: skip
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.host_warning:
+            lines.append(f"  warning: {self.host_warning}")
         return "\n".join(lines)
 
 
@@ -207,6 +241,22 @@ def cross_entropy(
     return LayerOp("cross_entropy", fwd), (LayerOp("cross_entropy.bwd", bwd), 1.0)
 
 
+def autocast_casts(spec: ModelSpec, tokens: int, tp: int) -> list[LayerOp]:
+    """``torch.autocast(bfloat16)`` around an fp32 model, per layer: each matmul weight cast to
+    bf16 once per forward (fp32 read, bf16 written: 6 B per parameter, then cached), each
+    linear's input cast on every call (5 linears of a Llama layer, 2 of GPT-2's fused ones).
+    Their backward (``_backward``: 2x) stands for the casts of the bf16 weight gradients back
+    to fp32 and of the input gradients."""
+    per_layer = spec.layer_params() / tp
+    linears = 2 if spec.ffn_kind == "gelu_mlp" else 5
+    weights = 4 if spec.ffn_kind == "gelu_mlp" else 7  # matmul weights per layer
+    w = passes("autocast weight casts", max(1, int(per_layer)), "fp32",
+               *[(f"weight cast {i}", 1 / weights, 6, 0) for i in range(weights)])  # fmt: skip
+    x = passes("autocast input casts", tokens * spec.hidden, "fp32",
+               *[(f"input cast {i}", 1, 6, 0) for i in range(linears)])  # fmt: skip
+    return [LayerOp("autocast_weight_casts", w), LayerOp("autocast_input_casts", x)]
+
+
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
     """Backward ops of a forward op, each with a time multiplier."""
     op = entry.op
@@ -250,8 +300,16 @@ def predict_training_step(
     calibration: Any = None,
     fusion: Fusion = "fused",
     attention: AttentionImpl = "flash",
+    policy: Policy | None = None,
+    host: HostProfile | str | None = None,
+    fragmentation: float | None = None,
 ) -> TrainingStep:
     """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens).
+    ``policy``: ``"amp"`` (fp32 weights + bf16 autocast), ``"bf16"`` (all bf16) or ``"mixed"``
+    (Megatron: bf16 weights, fp32 master + moments); None: the ZeRO accounting of ``dtype``
+    weights with 12 B of fp32 optimizer state (as ``"mixed"`` for bf16). ``host``: the host
+    profile whose eager costs bound an unfused (HF) step. ``fragmentation``: the allocator's
+    reserved / allocated ratio for the peak memory.
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
     PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
@@ -272,8 +330,12 @@ def predict_training_step(
             f"global batch {global_batch} is not a multiple of dp x micro_batch = {per_step}"
         )
     m = global_batch // per_step
+    if policy is not None and policy not in POLICY_STATE_BYTES:
+        raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
+    act_model = "hf-eager" if fusion == "unfused" and policy is not None else "megatron"
     mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
-                 dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
+                 dp=dp, zero=zero, recompute=recompute, microbatches=m, policy=policy,
+                 activation_model=act_model, fragmentation=fragmentation)  # fmt: skip
 
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
                     attention=attention, kv_cache="none", logits="all")  # fmt: skip
@@ -283,10 +345,13 @@ def predict_training_step(
     loss, loss_backward = cross_entropy(tokens, vocab_tp, dtype, fusion, g)
     timer = Timer(g, calibration)
     layers = spec.layers // pp
-    layer_f = timer.time_all(ops.layer)
+    layer_entries = list(ops.layer)
+    if policy == "amp":
+        layer_entries = autocast_casts(spec, tokens, tp) + layer_entries
+    layer_f = timer.time_all(layer_entries)
     head_f = timer.time_all([*ops.post, loss])
     pre_f = timer.time_all(ops.pre)
-    layer_b_entries = [b for e in ops.layer for b in _backward(e)]
+    layer_b_entries = [b for e in layer_entries for b in _backward(e)]
     head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
     layer_b = timer.time_all([e for e, _ in layer_b_entries])
     head_b = timer.time_all([e for e, _ in head_b_entries])
@@ -316,6 +381,16 @@ def predict_training_step(
         link = placed(SendRecv, act_bytes, 2, dtype, inner=tp * pp)
         p2p = 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
     t_mb = fwd + bwd + rec + p2p
+    hp = load_host(host) if fusion == "unfused" else None
+    host_mb = 0.0
+    if hp is not None:  # eager: every forward and backward kernel is issued by the host
+        for timed, reps in ((pre_f, 1), (layer_f, layers), (head_f, 1),
+                            (layer_b, layers), (head_b, 1)):  # fmt: skip
+            for t in timed:
+                for k in t.kernels:
+                    host_mb += reps * t.entry.count * k.launches * hp.cost_s(
+                        host_kind(t.entry.kind, k.name))
+        t_mb = max(t_mb, host_mb + p2p)
     compute_chain = (m + pp - 1) * t_mb
     bubble = (pp - 1) * t_mb
 
@@ -328,8 +403,14 @@ def predict_training_step(
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
     exposed = max(0.0, dp_comm - bwd)
     shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
-    opt_op = LayerOp("optimizer_step", AdamW(params=math.ceil(shard), master_copy=True))
+    if policy == "bf16":  # bf16 weight, grad and moments: 14 B per parameter, half of fp32's 28
+        opt = AdamW(params=math.ceil(shard / 2))
+    else:  # fp32 states (amp: the weights are the master copy; mixed: + the bf16 copy)
+        opt = AdamW(params=math.ceil(shard), master_copy=policy != "amp")
+    opt_op = LayerOp("optimizer_step", opt)
     optimizer = sum(k.time_s for k in timer.kernels(opt_op))
+    if hp is not None:
+        optimizer = max(optimizer, hp.cost_s("optimizer_step"))
     step = compute_chain + exposed + optimizer
 
     breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])
@@ -342,7 +423,9 @@ def predict_training_step(
     return TrainingStep(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
         micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
-        dtype=dtype, recompute=recompute, calibration=timer.label, step_time_s=step,
+        dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
+        host=host_dict(hp) if hp else None, host_warning=hp.mismatch() if hp else None,
+        host_time_s=host_mb,
         forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
         dp_comm_exposed_s=exposed, step_time_no_overlap_s=compute_chain + dp_comm + optimizer,
@@ -380,6 +463,9 @@ def plan_training(
     calibration: Any = None,
     fusion: Fusion = "fused",
     attention: AttentionImpl = "flash",
+    policy: Policy | None = None,
+    host: HostProfile | str | None = None,
+    fragmentation: float | None = None,
 ) -> TrainingPlan:
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
 
@@ -411,8 +497,10 @@ def plan_training(
             if t in settled:
                 continue
             dp = gpus // (t * p)
+            act_model = "hf-eager" if fusion == "unfused" and policy is not None else "megatron"
             mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=t,
-                         pp=p, dp=dp, zero=zero, recompute=recompute)  # fmt: skip
+                         pp=p, dp=dp, zero=zero, recompute=recompute, policy=policy,
+                         activation_model=act_model, fragmentation=fragmentation)  # fmt: skip
             if not mem.fits:
                 if smallest is None or mem.total_bytes < smallest.total_bytes:
                     smallest = mem
@@ -421,7 +509,8 @@ def plan_training(
                                       micro_batch=micro_batch, global_batch=global_batch,
                                       seq=seq, dtype=dtype, recompute=recompute,
                                       calibration=calibration, fusion=fusion,
-                                      attention=attention)  # fmt: skip
+                                      attention=attention, policy=policy, host=host,
+                                      fragmentation=fragmentation)  # fmt: skip
             if best is None or s.step_time_s < best.step_time_s:
                 best = s
             if pp is None:

@@ -1,0 +1,107 @@
+"""Runtimes by name: what a framework launches per layer and per step, and what its host costs.
+
+A user knows the runtime they run, not the fusion/cache/GQA flags behind it. Each runtime is a
+documented kernel list (``kernel_list`` prints it for a model) and a host rule:
+
+``hf-eager``  Hugging Face transformers, eager PyTorch, ``DynamicCache`` (``model.generate`` or
+    ``model(...)`` in a loop). Per layer: RMSNorm as 8 aten kernels in fp32 (to fp32, pow, mean,
+    + eps, rsqrt, mul, to bf16, * weight); q, k, v GEMMs; RoPE as 5 kernels on q and 5 on k;
+    ``torch.cat`` of the whole K and of the whole V cache (DynamicLayer.update: reads and writes
+    the full cache every step); ``repeat_kv`` materialising K/V expanded to every query head
+    (expand + reshape: a strided copy each); the bool mask turned into an additive bias; SDPA;
+    o GEMM; residual add; RMSNorm (8); gate GEMM, SiLU, up GEMM, mul, down GEMM; residual add.
+    Per step: embedding, the cos/sin tables (11 kernels), the mask (7), final RMSNorm (8), LM
+    head. Host: every kernel costs the host profile's eager cost of its op kind (matmul, sdpa,
+    cat, copy, reduction, elementwise, ...) plus the views around it, or, when the profile
+    measured it, one HF decoder layer's host time per layer; the GPU waits on the host when
+    the host is slower (``queue_time``).
+``hf-static-compiled``  HF + ``StaticCache`` + ``torch.compile(mode="reduce-overhead")`` (what
+    HF documents for fast generation). Inductor keeps the three q/k/v and the gate/up GEMMs and
+    fuses each pointwise chain into one kernel: residual add + RMSNorm, RoPE (q and k), the
+    StaticLayer ``index_copy_`` of K and of V, ``repeat_kv``'s two copies (a mask is always
+    built with a StaticCache), mask bias, SDPA, SiLU*mul. Per step: the cos/sin tables (2),
+    the mask (1), final add + RMSNorm, LM head. One CUDA graph per step: host = the compiled
+    call's launch (guards + graph replay), then the GPU runs the graph.
+``fused-graph``  A serving engine (vLLM, TensorRT-LLM style): fused QKV GEMM, one kernel per
+    norm, RoPE, cache write and SiLU*mul, flash attention on K/V at ``kv_heads``, paged or
+    static KV, all in one CUDA graph: host = one graph replay.
+
+In every runtime the kernels of a step run back to back: each non-GEMM kernel pays the host
+profile's in-graph per-kernel GPU time (``graph_replay_per_kernel_s``) instead of the
+isolated-kernel floor of the calibration (``gpumodel.llm._timing.in_stream``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpumodel.errors import SpecError
+from gpumodel.llm.layers import GQA, Fusion, KVCache
+
+RuntimeName = Literal["hf-eager", "hf-static-compiled", "fused-graph"]
+RUNTIME_NAMES: tuple[str, ...] = ("hf-eager", "hf-static-compiled", "fused-graph")
+# One default across `infer`, `plan serve` and the library: what a served model runs on.
+DEFAULT_RUNTIME: RuntimeName = "fused-graph"
+# The names before runtimes had names (kept so existing calls work).
+LEGACY_RUNTIMES = {"eager": "hf-eager", "graph": "fused-graph"}
+
+# Views (no kernel, host time only) one HF Llama decoder layer makes in eager mode
+# (modeling_llama.py, transformers 5.x): q/k/v .view + .transpose (6), rotate_half's two slices
+# on q and on k (4), cos/sin .unsqueeze (2), repeat_kv's expand of K and V (2), the attention
+# output .transpose + .reshape (2).
+HF_VIEWS_PER_LAYER = 16
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A runtime's kernel choices and host rule."""
+
+    name: str
+    fusion: Fusion
+    kv_cache: KVCache
+    gqa: GQA
+    host: Literal["eager", "compiled-graph", "graph"]
+    summary: str
+
+
+RUNTIMES: dict[str, Runtime] = {
+    "hf-eager": Runtime("hf-eager", "unfused", "concat", "repeat", "eager",
+                        "HF transformers, eager PyTorch, DynamicCache (cat), repeat_kv"),
+    "hf-static-compiled": Runtime(
+        "hf-static-compiled", "compiled", "static", "repeat", "compiled-graph",
+        "HF + StaticCache + torch.compile(mode='reduce-overhead'): one CUDA graph per step"),
+    "fused-graph": Runtime("fused-graph", "fused", "static", "native", "graph",
+                           "vLLM/TensorRT-LLM style: fused kernels, static/paged KV, one graph"),
+}  # fmt: skip
+
+
+def get_runtime(name: str | None) -> Runtime:
+    """The runtime called ``name`` (``None``: the default; "eager"/"graph": the old names)."""
+    key = DEFAULT_RUNTIME if name is None else LEGACY_RUNTIMES.get(name, name)
+    if key not in RUNTIMES:
+        raise SpecError(f"runtime must be one of {', '.join(RUNTIME_NAMES)}, got '{name}'")
+    return RUNTIMES[key]
+
+
+def host_kind(layer_kind: str, kernel_name: str) -> str:
+    """The host profile's op kind (a key of ``eager_op_s``) of one eager kernel."""
+    if layer_kind == "gemm":
+        return "matmul"
+    if layer_kind == "attention":
+        return "sdpa"
+    if layer_kind == "embedding":
+        return "index"
+    step = kernel_name.lower().rsplit(": ", 1)[-1]  # the pass ("mul cos"), or the whole name
+    words = step.replace("(", " ").replace(")", " ").split()
+    if "cat" in words:
+        return "cat"
+    if any(w.startswith("index") for w in words) or "gather" in words:
+        return "index"
+    if step.startswith(("to ", "logits.float", "grad.to", "expand copy", "copy")):
+        return "copy"
+    if any(w in words for w in ("mean", "softmax", "topk", "sum", "log_softmax")):
+        return "reduction"
+    if layer_kind == "norm" and ":" not in kernel_name:
+        return "norm"
+    return "elementwise"
