@@ -56,6 +56,9 @@ from gpumodel.errors import SpecError, UnknownModelError
 
 # The profile a prediction assumes when none is given and none was measured locally.
 DEFAULT_HOST = "reference-h100"
+# Used where a profile could not measure a graph figure (see specs/hosts/reference-h100.yaml).
+REFERENCE_GRAPH_REPLAY_S = 20e-6
+REFERENCE_GRAPH_KERNEL_S = 1.21e-6
 LOCAL_HOST = "local"
 
 
@@ -92,14 +95,23 @@ class HostProfile(BaseModel):
     cuda_driver: str | None = None
     gpu: str
     eager_op_s: EagerOpCosts
-    kernel_launch_s: float = Field(gt=0)
+    kernel_launch_s: float | None = Field(None, gt=0)
     hf_decoder_layer_s: float | None = Field(None, gt=0)
     hf_decoder_layer_kernels: int | None = Field(None, ge=1)
-    graph_replay_s: float = Field(ge=0)
-    graph_replay_per_kernel_s: float = Field(ge=0)
-    compiled_step_launch_s: float = Field(ge=0)
+    # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used
+    graph_replay_s: float | None = Field(None, ge=0)
+    graph_replay_per_kernel_s: float | None = Field(None, ge=0)
+    compiled_step_launch_s: float | None = Field(None, ge=0)
     spread: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    notes: str | None = None
+    # provenance that `gpumodel validate --host-only` records beside the figures (named here so
+    # that any other key is still an error)
+    notes: str | dict[str, Any] | None = None
+    hostname: str | None = None
+    cuda_runtime: str | None = None
+    os_kernel: str | None = None
+    device: str | None = None
+    method: dict[str, Any] | None = None
+    shapes: dict[str, Any] | None = None
     origin: str | None = Field(None, exclude=True)  # the file it was read from (not stored)
 
     @field_validator("measured_at")
@@ -110,6 +122,23 @@ class HostProfile(BaseModel):
         except ValueError:
             raise ValueError(f"measured_at must be ISO 8601, got {value!r}") from None
         return value
+
+    @property
+    def replay_s(self) -> float:
+        """Host time to launch a captured graph (``graph_replay_s``, else the reference)."""
+        return REFERENCE_GRAPH_REPLAY_S if self.graph_replay_s is None else self.graph_replay_s
+
+    @property
+    def in_graph_kernel_s(self) -> float:
+        """GPU time per kernel back to back (``graph_replay_per_kernel_s``, else reference)."""
+        v = self.graph_replay_per_kernel_s
+        return REFERENCE_GRAPH_KERNEL_S if v is None else v
+
+    @property
+    def compiled_launch_s(self) -> float:
+        """Host time of a compiled (reduce-overhead) step call (else the graph replay)."""
+        v = self.compiled_step_launch_s
+        return self.replay_s if v is None else v
 
     def label(self) -> str:
         """'reference-h100 (Intel Xeon ..., 2026-11-22, torch 2.11)'."""

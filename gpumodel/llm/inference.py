@@ -297,7 +297,11 @@ def predict_inference(
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
-    floor = hp.graph_replay_per_kernel_s if stream_floor_s is None else stream_floor_s
+    # in a graph a kernel's launch is replaced by the in-graph per-kernel time; eager kernels
+    # keep the calibration's isolated-kernel floor unless stream_floor_s is given
+    floor: float | None = stream_floor_s
+    if floor is None and rt.host != "eager":
+        floor = hp.in_graph_kernel_s
     timer = Timer(g, calibration, op_times, stream_floor_s=floor)
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
     if unknown:
@@ -345,8 +349,9 @@ def predict_inference(
         notes.append(DATASHEET_NOTE)
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
-    notes.append(f"kernels back to back: non-GEMM kernels cost {floor * 1e6:.3g} us each "
-                 "(in-graph floor) instead of the isolated-kernel floor")  # fmt: skip
+    if floor is not None:
+        notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
+                     "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
     eager = rt.host == "eager"
     if eager:
         if host_per_kernel_s is not None:
@@ -366,7 +371,7 @@ def predict_inference(
             notes.append(f"host: HF decoder layer measured at {measured_layer * 1e6:.4g} us per "
                          f"layer on {hp.name}")  # fmt: skip
     else:
-        launch = hp.compiled_step_launch_s if rt.host == "compiled-graph" else hp.graph_replay_s
+        launch = hp.compiled_launch_s if rt.host == "compiled-graph" else hp.replay_s
         if graph_launch_s is not None:
             if graph_launch_s < 0:
                 raise SpecError(f"graph_launch_s must be >= 0, got {graph_launch_s}")
