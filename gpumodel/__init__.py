@@ -46,12 +46,14 @@ _LAZY = {
          "get_model", "list_models", "max_batch", "max_context", "plan_serving", "plan_training",
          "predict_inference", "predict_training_step"], "gpumodel.llm"),
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
+    **dict.fromkeys(["HostProfile", "list_hosts", "load_host"], "gpumodel.hostprofile"),
     "explain_symbolic": "gpumodel.symbolic",
 }  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel import llm
     from gpumodel.diagnose import DiagnoseReport, TraceFormatError, diagnose
+    from gpumodel.hostprofile import HostProfile, list_hosts, load_host
     from gpumodel.llm import (
         InferenceResult,
         MemoryBreakdown,
@@ -108,6 +110,7 @@ __all__ = [
     "DiagnoseReport",
     "GPUSpec",
     "GpumodelError",
+    "HostProfile",
     "InfeasibleError",
     "InferenceResult",
     "KernelPrediction",
@@ -140,11 +143,13 @@ __all__ = [
     "get_model",
     "get_system",
     "list_gpus",
+    "list_hosts",
     "list_models",
     "list_systems",
     "littles_law",
     "llm",
     "load_calibration",
+    "load_host",
     "load_spec_file",
     "load_system_file",
     "max_batch",

@@ -8,7 +8,7 @@ import gpumodel as gm
 CONTRACT = {
     "get_gpu", "predict", "ops", "load_calibration", "Prediction", "GPUSpec", "Calibration",
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
-    "UnsupportedError", "sweep", "list_gpus",
+    "UnsupportedError", "sweep", "list_gpus", "HostProfile", "load_host", "list_hosts",
 }  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from gpumodel.llm.memory import (
     model_state_bytes,
 )
 from gpumodel.llm.models import ModelSpec, MoESpec, get_model, list_models, load_model_file
+from gpumodel.llm.runtimes import DEFAULT_RUNTIME, RUNTIME_NAMES, RUNTIMES, Runtime, get_runtime
 from gpumodel.llm.serving import ServingOption, ServingPlan, plan_serving
 from gpumodel.llm.training import (
     TrainingPlan,
@@ -32,6 +33,11 @@ from gpumodel.llm.training import (
 )
 
 __all__ = [
+    "DEFAULT_RUNTIME",
+    "RUNTIMES",
+    "RUNTIME_NAMES",
+    "Runtime",
+    "get_runtime",
     "InferenceResult",
     "LayerOp",
     "MemoryBreakdown",

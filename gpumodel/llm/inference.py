@@ -114,6 +114,7 @@ class InferenceResult(BaseModel):
     host_per_kernel_s: float
     host_per_step_s: float = 0.0
     host_by_kind_s: dict[str, float] = {}
+    kernels_by_kind: dict[str, int] = {}
     stream_floor_s: float | None = None
     tokens_per_s: float
     time_to_first_token_s: float | None
@@ -308,8 +309,10 @@ def predict_inference(
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
     pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
     breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
-    def issue(timed: list, per_layer_host: float | None = None,
-              views: int = 0) -> tuple[list[float], list[float], dict[str, float]]:  # fmt: skip
+    counts: dict[str, int] = {}
+
+    def issue(timed: list, per_layer_host: float | None = None, views: int = 0,
+              reps: int = 1) -> tuple[list[float], list[float], dict[str, float]]:  # fmt: skip
         """GPU time and eager host cost of each kernel of ``timed``, in issue order."""
         times: list[float] = []
         costs: list[float] = []
@@ -317,6 +320,7 @@ def predict_inference(
         for t in timed:
             for k in t.kernels:
                 kind = host_kind(t.entry.kind, k.name)
+                counts[kind] = counts.get(kind, 0) + reps * k.launches * t.entry.count
                 for _ in range(k.launches * t.entry.count):
                     times.append(k.time_s / k.launches)
                     costs.append(hp.cost_s(kind))
@@ -332,7 +336,8 @@ def predict_inference(
 
     measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
     pre_t, pre_h, pre_k = issue(pre)
-    lay_t, lay_h, lay_k = issue(layer, measured_layer, HF_VIEWS_PER_LAYER if fusion == "unfused" else 0)
+    views = HF_VIEWS_PER_LAYER if fusion == "unfused" else 0
+    lay_t, lay_h, lay_k = issue(layer, measured_layer, views, reps=spec.layers)
     post_t, post_h, post_k = issue(post)
     kernel_times = pre_t + lay_t * spec.layers + post_t
     host_costs = pre_h + lay_h * spec.layers + post_h
@@ -402,6 +407,7 @@ def predict_inference(
         host_warning=hp.mismatch(), time_s=step, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
         host_per_step_s=host_per_step_s, host_by_kind_s=by_kind, stream_floor_s=floor,
+        kernels_by_kind=counts,
         tokens_per_s=replicas * tokens / step,
         time_to_first_token_s=step if phase == "prefill" else None,
         time_per_output_token_s=step if phase == "decode" else None,

@@ -86,7 +86,7 @@ def get_runtime(name: str | None) -> Runtime:
 
 def host_kind(layer_kind: str, kernel_name: str) -> str:
     """The host profile's op kind (a key of ``eager_op_s``) of one eager kernel."""
-    if layer_kind == "gemm":
+    if layer_kind == "gemm" or " @ " in kernel_name:  # "inv_freq @ positions": a bmm
         return "matmul"
     if layer_kind == "attention":
         return "sdpa"
@@ -105,3 +105,63 @@ def host_kind(layer_kind: str, kernel_name: str) -> str:
     if layer_kind == "norm" and ":" not in kernel_name:
         return "norm"
     return "elementwise"
+
+
+def trace_kernel_kind(name: str) -> str:
+    """The op kind (``host_kind``'s vocabulary) of a GPU kernel, from its name in a
+    torch.profiler trace (PyTorch, cuBLAS/nvjet, cuDNN and flash kernel names)."""
+    n = name.lower()
+    if "catarray" in n:
+        return "cat"
+    if n.startswith("nvjet") or any(w in n for w in ("gemm", "gemv", "xmma", "cutlass", "cublas",
+                                                      "splitk")):  # fmt: skip
+        return "matmul"
+    if any(w in n for w in ("sdpa", "flash", "fmha", "attention", "cudnn")):
+        return "sdpa"
+    if "multi_tensor_apply" in n or "adam" in n:
+        return "optimizer_step"
+    if "layer_norm" in n or "gammabeta" in n or "rms_norm" in n:
+        return "norm"
+    if "copy" in n:
+        return "copy"
+    if any(w in n for w in ("index", "gather", "scatter", "embedding")):
+        return "index"
+    if any(w in n for w in ("reduce_kernel", "softmax")):
+        return "reduction"
+    return "elementwise"
+
+
+def trace_kernel_counts(path: str) -> list[dict[str, int]]:
+    """Kernels per profiled step of a torch.profiler chrome trace (gzip or plain JSON), by kind:
+    each kernel is charged to the ``ProfilerStep#N`` whose CPU range holds the runtime call
+    that launched it (matched by ``correlation``), so warm-up kernels still running in the
+    first active step are not counted. One dict per step, in step order; key ``"total"`` too."""
+    import bisect
+    import gzip
+    import json
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    steps = sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
+                   if e.get("cat") == "user_annotation"
+                   and str(e.get("name", "")).startswith("ProfilerStep#"))  # fmt: skip
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}  # fmt: skip
+    starts = [s[0] for s in steps]
+    counts: list[dict[str, int]] = [{"total": 0} for _ in steps]
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        ts = launch_ts.get(e.get("args", {}).get("correlation"))
+        if ts is None:
+            continue
+        i = bisect.bisect_right(starts, ts) - 1
+        if i < 0 or ts > steps[i][1]:
+            continue
+        kind = trace_kernel_kind(e["name"])
+        counts[i][kind] = counts[i].get(kind, 0) + 1
+        counts[i]["total"] += 1
+    return counts
