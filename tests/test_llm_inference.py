@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import pytest
 
-from gpumodel.calibration import Calibration, CalibrationParams
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm import get_model, predict_inference
 from gpumodel.llm._timing import queue_time

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 import gpumodel as gm
 from gpumodel import hostprofile
-from gpumodel.cli import app
+from gpumodel.cli import main
 from gpumodel.errors import InfeasibleError, SpecError, UnknownModelError
 from gpumodel.llm import memory, predict_inference, predict_training_step
 from gpumodel.llm.runtimes import (
@@ -85,25 +84,82 @@ def test_host_mismatch_warns_in_one_line(monkeypatch):
     assert h.mismatch() is None  # same CPU (whitespace aside)
 
 
-def test_hf_eager_kernels_by_hand():
-    # per layer (HF Llama eager, DynamicCache, repeat_kv, modeling_llama.py): RMSNorm 8 x 2
-    # (2 casts, mean, 5 pointwise), q/k/v 3, RoPE 5 x 2 (4 pointwise + cat), cat of K and V 2,
-    # repeat_kv 2 copies, mask -> bias 1, SDPA 1, o 1, residual 1, gate/up/down 3, SiLU and
-    # mul 2, residual 1 = 43
+TRACE = Path(__file__).parents[1] / "validation" / "kernel_lists" / "hf-eager-cpu-trace.json"
+
+
+def _layer_kinds_of(r) -> dict[str, int]:
+    """Kernels of one layer by kind (host_kind's vocabulary), from a step's op breakdown."""
+    from gpumodel.llm._timing import Timer
+    from gpumodel.llm.layers import model_ops
+    from gpumodel.llm.runtimes import host_kind
+
+    ops = model_ops(gm.get_model(r.model), r.batch, r.seq, r.context, dtype=r.dtype, tp=r.tp,
+                    attention=r.attention, fusion=r.fusion, kv_cache=r.kv_cache, logits="last",
+                    gqa=r.gqa)  # fmt: skip
+    out: dict[str, int] = {}
+    for t in Timer(gm.get_gpu(r.gpu), "none").time_all(ops.layer):
+        for k in t.kernels:
+            kind = host_kind(t.entry.kind, k.name)
+            out[kind] = out.get(kind, 0) + k.launches * t.entry.count
+    return out
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_hf_eager_kernel_list_matches_the_profiler_trace(phase):
+    # validation/kernel_lists/hf_trace_check.py: torch.profiler (CPU) of a tiny random-weight
+    # HF Llama, kernel-launching aten ops per decoder layer, by kind (transformers 5.24)
+    traced = json.loads(TRACE.read_text())[phase]
+    kw = {"context": 2048} if phase == "decode" else {"seq": 512}
+    r = predict_inference("llama-3-8b", "h100", phase=phase, batch=8, runtime="hf-eager",
+                          calibration="none", **kw)  # fmt: skip
+    assert r.kernels_per_layer == traced["per_layer_total"] == 40
+    assert _layer_kinds_of(r) == traced["per_layer"]
+    # outside the layers: embedding, position ids + cos/sin tables, final norm, LM head; the
+    # trace has one more cast (inv_freq.float() on a model cast with .to(bf16))
+    outside = r.kernels_per_step - 32 * r.kernels_per_layer
+    assert outside == traced["outside_layers_total"] - 1 == 21
+
+
+def test_hf_eager_kernel_list_by_hand():
+    # per layer (modeling_llama.py, no mask: SDPA enable_gqa): RMSNorm 8 x 2 (2 casts, mean,
+    # 5 pointwise), q/k/v 3, RoPE 5 x 2 (4 pointwise + cat), cat of K and V 2, SDPA 1, o 1,
+    # residual 1, gate/up/down 3, SiLU and mul 2, residual 1 = 40
     r = predict_inference("llama-3-8b", "h100", batch=8, context=2048, runtime="hf-eager",
                           calibration="none")  # fmt: skip
-    assert r.kernels_per_layer == 43
-    # per step: embedding 1, cos/sin tables 11, mask 7, final RMSNorm 8, LM head 1
-    assert r.kernels_per_step == 1 + 11 + 7 + 32 * 43 + 8 + 1 == 1404
+    assert r.kernels_per_layer == 40 and r.gqa == "native"
+    # per step: embedding 1, position ids + cos/sin tables 11, final RMSNorm 8, LM head 1
+    assert r.kernels_per_step == 1 + 11 + 32 * 40 + 8 + 1 == 1301
     assert r.kernels_by_kind == {
         "index": 1, "matmul": 32 * 7 + 1 + 1, "sdpa": 32, "cat": 32 * 4 + 1,
-        "copy": 32 * 6 + 2 + 1 + 2 - 2 + 2, "reduction": 32 * 2 + 1,
-        "elementwise": 32 * 23 + (11 - 1 - 1 - 3) + 7 + 5,
+        "copy": 32 * 4 + 3 + 2, "reduction": 32 * 2 + 1, "elementwise": 32 * 22 + 6 + 5,
     }  # fmt: skip
+    # a padding mask (gqa="repeat"): the mask (7 per step), its bias (1 per layer) and
+    # repeat_kv's two copies per layer
+    m = predict_inference("llama-3-8b", "h100", batch=8, context=2048, runtime="hf-eager",
+                          gqa="repeat", calibration="none")  # fmt: skip
+    assert m.kernels_per_layer == 43 and m.kernels_per_step == 1301 + 32 * 3 + 7
+
+
+def test_live_cpu_trace_agrees_with_the_committed_one():
+    pytest.importorskip("torch", reason="the live trace needs torch (pip install torch)")
+    pytest.importorskip("transformers", reason="the live trace needs transformers")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hf_trace_check", TRACE.with_name(
+        "hf_trace_check.py"))  # fmt: skip
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import warnings
+
+    with warnings.catch_warnings():  # transformers' deprecation notices (past_key_values)
+        warnings.simplefilter("ignore")
+        got = mod.per_layer_and_step("decode", 2, 1, 32)
+    assert got["per_layer"] == json.loads(TRACE.read_text())["decode"]["per_layer"]
 
 
 def test_hf_eager_host_is_the_profile_cost_of_each_kernel(tmp_path):
-    h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
+    slow = {k: 4 * v for k, v in DEVS_STYLE["eager_op_s"].items()}  # 4-40 us per op
+    h = hostprofile.HostProfile.model_validate({**DEVS_STYLE, "eager_op_s": slow})
     r = predict_inference("llama-3-8b", "h100", batch=1, context=512, runtime="hf-eager",
                           calibration="none", host=h)  # fmt: skip
     by_hand = sum(n * h.cost_s(k) for k, n in r.kernels_by_kind.items())
@@ -114,16 +170,25 @@ def test_hf_eager_host_is_the_profile_cost_of_each_kernel(tmp_path):
     assert "HOST-BOUND" in text and "host (box)" in text
     # a measured decoder layer replaces the per-op sum of the layers
     layer = hostprofile.HostProfile.model_validate(
-        {**DEVS_STYLE, "hf_decoder_layer_s": 1e-3, "hf_decoder_layer_kernels": 40})
+        {
+            **DEVS_STYLE,
+            "eager_op_s": slow,
+            "hf_decoder_layer_s": 1e-3,
+            "hf_decoder_layer_kernels": 40,
+        }
+    )
     m = predict_inference("llama-3-8b", "h100", batch=1, context=512, runtime="hf-eager",
                           calibration="none", host=layer)  # fmt: skip
-    outside = r.host_time_s - 32 * sum(
-        n * h.cost_s(k) for k, n in _layer_kinds().items()) - 32 * HF_VIEWS_PER_LAYER * h.cost_s("view")
+    outside = (
+        r.host_time_s
+        - 32 * sum(n * h.cost_s(k) for k, n in _layer_kinds().items())
+        - 32 * HF_VIEWS_PER_LAYER * h.cost_s("view")
+    )
     assert m.host_time_s == pytest.approx(outside + 32 * 1e-3)
 
 
 def _layer_kinds() -> dict[str, int]:
-    return {"matmul": 7, "sdpa": 1, "cat": 4, "copy": 6, "reduction": 2, "elementwise": 23}
+    return {"matmul": 7, "sdpa": 1, "cat": 4, "copy": 4, "reduction": 2, "elementwise": 22}
 
 
 def test_graph_runtimes_pay_the_launch_and_the_in_graph_floor():
@@ -141,7 +206,7 @@ def test_graph_runtimes_pay_the_launch_and_the_in_graph_floor():
     assert c.kernels_per_layer == 17 and f.kernels_per_layer == 12
 
 
-def test_runtime_names_and_one_default():
+def test_runtime_names_and_one_default(capsys):
     assert DEFAULT_RUNTIME == "fused-graph"
     assert get_runtime(None).name == get_runtime("graph").name == "fused-graph"
     assert get_runtime("eager").name == "hf-eager"
@@ -152,38 +217,38 @@ def test_runtime_names_and_one_default():
     assert cli_llm.DEFAULT_RUNTIME == DEFAULT_RUNTIME
     assert predict_inference("llama-3-8b", "h100").runtime == DEFAULT_RUNTIME
     assert gm.plan_serving("llama-3-8b", "h100").runtime == DEFAULT_RUNTIME
-    out = CliRunner().invoke(app, ["infer", "--help"], terminal_width=200).output
-    assert "default fused-graph" in out
+    code = main(["infer", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "Default runtime: fused-graph" in out
 
 
-def test_time_s_everywhere_with_step_time_s_alias():
+def test_time_s_everywhere_with_step_time_s_alias(capsys):
     r = predict_inference("llama-3-8b", "h100", batch=4, context=1024)
     assert r.step_time_s == r.time_s and r.to_dict()["step_time_s"] == r.to_dict()["time_s"]
     t = predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024)
     assert t.step_time_s == t.time_s and t.to_dict()["step_time_s"] == t.time_s
-    out = CliRunner().invoke(app, ["infer", "--model", "llama-3-8b", "--json"])
-    data = json.loads(out.stdout)
+    assert main(["infer", "--model", "llama-3-8b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert data["time_s"] == data["step_time_s"] > 0
 
 
 # ---------------------------------------------------------------------------- memory
 
 
-def test_70b_on_one_h100_exits_2_with_one_line():
-    res = CliRunner().invoke(app, ["infer", "--model", "llama-3-70b", "--gpu", "h100",
-                                   "--batch", "1"])  # fmt: skip
-    assert res.exit_code == 2
-    lines = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1
+def test_70b_on_one_h100_exits_2_with_one_line(capsys):
+    code = main(["infer", "--model", "llama-3-70b", "--gpu", "h100", "--batch", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
     # 70.55e9 params x 2 B = 141.1 GB + KV 0.67 GB + 1.5 GB overhead = 143.3 GB
     assert "needs 143.3 GB, has 80.0 GB" in lines[0] and "tp >= 2" in lines[0]
-    with pytest.raises(InfeasibleError, match="needs 143.3 GB"):
+    with pytest.raises(InfeasibleError, match=r"needs 143\.3 GB"):
         predict_inference("llama-3-70b", "h100")
     r = predict_inference("llama-3-70b", "h100", allow_oversubscribe=True)
     assert not r.memory.fits
-    ok = CliRunner().invoke(app, ["infer", "--model", "llama-3-70b", "--gpu", "h100",
-                                  "--allow-oversubscribe"])  # fmt: skip
-    assert ok.exit_code == 0
+    ok = main(["infer", "--model", "llama-3-70b", "--gpu", "h100", "--allow-oversubscribe"])
+    assert ok == 0
 
 
 def test_l40s_fits_llama_3_8b_batch_32_at_4096_in_decode():
@@ -197,34 +262,35 @@ def test_l40s_fits_llama_3_8b_batch_32_at_4096_in_decode():
     assert not p.fits  # the prefill of all 32 x 4096 tokens at once is another question
 
 
-def _cli_json(*args: str) -> dict:
-    res = CliRunner().invoke(app, [*args, "--json"])
-    assert res.exit_code == 0, res.output
-    return json.loads(res.stdout)
+def _cli_json(capsys, *args: str) -> dict:
+    code = main([*args, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
 
 
-def test_every_command_prints_the_same_memory():
+def test_every_command_prints_the_same_memory(capsys):
     ctx, batch = 1280, 64
-    mem = _cli_json("memory", "--model", "llama-3-8b", "--gpu", "h100", "--batch", str(batch),
+    mem = _cli_json(capsys, "memory", "--model", "llama-3-8b", "--gpu", "h100", "--batch", str(batch),
                     "--seq", str(ctx), "--phase", "decode")  # fmt: skip
-    inf = _cli_json("infer", "--model", "llama-3-8b", "--gpu", "h100", "--batch", str(batch),
+    inf = _cli_json(capsys, "infer", "--model", "llama-3-8b", "--gpu", "h100", "--batch", str(batch),
                     "--context", str(ctx))  # fmt: skip
     lib = gm.fits("llama-3-8b", "h100", batch=batch, seq=ctx)
     assert mem["total_bytes"] == inf["memory"]["total_bytes"] == lib.total_bytes
     # plan serve: 1024 + 256 tokens = context 1280; its max batch and its memory at the
     # chosen batch are the memory command's
-    plan = _cli_json("plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--prompt",
+    plan = _cli_json(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--prompt",
                      "1024", "--output", "256")  # fmt: skip
     opt = plan["options"][0]
     assert opt["max_batch"] == mem["max_batch"]
-    at = _cli_json("memory", "--model", "llama-3-8b", "--gpu", "h100", "--batch",
+    at = _cli_json(capsys, "memory", "--model", "llama-3-8b", "--gpu", "h100", "--batch",
                    str(opt["batch"]), "--seq", str(ctx))  # fmt: skip
     assert opt["memory_per_gpu_bytes"] == at["total_bytes"]
     # plan train and memory --train: the same training peak
-    train = _cli_json("plan", "train", "--model", "llama-2-7b", "--tokens", "1e9", "--gpu",
+    train = _cli_json(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1e9", "--gpu",
                       "h100", "--gpus", "8", "--tp", "1", "--pp", "1", "--zero", "3",
                       "--seq", "4096", "--policy", "bf16")  # fmt: skip
-    tm = _cli_json("memory", "--model", "llama-2-7b", "--gpu", "h100", "--train", "--batch", "1",
+    tm = _cli_json(capsys, "memory", "--model", "llama-2-7b", "--gpu", "h100", "--train", "--batch", "1",
                    "--seq", "4096", "--dp", "8", "--zero", "3", "--recompute", "selective",
                    "--policy", "bf16")  # fmt: skip
     assert train["step"]["memory"]["total_bytes"] == pytest.approx(tm["total_bytes"])
@@ -242,20 +308,24 @@ def test_policy_state_bytes_per_parameter():
     # bf16: 2 + 2 + (2 + 2); amp: 4 + 4 + 8 (+ 2 per matmul weight, autocast's cache);
     # mixed: 2 + 2 + 12 (ZeRO section 3.1)
     assert bf16.weights_bytes + bf16.gradients_bytes + bf16.optimizer_bytes == pytest.approx(8 * n)
-    assert mixed.weights_bytes + mixed.gradients_bytes + mixed.optimizer_bytes == pytest.approx(16 * n)
+    assert mixed.weights_bytes + mixed.gradients_bytes + mixed.optimizer_bytes == pytest.approx(
+        16 * n
+    )
     cache = 2 * gm.get_model("gpt2-small").matmul_param_count()
     assert amp.weights_bytes == pytest.approx(4 * n + cache)
-    assert amp.gradients_bytes == pytest.approx(4 * n) and amp.optimizer_bytes == pytest.approx(8 * n)
+    assert amp.gradients_bytes == pytest.approx(4 * n) and amp.optimizer_bytes == pytest.approx(
+        8 * n
+    )
 
 
 def test_hf_eager_activations_by_hand():
     # TinyLlama-1.1B shape, bf16, per token and layer: 2 RMSNorms x (4h fp32 + 2h bf16),
     # q, k, v after RoPE 2(qn + 2 kvn), output 2 qn, lse 4 x heads, SwiGLU 4 x 2f
     from gpumodel.llm.memory import hf_eager_activation_bytes_per_token
-    from gpumodel.llm.models import ModelSpec
 
-    m = ModelSpec(id="tiny-llama-1.1b", name="t", layers=22, hidden=2048, heads=32, kv_heads=4,
-                  ffn_hidden=5632, vocab=32000, max_context=2048)  # fmt: skip
+    m = gm.get_model("tinyllama-1.1b")
+    assert (m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.vocab) == (
+        22, 2048, 32, 4, 5632, 32000)  # fmt: skip
     h, f, q, kv = 2048, 5632, 2048, 256
     bf16 = 2 * (4 * h + 2 * h) + 2 * (q + 2 * kv) + 2 * q + 4 * 32 + 8 * f
     assert hf_eager_activation_bytes_per_token(m, "bf16") == bf16

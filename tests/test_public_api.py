@@ -8,7 +8,9 @@ import gpumodel as gm
 CONTRACT = {
     "get_gpu", "predict", "ops", "load_calibration", "Prediction", "GPUSpec", "Calibration",
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
-    "UnsupportedError", "sweep", "list_gpus", "HostProfile", "load_host", "list_hosts",
+    "UnsupportedError", "sweep", "list_gpus", "calibrate_from_trace",
+    "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
+    "HostProfile", "load_host", "list_hosts",
 }  # fmt: skip
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel.calibration import Calibration, calibration_label, resolve
@@ -192,3 +193,57 @@ def queue_time(
         issued += h
         end = max(end, issued) + g
     return end
+
+
+def queue_time_blocks(
+    pre: Any,
+    layer: Any,
+    layers: int,
+    post: Any,
+    host_per_kernel_s: Any,
+    start_s: Any = 0.0,
+) -> np.ndarray:
+    """``queue_time`` of the kernel sequence ``pre + layer * layers + post`` for many steps at
+    once: each argument is an array whose last axis holds the kernels' GPU times (leading axes:
+    the steps); ``start_s`` broadcasts over the steps; ``host_per_kernel_s`` is one cost per
+    kernel broadcast over the steps, or a tuple of three arrays shaped as ``pre``, ``layer``
+    and ``post`` (each kernel's own host cost: eager ops of different kinds).
+
+    Closed form of the queue's recurrence end_i = max(end_{i-1}, s + H_i) + g_i (H_i: the host
+    time of kernels 0..i): with G the total GPU time and C_j the GPU time before kernel j,
+
+        end = G + max(0, max_j (s + H_j - C_j))
+
+    Inside the repeated layer block the term of kernel jj of layer l is the layer-0 term plus
+    l (H_layer - S) (S: one layer's GPU time): linear in l, so its maximum over the layers is
+    at the first or the last layer. O(kernels of one layer) per step, whatever the depth.
+    ``predict_inference`` and ``sweep_inference`` both time eager steps with it."""
+    pre, layer, post = (np.asarray(a, dtype=float) for a in (pre, layer, post))
+    s = np.asarray(start_s, dtype=float)
+    if isinstance(host_per_kernel_s, tuple):
+        hb = [np.broadcast_to(np.asarray(h, dtype=float), g.shape)
+              for h, g in zip(host_per_kernel_s, (pre, layer, post))]  # fmt: skip
+    else:
+        h = np.asarray(host_per_kernel_s, dtype=float)[..., None]
+        hb = [np.broadcast_to(h, np.broadcast_shapes(h.shape, g.shape)) for g in (pre, layer, post)]
+    n0, k = pre.shape[-1], layer.shape[-1]
+    p0, s_layer = pre.sum(axis=-1), layer.sum(axis=-1)
+    h0, h_layer = hb[0].sum(axis=-1), hb[1].sum(axis=-1)
+    total = p0 + layers * s_layer + post.sum(axis=-1)
+    best = np.zeros(np.broadcast_shapes(total.shape, s.shape, h0.shape))
+
+    def before(g: np.ndarray) -> np.ndarray:  # C_j inside a block: GPU time of earlier kernels
+        return np.cumsum(g, axis=-1) - g
+
+    if n0:
+        best = np.maximum(best, np.max(s[..., None] + np.cumsum(hb[0], axis=-1) - before(pre),
+                                       axis=-1))  # fmt: skip
+    if k and layers:
+        first = (s + h0 - p0)[..., None] + np.cumsum(hb[1], axis=-1) - before(layer)
+        last = first + (layers - 1) * (h_layer - s_layer)[..., None]
+        best = np.maximum(best, np.max(np.maximum(first, last), axis=-1))
+    if post.shape[-1]:
+        c = (p0 + layers * s_layer)[..., None] + before(post)
+        hq = (h0 + layers * h_layer)[..., None] + np.cumsum(hb[2], axis=-1)
+        best = np.maximum(best, np.max(s[..., None] + hq - c, axis=-1))
+    return total + best

@@ -42,19 +42,21 @@ InfeasibleError ("needs N GB, has M GB; fits: batch <= X / tp >= Y") unless
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
-from gpumodel.llm._timing import OpTime, Timer, queue_time, summarize
+from gpumodel.llm._timing import OpTime, Timed, Timer, queue_time_blocks, summarize
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import HF_VIEWS_PER_LAYER, get_runtime, host_kind
+from gpumodel.llm.runtimes import HF_VIEWS_PER_LAYER, Runtime, get_runtime, host_kind
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -82,7 +84,7 @@ DATASHEET_NOTE = (
 )
 
 Phase = Literal["prefill", "decode"]
-Runtime = str  # a runtime name (RUNTIME_NAMES) or an old name ("eager", "graph")
+RuntimeName = str  # a runtime name (RUNTIME_NAMES) or an old name ("eager", "graph")
 
 
 class InferenceResult(BaseModel):
@@ -114,6 +116,7 @@ class InferenceResult(BaseModel):
     host_per_kernel_s: float
     host_per_step_s: float = 0.0
     host_by_kind_s: dict[str, float] = {}
+    host_source: str = ""
     kernels_by_kind: dict[str, int] = {}
     stream_floor_s: float | None = None
     tokens_per_s: float
@@ -147,7 +150,7 @@ class InferenceResult(BaseModel):
             + (f"{format_time(self.host_per_step_s)} per step + " if self.host_per_step_s else "")
             + f"{self.kernels_per_step} kernels, mean {self.host_per_kernel_s * 1e6:.3g} us each"
             f" = {format_time(self.host_time_s)}"
-            if self.runtime == "hf-eager" or self.fusion == "unfused" and self.host_per_kernel_s
+            if self.runtime == "hf-eager" or (self.fusion == "unfused" and self.host_per_kernel_s)
             else f"  host ({self.host['name']}): graph launch {format_time(self.host_time_s)}"
         )
         if self.host_by_kind_s:
@@ -193,7 +196,15 @@ class InferenceResult(BaseModel):
 
 def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     """Host seconds per kernel of an eager PyTorch + HF step and a note saying where it came
-    from: the calibration's bare launch (or the default) + the framework's dispatch."""
+    from: a calibration fitted from the user's own trace (``calibrate --trace``: the host
+    time per launched kernel it measured, profiler removed), else the calibration's bare
+    launch (or the default) + the framework's dispatch."""
+    if cal is not None and cal.trace is not None:
+        t = cal.trace
+        return t.host_per_kernel_s, (
+            f"eager host cost {t.host_per_kernel_s * 1e6:.3g} us per kernel, from the trace "
+            f"{t.trace_path} ({t.runtime}; profiler's cost removed: {t.profiler.method})"
+        )
     launch = cal.parameters.launch_host_s if cal else None
     total = (
         DEFAULT_LAUNCH_HOST_S if launch is None else launch
@@ -206,6 +217,149 @@ def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
         "model; full-width DynamicCache steps measured up to ~1.6x that there: pass "
         "host_per_kernel_s / host_per_step_s to use your own)"
     )
+
+
+@dataclass(frozen=True)
+class HostTerms:
+    """The host side of one step: per-kernel eager costs (one list per block, in issue order:
+    ``pre``, one layer, ``post``) or a graph launch, and where the figures came from."""
+
+    eager: bool
+    per_kernel: tuple[list[float], list[float], list[float]]
+    per_step_s: float
+    launch_s: float
+    by_kind_s: dict[str, float] = field(default_factory=dict)
+    kernels_by_kind: dict[str, int] = field(default_factory=dict)
+    source: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def host_terms(
+    rt: Runtime,
+    hp: HostProfile,
+    cal: Calibration | None,
+    blocks: tuple[Sequence[Timed], Sequence[Timed], Sequence[Timed]],
+    layers: int,
+    fusion: str,
+    *,
+    host_per_kernel_s: float | None = None,
+    host_per_step_s: float | None = None,
+    graph_launch_s: float | None = None,
+) -> HostTerms:
+    """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
+    runtime ``rt``. Eager, per kernel, the first that applies:
+
+        host_per_kernel_s given                      that figure for every kernel (expert)
+        the calibration was fitted from a trace      its host time per launched kernel
+        the host profile ``hp`` (measured or named)  the eager cost of the kernel's op kind,
+                                                     + the HF layer's views spread over its
+                                                     kernels; or the measured HF decoder layer
+
+    Graph runtimes: one launch per step (``graph_launch_s``, else the profile's replay or its
+    compiled-call launch). The one rule ``predict_inference`` and ``sweep_inference`` share."""
+    counts: dict[str, int] = {}
+    kinds: dict[str, float] = {}
+    per_kernel: list[list[float]] = []
+    measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
+    for i, timed in enumerate(blocks):
+        reps = layers if i == 1 else 1
+        costs: list[float] = []
+        block_kinds: dict[str, float] = {}
+        for t in timed:
+            for k in t.kernels:
+                kind = host_kind(t.entry.kind, k.name)
+                n = k.launches * t.entry.count
+                counts[kind] = counts.get(kind, 0) + reps * n
+                costs += [hp.cost_s(kind)] * n
+                block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
+        if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
+            costs = [measured_layer / len(costs)] * len(costs)
+            block_kinds = {"HF decoder layer (measured)": measured_layer}
+        elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
+            extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
+            block_kinds["view"] = block_kinds.get("view", 0.0) + extra
+            costs = [c + extra / len(costs) for c in costs]
+        for kind, v in block_kinds.items():
+            kinds[kind] = kinds.get(kind, 0.0) + reps * v
+        per_kernel.append(costs)
+    pk = (per_kernel[0], per_kernel[1], per_kernel[2])
+    if rt.host != "eager":
+        launch = hp.compiled_launch_s if rt.host == "compiled-graph" else hp.replay_s
+        source = f"host profile {hp.name}"
+        if graph_launch_s is not None:
+            if graph_launch_s < 0:
+                raise SpecError(f"graph_launch_s must be >= 0, got {graph_launch_s}")
+            launch, source = graph_launch_s, "given (graph_launch_s)"
+        zeros = ([0.0] * len(pk[0]), [0.0] * len(pk[1]), [0.0] * len(pk[2]))
+        return HostTerms(False, zeros, 0.0, launch, {}, counts, source)
+    per_step = 0.0 if host_per_step_s is None else host_per_step_s
+    if per_step < 0:
+        raise SpecError("host_per_step_s must be >= 0")
+    notes: list[str] = []
+    source = f"host profile {hp.name}"
+    uniform = host_per_kernel_s
+    if uniform is not None:
+        if uniform < 0:
+            raise SpecError("host_per_kernel_s must be >= 0")
+        source = "given (host_per_kernel_s)"
+    elif cal is not None and cal.trace is not None:
+        uniform, note = eager_host_per_kernel(cal)
+        source = f"trace {cal.trace.trace_path}"
+        notes.append(note + f" (beats the host profile {hp.name})")
+    elif measured_layer is not None:
+        notes.append(f"host: HF decoder layer measured at {measured_layer * 1e6:.4g} us per "
+                     f"layer on {hp.name}")  # fmt: skip
+    if uniform is not None:
+        n = len(pk[0]) + layers * len(pk[1]) + len(pk[2])
+        pk = ([uniform] * len(pk[0]), [uniform] * len(pk[1]), [uniform] * len(pk[2]))
+        kinds = {source: uniform * n}
+    return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes))
+
+
+def kernel_blocks(
+    pre: Sequence[Timed], layer: Sequence[Timed], post: Sequence[Timed]
+) -> tuple[list[float], list[float], list[float]]:
+    """GPU time of each launch of the step's first ops, one layer and its last ops, in issue
+    order (the step runs ``pre + layer * layers + post``)."""
+    return tuple([x for t in block for x in t.kernel_times()] for block in (pre, layer, post))  # type: ignore[return-value]
+
+
+def step_times(
+    pre: np.ndarray,
+    layer: np.ndarray,
+    layers: int,
+    post: np.ndarray,
+    *,
+    eager: bool,
+    host_per_kernel_s: Any,
+    host_per_step_s: Any,
+    graph_launch_s: Any = DEFAULT_GRAPH_LAUNCH_S,
+) -> dict[str, np.ndarray]:
+    """Step, GPU and host time of many steps at once from their kernels' GPU times (arrays
+    steps x kernels per block, see ``kernel_blocks``); the one formula ``predict_inference``
+    and ``sweep_inference`` share. ``host_per_kernel_s``: one figure (broadcast over the
+    steps) or three arrays shaped as ``pre``, ``layer``, ``post`` (each kernel's own cost).
+
+        eager: step = max(queue(kernels, host per step, host per kernel),
+                          host per step + sum of the kernels' host costs)
+        graph: step = GPU time + one graph launch"""
+    gpu = pre.sum(axis=-1) + layers * layer.sum(axis=-1) + post.sum(axis=-1)
+    n = pre.shape[-1] + layers * layer.shape[-1] + post.shape[-1]
+    if eager:
+        if isinstance(host_per_kernel_s, tuple):
+            hp_, hl, hq = (np.asarray(h, dtype=float) for h in host_per_kernel_s)
+            issue = hp_.sum(axis=-1) + layers * hl.sum(axis=-1) + hq.sum(axis=-1)
+        else:
+            issue = n * np.asarray(host_per_kernel_s, dtype=float)
+        host = np.broadcast_to(host_per_step_s + issue, gpu.shape)
+        # the step ends after the host returns (it records the end / samples the token)
+        step = np.maximum(
+            queue_time_blocks(pre, layer, layers, post, host_per_kernel_s, host_per_step_s), host
+        )
+    else:
+        host = np.broadcast_to(np.asarray(graph_launch_s, dtype=float), gpu.shape)
+        step = gpu + graph_launch_s
+    return {"step": step, "gpu": gpu, "host": host, "kernels": np.asarray(n)}
 
 
 def _defaults(
@@ -238,7 +392,7 @@ def predict_inference(
     dtype: str = "bf16",
     gpus: int = 1,
     tp: int | None = None,
-    runtime: Runtime | None = None,
+    runtime: RuntimeName | None = None,
     calibration: Any = None,
     *,
     attention: AttentionImpl = "flash",
@@ -309,44 +463,7 @@ def predict_inference(
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
     pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
     breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
-    counts: dict[str, int] = {}
-
-    def issue(timed: list, per_layer_host: float | None = None, views: int = 0,
-              reps: int = 1) -> tuple[list[float], list[float], dict[str, float]]:  # fmt: skip
-        """GPU time and eager host cost of each kernel of ``timed``, in issue order."""
-        times: list[float] = []
-        costs: list[float] = []
-        kinds: dict[str, float] = {}
-        for t in timed:
-            for k in t.kernels:
-                kind = host_kind(t.entry.kind, k.name)
-                counts[kind] = counts.get(kind, 0) + reps * k.launches * t.entry.count
-                for _ in range(k.launches * t.entry.count):
-                    times.append(k.time_s / k.launches)
-                    costs.append(hp.cost_s(kind))
-                    kinds[kind] = kinds.get(kind, 0.0) + hp.cost_s(kind)
-        if costs and per_layer_host is not None:  # measured per layer: replaces the op sum
-            return times, [per_layer_host / len(costs)] * len(costs), {
-                "HF decoder layer (measured)": per_layer_host}  # fmt: skip
-        if costs and views:
-            extra = views * hp.cost_s("view")
-            kinds["view"] = kinds.get("view", 0.0) + extra
-            costs = [c + extra / len(costs) for c in costs]
-        return times, costs, kinds
-
-    measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
-    pre_t, pre_h, pre_k = issue(pre)
-    views = HF_VIEWS_PER_LAYER if fusion == "unfused" else 0
-    lay_t, lay_h, lay_k = issue(layer, measured_layer, views, reps=spec.layers)
-    post_t, post_h, post_k = issue(post)
-    kernel_times = pre_t + lay_t * spec.layers + post_t
-    host_costs = pre_h + lay_h * spec.layers + post_h
-    by_kind: dict[str, float] = {}
-    for part, reps in ((pre_k, 1), (lay_k, spec.layers), (post_k, 1)):
-        for k, v in part.items():
-            by_kind[k] = by_kind.get(k, 0.0) + reps * v
-    gpu_time = sum(kernel_times)
-    n_kernels = len(kernel_times)
+    blocks = kernel_blocks(pre, layer, post)
 
     cal = timer.calibration
     notes = list(ops.notes)
@@ -357,34 +474,19 @@ def predict_inference(
     if floor is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
-    eager = rt.host == "eager"
-    if eager:
-        if host_per_kernel_s is not None:
-            if host_per_kernel_s < 0:
-                raise SpecError("host_per_kernel_s must be >= 0")
-            host_costs = [host_per_kernel_s] * n_kernels
-            by_kind = {"given": host_per_kernel_s * n_kernels}
-        if host_per_step_s is None:
-            host_per_step_s = 0.0
-        if host_per_step_s < 0:
-            raise SpecError("host_per_step_s must be >= 0")
-        step = queue_time(kernel_times, host_costs, host_per_step_s)
-        host_time = host_per_step_s + sum(host_costs)
-        step = max(step, host_time)  # the step ends after the host returns (samples the token)
-        mean_host = sum(host_costs) / n_kernels if n_kernels else 0.0
-        if measured_layer is not None:
-            notes.append(f"host: HF decoder layer measured at {measured_layer * 1e6:.4g} us per "
-                         f"layer on {hp.name}")  # fmt: skip
-    else:
-        launch = hp.compiled_launch_s if rt.host == "compiled-graph" else hp.replay_s
-        if graph_launch_s is not None:
-            if graph_launch_s < 0:
-                raise SpecError(f"graph_launch_s must be >= 0, got {graph_launch_s}")
-            launch = graph_launch_s
-        step = gpu_time + launch
-        host_time = launch
-        mean_host = host_per_step_s = 0.0
-        by_kind = {}
+    ht = host_terms(rt, hp, cal, (pre, layer, post), spec.layers, fusion,
+                    host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+                    graph_launch_s=graph_launch_s)  # fmt: skip
+    notes += ht.notes
+    one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
+    times = step_times(*one[:2], spec.layers, one[2], eager=ht.eager,
+                       host_per_kernel_s=tuple(np.array([h]) for h in ht.per_kernel),
+                       host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
+    step, gpu_time, host_time = (float(times[k][0]) for k in ("step", "gpu", "host"))
+    n_kernels = int(times["kernels"])
+    eager = ht.eager
+    mean_host = (host_time - ht.per_step_s) / n_kernels if eager and n_kernels else 0.0
+    host_per_step_s = ht.per_step_s
     host_overhead = max(0.0, step - gpu_time)
 
     shares: dict[str, float] = {}
@@ -406,8 +508,8 @@ def predict_inference(
         attention=attention, gqa=gqa, calibration=timer.label, host=host_dict(hp),
         host_warning=hp.mismatch(), time_s=step, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
-        host_per_step_s=host_per_step_s, host_by_kind_s=by_kind, stream_floor_s=floor,
-        kernels_by_kind=counts,
+        host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,
+        kernels_by_kind=ht.kernels_by_kind, host_source=ht.source,
         tokens_per_s=replicas * tokens / step,
         time_to_first_token_s=step if phase == "prefill" else None,
         time_per_output_token_s=step if phase == "decode" else None,

@@ -154,7 +154,9 @@ def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) ->
     if fusion == "compiled":  # inductor: residual add + RMSNorm in one kernel (reads x, residual
         # and the weight row, writes the sum and the normalised output)
         b = BYTES_PER_ELEMENT[dtype]
-        op = passes(f"{name} (add + RMSNorm, compiled)", rows * h, dtype, ("add+rmsnorm", 1, 4 * b, 6))
+        op = passes(
+            f"{name} (add + RMSNorm, compiled)", rows * h, dtype, ("add+rmsnorm", 1, 4 * b, 6)
+        )
         return LayerOp(name, op, kind="norm")
     b = BYTES_PER_ELEMENT[dtype]
     upcast = b != 4  # .to(float32) is a no-op for fp32 tensors

@@ -330,7 +330,9 @@ def memory(
                 notes.append(f"amp: autocast's bf16 weight copies {cache / 1e9:.2f} GB")
         in_flight = min(pp, microbatches) if microbatches else pp
         if activation_model == "hf-eager" and recompute != "full":
-            per_layer = (seq * batch * hf_eager_activation_bytes_per_token(spec, policy or "bf16", tp))
+            per_layer = (
+                seq * batch * hf_eager_activation_bytes_per_token(spec, policy or "bf16", tp)
+            )
             logits = HF_LOSS_BYTES_PER_LOGIT * seq * batch * spec.vocab / tp
             notes.append("activations as autograd saves them for eager HF modules; HF loss "
                          f"{HF_LOSS_BYTES_PER_LOGIT:g} B per logit")  # fmt: skip

@@ -4,17 +4,21 @@ A user knows the runtime they run, not the fusion/cache/GQA flags behind it. Eac
 documented kernel list (``kernel_list`` prints it for a model) and a host rule:
 
 ``hf-eager``  Hugging Face transformers, eager PyTorch, ``DynamicCache`` (``model.generate`` or
-    ``model(...)`` in a loop). Per layer: RMSNorm as 8 aten kernels in fp32 (to fp32, pow, mean,
-    + eps, rsqrt, mul, to bf16, * weight); q, k, v GEMMs; RoPE as 5 kernels on q and 5 on k;
-    ``torch.cat`` of the whole K and of the whole V cache (DynamicLayer.update: reads and writes
-    the full cache every step); ``repeat_kv`` materialising K/V expanded to every query head
-    (expand + reshape: a strided copy each); the bool mask turned into an additive bias; SDPA;
-    o GEMM; residual add; RMSNorm (8); gate GEMM, SiLU, up GEMM, mul, down GEMM; residual add.
-    Per step: embedding, the cos/sin tables (11 kernels), the mask (7), final RMSNorm (8), LM
-    head. Host: every kernel costs the host profile's eager cost of its op kind (matmul, sdpa,
-    cat, copy, reduction, elementwise, ...) plus the views around it, or, when the profile
-    measured it, one HF decoder layer's host time per layer; the GPU waits on the host when
-    the host is slower (``queue_time``).
+    ``model(...)`` in a loop, no padding mask). Per layer, 40 kernels: RMSNorm as 8 aten
+    kernels in fp32 (to fp32, pow, mean, + eps, rsqrt, mul, to bf16, * weight); q, k, v GEMMs;
+    RoPE as 5 kernels on q and 5 on k (mul cos, neg, cat, mul sin, add); ``torch.cat`` of the
+    whole K and of the whole V cache (DynamicLayer.update: reads and writes the full cache
+    every step); SDPA with ``enable_gqa`` (no mask: K/V read at ``kv_heads``); o GEMM;
+    residual add; RMSNorm (8); gate GEMM, SiLU, up GEMM, mul, down GEMM; residual add. Per
+    step: embedding, the position ids and cos/sin tables (11), final RMSNorm (8), LM head.
+    Checked against a torch.profiler trace (validation/kernel_lists/hf-eager-cpu-trace.json:
+    40 per layer, by kind). With a padding mask (``gqa="repeat"``, expert) HF builds the mask
+    (7 kernels per step), turns it into a bias (1 per layer) and ``repeat_kv`` materialises
+    K and V at every query head (expand + reshape: 2 copies per layer). Host: every kernel
+    costs the host profile's eager cost of its op kind (matmul, sdpa, cat, copy, reduction,
+    elementwise, ...) plus the views around it, or, when the profile measured it, one HF
+    decoder layer's host time per layer; the GPU waits on the host when the host is slower
+    (``queue_time``).
 ``hf-static-compiled``  HF + ``StaticCache`` + ``torch.compile(mode="reduce-overhead")`` (what
     HF documents for fast generation). Inductor keeps the three q/k/v and the gate/up GEMMs and
     fuses each pointwise chain into one kernel: residual add + RMSNorm, RoPE (q and k), the
@@ -46,11 +50,12 @@ DEFAULT_RUNTIME: RuntimeName = "fused-graph"
 # The names before runtimes had names (kept so existing calls work).
 LEGACY_RUNTIMES = {"eager": "hf-eager", "graph": "fused-graph"}
 
-# Views (no kernel, host time only) one HF Llama decoder layer makes in eager mode
-# (modeling_llama.py, transformers 5.x): q/k/v .view + .transpose (6), rotate_half's two slices
-# on q and on k (4), cos/sin .unsqueeze (2), repeat_kv's expand of K and V (2), the attention
-# output .transpose + .reshape (2).
-HF_VIEWS_PER_LAYER = 16
+# Views (no kernel, host time only) one HF Llama decoder layer issues in eager decode, counted
+# in a torch.profiler trace (transformers 5.24, torch 2.13; validation/kernel_lists/
+# hf_trace_check.py, top-level aten ops of a 2-layer minus a 1-layer model): q/k/v .view (3) +
+# .transpose (3), rotate_half's two slices on q and on k (4), cos/sin .unsqueeze (2), the
+# attention output .transpose + .reshape (2) and the MLP input reshape (1) = 15.
+HF_VIEWS_PER_LAYER = 15
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,8 @@ class Runtime:
 
 
 RUNTIMES: dict[str, Runtime] = {
-    "hf-eager": Runtime("hf-eager", "unfused", "concat", "repeat", "eager",
-                        "HF transformers, eager PyTorch, DynamicCache (cat), repeat_kv"),
+    "hf-eager": Runtime("hf-eager", "unfused", "concat", "native", "eager",
+                        "HF transformers, eager PyTorch, DynamicCache (cat), SDPA enable_gqa"),
     "hf-static-compiled": Runtime(
         "hf-static-compiled", "compiled", "static", "repeat", "compiled-graph",
         "HF + StaticCache + torch.compile(mode='reduce-overhead'): one CUDA graph per step"),
@@ -98,7 +103,9 @@ def host_kind(layer_kind: str, kernel_name: str) -> str:
         return "cat"
     if any(w.startswith("index") for w in words) or "gather" in words:
         return "index"
-    if step.startswith(("to ", "logits.float", "grad.to", "expand copy", "copy")):
+    if step.startswith(("to ", "logits.float", "grad.to", "expand copy", "copy")) or step.endswith(
+        " to dtype"
+    ):
         return "copy"
     if any(w in words for w in ("mean", "softmax", "topk", "sum", "log_softmax")):
         return "reduction"
