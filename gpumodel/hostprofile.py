@@ -36,8 +36,16 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     notes: str | null              # optional: provenance in words
 
 Profiles are looked up by name in the user cache (``$GPUMODEL_CACHE_DIR/hosts`` or
-``~/.cache/gpumodel/hosts``; ``local.yaml`` is the one ``validate --host-only`` writes) and then
-in the shipped ``specs/hosts/``.
+``~/.cache/gpumodel/hosts``, where ``gpumodel validate --host-only`` writes
+``measured-<hostname>-<date>.yaml``) and then in the shipped ``specs/hosts/``. With no ``host``
+the default is ``default_host()``: ``local.yaml`` in the cache if present, else the newest
+cached profile measured on this machine's CPU model, else the reference host. Which host a
+prediction assumes is always in its result (``host``), and ``mismatch()`` is the one-line
+warning when the machine running differs from it.
+
+Precedence of the eager host cost per kernel (``gpumodel.llm.inference.host_terms``): a figure
+given (``host_per_kernel_s``) > a calibration fitted from the user's trace (``calibrate
+--trace``) > this profile (measured, or the reference host).
 """
 
 from __future__ import annotations
@@ -248,8 +256,7 @@ def load_host(name_or_path: str | Path | HostProfile | None = None) -> HostProfi
     if isinstance(name_or_path, HostProfile):
         return name_or_path
     if name_or_path is None:
-        local = user_hosts_dir() / f"{LOCAL_HOST}.yaml"
-        name_or_path = local if local.is_file() else DEFAULT_HOST
+        return default_host()
     text = str(name_or_path)
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or os.sep in text or path.is_file():
@@ -263,6 +270,24 @@ def load_host(name_or_path: str | Path | HostProfile | None = None) -> HostProfi
         if h.name == text:
             return h
     raise UnknownModelError(text, known, what="host profile")
+
+
+def default_host() -> HostProfile:
+    """The host a prediction assumes when none is given: ``local.yaml`` in the user cache if
+    present; else the newest profile there (``gpumodel validate --host-only`` writes
+    ``measured-<hostname>-<date>.yaml``) measured on this machine's CPU model; else the named
+    reference host ``DEFAULT_HOST`` with its figures."""
+    folder = user_hosts_dir()
+    local = folder / f"{LOCAL_HOST}.yaml"
+    if local.is_file():
+        return read_host_file(local)
+    here = local_cpu_model()
+    if here is not None and folder.is_dir():
+        mine = [h for h in (read_host_file(p) for p in sorted(folder.glob("*.yaml")))
+                if _norm(h.cpu_model) == _norm(here)]  # fmt: skip
+        if mine:
+            return max(mine, key=lambda h: h.measured_at)
+    return load_host(DEFAULT_HOST)
 
 
 def host_dict(host: HostProfile) -> dict[str, Any]:

@@ -360,3 +360,93 @@ def test_trace_kernel_counts_charge_kernels_to_the_step_that_launched_them():
     # backward) + fused AdamW; its LayerNorms are native kernels, its attention cuDNN's
     assert steps[0]["sdpa"] == 16 and steps[0]["optimizer_step"] == 18
     assert sum(v for k, v in steps[0].items() if k != "total") == steps[0]["total"]
+
+
+# ---------------------------------------------------------------------------- host choice
+
+
+def test_default_host_is_the_cached_profile_of_this_cpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUMODEL_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / "hosts"
+    folder.mkdir()
+    # as `gpumodel validate --host-only` names them: measured-<hostname>-<date>.yaml
+    for name, cpu, when in (("measured-a-20261120", "Intel(R) Xeon(R) Platinum 8480+", "20"),
+                            ("measured-a-20261123", "Intel(R) Xeon(R) Platinum 8480+", "23"),
+                            ("measured-b-20261124", "AMD EPYC 9654", "24")):  # fmt: skip
+        data = {**DEVS_STYLE, "name": name, "cpu_model": cpu,
+                "measured_at": f"2026-11-{when}T12:00:00Z"}  # fmt: skip
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(hostprofile, "local_cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")
+    h = gm.load_host()
+    assert h.name == "measured-a-20261123" and h.mismatch() is None  # the newest of this CPU
+    r = predict_inference("llama-3-8b", "h100", batch=1, context=512, runtime="hf-eager")
+    assert r.host["name"] == "measured-a-20261123" and r.host_warning is None
+    # another machine: no cached profile of its CPU -> the reference host, with a warning
+    monkeypatch.setattr(hostprofile, "local_cpu_model", lambda: "Some Other CPU")
+    assert gm.load_host().name == "reference-h100"
+    r = predict_inference("llama-3-8b", "h100", batch=1, context=512, runtime="hf-eager")
+    assert r.host["name"] == "reference-h100" and "Some Other CPU" in r.host_warning
+
+
+def test_trace_fitted_host_beats_the_profile():
+    from gpumodel.tracecal import calibrate_from_trace
+
+    cal = calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
+    h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
+    r = predict_inference("gpt2", "h100", batch=1, context=256, runtime="hf-eager",
+                          calibration=cal, host=h)  # fmt: skip
+    per = cal.trace.host_per_kernel_s
+    assert r.host_per_kernel_s == pytest.approx(per)
+    assert r.host_time_s == pytest.approx(per * r.kernels_per_step)
+    assert r.host_source.startswith("trace") and any("beats the host profile" in n
+                                                     for n in r.notes)  # fmt: skip
+    # a figure given beats both
+    g = predict_inference("gpt2", "h100", batch=1, context=256, runtime="hf-eager",
+                          calibration=cal, host=h, host_per_kernel_s=7e-6)  # fmt: skip
+    assert g.host_time_s == pytest.approx(7e-6 * g.kernels_per_step)
+
+
+@pytest.mark.parametrize("runtime", ["hf-eager", "hf-static-compiled", "fused-graph"])
+def test_sweep_learns_runtime_and_host(runtime):
+    h = hostprofile.HostProfile.model_validate(
+        {**DEVS_STYLE, "graph_replay_s": 15e-6, "compiled_step_launch_s": 300e-6})
+    r = gm.sweep_inference("llama-3-8b", "h100", batch=[1, 32], context=[512, 4096],
+                           runtime=runtime, host=h)  # fmt: skip
+    assert r.settings["runtime"] == runtime and r.settings["host"]["name"] == "box"
+    for row in r.records():
+        s = predict_inference("llama-3-8b", "h100", batch=row["batch"], context=row["context"],
+                              runtime=runtime, host=h)  # fmt: skip
+        assert row["time_s"] == pytest.approx(s.time_s, rel=1e-9)
+        assert row["host_time_s"] == pytest.approx(s.host_time_s, rel=1e-9)
+        assert row["memory_bytes"] == s.memory.total_bytes
+
+
+@pytest.mark.parametrize("policy", ["amp", "bf16", "mixed"])
+def test_training_sweep_learns_policy_and_host(policy):
+    h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
+    r = gm.sweep_training("gpt2-small", "h100", micro_batch=[4, 8], seq=1024, global_batch=8,
+                          recompute="none", fusion="unfused", policy=policy, host=h)  # fmt: skip
+    for row in r.records():
+        s = predict_training_step("gpt2-small", "h100", 1, micro_batch=row["micro_batch"],
+                                  global_batch=8, seq=1024, recompute="none", fusion="unfused",
+                                  policy=policy, host=h)  # fmt: skip
+        assert row["time_s"] == pytest.approx(s.time_s, rel=1e-9)
+        assert row["memory_bytes"] == s.memory.total_bytes
+
+
+def test_plan_commands_take_host_and_warn_once(tmp_path, capsys):
+    path = tmp_path / "box.yaml"
+    path.write_text(yaml.safe_dump(DEVS_STYLE))
+    code = main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--host", str(path),
+                 "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out)["host"]["name"] == "box"
+    warn = [ln for ln in err.splitlines() if ln.startswith("warning: host profile")]
+    assert len(warn) == (0 if hostprofile.local_cpu_model() in (None, DEVS_STYLE["cpu_model"])
+                         else 1)  # fmt: skip
+    code = main(["plan", "train", "--model", "gpt2-small", "--tokens", "1e9", "--gpu", "h100",
+                 "--gpus", "1", "--fusion", "unfused", "--policy", "amp", "--micro-batch", "4",
+                 "--seq", "1024", "--global-batch", "8", "--host", str(path), "--json"])  # fmt: skip
+    out, _ = capsys.readouterr()
+    step = json.loads(out)["step"]
+    assert code == 0 and step["host"]["name"] == "box" and step["policy"] == "amp"

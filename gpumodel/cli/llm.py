@@ -355,6 +355,8 @@ def plan_train(
                                   recompute=recompute, price=prices, fusion=fusion,
                                   attention=attention, calibration=cal, policy=policy,
                                   host=host)  # fmt: skip
+    if fusion == "unfused":  # eager HF steps: the host decides; say which one is assumed
+        _warn(gm.load_host(host).mismatch())
     if counts is not None and len(counts) == 1 and days is None and usd_budget is None:
         p = _llm().plan_training(model, gpu, counts[0], n_tokens, mfu=mfu, **common)
         if plot:
@@ -513,6 +515,7 @@ def plan_serve(
         price=gm.parse_prices(price) if price is not None else None, calibration=calibration,
         calibration_from=calibration_from, slo=slo, host=host,
     )  # fmt: skip
+    _warn(gm.load_host(host).mismatch())
     if plot:
         _plot_serving(p, plot)
     if as_json:
