@@ -450,3 +450,20 @@ def test_plan_commands_take_host_and_warn_once(tmp_path, capsys):
     out, _ = capsys.readouterr()
     step = json.loads(out)["step"]
     assert code == 0 and step["host"]["name"] == "box" and step["policy"] == "amp"
+
+
+def test_fragmentation_from_a_trace_with_memory_events():
+    from gpumodel.llm.training import trace_fragmentation
+    from gpumodel.tracecal import calibrate_from_trace
+
+    cal = calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
+    assert trace_fragmentation(cal) is None  # this fixture recorded no memory events
+    fit = cal.trace.model_copy(update={"peak_allocated_bytes": 10e9, "peak_reserved_bytes": 12e9})
+    cal = cal.model_copy(update={"trace": fit})
+    assert trace_fragmentation(cal) == pytest.approx(1.2)
+    kw = dict(micro_batch=4, global_batch=4, seq=1024, policy="bf16", fusion="unfused")
+    t = predict_training_step("gpt2-small", "h100", 1, calibration=cal, **kw)
+    m = t.memory
+    assert m.fragmentation == pytest.approx(1.2)
+    assert m.fragmentation_bytes == pytest.approx(0.2 * m.allocated_bytes)
+    assert m.total_bytes == pytest.approx(1.2 * m.allocated_bytes + m.overhead_bytes)

@@ -51,6 +51,7 @@ from gpumodel.llm.training import (
     p2p_time,
     stage_times,
     sync_times,
+    trace_fragmentation,
     training_memory,
 )
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
@@ -389,6 +390,8 @@ def sweep_training(
             raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
         timer = Timer(g, choose_calibration(g, calibration, calibration_from))
         calibrations[g.id] = calibration_label(timer.calibration)
+        frag = fragmentation if fragmentation is not None else trace_fragmentation(
+            timer.calibration)  # fmt: skip
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
         fields = ("layer_fwd_s", "head_fwd_s", "pre_fwd_s", "layer_bwd_s", "head_bwd_s",
                   "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s", "layer_host_s",
@@ -419,8 +422,7 @@ def sweep_training(
         for i, (t, p, d, b, s, inflight) in enumerate(muniq.tolist()):
             mb = training_memory(spec, g, micro_batch=b, seq=s, dtype=dtype, tp=t, pp=p, dp=d,
                                  zero=zero, recompute=recompute, microbatches=inflight,
-                                 fusion=fusion, policy=policy,
-                                 fragmentation=fragmentation)  # fmt: skip
+                                 fusion=fusion, policy=policy, fragmentation=frag)  # fmt: skip
             mvals[i] = (mb.total_bytes, mb.capacity_bytes, mb.fits)
         n_gpus = pts["tp"] * pts["pp"] * pts["dp"]
         tokens_step = gb * pts["seq"]

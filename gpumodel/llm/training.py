@@ -315,6 +315,16 @@ def _host_s(timed: list[Timed], host: HostProfile) -> float:
                for t in timed for k in t.kernels)  # fmt: skip
 
 
+def trace_fragmentation(cal: Any) -> float | None:
+    """The caching allocator's reserved / allocated high-water ratio of the user's own traced
+    steps (``calibrate --trace`` of a trace recorded with ``profile_memory=True``), if the
+    calibration carries both; ``memory``'s ``fragmentation`` factor."""
+    fit = getattr(cal, "trace", None)
+    if fit is None or not fit.peak_allocated_bytes or not fit.peak_reserved_bytes:
+        return None
+    return max(1.0, fit.peak_reserved_bytes / fit.peak_allocated_bytes)
+
+
 def training_memory(
     spec: ModelSpec,
     g: GPUSpec,
@@ -499,7 +509,8 @@ def predict_training_step(
     (Megatron: bf16 weights, fp32 master + moments); None: the ZeRO accounting of ``dtype``
     weights with 12 B of fp32 optimizer state (as ``"mixed"`` for bf16). ``host``: the host
     profile whose eager costs bound an unfused (HF) step (default: the measured local one,
-    else the reference host). ``fragmentation``: the allocator's reserved / allocated ratio.
+    else the reference host). ``fragmentation``: the allocator's reserved / allocated ratio
+    (default: the ratio a trace calibration measured, ``trace_fragmentation``, else 1).
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
     PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
@@ -521,11 +532,13 @@ def predict_training_step(
     m = global_batch // per_step
     if policy is not None and policy not in POLICY_STATE_BYTES:
         raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
+    timer = Timer(g, calibration)
+    if fragmentation is None:  # measured in the user's trace, when it recorded memory
+        fragmentation = trace_fragmentation(timer.calibration)
     mem = training_memory(spec, g, micro_batch=micro_batch, seq=seq, dtype=dtype, tp=tp, pp=pp,
                           dp=dp, zero=zero, recompute=recompute, microbatches=m, fusion=fusion,
                           policy=policy, fragmentation=fragmentation)  # fmt: skip
     hp = load_host(host) if fusion == "unfused" else None
-    timer = Timer(g, calibration)
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, hp)  # fmt: skip
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
