@@ -409,7 +409,8 @@ def test_trace_fitted_host_beats_the_profile():
 @pytest.mark.parametrize("runtime", ["hf-eager", "hf-static-compiled", "fused-graph"])
 def test_sweep_learns_runtime_and_host(runtime):
     h = hostprofile.HostProfile.model_validate(
-        {**DEVS_STYLE, "graph_replay_s": 15e-6, "compiled_step_launch_s": 300e-6})
+        {**DEVS_STYLE, "graph_replay_s": 15e-6, "compiled_step_launch_s": 300e-6}
+    )
     r = gm.sweep_inference("llama-3-8b", "h100", batch=[1, 32], context=[512, 4096],
                            runtime=runtime, host=h)  # fmt: skip
     assert r.settings["runtime"] == runtime and r.settings["host"]["name"] == "box"
@@ -467,3 +468,21 @@ def test_fragmentation_from_a_trace_with_memory_events():
     assert m.fragmentation == pytest.approx(1.2)
     assert m.fragmentation_bytes == pytest.approx(0.2 * m.allocated_bytes)
     assert m.total_bytes == pytest.approx(1.2 * m.allocated_bytes + m.overhead_bytes)
+
+
+def test_static_compiled_prefill_is_the_eager_static_cache_path():
+    # HF compiles the decoding step only: the prompt runs eagerly into the StaticCache.
+    # Trace (transformers 5.24): 45 per layer on a fresh cache, of which 2 are the lazy
+    # aten::zeros allocating its K and V (once per cache); the model counts the other 43
+    traced = json.loads(TRACE.read_text())["prefill-static"]
+    r = predict_inference("llama-3-8b", "h100", phase="prefill", batch=2, seq=512,
+                          runtime="hf-static-compiled", calibration="none")  # fmt: skip
+    assert r.runtime == "hf-static-compiled" and r.fusion == "unfused" and r.gqa == "native"
+    assert r.bound in ("host", "compute", "memory") and r.host_per_kernel_s > 0  # eager host
+    want = dict(traced["per_layer"])
+    want["elementwise"] -= 2
+    assert _layer_kinds_of(r) == want and r.kernels_per_layer == traced["per_layer_total"] - 2
+    # its decode is the compiled graph: one launch, 17 fused kernels per layer
+    d = predict_inference("llama-3-8b", "h100", batch=2, context=512,
+                          runtime="hf-static-compiled", calibration="none")  # fmt: skip
+    assert d.fusion == "compiled" and d.kernels_per_layer == 17 and d.host_per_kernel_s == 0

@@ -241,17 +241,24 @@ def sweep_llm(
     gpu: str = typer.Option("h100", help="GPU ids, comma-separated"),
     mode: str = typer.Option("inference", help="inference or training"),
     phase: str = typer.Option("decode", help="inference: prefill or decode"),
-    batch: str = typer.Option("1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"),
+    batch: str = typer.Option(
+        "1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"
+    ),
     seq: str = typer.Option(None, help="new tokens per sequence (training: sequence length)"),
     context: str = typer.Option(None, help="inference: tokens attended to (KV-cache length)"),
     tp: str = typer.Option("1", help="tensor-parallel sizes"),
     pp: str = typer.Option("1", help="pipeline-parallel sizes (training)"),
     dp: str = typer.Option("1", help="data-parallel sizes (inference: replicas)"),
     runtime: str = typer.Option(
-        None, help="inference: hf-eager, hf-static-compiled or fused-graph (default "
-        "fused-graph, as infer)"),
-    host: str = typer.Option(None, help="host profile: a name or a YAML file (default: the "
-                             "measured one of this machine, else reference-h100)"),
+        None,
+        help="inference: hf-eager, hf-static-compiled or fused-graph (default "
+        "fused-graph, as infer)",
+    ),
+    host: str = typer.Option(
+        None,
+        help="host profile: a name or a YAML file (default: the "
+        "measured one of this machine, else reference-h100)",
+    ),
     policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
     fusion: str = typer.Option(None, help="training: fused (default) or unfused (eager HF)"),
     dtype: str = typer.Option("bf16"),

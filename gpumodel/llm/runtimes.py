@@ -89,6 +89,18 @@ def get_runtime(name: str | None) -> Runtime:
     return RUNTIMES[key]
 
 
+def for_phase(rt: Runtime, phase: str) -> Runtime:
+    """The runtime a step of ``phase`` runs in: ``hf-static-compiled`` prefills uncompiled (HF
+    compiles the one-token decoding step; the prompt goes through the eager model into the
+    StaticCache), so its prefill is eager kernels: ``index_copy_`` into the cache, SDPA with
+    ``enable_gqa`` (43 kernels per layer; a torch.profiler trace of transformers 5.24 shows 45
+    on a fresh cache, whose K and V the first update allocates with ``zeros``)."""
+    if rt.name == "hf-static-compiled" and phase == "prefill":
+        return Runtime(rt.name, "unfused", "static", "native", "eager",
+                       rt.summary + "; prefill uncompiled (eager, into the StaticCache)")  # fmt: skip
+    return rt
+
+
 def host_kind(layer_kind: str, kernel_name: str) -> str:
     """The host profile's op kind (a key of ``eager_op_s``) of one eager kernel."""
     if layer_kind == "gemm" or " @ " in kernel_name:  # "inv_freq @ positions": a bmm

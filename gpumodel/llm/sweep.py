@@ -42,7 +42,7 @@ from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_ti
 from gpumodel.llm.layers import AttentionImpl, Fusion, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import get_runtime
+from gpumodel.llm.runtimes import for_phase, get_runtime
 from gpumodel.llm.training import (
     POLICY_STATE_BYTES,
     combine_step,
@@ -238,11 +238,14 @@ def sweep_inference(
         pts["context"] = (
             pts["seq"].copy() if phase == "prefill" else np.full_like(pts["seq"], ctx_default)
         )
+    rt = for_phase(rt, phase)
+    if gqa is None:  # as predict_inference
+        hf_static = (fusion or rt.fusion) in ("unfused", "compiled") and (
+            kv_cache or rt.kv_cache) == "static"  # fmt: skip
+        gqa = rt.gqa if fusion is None and kv_cache is None else (
+            "repeat" if hf_static else rt.gqa)  # fmt: skip
     fusion = fusion or rt.fusion
     kv_cache = kv_cache or rt.kv_cache
-    if gqa is None:  # as predict_inference: an HF StaticCache builds a mask -> repeat_kv
-        hf_static = fusion in ("unfused", "compiled") and kv_cache == "static"
-        gqa = "repeat" if hf_static else rt.gqa
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
     floor = stream_floor_s

@@ -10,7 +10,8 @@ the top of the call tree (what the Python issued), not at its leaves. Per layer 
 
 The call is the one the unseen-set script times (validation/unseen/steps_unseen.py): decode
 ``model(input_ids=ids, past_key_values=DynamicCache, use_cache=True)`` with no attention mask;
-prefill ``model(input_ids=ids, use_cache=True, logits_to_keep=1)``.
+prefill ``model(input_ids=ids, use_cache=True, logits_to_keep=1)``; ``prefill-static`` the same
+into a fresh ``StaticCache`` (the uncompiled prefill of ``hf-static-compiled``).
 
     python validation/kernel_lists/hf_trace_check.py --out validation/kernel_lists/hf-eager-cpu-trace.json
 """
@@ -76,7 +77,7 @@ def top_level_kernels(events) -> collections.Counter:
 def trace_counts(layers: int, phase: str, batch: int, seq: int, context: int) -> dict[str, int]:
     import torch
     from torch.profiler import ProfilerActivity, profile
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, StaticCache
 
     torch.manual_seed(0)
     cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
@@ -97,6 +98,13 @@ def trace_counts(layers: int, phase: str, batch: int, seq: int, context: int) ->
             model(input_ids=ids, use_cache=True, **{kw: cache})  # warm
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 model(input_ids=ids, use_cache=True, **{kw: cache})
+        elif phase == "prefill-static":  # what HF runs uncompiled before compiled decoding
+            ids = torch.randint(0, 256, (batch, seq))
+            model(input_ids=ids, use_cache=True, logits_to_keep=1,
+                  **{kw: StaticCache(config=cfg, max_cache_len=2 * seq)})  # fmt: skip
+            cache = StaticCache(config=cfg, max_cache_len=2 * seq)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                model(input_ids=ids, use_cache=True, logits_to_keep=1, **{kw: cache})
         else:
             ids = torch.randint(0, 256, (batch, seq))
             model(input_ids=ids, use_cache=True, logits_to_keep=1)
@@ -132,6 +140,9 @@ def main() -> None:
         "sdpa, random weights",
         "decode": {"batch": 2, "context": 32, **per_layer_and_step("decode", 2, 1, 32)},
         "prefill": {"batch": 2, "seq": 16, **per_layer_and_step("prefill", 2, 16, 16)},
+        "prefill-static": {"batch": 2, "seq": 16, "cache": "StaticCache(max_cache_len=32), "
+                           "fresh (its K/V allocated lazily by the first update: aten::zeros)",
+                           **per_layer_and_step("prefill-static", 2, 16, 16)},
     }  # fmt: skip
     folder = os.path.dirname(os.path.abspath(args.out))
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
