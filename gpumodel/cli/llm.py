@@ -365,8 +365,9 @@ def plan_train(
             print_json(p.to_dict())
         elif as_csv:
             _plan_csv(p)
-        else:
-            _out(p.explain())
+        else:  # the host warning went to stderr once already
+            w = p.step.host_warning if p.step is not None else None
+            _out(p.explain().replace(f"\n  warning: {w}", "") if w else p.explain())
         if plot and not (as_json or as_csv):
             _out(f"wrote {plot}")
         return

@@ -9,8 +9,9 @@ Per GPU type:
      for a batch: Llama-2-70B on one H200).
   2. max batch: the most concurrent requests whose decode steady state fits (``max_batch(...,
      phase="decode", seq=prompt + output)``: what ``gpumodel memory --phase decode`` says).
-  3. For batches up to that, a continuous-batching replica (runtime "graph": fused kernels,
-     static/paged KV cache, CUDA graphs, as vLLM or TensorRT-LLM) completes B requests per
+  3. For batches up to that, a continuous-batching replica (``runtime``, default
+     ``fused-graph``: fused kernels, static/paged KV cache, CUDA graphs, as vLLM or
+     TensorRT-LLM; docs/llm-runtimes.md; ``host`` the host profile) completes B requests per
      cycle of B prefills and ``output`` decode steps at batch B:
 
          cycle(B)   = B * t_prefill(prompt) + output * t_decode(B, context = prompt + output/2)
