@@ -127,6 +127,9 @@ def infer(
     attention: str = typer.Option("flash"),
     fusion: str = typer.Option(None, help="expert: override the runtime's fusion"),
     kv_cache: str = typer.Option(None, help="expert: override the runtime's KV cache"),
+    gqa: str = typer.Option(
+        None, help="expert: native (K/V read at kv_heads) or repeat (HF repeat_kv, as with a "
+        "padding mask)"),
     host: str = typer.Option(None, help=HOST_HELP),
     host_us: float = typer.Option(None, help="expert: host cost per kernel in us (eager)"),
     allow_oversubscribe: bool = typer.Option(
@@ -148,6 +151,7 @@ def infer(
     _choice(attention, "--attention", ATTENTION)
     _choice(fusion, "--fusion", (*FUSION, "compiled"))
     _choice(kv_cache, "--kv-cache", KV_CACHE)
+    _choice(gqa, "--gqa", ("native", "repeat"))
     for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
                    ("--tp", tp)):  # fmt: skip
         _at_least(opt, v)
@@ -155,7 +159,7 @@ def infer(
         model, gpu, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,  # type: ignore[arg-type]
         gpus=gpus, tp=tp, runtime=runtime,  # type: ignore[arg-type]
         calibration=calibration_for(gm.get_gpu(gpu), calibration, calibration_from),
-        attention=attention, fusion=fusion, kv_cache=kv_cache,  # type: ignore[arg-type]
+        attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,  # type: ignore[arg-type]
         host_per_kernel_s=host_us * 1e-6 if host_us is not None else None, host=host,
         allow_oversubscribe=allow_oversubscribe,
     )  # fmt: skip
