@@ -49,6 +49,7 @@ _LAZY = {
     **dict.fromkeys(["HostProfile", "list_hosts", "load_host"], "gpumodel.hostprofile"),
     **dict.fromkeys(["SweepResult", "sweep_inference", "sweep_training"], "gpumodel.llm.sweep"),
     **dict.fromkeys(["Price", "parse_prices", "price_for"], "gpumodel.prices"),
+    **dict.fromkeys(["TrainingSearch", "search_training"], "gpumodel.llm.planning"),
     "explain_symbolic": "gpumodel.symbolic",
     "calibrate_from_trace": "gpumodel.tracecal",
 }  # fmt: skip
@@ -73,6 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         predict_inference,
         predict_training_step,
     )  # fmt: skip
+    from gpumodel.llm.planning import TrainingSearch, search_training
     from gpumodel.llm.sweep import SweepResult, sweep_inference, sweep_training
     from gpumodel.model.amdahl import (
         AmdahlResult,
@@ -132,6 +134,7 @@ __all__ = [
     "Term",
     "TraceFormatError",
     "TrainingPlan",
+    "TrainingSearch",
     "UnitError",
     "UnknownGPUError",
     "UnknownModelError",
@@ -175,6 +178,7 @@ __all__ = [
     "predict_training_step",
     "price_for",
     "scaling_curve",
+    "search_training",
     "sweep",
     "sweep_inference",
     "sweep_training",

@@ -330,10 +330,12 @@ def plan_train(
 ) -> None:
     """Days, GPU-hours and dollars to train a model on D tokens; how many GPUs for a deadline.
 
-    With one --gpus count: the plan for that count. With a list or range of counts, or none,
-    and --days or --budget: the fastest layout (tp x pp x dp) that fits at each count, the
-    time/cost frontier, and the answer (the cheapest plan within --days, or the fastest within
-    --budget). Example: gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
+    With one --gpus count: the plan for that count. Otherwise (a list or range of counts, or
+    none: 1 to 65536 searched) the fastest layout (tp x pp x dp) that fits at each count, the
+    time/cost frontier, and the answer: the cheapest plan within --days, the fastest within
+    --budget (neither: the frontier is the answer). Prices: the spec's (provider, date and
+    source in a footnote) or --price. Example:
+    gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
     """
     from gpumodel.cli.plan import parse_counts, training_search_table
     from gpumodel.cli.tables import show
@@ -377,8 +379,6 @@ def plan_train(
         return
     if mfu is not None:
         fail("--mfu takes one --gpus count (the search derives MFU from the step model)")
-    if counts is None and days is None and usd_budget is None:
-        fail("give --gpus N, or --days and/or --budget to search GPU counts (e.g. --days 30)")
     from gpumodel.llm.planning import search_training
 
     s = search_training(model, gpu, n_tokens, days=days, budget=usd_budget, gpus=counts,

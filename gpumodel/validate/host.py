@@ -30,6 +30,7 @@ and need no torch (they are unit-tested on a CPU-only machine).
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import math
 import os
 import platform
@@ -498,11 +499,10 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
         state["calls"] = 0
 
     fresh_cache()
-    # transformers >= 5.2x names the cache argument `cache` (`past_key_values` warns)
-    import inspect
-
-    cache_kw = ("cache" if "cache" in inspect.signature(layer.forward).parameters
-                else "past_key_values")  # fmt: skip
+    # transformers 5.2x renamed the layer's cache argument from past_key_values to cache
+    cache_arg = (
+        "cache" if "cache" in inspect.signature(layer.forward).parameters else "past_key_values"
+    )
 
     @torch.no_grad()
     def call() -> None:
@@ -510,7 +510,7 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
             fresh_cache()
         state["calls"] += 1
         layer(hidden, attention_mask=None, position_ids=pos, use_cache=True,
-              position_embeddings=pe, **{cache_kw: state["cache"]})  # fmt: skip
+              position_embeddings=pe, **{cache_arg: state["cache"]})  # fmt: skip
 
     def count_kernels() -> int:
         return _count_kernels(torch, call, 5)
