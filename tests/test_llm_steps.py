@@ -486,3 +486,32 @@ def test_static_compiled_prefill_is_the_eager_static_cache_path():
     d = predict_inference("llama-3-8b", "h100", batch=2, context=512,
                           runtime="hf-static-compiled", calibration="none")  # fmt: skip
     assert d.fusion == "compiled" and d.kernels_per_layer == 17 and d.host_per_kernel_s == 0
+
+
+def test_validate_host_only_writer_output_loads_and_predicts(tmp_path):
+    # the file `gpumodel validate --host-only` writes (gpumodel/validate/host.py), built from
+    # planted samples, loads as a host profile and drives the eager host term
+    from gpumodel.validate.host import (
+        EAGER_OP_KINDS,
+        SCALAR_KEYS,
+        build_profile,
+        write_host_profile,
+    )
+
+    samples: dict = {f"eager_op_s.{k}": [8e-6, 10e-6, 12e-6] for k in EAGER_OP_KINDS}
+    samples.update({k: [2e-5, 2e-5, 2e-5] for k in SCALAR_KEYS})
+    samples["compiled_step_launch_s"] = None  # not measured: written as null
+    meta = {"name": "measured-box-20261124", "measured_at": "2026-11-24T12:00:00Z",
+            "cpu_model": "X", "cpu_cores": 2, "python": "3.11", "torch": "2.13.0",
+            "transformers": "5.24.0", "cuda_driver": None, "gpu": "none (cpu)"}  # fmt: skip
+    prof = build_profile(samples, meta, {"hf_decoder_layer_kernels": 40},
+                         {"hostname": "box", "method": {"repeats": 3}, "device": "cpu"})  # fmt: skip
+    path = write_host_profile(prof, tmp_path / "measured-box-20261124.yaml")
+    h = gm.load_host(path)
+    assert h.cost_s("cat") == pytest.approx(10e-6) and h.spread["eager_op_s.cat"][1] > 10e-6
+    assert h.compiled_step_launch_s is None and h.compiled_launch_s == h.replay_s == 2e-5
+    r = predict_inference("gpt2", "h100", batch=1, context=128, runtime="hf-eager",
+                          calibration="none", host=path)  # fmt: skip
+    assert r.host["name"] == "measured-box-20261124" and r.host["source"] == str(path)
+    # the measured layer (20 us for 40 kernels) replaces the per-op sum of gpt2's 12 layers
+    assert any("HF decoder layer measured" in n for n in r.notes)
