@@ -515,3 +515,46 @@ def test_validate_host_only_writer_output_loads_and_predicts(tmp_path):
     assert r.host["name"] == "measured-box-20261124" and r.host["source"] == str(path)
     # the measured layer (20 us for 40 kernels) replaces the per-op sum of gpt2's 12 layers
     assert any("HF decoder layer measured" in n for n in r.notes)
+
+
+TRAIN_TRACE = TRACE.with_name("hf-train-cpu-trace.json")
+
+
+def test_eager_training_host_counts_are_the_traced_ones():
+    from gpumodel.llm.training import HF_EAGER_TRAIN_KERNELS
+
+    traced = json.loads(TRAIN_TRACE.read_text())
+    for (family, policy), counts in HF_EAGER_TRAIN_KERNELS.items():
+        assert counts == traced[f"{family}-{policy}"]
+    # autograd launches more kernels than the forward (Llama bf16: 71 vs 40 per layer)
+    llama = HF_EAGER_TRAIN_KERNELS[("llama", "bf16")]
+    assert sum(llama["forward_layer"].values()) == 40
+    assert sum(llama["backward_layer"].values()) == 71
+    h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
+    t = predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024,
+                              fusion="unfused", policy="bf16", recompute="none", host=h)  # fmt: skip
+    g = HF_EAGER_TRAIN_KERNELS[("gpt2", "bf16")]
+
+    def cost(c):
+        return sum(n * h.cost_s(k) for k, n in c.items())
+
+    by_hand = 12 * (cost(g["forward_layer"]) + cost(g["backward_layer"])) + cost(
+        g["forward_outside"]) + cost(g["backward_outside"])  # fmt: skip
+    assert t.host_time_s == pytest.approx(by_hand)
+    assert any("torch.profiler" in n for n in t.notes)
+
+
+def test_live_training_trace_agrees_with_the_committed_one():
+    pytest.importorskip("torch", reason="the live trace needs torch (pip install torch)")
+    pytest.importorskip("transformers", reason="the live trace needs transformers")
+    import importlib.util
+    import warnings
+
+    spec = importlib.util.spec_from_file_location(
+        "hf_train_trace_check", TRAIN_TRACE.with_name("hf_train_trace_check.py"))  # fmt: skip
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = mod.per_layer("gpt2", "amp")
+    assert got == json.loads(TRAIN_TRACE.read_text())["gpt2-amp"]

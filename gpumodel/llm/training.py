@@ -62,6 +62,41 @@ from gpumodel.units import format_quantity, format_time
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
 ELEMENTWISE_BACKWARD_FACTOR = 2.0
 
+# Kernels one eager HF training step launches (forward, HF's loss, backward), per decoder layer
+# and outside the layers, by host op kind: counted in torch.profiler traces of tiny random-weight
+# models (validation/kernel_lists/hf_train_trace_check.py -> hf-train-cpu-trace.json; torch
+# 2.13, transformers 5.24; "bf16" = model.to(bf16), which "mixed" runs too; "amp" = fp32 model
+# under torch.autocast(bf16), its casts included). Autograd launches ~1.8x the forward's
+# kernels (mul's two gradients, pow/rsqrt backward's 3, slice_backward's zero-fill, weight
+# gradients' sums), which the op list's one backward per forward op undercounts: the host of an
+# eager step issues these. Keyed by family: "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU).
+HF_EAGER_TRAIN_KERNELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {
+    ("llama", "bf16"): {
+        "forward_layer": {"cat": 4, "copy": 4, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
+        "backward_layer": {"copy": 4, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"cat": 1, "copy": 7, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
+        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+    },
+    ("llama", "amp"): {
+        "forward_layer": {"cat": 4, "copy": 14, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
+        "backward_layer": {"copy": 20, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"cat": 1, "copy": 4, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
+        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+    },
+    ("gpt2", "bf16"): {
+        "forward_layer": {"cat": 2, "elementwise": 14, "matmul": 4, "sdpa": 1},
+        "backward_layer": {"cat": 1, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"copy": 1, "elementwise": 8, "index": 2, "matmul": 1},
+        "backward_outside": {"copy": 1, "elementwise": 6, "matmul": 2, "reduction": 1},
+    },
+    ("gpt2", "amp"): {
+        "forward_layer": {"cat": 2, "copy": 10, "elementwise": 14, "matmul": 4, "sdpa": 1},
+        "backward_layer": {"cat": 1, "copy": 12, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"copy": 3, "elementwise": 8, "index": 2, "matmul": 1},
+        "backward_outside": {"copy": 3, "elementwise": 6, "matmul": 2, "reduction": 1},
+    },
+}  # fmt: skip
+
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
     """PaLM appendix B: 6N + 12*L*H*Q*T (N: parameters in matrix products, active for MoE)."""
@@ -309,6 +344,24 @@ class StageTimes:
     pre_host_s: float = 0.0
 
 
+def traced_train_kernels(
+    spec: ModelSpec, policy: Policy | None
+) -> dict[str, dict[str, int]] | None:
+    """``HF_EAGER_TRAIN_KERNELS`` of ``spec``'s family and ``policy`` (None: bf16 modules), or
+    None for a family not traced (MoE, other norms)."""
+    if spec.moe:
+        return None
+    family = {("rmsnorm", "swiglu"): "llama", ("layernorm", "gelu_mlp"): "gpt2"}.get(
+        (spec.norm, spec.ffn_kind))  # fmt: skip
+    if family is None:
+        return None
+    return HF_EAGER_TRAIN_KERNELS[(family, "amp" if policy == "amp" else "bf16")]
+
+
+def _counts_s(counts: dict[str, int], host: HostProfile) -> float:
+    return sum(n * host.cost_s(k) for k, n in counts.items())
+
+
 def _host_s(timed: list[Timed], host: HostProfile) -> float:
     """Host seconds to issue the eager kernels of ``timed`` (each at its op kind's cost)."""
     return sum(t.entry.count * k.launches * host.cost_s(host_kind(t.entry.kind, k.name))
@@ -392,10 +445,34 @@ def stage_times(
         layer_attention_s=sum(t.time_s for t in layer_f if t.entry.kind == "attention"),
         layer_comm_fwd_s=sum(t.time_s for t in layer_f if t.entry.kind == "comm"),
         layer_comm_bwd_s=sum(t.time_s for t in layer_b if t.entry.kind == "comm"),
-        layer_host_s=_host_s(layer_f + layer_b, host) if host else 0.0,
-        head_host_s=_host_s(head_f + head_b, host) if host else 0.0,
-        pre_host_s=_host_s(pre_f, host) if host else 0.0,
+        **_stage_host(spec, policy, host, layer_f + layer_b, head_f + head_b, pre_f),
     )  # fmt: skip
+
+
+def _stage_host(
+    spec: ModelSpec,
+    policy: Policy | None,
+    host: HostProfile | None,
+    layer: list[Timed],
+    head: list[Timed],
+    pre: list[Timed],
+) -> dict[str, float]:
+    """Host seconds to issue one micro-batch's eager kernels, per layer and outside: the traced
+    kernel counts of an HF training step (``HF_EAGER_TRAIN_KERNELS``) where the family was
+    traced, else the op list's kernels; each at the host profile's cost of its kind."""
+    if host is None:
+        return {"layer_host_s": 0.0, "head_host_s": 0.0, "pre_host_s": 0.0}
+    traced = traced_train_kernels(spec, policy)
+    if traced is None:
+        return {"layer_host_s": _host_s(layer, host), "head_host_s": _host_s(head, host),
+                "pre_host_s": _host_s(pre, host)}  # fmt: skip
+    return {
+        "layer_host_s": _counts_s(traced["forward_layer"], host)
+        + _counts_s(traced["backward_layer"], host),
+        "head_host_s": _counts_s(traced["forward_outside"], host)
+        + _counts_s(traced["backward_outside"], host),
+        "pre_host_s": 0.0,
+    }
 
 
 def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
@@ -550,6 +627,11 @@ def predict_training_step(
                               "host")
     )  # fmt: skip
     layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
+    notes = []
+    if hp is not None and traced_train_kernels(spec, policy) is not None:
+        notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
+                     "trace (forward, loss, backward; validation/kernel_lists/"
+                     "hf-train-cpu-trace.json), each at the host profile's cost of its kind")  # fmt: skip
 
     breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])
     flops_token = model_flops_per_token(spec, seq)
@@ -569,7 +651,7 @@ def predict_training_step(
         step_time_ideal_s=float(t["ideal"]), optimizer_s=optimizer,
         tokens_per_step=tokens_step,
         tokens_per_s=tokens_step / step, model_flops_per_token=flops_token, mfu=mfu,
-        memory=mem, breakdown=tuple(breakdown),
+        memory=mem, breakdown=tuple(breakdown), notes=tuple(notes),
     )  # fmt: skip
 
 
