@@ -26,8 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_trace_check import VIEWS, kind  # noqa: E402
-
+from hf_trace_check import VIEWS, kind
 
 # ops autocast runs in bf16 on both CPU and CUDA (torch.amp autocast op lists: the
 # lower-precision matmul family and SDPA); their fp32 inputs are cast first. Nested casts under
