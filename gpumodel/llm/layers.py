@@ -247,7 +247,8 @@ def decoder_layer(
 
     # QKV projections (column-parallel); GQA shrinks K and V to kv_heads * head_dim
     q_n, kv_n = s.heads * d, s.kv_heads * d
-    if fusion == "fused":  # "compiled" keeps the module's three GEMMs
+    # GPT-2 (HF Conv1D c_attn) projects q, k and v with one GEMM in every runtime
+    if fusion == "fused" or model.ffn_kind == "gelu_mlp":  # "compiled" keeps three GEMMs
         ops.append(
             LayerOp("qkv_proj", Gemm(m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm")
         )  # type: ignore[arg-type]
@@ -369,6 +370,16 @@ def _dense_mlp(
     def ew(name: str, op: str) -> LayerOp:
         return LayerOp(prefix + name, Elementwise(op=op, n=rows * ffn, dtype=dt), count=count)  # type: ignore[arg-type]
 
+    if model.ffn_kind == "gelu_mlp" and fusion == "unfused":
+        # HF NewGELUActivation (GPT-2's "gelu_new"), in Python: 0.5 * x * (1 + tanh(sqrt(2/pi)
+        # * (x + 0.044715 * x^3))) = 8 eager kernels, each reading and writing the activation
+        # (a torch.profiler trace counts them: validation/kernel_lists/hf-train-cpu-trace.json)
+        act = passes("gelu_new (eager)", rows * ffn, dt, ("pow 3", 1, 2 * b, 2),
+                     ("* 0.044715", 1, 2 * b, 1), ("x +", 1, 3 * b, 1),
+                     ("* sqrt(2/pi)", 1, 2 * b, 1), ("tanh", 1, 2 * b, 4), ("1 +", 1, 2 * b, 1),
+                     ("0.5 * x", 1, 2 * b, 1), ("mul", 1, 3 * b, 1))  # fmt: skip
+        return [gemm("up_proj", ffn, h), LayerOp(prefix + "gelu", act, count=count),
+                gemm("down_proj", h, ffn)]  # fmt: skip
     if model.ffn_kind == "gelu_mlp":
         return [gemm("up_proj", ffn, h), ew("gelu", "gelu"), gemm("down_proj", h, ffn)]
     if fusion == "compiled":  # separate gate and up GEMMs, SiLU*mul one generated kernel
