@@ -159,8 +159,10 @@ def serving_table(p: Any) -> Table:
     t.notes += calibration_notes(p.calibrations)
     t.notes += price_notes(p.prices)
     if p.host:
-        t.notes.append(f"host: {p.host['name']} ({p.host['cpu_model']}; {p.runtime}: "
-                       "graph launch per step)")  # fmt: skip
+        how = ("every eager kernel at its op kind's cost" if p.runtime == "hf-eager"
+               else "prefill eager, decode one compiled call" if p.runtime == "hf-static-compiled"
+               else "one graph launch per step")  # fmt: skip
+        t.notes.append(f"host: {p.host['name']} ({p.host['cpu_model']}); {p.runtime}: {how}")
     t.notes += [f"warning: {w}" for w in p.warnings]
     return t
 
