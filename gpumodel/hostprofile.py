@@ -216,10 +216,21 @@ def user_hosts_dir() -> Path:
 
 
 def read_host_file(path: str | Path) -> HostProfile:
-    """Parse and validate a host profile file; a defect is a SpecError naming the file."""
+    """Parse and validate a host profile file; a defect is a SpecError naming the file. A file
+    read before and unchanged since (same size and modification time) is not parsed again."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read host profile ({exc.strerror})") from None
+    return _read_host_file(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_host_file(name: str, mtime_ns: int, size: int) -> HostProfile:
     from gpumodel.specs import format_validation_error
 
-    path = Path(path)
+    path = Path(name)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
