@@ -145,13 +145,16 @@ class InferenceResult(BaseModel):
 
     def explain(self, top: int = 12) -> str:
         per = "TTFT" if self.phase == "prefill" else "TPOT"
+        who = self.host["name"]
+        if self.host_source and not self.host_source.startswith("host profile"):
+            who = f"{self.host_source}; profile {who}"  # a trace or a given figure won
         host_line = (
-            f"  host ({self.host['name']}): "
+            f"  host ({who}): "
             + (f"{format_time(self.host_per_step_s)} per step + " if self.host_per_step_s else "")
             + f"{self.kernels_per_step} kernels, mean {self.host_per_kernel_s * 1e6:.3g} us each"
             f" = {format_time(self.host_time_s)}"
             if self.runtime == "hf-eager" or (self.fusion == "unfused" and self.host_per_kernel_s)
-            else f"  host ({self.host['name']}): graph launch {format_time(self.host_time_s)}"
+            else f"  host ({who}): graph launch {format_time(self.host_time_s)}"
         )
         if self.host_by_kind_s:
             kinds = sorted(self.host_by_kind_s.items(), key=lambda kv: -kv[1])
