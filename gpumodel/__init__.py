@@ -52,6 +52,7 @@ _LAZY = {
     **dict.fromkeys(["TrainingSearch", "search_training"], "gpumodel.llm.planning"),
     "explain_symbolic": "gpumodel.symbolic",
     "calibrate_from_trace": "gpumodel.tracecal",
+    "write_report": "gpumodel.report",
 }  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -88,6 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
     from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
     from gpumodel.prices import Price, parse_prices, price_for
+    from gpumodel.report import write_report
     from gpumodel.symbolic import explain_symbolic
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
     from gpumodel.tracecal import calibrate_from_trace
@@ -183,4 +185,5 @@ __all__ = [
     "sweep_inference",
     "sweep_training",
     "waves",
+    "write_report",
 ]

@@ -62,6 +62,8 @@ def predict(
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
+    if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
+        cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
     if custom is not None:
         return custom(gpu, cal)
     params = cal.parameters if cal else CalibrationParams()
@@ -207,6 +209,8 @@ def kernel_time(
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
     latency_bound = False
     limit = latency_limited_bandwidth(kw, gpu, params, in_l2)
+    if limit is not None and not math.isfinite(limit[0]):
+        mem_note, limit = f"{mem_note}; {limit[1]}", None
     if limit is not None and kw.bytes and kw.bytes_in_flight_per_thread:
         # a looping kernel: its loads wait on each other, its stores do not
         t_reads = (kw.bytes - (kw.bytes_written or 0.0)) / limit[0]
@@ -349,11 +353,18 @@ def latency_limited_bandwidth(
     """Little's law (Volkov 2016): a kernel with ``threads`` resident threads, each with its
     bytes in flight, sustains at most ``threads x bytes / latency``. Applies to kernels whose
     launch geometry is known (``Kernel(threads=...)``); the latency is L2's for L2-resident
-    inputs, DRAM's otherwise."""
+    inputs, DRAM's otherwise. A GPU without occupancy rules gets (inf, why): no limit, stated."""
     if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
         return None
     from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
-    from gpumodel.model.occupancy import occupancy
+    from gpumodel.model.occupancy import has_rules, occupancy
+
+    if not has_rules(gpu):
+        # no occupancy rules (an AMD architecture not modelled): the datasheet roofline alone
+        return math.inf, (
+            f"no occupancy rules for {gpu.id} ({gpu.architecture}): the latency (Little's law) "
+            "limit is not applied, datasheet roofline only"
+        )
 
     regs = kw.registers_per_thread
     occ = occupancy(gpu, kw.threads_per_block,

@@ -40,8 +40,10 @@ def isolated_cache(tmp_path, monkeypatch):
     from gpumodel import calibration
 
     calibration._find_default.cache_clear()
+    calibration._system_files.cache_clear()
     yield
     calibration._find_default.cache_clear()
+    calibration._system_files.cache_clear()
 
 
 def uniform_host(per_op_s: float, name: str = "uniform-test-host"):

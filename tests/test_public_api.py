@@ -11,6 +11,7 @@ CONTRACT = {
     "UnsupportedError", "sweep", "list_gpus", "calibrate_from_trace",
     "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
     "HostProfile", "load_host", "list_hosts", "search_training", "TrainingSearch",
+    "write_report",
 }  # fmt: skip
 
 

@@ -42,6 +42,7 @@ COMMANDS = {
     "models list": ["models", "list"],
     "models show": ["models", "show", "llama-3-8b"],
     "diagnose": ["diagnose", str(TRACE)],
+    "calibrations": ["calibrations"],
 }  # fmt: skip
 
 

@@ -327,6 +327,7 @@ def plan_train(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
     plot: str = typer.Option(None, help="write the scaling curve (days, MFU vs GPUs) to FILE"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Days, GPU-hours and dollars to train a model on D tokens; how many GPUs for a deadline.
 
@@ -367,6 +368,7 @@ def plan_train(
         p = _llm().plan_training(model, gpu, counts[0], n_tokens, mfu=mfu, **common)
         if plot:
             _plot_scaling(model, gpu, counts[0], n_tokens, {**common, "mfu": mfu}, plot)
+        wrote = _html_report(p, html)
         if as_json:
             print_json(p.to_dict())
         elif as_csv:
@@ -376,6 +378,8 @@ def plan_train(
             _out(p.explain().replace(f"\n  warning: {w}", "") if w else p.explain())
         if plot and not (as_json or as_csv):
             _out(f"wrote {plot}")
+        if wrote and not (as_json or as_csv):
+            _out(wrote)
         return
     if mfu is not None:
         fail("--mfu takes one --gpus count (the search derives MFU from the step model)")
@@ -385,12 +389,25 @@ def plan_train(
                         **common)  # fmt: skip
     if plot:
         _plot_search(s, plot)
+    wrote = _html_report(s, html)
     if as_json:
         print_json(s.to_dict())
         return
     show(training_search_table(s), as_csv)
     if plot and not as_csv:
         _out(f"wrote {plot}")
+    if wrote and not as_csv:
+        _out(wrote)
+
+
+def _html_report(plan: Any, path: str | None) -> str | None:
+    """--html: the plan as a self-contained page (gpumodel.report), written before anything is
+    printed; returns the "wrote" line to print after the table."""
+    if not path:
+        return None
+    from gpumodel.report import write_report
+
+    return f"wrote {write_report('plan', plan, path)}"
 
 
 def _budget(text: str | None) -> float | None:
@@ -495,6 +512,7 @@ def plan_serve(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
     plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU.
 
@@ -523,12 +541,15 @@ def plan_serve(
     _warn(gm.load_host(host).mismatch())
     if plot:
         _plot_serving(p, plot)
+    wrote = _html_report(p, html)
     if as_json:
         print_json(p.to_dict())
         return
     show(serving_table(p), as_csv)
     if plot and not as_csv:
         _out(f"wrote {plot}")
+    if wrote and not as_csv:
+        _out(wrote)
 
 
 def _plot_serving(p: Any, path: str) -> None:
