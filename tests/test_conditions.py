@@ -254,3 +254,16 @@ def test_cli_batch_condition_and_dirty_l2(capsys, tmp_path):
     code = main(["predict", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--l2", "dirty",
                  "--explain"])  # fmt: skip
     assert code == 0 and "dirty-L2 write-back" in capsys.readouterr()[0]
+
+
+def test_power_carries_by_sm_count_clock_cubed_and_the_spec_power_limit():
+    """H100 PCIe (specs/h100-pcie.yaml: 114 SMs, 1755 MHz boost, 350 W) from the SXM fit
+    (132 SMs, 1980 MHz): full-activity power x 114/132 x (1755/1980)^3, static share of 350 W."""
+    from gpumodel.predict import power_watts
+
+    pw = gm.load_calibration("h100-sxm").parameters.power
+    pcie = gm.load_calibration("h100-sxm", for_gpu="h100-pcie")
+    static_w, full_w = power_watts(pcie.parameters, gm.get_gpu("h100-pcie"))
+    assert static_w == pytest.approx(pw.static_power_fraction * 350)
+    assert full_w == pytest.approx(pw.tensor_power_w_per_sm * 114 * (1755 / 1980) ** 3)
+    assert full_w == pytest.approx(1372 * 114 / 132 * (1755 / 1980) ** 3, rel=0.01)
