@@ -157,9 +157,10 @@ def calibration_text(cal) -> str:
     try:
         from gpumodel.calibration import calibration_label
 
-        return calibration_label(cal)
+        text = calibration_label(cal)
     except Exception:
-        return f"{cal.gpu_id} {cal.backend} {cal.created:%Y-%m-%d}"
+        text = f"{cal.gpu_id} {cal.backend} {cal.created:%Y-%m-%d}"
+    return text.replace(str(ROOT) + os.sep, "")
 
 
 # --------------------------------------------------------------------------- kernels
@@ -445,7 +446,13 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
            "Calibrations:\n" + "\n".join(f"- `{k}`: {v}" for k, v in cal_names.items()) + "\n",
            "API used:\n" + "\n".join(f"- {n}" for n in api_notes()) + "\n"]  # fmt: skip
     ok_k = [r for r in krows if r["error"] is not None]
-    out.append("## Kernels: the issue's done-when groups\n")
+    ok_s = [r for r in srows if r["error"] is not None]
+    out.append("## Headline\n")
+    head = [dict(r, _w="kernels " + r["condition"]) for r in ok_k]
+    head += [dict(r, _w=f"steps {r['metric']}") for r in ok_s]
+    out.append(stats_table(["gpu", "calibration", "what"],
+                           score(head, lambda r: (r["gpu"], r["calibration"], r["_w"]))))  # fmt: skip
+    out.append("\n## Kernels: the issue's done-when groups\n")
     out.append(stats_table(["gpu", "calibration", "group", "condition"],
                            score([dict(r, _g=g) for r in ok_k for g in r["done_when"]],
                                  lambda r: (r["gpu"], r["calibration"], r["_g"], r["condition"]))))  # fmt: skip
@@ -458,7 +465,6 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
     out.append(stats_table(["gpu", "calibration", "condition"],
                            score([r for r in ok_k if r["launch_bound"]],
                                  lambda r: (r["gpu"], r["calibration"], r["condition"]))))  # fmt: skip
-    ok_s = [r for r in srows if r["error"] is not None]
     out.append("\n## Whole steps: the issue's done-when groups\n")
     out.append(stats_table(["gpu", "calibration", "group", "metric"],
                            score([dict(r, _g=g) for r in ok_s for g in r["done_when"]],
