@@ -9,6 +9,13 @@ target's spec.
 Where predictions look when ``calibration=None``: the user cache
 (``$GPUMODEL_CACHE_DIR`` or ``$XDG_CACHE_HOME/gpumodel`` or ``~/.cache/gpumodel``, file
 ``calibrations/<gpu-id>.yaml``), then profiles shipped in ``validation/results/<gpu-id>/``.
+
+A system calibration (``system: {gpus, interconnect}``) holds what was measured across GPUs: the
+NCCL collectives fitted by ``gpumodel validate --collectives`` on N GPUs joined by one link kind.
+It lives in ``calibrations/<gpu-id>-x<N>/collectives_calibration.yaml`` in the user cache, then
+``validation/results/<gpu-id>-x<N>/collectives_calibration.yaml`` shipped. A collective on that
+GPU and link uses the fit for its GPU count (else the nearest count, transferred) when the
+calibration in hand has none of its own; the prediction's label names both files.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ FORMAT_VERSION = 1
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class GemmParams(_Frozen):
@@ -144,12 +151,23 @@ class FamilyError(_Frozen):
     tolerance_pct: float | None = None
 
 
+class SystemKey(_Frozen):
+    """Which system a multi-GPU calibration was measured on: GPU count and the in-node link."""
+
+    gpus: int = Field(ge=2)
+    interconnect: str = Field(description="in-node link kind the ranks used: nvlink, pcie, ...")
+
+    def __str__(self) -> str:
+        return f"{self.gpus} x {self.interconnect}"
+
+
 class Calibration(_Frozen):
     format_version: Literal[1] = FORMAT_VERSION
     gpu_id: str
     device_name: str
     created: datetime
-    backend: Literal["cupy", "numpy", "synthetic", "trace"] = "cupy"
+    backend: Literal["cupy", "numpy", "synthetic", "torch", "trace"] = "cupy"
+    system: SystemKey | None = None
     environment: dict[str, str] = Field(default_factory=dict)
     transferred_from: str | None = None
     parameters: CalibrationParams
@@ -162,12 +180,16 @@ class Calibration(_Frozen):
     host_profile: dict[str, Any] | None = None
     # where it was loaded from (not stored)
     origin: str | None = Field(None, exclude=True)
+    # label of the system calibration whose collectives were added (not stored)
+    collectives_from: str | None = Field(None, exclude=True)
 
     @property
     def label(self) -> str:
         where = self.origin or "in memory"
         via = f", transferred from {self.transferred_from}" if self.transferred_from else ""
-        return f"{self.gpu_id} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
+        system = f" {self.system.gpus} x {self.system.interconnect}" if self.system else ""
+        own = f"{self.gpu_id}{system} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
+        return f"{own}; collectives: {self.collectives_from}" if self.collectives_from else own
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file, then rename). The raw measurements go last and an end
@@ -211,6 +233,18 @@ def shipped_calibration_path(gpu_id: str) -> Path:
     return _paths.results_dir() / gpu_id / "calibration.yaml"
 
 
+SYSTEM_FILE = "collectives_calibration.yaml"
+
+
+def user_system_calibration_path(gpu_id: str, gpus: int) -> Path:
+    """Where ``gpumodel validate --collectives`` saves a fit so that predictions find it."""
+    return cache_dir() / "calibrations" / f"{gpu_id}-x{gpus}" / SYSTEM_FILE
+
+
+def shipped_system_calibration_path(gpu_id: str, gpus: int) -> Path:
+    return _paths.results_dir() / f"{gpu_id}-x{gpus}" / SYSTEM_FILE
+
+
 END_MARKER = "# end of gpumodel calibration\n"
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -252,6 +286,113 @@ def _find_default(gpu_id: str, cache: str) -> Calibration | None:
 def default_calibration(gpu: GPUSpec) -> Calibration | None:
     """The best calibration found for ``gpu``: user cache first, then shipped profiles."""
     return _find_default(gpu.id, str(cache_dir()))
+
+
+def _system_dirs(cache: str) -> list[tuple[str, Path]]:
+    return [("user", Path(cache) / "calibrations"), ("shipped", _paths.results_dir())]
+
+
+@lru_cache(maxsize=64)
+def _system_files(gpu_id: str, cache: str) -> tuple[Calibration, ...]:
+    """System calibrations of ``gpu_id``, user cache first, each folder by GPU count."""
+    found = []
+    for _, root in _system_dirs(cache):
+        paths = sorted(root.glob(f"{gpu_id}-x*/{SYSTEM_FILE}"))
+        for path in paths:
+            cal = read_calibration_file(path)
+            if cal.system is None or cal.gpu_id != gpu_id:
+                raise CalibrationError(
+                    f"{path}: a system calibration needs gpu_id {gpu_id} and system: "
+                    "{gpus, interconnect}; re-write it with `gpumodel validate --collectives "
+                    "--from-measurements collectives_measurements.json`"
+                )
+            found.append(cal)
+    return tuple(found)
+
+
+def system_calibration(gpu: GPUSpec, gpus: int, interconnect: str) -> Calibration | None:
+    """The system calibration for ``gpus`` x ``gpu`` on ``interconnect``: that GPU count if one
+    was measured (user cache before shipped), else the nearest count (larger on a tie)."""
+    same_link = [
+        c
+        for c in _system_files(gpu.id, str(cache_dir()))
+        if c.system is not None and c.system.interconnect == interconnect
+    ]
+    if not same_link:
+        return None
+    return min(same_link, key=lambda c: (abs(c.system.gpus - gpus), -c.system.gpus))  # type: ignore[union-attr]
+
+
+def with_system_collectives(
+    cal: Calibration | None, gpu: GPUSpec, collective: str, gpus: int, interconnect: str
+) -> Calibration | None:
+    """``cal`` completed by the system calibration found for this GPU and system.
+
+    Unchanged when ``cal`` was transferred from another GPU (collectives are topology-specific),
+    already has ``collective`` on ``gpus`` GPUs, or has its own collectives and the system file
+    is not for this GPU count either."""
+    if cal is not None and cal.transferred_from:
+        return cal
+    own = cal.parameters.collectives if cal is not None else {}
+    if f"{collective}@{gpus}" in own:
+        return cal
+    found = system_calibration(gpu, gpus, interconnect)
+    if found is None or (own and found.system is not None and found.system.gpus != gpus):
+        return cal
+    if cal is None:
+        return found
+    params = cal.parameters.model_copy(update={"collectives": dict(found.parameters.collectives)})
+    return cal.model_copy(update={"parameters": params, "collectives_from": found.label})
+
+
+def find_calibrations(gpu_id: str | None = None) -> list[dict[str, Any]]:
+    """Every calibration a prediction can find, for ``gpu_id`` or all GPUs: one dict per file
+    with gpu, system, kind, source (user/shipped), date, what it holds, provenance, path and
+    whether it is the one used by default (a user file shadows a shipped one)."""
+    cache = cache_dir()
+    rows: list[dict[str, Any]] = []
+    dirs = [("user", cache / "calibrations", "*.yaml"),
+            ("shipped", _paths.results_dir(), f"*/{'calibration.yaml'}")]  # fmt: skip
+    for source, root, pattern in dirs:
+        for path in sorted(root.glob(pattern)):
+            cal = read_calibration_file(path)
+            if gpu_id in (None, cal.gpu_id):
+                rows.append(_row(cal, source, "device", path))
+    for source, root in _system_dirs(str(cache)):
+        pattern = f"{gpu_id}-x*/{SYSTEM_FILE}" if gpu_id else f"*-x*/{SYSTEM_FILE}"
+        for path in sorted(root.glob(pattern)):
+            rows.append(_row(read_calibration_file(path), source, "collectives", path))
+    seen: set[tuple[str, str]] = set()
+    for row in rows:  # user rows come first: they shadow shipped ones of the same key
+        key = (row["gpu"], row["system"])
+        row["default"] = key not in seen
+        seen.add(key)
+    return rows
+
+
+def _row(cal: Calibration, source: str, kind: str, path: Path) -> dict[str, Any]:
+    env = cal.environment
+    names = {"driver_version_string": "driver", "driver": "driver", "cuda_runtime_version": "CUDA",
+             "cuda": "CUDA", "cupy_version": "CuPy", "torch_version": "torch", "torch": "torch",
+             "nccl": "NCCL"}  # fmt: skip
+    versions = [f"{name} {env[k]}" for k, name in names.items() if env.get(k)]
+    holds = (
+        sorted(cal.parameters.collectives)
+        if kind == "collectives"
+        else sorted(k for k in cal.errors if not k.startswith("collective:"))
+    )
+    return {
+        "gpu": cal.gpu_id,
+        "system": str(cal.system) if cal.system else "1 GPU",
+        "kind": kind,
+        "source": source,
+        "created": f"{cal.created:%Y-%m-%d}",
+        "device": cal.device_name,
+        "versions": ", ".join(versions),
+        "holds": holds,
+        "path": str(path),
+        "label": cal.label,
+    }
 
 
 def load_calibration(
@@ -405,12 +546,16 @@ __all__ = [
     "GemmParams",
     "GpumodelError",
     "HostLinkParams",
+    "SystemKey",
     "atomic_write_text",
     "calibration_label",
     "choose_calibration",
     "default_calibration",
+    "find_calibrations",
     "load_calibration",
     "read_calibration_file",
     "resolve",
+    "system_calibration",
     "transfer",
+    "with_system_collectives",
 ]

@@ -24,6 +24,7 @@ measured.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Literal
 
 from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
@@ -62,6 +63,8 @@ def predict(
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
+    if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
+        cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
     if custom is not None:
         return custom(gpu, cal)
     params = cal.parameters if cal else CalibrationParams()
@@ -75,6 +78,24 @@ def predict_with_params(
     """``predict`` with explicit model parameters (what the calibration fit iterates on)."""
     work = op.kernels(gpu)
     kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
+    floor_op = op.monotone_floor(gpu)
+    # the floor compares raw model times; a trace-fitted scale applies to the result once
+    unscaled = (
+        params.model_copy(update={"family_time_scale": {}}) if params.family_time_scale else params
+    )
+    if floor_op is not None:
+        floor = predict_with_params(floor_op, gpu, unscaled, label, l2).time_s
+        gap = floor - sum(k.time_s for k in kernels)
+        if gap > 0:
+            i = max(range(len(kernels)), key=lambda j: kernels[j].time_s)
+            kp = kernels[i]
+            note = (f"never faster than {floor_op.label()} ({format_quantity(floor, 's')}), "
+                    "the neighbouring kernel family's largest smaller op: time is monotone "
+                    "in every size")  # fmt: skip
+            kernels[i] = kp.model_copy(update={
+                "time_s": kp.time_s + gap,
+                "terms": (*kp.terms, Term(name="family floor", value=gap, note=note)),
+            })  # fmt: skip
     return assemble(op.label(), gpu, label, trace_scaled(kernels, params, op.family), work)
 
 
@@ -157,7 +178,17 @@ def kernel_time(
     family: str = "kernel",
     l2: L2Mode = "cold",
 ) -> KernelPrediction:
-    """Time of one kernel from its work and the GPU, as a sum/max of named terms."""
+    """Time of one kernel from its work and the GPU, as a sum/max of named terms
+    (``kw.repeats`` identical kernels: one priced, times the count)."""
+    if kw.repeats != 1:
+        one = kernel_time(replace(kw, repeats=1), gpu, params, family, l2)
+        n = kw.repeats
+        return one.model_copy(update={
+            "name": f"{one.name} x {n:,}", "time_s": one.time_s * n, "flops": one.flops * n,
+            "bytes": one.bytes * n, "launches": one.launches * n,
+            "terms": (*one.terms, Term(name="kernels", value=n, unit="x",
+                                        note=f"{n:,} identical kernels, one after another")),
+        })  # fmt: skip
     if kw.transfer:
         return _transfer_time(kw, gpu, params)
     terms: list[Term] = []
@@ -207,9 +238,14 @@ def kernel_time(
     t_memory = kw.bytes / bandwidth if kw.bytes else 0.0
     latency_bound = False
     limit = latency_limited_bandwidth(kw, gpu, params, in_l2)
+    if limit is not None and not math.isfinite(limit[0]):
+        mem_note, limit = f"{mem_note}; {limit[1]}", None
     if limit is not None and kw.bytes and kw.bytes_in_flight_per_thread:
         # a looping kernel: its loads wait on each other, its stores do not
-        t_reads = (kw.bytes - (kw.bytes_written or 0.0)) / limit[0]
+        chained = kw.chained_read_bytes
+        if chained is None:
+            chained = kw.bytes - (kw.bytes_written or 0.0)
+        t_reads = chained / limit[0]
         if t_reads > t_memory:
             latency_bound = True
             t_memory, mem_note = t_reads, f"reads {limit[1]}"
@@ -243,8 +279,7 @@ def kernel_time(
         Term(name="launch floor", value=t_floor,
              note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
     )  # fmt: skip
-    reads = kw.bytes and (kw.bytes_written is None or kw.bytes_written < kw.bytes)
-    if reads and params.dram_first_load_s and not in_l2:
+    if reads_dram(kw.bytes, kw.bytes_written) and params.dram_first_load_s and not in_l2:
         t_floor += params.dram_first_load_s
         terms.append(Term(name="first DRAM load", value=params.dram_first_load_s,
                           note="inputs not in L2: the first loads wait a DRAM round trip "
@@ -268,6 +303,13 @@ def kernel_time(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def reads_dram(nbytes: Any, bytes_written: Any) -> Any:
+    """Whether a kernel reads anything (it then waits for its first DRAM loads); numpy-ready."""
+    if bytes_written is None:
+        return nbytes > 0
+    return (nbytes > 0) & (bytes_written < nbytes)
 
 
 def issue_time(
@@ -306,20 +348,40 @@ def memory_bandwidth(
     if in_l2 and params.l2_bandwidth_bytes_per_s:
         bw = params.l2_bandwidth_bytes_per_s
         return bw, f"working set fits in L2: L2 {format_quantity(bw, 'B/s')}"
-    if family == "gemm" and kw.gemm is not None and kw.gemm.dtype in params.gemm:
-        eff = params.gemm[kw.gemm.dtype].small_m_bandwidth_efficiency
-    elif family in params.family_bandwidth_efficiency:
-        eff = params.family_bandwidth_efficiency[family]
-    elif kw.bytes_written is not None and params.dram_read_efficiency and kw.bytes:
-        w = min(1.0, kw.bytes_written / kw.bytes)
-        eff = mixed_stream_efficiency(params, w)
-        note += f" x {eff:.3g} for a {100 * w:.0f}% write stream (read/write mix)"
-        return bandwidth * eff, note
-    else:
-        eff = params.dram_efficiency or 1.0
-    if eff != 1.0:
+    gemm_dtype = kw.gemm.dtype if kw.gemm is not None else None
+    w = min(1.0, kw.bytes_written / kw.bytes) if kw.bytes_written is not None and kw.bytes else None
+    eff = bandwidth_efficiency(params, family, gemm_dtype, w)
+    if mixed_stream(params, family, gemm_dtype, w):
+        note += f" x {eff:.3g} for a {100 * w:.0f}% write stream (read/write mix)"  # type: ignore[operator]
+    elif eff != 1.0:
         note += f" x efficiency {eff:.3g}"
     return bandwidth * eff, note
+
+
+def mixed_stream(
+    params: CalibrationParams, family: str, gemm_dtype: str | None, write_fraction: Any
+) -> bool:
+    """Whether a kernel's DRAM efficiency comes from its read/write mix: no family or GEMM
+    dtype of its own is calibrated, and its written share is known."""
+    own = (family == "gemm" and gemm_dtype in params.gemm) or (
+        family in params.family_bandwidth_efficiency
+    )
+    return not own and write_fraction is not None and bool(params.dram_read_efficiency)
+
+
+def bandwidth_efficiency(
+    params: CalibrationParams, family: str, gemm_dtype: str | None, write_fraction: Any
+) -> Any:
+    """Achieved / datasheet DRAM bandwidth of a kernel (works on numpy arrays of write
+    fractions too): the GEMM dtype's or the family's calibrated value, else the read/write
+    mix's, else the calibrated stream efficiency, else 1."""
+    if family == "gemm" and gemm_dtype in params.gemm:
+        return params.gemm[gemm_dtype].small_m_bandwidth_efficiency  # type: ignore[index]
+    if family in params.family_bandwidth_efficiency:
+        return params.family_bandwidth_efficiency[family]
+    if mixed_stream(params, family, gemm_dtype, write_fraction):
+        return mixed_stream_efficiency(params, write_fraction)
+    return params.dram_efficiency or 1.0
 
 
 def inputs_in_l2(kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, l2: L2Mode) -> bool:
@@ -349,11 +411,18 @@ def latency_limited_bandwidth(
     """Little's law (Volkov 2016): a kernel with ``threads`` resident threads, each with its
     bytes in flight, sustains at most ``threads x bytes / latency``. Applies to kernels whose
     launch geometry is known (``Kernel(threads=...)``); the latency is L2's for L2-resident
-    inputs, DRAM's otherwise."""
+    inputs, DRAM's otherwise. A GPU without occupancy rules gets (inf, why): no limit, stated."""
     if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
         return None
     from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
-    from gpumodel.model.occupancy import occupancy
+    from gpumodel.model.occupancy import has_rules, occupancy
+
+    if not has_rules(gpu):
+        # no occupancy rules (an AMD architecture not modelled): the datasheet roofline alone
+        return math.inf, (
+            f"no occupancy rules for {gpu.id} ({gpu.architecture}): the latency (Little's law) "
+            "limit is not applied, datasheet roofline only"
+        )
 
     regs = kw.registers_per_thread
     occ = occupancy(gpu, kw.threads_per_block,

@@ -14,7 +14,7 @@ Bound = Literal["memory", "compute", "issue", "latency", "launch", "network"]
 class Term(BaseModel):
     """One named contribution to a prediction (a time, a factor or a rate)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     value: float
     unit: Literal["s", "x", "B/s", "FLOP/s", "B", "FLOP", "FLOP/B", ""] = "s"
@@ -35,7 +35,7 @@ class Term(BaseModel):
 class KernelPrediction(BaseModel):
     """The time of one kernel of an op, with the terms that make it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     time_s: float
     bound: Bound
@@ -53,7 +53,7 @@ class Prediction(BaseModel):
     the op's FLOPs (``unit``/``dtype``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     op: str
     gpu: str
     calibration: str

@@ -18,7 +18,7 @@ def family_key(family: str, bound: str) -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class FamilyFit(_Frozen):

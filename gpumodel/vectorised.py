@@ -17,8 +17,14 @@ from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import matmul_unit, vector_unit
-from gpumodel.ops.matmul import gemm_bytes
-from gpumodel.predict import compute_efficiency, kernel_overhead, predict
+from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
+from gpumodel.predict import (
+    bandwidth_efficiency,
+    compute_efficiency,
+    kernel_overhead,
+    predict,
+    reads_dram,
+)
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
 BOUNDS = np.array(["memory", "compute", "launch"])
@@ -47,10 +53,8 @@ def sweep(
         # cuBLAS-calibrated GEMM efficiency replaces the unit's (as in predict.kernel_time)
         rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(m, n, k, dtype, gpu, p)
         family = "gemm"
-        bw_eff = (
-            p.gemm[dtype].small_m_bandwidth_efficiency if dtype in p.gemm
-            else p.family_bandwidth_efficiency.get(family, p.dram_efficiency or 1.0)
-        )  # fmt: skip
+        written = batch * m * n * output_bytes_per_element(dtype)
+        bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
     elif op in ELEMENTWISE or op == "kernel":
         dtype = params.pop("dtype", "bf16" if op != "kernel" else "fp32")
         if op == "kernel":
@@ -59,17 +63,20 @@ def sweep(
                 np.asarray(params.pop("bytes"), dtype=float),
             )
             fma = params.pop("fma", True)
+            written = None  # a described kernel's read/write mix is not known
         else:
             per, inputs = ELEMENTWISE[op]
             n = np.asarray(params.pop("n"), dtype=float)
             flops = per * n
             nbytes = (inputs + 1) * n * BYTES_PER_ELEMENT[dtype]
+            written = n * BYTES_PER_ELEMENT[dtype]
             fma = True
         unit, dt = vector_unit(gpu, dtype)
         family = "kernel" if op == "kernel" else "elementwise"
         rate = gpu.peak_flops(dt, unit) * compute_efficiency(p, unit, dt, fma)
         rate = rate * (1.0 if fma else 0.5) * p.family_efficiency.get(family, 1.0)
-        bw_eff = p.family_bandwidth_efficiency.get(family, p.dram_efficiency or 1.0)
+        mix = None if written is None else np.minimum(1.0, written / nbytes)
+        bw_eff = bandwidth_efficiency(p, family, None, mix)
     else:
         raise SpecError(f"sweep supports 'gemm', 'kernel' and {', '.join(ELEMENTWISE)}; got {op!r}")
     if params:
@@ -82,9 +89,11 @@ def sweep(
         exponent = fitted_gemm.overlap_exponent
     t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     overhead, _ = kernel_overhead(p, family, fitted_gemm)
-    bound = np.where(overhead >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
+    # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
+    t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
+    bound = np.where(t_floor >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {
-        "time_s": overhead + t_core,
+        "time_s": t_floor + t_core,
         "flops": flops,
         "bytes": nbytes,
         "arithmetic_intensity": np.asarray(arithmetic_intensity(flops, nbytes)),

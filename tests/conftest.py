@@ -40,5 +40,7 @@ def isolated_cache(tmp_path, monkeypatch):
     from gpumodel import calibration
 
     calibration._find_default.cache_clear()
+    calibration._system_files.cache_clear()
     yield
     calibration._find_default.cache_clear()
+    calibration._system_files.cache_clear()

@@ -90,7 +90,8 @@ def test_repeat_kv_when_sdpa_gets_a_mask():
     # each copy (K, then V): 2 x 100 x 4096 elements written, a quarter of that read, 2 B each
     assert isinstance(rep, ExpandCopy) and rep.n == 2 * 100 * 4096 and rep.repeat == 4
     kernels = rep.kernels(get_gpu("h100"))
-    assert len(kernels) == 2 and rep.family == "expand_copy"
+    # K and V: one kernel each, priced once and counted twice (``KernelWork.repeats``)
+    assert len(kernels) == 1 and kernels[0].repeats == 2 and rep.family == "expand_copy"
     assert kernels[0].bytes == pytest.approx(2 * 100 * (4096 + 1024) * 2)
     assert kernels[0].bytes_written == pytest.approx(2 * 100 * 4096 * 2)
     attn = next(e for e in ops.layer if e.name == "attention").op

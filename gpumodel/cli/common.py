@@ -47,6 +47,7 @@ def prediction_table(preds: list[gm.Prediction]):
     fq, ft = gm.format_quantity, gm.format_time
     table = Table(title=preds[0].op, columns=["", *[p.gpu for p in preds]],
                   right={p.gpu for p in preds})  # fmt: skip
+
     def kind(p: gm.Prediction) -> str:  # "measured 2026-11-22" -> "measured"
         return calibration_short(p.calibration).rsplit(" 20", 1)[0].replace(" only", "")
 
@@ -87,7 +88,9 @@ def prediction_table(preds: list[gm.Prediction]):
 def print_predictions(
     preds: list[gm.Prediction], as_json: bool, explain: bool = False, as_csv: bool = False
 ) -> None:
-    from gpumodel.cli._app import console, print_json
+    import sys
+
+    from gpumodel.cli._app import print_json
     from gpumodel.cli.tables import show
 
     if as_json:
@@ -97,7 +100,22 @@ def print_predictions(
     show(prediction_table(preds), as_csv)
     if as_csv:
         return
-    out = console()
     for p in preds:
-        if explain or len(preds) == 1:
-            out.print(p.explain(), highlight=False, markup=False)
+        if explain or len(preds) == 1:  # plain text: no rich console to build (start-up time)
+            sys.stdout.write(_wrapped(p.explain()) + "\n")
+
+
+def _wrapped(text: str) -> str:
+    """Lines longer than the CLI's width wrapped, continuations indented under their line."""
+    import textwrap
+
+    from gpumodel.cli.tables import WIDTH
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= WIDTH:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out.append(textwrap.fill(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False))
+    return "\n".join(out)

@@ -28,6 +28,7 @@ def diagnose_command(
         None, help="draw measured vs speed of light and the roofline to FILE.png"
     ),
     calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
+    html: Path = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Place every kernel of a profile against its roofline and name what holds the step back."""
     from gpumodel.diagnose import diagnose
@@ -37,6 +38,10 @@ def diagnose_command(
         from gpumodel.diagnose.plot import plot_report
 
         plot_report(report, plot)
+    if html is not None:
+        from gpumodel.report import write_report
+
+        write_report("diagnose", report, html, trace=trace)
     if as_json:
         print_json(report.to_dict())
         return
@@ -48,8 +53,9 @@ def diagnose_command(
                        for o in ops])  # fmt: skip
         return
     render(report)
-    if plot is not None:
-        console().print(f"wrote {plot}", highlight=False, markup=False)
+    for written in (plot, html):
+        if written is not None:
+            console().print(f"wrote {written}", highlight=False, markup=False)
 
 
 def _ms(seconds: float | None) -> str:

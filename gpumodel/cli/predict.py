@@ -109,7 +109,17 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
     predict_app.command(name)(command)
 
 
-for _name in gm.ops.op_names():
-    if _name in gm.ops.ELEMENTWISE and _name != "copy":
-        continue  # elementwise functions: `predict elementwise --op relu --n 1e6`
-    _make_command(_name, gm.ops.op_class(_name))
+_registered: set[str] = set()
+
+
+def register_ops(only: str | None = None) -> None:
+    """Add ``predict <op>`` subcommands: the one ``only`` names when it is an op (a run builds
+    just the command it uses), else every registered op."""
+    import gpumodel.ops as ops
+
+    names = [only] if only in ops.registered_names() else ops.op_names()
+    for name in names:
+        if name in _registered or (name in ops.ELEMENTWISE_NAMES and name != "copy"):
+            continue  # elementwise functions: `predict elementwise --op relu --n 1e6`
+        _registered.add(name)
+        _make_command(name, ops.op_class(name))

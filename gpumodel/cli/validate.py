@@ -51,11 +51,15 @@ def validate(
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv", help="the error table as CSV"),
     no_progress: bool = typer.Option(False, "--no-progress"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Measure kernels on the local GPU, fit the model, report held-out error per family.
 
     Example: gpumodel validate --host-only --host-out host.yaml
     """
+    if html and (collectives or occupancy or calibration_from or host_only):
+        fail("--html reports a kernel validation (not --collectives, --occupancy, "
+             "--calibration-from or --host-only)")  # fmt: skip
     if host_only:
         _host_profile(host_out, as_json, no_progress)
         return
@@ -74,6 +78,10 @@ def validate(
         cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
     target = Path(out) if out else user_calibration_path(cal.gpu_id)
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
+    if html:
+        from gpumodel.report import write_report
+
+        written.append(write_report("validate", cal, html))
     if as_json:
         print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
                     cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
@@ -182,7 +190,8 @@ def _extra_checks(
     from_measurements: str | None = None,
 ) -> None:
     """The multi-GPU and occupancy checks (separate runners, separate outputs). With --out, the
-    fitted collective parameters are merged into that calibration file; with
+    fitted collective parameters are merged into that calibration file, else the fit is saved
+    where predictions find it (the user cache's ``calibrations/<gpu>-x<n>/``); with
     --from-measurements, the collectives are re-fitted from a saved
     ``collectives_measurements.json`` instead of measured (no GPU needed)."""
     out_dir = Path(report or ".")
@@ -205,20 +214,49 @@ def _extra_checks(
         if from_measurements:
             if not Path(from_measurements).is_file():
                 fail(f"no such measurements file: {from_measurements}")
-            results["collectives"] = refit(from_measurements, out_dir, calibration_file=merge)
+            results["collectives"] = refit(
+                from_measurements,
+                out_dir,
+                calibration_file=merge,
+                progress=None if as_json else print,
+            )
         else:
-            results["collectives"] = run_collectives_validation(out_dir, calibration_file=merge)
+            results["collectives"] = run_collectives_validation(
+                out_dir, calibration_file=merge, progress=None if as_json else print
+            )
+        if merge is None:
+            _install_system_calibration(results["collectives"], out_dir)
     if as_json:
         print_json(results)
     else:
         for name, result in results.items():
             summary = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+            summary.pop("found_by_predictions_at", None)
             console().print(f"{name}: {summary}", highlight=False, markup=False)
+            if result.get("found_by_predictions_at"):
+                console().print(f"saved where predictions find it: "
+                                f"{result['found_by_predictions_at']}", highlight=False,
+                                markup=False)  # fmt: skip
     failed = results.get("occupancy", {}).get("n_mismatches", 0) or (
         results.get("collectives", {}).get("passed") is False
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _install_system_calibration(result: dict, out_dir: Path) -> None:
+    """Copy the fit to the user cache (``calibrations/<gpu>-x<n>/``), where predictions of
+    collectives on that GPU and system look first (gpumodel.calibration)."""
+    from gpumodel.calibration import SYSTEM_FILE, atomic_write_text, user_system_calibration_path
+
+    fitted = out_dir / SYSTEM_FILE
+    if not result.get("params") or not fitted.is_file():
+        return
+    target = user_system_calibration_path(result["gpu"], int(result["world"]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, fitted.read_text(encoding="utf-8"))
+    result["written"] = [*result.get("written", []), str(target)]
+    result["found_by_predictions_at"] = str(target)
 
 
 def _transfer_check(

@@ -44,7 +44,7 @@ MIN_FINDING_S = 5e-6
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class SourceInfo(_Frozen):

@@ -20,7 +20,7 @@ from gpumodel.specs import GPUSpec
 class OpTime(BaseModel):
     """One named op of a step: ``count`` executions per step (layers x per-layer count)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     kind: str
     count: int

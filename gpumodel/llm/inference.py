@@ -101,7 +101,7 @@ Runtime = Literal["eager", "graph"]
 class InferenceResult(BaseModel):
     """One inference step (per model replica of ``tp`` GPUs) and what it is made of."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     phase: Phase

@@ -102,7 +102,7 @@ def activation_bytes_per_layer(
 class MemoryBreakdown(BaseModel):
     """Bytes per GPU, by component, against the GPU's capacity."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     mode: Literal["inference", "training"]

@@ -78,7 +78,7 @@ DEFAULT_SLO = "chat"
 class ServingOption(BaseModel):
     """One GPU type's way to serve the load."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     gpu: str
     feasible: bool
     reason: str = ""
@@ -104,7 +104,7 @@ class ServingOption(BaseModel):
 
 
 class ServingPlan(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     prompt: int
     output: int

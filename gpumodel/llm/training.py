@@ -70,7 +70,7 @@ def model_flops_per_token(model: ModelSpec, seq: int) -> float:
 class TrainingStep(BaseModel):
     """One optimizer step on ``gpus`` GPUs (tp x pp x dp)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     gpus: int
@@ -133,7 +133,7 @@ class TrainingStep(BaseModel):
 class TrainingPlan(BaseModel):
     """Time and cost to train on ``tokens`` tokens."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     gpus: int

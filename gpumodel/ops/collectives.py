@@ -14,7 +14,9 @@ link, per-GPU network), else the GPU spec (NVLink/NVSwitch when it has NVLink, e
 
 The time is the alpha-beta cost (gpumodel.model.comm) of the algorithm NCCL would pick; with a
 calibration holding ``collectives["all_reduce@<n>"]`` (what `gpumodel validate --collectives`
-fits) the measured latency floor and bus bandwidth replace the datasheet.
+fits) the measured latency floor and bus bandwidth replace the datasheet. With no calibration
+given, the fit saved for this GPU and system (GPU count, in-node link) is found by itself
+(user cache, then ``validation/results/<gpu>-x<n>/``); the prediction's ``calibration`` names it.
 """
 
 from __future__ import annotations
@@ -144,7 +146,19 @@ class Collective(Op):
 
     def predict_on(self, gpu: GPUSpec, calibration: Any = None) -> Prediction:
         """The collective's time on ``gpu`` (called by ``gpumodel.predict``)."""
+        if calibration is not None:
+            calibration = self.with_system_calibration(gpu, calibration)
         return _predict(self, gpu, calibration)
+
+    def with_system_calibration(self, gpu: GPUSpec, calibration: Any) -> Any:
+        """``calibration`` completed by the collectives fit found for this GPU, GPU count and
+        in-node link (gpumodel.calibration.with_system_collectives); one node only."""
+        from gpumodel.calibration import Calibration, with_system_collectives
+
+        if self.nodes > 1 or self.gpus < 2 or not isinstance(calibration, Calibration | None):
+            return calibration
+        link = self.topology(gpu).intra.kind
+        return with_system_collectives(calibration, gpu, self.collective, self.gpus, link)
 
 
 class AllReduce(Collective):
