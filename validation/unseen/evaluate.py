@@ -46,8 +46,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # dtype names of the unseen scripts -> gpumodel's
 DTYPES = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8"}
-# runtime names of steps_unseen.py -> the generic runtime of gm.predict_inference before HF names
-RUNTIME_FALLBACK = {"hf-eager": "eager", "hf-static-compiled": "graph"}
+# runtime names of steps_unseen.py -> the generic runtime of gm.predict_inference before HF names.
+# HF runs the prefill of a static-cache generation uncompiled (steps_unseen.py records
+# "compile: none" for it), so that phase is eager.
+RUNTIME_FALLBACK = {("hf-eager", "decode"): "eager", ("hf-eager", "prefill"): "eager",
+                    ("hf-eager", "train"): "eager", ("hf-static-compiled", "decode"): "graph",
+                    ("hf-static-compiled", "prefill"): "eager"}  # fmt: skip
 
 
 # --------------------------------------------------------------------------- arithmetic
@@ -258,11 +262,11 @@ def evaluate_kernels(
 # --------------------------------------------------------------------------- steps
 
 
-def _runtime_arg(fn: Callable, runtime: str) -> str:
+def _runtime_arg(fn: Callable, runtime: str, phase: str) -> str:
     allowed = literal_values(fn, "runtime")
     if allowed is None or runtime in allowed:
         return runtime
-    return RUNTIME_FALLBACK.get(runtime, runtime)
+    return RUNTIME_FALLBACK.get((runtime, phase), runtime)
 
 
 HOST_PARAMS = ("host", "host_profile")
@@ -289,7 +293,7 @@ def predict_step(
 
     if rec["phase"] in ("decode", "prefill"):
         fn = gm.predict_inference
-        rt = _runtime_arg(fn, rec["runtime"])
+        rt = _runtime_arg(fn, rec["runtime"], rec["phase"])
         req = {"phase": rec["phase"], "batch": rec["batch"], "dtype": "bf16", "runtime": rt,
                "calibration": cal}  # fmt: skip
         if rec["phase"] == "decode":
@@ -305,7 +309,7 @@ def predict_step(
     opt: dict[str, Any] = {"policy": rec.get("policy"), "fusion": "unfused"}
     rt = "-"
     if accepts(fn, "runtime"):
-        rt = _runtime_arg(fn, rec["runtime"])
+        rt = _runtime_arg(fn, rec["runtime"], rec["phase"])
         opt["runtime"] = rt
     res = call_with_host(fn, (rec["workload"], gpu_id, 1), req, opt, host_path)
     mem = getattr(res, "memory", None)
