@@ -48,6 +48,7 @@ _LAZY = {
          "get_model", "list_models", "max_batch", "max_context", "plan_serving", "plan_training",
          "predict_inference", "predict_training_step"], "gpumodel.llm"),
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
+    **dict.fromkeys(["HostProfile", "list_hosts", "load_host"], "gpumodel.hostprofile"),
     **dict.fromkeys(["SweepResult", "sweep_inference", "sweep_training"], "gpumodel.llm.sweep"),
     **dict.fromkeys(["Price", "parse_prices", "price_for"], "gpumodel.prices"),
     **dict.fromkeys(["TrainingSearch", "search_training"], "gpumodel.llm.planning"),
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel import llm, ops
     from gpumodel.calibration import Calibration, load_calibration
     from gpumodel.diagnose import DiagnoseReport, TraceFormatError, diagnose
+    from gpumodel.hostprofile import HostProfile, list_hosts, load_host
     from gpumodel.llm import (
         InferenceResult,
         MemoryBreakdown,
@@ -147,6 +149,7 @@ __all__ = [
     "DiagnoseReport",
     "GPUSpec",
     "GpumodelError",
+    "HostProfile",
     "InfeasibleError",
     "InferenceResult",
     "KernelPrediction",
@@ -183,11 +186,13 @@ __all__ = [
     "get_model",
     "get_system",
     "list_gpus",
+    "list_hosts",
     "list_models",
     "list_systems",
     "littles_law",
     "llm",
     "load_calibration",
+    "load_host",
     "load_spec_file",
     "load_system_file",
     "max_batch",

@@ -10,7 +10,8 @@ CONTRACT = {
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
     "UnsupportedError", "sweep", "list_gpus", "calibrate_from_trace",
     "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
-    "search_training", "TrainingSearch", "write_report",
+    "HostProfile", "load_host", "list_hosts", "search_training", "TrainingSearch",
+    "write_report",
 }  # fmt: skip
 
 

@@ -158,6 +158,11 @@ def serving_table(p: Any) -> Table:
     t.notes += [f"{o.gpu}: {o.reason}" for o in p.options if not o.feasible]
     t.notes += calibration_notes(p.calibrations)
     t.notes += price_notes(p.prices)
+    if p.host:
+        how = ("every eager kernel at its op kind's cost" if p.runtime == "hf-eager"
+               else "prefill eager, decode one compiled call" if p.runtime == "hf-static-compiled"
+               else "one graph launch per step")  # fmt: skip
+        t.notes.append(f"host: {p.host['name']} ({p.host['cpu_model']}); {p.runtime}: {how}")
     t.notes += [f"warning: {w}" for w in p.warnings]
     return t
 
@@ -246,7 +251,18 @@ def sweep_llm(
     tp: str = typer.Option("1", help="tensor-parallel sizes"),
     pp: str = typer.Option("1", help="pipeline-parallel sizes (training)"),
     dp: str = typer.Option("1", help="data-parallel sizes (inference: replicas)"),
-    runtime: str = typer.Option("eager", help="inference: eager or graph"),
+    runtime: str = typer.Option(
+        None,
+        help="inference: hf-eager, hf-static-compiled or fused-graph (default "
+        "fused-graph, as infer)",
+    ),
+    host: str = typer.Option(
+        None,
+        help="host profile: a name or a YAML file (default: the "
+        "measured one of this machine, else reference-h100)",
+    ),
+    policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
+    fusion: str = typer.Option(None, help="training: fused (default) or unfused (eager HF)"),
     dtype: str = typer.Option("bf16"),
     zero: int = typer.Option(1, help="training: ZeRO stage"),
     recompute: str = typer.Option("selective", help="training: none, selective or full"),
@@ -287,20 +303,26 @@ def sweep_llm(
     if mode == "inference":
         if phase not in ("prefill", "decode"):
             fail(f"--phase: '{phase}' is not one of prefill, decode")
-        if runtime not in ("eager", "graph"):
-            fail(f"--runtime: '{runtime}' is not one of eager, graph")
+        names = ("hf-eager", "hf-static-compiled", "fused-graph", "eager", "graph")
+        if runtime is not None and runtime not in names:
+            fail(f"--runtime: '{runtime}' is not one of {', '.join(names[:3])}")
         ctx = parse_counts(context, "--context") if context is not None else None
         r = gm.sweep_inference(model, gpus, phase=phase, batch=counts["batch"], seq=seqs,  # type: ignore[arg-type]
                                context=ctx, tp=counts["tp"], pp=counts["pp"], dp=counts["dp"],
-                               runtime=runtime, **common)  # type: ignore[arg-type]  # fmt: skip
+                               runtime=runtime, host=host, **common)  # type: ignore[arg-type]  # fmt: skip
     else:
         if context is not None:
             fail("--context is for --mode inference (training: --seq)")
         if recompute not in ("none", "selective", "full"):
             fail(f"--recompute: '{recompute}' is not one of none, selective, full")
+        if policy is not None and policy not in ("amp", "bf16", "mixed"):
+            fail(f"--policy: '{policy}' is not one of amp, bf16, mixed")
+        if fusion is not None and fusion not in ("fused", "unfused"):
+            fail(f"--fusion: '{fusion}' is not one of fused, unfused")
         r = gm.sweep_training(model, gpus, micro_batch=counts["batch"], seq=seqs,
                               tp=counts["tp"], pp=counts["pp"], dp=counts["dp"], zero=zero,
-                              recompute=recompute,  # type: ignore[arg-type]
+                              recompute=recompute, policy=policy, host=host,  # type: ignore[arg-type]
+                              fusion=fusion or "fused",  # type: ignore[arg-type]
                               tokens=parse_count(tokens) if tokens else None, **common)  # fmt: skip
     table = r.table
     if fits_only:

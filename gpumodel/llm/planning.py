@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from gpumodel.calibration import calibration_short, choose_calibration
 from gpumodel.errors import InfeasibleError, SpecError
 from gpumodel.llm.layers import AttentionImpl, Fusion
-from gpumodel.llm.memory import Recompute
+from gpumodel.llm.memory import Policy, Recompute
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.sweep import SweepResult, sweep_training
 from gpumodel.llm.training import default_global_batch
@@ -148,6 +148,9 @@ def search_training(
     calibration_from: str | None = None,
     fusion: Fusion = "fused",
     attention: AttentionImpl = "flash",
+    policy: Policy | None = None,
+    host: Any = None,
+    fragmentation: float | None = None,
 ) -> TrainingSearch:
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
@@ -180,7 +183,8 @@ def search_training(
     r: SweepResult = sweep_training(
         spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch, seq=seq, zero=zero, dtype=dtype,
         recompute=recompute, fusion=fusion, attention=attention, calibration=cal,
-        tokens=tokens, price=price, global_batch=global_batch, grid=False,
+        tokens=tokens, price=price, global_batch=global_batch, grid=False, policy=policy,
+        host=host, fragmentation=fragmentation,
     )  # fmt: skip
     rows = r.table
     options: list[TrainingOption] = []
@@ -271,14 +275,18 @@ def fastest_layout(
     rows = r.table
     ok = rows[rows["fits"]]
     if not len(ok):
-        from gpumodel.llm.memory import infeasible_message, memory
+        from gpumodel.llm.memory import infeasible_message
+        from gpumodel.llm.training import training_memory
 
         least = rows[np.argmin(rows["memory_bytes"])]
-        mem = memory(spec, g, batch=int(least["micro_batch"]), seq=int(least["seq"]),
-                     dtype=kwargs.get("dtype", "bf16"), train=True, tp=int(least["tp"]),
-                     pp=int(least["pp"]), dp=int(least["dp"]), zero=kwargs.get("zero", 1),
-                     recompute=kwargs.get("recompute", "selective"),
-                     microbatches=int(least["microbatches"]))  # fmt: skip
+        mem = training_memory(
+            spec, g, micro_batch=int(least["micro_batch"]), seq=int(least["seq"]),
+            dtype=kwargs.get("dtype", "bf16"), tp=int(least["tp"]), pp=int(least["pp"]),
+            dp=int(least["dp"]), zero=kwargs.get("zero", 1),
+            recompute=kwargs.get("recompute", "selective"),
+            microbatches=int(least["microbatches"]), fusion=kwargs.get("fusion", "fused"),
+            policy=kwargs.get("policy"), fragmentation=kwargs.get("fragmentation"),
+        )  # fmt: skip
         raise InfeasibleError(
             infeasible_message(mem) + "; try more GPUs, --zero 3, --recompute full",
             needed=mem.total_bytes, available=mem.capacity_bytes,

@@ -146,9 +146,34 @@ class Collective(Op):
 
     def predict_on(self, gpu: GPUSpec, calibration: Any = None) -> Prediction:
         """The collective's time on ``gpu`` (called by ``gpumodel.predict``)."""
+        one_node_cal = calibration
         if calibration is not None:
             calibration = self.with_system_calibration(gpu, calibration)
-        return _predict(self, gpu, calibration)
+        pred = _predict(self, gpu, calibration)
+        return self._not_below_one_node(gpu, one_node_cal, pred) if self.nodes > 1 else pred
+
+    def _not_below_one_node(self, gpu: GPUSpec, calibration: Any, pred: Prediction) -> Prediction:
+        """A collective over several nodes is never faster than the same collective among one
+        node's GPUs with the same bytes per rank: those ranks still exchange as much over the
+        node's own links, now with slower links beside them. Where the one-node figure is the
+        larger (a calibrated node against an uncalibrated network), it is the time."""
+        per_node = self.gpus // self.nodes
+        if per_node < 2:
+            return pred
+        shard = per_node / self.gpus if self.collective == "all_gather" else 1.0  # gathered output
+        try:
+            inner = self.model_copy(update={"gpus": per_node, "nodes": 1, "gpus_per_node": None,
+                                            "bytes": self.bytes * shard})  # fmt: skip
+            floor = inner.predict_on(gpu, calibration)
+        except (ValueError, UnsupportedError):
+            return pred
+        if floor.time_s <= pred.time_s:
+            return pred
+        term = Term(name="one node's collective (floor)", value=floor.time_s - pred.time_s,
+                    note=f"the same {self.collective} among {per_node} GPUs of one node takes "
+                         f"{format_time(floor.time_s)} ({floor.calibration}); more nodes cannot "
+                         "make it faster")  # fmt: skip
+        return pred.model_copy(update={"time_s": floor.time_s, "terms": (*pred.terms, term)})
 
     def with_system_calibration(self, gpu: GPUSpec, calibration: Any) -> Any:
         """``calibration`` completed by the collectives fit found for this GPU, GPU count and
