@@ -43,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # score the gpumodel of this checkout, not an installed one
+    sys.path.insert(0, str(ROOT))
 
 # dtype names of the unseen scripts -> gpumodel's
 DTYPES = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp8"}
@@ -272,6 +274,14 @@ def _runtime_arg(fn: Callable, runtime: str, phase: str) -> str:
 HOST_PARAMS = ("host", "host_profile")
 
 
+def host_param() -> str | None:
+    """The host-profile parameter of the LLM predictors, if this gpumodel has one."""
+    import gpumodel as gm
+
+    fn = gm.predict_inference
+    return next((n for n in HOST_PARAMS if accepts(fn, n)), None)
+
+
 def call_with_host(fn: Callable, args: tuple, req: dict, opt: dict, host_path: Path | None) -> Any:
     """``call_supported`` with the host profile passed as a path, else as the loaded mapping."""
     name = next((n for n in HOST_PARAMS if accepts(fn, n)), None)
@@ -338,10 +348,18 @@ def evaluate_steps(
         if data.get("tiny"):
             continue
         gpu_id = gpu_id_of(data.get("env") or {})
-        host_path = path.parent / data["host_profile"] if data.get("host_profile") else None
+        measured_host = path.parent / data["host_profile"] if data.get("host_profile") else None
+        # with the host profile measured in the same process (where the API takes one), and
+        # with the model's default host costs
+        hosts = [("", None)]
+        if measured_host is not None and host_param() is not None:
+            hosts.insert(0, (" + host profile", measured_host))
         for rec in data.get("records", []):
             st = rec.get("step_s")
-            for cal_name, cal in cal_for(gpu_id):
+            for (cal_name0, cal), (host_name, host_path) in (
+                (c, h) for c in cal_for(gpu_id) for h in hosts
+            ):
+                cal_name = cal_name0 + host_name
                 base = {"source": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
                         "gpu": gpu_id, "calibration": cal_name, "workload": rec["workload"],
                         "runtime": rec["runtime"], "phase": rec["phase"],
