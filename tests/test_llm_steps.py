@@ -388,18 +388,22 @@ def test_default_host_is_the_cached_profile_of_this_cpu(tmp_path, monkeypatch):
     assert r.host["name"] == "reference-h100" and "Some Other CPU" in r.host_warning
 
 
-def test_trace_fitted_host_beats_the_profile():
+def test_trace_fitted_host_beats_the_default_profile_not_a_named_one():
     from gpumodel.tracecal import calibrate_from_trace
 
     cal = calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
     h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
     r = predict_inference("gpt2", "h100", batch=1, context=256, runtime="hf-eager",
-                          calibration=cal, host=h)  # fmt: skip
+                          calibration=cal)  # fmt: skip
     per = cal.trace.host_per_kernel_s
     assert r.host_per_kernel_s == pytest.approx(per)
     assert r.host_time_s == pytest.approx(per * r.kernels_per_step)
     assert r.host_source.startswith("trace") and any("beats the host profile" in n
                                                      for n in r.notes)  # fmt: skip
+    # a host named for the prediction (another machine than the trace's) beats the trace
+    named = predict_inference("gpt2", "h100", batch=1, context=256, runtime="hf-eager",
+                              calibration=cal, host=h)  # fmt: skip
+    assert named.host_source == "host profile box"
     # a figure given beats both
     g = predict_inference("gpt2", "h100", batch=1, context=256, runtime="hf-eager",
                           calibration=cal, host=h, host_per_kernel_s=7e-6)  # fmt: skip

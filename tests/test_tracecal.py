@@ -225,3 +225,15 @@ def test_allocator_peaks_read_from_memory_events(tmp_path):
         calibrate_from_trace(FIXTURES / "transformer_eager.json.gz").trace.peak_allocated_bytes
         is None
     )
+
+
+def test_a_named_host_beats_the_traces_host(tmp_path):
+    """A trace calibration carries its machine's host cost per kernel; naming a host profile
+    (the machine the prediction is for) replaces it; without one the trace's figure is used."""
+    cal = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
+    kw = dict(phase="decode", batch=8, context=2048, runtime="hf-eager", calibration=cal)
+    traced = gm.predict_inference("llama-3-8b", "h100", **kw)
+    named = gm.predict_inference("llama-3-8b", "h100", host="reference-h100", **kw)
+    assert traced.host_source.startswith("trace")
+    assert named.host_source == "host profile reference-h100"
+    assert named.host_time_s != traced.host_time_s

@@ -248,12 +248,15 @@ def host_terms(
     host_per_kernel_s: float | None = None,
     host_per_step_s: float | None = None,
     graph_launch_s: float | None = None,
+    host_given: bool = False,
 ) -> HostTerms:
     """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
     runtime ``rt``. Eager, per kernel, the first that applies:
 
         host_per_kernel_s given                      that figure for every kernel (expert)
-        the calibration was fitted from a trace      its host time per launched kernel
+        the calibration was fitted from a trace      its host time per launched kernel, unless
+                                                     a host was named (``host_given``): the
+                                                     trace's machine need not be this one
         the host profile ``hp`` (measured or named)  the eager cost of the kernel's op kind,
                                                      + the HF layer's views spread over its
                                                      kernels; or the measured HF decoder layer
@@ -305,7 +308,7 @@ def host_terms(
         if uniform < 0:
             raise SpecError("host_per_kernel_s must be >= 0")
         source = "given (host_per_kernel_s)"
-    elif cal is not None and cal.trace is not None:
+    elif cal is not None and cal.trace is not None and not host_given:
         uniform, note = eager_host_per_kernel(cal)
         source = f"trace {cal.trace.trace_path}"
         notes.append(note + f" (beats the host profile {hp.name})")
@@ -482,7 +485,7 @@ def predict_inference(
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
     ht = host_terms(rt, hp, cal, (pre, layer, post), spec.layers, fusion,
                     host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                    graph_launch_s=graph_launch_s)  # fmt: skip
+                    graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
     notes += ht.notes
     one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
     times = step_times(*one[:2], spec.layers, one[2], eager=ht.eager,

@@ -278,7 +278,7 @@ def sweep_inference(
             blocks = kernel_blocks(*timed)
             ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, fusion,
                             host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                            graph_launch_s=graph_launch_s)  # fmt: skip
+                            graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
             by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
                 (i, (*blocks, *ht.per_kernel, ht))
             )  # type: ignore[arg-type]

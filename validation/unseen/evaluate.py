@@ -293,11 +293,36 @@ def host_param() -> str | None:
     return next((n for n in HOST_PARAMS if accepts(fn, n)), None)
 
 
+# The first device runs' host profiles timed their HF decoder layer at head_dim 32 over a cache
+# that grew every call: torch 2.11 sent that SDPA to cuDNN and rebuilt its plan each call
+# (45-63 ms; 1.2 ms without cuDNN). Their other figures stand; that one is left out, with a note.
+BAD_LAYER_SETUP = "LlamaDecoderLayer hidden 256"
+_FIXED_HOSTS: dict[Path, Path] = {}
+
+
+def usable_host_profile(path: Path) -> Path:
+    """``path``, or a copy without ``hf_decoder_layer_s`` if it was timed by the faulty setup."""
+    if BAD_LAYER_SETUP not in path.read_text():
+        return path
+    if path not in _FIXED_HOSTS:
+        import yaml
+
+        data = yaml.safe_load(path.read_text())
+        for key in ("hf_decoder_layer_s", "hf_decoder_layer_kernels"):
+            data.pop(key, None)
+            (data.get("spread") or {}).pop(key, None)
+        fixed = Path(tempfile.mkdtemp()) / path.name
+        fixed.write_text(yaml.safe_dump(data))
+        _FIXED_HOSTS[path] = fixed
+    return _FIXED_HOSTS[path]
+
+
 def call_with_host(fn: Callable, args: tuple, req: dict, opt: dict, host_path: Path | None) -> Any:
     """``call_supported`` with the host profile passed as a path, else as the loaded mapping."""
     name = next((n for n in HOST_PARAMS if accepts(fn, n)), None)
     if name is None or host_path is None:
         return call_supported(fn, args, req, opt)
+    host_path = usable_host_profile(host_path)
     try:
         return call_supported(fn, args, req, {**opt, name: str(host_path)})
     except Exception:

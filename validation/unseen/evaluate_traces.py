@@ -31,6 +31,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluate import usable_host_profile
+
 import gpumodel as gm
 from gpumodel.diagnose.gpus import gpu_from_device_name
 
@@ -149,7 +151,7 @@ def evaluate(machines: list[Machine]) -> str:
                        and not (target is m and point_key(r) == point_key(traced))]  # fmt: skip
                 if not pts:
                     continue
-                host = str(target.host) if target.host else None
+                host = str(usable_host_profile(target.host)) if target.host else None
                 variants = {"baseline (shipped + measured host)": ("shipped", host)}
                 for name, cal in (("trace, --step-ms", cal_ms), ("trace, no --step-ms", cal_no)):
                     if target is m:
