@@ -79,7 +79,7 @@ def test_calibrated_host_cost_is_used():
     assert 4.545e-3 / 181 == pytest.approx(DEFAULT_EAGER_HOST_PER_KERNEL_S, rel=2e-3)
     assert any("default launch 4.6 us" in n for n in d.notes)
     assert d.host_per_step_s == 0.0  # not separated yet: carried by the per-kernel figure
-    # an explicit host cost (benchmarks/llm_device.py measures one) replaces both
+    # an explicit host cost (validation/experiments/llm_device.py measures one) replaces both
     h = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration=cal,
                           host_per_kernel_s=20e-6)  # fmt: skip
     assert h.host_per_kernel_s == 20e-6 and not any("eager host cost" in n for n in h.notes)

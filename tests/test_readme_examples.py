@@ -1,6 +1,6 @@
-"""Every concrete `gpumodel ...` command shown in the README runs and exits 0.
+"""Every concrete `gpumodel ...` command shown in the README and in docs/ runs and exits 0.
 
-Lines are taken from the README's code blocks. Optional parts written ``[--flag value]`` are
+Lines are taken from the code blocks of README.md and docs/*.md. Optional parts written ``[--flag value]`` are
 run both without and with their contents; alternatives written ``a | b`` after ``gpumodel`` are
 run one by one. Commands that need a GPU, a file the reader supplies or a device run are left
 out by name below, each with the reason; everything else must work as written.
@@ -16,7 +16,9 @@ import pytest
 
 from gpumodel.cli import main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 # (first words, why it cannot run here)
 NOT_HERE = {
@@ -29,14 +31,16 @@ NOT_HERE = {
 
 
 def _code_lines() -> list[str]:
-    lines, in_block = [], False
-    for raw in README.read_text(encoding="utf-8").splitlines():
-        if raw.startswith("```"):
-            in_block = not in_block
-            continue
-        text = raw.strip().removeprefix("$ ")
-        if in_block and text.startswith("gpumodel "):
-            lines.append(text.split("  #")[0].split(" # ")[0].strip())
+    lines = []
+    for page in PAGES:
+        in_block = False
+        for raw in page.read_text(encoding="utf-8").splitlines():
+            if raw.startswith("```"):
+                in_block = not in_block
+                continue
+            text = raw.strip().removeprefix("$ ")
+            if in_block and text.startswith("gpumodel "):
+                lines.append(text.split("  #")[0].split(" # ")[0].strip())
     return lines
 
 

@@ -30,7 +30,7 @@ measured on that host. The StaticCache eager steps of the full-width model in th
 agree (5.27 / 5.43 ms for 212 modelled kernels: 24.9 / 25.6 us). The per-step part is not
 separated in those runs (one depth): its default is 0 and the per-kernel figure carries it,
 spread over the 181 kernels of a 4-layer step, so deep models are slightly over-predicted.
-``benchmarks/llm_device.py`` now measures both on narrow replicas of two depths.
+``validation/experiments/llm_device.py`` now measures both on narrow replicas of two depths.
 
 Caveat, same run: the full-width DynamicCache prefill and decode steps, each timed after
 torch.profiler sessions, issued their kernels in 6.8-7.8 ms (38-43 us per kernel), ~2.5 ms per
@@ -82,7 +82,7 @@ EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 20.5e-6
 # What an eager HF step costs per kernel without a calibration (the sum of the two).
 DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
 # Per-step host time of an eager HF step beyond its kernels: not separated yet (carried by the
-# per-kernel figure above); benchmarks/llm_device.py measures it from two depths.
+# per-kernel figure above); validation/experiments/llm_device.py measures it from two depths.
 DEFAULT_EAGER_HOST_PER_STEP_S = 0.0
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6
