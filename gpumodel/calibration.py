@@ -9,6 +9,13 @@ target's spec.
 Where predictions look when ``calibration=None``: the user cache
 (``$GPUMODEL_CACHE_DIR`` or ``$XDG_CACHE_HOME/gpumodel`` or ``~/.cache/gpumodel``, file
 ``calibrations/<gpu-id>.yaml``), then profiles shipped in ``validation/results/<gpu-id>/``.
+
+A system calibration (``system: {gpus, interconnect}``) holds what was measured across GPUs: the
+NCCL collectives fitted by ``gpumodel validate --collectives`` on N GPUs joined by one link kind.
+It lives in ``calibrations/<gpu-id>-x<N>/collectives_calibration.yaml`` in the user cache, then
+``validation/results/<gpu-id>-x<N>/collectives_calibration.yaml`` shipped. A collective on that
+GPU and link uses the fit for its GPU count (else the nearest count, transferred) when the
+calibration in hand has none of its own; the prediction's label names both files.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ FORMAT_VERSION = 1
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class GemmParams(_Frozen):
@@ -71,6 +78,19 @@ class CollectiveParams(_Frozen):
     alpha_s: float = Field(ge=0)
     bus_bandwidth_bytes_per_s: float = Field(gt=0)
     link_efficiency: float | None = Field(None, gt=0, description="busbw / per-direction link bw")
+
+
+class PowerParams(_Frozen):
+    """Fitted power behaviour of one architecture (gpumodel.model.power): the SM array's
+    dynamic power at full tensor-core activity, per SM at ``reference_clock_hz``, and the
+    static share of the power limit. Carries to GPUs of the same architecture by SM count and
+    clock^3 (their own spec'd power limit applies); never across architectures."""
+
+    architecture: str
+    tensor_power_w_per_sm: float = Field(gt=0, description="W per SM, full tensor activity")
+    reference_clock_hz: float = Field(gt=0, description="max clock of the GPU it was fitted on")
+    static_power_fraction: float = Field(0.1, ge=0, lt=1, description="idle power / limit")
+    source: str = ""
 
 
 class CalibrationParams(_Frozen):
@@ -126,6 +146,20 @@ class CalibrationParams(_Frozen):
     l2_latency_cycles: float | None = Field(None, gt=0)
     launch_host_s: float | None = Field(None, ge=0)
     collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
+    # the in-workload condition (gpumodel.model.power): power-limited sustained clock and the
+    # dirty lines a preceding kernel leaves in L2
+    power: PowerParams | None = None
+    dirty_l2_writeback_fraction: float | None = Field(
+        None, ge=0, le=1, description="extra DRAM writes / min(L2, bytes moved) after a kernel "
+        "that wrote its output")  # fmt: skip
+    # host<->device copies as a user's code waits for them (torch copy_ + synchronise, wall
+    # clock): what the in-workload condition prices; ``host`` is the harness's (CUDA events)
+    host_wall: HostLinkParams | None = None
+    published_floor_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="'family:dtype' -> factor by which a transfer raised that family's "
+        "efficiency to the target generation's published kernels (gpumodel.published)",
+    )
     family_time_scale: dict[str, float] = Field(
         default_factory=dict,
         description="'family/bound' (e.g. 'gemm/memory') or 'family' -> measured / predicted "
@@ -144,12 +178,23 @@ class FamilyError(_Frozen):
     tolerance_pct: float | None = None
 
 
+class SystemKey(_Frozen):
+    """Which system a multi-GPU calibration was measured on: GPU count and the in-node link."""
+
+    gpus: int = Field(ge=2)
+    interconnect: str = Field(description="in-node link kind the ranks used: nvlink, pcie, ...")
+
+    def __str__(self) -> str:
+        return f"{self.gpus} x {self.interconnect}"
+
+
 class Calibration(_Frozen):
     format_version: Literal[1] = FORMAT_VERSION
     gpu_id: str
     device_name: str
     created: datetime
-    backend: Literal["cupy", "numpy", "synthetic", "trace"] = "cupy"
+    backend: Literal["cupy", "numpy", "synthetic", "torch", "trace"] = "cupy"
+    system: SystemKey | None = None
     environment: dict[str, str] = Field(default_factory=dict)
     transferred_from: str | None = None
     parameters: CalibrationParams
@@ -162,12 +207,16 @@ class Calibration(_Frozen):
     host_profile: dict[str, Any] | None = None
     # where it was loaded from (not stored)
     origin: str | None = Field(None, exclude=True)
+    # label of the system calibration whose collectives were added (not stored)
+    collectives_from: str | None = Field(None, exclude=True)
 
     @property
     def label(self) -> str:
         where = self.origin or "in memory"
         via = f", transferred from {self.transferred_from}" if self.transferred_from else ""
-        return f"{self.gpu_id} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
+        system = f" {self.system.gpus} x {self.system.interconnect}" if self.system else ""
+        own = f"{self.gpu_id}{system} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
+        return f"{own}; collectives: {self.collectives_from}" if self.collectives_from else own
 
     def save(self, path: str | Path) -> Path:
         """Write atomically (temp file, then rename). The raw measurements go last and an end
@@ -209,6 +258,18 @@ def user_calibration_path(gpu_id: str) -> Path:
 
 def shipped_calibration_path(gpu_id: str) -> Path:
     return _paths.results_dir() / gpu_id / "calibration.yaml"
+
+
+SYSTEM_FILE = "collectives_calibration.yaml"
+
+
+def user_system_calibration_path(gpu_id: str, gpus: int) -> Path:
+    """Where ``gpumodel validate --collectives`` saves a fit so that predictions find it."""
+    return cache_dir() / "calibrations" / f"{gpu_id}-x{gpus}" / SYSTEM_FILE
+
+
+def shipped_system_calibration_path(gpu_id: str, gpus: int) -> Path:
+    return _paths.results_dir() / f"{gpu_id}-x{gpus}" / SYSTEM_FILE
 
 
 END_MARKER = "# end of gpumodel calibration\n"
@@ -254,6 +315,113 @@ def default_calibration(gpu: GPUSpec) -> Calibration | None:
     return _find_default(gpu.id, str(cache_dir()))
 
 
+def _system_dirs(cache: str) -> list[tuple[str, Path]]:
+    return [("user", Path(cache) / "calibrations"), ("shipped", _paths.results_dir())]
+
+
+@lru_cache(maxsize=64)
+def _system_files(gpu_id: str, cache: str) -> tuple[Calibration, ...]:
+    """System calibrations of ``gpu_id``, user cache first, each folder by GPU count."""
+    found = []
+    for _, root in _system_dirs(cache):
+        paths = sorted(root.glob(f"{gpu_id}-x*/{SYSTEM_FILE}"))
+        for path in paths:
+            cal = read_calibration_file(path)
+            if cal.system is None or cal.gpu_id != gpu_id:
+                raise CalibrationError(
+                    f"{path}: a system calibration needs gpu_id {gpu_id} and system: "
+                    "{gpus, interconnect}; re-write it with `gpumodel validate --collectives "
+                    "--from-measurements collectives_measurements.json`"
+                )
+            found.append(cal)
+    return tuple(found)
+
+
+def system_calibration(gpu: GPUSpec, gpus: int, interconnect: str) -> Calibration | None:
+    """The system calibration for ``gpus`` x ``gpu`` on ``interconnect``: that GPU count if one
+    was measured (user cache before shipped), else the nearest count (larger on a tie)."""
+    same_link = [
+        c
+        for c in _system_files(gpu.id, str(cache_dir()))
+        if c.system is not None and c.system.interconnect == interconnect
+    ]
+    if not same_link:
+        return None
+    return min(same_link, key=lambda c: (abs(c.system.gpus - gpus), -c.system.gpus))  # type: ignore[union-attr]
+
+
+def with_system_collectives(
+    cal: Calibration | None, gpu: GPUSpec, collective: str, gpus: int, interconnect: str
+) -> Calibration | None:
+    """``cal`` completed by the system calibration found for this GPU and system.
+
+    Unchanged when ``cal`` was transferred from another GPU (collectives are topology-specific),
+    already has ``collective`` on ``gpus`` GPUs, or has its own collectives and the system file
+    is not for this GPU count either."""
+    if cal is not None and cal.transferred_from:
+        return cal
+    own = cal.parameters.collectives if cal is not None else {}
+    if f"{collective}@{gpus}" in own:
+        return cal
+    found = system_calibration(gpu, gpus, interconnect)
+    if found is None or (own and found.system is not None and found.system.gpus != gpus):
+        return cal
+    if cal is None:
+        return found
+    params = cal.parameters.model_copy(update={"collectives": dict(found.parameters.collectives)})
+    return cal.model_copy(update={"parameters": params, "collectives_from": found.label})
+
+
+def find_calibrations(gpu_id: str | None = None) -> list[dict[str, Any]]:
+    """Every calibration a prediction can find, for ``gpu_id`` or all GPUs: one dict per file
+    with gpu, system, kind, source (user/shipped), date, what it holds, provenance, path and
+    whether it is the one used by default (a user file shadows a shipped one)."""
+    cache = cache_dir()
+    rows: list[dict[str, Any]] = []
+    dirs = [("user", cache / "calibrations", "*.yaml"),
+            ("shipped", _paths.results_dir(), f"*/{'calibration.yaml'}")]  # fmt: skip
+    for source, root, pattern in dirs:
+        for path in sorted(root.glob(pattern)):
+            cal = read_calibration_file(path)
+            if gpu_id in (None, cal.gpu_id):
+                rows.append(_row(cal, source, "device", path))
+    for source, root in _system_dirs(str(cache)):
+        pattern = f"{gpu_id}-x*/{SYSTEM_FILE}" if gpu_id else f"*-x*/{SYSTEM_FILE}"
+        for path in sorted(root.glob(pattern)):
+            rows.append(_row(read_calibration_file(path), source, "collectives", path))
+    seen: set[tuple[str, str]] = set()
+    for row in rows:  # user rows come first: they shadow shipped ones of the same key
+        key = (row["gpu"], row["system"])
+        row["default"] = key not in seen
+        seen.add(key)
+    return rows
+
+
+def _row(cal: Calibration, source: str, kind: str, path: Path) -> dict[str, Any]:
+    env = cal.environment
+    names = {"driver_version_string": "driver", "driver": "driver", "cuda_runtime_version": "CUDA",
+             "cuda": "CUDA", "cupy_version": "CuPy", "torch_version": "torch", "torch": "torch",
+             "nccl": "NCCL"}  # fmt: skip
+    versions = [f"{name} {env[k]}" for k, name in names.items() if env.get(k)]
+    holds = (
+        sorted(cal.parameters.collectives)
+        if kind == "collectives"
+        else sorted(k for k in cal.errors if not k.startswith("collective:"))
+    )
+    return {
+        "gpu": cal.gpu_id,
+        "system": str(cal.system) if cal.system else "1 GPU",
+        "kind": kind,
+        "source": source,
+        "created": f"{cal.created:%Y-%m-%d}",
+        "device": cal.device_name,
+        "versions": ", ".join(versions),
+        "holds": holds,
+        "path": str(path),
+        "label": cal.label,
+    }
+
+
 def load_calibration(
     id_or_path: str | Path | Calibration, for_gpu: GPUSpec | str | None = None
 ) -> Calibration:
@@ -288,6 +456,16 @@ def load_calibration(
     return transfer(cal, target)
 
 
+def _scaled_rates(host: HostLinkParams, link: float) -> HostLinkParams:
+    """Host-link rates x ``link`` (the ratio of the two PCIe links); fixed costs kept."""
+    return HostLinkParams(
+        **{
+            k: (v * link if v is not None and k.endswith("bytes_per_s") else v)
+            for k, v in host.model_dump().items()
+        }
+    )
+
+
 def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     """Carry a calibration to ``target``: relative efficiencies and cycle latencies transfer,
     absolute rates are rescaled by the ratio of the two specs."""
@@ -299,18 +477,14 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     p = cal.parameters
     # L2 bandwidth scales with SMs x clock (each SM's L2 slice path is per-clock)
     l2_scale = (target.sm_count * target.boost_clock_hz) / (source.sm_count * source.boost_clock_hz)
-    host = p.host
+    host, host_wall = p.host, p.host_wall
     if source.interconnect and target.interconnect:
         link = (
             target.interconnect.pcie.per_direction_bytes_per_s
             / source.interconnect.pcie.per_direction_bytes_per_s
         )
-        host = HostLinkParams(
-            **{
-                k: (v * link if v is not None and k.endswith("bytes_per_s") else v)
-                for k, v in host.model_dump().items()
-            }
-        )
+        host = _scaled_rates(host, link)
+        host_wall = _scaled_rates(host_wall, link) if host_wall is not None else None
     l2_hot = p.l2_hot_max_bytes
     if l2_hot is not None:
         l2_hot *= target.l2_cache_bytes / source.l2_cache_bytes
@@ -321,9 +495,18 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             ),
             "l2_hot_max_bytes": l2_hot,
             "host": host,
+            "host_wall": host_wall,
             "collectives": {},  # topology-specific: never carried
+            # power per SM-clock^3 is an architecture's; another generation draws differently
+            "power": p.power if p.power and p.power.architecture == target.architecture else None,
         }
     )
+    if source.architecture != target.architecture:
+        # another generation's kernels: never below what the target's own are published to do
+        from gpumodel.published import apply_floors
+
+        params, applied = apply_floors(params, target)
+        params = params.model_copy(update={"published_floor_scale": applied})
     return cal.model_copy(
         update={
             "gpu_id": target.id,
@@ -405,12 +588,17 @@ __all__ = [
     "GemmParams",
     "GpumodelError",
     "HostLinkParams",
+    "PowerParams",
+    "SystemKey",
     "atomic_write_text",
     "calibration_label",
     "choose_calibration",
     "default_calibration",
+    "find_calibrations",
     "load_calibration",
     "read_calibration_file",
     "resolve",
+    "system_calibration",
     "transfer",
+    "with_system_collectives",
 ]

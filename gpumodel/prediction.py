@@ -14,7 +14,7 @@ Bound = Literal["memory", "compute", "issue", "latency", "launch", "network"]
 class Term(BaseModel):
     """One named contribution to a prediction (a time, a factor or a rate)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     value: float
     unit: Literal["s", "x", "B/s", "FLOP/s", "B", "FLOP", "FLOP/B", ""] = "s"
@@ -35,7 +35,7 @@ class Term(BaseModel):
 class KernelPrediction(BaseModel):
     """The time of one kernel of an op, with the terms that make it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     time_s: float
     bound: Bound
@@ -53,7 +53,7 @@ class Prediction(BaseModel):
     the op's FLOPs (``unit``/``dtype``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     op: str
     gpu: str
     calibration: str
@@ -73,6 +73,9 @@ class Prediction(BaseModel):
     kernels: tuple[KernelPrediction, ...] = ()
     advice: tuple[str, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
+    # the condition priced: "in-workload" (back to back, sustained clock, dirty L2) or
+    # "isolated" (one call after a clean L2 at the boost clock); "" where it does not apply
+    condition: str = ""
 
     @property
     def achieved_flops(self) -> float:
@@ -112,7 +115,8 @@ class Prediction(BaseModel):
         """Which roof, why, and what would help, in plain text."""
         lines = [
             f"{self.op} on {self.gpu}: {format_time(self.time_s)}, {self.bound}-bound "
-            f"(calibration: {self.calibration})",
+            f"(calibration: {self.calibration}"
+            + (f"; condition: {self.condition})" if self.condition else ")"),
             f"  work: {format_quantity(self.flops, 'FLOP')} and {format_quantity(self.bytes, 'B')}"
             f" -> arithmetic intensity {self.arithmetic_intensity:.3g} FLOP/B",
             f"  roof: {self.unit} {self.dtype} peak {format_quantity(self.peak_flops, 'FLOP/s')}, "

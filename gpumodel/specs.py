@@ -12,6 +12,7 @@ of ``GPUMODEL_SPECS_PATH`` (``os.pathsep``-separated), then directories passed e
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable
 from datetime import date
 from functools import lru_cache
@@ -53,7 +54,7 @@ Seconds = Annotated[float, _quantity("seconds")]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
 
 
 class SMLimits(_Frozen):
@@ -306,20 +307,84 @@ def find_by_name(name: str, items: dict[str, Any], aliases: dict[str, str]) -> A
     return items[aliases[key]] if key in aliases else None
 
 
+# A spec file's top-level ``id:`` and flow-style ``aliases: [...]`` lines, read without parsing
+# the YAML, so that looking up one GPU validates one file, not every file on the search path
+_ID_LINE = re.compile(r"""^id:[ \t]*(["']?)([^"'\s#]+)\1[ \t]*(?:#.*)?$""", re.MULTILINE)
+_ALIASES_LINE = re.compile(r"^aliases:[ \t]*\[([^\]\n]*)\][ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def _peek_names(path: Path) -> tuple[str, tuple[str, ...]] | None:
+    """(id, aliases) of a spec file from its top-level lines, or None when they are not
+    written as one ``id: x`` line and at most one ``aliases: [a, b]`` line (then the file is
+    parsed)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # load_spec_file names the problem
+    ids = _ID_LINE.findall(text)
+    alias_lines = _ALIASES_LINE.findall(text)
+    if (
+        len(ids) != 1
+        or len(alias_lines) > 1
+        or len(re.findall(r"^aliases:", text, re.MULTILINE)) != len(alias_lines)
+    ):
+        return None
+    aliases = (
+        tuple(a.strip().strip("\"'") for a in alias_lines[0].split(",")) if alias_lines else ()
+    )
+    return ids[0][1], tuple(a for a in aliases if a)
+
+
 class SpecLibrary:
-    """All specs found on the search path, indexed by id and alias."""
+    """All specs found on the search path, indexed by id and alias. A spec file is parsed and
+    validated when a lookup first needs it (``specs``/``ids`` load them all)."""
 
     def __init__(self, dirs: Iterable[Path]):
         self.dirs = list(dirs)
-        self.specs, self.aliases = index_yaml_dirs(self.dirs, load_spec_file, "specs")
+        self._files: dict[str, tuple[Path, tuple[str, ...]]] = {}  # id -> (file, aliases)
+        self._loaded: dict[str, GPUSpec] = {}
+        for d in self.dirs:
+            if not d.is_dir():
+                raise SpecError(f"specs directory {d} does not exist")
+            for f in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+                names = _peek_names(f)
+                if names is None:  # not in the usual layout: parse it now
+                    spec = load_spec_file(f)
+                    names = (spec.id, spec.aliases)
+                    self._loaded[spec.id] = spec
+                else:
+                    self._loaded.pop(names[0], None)  # a later file overrides a parsed one
+                self._files[names[0]] = (f, names[1])
+        self._aliases = {a.lower(): i for i, (_, aliases) in self._files.items() for a in aliases}
+
+    def _load(self, spec_id: str) -> GPUSpec:
+        spec = self._loaded.get(spec_id)
+        if spec is None:
+            path, aliases = self._files[spec_id]
+            spec = load_spec_file(path)
+            if spec.id != spec_id or tuple(spec.aliases) != aliases:
+                raise SpecError(f"{path}: its id/aliases lines ({spec_id}: {list(aliases)}) do "
+                                f"not read as the YAML does ({spec.id}: {list(spec.aliases)})")  # fmt: skip
+            self._loaded[spec_id] = spec
+        return spec
+
+    @property
+    def specs(self) -> dict[str, GPUSpec]:
+        """Every spec, loaded and validated (id -> spec)."""
+        return {i: self._load(i) for i in self._files}
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        return dict(self._aliases)
 
     def get(self, name: str | GPUSpec) -> GPUSpec:
         if isinstance(name, GPUSpec):
             return name
-        spec = find_by_name(name, self.specs, self.aliases)
-        if spec is None:
-            raise UnknownGPUError(name, list(self.specs) + list(self.aliases))
-        return spec
+        key = name.strip().lower()
+        spec_id = key if key in self._files else self._aliases.get(key)
+        if spec_id is None:
+            raise UnknownGPUError(name, list(self._files) + list(self._aliases))
+        return self._load(spec_id)
 
     def ids(self) -> list[str]:
         return sorted(self.specs)

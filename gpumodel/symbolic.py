@@ -28,7 +28,7 @@ TOPICS: tuple[str, ...] = ("gemm", "attention", "decode", "allreduce")
 class Formula(BaseModel):
     """A named formula, its text and pretty forms, and its value at the given parameters."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     expression: str
     pretty: str
@@ -38,7 +38,7 @@ class Formula(BaseModel):
 
 
 class SymbolicExplanation(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     topic: str
     gpu: str
     dtype: str

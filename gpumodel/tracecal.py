@@ -108,12 +108,14 @@ def calibrate_from_trace(
     """Fit a calibration to one torch.profiler Chrome trace (``.json`` or ``.json.gz``).
 
     ``gpu``: used when the trace does not name its device. ``model``: the LLM preset the trace
-    ran (recorded in the provenance; ``infer``/``plan`` take it as usual). ``step_ms``: the
+    ran (default: the preset whose widths the trace's GEMM shapes show; recorded in the
+    provenance). ``step_ms``: the
     step time measured without the profiler (e.g. from your training logs), used to take the
     profiler's own host cost out exactly. ``calibration``: the base the family scales apply to
     (None: the best found for the GPU).
     """
     from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows
+    from gpumodel.llm.models import get_model
 
     path = Path(path)
     if step_ms is not None and not (step_ms > 0 and step_ms < 1e9):
@@ -191,6 +193,16 @@ def calibrate_from_trace(
         for k, v in top_unmatched
     ]  # fmt: skip
 
+    # --- the model, from the GEMM shapes where the flag does not name it ---------------------
+    if model is not None:
+        model = get_model(model).id  # an unknown preset is a one-line error
+    found, model_evidence = identify_model([v.mapped.op for v in views if v.mapped.op is not None])
+    if model is None:
+        model = found
+    elif found is not None and found != model:
+        notes.append(f"--model {model} given, but the trace's GEMM shapes match {found}")
+    notes.append(model_evidence)
+
     # --- host ------------------------------------------------------------------------------
     host = _host_side(tr, tl, step_ms, periods)
     runtime, evidence = identify_runtime(tr, tl)
@@ -224,7 +236,8 @@ def calibrate_from_trace(
         matched_fraction=matched / total, unmatched=unmatched_rows, families=families,
         profiler=host["correction"], host_per_kernel_s=host["host_per_kernel_s"],
         host_op_s=host["op_s"], host_op_counts=host["op_counts"], self_check=self_check,
-        model=model, notes=notes,
+        model=model, notes=notes, peak_allocated_bytes=tr.peak_allocated_bytes,
+        peak_reserved_bytes=tr.peak_reserved_bytes,
     )  # fmt: skip
     env = dict(base.environment) if base is not None else {}
     env.update({"trace": path.name, "trace_sha256": fit.trace_sha256, "runtime": runtime})
@@ -348,6 +361,35 @@ def identify_runtime(tr: Trace, tl: Timeline) -> tuple[str, list[str]]:
     return runtime, evidence
 
 
+def identify_model(ops: list[Any]) -> tuple[str | None, str]:
+    """The shipped LLM preset whose hidden, FFN and vocabulary widths all appear among the
+    trace's GEMM dimensions (a decoder's projections are (hidden x hidden), (hidden x ffn) and
+    the LM head (hidden x vocab)); ties go to the preset whose layer count best matches the
+    number of FFN GEMMs. None, with the widths seen, when no preset matches."""
+    from gpumodel.llm.models import list_models
+
+    dims: set[int] = set()
+    ffn_gemms = defaultdict(int)
+    for op in ops:
+        if getattr(op, "family", None) == "gemm":
+            n, k = int(getattr(op, "n", 0)), int(getattr(op, "k", 0))
+            dims.update((n, k))
+            ffn_gemms[(min(n, k), max(n, k))] += 1
+    if not dims:
+        return None, "model: no GEMM shapes recorded (record_shapes=True names the model)"
+    matches = []
+    for spec in list_models():
+        if {spec.hidden, spec.ffn_hidden, spec.vocab} <= dims:
+            pair = (min(spec.hidden, spec.ffn_hidden), max(spec.hidden, spec.ffn_hidden))
+            matches.append((abs(ffn_gemms[pair] - spec.layers), spec.id))
+    if not matches:
+        widest = sorted(dims, reverse=True)[:4]
+        return None, (f"model: no shipped preset has its hidden, FFN and vocabulary widths "
+                      f"among the GEMM dimensions (widest: {widest}); pass --model")  # fmt: skip
+    best = min(matches)[1]
+    return best, f"model: {best} (hidden, FFN and vocabulary widths found among the GEMMs)"
+
+
 def host_profile_from_fit(fit: TraceFit) -> dict[str, Any]:
     """A host profile (the schema ``gpumodel validate --host-only`` writes) from what the trace
     showed: eager op costs by kind, the launch cost and the graph replay, profiler removed."""
@@ -373,5 +415,6 @@ __all__ = [
     "TraceFit",
     "calibrate_from_trace",
     "host_kind",
+    "identify_model",
     "identify_runtime",
 ]

@@ -18,7 +18,7 @@ def family_key(family: str, bound: str) -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class FamilyFit(_Frozen):
@@ -68,6 +68,9 @@ class TraceFit(_Frozen):
     host_op_counts: dict[str, float]  # top-level calls per step, by kind
     self_check: dict[str, float]  # the fitted model on the traced step itself
     model: str | None = None
+    # allocator high-water marks of the traced steps (profile_memory=True), bytes
+    peak_allocated_bytes: float | None = None
+    peak_reserved_bytes: float | None = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -40,5 +40,27 @@ def isolated_cache(tmp_path, monkeypatch):
     from gpumodel import calibration
 
     calibration._find_default.cache_clear()
+    calibration._system_files.cache_clear()
     yield
     calibration._find_default.cache_clear()
+    calibration._system_files.cache_clear()
+
+
+def uniform_host(per_op_s: float, name: str = "uniform-test-host"):
+    """A host profile charging ``per_op_s`` for every eager op kind (views free): the single
+    host cost per kernel the model used before host profiles (25.1 us without a calibration)."""
+    from gpumodel.hostprofile import HostProfile
+
+    kinds = ["matmul", "elementwise", "reduction", "norm", "cat", "copy", "index", "sdpa",
+             "optimizer_step"]  # fmt: skip
+    return HostProfile(host_profile=1, name=name, measured_at="2026-11-22T00:59:00+00:00",
+                       cpu_model="test cpu", cpu_cores=1, python="3", torch="2", gpu="test",
+                       eager_op_s={**dict.fromkeys(kinds, per_op_s), "view": 0.0},
+                       kernel_launch_s=4.6e-6, graph_replay_s=20e-6,
+                       graph_replay_per_kernel_s=1.21e-6, compiled_step_launch_s=20e-6)  # fmt: skip
+
+
+@pytest.fixture
+def old_host():
+    """The pre-profile default: 25.1 us per eager kernel (4.6 us launch + 20.5 us HF/PyTorch)."""
+    return uniform_host(25.1e-6, "old-default")

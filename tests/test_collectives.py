@@ -420,8 +420,15 @@ def test_evaluate_scores_the_calibrated_model_exactly(nvl):
     res = runner.evaluate(recs, nvl)
     assert res["calibrated_held_out"]["all_reduce@2"]["median_abs_pct"] < 1e-3
     assert res["passed"] is True
-    text = runner.calibration_fragment(res, {"device_name": "test", "world": 2})
+    text = runner.calibration_fragment(res, {"device_name": "test", "world": 2}, nvl)
     assert "all_reduce@2" in text and "collective:all_reduce@2" in text
+    # a system calibration that predictions can find: GPU, GPU count and link are in it
+    import yaml
+
+    from gpumodel.calibration import Calibration
+
+    cal = Calibration.model_validate(yaml.safe_load(text))
+    assert cal.gpu_id == nvl.id and (cal.system.gpus, cal.system.interconnect) == (2, "nvlink")
     md = runner.markdown_report(recs, res, {"device_name": "test", "world": 2}, nvl)
     assert "| all_reduce@2 |" in md and "PASS" in md
 

@@ -827,7 +827,8 @@ def test_amdahl_combines_without_double_counting():
 TOP_KEYS = {"schema_version", "source", "gpu", "calibration", "steps", "ops", "ops_omitted",
             "totals", "findings", "amdahl", "notes"}  # fmt: skip
 OP_KEYS = {"name", "phase", "shapes", "dtype", "op", "mapped", "reason", "count", "measured_s",
-           "measured_per_call_s", "predicted_per_call_s", "predicted_s", "sol_pct", "bound",
+           "measured_per_call_s", "predicted_per_call_s", "predicted_s", "sol_per_call_s", "sol_pct",
+           "bound",
            "recoverable_s", "flops_per_call", "bytes_per_call", "arithmetic_intensity",
            "achieved_flops_per_s", "kernels", "notes"}  # fmt: skip
 FINDING_KEYS = {"kind", "title", "recoverable_s", "pct_of_step", "step_time_if_fixed_s", "fix",
@@ -840,7 +841,7 @@ AMDAHL_KEYS = {"step_time_s", "per_finding", "all_fixed_step_time_s", "all_fixed
 
 def test_json_schema_is_stable():
     d = diagnose(starved_loader().to_dict()).to_dict()
-    assert set(d) == TOP_KEYS and d["schema_version"] == 1
+    assert set(d) == TOP_KEYS and d["schema_version"] == 2
     assert all(set(r) == OP_KEYS for r in d["ops"])
     assert all(set(f) == FINDING_KEYS for f in d["findings"])
     assert set(d["steps"]) == STEP_KEYS

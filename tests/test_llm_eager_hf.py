@@ -34,7 +34,7 @@ def get_gpu_h100():
     return get_gpu("h100-sxm")
 
 
-def test_eager_decode_kernel_count_by_hand():
+def test_eager_decode_kernel_count_by_hand(old_host):
     # per layer: RMSNorm 8 (to fp32, pow, mean, + eps, rsqrt, mul, to bf16, * weight), q/k/v 3,
     # RoPE 5 + 5 (mul, neg, cat, mul, add), cache cat 2, SDPA 1, o_proj 1, residual add 1,
     # RMSNorm 8, gate, silu, up, mul, down 5, residual add 1 = 40
@@ -44,11 +44,11 @@ def test_eager_decode_kernel_count_by_hand():
     ops = model_ops(m, batch=1, seq=1, context=128, fusion="unfused", kv_cache="concat")
     assert _kernels(ops.layer) == 40
     assert _kernels(ops.pre) == 12 and _kernels(ops.post) == 9
-    r = predict_inference(m, "h100", "decode", batch=1, context=128, calibration="none")
+    r = predict_inference(m, "h100", "decode", batch=1, context=128, calibration="none", runtime="eager", gqa="native", host=old_host)
     assert r.kernels_per_layer == 40 and r.kernels_per_step == 12 + 4 * 40 + 9 == 181
     # 32 layers: 12 + 1280 + 9
     assert predict_inference("llama-3-8b", "h100", "decode", context=128,
-                             calibration="none").kernels_per_step == 1301  # fmt: skip
+                             calibration="none", runtime="eager", gqa="native", host=old_host).kernels_per_step == 1301  # fmt: skip
 
 
 def test_fused_sdpa_needs_no_transpose_copy():
@@ -90,7 +90,8 @@ def test_repeat_kv_when_sdpa_gets_a_mask():
     # each copy (K, then V): 2 x 100 x 4096 elements written, a quarter of that read, 2 B each
     assert isinstance(rep, ExpandCopy) and rep.n == 2 * 100 * 4096 and rep.repeat == 4
     kernels = rep.kernels(get_gpu("h100"))
-    assert len(kernels) == 2 and rep.family == "expand_copy"
+    # K and V: one kernel each, priced once and counted twice (``KernelWork.repeats``)
+    assert len(kernels) == 1 and kernels[0].repeats == 2 and rep.family == "expand_copy"
     assert kernels[0].bytes == pytest.approx(2 * 100 * (4096 + 1024) * 2)
     assert kernels[0].bytes_written == pytest.approx(2 * 100 * 4096 * 2)
     attn = next(e for e in ops.layer if e.name == "attention").op
@@ -107,37 +108,37 @@ def test_repeat_kv_when_sdpa_gets_a_mask():
     )
 
 
-def test_host_bound_decode_is_kernels_times_host_plus_tail():
+def test_host_bound_decode_is_kernels_times_host_plus_tail(old_host):
     # batch 1: every kernel is shorter than the host cost except the MLP GEMMs, whose backlog
     # drains within the layer; the step is the host's issue time plus the GPU tail after the
     # last launch (final norm, LM head)
     m = _four_layer_llama3()
-    r = predict_inference(m, "h100", "decode", batch=1, context=128, calibration="none")
+    r = predict_inference(m, "h100", "decode", batch=1, context=128, calibration="none", runtime="eager", gqa="native", host=old_host)
     host = r.kernels_per_step * DEFAULT_EAGER_HOST_PER_KERNEL_S
     lm = next(o for o in r.breakdown if o.name == "lm_head").time_s
     assert r.bound == "host"
     assert r.step_time_s == pytest.approx(host + lm)  # the LM head starts at the last launch
 
 
-def test_measured_op_times_replace_the_op_model():
+def test_measured_op_times_replace_the_op_model(old_host):
     m = _four_layer_llama3()
-    base = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none")
+    base = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none", runtime="eager", gqa="native", host=old_host)
     lm = next(o for o in base.breakdown if o.name == "lm_head").time_s
     r = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none",
-                          op_times={"lm_head": 2e-3})  # fmt: skip
+                          op_times={"lm_head": 2e-3}, runtime="eager", gqa="native", host=old_host)  # fmt: skip
     assert next(o for o in r.breakdown if o.name == "lm_head").time_s == pytest.approx(2e-3)
     assert r.gpu_time_s == pytest.approx(base.gpu_time_s - lm + 2e-3)
     # the LM head runs last: a longer one adds its whole difference to a host-bound step
     assert r.step_time_s == pytest.approx(base.step_time_s - lm + 2e-3, rel=1e-6)
     # per-layer ops: the measurement is per execution, every layer pays it
     q = predict_inference(m, "h100", "decode", batch=8, context=512, calibration="none",
-                          op_times={"q_proj": 1e-4})  # fmt: skip
+                          op_times={"q_proj": 1e-4}, runtime="eager", gqa="native", host=old_host)  # fmt: skip
     assert next(o for o in q.breakdown if o.name == "q_proj").time_s == pytest.approx(4e-4)
     with pytest.raises(SpecError, match="names no op"):
-        predict_inference(m, "h100", "decode", calibration="none", op_times={"qproj": 1e-4})
+        predict_inference(m, "h100", "decode", calibration="none", op_times={"qproj": 1e-4}, runtime="eager", gqa="native", host=old_host)
 
 
-def test_prefill_lm_head_is_a_bmm_over_the_batch():
+def test_prefill_lm_head_is_a_bmm_over_the_batch(old_host):
     # HF eager prefill: hidden_states[:, -1:, :] rows are seq apart, F.linear -> matmul -> bmm
     # with the weight broadcast: batch products of 1 x 128256 x 4096, each reading the weight
     m = _four_layer_llama3()
@@ -153,19 +154,19 @@ def test_prefill_lm_head_is_a_bmm_over_the_batch():
     fused = model_ops(m, batch=4, seq=512, fusion="fused")
     assert (fused.post[-1].op.m, fused.post[-1].op.batch) == (4, 1)
     # the step: four weight passes instead of one (~1 GB each at 3.35 TB/s = 0.31 ms)
-    r = predict_inference(m, "h100", "prefill", batch=4, seq=512, calibration="none")
+    r = predict_inference(m, "h100", "prefill", batch=4, seq=512, calibration="none", runtime="eager", gqa="native", host=old_host)
     head = next(o for o in r.breakdown if o.name == "lm_head")
     assert head.time_s == pytest.approx(4 * 4096 * 128256 * 2 / 3.35e12, rel=0.05)
     assert r.kernels_per_step == 181
 
 
-def test_in_stream_floor_replaces_the_isolated_floor_of_small_kernels():
+def test_in_stream_floor_replaces_the_isolated_floor_of_small_kernels(old_host):
     # uncalibrated, every kernel carries the default 2.5 us floor; with stream_floor_s=1 us the
     # 152 non-GEMM kernels of a 4-layer decode step pay 1 us instead, the 29 GEMMs keep theirs
     m = _four_layer_llama3()
     kw = {"batch": 1, "context": 128, "calibration": "none"}
-    iso = predict_inference(m, "h100", "decode", **kw)
-    st = predict_inference(m, "h100", "decode", stream_floor_s=1e-6, **kw)
+    iso = predict_inference(m, "h100", "decode", **kw, runtime="eager", gqa="native", host=old_host)
+    st = predict_inference(m, "h100", "decode", stream_floor_s=1e-6, **kw, runtime="eager", gqa="native", host=old_host)
     gemms = sum(o.kernels for o in iso.breakdown if o.kind == "gemm")
     assert gemms == 29 and iso.kernels_per_step == st.kernels_per_step == 181
     assert iso.gpu_time_s - st.gpu_time_s == pytest.approx((181 - 29) * 1.5e-6, rel=1e-6)
@@ -174,7 +175,7 @@ def test_in_stream_floor_replaces_the_isolated_floor_of_small_kernels():
             assert a.time_s == b.time_s
     assert st.stream_floor_s == 1e-6 and any("in-stream floor" in n for n in st.notes)
     with pytest.raises(SpecError, match="stream_floor_s"):
-        predict_inference(m, "h100", "decode", stream_floor_s=-1e-6, **kw)
+        predict_inference(m, "h100", "decode", stream_floor_s=-1e-6, **kw, runtime="eager", gqa="native", host=old_host)
 
 
 def test_in_stream_keeps_the_other_floor_terms():

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import pytest
 
-from gpumodel.calibration import Calibration, CalibrationParams
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm import get_model, predict_inference
 from gpumodel.llm._timing import queue_time
@@ -33,10 +30,10 @@ def test_small_batch_decode_is_weight_bandwidth_bound():
     assert weights_time < r.gpu_time_s < 1.3 * weights_time
 
 
-def test_eager_runtime_is_host_bound_at_batch_1():
+def test_eager_runtime_is_host_bound_at_batch_1(old_host):
     r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512,
-                          calibration="none")  # fmt: skip
-    assert r.runtime == "eager" and r.bound == "host"
+                          calibration="none", runtime="eager", gqa="native", host=old_host)  # fmt: skip
+    assert r.runtime == "hf-eager" and r.bound == "host"
     host = r.kernels_per_step * DEFAULT_EAGER_HOST_PER_KERNEL_S
     assert r.step_time_s >= max(host, r.gpu_time_s)
     assert r.host_overhead_s == pytest.approx(r.step_time_s - r.gpu_time_s)
@@ -64,42 +61,36 @@ def test_queue_time_between_bounds():
     assert queue_time([1e-6] * 10, 1e-5) == pytest.approx(10 * 1e-5 + 1e-6)  # host-bound
 
 
-def test_calibrated_host_cost_is_used():
-    # eager host cost = the calibration's bare launch + HF/PyTorch dispatch (20.5 us)
-    cal = Calibration(gpu_id="h100-sxm", device_name="test", created=datetime.now(timezone.utc),
-                      backend="synthetic",
-                      parameters=CalibrationParams(launch_host_s=30e-6))  # fmt: skip
-    r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration=cal)
-    assert r.host_per_kernel_s == pytest.approx(30e-6 + 20.5e-6)
-    assert any("calibrated launch 30 us" in n for n in r.notes)
-    # without a calibration: 4.6 + 20.5 = 25.1 us, the 4.545 ms / 181 kernels measured for a
-    # tiny-width HF decode step on an H100 host (llm-report.md, 2026-11-22T00:59)
-    d = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration="none")
+def test_host_profile_costs_are_used(old_host):
+    # every eager kernel costs its kind's figure from the host profile: 25.1 us uniform here
+    # (4.545 ms / 181 kernels, tiny-width HF decode on an H100 host, llm-report.md 2026-11-22)
+    d = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration="none",
+                          runtime="hf-eager", gqa="native", host=old_host)  # fmt: skip
     assert d.host_per_kernel_s == pytest.approx(25.1e-6) == DEFAULT_EAGER_HOST_PER_KERNEL_S
     assert 4.545e-3 / 181 == pytest.approx(DEFAULT_EAGER_HOST_PER_KERNEL_S, rel=2e-3)
-    assert any("default launch 4.6 us" in n for n in d.notes)
-    assert d.host_per_step_s == 0.0  # not separated yet: carried by the per-kernel figure
-    # an explicit host cost (validation/experiments/llm_device.py measures one) replaces both
-    h = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration=cal,
-                          host_per_kernel_s=20e-6)  # fmt: skip
-    assert h.host_per_kernel_s == 20e-6 and not any("eager host cost" in n for n in h.notes)
+    assert d.host_time_s == pytest.approx(d.kernels_per_step * 25.1e-6)
+    assert d.host == {"name": "old-default", "cpu_model": "test cpu", "gpu": "test",
+                      "measured_at": "2026-11-22T00:59:00+00:00", "source": "given"}  # fmt: skip
+    # an explicit host cost per kernel (expert override) replaces the profile's
+    h = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, calibration="none",
+                          runtime="hf-eager", host=old_host, host_per_kernel_s=20e-6)  # fmt: skip
+    assert h.host_per_kernel_s == pytest.approx(20e-6)
 
-
-def test_host_per_step_comes_before_the_kernels():
+def test_host_per_step_comes_before_the_kernels(old_host):
     # host-bound decode: step = per-step + kernels x per-kernel + the GPU tail after the last
     # launch; the per-step time moves every launch later by the same amount
     kw = {"batch": 1, "context": 128, "calibration": "none", "host_per_kernel_s": 30e-6}
-    base = predict_inference("llama-3-8b", "h100", "decode", **kw)
-    r = predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=0.5e-3, **kw)
+    base = predict_inference("llama-3-8b", "h100", "decode", **kw, runtime="eager", gqa="native", host=old_host)
+    r = predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=0.5e-3, **kw, runtime="eager", gqa="native", host=old_host)
     assert r.host_per_step_s == 0.5e-3
     assert r.host_time_s == pytest.approx(0.5e-3 + r.kernels_per_step * 30e-6)
     assert r.step_time_s == pytest.approx(base.step_time_s + 0.5e-3)
-    assert "per step + 1301 kernels x 30 us" in r.explain()
+    assert "per step + 1301 kernels, mean 30 us each" in r.explain()
     # GPU-bound: the first launch waits for the per-step time, the queue never runs dry again
     assert queue_time([1e-3, 1e-3], 1e-6, start_s=2e-4) == pytest.approx(2e-4 + 1e-6 + 2e-3)
     assert queue_time([1e-6] * 4, 1e-5, start_s=1e-4) == pytest.approx(1e-4 + 4e-5 + 1e-6)
     with pytest.raises(SpecError, match=">= 0"):
-        predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=-1e-3, **kw)
+        predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=-1e-3, **kw, runtime="eager", gqa="native", host=old_host)
     # a CUDA graph has no per-kernel or per-step host time
     g = predict_inference("llama-3-8b", "h100", "decode", runtime="graph", host_per_step_s=1e-3,
                           calibration="none")  # fmt: skip

@@ -93,15 +93,17 @@ PUBLISHED_A100_GPU_HOURS = {
 @pytest.mark.parametrize("model", sorted(PUBLISHED_A100_GPU_HOURS))
 def test_published_a100_training_runs(model):
     """What the README states: with the H100 calibration carried to the A100, predicted
-    GPU-hours are 19-35% below Meta's published ones (optimistic: 0.65-0.81 of them); the
-    datasheet alone is further off (0.47-0.65), and never closer than the calibrated one."""
+    GPU-hours are 21-37% below Meta's published ones (optimistic: 0.63-0.79 of them; with
+    attention raised to FlashAttention-2's published A100 efficiency, specs/published/
+    kernels.yaml, where the Hopper-fitted figure gave 0.65-0.81); the datasheet alone is
+    further off (0.47-0.65), and never closer than the calibrated one."""
     from gpumodel.calibration import load_calibration
 
     tokens, published = PUBLISHED_A100_GPU_HOURS[model]
     carried = load_calibration("h100-sxm", for_gpu="a100")
     calibrated = plan_training(model, "a100", 2048, tokens, calibration=carried).gpu_hours
     datasheet = plan_training(model, "a100", 2048, tokens, calibration="none").gpu_hours
-    assert 0.63 <= calibrated / published <= 0.85
+    assert 0.61 <= calibrated / published <= 0.85
     assert 0.45 <= datasheet / published <= 0.68
     assert datasheet < calibrated < published
 

@@ -218,8 +218,8 @@ def test_non_integer_inputs():
 
 
 def test_amd_and_cpu_are_unsupported():
-    amd = make_gpu("9.0", vendor="amd")
-    with pytest.raises(UnsupportedError, match="AMD GPUs are not modelled"):
+    amd = make_gpu("9.0", vendor="amd")  # architecture "hopper": no AMD rules for it
+    with pytest.raises(UnsupportedError, match="occupancy rules for AMD hopper are not modelled"):
         occupancy(amd, 256, 32)
     cpu = make_gpu("9.0", vendor="cpu")
     with pytest.raises(UnsupportedError, match="CPU spec"):
@@ -354,7 +354,7 @@ def test_cli_occupancy_unknown_and_amd(cli, capsys):
     assert "unknown GPU 'nope'" in capsys.readouterr().err
     assert cli(["occupancy", "--gpu", "amd", "--threads", "256", "--regs", "32"]) == 2
     err = capsys.readouterr().err
-    assert "AMD GPUs are not modelled" in err and err.count("\n") == 1
+    assert "occupancy rules for AMD hopper are not modelled" in err and err.count("\n") == 1
 
 
 def test_cli_unknown_gpu_real_library(capsys):
@@ -444,3 +444,39 @@ def test_matches_driver_on_this_gpu(tmp_path):
         pytest.skip(str(exc))
     assert result["combinations"] > 1000
     assert result["n_mismatches"] == 0, result["mismatches"]
+
+
+# CDNA3 (gfx942), against LLVM's AMDGPU occupancy math (AMDGPUBaseInfo.cpp IsaInfo):
+# waves per SIMD = min(512 / roundup(vgprs, 8), 8); 4 SIMDs per CU; LDS 64 KiB in 512 B blocks.
+@pytest.mark.parametrize(
+    ("threads", "vgprs", "lds", "waves_per_cu"),
+    [
+        # llvm-calc-occupancy docs example (gfx90a, same rules): wg 512, 50 VGPRs -> 8 waves/EU
+        (512, 50, 0, 32),
+        # test/CodeGen/AMDGPU/agpr-register-count.ll: gfx90a TotalNumVgprs 56 -> Occupancy 8
+        (64, 56, 0, 32),
+        # 128 VGPRs -> 512 / 128 = 4 waves per SIMD -> 16 per CU (four 4-wave workgroups)
+        (256, 128, 0, 16),
+        # 257 VGPRs -> granule 264 -> 1 wave per SIMD -> 4 per CU: one 4-wave workgroup
+        (256, 257, 0, 4),
+        # 20 KiB of LDS per one-wave workgroup: 65536 // 20480 = 3 workgroups
+        (64, 32, 20 * 1024, 3),
+    ],
+)
+def test_cdna3_occupancy_matches_llvm(threads, vgprs, lds, waves_per_cu):
+    from gpumodel.specs import get_gpu
+
+    for gpu in ("mi300x", "mi325x"):
+        occ = occupancy(get_gpu(gpu), threads, vgprs, lds)
+        assert occ.active_warps_per_sm == waves_per_cu
+        assert occ.max_warps_per_sm == 32
+
+
+def test_cdna3_workgroup_that_cannot_fit():
+    from gpumodel.specs import get_gpu
+
+    # 1024 work-items = 16 waves, 4 per SIMD; at 256 VGPRs a SIMD would need 4 x 256 > 512
+    occ = occupancy(get_gpu("mi300x"), 1024, 256)
+    assert occ.blocks_per_sm == 0 and "registers" in (occ.note or "")
+    # LDS above the 64 KiB a workgroup may have
+    assert occupancy(get_gpu("mi300x"), 64, 32, 64 * 1024 + 1).blocks_per_sm == 0

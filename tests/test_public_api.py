@@ -8,8 +8,10 @@ import gpumodel as gm
 CONTRACT = {
     "get_gpu", "predict", "ops", "load_calibration", "Prediction", "GPUSpec", "Calibration",
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
-    "UnsupportedError", "sweep", "list_gpus", "calibrate_from_trace",
+    "UnsupportedError", "sweep", "list_gpus", "speed_of_light", "calibrate_from_trace",
     "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
+    "HostProfile", "load_host", "list_hosts", "search_training", "TrainingSearch",
+    "write_report",
 }  # fmt: skip
 
 

@@ -172,3 +172,68 @@ def test_bad_step_ms(capsys, tmp_path):
     rc, _, err = _cli(capsys, "calibrate", "--trace", str(FIXTURES / "item_sync.json.gz"),
                       "--step-ms", "-3", "--out", str(tmp_path / "o.yaml"))  # fmt: skip
     assert rc == 2 and "step-ms" in err
+
+
+def _decoder_gemms(hidden, ffn, kv, vocab, layers, m=8):
+    """The GEMMs of a Llama-style decoder's forward: q, k, v, o, gate, up, down per layer and the
+    LM head (shapes from the architecture, widths below from the models' config.json)."""
+    g = gm.ops.Gemm
+    per_layer = [g(m=m, n=hidden, k=hidden), g(m=m, n=kv, k=hidden), g(m=m, n=kv, k=hidden),
+                 g(m=m, n=hidden, k=hidden), g(m=m, n=ffn, k=hidden), g(m=m, n=ffn, k=hidden),
+                 g(m=m, n=hidden, k=ffn)]  # fmt: skip
+    return per_layer * layers + [g(m=m, n=vocab, k=hidden)]
+
+
+def test_model_named_from_gemm_shapes():
+    from gpumodel.tracecal import identify_model
+
+    # Llama-3-8B: hidden 4096, intermediate 14336, 8 KV heads x 128, vocab 128256, 32 layers
+    assert identify_model(_decoder_gemms(4096, 14336, 1024, 128256, 32))[0] == "llama-3-8b"
+    # TinyLlama-1.1B: hidden 2048, intermediate 5632, 4 KV heads x 64, vocab 32000, 22 layers
+    assert identify_model(_decoder_gemms(2048, 5632, 256, 32000, 22))[0] == "tinyllama-1.1b"
+    # Llama-2-7B and Mistral-7B share hidden 4096 and vocab 32000; the FFN width tells them apart
+    assert identify_model(_decoder_gemms(4096, 11008, 4096, 32000, 32))[0] == "llama-2-7b"
+    assert identify_model(_decoder_gemms(4096, 14336, 1024, 32000, 32))[0] == "mistral-7b"
+    name, why = identify_model(_decoder_gemms(1000, 3000, 1000, 7000, 2))
+    assert name is None and "pass --model" in why
+
+
+def test_fixture_trace_names_no_preset_and_says_so():
+    cal = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
+    assert cal.trace.model is None
+    assert any(n.startswith("model: no shipped preset") for n in cal.trace.notes)
+
+
+def test_allocator_peaks_read_from_memory_events(tmp_path):
+    """profile_memory=True adds "[memory]" instant events carrying the allocator's running
+    totals; the calibration keeps the CUDA device's high-water marks (CPU events ignored)."""
+    doc = json.loads(gzip.decompress((FIXTURES / "transformer_eager.json.gz").read_bytes()))
+    ts = doc["traceEvents"][0].get("ts", 0)
+
+    def mem(alloc, reserved, device_type):
+        return {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                "args": {"Device Type": device_type, "Device Id": 0, "Bytes": 1,
+                         "Total Allocated": alloc, "Total Reserved": reserved}}  # fmt: skip
+
+    doc["traceEvents"] += [mem(3e9, 4e9, 1), mem(5.5e9, 6e9, 1), mem(2e9, 6e9, 1),
+                           mem(9e9, 9e9, 0)]  # fmt: skip
+    path = tmp_path / "mem.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    fit = calibrate_from_trace(path).trace
+    assert fit.peak_allocated_bytes == 5.5e9 and fit.peak_reserved_bytes == 6e9
+    assert (
+        calibrate_from_trace(FIXTURES / "transformer_eager.json.gz").trace.peak_allocated_bytes
+        is None
+    )
+
+
+def test_a_named_host_beats_the_traces_host(tmp_path):
+    """A trace calibration carries its machine's host cost per kernel; naming a host profile
+    (the machine the prediction is for) replaces it; without one the trace's figure is used."""
+    cal = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
+    kw = dict(phase="decode", batch=8, context=2048, runtime="hf-eager", calibration=cal)
+    traced = gm.predict_inference("llama-3-8b", "h100", **kw)
+    named = gm.predict_inference("llama-3-8b", "h100", host="reference-h100", **kw)
+    assert traced.host_source.startswith("trace")
+    assert named.host_source == "host profile reference-h100"
+    assert named.host_time_s != traced.host_time_s

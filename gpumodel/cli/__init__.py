@@ -4,28 +4,55 @@ from __future__ import annotations
 
 import sys
 
-# Each module registers its commands on ``app`` when imported.
-from gpumodel.cli import batch as _batch  # noqa: F401
-from gpumodel.cli import calibrate as _calibrate  # noqa: F401
-from gpumodel.cli import diagnose as _diagnose  # noqa: F401
-from gpumodel.cli import explain as _explain  # noqa: F401
-from gpumodel.cli import llm as _llm  # noqa: F401
-from gpumodel.cli import multigpu as _multigpu  # noqa: F401
-from gpumodel.cli import occupancy as _occupancy  # noqa: F401
-from gpumodel.cli import plan as _plan  # noqa: F401
-from gpumodel.cli import predict as _predict  # noqa: F401
-from gpumodel.cli import roofline as _roofline  # noqa: F401
-from gpumodel.cli import specs as _specs  # noqa: F401
-from gpumodel.cli import validate as _validate  # noqa: F401
 from gpumodel.cli._app import app
+
+# Each module registers its commands on ``app`` when imported. A run imports only the module of
+# the command it names (a full import for help or an unknown name), so `gpumodel predict ...`
+# does not pay for the LLM, diagnose or validate commands: command -> module.
+_MODULES = ("batch", "calibrate", "calibrations", "diagnose", "explain", "llm", "multigpu",
+            "occupancy", "plan", "predict", "report", "roofline", "specs", "validate")  # fmt: skip
+_COMMANDS = {
+    "batch": "batch", "calibrate": "calibrate", "calibrations": "calibrations",
+    "diagnose": "diagnose", "explain": "explain", "report": "report",
+    "infer": "llm", "memory": "llm", "plan": "llm", "models": "llm", "sweep-llm": "plan",
+    "allreduce": "multigpu", "amdahl": "multigpu", "dp-step": "multigpu", "systems": "multigpu",
+    "occupancy": "occupancy", "littles-law": "occupancy", "predict": "predict",
+    "roofline": "roofline", "specs": "specs", "validate": "validate",
+}  # fmt: skip
+
+
+def load_commands(argv: list[str] | None = None) -> None:
+    """Import the command modules ``argv`` needs (all of them when it names none we know)."""
+    import importlib
+
+    words = [a for a in argv or () if not a.startswith("-")]
+    if words and words[0] in _COMMANDS:
+        importlib.import_module(f"gpumodel.cli.{_COMMANDS[words[0]]}")
+        if words[0] == "predict":
+            from gpumodel.cli.predict import register_ops
+
+            register_ops(words[1] if len(words) > 1 else None)
+        return
+    for module in _MODULES:
+        importlib.import_module(f"gpumodel.cli.{module}")
+    from gpumodel.cli.predict import register_ops
+
+    register_ops()
+
+
+@app.callback()
+def _root() -> None:
+    """Analytical GPU performance model and cost calculator, calibrated on real hardware."""
+
 
 __all__ = ["app", "command", "main"]
 
 
-def command():
-    """The click command tree built from the typer app."""
+def command(argv: list[str] | None = None):
+    """The click command tree built from the typer app (the part ``argv`` needs, if given)."""
     import typer
 
+    load_commands(argv)
     return typer.main.get_command(app)
 
 
@@ -36,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     from gpumodel.errors import GpumodelError
 
     exit_types, abort_types, usage_types = _click_exceptions(typer)
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        result = command()(args=argv, prog_name="gpumodel", standalone_mode=False)
+        result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
     except GpumodelError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 def calibrate_command(
     trace: Path = typer.Option(..., help="torch.profiler Chrome trace (.json or .json.gz)"),
     gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
-    model: str = typer.Option(None, help="LLM preset the trace ran (recorded in provenance)"),
+    model: str = typer.Option(
+        None, help="LLM preset the trace ran (default: named from the trace's GEMM shapes)"
+    ),
     step_ms: float = typer.Option(
         None, "--step-ms", help="step time measured WITHOUT the profiler (your logs), ms"
     ),
@@ -31,10 +33,6 @@ def calibrate_command(
     from gpumodel.tracecal import calibrate_from_trace
 
     cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms)
-    if model is not None:
-        from gpumodel.llm import get_model
-
-        get_model(model)  # an unknown preset is a one-line error before anything is written
     target = out if out is not None else Path(_stem(trace) + ".calibration.yaml")
     cal.save(target)
     if as_json:
@@ -61,11 +59,20 @@ def render(cal: Calibration, target: Path) -> None:
         f"{fit.steps} steps, {fit.kernels_per_step:.0f} kernel launches and "
         f"{fit.graph_launches_per_step:.0f} graph launches per step",
         f"  evidence: {'; '.join(fit.runtime_evidence)}",
+        *(f"  {n}" for n in fit.notes if n.startswith("model:")),
         f"  matched to modelled ops: {100 * fit.matched_fraction:.1f}% of the step's GPU time",
         f"  profiler's own host cost: {p.method}: {p.per_event_s * 1e6:.2f} us x "
         f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
         f"(host {p.profiled_host_step_s * 1e3:.3f} -> {p.host_step_s * 1e3:.3f} ms/step)",
         f"  host per launched kernel: {fit.host_per_kernel_s * 1e6:.2f} us",
+        *(
+            [
+                f"  peak memory (allocator): {fit.peak_allocated_bytes / 1e9:.2f} GB allocated, "
+                f"{(fit.peak_reserved_bytes or 0) / 1e9:.2f} GB reserved"
+            ]
+            if fit.peak_allocated_bytes is not None
+            else []
+        ),
         "  fitted families (measured / predicted GPU time per step):",
     ]
     for f in fit.families:
@@ -89,7 +96,7 @@ def render(cal: Calibration, target: Path) -> None:
             f"the profiler ({sc['step_profiled_s'] * 1e3:.3f} ms profiled; pass --step-ms with "
             "the unprofiled time to check it)"
         )
-    lines += [f"  note: {n}" for n in fit.notes]
+    lines += [f"  note: {n}" for n in fit.notes if not n.startswith("model:")]
     lines.append(f"wrote {target}")
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -31,9 +31,16 @@ def predict_on_gpus(
     calibration: str | None,
     calibration_from: str | None,
     l2: str = "cold",
+    condition: str = "in-workload",
 ) -> list[gm.Prediction]:
     return [
-        gm.predict(op, g, calibration_for(g, calibration, calibration_from), l2=l2)  # type: ignore[arg-type]
+        gm.predict(
+            op,
+            g,
+            calibration_for(g, calibration, calibration_from),
+            l2=l2,  # type: ignore[arg-type]
+            condition=condition,
+        )  # type: ignore[arg-type]
         for g in gpus
     ]
 
@@ -47,6 +54,7 @@ def prediction_table(preds: list[gm.Prediction]):
     fq, ft = gm.format_quantity, gm.format_time
     table = Table(title=preds[0].op, columns=["", *[p.gpu for p in preds]],
                   right={p.gpu for p in preds})  # fmt: skip
+
     def kind(p: gm.Prediction) -> str:  # "measured 2026-11-22" -> "measured"
         return calibration_short(p.calibration).rsplit(" 20", 1)[0].replace(" only", "")
 
@@ -68,6 +76,7 @@ def prediction_table(preds: list[gm.Prediction]):
         ("achieved", lambda p: fq(p.achieved_flops, "FLOP/s")),
         ("% of peak", lambda p: f"{100 * p.achieved_flops / p.peak_flops:.3g}%" if p.peak_flops else "-"),
         ("roofline time", lambda p: ft(p.roofline_time_s)),
+        ("condition", lambda p: p.condition or "-"),
         ("calibration", kind),
         ("calibrated on", date),
     ]  # fmt: skip
@@ -78,7 +87,7 @@ def prediction_table(preds: list[gm.Prediction]):
                     mixed_calibration_warning({p.gpu: p.calibration for p in preds})]  # fmt: skip
     keys = ["gpu", "op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity", "unit",
             "dtype", "peak_flops", "bandwidth_bytes_per_s", "ridge_point", "attainable_flops",
-            "achieved_flops", "roofline_time_s", "calibration"]  # fmt: skip
+            "achieved_flops", "roofline_time_s", "condition", "calibration"]  # fmt: skip
     table.csv_header = keys
     table.csv_rows = [[getattr(p, k) for k in keys] for p in preds]
     return table
@@ -87,7 +96,9 @@ def prediction_table(preds: list[gm.Prediction]):
 def print_predictions(
     preds: list[gm.Prediction], as_json: bool, explain: bool = False, as_csv: bool = False
 ) -> None:
-    from gpumodel.cli._app import console, print_json
+    import sys
+
+    from gpumodel.cli._app import print_json
     from gpumodel.cli.tables import show
 
     if as_json:
@@ -97,7 +108,22 @@ def print_predictions(
     show(prediction_table(preds), as_csv)
     if as_csv:
         return
-    out = console()
     for p in preds:
-        if explain or len(preds) == 1:
-            out.print(p.explain(), highlight=False, markup=False)
+        if explain or len(preds) == 1:  # plain text: no rich console to build (start-up time)
+            sys.stdout.write(_wrapped(p.explain()) + "\n")
+
+
+def _wrapped(text: str) -> str:
+    """Lines longer than the CLI's width wrapped, continuations indented under their line."""
+    import textwrap
+
+    from gpumodel.cli.tables import WIDTH
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= WIDTH:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        out.append(textwrap.fill(line, WIDTH, subsequent_indent=indent, break_on_hyphens=False))
+    return "\n".join(out)

@@ -28,6 +28,7 @@ def diagnose_command(
         None, help="draw measured vs speed of light and the roofline to FILE.png"
     ),
     calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
+    html: Path = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Place every kernel of a profile against its roofline and name what holds the step back."""
     from gpumodel.diagnose import diagnose
@@ -37,6 +38,10 @@ def diagnose_command(
         from gpumodel.diagnose.plot import plot_report
 
         plot_report(report, plot)
+    if html is not None:
+        from gpumodel.report import write_report
+
+        write_report("diagnose", report, html, trace=trace)
     if as_json:
         print_json(report.to_dict())
         return
@@ -48,8 +53,9 @@ def diagnose_command(
                        for o in ops])  # fmt: skip
         return
     render(report)
-    if plot is not None:
-        console().print(f"wrote {plot}", highlight=False, markup=False)
+    for written in (plot, html):
+        if written is not None:
+            console().print(f"wrote {written}", highlight=False, markup=False)
 
 
 def _ms(seconds: float | None) -> str:
@@ -78,18 +84,21 @@ def render(report: DiagnoseReport) -> None:
 
     table = Table(title="Per-op speed of light (sorted by recoverable time, whole trace)")
     for col, just in (("op", "left"), ("phase", "left"), ("shapes", "left"), ("dtype", "left"),
-                      ("calls", "right"), ("measured ms", "right"), ("SoL ms", "right"),
-                      ("SoL %", "right"), ("bound", "left"), ("recoverable ms", "right")):  # fmt: skip
+                      ("calls", "right"), ("measured ms", "right"), ("model ms", "right"),
+                      ("SoL ms", "right"), ("SoL %", "right"), ("bound", "left"),
+                      ("recoverable ms", "right")):  # fmt: skip
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in report.ops:
         table.add_row(
             r.name, r.phase, _shapes(r.shapes), r.dtype, str(r.count), _ms(r.measured_s),
-            _ms(r.predicted_s), f"{r.sol_pct:.0f}" if r.sol_pct is not None else "-",
+            _ms(r.predicted_s),
+            _ms(r.sol_per_call_s * r.count if r.sol_per_call_s is not None else None),
+            f"{r.sol_pct:.0f}" if r.sol_pct is not None else "-",
             r.bound or f"unmapped: {r.reason}", _ms(r.recoverable_s) if r.mapped else "-",
         )  # fmt: skip
     if report.ops_omitted.count:
         table.add_row(f"... {report.ops_omitted.count} more", "", "", "", "",
-                      _ms(report.ops_omitted.measured_s), "", "", "", "")  # fmt: skip
+                      _ms(report.ops_omitted.measured_s), "", "", "", "", "")  # fmt: skip
     out.print(table)
 
     if report.findings:

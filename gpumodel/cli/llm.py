@@ -35,7 +35,19 @@ app.add_typer(models_app, name="models")
 
 # Choices and ranges are checked here (GpumodelError: one line, exit 2), not by typer.
 PHASES = ("prefill", "decode")
-RUNTIMES = ("eager", "graph")
+# Runtimes by name (gpumodel.llm.runtimes; "eager"/"graph" are the old names); one default.
+RUNTIMES = ("hf-eager", "hf-static-compiled", "fused-graph", "eager", "graph")
+DEFAULT_RUNTIME = "fused-graph"  # = gpumodel.llm.runtimes.DEFAULT_RUNTIME (a test pins it)
+RUNTIME_HELP = (
+    "hf-eager (HF transformers, eager, DynamicCache), hf-static-compiled (HF + "
+    "StaticCache + torch.compile reduce-overhead) or fused-graph (vLLM/TensorRT-LLM "
+    f"style); default {DEFAULT_RUNTIME}"
+)
+HOST_HELP = (
+    "host profile: a name (`gpumodel validate --host-only` writes 'local') or a YAML "
+    "file; default: the local one if measured, else reference-h100"
+)
+POLICIES = ("amp", "bf16", "mixed")
 ATTENTION = ("flash", "cudnn", "naive")
 RECOMPUTE = ("none", "selective", "full")
 FUSION = ("fused", "unfused")
@@ -55,6 +67,12 @@ def _at_least(option: str, value: int | None, low: int = 1) -> None:
 
 def _out(text: str) -> None:
     console().print(text, highlight=False, markup=False)
+
+
+def _warn(message: str | None) -> None:
+    """One line on stderr."""
+    if message:
+        typer.echo(f"warning: {message}", err=True)
 
 
 def _plt():
@@ -105,11 +123,18 @@ def infer(
     dtype: str = typer.Option("bf16", help="weights and activations dtype"),
     gpus: int = typer.Option(1, help="GPUs in total (replicas of --tp GPUs)"),
     tp: int = typer.Option(None, help="tensor-parallel size (default: --gpus)"),
-    runtime: str = typer.Option("eager", help="eager (HF transformers) or graph (CUDA graphs)"),
+    runtime: str = typer.Option(DEFAULT_RUNTIME, help=RUNTIME_HELP),
     attention: str = typer.Option("flash"),
-    fusion: str = typer.Option(None, help="override the runtime's default"),
-    kv_cache: str = typer.Option(None, help="override the runtime's default"),
-    host_us: float = typer.Option(None, help="host cost per kernel in us (eager)"),
+    fusion: str = typer.Option(None, help="expert: override the runtime's fusion"),
+    kv_cache: str = typer.Option(None, help="expert: override the runtime's KV cache"),
+    gqa: str = typer.Option(
+        None, help="expert: native (K/V read at kv_heads) or repeat (HF repeat_kv, as with a "
+        "padding mask)"),
+    host: str = typer.Option(None, help=HOST_HELP),
+    host_us: float = typer.Option(None, help="expert: host cost per kernel in us (eager)"),
+    allow_oversubscribe: bool = typer.Option(
+        False, "--allow-oversubscribe", help="predict a step even if its memory does not fit"
+    ),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     calibration_from: str = typer.Option(
         None, help="carry another GPU's calibration (id or file) to this one"
@@ -117,12 +142,16 @@ def infer(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write the per-op time breakdown to FILE.png/.svg"),
 ) -> None:
-    """Time of one prefill or decode step of an LLM: TTFT/TPOT, tokens/s, per-op breakdown."""
+    """Time of one prefill or decode step of an LLM: TTFT/TPOT, tokens/s, per-op breakdown.
+
+    Default runtime: fused-graph. A step whose memory does not fit exits 2 (needs N GB, has M
+    GB; what fits) unless --allow-oversubscribe."""
     _choice(phase, "--phase", PHASES)
     _choice(runtime, "--runtime", RUNTIMES)
     _choice(attention, "--attention", ATTENTION)
-    _choice(fusion, "--fusion", FUSION)
+    _choice(fusion, "--fusion", (*FUSION, "compiled"))
     _choice(kv_cache, "--kv-cache", KV_CACHE)
+    _choice(gqa, "--gqa", ("native", "repeat"))
     for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
                    ("--tp", tp)):  # fmt: skip
         _at_least(opt, v)
@@ -130,15 +159,18 @@ def infer(
         model, gpu, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,  # type: ignore[arg-type]
         gpus=gpus, tp=tp, runtime=runtime,  # type: ignore[arg-type]
         calibration=calibration_for(gm.get_gpu(gpu), calibration, calibration_from),
-        attention=attention, fusion=fusion, kv_cache=kv_cache,  # type: ignore[arg-type]
-        host_per_kernel_s=host_us * 1e-6 if host_us is not None else None,
+        attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,  # type: ignore[arg-type]
+        host_per_kernel_s=host_us * 1e-6 if host_us is not None else None, host=host,
+        allow_oversubscribe=allow_oversubscribe,
     )  # fmt: skip
+    _warn(r.host_warning)
     if plot:
         _plot_ops(r, plot)
     if as_json:
         print_json(r.to_dict())
     else:
-        _out(r.explain())
+        _out(r.explain().replace(f"\n  warning: {r.host_warning}", "") if r.host_warning
+             else r.explain())  # fmt: skip
     if plot and not as_json:
         _out(f"wrote {plot}")
 
@@ -152,7 +184,7 @@ def _plot_ops(r: Any, path: str) -> None:
     ax.barh([o.name for o in ops], [o.time_s * 1e3 for o in ops],
             color=[colors.get(o.bound, "tab:purple") for o in ops])  # fmt: skip
     ax.set_xlabel("GPU time per step (ms), colour = bound")
-    ax.set_title(f"{r.model} {r.phase} on {r.gpu}: step {format_time(r.step_time_s)} "
+    ax.set_title(f"{r.model} {r.phase} on {r.gpu}: step {format_time(r.time_s)} "
                  f"(host overhead {format_time(r.host_overhead_s)})", fontsize=9)  # fmt: skip
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
@@ -171,7 +203,18 @@ def memory(
     batch: int = typer.Option(1, help="sequences (training: micro-batch)"),
     seq: int = typer.Option(2048, help="context length (KV cache) / training sequence"),
     dtype: str = typer.Option("bf16"),
+    phase: str = typer.Option(
+        None,
+        help="prefill (peak of a batch x seq prompt) or decode (steady state at context "
+        "seq; default); --train: the training peak",
+    ),
     train: bool = typer.Option(False, "--train", help="training memory (states + activations)"),
+    policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
+    fusion: str = typer.Option(
+        "fused",
+        help="training: fused (Megatron-style kernels) or unfused (eager HF: with "
+        "--policy, activations as autograd saves them)",
+    ),
     zero: int = typer.Option(0, help="ZeRO stage (training)"),
     dp: int = typer.Option(1, help="data-parallel size (ZeRO partitions over it)"),
     tp: int = typer.Option(1, help="tensor-parallel size"),
@@ -189,13 +232,23 @@ def memory(
     """Memory per GPU: weights, gradients, optimizer, activations, KV cache; does it fit?"""
     _choice(recompute, "--recompute", RECOMPUTE)
     _choice(attention, "--attention", ATTENTION)
+    _choice(phase, "--phase", PHASES)
+    _choice(policy, "--policy", POLICIES)
+    _choice(fusion, "--fusion", FUSION)
+    if train and phase is not None:
+        fail("--phase is for inference; --train is the training peak")
+    if policy is not None and not train:
+        fail("--policy is a training precision policy: add --train")
     for opt, v in (("--batch", batch), ("--seq", seq), ("--dp", dp), ("--tp", tp), ("--pp", pp)):
         _at_least(opt, v)
     if zero not in (0, 1, 2, 3):
         fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
     kw: dict[str, Any] = dict(dtype=dtype, train=train, tp=tp, pp=pp, dp=dp, zero=zero,
                               recompute=recompute, sequence_parallel=sequence_parallel,
-                              attention=attention)  # fmt: skip
+                              attention=attention, policy=policy,
+                              phase=None if train else (phase or "decode"))  # fmt: skip
+    if policy is not None and fusion == "unfused":  # as plan train / predict_training_step
+        kw["activation_model"] = "hf-eager"
     m = _llm().memory(model, gpu, batch=batch, seq=seq, **kw)
     largest_batch = _llm().max_batch(model, gpu, seq=seq, limit=1 << 16, **kw)
     longest = _llm().max_context(model, gpu, batch=batch, **kw)
@@ -239,7 +292,8 @@ def plan_train(
     tokens: str = typer.Option(..., help="training tokens, e.g. 2T or 1.4e12"),
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     gpus: str = typer.Option(
-        None, help="GPUs in total: a number, a list '64,256' or a range '8-512' / "
+        None,
+        help="GPUs in total: a number, a list '64,256' or a range '8-512' / "
         "'8:512:x2' / '8:64:+8'; default: searched (1 to 65536) for --days / --budget",
     ),
     days: float = typer.Option(None, help="deadline in days: the cheapest plan that meets it"),
@@ -255,9 +309,17 @@ def plan_train(
     global_batch: int = typer.Option(None, help="sequences per step (default ~4M tokens)"),
     seq: int = typer.Option(None, help="sequence length (default: model context, <= 8192)"),
     recompute: str = typer.Option("selective"),
-    fusion: str = typer.Option("fused", help="fused (Megatron-style kernels) or unfused (eager HF)"),
+    fusion: str = typer.Option(
+        "fused", help="fused (Megatron-style kernels) or unfused (eager HF)"
+    ),
     attention: str = typer.Option("flash", help="flash (FlashAttention-2) or cudnn (SDPA's cuDNN)"),
     dtype: str = typer.Option("bf16"),
+    policy: str = typer.Option(
+        None,
+        help="precision policy: amp (fp32 weights + bf16 autocast), bf16, or mixed "
+        "(Megatron: bf16 weights, fp32 master + moments; the default accounting)",
+    ),
+    host: str = typer.Option(None, help=HOST_HELP),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     calibration_from: str = typer.Option(
         None, help="carry another GPU's calibration (id or file) to this one"
@@ -265,13 +327,16 @@ def plan_train(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
     plot: str = typer.Option(None, help="write the scaling curve (days, MFU vs GPUs) to FILE"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Days, GPU-hours and dollars to train a model on D tokens; how many GPUs for a deadline.
 
-    With one --gpus count: the plan for that count. With a list or range of counts, or none,
-    and --days or --budget: the fastest layout (tp x pp x dp) that fits at each count, the
-    time/cost frontier, and the answer (the cheapest plan within --days, or the fastest within
-    --budget). Example: gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
+    With one --gpus count: the plan for that count. Otherwise (a list or range of counts, or
+    none: 1 to 65536 searched) the fastest layout (tp x pp x dp) that fits at each count, the
+    time/cost frontier, and the answer: the cheapest plan within --days, the fastest within
+    --budget (neither: the frontier is the answer). Prices: the spec's (provider, date and
+    source in a footnote) or --price. Example:
+    gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
     """
     from gpumodel.cli.plan import parse_counts, training_search_table
     from gpumodel.cli.tables import show
@@ -279,6 +344,7 @@ def plan_train(
     _choice(recompute, "--recompute", RECOMPUTE)
     _choice(fusion, "--fusion", FUSION)
     _choice(attention, "--attention", ("flash", "cudnn"))
+    _choice(policy, "--policy", POLICIES)
     for opt, v in (("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
                    ("--global-batch", global_batch), ("--seq", seq)):  # fmt: skip
         _at_least(opt, v)
@@ -294,36 +360,54 @@ def plan_train(
     common: dict[str, Any] = dict(tp=tp, pp=pp, zero=zero, micro_batch=micro_batch,
                                   global_batch=global_batch, seq=seq, dtype=dtype,
                                   recompute=recompute, price=prices, fusion=fusion,
-                                  attention=attention, calibration=cal)  # fmt: skip
+                                  attention=attention, calibration=cal, policy=policy,
+                                  host=host)  # fmt: skip
+    if fusion == "unfused":  # eager HF steps: the host decides; say which one is assumed
+        _warn(gm.load_host(host).mismatch())
     if counts is not None and len(counts) == 1 and days is None and usd_budget is None:
         p = _llm().plan_training(model, gpu, counts[0], n_tokens, mfu=mfu, **common)
         if plot:
             _plot_scaling(model, gpu, counts[0], n_tokens, {**common, "mfu": mfu}, plot)
+        wrote = _html_report(p, html)
         if as_json:
             print_json(p.to_dict())
         elif as_csv:
             _plan_csv(p)
-        else:
-            _out(p.explain())
+        else:  # the host warning went to stderr once already
+            w = p.step.host_warning if p.step is not None else None
+            _out(p.explain().replace(f"\n  warning: {w}", "") if w else p.explain())
         if plot and not (as_json or as_csv):
             _out(f"wrote {plot}")
+        if wrote and not (as_json or as_csv):
+            _out(wrote)
         return
     if mfu is not None:
         fail("--mfu takes one --gpus count (the search derives MFU from the step model)")
-    if counts is None and days is None and usd_budget is None:
-        fail("give --gpus N, or --days and/or --budget to search GPU counts (e.g. --days 30)")
     from gpumodel.llm.planning import search_training
 
     s = search_training(model, gpu, n_tokens, days=days, budget=usd_budget, gpus=counts,
                         **common)  # fmt: skip
     if plot:
         _plot_search(s, plot)
+    wrote = _html_report(s, html)
     if as_json:
         print_json(s.to_dict())
         return
     show(training_search_table(s), as_csv)
     if plot and not as_csv:
         _out(f"wrote {plot}")
+    if wrote and not as_csv:
+        _out(wrote)
+
+
+def _html_report(plan: Any, path: str | None) -> str | None:
+    """--html: the plan as a self-contained page (gpumodel.report), written before anything is
+    printed; returns the "wrote" line to print after the table."""
+    if not path:
+        return None
+    from gpumodel.report import write_report
+
+    return f"wrote {write_report('plan', plan, path)}"
 
 
 def _budget(text: str | None) -> float | None:
@@ -403,18 +487,24 @@ def plan_serve(
     output: int = typer.Option(256, help="output tokens per request"),
     rate: str = typer.Option("1/s", help="requests per second: '50/s', '3000/min'"),
     slo: str = typer.Option(
-        "chat", help="default targets: chat = TTFT <= 450 ms and TPOT <= 40 ms (MLPerf "
+        "chat",
+        help="default targets: chat = TTFT <= 450 ms and TPOT <= 40 ms (MLPerf "
         "Inference's interactive Llama-2-70B scenario); server = 2 s and 200 ms (MLPerf's "
         "Llama-2-70B server scenario); none",
     ),
-    ttft: str = typer.Option(None, help="time-to-first-token target, e.g. 500ms (replaces --slo's)"),
-    tpot: str = typer.Option(None, help="time-per-output-token target, e.g. 50ms (replaces --slo's)"),
+    ttft: str = typer.Option(
+        None, help="time-to-first-token target, e.g. 500ms (replaces --slo's)"
+    ),
+    tpot: str = typer.Option(
+        None, help="time-per-output-token target, e.g. 50ms (replaces --slo's)"
+    ),
     latency: str = typer.Option(None, help="end-to-end latency target, e.g. 20s"),
     price: str = typer.Option(
         None, help="$ per GPU-hour: '2.49' for every GPU or 'h100=2.49,h200=3.10' (default: specs)"
     ),
     dtype: str = typer.Option("bf16"),
-    runtime: str = typer.Option("graph"),
+    runtime: str = typer.Option(DEFAULT_RUNTIME, help=RUNTIME_HELP),
+    host: str = typer.Option(None, help=HOST_HELP),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     calibration_from: str = typer.Option(
         None, help="carry this GPU's calibration (id or file) to every GPU: like for like"
@@ -422,6 +512,7 @@ def plan_serve(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
     plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU.
 
@@ -445,16 +536,20 @@ def plan_serve(
         runtime=runtime, ttft_slo_s=_seconds(ttft, "--ttft"),  # type: ignore[arg-type]
         tpot_slo_s=_seconds(tpot, "--tpot"), latency_slo_s=_seconds(latency, "--latency"),
         price=gm.parse_prices(price) if price is not None else None, calibration=calibration,
-        calibration_from=calibration_from, slo=slo,
+        calibration_from=calibration_from, slo=slo, host=host,
     )  # fmt: skip
+    _warn(gm.load_host(host).mismatch())
     if plot:
         _plot_serving(p, plot)
+    wrote = _html_report(p, html)
     if as_json:
         print_json(p.to_dict())
         return
     show(serving_table(p), as_csv)
     if plot and not as_csv:
         _out(f"wrote {plot}")
+    if wrote and not as_csv:
+        _out(wrote)
 
 
 def _plot_serving(p: Any, path: str) -> None:

@@ -28,7 +28,7 @@ COUNTS_HELP = "a number, a list '64,256' or a range '8-512' / '8:512:x2' / '8:64
 
 
 def _int(text: str, option: str) -> int:
-    if not re.fullmatch(r"\d+", text):
+    if not re.fullmatch(r"[0-9]+", text):
         fail(f"{option}: {text!r} is not a whole number (lists: '64,256', ranges: '8-512', "
              "'8:512:x2', '8:64:+8')")  # fmt: skip
     value = int(text)
@@ -46,7 +46,7 @@ def parse_counts(text: str, option: str) -> list[int]:
     for part in parts:
         if not part:
             continue
-        m = re.fullmatch(r"(\d+)\s*(?:-|:)\s*(\d+)(?:\s*:\s*([x+*]?)(\d+))?", part)
+        m = re.fullmatch(r"([0-9]+)\s*(?:-|:)\s*([0-9]+)(?:\s*:\s*([x+*]?)([0-9]+))?", part)
         if m is None:
             out.add(_int(part, option))
             continue
@@ -112,7 +112,7 @@ def training_search_table(s: Any) -> Table:
         t.add(mark, o.gpus, o.tp, o.pp, o.dp, f"{o.days:.3g}", dollars(o.cost_usd),
               f"{100 * o.mfu:.0f}%", format_quantity(o.memory_per_gpu_bytes, "B"), short)  # fmt: skip
         t.csv_rows.append([getattr(o, f) for f in fields] + [o.gpus == chosen, short])
-    t.notes = ["* time/cost frontier (no other count is both faster and cheaper); > the choice; "
+    t.notes = ["* time/cost frontier (no other count is both faster and >1% cheaper); > the choice; "
                "each count's fastest layout that fits memory"]  # fmt: skip
     t.notes += [f"not possible: {x}" for x in s.infeasible]
     t.notes += calibration_notes({s.gpu: s.calibration})
@@ -158,6 +158,11 @@ def serving_table(p: Any) -> Table:
     t.notes += [f"{o.gpu}: {o.reason}" for o in p.options if not o.feasible]
     t.notes += calibration_notes(p.calibrations)
     t.notes += price_notes(p.prices)
+    if p.host:
+        how = ("every eager kernel at its op kind's cost" if p.runtime == "hf-eager"
+               else "prefill eager, decode one compiled call" if p.runtime == "hf-static-compiled"
+               else "one graph launch per step")  # fmt: skip
+        t.notes.append(f"host: {p.host['name']} ({p.host['cpu_model']}); {p.runtime}: {how}")
     t.notes += [f"warning: {w}" for w in p.warnings]
     return t
 
@@ -238,13 +243,26 @@ def sweep_llm(
     gpu: str = typer.Option("h100", help="GPU ids, comma-separated"),
     mode: str = typer.Option("inference", help="inference or training"),
     phase: str = typer.Option("decode", help="inference: prefill or decode"),
-    batch: str = typer.Option("1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"),
+    batch: str = typer.Option(
+        "1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"
+    ),
     seq: str = typer.Option(None, help="new tokens per sequence (training: sequence length)"),
     context: str = typer.Option(None, help="inference: tokens attended to (KV-cache length)"),
     tp: str = typer.Option("1", help="tensor-parallel sizes"),
     pp: str = typer.Option("1", help="pipeline-parallel sizes (training)"),
     dp: str = typer.Option("1", help="data-parallel sizes (inference: replicas)"),
-    runtime: str = typer.Option("eager", help="inference: eager or graph"),
+    runtime: str = typer.Option(
+        None,
+        help="inference: hf-eager, hf-static-compiled or fused-graph (default "
+        "fused-graph, as infer)",
+    ),
+    host: str = typer.Option(
+        None,
+        help="host profile: a name or a YAML file (default: the "
+        "measured one of this machine, else reference-h100)",
+    ),
+    policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
+    fusion: str = typer.Option(None, help="training: fused (default) or unfused (eager HF)"),
     dtype: str = typer.Option("bf16"),
     zero: int = typer.Option(1, help="training: ZeRO stage"),
     recompute: str = typer.Option("selective", help="training: none, selective or full"),
@@ -285,20 +303,26 @@ def sweep_llm(
     if mode == "inference":
         if phase not in ("prefill", "decode"):
             fail(f"--phase: '{phase}' is not one of prefill, decode")
-        if runtime not in ("eager", "graph"):
-            fail(f"--runtime: '{runtime}' is not one of eager, graph")
+        names = ("hf-eager", "hf-static-compiled", "fused-graph", "eager", "graph")
+        if runtime is not None and runtime not in names:
+            fail(f"--runtime: '{runtime}' is not one of {', '.join(names[:3])}")
         ctx = parse_counts(context, "--context") if context is not None else None
         r = gm.sweep_inference(model, gpus, phase=phase, batch=counts["batch"], seq=seqs,  # type: ignore[arg-type]
                                context=ctx, tp=counts["tp"], pp=counts["pp"], dp=counts["dp"],
-                               runtime=runtime, **common)  # type: ignore[arg-type]  # fmt: skip
+                               runtime=runtime, host=host, **common)  # type: ignore[arg-type]  # fmt: skip
     else:
         if context is not None:
             fail("--context is for --mode inference (training: --seq)")
         if recompute not in ("none", "selective", "full"):
             fail(f"--recompute: '{recompute}' is not one of none, selective, full")
+        if policy is not None and policy not in ("amp", "bf16", "mixed"):
+            fail(f"--policy: '{policy}' is not one of amp, bf16, mixed")
+        if fusion is not None and fusion not in ("fused", "unfused"):
+            fail(f"--fusion: '{fusion}' is not one of fused, unfused")
         r = gm.sweep_training(model, gpus, micro_batch=counts["batch"], seq=seqs,
                               tp=counts["tp"], pp=counts["pp"], dp=counts["dp"], zero=zero,
-                              recompute=recompute,  # type: ignore[arg-type]
+                              recompute=recompute, policy=policy, host=host,  # type: ignore[arg-type]
+                              fusion=fusion or "fused",  # type: ignore[arg-type]
                               tokens=parse_count(tokens) if tokens else None, **common)  # fmt: skip
     table = r.table
     if fits_only:

@@ -35,7 +35,10 @@ _COMMON = [
     ("calibration", str | None, typer.Option(None, help="'none', a calibration file, or a GPU id")),
     ("calibration_from", str | None,
      typer.Option(None, help="transfer another GPU's calibration (e.g. h100) to the target")),
-    ("l2", str, typer.Option("cold", help="cold, or warm: inputs already in L2 when they fit")),
+    ("l2", str, typer.Option("cold", help="cold; warm: inputs already in L2 when they fit; "
+     "dirty: L2 full of unpaid dirty lines (after do_bench's writing flush)")),
+    ("condition", str, typer.Option("in-workload", help="in-workload (back to back: the "
+     "power-limited sustained clock) or isolated (one call at the boost clock: validate's harness)")),
     ("specs_dir", list[str], typer.Option([], "--specs-dir", help="extra GPU spec directory")),
 ]  # fmt: skip
 
@@ -83,8 +86,10 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
 
     def command(**kwargs: Any) -> None:
         common = {k: kwargs.pop(k) for k in list(kwargs) if k in common_names}
-        if common["l2"] not in ("cold", "warm"):
-            fail(f"--l2 must be cold or warm, got {common['l2']!r}")
+        if common["l2"] not in ("cold", "warm", "dirty"):
+            fail(f"--l2 must be cold, warm or dirty, got {common['l2']!r}")
+        if common["condition"] not in ("in-workload", "isolated"):
+            fail(f"--condition must be in-workload or isolated, got {common['condition']!r}")
         row: dict[str, Any] = {"op": name}
         for key, value in kwargs.items():
             if value is None:
@@ -95,7 +100,7 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
         op = gm.ops.from_row(row)
         gpus = resolve_gpus(common["gpu"], common["specs_dir"])
         preds = predict_on_gpus(op, gpus, common["calibration"], common["calibration_from"],
-                                common["l2"])  # fmt: skip
+                                common["l2"], common["condition"])  # fmt: skip
         print_predictions(preds, common["as_json"], common["explain"], common["as_csv"])
 
     params = [_parameter(k, f) for k, f in fields.items()]
@@ -109,7 +114,17 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
     predict_app.command(name)(command)
 
 
-for _name in gm.ops.op_names():
-    if _name in gm.ops.ELEMENTWISE and _name != "copy":
-        continue  # elementwise functions: `predict elementwise --op relu --n 1e6`
-    _make_command(_name, gm.ops.op_class(_name))
+_registered: set[str] = set()
+
+
+def register_ops(only: str | None = None) -> None:
+    """Add ``predict <op>`` subcommands: the one ``only`` names when it is an op (a run builds
+    just the command it uses), else every registered op."""
+    import gpumodel.ops as ops
+
+    names = [only] if only in ops.registered_names() else ops.op_names()
+    for name in names:
+        if name in _registered or (name in ops.ELEMENTWISE_NAMES and name != "copy"):
+            continue  # elementwise functions: `predict elementwise --op relu --n 1e6`
+        _registered.add(name)
+        _make_command(name, ops.op_class(name))

@@ -34,6 +34,19 @@ def validate(
     occupancy: bool = typer.Option(
         False, "--occupancy", help="check the occupancy model against the CUDA runtime"
     ),
+    conditions: bool = typer.Option(
+        False,
+        "--conditions",
+        help="measure isolated vs in-workload (back to back, dirty L2; "
+        "PyTorch kernels, do_bench check) and fit the sustained clock and dirty-L2 write-back",
+    ),
+    torch_families: bool = typer.Option(
+        None,
+        "--torch/--no-torch",
+        help="also time PyTorch's kernels (matmul, bmm, _scaled_mm, conv2d, SDPA, host copies) "
+        "isolated and back to back with SM clock and power, each also by do_bench, and fit "
+        "the sustained clock (default: on when torch sees a CUDA GPU)",
+    ),
     host_only: bool = typer.Option(
         False,
         "--host-only",
@@ -51,11 +64,15 @@ def validate(
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv", help="the error table as CSV"),
     no_progress: bool = typer.Option(False, "--no-progress"),
+    html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """Measure kernels on the local GPU, fit the model, report held-out error per family.
 
     Example: gpumodel validate --host-only --host-out host.yaml
     """
+    if html and (collectives or occupancy or calibration_from or host_only):
+        fail("--html reports a kernel validation (not --collectives, --occupancy, "
+             "--calibration-from or --host-only)")  # fmt: skip
     if host_only:
         _host_profile(host_out, as_json, no_progress)
         return
@@ -63,6 +80,9 @@ def validate(
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
+    if conditions:
+        _conditions(report, out, from_measurements, quick, as_json)
+        return
     if collectives or occupancy:
         _extra_checks(collectives, occupancy, report, out, as_json, from_measurements)
         return
@@ -74,6 +94,10 @@ def validate(
         cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
     target = Path(out) if out else user_calibration_path(cal.gpu_id)
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
+    if html:
+        from gpumodel.report import write_report
+
+        written.append(write_report("validate", cal, html))
     if as_json:
         print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
                     cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
@@ -96,6 +120,10 @@ def validate(
             out_console.print(f"wrote {w}", highlight=False, markup=False)
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
+    if torch_families is None:
+        torch_families = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
+    if torch_families:
+        _conditions(report, str(target), None, quick, as_json, quiet=as_json or as_csv)
     if host is None:  # on by default where a kernel run happened on a GPU torch can see
         host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if host:
@@ -182,7 +210,8 @@ def _extra_checks(
     from_measurements: str | None = None,
 ) -> None:
     """The multi-GPU and occupancy checks (separate runners, separate outputs). With --out, the
-    fitted collective parameters are merged into that calibration file; with
+    fitted collective parameters are merged into that calibration file, else the fit is saved
+    where predictions find it (the user cache's ``calibrations/<gpu>-x<n>/``); with
     --from-measurements, the collectives are re-fitted from a saved
     ``collectives_measurements.json`` instead of measured (no GPU needed)."""
     out_dir = Path(report or ".")
@@ -205,20 +234,94 @@ def _extra_checks(
         if from_measurements:
             if not Path(from_measurements).is_file():
                 fail(f"no such measurements file: {from_measurements}")
-            results["collectives"] = refit(from_measurements, out_dir, calibration_file=merge)
+            results["collectives"] = refit(
+                from_measurements,
+                out_dir,
+                calibration_file=merge,
+                progress=None if as_json else print,
+            )
         else:
-            results["collectives"] = run_collectives_validation(out_dir, calibration_file=merge)
+            results["collectives"] = run_collectives_validation(
+                out_dir, calibration_file=merge, progress=None if as_json else print
+            )
+        if merge is None:
+            _install_system_calibration(results["collectives"], out_dir)
     if as_json:
         print_json(results)
     else:
         for name, result in results.items():
             summary = {k: v for k, v in result.items() if not isinstance(v, (list, dict))}
+            summary.pop("found_by_predictions_at", None)
             console().print(f"{name}: {summary}", highlight=False, markup=False)
+            if result.get("found_by_predictions_at"):
+                console().print(f"saved where predictions find it: "
+                                f"{result['found_by_predictions_at']}", highlight=False,
+                                markup=False)  # fmt: skip
     failed = results.get("occupancy", {}).get("n_mismatches", 0) or (
         results.get("collectives", {}).get("passed") is False
     )
     if failed:
         raise typer.Exit(1)
+
+
+def _conditions(
+    report: str | None, out: str | None, from_measurements: str | None, quick: bool,
+    as_json: bool, quiet: bool = False,
+) -> None:  # fmt: skip
+    """Measure (or re-fit from a saved conditions-measurements.json) and merge the fitted
+    in-workload parameters into --out when it names an existing calibration (``quiet``: after
+    a full validate run that prints its own JSON/CSV)."""
+    from gpumodel.validate.conditions import run_conditions
+
+    if from_measurements and not Path(from_measurements).is_file():
+        fail(f"no such measurements file: {from_measurements}")
+    if not from_measurements:
+        try:
+            import torch
+        except ImportError:
+            fail("--conditions measures PyTorch's kernels: install torch with CUDA")
+        if not torch.cuda.is_available():
+            fail("--conditions needs a CUDA GPU (or --from-measurements FILE to re-fit)")
+    import sys
+
+    if "cupy" in sys.modules:  # after a CuPy run: hand its pooled memory back before torch's
+        sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
+    merge = out if out and Path(out).is_file() else None
+    result = run_conditions(Path(report or "."), merge, from_measurements, quick)
+    if quiet:
+        return
+    if as_json:
+        print_json(result)
+        return
+    _print_conditions(result, report, merge)
+
+
+def _print_conditions(result: dict, report: str | None, merge: str | None) -> None:
+    c = console()
+    c.print(f"conditions on {result['gpu']}: full tensor-activity power "
+            f"{result['full_tensor_power_w']:.0f} W, dirty-L2 write-back fraction "
+            f"{result['dirty_l2_writeback_fraction']}", highlight=False, markup=False)  # fmt: skip
+    for name, e in result["errors"].items():
+        if e.get("n"):
+            c.print(f"  {name}: n={e['n']} median {e['median_abs_pct']:.1f}% p90 "
+                    f"{e['p90_abs_pct']:.1f}%", highlight=False, markup=False)  # fmt: skip
+    c.print(f"wrote {Path(report or '.') / 'conditions-report.md'}"
+            + (f"; merged into {merge}" if merge else ""), highlight=False, markup=False)  # fmt: skip
+
+
+def _install_system_calibration(result: dict, out_dir: Path) -> None:
+    """Copy the fit to the user cache (``calibrations/<gpu>-x<n>/``), where predictions of
+    collectives on that GPU and system look first (gpumodel.calibration)."""
+    from gpumodel.calibration import SYSTEM_FILE, atomic_write_text, user_system_calibration_path
+
+    fitted = out_dir / SYSTEM_FILE
+    if not result.get("params") or not fitted.is_file():
+        return
+    target = user_system_calibration_path(result["gpu"], int(result["world"]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, fitted.read_text(encoding="utf-8"))
+    result["written"] = [*result.get("written", []), str(target)]
+    result["found_by_predictions_at"] = str(target)
 
 
 def _transfer_check(

@@ -106,6 +106,7 @@ class GroupView:
     instances: list[Instance]
     predict: Callable[[Op], float]  # seconds per call on this GPU, calibration applied
     pred_per_call_s: float | None
+    sol_per_call_s: float | None = None  # speed of light (a bound), per call
 
     @property
     def measured_s(self) -> float:

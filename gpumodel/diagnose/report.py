@@ -2,8 +2,9 @@
 
 Per op (grouped by operator, input shapes, dtype and phase): measured time (sum over calls of
 the call's kernel durations), predicted time on the trace's GPU (``predict(op, gpu,
-calibration)``), speed-of-light % = predicted / measured, the bound, and recoverable time =
-measured - predicted (never below zero).
+calibration)``, in-workload condition), speed of light (``gpumodel.sol.speed_of_light``: roofs
+no kernel can beat, so speed-of-light % = speed of light / measured never exceeds 100), the
+bound, and recoverable time = measured - predicted (never below zero).
 
 The JSON form (``DiagnoseReport.to_dict()``, ``gpumodel diagnose --json``) is versioned by
 ``schema_version``; its keys are documented on each model below and pinned by a test. Times are
@@ -36,15 +37,16 @@ from gpumodel.errors import GpumodelError
 from gpumodel.ops import Conv2d, Gemm, Op
 from gpumodel.predict import predict
 from gpumodel.prediction import Prediction
+from gpumodel.sol import speed_of_light
 from gpumodel.specs import GPUSpec, get_gpu
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sol_per_call_s added; sol_pct is the speed-of-light bound, not the model
 MIN_FINDING_FRACTION = 0.01  # findings worth less than 1% of the step are not reported
 MIN_FINDING_S = 5e-6
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class SourceInfo(_Frozen):
@@ -95,7 +97,8 @@ class OpRow(_Frozen):
     measured_per_call_s: float
     predicted_per_call_s: float | None
     predicted_s: float | None
-    sol_pct: float | None  # predicted / measured x 100
+    sol_per_call_s: float | None  # speed of light (gpumodel.sol): no kernel can beat it
+    sol_pct: float | None  # speed of light / measured x 100 (<= 100)
     bound: str | None
     recoverable_s: float  # measured - predicted, >= 0 (0 when unmapped)
     flops_per_call: float | None
@@ -134,6 +137,7 @@ class Amdahl(_Frozen):
     all_fixed_step_time_s: float
     all_fixed_speedup: float | None
     speed_of_light_step_s: float | None  # every mapped op at its speed of light, no idle
+    # (the bound of gpumodel.sol for mapped ops, measured time for the rest)
     note: str
 
 
@@ -226,6 +230,7 @@ class _Predictor:
         self.cache: dict[Op, Prediction | None] = {}
         self.label = DATASHEET_LABEL
         self.errors: dict[Op, str] = {}
+        self.sol_cache: dict[Op, float | None] = {}
 
     def __call__(self, op: Op) -> Prediction | None:
         if op not in self.cache:
@@ -237,6 +242,15 @@ class _Predictor:
                 self.cache[op] = None
                 self.errors[op] = str(exc)
         return self.cache[op]
+
+    def sol(self, op: Op) -> float | None:
+        """Speed-of-light seconds per call (None where the op has no kernels to bound)."""
+        if op not in self.sol_cache:
+            try:
+                self.sol_cache[op] = speed_of_light(op, self.gpu).time_s
+            except GpumodelError:
+                self.sol_cache[op] = None
+        return self.sol_cache[op]
 
     def seconds(self, op: Op) -> float:
         p = self(op)
@@ -330,8 +344,11 @@ def _rows(groups: list[_Group], predictor: _Predictor) -> tuple[list[GroupView],
         if m.op is not None and pred is None:
             reason = predictor.errors.get(m.op, "cannot predict")
         per_call = pred.time_s * m.scale if pred is not None else None
+        sol = predictor.sol(m.op) if pred is not None and m.op is not None else None
+        sol_per_call = sol * m.scale if sol is not None else None
         views.append(GroupView(name=g.name, phase=g.phase, mapped=m, instances=g.instances,
-                               predict=seconds, pred_per_call_s=per_call))  # fmt: skip
+                               predict=seconds, pred_per_call_s=per_call,
+                               sol_per_call_s=sol_per_call))  # fmt: skip
         predicted = per_call * count if per_call is not None else None
         flops = pred.flops * m.scale if pred is not None else None
         nbytes = pred.bytes * m.scale if pred is not None else None
@@ -343,7 +360,9 @@ def _rows(groups: list[_Group], predictor: _Predictor) -> tuple[list[GroupView],
             mapped=pred is not None, reason=None if pred is not None else reason,
             count=count, measured_s=measured, measured_per_call_s=measured / count,
             predicted_per_call_s=per_call, predicted_s=predicted,
-            sol_pct=100.0 * predicted / measured if predicted is not None and measured > 0 else None,
+            sol_per_call_s=sol_per_call,
+            sol_pct=(100.0 * sol_per_call * count / measured
+                     if sol_per_call is not None and measured > 0 else None),
             bound=pred.bound if pred is not None else None,
             recoverable_s=max(measured - predicted, 0.0) if predicted is not None else 0.0,
             flops_per_call=flops, bytes_per_call=nbytes,
@@ -393,9 +412,9 @@ def _summarise(
     sol = None
     if views:
         s = 0.0
-        for v in views:  # an op already faster than its prediction keeps its measured time
-            pred = v.pred_per_call_s * v.count if v.pred_per_call_s is not None else None
-            s += min(pred, v.measured_s) if pred is not None else v.measured_s
+        for v in views:  # unmapped ops keep their measured time
+            bound = v.sol_per_call_s * v.count if v.sol_per_call_s is not None else None
+            s += min(bound, v.measured_s) if bound is not None else v.measured_s
         sol = s / n_steps
     note = ("idle gaps are disjoint and add up; kernel fixes that claim the same kernel call "
             "count once (the larger claim); capped at the step time. Fixing kernels helps only "
@@ -476,7 +495,7 @@ def _diagnose_nsys(
         OpRow(name=short_name(r.name), phase="", shapes=[], dtype="", op=None, mapped=False,
               reason="Nsight kernel summary: no shapes", count=r.instances, measured_s=r.total_s,
               measured_per_call_s=r.avg_s, predicted_per_call_s=None, predicted_s=None,
-              sol_pct=None, bound=None, recoverable_s=0.0, flops_per_call=None,
+              sol_per_call_s=None, sol_pct=None, bound=None, recoverable_s=0.0, flops_per_call=None,
               bytes_per_call=None, arithmetic_intensity=None, achieved_flops_per_s=None,
               kernels=[r.name[:200]], notes=[])
         for r in tr.kernel_summary

@@ -22,6 +22,7 @@ from gpumodel.llm.memory import (
     model_state_bytes,
 )
 from gpumodel.llm.models import ModelSpec, MoESpec, get_model, list_models, load_model_file
+from gpumodel.llm.runtimes import DEFAULT_RUNTIME, RUNTIME_NAMES, RUNTIMES, Runtime, get_runtime
 from gpumodel.llm.serving import ServingOption, ServingPlan, plan_serving
 from gpumodel.llm.training import (
     TrainingPlan,
@@ -32,12 +33,16 @@ from gpumodel.llm.training import (
 )
 
 __all__ = [
+    "DEFAULT_RUNTIME",
+    "RUNTIMES",
+    "RUNTIME_NAMES",
     "InferenceResult",
     "LayerOp",
     "MemoryBreakdown",
     "MoESpec",
     "ModelOps",
     "ModelSpec",
+    "Runtime",
     "ServingOption",
     "ServingPlan",
     "TrainingPlan",
@@ -46,6 +51,7 @@ __all__ = [
     "decoder_layer",
     "fits",
     "get_model",
+    "get_runtime",
     "list_models",
     "load_model_file",
     "max_batch",

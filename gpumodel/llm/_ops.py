@@ -24,7 +24,7 @@ class Pass(BaseModel):
     """One kernel over ``fraction * n`` elements moving ``bytes_per_element`` each (reads plus
     writes) and doing ``flops_per_element``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     fraction: float = Field(1.0, gt=0)
     bytes_per_element: float = Field(ge=0)

@@ -20,7 +20,7 @@ from gpumodel.specs import GPUSpec
 class OpTime(BaseModel):
     """One named op of a step: ``count`` executions per step (layers x per-layer count)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     name: str
     kind: str
     count: int
@@ -166,7 +166,9 @@ def summarize(groups: Sequence[tuple[list[Timed], int]]) -> list[OpTime]:
 
 
 def queue_time(
-    kernel_times: Sequence[float], host_per_kernel_s: float, start_s: float = 0.0
+    kernel_times: Sequence[float],
+    host_per_kernel_s: float | Sequence[float],
+    start_s: float = 0.0,
 ) -> float:
     """Finish time of kernels issued asynchronously by a host that spends ``start_s`` before the
     first launch (per-step work: forward entry, mask, cache bookkeeping) and ``host_per_kernel_s``
@@ -177,10 +179,19 @@ def queue_time(
     the GPU idles while a stretch of short kernels outpaces the host. It lies between the two
     simple bounds, ``max(sum(gpu), n * host)`` (aggregate) and ``sum(max(gpu_i, host))``
     (per kernel), and equals the first when all kernels are alike.
+
+    ``host_per_kernel_s`` may also be one host cost per kernel (eager ops of different kinds).
     """
-    end = 0.0
-    for i, g in enumerate(kernel_times):
-        end = max(end, start_s + (i + 1) * host_per_kernel_s) + g
+    if isinstance(host_per_kernel_s, (int, float)):
+        host = [float(host_per_kernel_s)] * len(kernel_times)
+    else:
+        host = list(host_per_kernel_s)
+        if len(host) != len(kernel_times):
+            raise ValueError("one host cost per kernel expected")
+    end, issued = 0.0, start_s
+    for g, h in zip(kernel_times, host):
+        issued += h
+        end = max(end, issued) + g
     return end
 
 
@@ -194,38 +205,45 @@ def queue_time_blocks(
 ) -> np.ndarray:
     """``queue_time`` of the kernel sequence ``pre + layer * layers + post`` for many steps at
     once: each argument is an array whose last axis holds the kernels' GPU times (leading axes:
-    the steps); ``host_per_kernel_s`` and ``start_s`` broadcast over the steps.
+    the steps); ``start_s`` broadcasts over the steps; ``host_per_kernel_s`` is one cost per
+    kernel broadcast over the steps, or a tuple of three arrays shaped as ``pre``, ``layer``
+    and ``post`` (each kernel's own host cost: eager ops of different kinds).
 
-    Closed form of the queue's recurrence end_i = max(end_{i-1}, s + (i+1) h) + g_i: with G the
-    total GPU time and C_j the GPU time of the kernels before kernel j,
+    Closed form of the queue's recurrence end_i = max(end_{i-1}, s + H_i) + g_i (H_i: the host
+    time of kernels 0..i): with G the total GPU time and C_j the GPU time before kernel j,
 
-        end = G + max(0, max_j (s + (j+1) h - C_j))
+        end = G + max(0, max_j (s + H_j - C_j))
 
     Inside the repeated layer block the term of kernel jj of layer l is the layer-0 term plus
-    l (K h - S) (K kernels of total S per layer): linear in l, so its maximum over the layers
-    is at the first or the last layer. O(kernels of one layer) per step, whatever the depth.
+    l (H_layer - S) (S: one layer's GPU time): linear in l, so its maximum over the layers is
+    at the first or the last layer. O(kernels of one layer) per step, whatever the depth.
     ``predict_inference`` and ``sweep_inference`` both time eager steps with it."""
     pre, layer, post = (np.asarray(a, dtype=float) for a in (pre, layer, post))
-    h = np.asarray(host_per_kernel_s, dtype=float)
     s = np.asarray(start_s, dtype=float)
+    if isinstance(host_per_kernel_s, tuple):
+        hb = [np.broadcast_to(np.asarray(h, dtype=float), g.shape)
+              for h, g in zip(host_per_kernel_s, (pre, layer, post))]  # fmt: skip
+    else:
+        h = np.asarray(host_per_kernel_s, dtype=float)[..., None]
+        hb = [np.broadcast_to(h, np.broadcast_shapes(h.shape, g.shape)) for g in (pre, layer, post)]
     n0, k = pre.shape[-1], layer.shape[-1]
     p0, s_layer = pre.sum(axis=-1), layer.sum(axis=-1)
+    h0, h_layer = hb[0].sum(axis=-1), hb[1].sum(axis=-1)
     total = p0 + layers * s_layer + post.sum(axis=-1)
-    best = np.zeros(total.shape)
+    best = np.zeros(np.broadcast_shapes(total.shape, s.shape, h0.shape))
 
     def before(g: np.ndarray) -> np.ndarray:  # C_j inside a block: GPU time of earlier kernels
         return np.cumsum(g, axis=-1) - g
 
     if n0:
-        j = np.arange(1, n0 + 1)
-        best = np.maximum(best, np.max(s[..., None] + j * h[..., None] - before(pre), axis=-1))
+        best = np.maximum(best, np.max(s[..., None] + np.cumsum(hb[0], axis=-1) - before(pre),
+                                       axis=-1))  # fmt: skip
     if k and layers:
-        j = np.arange(n0 + 1, n0 + k + 1)
-        first = s[..., None] + j * h[..., None] - p0[..., None] - before(layer)
-        last = first + (layers - 1) * (k * h - s_layer)[..., None]
+        first = (s + h0 - p0)[..., None] + np.cumsum(hb[1], axis=-1) - before(layer)
+        last = first + (layers - 1) * (h_layer - s_layer)[..., None]
         best = np.maximum(best, np.max(np.maximum(first, last), axis=-1))
     if post.shape[-1]:
-        j = np.arange(n0 + layers * k + 1, n0 + layers * k + post.shape[-1] + 1)
         c = (p0 + layers * s_layer)[..., None] + before(post)
-        best = np.maximum(best, np.max(s[..., None] + j * h[..., None] - c, axis=-1))
+        hq = (h0 + layers * h_layer)[..., None] + np.cumsum(hb[2], axis=-1)
+        best = np.maximum(best, np.max(s[..., None] + hq - c, axis=-1))
     return total + best

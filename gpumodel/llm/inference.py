@@ -1,73 +1,62 @@
-"""LLM inference: time of a prefill or decode step from the per-op model, plus host overhead.
+"""LLM inference: time of a prefill or decode step from the per-op model, plus the host.
 
-    GPU time  = sum over the step's kernels of their predicted time (gpumodel.predict)
-    eager     : step = queue(kernels, host per step, host cost per kernel)
-                (>= max(GPU time, host per step + n * host per kernel))
-    graph     : step = GPU time + one graph launch
+    GPU time  = sum over the step's kernels of their predicted time (gpumodel.predict), each
+                non-GEMM kernel paying the in-graph/back-to-back floor of the host profile
+    hf-eager  : step = queue(kernels, host cost of each kernel)      (>= max(GPU, host))
+    graphs    : step = host launch of the graph (replay, or the compiled call) + GPU time
 
-Eager frameworks issue kernels from Python asynchronously: the GPU waits only when the host is
-slower than the kernels it launches. ``queue_time`` plays that queue kernel by kernel (the host
-spends the per-step time, then issues kernel i at (i+1) x host cost; the GPU starts it when both
-it and the previous kernel are done), which is exact for a host with a constant cost per kernel
-and reduces to max(GPU time, host time) when the kernels are alike. Each step starts with an
-empty queue: generation synchronises on the sampled token.
+Runtimes by name (``runtime=``; ``gpumodel.llm.runtimes`` lists their kernels): ``hf-eager``,
+``hf-static-compiled``, ``fused-graph`` (the default, ``DEFAULT_RUNTIME``). The old names
+``eager``/``graph`` and the flags ``fusion``/``kv_cache``/``gqa`` remain as expert overrides.
 
-Host time of an eager HF step = a per-step part (``host_per_step_s``: forward entry, HF's
-decorators, mask and cache bookkeeping, output wrapping; it does not grow with the layers) + a
-cost per kernel (``host_per_kernel_s``: the Python of the modules, PyTorch's dispatcher, the
-launch). The default per kernel is
+The host is a measured host profile (``host=``: a name, a file or a ``HostProfile``;
+``gpumodel.hostprofile``), named in the result. Eager frameworks issue kernels from Python
+asynchronously: the GPU waits only when the host is slower than the kernels it launches.
+``queue_time`` plays that queue kernel by kernel (the host spends the per-step time, then
+issues each kernel after its own host cost; the GPU starts it when both it and the previous
+kernel are done). Each step starts with an empty queue: generation synchronises on the token.
 
-    host_per_kernel = launch_host_s + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
-
-``launch_host_s`` is the calibration's back-to-back launch cost of a bare kernel (``gpumodel
-validate``; ``DEFAULT_LAUNCH_HOST_S`` without one). ``EAGER_FRAMEWORK_HOST_PER_KERNEL_S`` is
-what PyTorch + HF add per kernel, measured on an H100 host (2026-11-22T00:59, torch 2.11,
-transformers 5.17, Python 3.12; validation/results/h100-sxm/llm-report.md and
-llm-measurements.json): a 4-layer Llama of tiny width (GPU time negligible), decoding one token
-with a DynamicCache before any profiler ran in the process, issued its kernels in 4.545 ms =
-25.1 us per modelled kernel (181), of which 4.62 us is the bare launch ``gpumodel validate``
-measured on that host. The StaticCache eager steps of the full-width model in the same run
-agree (5.27 / 5.43 ms for 212 modelled kernels: 24.9 / 25.6 us). The per-step part is not
-separated in those runs (one depth): its default is 0 and the per-kernel figure carries it,
-spread over the 181 kernels of a 4-layer step, so deep models are slightly over-predicted.
-``validation/experiments/llm_device.py`` now measures both on narrow replicas of two depths.
-
-Caveat, same run: the full-width DynamicCache prefill and decode steps, each timed after
-torch.profiler sessions, issued their kernels in 6.8-7.8 ms (38-43 us per kernel), ~2.5 ms per
-step more than the figures above, and the same tiny model timed right after two profiler
-sessions (batch 8 and 64) took 6.2 / 6.6 ms. Whether that is the profiler's lasting effect or
-host work of the DynamicCache path (cache concat, SDPA with enable_gqa) is what the benchmark's
-next run separates. Steps the defaults call host-bound can take up to ~1.6x the prediction on
-such a host; pass the host costs measured for the runtime at hand (``host_per_kernel_s``,
-``host_per_step_s``).
-
-In-stream kernel floor (``stream_floor_s``, off by default). The op model's fixed cost per
-kernel is calibrated on kernels timed one at a time with CUDA events (elementwise ~4.4 us on
-an H100), which includes launch latency and event overheads that consecutive kernels of a step
-overlap: profiled, the ~150 small kernels of an eager decode step are busy ~1.7 us each. With
-``stream_floor_s`` every non-GEMM kernel of the step pays that in-stream cost per kernel instead
-(``gpumodel.llm._timing.in_stream``); cuBLAS GEMMs keep their fitted floor.
+Host cost of an hf-eager kernel: the profile's eager cost of its op kind (``eager_op_s``:
+matmul, sdpa, cat, copy, index, reduction, elementwise, norm) plus the layer's views
+(``HF_VIEWS_PER_LAYER`` x ``eager_op_s.view``) spread over its kernels; when the profile
+measured an HF decoder layer (``hf_decoder_layer_s``), a layer's kernels share that instead.
+``host_per_kernel_s`` / ``host_per_step_s`` override it with one figure per kernel (experts).
+The reference host ``reference-h100`` carries the figures the model assumed before hosts were
+measured: 26.64 us per eager kernel (the H100 calibration's bare launch 6.14 us + 20.5 us of
+HF/PyTorch dispatch per kernel, 4.545 ms / 181 kernels of a tiny-width 4-layer Llama decode,
+H100 host, 2026-11-22, torch 2.11, transformers 5.17; validation/results/h100-sxm/llm-report.md).
+Host-bound steps are noisy on shared machines (32 -> 40 ms drift within one run, issue 17):
+the profile's ``spread`` says how much.
 
 Decode at small batch reads every weight once per step: the GEMMs are weight-bandwidth bound
 (AI ~ batch FLOP/B, far below the ~295 FLOP/B ridge of an H100), which the GEMM op's byte
 count captures. Weights and the KV cache stream from HBM (``l2="cold"``); the norms, RoPE and
 elementwise ops read activations the previous kernel just wrote (``l2="warm"``: L2 bandwidth
 when the working set fits and the calibration measured it).
+
+Memory: the step must fit (``gpumodel.llm.memory``, phase prefill or decode, the same
+accounting as ``memory``/``fits``/``plan serve``); a step that does not fit raises
+InfeasibleError ("needs N GB, has M GB; fits: batch <= X / tp >= Y") unless
+``allow_oversubscribe=True``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._timing import OpTime, Timed, Timer, queue_time_blocks, summarize
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
+from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.runtimes import HF_VIEWS_PER_LAYER, Runtime, for_phase, get_runtime, host_kind
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -83,7 +72,7 @@ EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 20.5e-6
 # What an eager HF step costs per kernel without a calibration (the sum of the two).
 DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
 # Per-step host time of an eager HF step beyond its kernels: not separated yet (carried by the
-# per-kernel figure above); validation/experiments/llm_device.py measures it from two depths.
+# per-kernel figure above); benchmarks/llm_device.py measures it from two depths.
 DEFAULT_EAGER_HOST_PER_STEP_S = 0.0
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6
@@ -95,13 +84,13 @@ DATASHEET_NOTE = (
 )
 
 Phase = Literal["prefill", "decode"]
-Runtime = Literal["eager", "graph"]
+RuntimeName = str  # a runtime name (RUNTIME_NAMES) or an old name ("eager", "graph")
 
 
 class InferenceResult(BaseModel):
     """One inference step (per model replica of ``tp`` GPUs) and what it is made of."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     phase: Phase
@@ -112,18 +101,23 @@ class InferenceResult(BaseModel):
     tp: int
     gpus: int
     replicas: int
-    runtime: Runtime
+    runtime: str
     fusion: Fusion
     kv_cache: KVCache
     attention: AttentionImpl
     gqa: GQA = "native"
     calibration: str
-    step_time_s: float
+    host: dict[str, str]
+    host_warning: str | None = None
+    time_s: float
     gpu_time_s: float
     host_time_s: float
     host_overhead_s: float
     host_per_kernel_s: float
     host_per_step_s: float = 0.0
+    host_by_kind_s: dict[str, float] = {}
+    host_source: str = ""
+    kernels_by_kind: dict[str, int] = {}
     stream_floor_s: float | None = None
     tokens_per_s: float
     time_to_first_token_s: float | None
@@ -134,32 +128,60 @@ class InferenceResult(BaseModel):
     bytes_per_step: float
     weights_bytes: float
     kv_cache_bytes: float
+    memory: MemoryBreakdown
     bound: str
     bound_shares: dict[str, float]
     breakdown: tuple[OpTime, ...]
     notes: tuple[str, ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def step_time_s(self) -> float:
+        """Alias of ``time_s`` (the name before every result called its time ``time_s``)."""
+        return self.time_s
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
     def explain(self, top: int = 12) -> str:
         per = "TTFT" if self.phase == "prefill" else "TPOT"
+        who = self.host["name"]
+        if self.host_source and not self.host_source.startswith("host profile"):
+            who = f"{self.host_source}; profile {who}"  # a trace or a given figure won
+        host_line = (
+            f"  host ({who}): "
+            + (f"{format_time(self.host_per_step_s)} per step + " if self.host_per_step_s else "")
+            + f"{self.kernels_per_step} kernels, mean {self.host_per_kernel_s * 1e6:.3g} us each"
+            f" = {format_time(self.host_time_s)}"
+            if self.runtime == "hf-eager" or (self.fusion == "unfused" and self.host_per_kernel_s)
+            else f"  host ({who}): graph launch {format_time(self.host_time_s)}"
+        )
+        if self.host_by_kind_s:
+            kinds = sorted(self.host_by_kind_s.items(), key=lambda kv: -kv[1])
+            host_line += " (" + ", ".join(f"{k} {format_time(v)}" for k, v in kinds[:5]) + ")"
         lines = [
             f"{self.model} {self.phase} on {self.gpu} (tp={self.tp}, {self.runtime}, "
             f"batch {self.batch}, seq {self.seq}, context {self.context}, {self.dtype})",
-            f"  step {format_time(self.step_time_s)} ({per}), {self.tokens_per_s:,.0f} tokens/s"
+            f"  step {format_time(self.time_s)} ({per}), {self.tokens_per_s:,.0f} tokens/s"
             f" over {self.replicas} replica(s); {self.bound}-bound",
-            f"  GPU time {format_time(self.gpu_time_s)}; host "
-            + (f"{format_time(self.host_per_step_s)} per step + " if self.host_per_step_s else "")
-            + f"{self.kernels_per_step} kernels x {self.host_per_kernel_s * 1e6:.3g} us = "
-            f"{format_time(self.host_time_s)}"
-            + (f" -> host overhead {format_time(self.host_overhead_s)}"
+        ]
+        if self.bound == "host":
+            lines.append(f"  HOST-BOUND: the host issues the step's kernels in "
+                         f"{format_time(self.host_time_s)}, the GPU needs "
+                         f"{format_time(self.gpu_time_s)}: the host term is the step "
+                         f"(+{format_time(self.host_overhead_s)} over the GPU time)")  # fmt: skip
+        lines += [
+            f"  GPU time {format_time(self.gpu_time_s)}"
+            + (f"; host overhead {format_time(self.host_overhead_s)}"
                if self.host_overhead_s > 0 else ""),
-            f"  per GPU: weights {format_quantity(self.weights_bytes, 'B')}, KV cache "
-            f"{format_quantity(self.kv_cache_bytes, 'B')}, {format_quantity(self.flops_per_step, 'FLOP')}"
-            f" and {format_quantity(self.bytes_per_step, 'B')} moved per step",
+            host_line,
+            f"  memory per GPU ({self.memory.phase}): {self.memory.message()} (weights "
+            f"{format_quantity(self.weights_bytes, 'B')}, KV cache "
+            f"{format_quantity(self.kv_cache_bytes, 'B')}); "
+            f"{format_quantity(self.flops_per_step, 'FLOP')} and "
+            f"{format_quantity(self.bytes_per_step, 'B')} moved per step",
             f"  calibration: {self.calibration}",
-            "  ops (per step, all layers):",
+            "  ops (per step, all layers; GPU time):",
         ]  # fmt: skip
         ops = sorted(self.breakdown, key=lambda o: -o.time_s)
         for o in ops[:top]:
@@ -170,6 +192,8 @@ class InferenceResult(BaseModel):
             rest = sum(o.time_s for o in ops[top:])
             lines.append(f"    {'(other ops)':<24} {'':6} {format_time(rest):>10}")
         lines += [f"  note: {n}" for n in self.notes]
+        if self.host_warning:
+            lines.append(f"  warning: {self.host_warning}")
         return "\n".join(lines)
 
 
@@ -198,24 +222,104 @@ def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     )
 
 
-def host_costs(
-    runtime: str,
+@dataclass(frozen=True)
+class HostTerms:
+    """The host side of one step: per-kernel eager costs (one list per block, in issue order:
+    ``pre``, one layer, ``post``) or a graph launch, and where the figures came from."""
+
+    eager: bool
+    per_kernel: tuple[list[float], list[float], list[float]]
+    per_step_s: float
+    launch_s: float
+    by_kind_s: dict[str, float] = field(default_factory=dict)
+    kernels_by_kind: dict[str, int] = field(default_factory=dict)
+    source: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def host_terms(
+    rt: Runtime,
+    hp: HostProfile,
     cal: Calibration | None,
-    host_per_kernel_s: float | None,
-    host_per_step_s: float | None,
-) -> tuple[float, float, str]:
-    """(host seconds per kernel, per step, a note on their source) of an eager step; zeros for
-    a graph step (its host cost is the graph launch)."""
-    if runtime != "eager":
-        return 0.0, 0.0, ""
-    note = ""
-    if host_per_kernel_s is None:
-        host_per_kernel_s, note = eager_host_per_kernel(cal)
-    if host_per_step_s is None:
-        host_per_step_s = DEFAULT_EAGER_HOST_PER_STEP_S
-    if host_per_kernel_s < 0 or host_per_step_s < 0:
-        raise SpecError("host_per_kernel_s and host_per_step_s must be >= 0")
-    return host_per_kernel_s, host_per_step_s, note
+    blocks: tuple[Sequence[Timed], Sequence[Timed], Sequence[Timed]],
+    layers: int,
+    fusion: str,
+    *,
+    host_per_kernel_s: float | None = None,
+    host_per_step_s: float | None = None,
+    graph_launch_s: float | None = None,
+    host_given: bool = False,
+) -> HostTerms:
+    """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
+    runtime ``rt``. Eager, per kernel, the first that applies:
+
+        host_per_kernel_s given                      that figure for every kernel (expert)
+        the calibration was fitted from a trace      its host time per launched kernel, unless
+                                                     a host was named (``host_given``): the
+                                                     trace's machine need not be this one
+        the host profile ``hp`` (measured or named)  the eager cost of the kernel's op kind,
+                                                     + the HF layer's views spread over its
+                                                     kernels; or the measured HF decoder layer
+
+    Graph runtimes: one launch per step (``graph_launch_s``, else the profile's replay or its
+    compiled-call launch). The one rule ``predict_inference`` and ``sweep_inference`` share."""
+    counts: dict[str, int] = {}
+    kinds: dict[str, float] = {}
+    per_kernel: list[list[float]] = []
+    measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
+    for i, timed in enumerate(blocks):
+        reps = layers if i == 1 else 1
+        costs: list[float] = []
+        block_kinds: dict[str, float] = {}
+        for t in timed:
+            for k in t.kernels:
+                kind = host_kind(t.entry.kind, k.name)
+                n = k.launches * t.entry.count
+                counts[kind] = counts.get(kind, 0) + reps * n
+                costs += [hp.cost_s(kind)] * n
+                block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
+        if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
+            costs = [measured_layer / len(costs)] * len(costs)
+            block_kinds = {"HF decoder layer (measured)": measured_layer}
+        elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
+            extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
+            block_kinds["view"] = block_kinds.get("view", 0.0) + extra
+            costs = [c + extra / len(costs) for c in costs]
+        for kind, v in block_kinds.items():
+            kinds[kind] = kinds.get(kind, 0.0) + reps * v
+        per_kernel.append(costs)
+    pk = (per_kernel[0], per_kernel[1], per_kernel[2])
+    if rt.host != "eager":
+        launch = hp.compiled_launch_s if rt.host == "compiled-graph" else hp.replay_s
+        source = f"host profile {hp.name}"
+        if graph_launch_s is not None:
+            if graph_launch_s < 0:
+                raise SpecError(f"graph_launch_s must be >= 0, got {graph_launch_s}")
+            launch, source = graph_launch_s, "given (graph_launch_s)"
+        zeros = ([0.0] * len(pk[0]), [0.0] * len(pk[1]), [0.0] * len(pk[2]))
+        return HostTerms(False, zeros, 0.0, launch, {}, counts, source)
+    per_step = 0.0 if host_per_step_s is None else host_per_step_s
+    if per_step < 0:
+        raise SpecError("host_per_step_s must be >= 0")
+    notes: list[str] = []
+    source = f"host profile {hp.name}"
+    uniform = host_per_kernel_s
+    if uniform is not None:
+        if uniform < 0:
+            raise SpecError("host_per_kernel_s must be >= 0")
+        source = "given (host_per_kernel_s)"
+    elif cal is not None and cal.trace is not None and not host_given:
+        uniform, note = eager_host_per_kernel(cal)
+        source = f"trace {cal.trace.trace_path}"
+        notes.append(note + f" (beats the host profile {hp.name})")
+    elif measured_layer is not None:
+        notes.append(f"host: HF decoder layer measured at {measured_layer * 1e6:.4g} us per "
+                     f"layer on {hp.name}")  # fmt: skip
+    if uniform is not None:
+        n = len(pk[0]) + layers * len(pk[1]) + len(pk[2])
+        pk = ([uniform] * len(pk[0]), [uniform] * len(pk[1]), [uniform] * len(pk[2]))
+        kinds = {source: uniform * n}
+    return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes))
 
 
 def kernel_blocks(
@@ -232,23 +336,28 @@ def step_times(
     layers: int,
     post: np.ndarray,
     *,
-    runtime: str,
+    eager: bool,
     host_per_kernel_s: Any,
     host_per_step_s: Any,
     graph_launch_s: Any = DEFAULT_GRAPH_LAUNCH_S,
 ) -> dict[str, np.ndarray]:
     """Step, GPU and host time of many steps at once from their kernels' GPU times (arrays
     steps x kernels per block, see ``kernel_blocks``); the one formula ``predict_inference``
-    and ``sweep_inference`` share.
+    and ``sweep_inference`` share. ``host_per_kernel_s``: one figure (broadcast over the
+    steps) or three arrays shaped as ``pre``, ``layer``, ``post`` (each kernel's own cost).
 
         eager: step = max(queue(kernels, host per step, host per kernel),
-                          host per step + kernels x host per kernel)
+                          host per step + sum of the kernels' host costs)
         graph: step = GPU time + one graph launch"""
     gpu = pre.sum(axis=-1) + layers * layer.sum(axis=-1) + post.sum(axis=-1)
     n = pre.shape[-1] + layers * layer.shape[-1] + post.shape[-1]
-    if runtime == "eager":
-        host = np.broadcast_to(host_per_step_s + n * np.asarray(host_per_kernel_s, dtype=float),
-                               gpu.shape)  # fmt: skip
+    if eager:
+        if isinstance(host_per_kernel_s, tuple):
+            hp_, hl, hq = (np.asarray(h, dtype=float) for h in host_per_kernel_s)
+            issue = hp_.sum(axis=-1) + layers * hl.sum(axis=-1) + hq.sum(axis=-1)
+        else:
+            issue = n * np.asarray(host_per_kernel_s, dtype=float)
+        host = np.broadcast_to(host_per_step_s + issue, gpu.shape)
         # the step ends after the host returns (it records the end / samples the token)
         step = np.maximum(
             queue_time_blocks(pre, layer, layers, post, host_per_kernel_s, host_per_step_s), host
@@ -289,18 +398,20 @@ def predict_inference(
     dtype: str = "bf16",
     gpus: int = 1,
     tp: int | None = None,
-    runtime: Runtime = "eager",
+    runtime: RuntimeName | None = None,
     calibration: Any = None,
     *,
     attention: AttentionImpl = "flash",
     fusion: Fusion | None = None,
     kv_cache: KVCache | None = None,
     gqa: GQA | None = None,
+    host: HostProfile | str | None = None,
     host_per_kernel_s: float | None = None,
     host_per_step_s: float | None = None,
-    graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
+    graph_launch_s: float | None = None,
     op_times: Mapping[str, float] | None = None,
     stream_floor_s: float | None = None,
+    allow_oversubscribe: bool = False,
 ) -> InferenceResult:
     """Predict one prefill or decode step of ``model`` on ``gpu``.
 
@@ -308,40 +419,54 @@ def predict_inference(
     chunk after cached tokens); ``"decode"``: ``batch`` sequences each add ``seq`` (1) token
     attending to ``context`` tokens. ``gpus`` GPUs form ``gpus / tp`` replicas of ``tp``-way
     tensor parallelism (``tp`` defaults to ``gpus``); ``batch`` is per replica.
-    ``runtime="eager"`` is Hugging Face transformers in eager PyTorch (unfused kernels,
-    DynamicCache concat, no attention mask so SDPA reads K/V at ``kv_heads``, host launch
-    overhead); ``"graph"`` a CUDA-graph engine (fused kernels, static cache, one graph launch).
-    ``fusion``/``kv_cache`` override those choices. ``gqa`` (default ``"native"``, or
-    ``"repeat"`` for ``runtime="graph", fusion="unfused", kv_cache="static"``: an HF model with
-    a StaticCache captured in a CUDA graph, where HF builds a mask and calls ``repeat_kv``) says
-    whether K/V are expanded to every query head before attention. ``host_per_kernel_s``
-    replaces the eager host cost per kernel and ``host_per_step_s`` the per-step host time
-    (default ``DEFAULT_EAGER_HOST_PER_STEP_S``; see the module docstring).
-    ``stream_floor_s``: GPU time per small kernel back to back in a stream, replacing the
-    isolated-kernel floor of every non-GEMM kernel (off by default). ``op_times`` replaces
-    the op model's time of named layer ops by measured seconds per execution (e.g.
-    ``{"lm_head": 2e-3}``): the step model (queue, host, the other ops) then runs on them.
+
+    ``runtime``: ``"hf-eager"``, ``"hf-static-compiled"`` or ``"fused-graph"`` (default; see
+    ``gpumodel.llm.runtimes``; ``"eager"``/``"graph"`` are the old names of the first and last).
+    ``host``: the host profile (name, file or HostProfile; default: the locally measured one,
+    else ``reference-h100``). Expert overrides: ``fusion``/``kv_cache``/``gqa`` replace the
+    runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager host cost
+    (one figure per kernel); ``graph_launch_s`` the graph runtimes' launch; ``stream_floor_s``
+    the GPU time per small kernel back to back (default: the profile's in-graph per-kernel
+    time); ``op_times`` replaces the op model's time of named layer ops by measured seconds
+    per execution (e.g. ``{"lm_head": 2e-3}``).
+
+    A step whose memory (``memory(phase=...)``) does not fit raises InfeasibleError unless
+    ``allow_oversubscribe=True``.
     """
     spec = get_model(model)
     g = get_gpu(gpu)
-    if runtime not in ("eager", "graph"):
-        raise SpecError(f"runtime must be 'eager' or 'graph', got '{runtime}'")
+    rt = get_runtime(runtime)
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp
-    if gpus % tp:
+    if tp < 1 or gpus % tp:
         raise SpecError(f"gpus ({gpus}) must be a multiple of tp ({tp})")
     seq, context = _defaults(spec, phase, seq, context)
-    fusion = fusion or ("unfused" if runtime == "eager" else "fused")
-    kv_cache = kv_cache or ("concat" if runtime == "eager" else "static")
-    if gqa is None:
-        hf_static = runtime == "graph" and fusion == "unfused" and kv_cache == "static"
-        gqa = "repeat" if hf_static else "native"
+    hp = load_host(host)
+    rt = for_phase(rt, phase)
+    if gqa is None:  # the runtime's; with the kernels overridden, an HF model with a
+        # StaticCache builds a mask, so SDPA gets repeat_kv'd K/V
+        hf_static = (fusion or rt.fusion) in ("unfused", "compiled") and (
+            kv_cache or rt.kv_cache) == "static"  # fmt: skip
+        gqa = rt.gqa if fusion is None and kv_cache is None else (
+            "repeat" if hf_static else rt.gqa)  # fmt: skip
+    fusion = fusion or rt.fusion
+    kv_cache = kv_cache or rt.kv_cache
+    mem = memory(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp, phase=phase,
+                 attention=attention, prefill_tokens=batch * seq)  # fmt: skip
+    if not allow_oversubscribe and not mem.fits:
+        require_fit(mem, what_fits(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp,
+                                   phase=phase, attention=attention))  # fmt: skip
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
-    timer = Timer(g, calibration, op_times, stream_floor_s=stream_floor_s)
+    # in a graph a kernel's launch is replaced by the in-graph per-kernel time; eager kernels
+    # keep the calibration's isolated-kernel floor unless stream_floor_s is given
+    floor: float | None = stream_floor_s
+    if floor is None and rt.host != "eager":
+        floor = hp.in_graph_kernel_s
+    timer = Timer(g, calibration, op_times, stream_floor_s=floor)
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
     if unknown:
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
@@ -355,21 +480,22 @@ def predict_inference(
         notes.append(DATASHEET_NOTE)
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
-    if stream_floor_s is not None:
-        notes.append(f"in-stream floor: non-GEMM kernels cost {stream_floor_s * 1e6:.3g} us each "
-                     "back to back instead of the isolated-kernel floor")  # fmt: skip
-    host_per_kernel_s, host_per_step_s, host_note = host_costs(
-        runtime, cal, host_per_kernel_s, host_per_step_s
-    )
-    notes += [host_note] if host_note else []
-    pre_k, layer_k, post_k = (np.array([b], dtype=float) for b in blocks)  # one step
-    times = step_times(pre_k, layer_k, spec.layers, post_k, runtime=runtime,
-                       host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                       graph_launch_s=graph_launch_s)  # fmt: skip
+    if floor is not None:
+        notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
+                     "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
+    ht = host_terms(rt, hp, cal, (pre, layer, post), spec.layers, fusion,
+                    host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+                    graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
+    notes += ht.notes
+    one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
+    times = step_times(*one[:2], spec.layers, one[2], eager=ht.eager,
+                       host_per_kernel_s=tuple(np.array([h]) for h in ht.per_kernel),
+                       host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
     step, gpu_time, host_time = (float(times[k][0]) for k in ("step", "gpu", "host"))
     n_kernels = int(times["kernels"])
-    if runtime == "graph":
-        host_per_kernel_s = host_per_step_s = 0.0
+    eager = ht.eager
+    mean_host = (host_time - ht.per_step_s) / n_kernels if eager and n_kernels else 0.0
+    host_per_step_s = ht.per_step_s
     host_overhead = max(0.0, step - gpu_time)
 
     shares: dict[str, float] = {}
@@ -378,7 +504,7 @@ def predict_inference(
     shares = {k: v / gpu_time for k, v in shares.items()} if gpu_time else {}
     gpu_bound = max(shares, key=shares.__getitem__) if shares else "memory"
     # host-bound: the host's issue time exceeds the GPU's busy time (the queue runs dry)
-    bound = "host" if host_time > gpu_time and runtime == "eager" else gpu_bound
+    bound = "host" if host_time > gpu_time and eager else gpu_bound
 
     b = BYTES_PER_ELEMENT[dtype]
     s = tp_shape(spec, tp)
@@ -387,10 +513,12 @@ def predict_inference(
     tokens = batch * seq
     return InferenceResult(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
-        tp=tp, gpus=gpus, replicas=replicas, runtime=runtime, fusion=fusion, kv_cache=kv_cache,
-        attention=attention, gqa=gqa, calibration=timer.label, step_time_s=step, gpu_time_s=gpu_time,
-        host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=host_per_kernel_s,
-        host_per_step_s=host_per_step_s, stream_floor_s=stream_floor_s,
+        tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
+        attention=attention, gqa=gqa, calibration=timer.label, host=host_dict(hp),
+        host_warning=hp.mismatch(), time_s=step, gpu_time_s=gpu_time,
+        host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
+        host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,
+        kernels_by_kind=ht.kernels_by_kind, host_source=ht.source,
         tokens_per_s=replicas * tokens / step,
         time_to_first_token_s=step if phase == "prefill" else None,
         time_per_output_token_s=step if phase == "decode" else None,
@@ -399,6 +527,6 @@ def predict_inference(
         flops_per_step=sum(o.flops for o in breakdown),
         bytes_per_step=sum(o.bytes for o in breakdown),
         weights_bytes=spec.param_count() * b / tp,
-        kv_cache_bytes=kv_bytes,
+        kv_cache_bytes=kv_bytes, memory=mem,
         bound=bound, bound_shares=shares, breakdown=tuple(breakdown), notes=tuple(notes),
     )  # fmt: skip

@@ -25,7 +25,10 @@ tensor, SiLU and multiply as 2, and 11 small kernels per step for the cos/sin ta
 fused kernels (flash, cuDNN) write their output in the (batch, seq, heads, head_dim) layout, so
 HF's ``transpose(1, 2).contiguous()`` after attention is free; only ``attention="naive"`` pays a
 transpose copy. ``"fused"`` is a serving engine (or torch.compile): fused QKV and gate/up GEMMs,
-one kernel per norm, RoPE and SiLU*mul.
+one kernel per norm, RoPE and SiLU*mul. ``"compiled"`` is an HF model under ``torch.compile``
+(inductor): the module's separate q/k/v and gate/up GEMMs stay (cuBLAS calls inductor does not
+merge), and every chain of pointwise ops between them becomes one generated kernel: the residual
+add with the RMSNorm after it, RoPE on q and k, SiLU*mul, each cache ``index_copy_``.
 
 GQA in eager SDPA (``gqa``). HF's ``sdpa_attention_forward`` passes ``enable_gqa=True`` to SDPA
 when there is no attention mask (no padding, DynamicCache: the causal mask is skipped and SDPA's
@@ -68,7 +71,7 @@ from gpumodel.ops import (
 from gpumodel.specs import BYTES_PER_ELEMENT
 
 Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
-Fusion = Literal["fused", "unfused"]
+Fusion = Literal["fused", "unfused", "compiled"]
 KVCache = Literal["static", "concat", "none"]
 AttentionImpl = Literal["flash", "cudnn", "naive"]
 GQA = Literal["native", "repeat"]
@@ -148,6 +151,13 @@ def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) ->
         return LayerOp(name, LayerNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
     if fusion == "fused":
         return LayerOp(name, RMSNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
+    if fusion == "compiled":  # inductor: residual add + RMSNorm in one kernel (reads x, residual
+        # and the weight row, writes the sum and the normalised output)
+        b = BYTES_PER_ELEMENT[dtype]
+        op = passes(
+            f"{name} (add + RMSNorm, compiled)", rows * h, dtype, ("add+rmsnorm", 1, 4 * b, 6)
+        )
+        return LayerOp(name, op, kind="norm")
     b = BYTES_PER_ELEMENT[dtype]
     upcast = b != 4  # .to(float32) is a no-op for fp32 tensors
     # the bf16 -> fp32 copy and the two broadcasting multiplies run PyTorch's non-vectorised
@@ -237,7 +247,8 @@ def decoder_layer(
 
     # QKV projections (column-parallel); GQA shrinks K and V to kv_heads * head_dim
     q_n, kv_n = s.heads * d, s.kv_heads * d
-    if fusion == "fused":
+    # GPT-2 (HF Conv1D c_attn) projects q, k and v with one GEMM in every runtime
+    if fusion == "fused" or model.ffn_kind == "gelu_mlp":  # "compiled" keeps three GEMMs
         ops.append(
             LayerOp("qkv_proj", Gemm(m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm")
         )  # type: ignore[arg-type]
@@ -247,7 +258,7 @@ def decoder_layer(
         ops.append(LayerOp("v_proj", Gemm(m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
 
     if model.position == "rope":
-        if fusion == "fused":
+        if fusion in ("fused", "compiled"):
             op = passes("rope", tokens * (q_n + kv_n), dt, ("rotate q and k", 1, 2 * b, 6))
             ops.append(LayerOp("rope", op))
         else:
@@ -258,6 +269,10 @@ def decoder_layer(
         new_rows = tokens * kv_n
         if fusion == "fused":
             op = passes("kv cache write", 2 * new_rows, dt, ("write k and v", 1, 2 * b, 0))
+            ops.append(LayerOp("kv_cache_write", op, kind="cache"))
+        elif fusion == "compiled":  # StaticLayer.update's index_copy_ of K and of V
+            op = passes("kv cache write (index_copy_)", new_rows, dt, ("index_copy k", 1, 2 * b, 0),
+                        ("index_copy v", 1, 2 * b, 0))  # fmt: skip
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
         else:
             # HF StaticLayer.update: write positions = arange(seq) + length, length += seq (a
@@ -303,13 +318,15 @@ def decoder_layer(
     if tp > 1:
         ops.append(LayerOp("tp_all_reduce_attn", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
-    ops.append(LayerOp("residual_add_attn", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+    if fusion != "compiled":  # compiled: folded into the norm after it
+        ops.append(LayerOp("residual_add_attn", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
     ops.append(_norm(model, "post_attn_norm", tokens, dt, fusion))
     ops += _mlp(model, tokens, s.ffn, dt, fusion)
     if tp > 1:
         ops.append(LayerOp("tp_all_reduce_mlp", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
-    ops.append(LayerOp("residual_add_mlp", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+    if fusion != "compiled":  # compiled: folded into the next layer's (or the final) norm
+        ops.append(LayerOp("residual_add_mlp", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
     return ops
 
 
@@ -353,8 +370,22 @@ def _dense_mlp(
     def ew(name: str, op: str) -> LayerOp:
         return LayerOp(prefix + name, Elementwise(op=op, n=rows * ffn, dtype=dt), count=count)  # type: ignore[arg-type]
 
+    if model.ffn_kind == "gelu_mlp" and fusion == "unfused":
+        # HF NewGELUActivation (GPT-2's "gelu_new"), in Python: 0.5 * x * (1 + tanh(sqrt(2/pi)
+        # * (x + 0.044715 * x^3))) = 8 eager kernels, each reading and writing the activation
+        # (a torch.profiler trace counts them: validation/kernel_lists/hf-train-cpu-trace.json)
+        act = passes("gelu_new (eager)", rows * ffn, dt, ("pow 3", 1, 2 * b, 2),
+                     ("* 0.044715", 1, 2 * b, 1), ("x +", 1, 3 * b, 1),
+                     ("* sqrt(2/pi)", 1, 2 * b, 1), ("tanh", 1, 2 * b, 4), ("1 +", 1, 2 * b, 1),
+                     ("0.5 * x", 1, 2 * b, 1), ("mul", 1, 3 * b, 1))  # fmt: skip
+        return [gemm("up_proj", ffn, h), LayerOp(prefix + "gelu", act, count=count),
+                gemm("down_proj", h, ffn)]  # fmt: skip
     if model.ffn_kind == "gelu_mlp":
         return [gemm("up_proj", ffn, h), ew("gelu", "gelu"), gemm("down_proj", h, ffn)]
+    if fusion == "compiled":  # separate gate and up GEMMs, SiLU*mul one generated kernel
+        act = passes("silu_and_mul", rows * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
+        return [gemm("gate_proj", ffn, h), gemm("up_proj", ffn, h),
+                LayerOp(prefix + "silu_and_mul", act, count=count), gemm("down_proj", h, ffn)]  # fmt: skip
     if fusion == "fused":
         act = passes("silu_and_mul", rows * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
         return [
@@ -422,9 +453,17 @@ def model_ops(
         pre.append(LayerOp("add_positions", Elementwise(op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
     elif fusion == "unfused" and model.position == "rope":
         pre.append(LayerOp("rope_tables", rope_tables(seq, d, dt)))
+    elif fusion == "compiled" and model.position == "rope":
+        # inductor: inv_freq @ positions stays a (tiny) matmul, the rest one generated kernel
+        tables = passes("rope cos/sin tables (compiled)", seq * d, "fp32",
+                        ("inv_freq @ positions", 0.5, 4, 2), ("cat, cos, sin, scale, cast", 1, 8, 10))  # fmt: skip
+        pre.append(LayerOp("rope_tables", tables))
     if gqa == "repeat":
         ctx = seq if context is None else context
-        pre.append(LayerOp("attention_mask", sdpa_mask(batch, seq, model.attended(ctx))))
+        kv = model.attended(ctx)
+        mask = (sdpa_mask(batch, seq, kv) if fusion != "compiled" else
+                passes("attention mask (compiled)", max(1, seq * kv), "fp32", ("kv <= q", 1, 1, 1)))  # fmt: skip
+        pre.append(LayerOp("attention_mask", mask))
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
         kv_cache=kv_cache, gqa=gqa,

@@ -28,6 +28,19 @@ holds the activations of p micro-batches of L/p layers, i.e. L layers' worth (Ko
 section 4.2.3). The cross-entropy keeps fp32 logits: 4*s*b*V/t bytes.
 
 KV cache: ``2 * layers * kv_heads * head_dim * bytes * context * batch`` (K and V per layer).
+
+One accounting per phase, used by ``infer``, ``memory``, ``fits``, ``plan serve``, ``plan train``
+and the library alike (``phase``):
+
+    prefill   weights + KV cache of batch x seq + the working buffers of one forward over
+              batch x seq tokens (the prompt) + overhead                       (the prefill peak)
+    decode    weights + KV cache of batch x context + the working buffers of one forward over
+              batch tokens (one new token each) + overhead         (the decode steady state)
+    train     weights + gradients + optimizer states + stored activations + overhead
+              (the training peak; ``train=True``)
+
+``memory(..., phase="decode", batch=B, seq=C)`` answers "do B sequences of C tokens of context
+fit while generating", which is the question ``max_batch`` and ``plan serve`` ask too.
 Framework overhead: CUDA context, cuBLAS/NCCL workspaces and allocator fragmentation, a flat
 ``DEFAULT_OVERHEAD_BYTES`` (assumption; a CUDA context alone is ~0.5 GB on Hopper).
 """
@@ -38,7 +51,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel.errors import InfeasibleError, SpecError
+from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
 from gpumodel.llm.layers import AttentionImpl, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -47,6 +60,67 @@ from gpumodel.units import format_quantity
 DEFAULT_OVERHEAD_BYTES = 1.5e9
 ADAM_BYTES_PER_PARAM = 12.0  # fp32 master weights + momentum + variance (ZeRO section 3.1)
 Recompute = Literal["none", "selective", "full"]
+Phase = Literal["prefill", "decode", "train"]
+Policy = Literal["amp", "bf16", "mixed"]
+ActivationModel = Literal["megatron", "hf-eager"]
+
+# Training precision policies: bytes per parameter of (weights, gradients, optimizer states).
+#   amp    fp32 weights and grads, AdamW moments fp32 (torch.autocast(bf16) around an fp32
+#          model): 4 + 4 + 8; autocast also caches a bf16 copy of each matmul weight for the
+#          forward, which autograd keeps for the backward (+2 per matmul parameter)
+#   bf16   everything bf16 (model.to(bfloat16), AdamW states in the parameter dtype): 2 + 2 + 4
+#   mixed  Megatron / ZeRO: bf16 weights and grads, fp32 master weights + moments: 2 + 2 + 12
+#          (Rajbhandari et al. 2020, section 3.1)
+POLICY_STATE_BYTES: dict[str, tuple[float, float, float]] = {
+    "amp": (4.0, 4.0, 8.0),
+    "bf16": (2.0, 2.0, 4.0),
+    "mixed": (2.0, 2.0, 12.0),
+}
+# HF's loss (ForCausalLMLoss): bf16 logits (2 B) kept by the output, upcast to fp32 (4 B),
+# log_softmax's fp32 output saved for backward (4 B); at the start of the backward the fp32
+# gradient of log_softmax (4 B) is alive beside them: 14 B per logit at the peak.
+HF_LOSS_BYTES_PER_LOGIT = 14.0
+# Caching-allocator fragmentation: max_memory_reserved / max_memory_allocated. 1.0 (none) until
+# measured on the training workloads (devs' validation/results/steps-*/); pass fragmentation=.
+DEFAULT_FRAGMENTATION = 1.0
+
+
+def hf_eager_activation_bytes_per_token(model: ModelSpec, policy: str, t: int = 1) -> float:
+    """Bytes one eager HF Llama/GPT decoder layer leaves saved for backward per token, counted
+    from what each autograd node saves (PyTorch derivatives.yaml: mul saves the operand the
+    other's gradient needs, pow saves its input, mm saves both inputs, SDPA saves q, k, v, the
+    output and the fp32 log-sum-exp; casts and adds save nothing):
+
+        RMSNorm x2   its fp32 input (the ``.float()`` copy; amp: the fp32 residual itself) and
+                     the normalised output before the weight (bf16; amp: fp32); LayerNorm
+                     (GPT-2) its input
+        linears      their input: shared by q/k/v and by gate/up in bf16; under amp autocast
+                     casts the input once per linear (3 + 2 bf16 copies)
+        attention    q and k after RoPE, v, the output (bf16), log-sum-exp (fp32 per head)
+        SwiGLU       gate output (SiLU's input), SiLU output and up output (mul), mul output
+                     (down's input): 4 x ffn bf16; GPT-2's Python gelu_new: 5 tensors
+    Dropout masks are not counted (assumes dropout 0 or eval-free configs).
+    Tensor parallelism divides heads and ffn terms by ``t``."""
+    h, f = model.hidden, model.ffn_hidden / t
+    q_n = model.heads * model.head_dim / t
+    kv_n = max(1, model.kv_heads // t) * model.head_dim
+    amp = policy == "amp"
+    if model.norm == "layernorm":  # native layer_norm saves its input (amp: its fp32 cast)
+        norms = 2 * (4 * h if amp else 2 * h)
+    else:
+        norms = 2 * (4 * h + (4 * h if amp else 2 * h))
+    inputs = (3 + 2) * 2 * h if amp and model.ffn_kind != "gelu_mlp" else 0.0
+    if amp and model.ffn_kind == "gelu_mlp":
+        inputs = (1 + 1) * 2 * h  # fused c_attn and c_fc: one cast each
+    attention = 2 * (q_n + 2 * kv_n) + 2 * q_n + 4 * model.heads / t
+    if model.ffn_kind == "gelu_mlp":
+        # HF "gelu_new" in Python: 0.5*x*(1 + tanh(c*(x + 0.044715*x^3))) saves x, tanh's
+        # output, 0.5*x and 1 + tanh, then c_proj its input; amp runs pow in fp32 so tanh and
+        # 1 + tanh are fp32 and c_proj's input is a bf16 cast
+        mlp = (2 + 4 + 2 + 4 + 2) * f if amp else 5 * 2 * f
+    else:
+        mlp = 4 * 2 * f
+    return norms + inputs + attention + mlp
 
 
 def model_state_bytes(
@@ -55,6 +129,7 @@ def model_state_bytes(
     dp: int = 1,
     weight_bytes: float = 2.0,
     optimizer_bytes: float = ADAM_BYTES_PER_PARAM,
+    grad_bytes: float | None = None,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per GPU for ``params`` parameters under ZeRO stage
     ``zero`` over ``dp`` ranks (Rajbhandari et al. 2020, Figure 1).
@@ -67,7 +142,7 @@ def model_state_bytes(
     if dp < 1:
         raise SpecError(f"dp must be >= 1, got {dp}")
     w = params * weight_bytes
-    g = params * weight_bytes
+    g = params * (weight_bytes if grad_bytes is None else grad_bytes)
     o = params * optimizer_bytes
     if zero >= 1:
         o /= dp
@@ -102,10 +177,14 @@ def activation_bytes_per_layer(
 class MemoryBreakdown(BaseModel):
     """Bytes per GPU, by component, against the GPU's capacity."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
+    policy: Policy | None = None
+    fragmentation: float = 1.0
+    fragmentation_bytes: float = 0.0
     mode: Literal["inference", "training"]
+    phase: Phase = "decode"
     batch: int
     seq: int
     dtype: str
@@ -138,8 +217,15 @@ class MemoryBreakdown(BaseModel):
             "optimizer states": self.optimizer_bytes,
             "activations": self.activations_bytes,
             "KV cache": self.kv_cache_bytes,
+            "allocator fragmentation": self.fragmentation_bytes,
             "framework overhead": self.overhead_bytes,
         }
+
+    @property
+    def allocated_bytes(self) -> float:
+        """What torch.cuda.max_memory_allocated would report: the total without the CUDA
+        context/workspaces overhead and without fragmentation."""
+        return self.total_bytes - self.overhead_bytes - self.fragmentation_bytes
 
     def message(self) -> str:
         """'needs 152.3 GB, has 80.0 GB' (decimal GB, as GPU datasheets count)."""
@@ -148,6 +234,7 @@ class MemoryBreakdown(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         data["headroom_bytes"] = self.headroom_bytes
+        data["allocated_bytes"] = self.allocated_bytes
         return data
 
     def explain(self) -> str:
@@ -155,8 +242,10 @@ class MemoryBreakdown(BaseModel):
         if self.mode == "training":
             par += f" ZeRO-{self.zero} recompute={self.recompute}"
             par += " sequence-parallel" if self.sequence_parallel else ""
+        what = "training" if self.mode == "training" else f"{self.phase}"
+        seq = "context" if self.phase == "decode" else "seq"
         lines = [
-            f"{self.model} {self.mode} on {self.gpu} ({par}; batch {self.batch}, seq {self.seq}, "
+            f"{self.model} {what} on {self.gpu} ({par}; batch {self.batch}, {seq} {self.seq}, "
             f"{self.dtype}): {'fits' if self.fits else 'does NOT fit'}, {self.message()}",
         ]
         for name, value in self.components().items():
@@ -187,13 +276,28 @@ def memory(
     kv_dtype: str | None = None,
     prefill_tokens: int | None = None,
     overhead_bytes: float = DEFAULT_OVERHEAD_BYTES,
+    phase: Phase | None = None,
+    policy: Policy | None = None,
+    activation_model: ActivationModel = "megatron",
+    fragmentation: float | None = None,
 ) -> MemoryBreakdown:
-    """Memory per GPU. Inference: ``batch`` sequences of ``seq`` tokens of context (KV cache)
-    and the working buffers of one forward over ``prefill_tokens`` (default batch*seq) tokens.
+    """Memory per GPU. Inference (``phase``, default ``"decode"``; see the module docstring):
+    ``batch`` sequences of ``seq`` tokens of context (KV cache) and the working buffers of one
+    forward over ``prefill_tokens`` tokens (default: batch*seq for ``"prefill"``, batch for
+    ``"decode"``).
     Training: micro-batch ``batch`` of ``seq`` tokens, ``microbatches`` in flight per pipeline
     (default >= pp), ZeRO stage ``zero`` over ``dp`` ranks."""
     spec = get_model(model)
     g = get_gpu(gpu)
+    if train:
+        if phase not in (None, "train"):
+            raise SpecError(f"train=True is the training phase, got phase='{phase}'")
+        phase = "train"
+    elif phase is None:
+        phase = "decode"
+    if phase not in ("prefill", "decode", "train"):
+        raise SpecError(f"phase must be 'prefill', 'decode' or 'train', got '{phase}'")
+    train = phase == "train"
     if dtype not in BYTES_PER_ELEMENT:
         raise SpecError(f"unknown dtype '{dtype}'")
     if min(batch, seq, tp, pp, dp) < 1:
@@ -208,12 +312,36 @@ def memory(
     layers = spec.layers // pp
     notes: list[str] = []
     flash = attention != "naive"  # fused kernels (flash, cuDNN) keep no score matrix
+    if policy is not None and policy not in POLICY_STATE_BYTES:
+        raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
+    frag = DEFAULT_FRAGMENTATION if fragmentation is None else fragmentation
+    if frag < 1.0:
+        raise SpecError(f"fragmentation must be >= 1 (reserved / allocated), got {frag}")
+    cache = 0.0
     if train:
-        w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=beta)
+        if policy is None:
+            w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=beta)
+        else:
+            wb, gb, ob = POLICY_STATE_BYTES[policy]
+            w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=wb,
+                                           optimizer_bytes=ob, grad_bytes=gb)  # fmt: skip
+            if policy == "amp":  # autocast's bf16 copies of the matmul weights
+                cache = 2.0 * spec.matmul_param_count() / (tp * pp)
+                notes.append(f"amp: autocast's bf16 weight copies {cache / 1e9:.2f} GB")
         in_flight = min(pp, microbatches) if microbatches else pp
-        per_layer = activation_bytes_per_layer(seq, batch, spec.hidden, spec.heads, tp, sp,
-                                               recompute, flash)  # fmt: skip
-        logits = 4.0 * seq * batch * spec.vocab / tp
+        if activation_model == "hf-eager" and recompute != "full":
+            per_layer = (
+                seq * batch * hf_eager_activation_bytes_per_token(spec, policy or "bf16", tp)
+            )
+            logits = HF_LOSS_BYTES_PER_LOGIT * seq * batch * spec.vocab / tp
+            notes.append("activations as autograd saves them for eager HF modules; HF loss "
+                         f"{HF_LOSS_BYTES_PER_LOGIT:g} B per logit")  # fmt: skip
+        else:
+            per_layer = activation_bytes_per_layer(seq, batch, spec.hidden, spec.heads, tp, sp,
+                                                   recompute, flash)  # fmt: skip
+            if policy == "amp" and recompute == "full":  # the saved layer inputs are fp32
+                per_layer *= 2.0
+            logits = 4.0 * seq * batch * spec.vocab / tp
         first_stage = per_layer * layers * in_flight
         last_stage = per_layer * layers + logits
         act = max(first_stage, last_stage) if pp > 1 else first_stage + logits
@@ -225,16 +353,27 @@ def memory(
         w, gr, opt = params_per_gpu * beta, 0.0, 0.0
         kv = (2.0 * layers * shape.kv_heads * spec.head_dim * kv_beta
               * spec.attended(seq) * batch)  # fmt: skip
-        tokens = prefill_tokens if prefill_tokens is not None else batch * seq
+        if prefill_tokens is not None:
+            tokens = prefill_tokens
+        else:
+            tokens = batch * seq if phase == "prefill" else batch
         # transient buffers of one layer: residual + norm output, gate/up/act outputs, fp32
         # logits of the last token per sequence
         act = tokens * beta * (2 * spec.hidden + 3 * shape.ffn) + batch * shape.vocab * 4.0
         if not flash:
-            act += batch * shape.heads * seq * spec.attended(seq) * (beta + 4.0)
-    total = w + gr + opt + act + kv + overhead_bytes
+            q_rows = seq if phase == "prefill" else 1
+            act += batch * shape.heads * q_rows * spec.attended(seq) * (beta + 4.0)
+    w += cache
+    allocated = w + gr + opt + act + kv
+    frag_bytes = allocated * (frag - 1.0)
+    if frag > 1.0:
+        notes.append(f"allocator fragmentation x{frag:.3g} (reserved / allocated)")
+    total = allocated + frag_bytes + overhead_bytes
     cap = g.memory.capacity_bytes
     return MemoryBreakdown(
-        model=spec.id, gpu=g.id, mode="training" if train else "inference", batch=batch, seq=seq,
+        model=spec.id, gpu=g.id, policy=policy if train else None, fragmentation=frag,
+        fragmentation_bytes=frag_bytes, mode="training" if train else "inference", phase=phase,
+        batch=batch, seq=seq,
         dtype=dtype, tp=tp, pp=pp, dp=dp, zero=zero if train else 0,
         recompute=recompute if train else "none", sequence_parallel=sp, attention=attention,
         weights_bytes=w, gradients_bytes=gr, optimizer_bytes=opt, activations_bytes=act,
@@ -284,3 +423,36 @@ def max_context(model: ModelSpec | str, gpu: GPUSpec | str, *, batch: int = 1,
     spec = get_model(model)
     return _largest(1, spec.max_context,
                     lambda s: memory(spec, gpu, batch=batch, seq=s, **kwargs).fits)  # fmt: skip
+
+
+def what_fits(model: ModelSpec | str, gpu: GPUSpec | str, *, batch: int, seq: int, tp: int = 1,
+              **kwargs: Any) -> str:  # fmt: skip
+    """'batch <= 12' / 'tp >= 2' / 'context <= 3000': the nearest configurations that fit, for
+    an infeasible-memory message (same accounting: ``kwargs`` as ``memory``)."""
+    spec = get_model(model)
+    hints = []
+    b = max_batch(spec, gpu, seq=seq, tp=tp, limit=max(1, batch), **kwargs)
+    if b >= 1:
+        hints.append(f"batch <= {b}")
+    c = _largest(1, seq, lambda s: memory(spec, gpu, batch=batch, seq=s, tp=tp, **kwargs).fits)
+    if c >= 1 and kwargs.get("phase") != "prefill":
+        hints.append(f"context <= {c}")
+    for t in (2, 4, 8, 16):
+        if t <= tp:
+            continue
+        try:
+            tp_shape(spec, t)
+        except GpumodelError:
+            continue
+        if memory(spec, gpu, batch=batch, seq=seq, tp=t, **kwargs).fits:
+            hints.append(f"tp >= {t}")
+            break
+    return "fits: " + " / ".join(hints) if hints else "nothing fits on this GPU at this dtype"
+
+
+def require_fit(m: MemoryBreakdown, hint: str) -> None:
+    """Raise InfeasibleError('needs N GB, has M GB; fits: ...') unless ``m`` fits."""
+    if not m.fits:
+        raise InfeasibleError(f"{m.model} {m.phase} on {m.gpu}: {m.message()}; {hint} "
+                              "(or allow_oversubscribe / --allow-oversubscribe)",
+                              needed=m.total_bytes, available=m.capacity_bytes)  # fmt: skip

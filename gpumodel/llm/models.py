@@ -30,7 +30,7 @@ from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class MoESpec(_Frozen):

@@ -7,7 +7,8 @@ vectorised training sweep, against a deadline or a budget, with the time/cost fr
 
 For each GPU count the fastest layout whose memory fits is kept (tp in 1, 2, 4, 8 dividing the
 heads, pp dividing the layers, dp the rest; ``gpumodel.llm.sweep.sweep_training``). The
-frontier is the set of counts no other count beats on both time and cost. The choice:
+frontier is the set of counts no other count beats on both time and cost (by more than 1%
+on cost). The choice:
 
     days only          the cheapest option done within ``days`` (costs within 1% tie: the
                        fewest GPUs win)
@@ -33,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from gpumodel.calibration import calibration_short, choose_calibration
 from gpumodel.errors import InfeasibleError, SpecError
 from gpumodel.llm.layers import AttentionImpl, Fusion
-from gpumodel.llm.memory import Recompute
+from gpumodel.llm.memory import Policy, Recompute
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.sweep import SweepResult, sweep_training
 from gpumodel.llm.training import default_global_batch
@@ -66,7 +67,7 @@ def layouts(
 class TrainingOption(BaseModel):
     """The fastest layout that fits for one GPU count."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     gpus: int
     tp: int
     pp: int
@@ -85,7 +86,7 @@ class TrainingOption(BaseModel):
 class TrainingSearch(BaseModel):
     """Options per GPU count, the frontier, and the one that answers the question asked."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     tokens: float
@@ -107,15 +108,22 @@ class TrainingSearch(BaseModel):
         return [o for o in self.options if o.frontier]
 
 
-def _frontier(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Options no other option beats on both time and cost (ties kept once)."""
-    order = np.lexsort((cost, days))
-    keep = np.zeros(len(days), dtype=bool)
-    best = math.inf
-    for i in order:
-        if cost[i] < best:
-            keep[i] = True
-            best = cost[i]
+def _frontier(days: np.ndarray, cost: np.ndarray, tie: float = COST_TIE) -> np.ndarray:
+    """Options no other option beats on both time and cost: an option is off the frontier when
+    another is faster and cheaper by more than ``tie`` (costs within 1% are the same cost, as
+    in the choice; equal-cost counts that differ only in speed all stay on it)."""
+    order = np.argsort(days, kind="stable")
+    keep = np.ones(len(days), dtype=bool)
+    best = math.inf  # the least cost among options as fast or faster
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and days[order[j]] == days[order[i]]:
+            j += 1
+        group = order[i:j]
+        best = min(best, float(cost[group].min()))  # as fast and cheaper also beats
+        keep[group] = ~(best * (1 + tie) < cost[group])
+        i = j
     return keep
 
 
@@ -140,6 +148,9 @@ def search_training(
     calibration_from: str | None = None,
     fusion: Fusion = "fused",
     attention: AttentionImpl = "flash",
+    policy: Policy | None = None,
+    host: Any = None,
+    fragmentation: float | None = None,
 ) -> TrainingSearch:
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
@@ -172,7 +183,8 @@ def search_training(
     r: SweepResult = sweep_training(
         spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch, seq=seq, zero=zero, dtype=dtype,
         recompute=recompute, fusion=fusion, attention=attention, calibration=cal,
-        tokens=tokens, price=price, global_batch=global_batch, grid=False,
+        tokens=tokens, price=price, global_batch=global_batch, grid=False, policy=policy,
+        host=host, fragmentation=fragmentation,
     )  # fmt: skip
     rows = r.table
     options: list[TrainingOption] = []
@@ -263,14 +275,18 @@ def fastest_layout(
     rows = r.table
     ok = rows[rows["fits"]]
     if not len(ok):
-        from gpumodel.llm.memory import infeasible_message, memory
+        from gpumodel.llm.memory import infeasible_message
+        from gpumodel.llm.training import training_memory
 
         least = rows[np.argmin(rows["memory_bytes"])]
-        mem = memory(spec, g, batch=int(least["micro_batch"]), seq=int(least["seq"]),
-                     dtype=kwargs.get("dtype", "bf16"), train=True, tp=int(least["tp"]),
-                     pp=int(least["pp"]), dp=int(least["dp"]), zero=kwargs.get("zero", 1),
-                     recompute=kwargs.get("recompute", "selective"),
-                     microbatches=int(least["microbatches"]))  # fmt: skip
+        mem = training_memory(
+            spec, g, micro_batch=int(least["micro_batch"]), seq=int(least["seq"]),
+            dtype=kwargs.get("dtype", "bf16"), tp=int(least["tp"]), pp=int(least["pp"]),
+            dp=int(least["dp"]), zero=kwargs.get("zero", 1),
+            recompute=kwargs.get("recompute", "selective"),
+            microbatches=int(least["microbatches"]), fusion=kwargs.get("fusion", "fused"),
+            policy=kwargs.get("policy"), fragmentation=kwargs.get("fragmentation"),
+        )  # fmt: skip
         raise InfeasibleError(
             infeasible_message(mem) + "; try more GPUs, --zero 3, --recompute full",
             needed=mem.total_bytes, available=mem.capacity_bytes,

@@ -2,13 +2,16 @@
 rate, side by side, with the best buy marked.
 
 Per GPU type:
-  1. tp: every tensor-parallel size (1, 2, 4, 8) whose weights + KV cache of one request
-     (prompt + output tokens) + working buffers + overhead fit in memory is tried; the plan keeps
+  1. tp: every tensor-parallel size (1, 2, 4, 8) whose decode steady state of one request
+     (weights + KV cache of prompt + output tokens + working buffers + overhead: ``memory(...,
+     phase="decode")``, the accounting every command shares) fits is tried; the plan keeps
      the one that needs the fewest GPUs for the rate (the smallest that fits can leave no room
      for a batch: Llama-2-70B on one H200).
-  2. max batch: the most concurrent requests whose KV caches fit beside the weights.
-  3. For batches up to that, a continuous-batching replica (runtime "graph": fused kernels,
-     static/paged KV cache, CUDA graphs, as vLLM or TensorRT-LLM) completes B requests per
+  2. max batch: the most concurrent requests whose decode steady state fits (``max_batch(...,
+     phase="decode", seq=prompt + output)``: what ``gpumodel memory --phase decode`` says).
+  3. For batches up to that, a continuous-batching replica (``runtime``, default
+     ``fused-graph``: fused kernels, static/paged KV cache, CUDA graphs, as vLLM or
+     TensorRT-LLM; docs/llm-runtimes.md; ``host`` the host profile) completes B requests per
      cycle of B prefills and ``output`` decode steps at batch B:
 
          cycle(B)   = B * t_prefill(prompt) + output * t_decode(B, context = prompt + output/2)
@@ -49,10 +52,12 @@ from gpumodel.calibration import (
     resolve,
 )
 from gpumodel.errors import GpumodelError, SpecError
+from gpumodel.hostprofile import host_dict, load_host
 from gpumodel.llm.inference import Runtime, predict_inference
 from gpumodel.llm.layers import tp_shape
 from gpumodel.llm.memory import infeasible_message, max_batch, memory
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.runtimes import DEFAULT_RUNTIME, get_runtime
 from gpumodel.llm.sweep import sweep_inference
 from gpumodel.prices import Price, price_footnote, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
@@ -78,7 +83,7 @@ DEFAULT_SLO = "chat"
 class ServingOption(BaseModel):
     """One GPU type's way to serve the load."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     gpu: str
     feasible: bool
     reason: str = ""
@@ -104,13 +109,14 @@ class ServingOption(BaseModel):
 
 
 class ServingPlan(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     prompt: int
     output: int
     rate_per_s: float
     dtype: str
-    runtime: Runtime
+    runtime: str
+    host: dict[str, str] | None = None
     ttft_slo_s: float | None
     tpot_slo_s: float | None
     latency_slo_s: float | None
@@ -182,22 +188,23 @@ def _replica(
     runtime: Runtime,
     slo: tuple[float | None, float | None, float | None],
     calibration: Any,
+    host: Any = None,
 ) -> tuple[int, int, float, Row, bool]:
     """(tp, max batch, memory, chosen row, meets targets) for one replica of ``tp`` GPUs."""
     ttft_slo, tpot_slo, latency_slo = slo
     context = prompt + output
-    limit = max_batch(spec, g, seq=context, dtype=dtype, tp=tp, prefill_tokens=prompt,
-                      limit=4096)  # fmt: skip
+    limit = max_batch(spec, g, seq=context, dtype=dtype, tp=tp, phase="decode", limit=4096)
     common: dict[str, Any] = dict(dtype=dtype, gpus=tp, tp=tp, runtime=runtime,
-                                  calibration=calibration)  # fmt: skip
-    t_pf = predict_inference(spec, g, "prefill", batch=1, seq=prompt, **common).step_time_s
+                                  calibration=calibration, host=host)  # fmt: skip
+    t_pf = predict_inference(spec, g, "prefill", batch=1, seq=prompt, **common).time_s
     mid = prompt + output // 2
     best: Row | None = None
     fallback: Row | None = None
     batches = _batches(limit)
     # every batch's decode step at once (the vectorised sweep: equal to predict_inference)
     decode = sweep_inference(spec, g, phase="decode", batch=batches, context=mid, tp=tp,
-                             dtype=dtype, runtime=runtime, calibration=calibration)  # fmt: skip
+                             dtype=dtype, runtime=runtime, calibration=calibration,
+                             host=host)  # fmt: skip
     for b, t_dec in zip(batches, decode["time_s"].tolist()):
         cycle = b * t_pf + output * t_dec
         tpot = (cycle - t_pf) / output if output else 0.0
@@ -211,6 +218,9 @@ def _replica(
             fallback = row
     chosen = best or fallback
     assert chosen is not None
+    # the memory reported is the decode steady state at the chosen batch and full context
+    mem_bytes = memory(spec, g, batch=chosen[1], seq=context, dtype=dtype, tp=tp,
+                       phase="decode").total_bytes  # fmt: skip
     return tp, limit, mem_bytes, chosen, best is not None
 
 
@@ -222,12 +232,13 @@ def serve_on(
     output: int,
     rate: float,
     dtype: str = "bf16",
-    runtime: Runtime = "graph",
+    runtime: Runtime = DEFAULT_RUNTIME,
     ttft_slo_s: float | None = None,
     tpot_slo_s: float | None = None,
     latency_slo_s: float | None = None,
     price: float | Mapping[str, float] | None = None,
     calibration: Any = None,
+    host: Any = None,
 ) -> ServingOption:
     """The serving option on one GPU type (see the module docstring)."""
     context = prompt + output
@@ -241,11 +252,12 @@ def serve_on(
             tp_shape(spec, t)
         except GpumodelError:
             continue
-        mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, prefill_tokens=prompt)
+        mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, phase="decode")
         last_mem = mem
         if mem.fits:
             options.append(_replica(spec, g, t, mem.total_bytes, prompt, output, dtype, runtime,
-                                    (ttft_slo_s, tpot_slo_s, latency_slo_s), calibration))  # fmt: skip
+                                    (ttft_slo_s, tpot_slo_s, latency_slo_s), calibration,
+                                    host))  # fmt: skip
     if not options:
         reason = (infeasible_message(last_mem) + f" at tp={last_mem.tp}" if last_mem
                   else "no tensor-parallel size fits")  # fmt: skip
@@ -283,7 +295,7 @@ def plan_serving(
     output: int = 256,
     rate: float = 1.0,
     dtype: str = "bf16",
-    runtime: Runtime = "graph",
+    runtime: Runtime = DEFAULT_RUNTIME,
     ttft_slo_s: float | None = None,
     tpot_slo_s: float | None = None,
     latency_slo_s: float | None = None,
@@ -291,6 +303,7 @@ def plan_serving(
     calibration: Any = None,
     calibration_from: str | None = None,
     slo: str = DEFAULT_SLO,
+    host: Any = None,
 ) -> ServingPlan:
     """Serve ``rate`` requests/s of ``prompt`` + ``output`` tokens on each GPU type in ``gpus``.
 
@@ -324,7 +337,8 @@ def plan_serving(
         try:
             opt = serve_on(spec, g, prompt=prompt, output=output, rate=rate, dtype=dtype,
                            runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
-                           latency_slo_s=latency_slo_s, price=price, calibration=cal)  # fmt: skip
+                           latency_slo_s=latency_slo_s, price=price, calibration=cal,
+                           host=host)  # fmt: skip
         except SpecError:
             raise
         except GpumodelError as exc:  # e.g. no bf16 on this GPU
@@ -336,7 +350,8 @@ def plan_serving(
     options = [o.model_copy(update={"best": o.gpu == best}) for o in options]
     return ServingPlan(
         model=spec.id, prompt=prompt, output=output, rate_per_s=rate, dtype=dtype,
-        runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
+        runtime=get_runtime(runtime).name, host=host_dict(load_host(host)),
+        ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
         latency_slo_s=latency_slo_s, slo=slo, options=tuple(options), best=best,
         prices=prices,
         calibrations={o.gpu: o.calibration for o in options if o.feasible},

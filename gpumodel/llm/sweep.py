@@ -2,7 +2,7 @@
 pp, dp and GPUs, with memory, fit and cost per point, as one table.
 
     r = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=[1, 8, 64],
-                           context=[1024, 4096], tp=[1, 2], dp=[1, 4], runtime="graph")
+                           context=[1024, 4096], tp=[1, 2], dp=[1, 4], runtime="fused-graph")
     r["time_s"], r["fits"], r["usd_per_million_tokens"]       # numpy columns, one row a point
     gm.sweep_training("llama-2-7b", "h100", tp=[1, 2, 4], pp=[1, 2], dp=[8, 16, 32])
 
@@ -36,24 +36,23 @@ from gpumodel.calibration import (
     mixed_calibration_warning,
 )
 from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._timing import Timer
-from gpumodel.llm.inference import (
-    DEFAULT_GRAPH_LAUNCH_S,
-    _defaults,
-    host_costs,
-    kernel_blocks,
-    step_times,
-)
+from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
 from gpumodel.llm.layers import AttentionImpl, Fusion, model_ops, tp_shape
-from gpumodel.llm.memory import Recompute, memory
+from gpumodel.llm.memory import Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.runtimes import for_phase, get_runtime
 from gpumodel.llm.training import (
+    POLICY_STATE_BYTES,
     combine_step,
     default_global_batch,
     model_flops_per_token,
     p2p_time,
     stage_times,
     sync_times,
+    trace_fragmentation,
+    training_memory,
 )
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
@@ -189,16 +188,17 @@ def sweep_inference(
     pp: Any = 1,
     dp: Any = 1,
     dtype: str = "bf16",
-    runtime: Literal["eager", "graph"] = "eager",
+    runtime: str | None = None,
     attention: AttentionImpl = "flash",
     fusion: Fusion | None = None,
     kv_cache: Any = None,
     gqa: Any = None,
     calibration: Any = None,
     calibration_from: str | None = None,
+    host: HostProfile | str | None = None,
     host_per_kernel_s: float | None = None,
     host_per_step_s: float | None = None,
-    graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
+    graph_launch_s: float | None = None,
     stream_floor_s: float | None = None,
     price: PriceArg = None,
     grid: bool = True,
@@ -211,11 +211,15 @@ def sweep_inference(
     cache of ``context`` tokens, buffers, overhead; ``gpumodel.memory``), capacity_bytes, fits,
     usd_per_gpu_hour, usd_per_hour, usd_per_million_tokens (NaN without a price).
 
+    ``runtime`` (default ``DEFAULT_RUNTIME``) and ``host`` as ``predict_inference``. Points
+    whose memory does not fit are kept, with ``fits`` False (the sweep answers "what fits";
+    ``predict_inference`` refuses them unless ``allow_oversubscribe``).
+
     ``pp`` is accepted for symmetry with ``sweep_training`` but must be 1: the inference model
     has no pipeline-parallel step."""
     spec = get_model(model)
-    if runtime not in ("eager", "graph"):
-        raise SpecError(f"runtime must be 'eager' or 'graph', got '{runtime}'")
+    rt = get_runtime(runtime)
+    hp = load_host(host)
     if phase not in ("prefill", "decode"):
         raise SpecError(f"phase must be 'prefill' or 'decode', got '{phase}'")
     gpus = _gpus(gpu)
@@ -234,13 +238,19 @@ def sweep_inference(
         pts["context"] = (
             pts["seq"].copy() if phase == "prefill" else np.full_like(pts["seq"], ctx_default)
         )
-    fusion = fusion or ("unfused" if runtime == "eager" else "fused")
-    kv_cache = kv_cache or ("concat" if runtime == "eager" else "static")
-    if gqa is None:
-        hf_static = runtime == "graph" and fusion == "unfused" and kv_cache == "static"
-        gqa = "repeat" if hf_static else "native"
+    rt = for_phase(rt, phase)
+    if gqa is None:  # as predict_inference
+        hf_static = (fusion or rt.fusion) in ("unfused", "compiled") and (
+            kv_cache or rt.kv_cache) == "static"  # fmt: skip
+        gqa = rt.gqa if fusion is None and kv_cache is None else (
+            "repeat" if hf_static else rt.gqa)  # fmt: skip
+    fusion = fusion or rt.fusion
+    kv_cache = kv_cache or rt.kv_cache
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
+    floor = stream_floor_s
+    if floor is None and rt.host != "eager":
+        floor = hp.in_graph_kernel_s
     price = resolve_price_keys(price)
 
     n = len(pts["tp"])
@@ -249,31 +259,42 @@ def sweep_inference(
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
     prices: dict[str, Price | None] = {}
+    shapes = [(t, b, *_defaults(spec, phase, s, c)) for t, b, s, c in uniq.tolist()]
+    # the ops of a step depend on the shape, not on the GPU: built once for every GPU
+    step_ops = [model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention, fusion=fusion,
+                          kv_cache=kv_cache, logits="last", gqa=gqa)
+                for t, b, s, c in shapes]  # fmt: skip
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
-                      stream_floor_s=stream_floor_s)  # fmt: skip
+                      stream_floor_s=floor)  # fmt: skip
         calibrations[g.id] = timer.label
-        hpk, hps, _ = host_costs(runtime, timer.calibration, host_per_kernel_s, host_per_step_s)
         m = len(uniq)
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
         by_shape: dict[tuple[int, int, int], list[tuple[int, tuple]]] = {}
-        for i, (t, b, s, c) in enumerate(uniq.tolist()):
-            s, c = _defaults(spec, phase, s, c)
-            ops = model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention,
-                            fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
-            blocks = kernel_blocks(timer.time_all(ops.pre), timer.time_all(ops.layer),
-                                   timer.time_all(ops.post))  # fmt: skip
-            by_shape.setdefault(tuple(len(x) for x in blocks), []).append((i, blocks))  # type: ignore[arg-type]
-            mb = memory(spec, g, batch=b, seq=c, dtype=dtype, tp=t, prefill_tokens=b * s)
+        for i, ((t, b, s, c), ops) in enumerate(zip(shapes, step_ops)):
+            timed = (timer.time_all(ops.pre), timer.time_all(ops.layer),
+                     timer.time_all(ops.post))  # fmt: skip
+            blocks = kernel_blocks(*timed)
+            ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, fusion,
+                            host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+                            graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
+            by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
+                (i, (*blocks, *ht.per_kernel, ht))
+            )  # type: ignore[arg-type]
+            mb = memory(spec, g, batch=b, seq=c, dtype=dtype, tp=t, phase=phase,
+                        attention=attention, prefill_tokens=b * s)  # fmt: skip
             mem[i], cap[i], fits[i] = mb.total_bytes, mb.capacity_bytes, mb.fits
         for rows in by_shape.values():
             idx = np.array([i for i, _ in rows])
-            pre, layer, post = (np.array([blk[j] for _, blk in rows], dtype=float).reshape(
-                len(rows), -1) for j in range(3))  # fmt: skip
-            times = step_times(pre, layer, spec.layers, post, runtime=runtime,
-                               host_per_kernel_s=hpk, host_per_step_s=hps,
-                               graph_launch_s=graph_launch_s)  # fmt: skip
+            pre, layer, post, h_pre, h_layer, h_post = (
+                np.array([blk[j] for _, blk in rows], dtype=float).reshape(len(rows), -1)
+                for j in range(6))  # fmt: skip
+            terms = [blk[6] for _, blk in rows]
+            times = step_times(pre, layer, spec.layers, post, eager=terms[0].eager,
+                               host_per_kernel_s=(h_pre, h_layer, h_post),
+                               host_per_step_s=np.array([t.per_step_s for t in terms]),
+                               graph_launch_s=np.array([t.launch_s for t in terms]))  # fmt: skip
             step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
         t_step = step[inverse]
         n_gpus = pts["tp"] * pts["dp"]
@@ -292,8 +313,9 @@ def sweep_inference(
     return SweepResult(
         kind="inference", model=spec.id, table=_table(columns), calibrations=calibrations,
         prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
-        settings={"phase": phase, "runtime": runtime, "dtype": dtype, "fusion": fusion,
-                  "kv_cache": kv_cache, "attention": attention, "gqa": gqa},
+        settings={"phase": phase, "runtime": rt.name, "dtype": dtype, "fusion": fusion,
+                  "kv_cache": kv_cache, "attention": attention, "gqa": gqa,
+                  "host": host_dict(hp)},
     )  # fmt: skip
 
 
@@ -317,6 +339,9 @@ def sweep_training(
     tokens: float | None = None,
     price: PriceArg = None,
     grid: bool = True,
+    policy: Policy | None = None,
+    host: HostProfile | str | None = None,
+    fragmentation: float | None = None,
 ) -> SweepResult:
     """``predict_training_step`` over a grid of layouts: ``gpus = tp x pp x dp`` GPUs,
     micro-batches of ``micro_batch`` sequences of ``seq`` tokens, ``global_batch`` sequences per
@@ -325,8 +350,12 @@ def sweep_training(
     step), tokens_per_s, mfu, memory_bytes (per GPU, ZeRO stage ``zero``), capacity_bytes,
     fits, usd_per_gpu_hour, usd_per_hour; with ``tokens``: train_time_s (whole steps to see
     ``tokens`` tokens), days, cost_usd. Layouts the scalar rejects (pp not dividing the layers,
-    a global batch that dp x micro-batch does not divide) raise its error."""
+    a global batch that dp x micro-batch does not divide) raise its error. ``policy``,
+    ``host`` and ``fragmentation`` as ``predict_training_step``."""
     spec = get_model(model)
+    if policy is not None and policy not in POLICY_STATE_BYTES:
+        raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
+    hp = load_host(host) if fusion == "unfused" else None
     if zero not in (0, 1, 2, 3):
         raise SpecError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero}")
     if recompute not in ("none", "selective", "full"):
@@ -366,14 +395,17 @@ def sweep_training(
             raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
         timer = Timer(g, choose_calibration(g, calibration, calibration_from))
         calibrations[g.id] = calibration_label(timer.calibration)
+        frag = fragmentation if fragmentation is not None else trace_fragmentation(
+            timer.calibration)  # fmt: skip
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
         fields = ("layer_fwd_s", "head_fwd_s", "pre_fwd_s", "layer_bwd_s", "head_bwd_s",
-                  "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s")  # fmt: skip
+                  "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s", "layer_host_s",
+                  "head_host_s", "pre_host_s")  # fmt: skip
         skey = np.stack([pts["tp"], pts["micro_batch"], pts["seq"]], axis=1)
         suniq, sinv = _group_rows(skey)
         svals = np.empty((len(suniq), len(fields)))
         for i, (t, b, s) in enumerate(suniq.tolist()):
-            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention)
+            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, hp)
             svals[i] = [getattr(st, f) for f in fields]
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)
@@ -382,7 +414,7 @@ def sweep_training(
         p2p = np.array([p2p_time(spec, timer, tok, t, p, dtype)
                         for t, p, tok in puniq.tolist()])[pinv]  # fmt: skip
         duniq, dinv = _group_rows(np.stack([pts["tp"], pts["pp"], pts["dp"]], axis=1))
-        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype)
+        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, hp)
                           for t, p, d in duniq.tolist()]).reshape(-1, 2)  # fmt: skip
         dp_comm, opt = dvals[dinv, 0], dvals[dinv, 1]
         res = combine_step(stage, layers, pts["pp"], m, recompute, p2p, dp_comm, opt)
@@ -393,8 +425,9 @@ def sweep_training(
         muniq, minv = _group_rows(mkey)
         mvals = np.empty((len(muniq), 3))
         for i, (t, p, d, b, s, inflight) in enumerate(muniq.tolist()):
-            mb = memory(spec, g, batch=b, seq=s, dtype=dtype, train=True, tp=t, pp=p, dp=d,
-                        zero=zero, recompute=recompute, microbatches=inflight)  # fmt: skip
+            mb = training_memory(spec, g, micro_batch=b, seq=s, dtype=dtype, tp=t, pp=p, dp=d,
+                                 zero=zero, recompute=recompute, microbatches=inflight,
+                                 fusion=fusion, policy=policy, fragmentation=frag)  # fmt: skip
             mvals[i] = (mb.total_bytes, mb.capacity_bytes, mb.fits)
         n_gpus = pts["tp"] * pts["pp"] * pts["dp"]
         tokens_step = gb * pts["seq"]
@@ -423,7 +456,8 @@ def sweep_training(
         kind="training", model=spec.id, table=_table(columns), calibrations=calibrations,
         prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
         settings={"zero": zero, "recompute": recompute, "dtype": dtype, "fusion": fusion,
-                  "attention": attention, "tokens": tokens},
+                  "attention": attention, "tokens": tokens, "policy": policy,
+                  "host": host_dict(hp) if hp else None},
     )  # fmt: skip
 
 
@@ -439,6 +473,9 @@ class _Stage:
     layer_attention_s: np.ndarray
     layer_comm_fwd_s: np.ndarray
     layer_comm_bwd_s: np.ndarray
+    layer_host_s: np.ndarray
+    head_host_s: np.ndarray
+    pre_host_s: np.ndarray
 
 
 __all__ = ["SweepResult", "sweep_inference", "sweep_training"]

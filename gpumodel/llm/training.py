@@ -42,16 +42,18 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
-from gpumodel.llm.memory import MemoryBreakdown, Recompute, memory
+from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.runtimes import host_kind
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
@@ -59,6 +61,41 @@ from gpumodel.units import format_quantity, format_time
 # Llama 2 pre-training used a global batch of 4M tokens (Touvron et al. 2023, section 2.2).
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
 ELEMENTWISE_BACKWARD_FACTOR = 2.0
+
+# Kernels one eager HF training step launches (forward, HF's loss, backward), per decoder layer
+# and outside the layers, by host op kind: counted in torch.profiler traces of tiny random-weight
+# models (validation/kernel_lists/hf_train_trace_check.py -> hf-train-cpu-trace.json; torch
+# 2.13, transformers 5.24; "bf16" = model.to(bf16), which "mixed" runs too; "amp" = fp32 model
+# under torch.autocast(bf16), its casts included). Autograd launches ~1.8x the forward's
+# kernels (mul's two gradients, pow/rsqrt backward's 3, slice_backward's zero-fill, weight
+# gradients' sums), which the op list's one backward per forward op undercounts: the host of an
+# eager step issues these. Keyed by family: "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU).
+HF_EAGER_TRAIN_KERNELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {
+    ("llama", "bf16"): {
+        "forward_layer": {"cat": 4, "copy": 4, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
+        "backward_layer": {"copy": 4, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"cat": 1, "copy": 7, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
+        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+    },
+    ("llama", "amp"): {
+        "forward_layer": {"cat": 4, "copy": 14, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
+        "backward_layer": {"copy": 20, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"cat": 1, "copy": 4, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
+        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+    },
+    ("gpt2", "bf16"): {
+        "forward_layer": {"cat": 2, "elementwise": 14, "matmul": 4, "sdpa": 1},
+        "backward_layer": {"cat": 1, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"copy": 1, "elementwise": 8, "index": 2, "matmul": 1},
+        "backward_outside": {"copy": 1, "elementwise": 6, "matmul": 2, "reduction": 1},
+    },
+    ("gpt2", "amp"): {
+        "forward_layer": {"cat": 2, "copy": 10, "elementwise": 14, "matmul": 4, "sdpa": 1},
+        "backward_layer": {"cat": 1, "copy": 12, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
+        "forward_outside": {"copy": 3, "elementwise": 8, "index": 2, "matmul": 1},
+        "backward_outside": {"copy": 3, "elementwise": 6, "matmul": 2, "reduction": 1},
+    },
+}  # fmt: skip
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
@@ -70,7 +107,7 @@ def model_flops_per_token(model: ModelSpec, seq: int) -> float:
 class TrainingStep(BaseModel):
     """One optimizer step on ``gpus`` GPUs (tp x pp x dp)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     gpus: int
@@ -85,7 +122,11 @@ class TrainingStep(BaseModel):
     dtype: str
     recompute: Recompute
     calibration: str
-    step_time_s: float
+    policy: str | None = None
+    host: dict[str, str] | None = None
+    host_warning: str | None = None
+    host_time_s: float = 0.0
+    time_s: float
     forward_s: float
     backward_s: float
     recompute_s: float
@@ -105,12 +146,23 @@ class TrainingStep(BaseModel):
     mfu: float
     memory: MemoryBreakdown
     breakdown: tuple[OpTime, ...]
+    notes: tuple[str, ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def step_time_s(self) -> float:
+        """Alias of ``time_s``."""
+        return self.time_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
     def explain(self) -> str:
         lines = [
             f"{self.model} training step on {self.gpus} x {self.gpu} (tp={self.tp} pp={self.pp} "
             f"dp={self.dp}, ZeRO-{self.zero}, recompute={self.recompute}): "
-            f"{format_time(self.step_time_s)}, MFU {100 * self.mfu:.1f}%",
+            f"{format_time(self.time_s)}, MFU {100 * self.mfu:.1f}%"
+            + (f", policy {self.policy}" if self.policy else ""),
             f"  {self.global_batch} sequences x {self.seq} tokens = {self.tokens_per_step:,} tokens;"
             f" {self.microbatches} micro-batches of {self.micro_batch} per pipeline",
             f"  per micro-batch and stage: forward {format_time(self.forward_s)}, backward "
@@ -124,16 +176,26 @@ class TrainingStep(BaseModel):
             f"optimizer step {format_time(self.optimizer_s)}",
             f"  bounds: compute only {format_time(self.step_time_ideal_s)}, no DP overlap "
             f"{format_time(self.step_time_no_overlap_s)}",
-            f"  memory per GPU: {self.memory.message()}",
+            f"  memory per GPU: {self.memory.message()} (allocated by tensors "
+            f"{format_quantity(self.memory.allocated_bytes, 'B')})",
             f"  calibration: {self.calibration}",
         ]
+        if self.host is not None:
+            gpu_mb = self.forward_s + self.backward_s + self.recompute_s
+            bound = "HOST-BOUND: " if self.host_time_s > gpu_mb else ""
+            lines.append(f"  {bound}host ({self.host['name']}) issues a micro-batch's eager "
+                         f"kernels in {format_time(self.host_time_s)}; GPU "
+                         f"{format_time(gpu_mb)}")  # fmt: skip
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.host_warning:
+            lines.append(f"  warning: {self.host_warning}")
         return "\n".join(lines)
 
 
 class TrainingPlan(BaseModel):
     """Time and cost to train on ``tokens`` tokens."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     model: str
     gpu: str
     gpus: int
@@ -210,6 +272,22 @@ def cross_entropy(
     return LayerOp("cross_entropy", fwd), (LayerOp("cross_entropy.bwd", bwd), 1.0)
 
 
+def autocast_casts(spec: ModelSpec, tokens: int, tp: int) -> list[LayerOp]:
+    """``torch.autocast(bfloat16)`` around an fp32 model, per layer: each matmul weight cast to
+    bf16 once per forward (fp32 read, bf16 written: 6 B per parameter, then cached), each
+    linear's input cast on every call (5 linears of a Llama layer, 2 of GPT-2's fused ones).
+    Their backward (``_backward``: 2x) stands for the casts of the bf16 weight gradients back
+    to fp32 and of the input gradients."""
+    per_layer = spec.layer_params() / tp
+    linears = 2 if spec.ffn_kind == "gelu_mlp" else 5
+    weights = 4 if spec.ffn_kind == "gelu_mlp" else 7  # matmul weights per layer
+    w = passes("autocast weight casts", max(1, int(per_layer)), "fp32",
+               *[(f"weight cast {i}", 1 / weights, 6, 0) for i in range(weights)])  # fmt: skip
+    x = passes("autocast input casts", tokens * spec.hidden, "fp32",
+               *[(f"input cast {i}", 1, 6, 0) for i in range(linears)])  # fmt: skip
+    return [LayerOp("autocast_weight_casts", w), LayerOp("autocast_input_casts", x)]
+
+
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
     """Backward ops of a forward op, each with a time multiplier."""
     op = entry.op
@@ -260,6 +338,73 @@ class StageTimes:
     layer_attention_s: float
     layer_comm_fwd_s: float
     layer_comm_bwd_s: float
+    # host time to issue the kernels (eager, ``host`` given; 0 otherwise), forward + backward
+    layer_host_s: float = 0.0
+    head_host_s: float = 0.0
+    pre_host_s: float = 0.0
+
+
+def traced_train_kernels(
+    spec: ModelSpec, policy: Policy | None
+) -> dict[str, dict[str, int]] | None:
+    """``HF_EAGER_TRAIN_KERNELS`` of ``spec``'s family and ``policy`` (None: bf16 modules), or
+    None for a family not traced (MoE, other norms)."""
+    if spec.moe:
+        return None
+    family = {("rmsnorm", "swiglu"): "llama", ("layernorm", "gelu_mlp"): "gpt2"}.get(
+        (spec.norm, spec.ffn_kind))  # fmt: skip
+    if family is None:
+        return None
+    return HF_EAGER_TRAIN_KERNELS[(family, "amp" if policy == "amp" else "bf16")]
+
+
+def _counts_s(counts: dict[str, int], host: HostProfile) -> float:
+    return sum(n * host.cost_s(k) for k, n in counts.items())
+
+
+def _host_s(timed: list[Timed], host: HostProfile) -> float:
+    """Host seconds to issue the eager kernels of ``timed`` (each at its op kind's cost)."""
+    return sum(t.entry.count * k.launches * host.cost_s(host_kind(t.entry.kind, k.name))
+               for t in timed for k in t.kernels)  # fmt: skip
+
+
+def trace_fragmentation(cal: Any) -> float | None:
+    """The caching allocator's reserved / allocated high-water ratio of the user's own traced
+    steps (``calibrate --trace`` of a trace recorded with ``profile_memory=True``), if the
+    calibration carries both; ``memory``'s ``fragmentation`` factor."""
+    fit = getattr(cal, "trace", None)
+    if fit is None or not fit.peak_allocated_bytes or not fit.peak_reserved_bytes:
+        return None
+    return max(1.0, fit.peak_reserved_bytes / fit.peak_allocated_bytes)
+
+
+def training_memory(
+    spec: ModelSpec,
+    g: GPUSpec,
+    *,
+    micro_batch: int,
+    seq: int,
+    dtype: str,
+    tp: int,
+    pp: int,
+    dp: int,
+    zero: int,
+    recompute: Recompute,
+    microbatches: int | None,
+    fusion: Fusion = "fused",
+    policy: Policy | None = None,
+    fragmentation: float | None = None,
+) -> MemoryBreakdown:
+    """The training peak per GPU: the one accounting ``predict_training_step``,
+    ``sweep_training``, ``plan train`` and ``memory --train --policy`` share. An eager HF
+    model (``fusion="unfused"``) with a precision policy keeps the activations autograd saves
+    for eager modules (``memory.hf_eager_activation_bytes_per_token``); otherwise Megatron's
+    (Korthikanti et al. 2022)."""
+    act_model = "hf-eager" if fusion == "unfused" and policy is not None else "megatron"
+    return memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
+                  dp=dp, zero=zero, recompute=recompute, microbatches=microbatches,
+                  policy=policy, activation_model=act_model,
+                  fragmentation=fragmentation)  # fmt: skip
 
 
 def stage_times(
@@ -272,16 +417,23 @@ def stage_times(
     dtype: str,
     fusion: Fusion,
     attention: AttentionImpl,
+    policy: Policy | None = None,
+    host: HostProfile | None = None,
 ) -> StageTimes:
-    """Forward and backward times of one micro-batch's layer, head and embedding ops."""
+    """Forward and backward times of one micro-batch's layer, head and embedding ops; ``amp``
+    adds autocast's cast kernels to each layer; with ``host`` (eager runtimes) the host time
+    to issue every forward and backward kernel."""
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
                     attention=attention, kv_cache="none", logits="all")  # fmt: skip
     vocab_tp = math.ceil(spec.vocab / tp)
     loss, loss_backward = cross_entropy(micro_batch * seq, vocab_tp, dtype, fusion, g)
-    layer_f = timer.time_all(ops.layer)
+    layer_entries = list(ops.layer)
+    if policy == "amp":
+        layer_entries = autocast_casts(spec, micro_batch * seq, tp) + layer_entries
+    layer_f = timer.time_all(layer_entries)
     head_f = timer.time_all([*ops.post, loss])
     pre_f = timer.time_all(ops.pre)
-    layer_b_entries = [b for e in ops.layer for b in _backward(e)]
+    layer_b_entries = [b for e in layer_entries for b in _backward(e)]
     head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
     layer_b = timer.time_all([e for e, _ in layer_b_entries])
     head_b = timer.time_all([e for e, _ in head_b_entries])
@@ -293,7 +445,34 @@ def stage_times(
         layer_attention_s=sum(t.time_s for t in layer_f if t.entry.kind == "attention"),
         layer_comm_fwd_s=sum(t.time_s for t in layer_f if t.entry.kind == "comm"),
         layer_comm_bwd_s=sum(t.time_s for t in layer_b if t.entry.kind == "comm"),
+        **_stage_host(spec, policy, host, layer_f + layer_b, head_f + head_b, pre_f),
     )  # fmt: skip
+
+
+def _stage_host(
+    spec: ModelSpec,
+    policy: Policy | None,
+    host: HostProfile | None,
+    layer: list[Timed],
+    head: list[Timed],
+    pre: list[Timed],
+) -> dict[str, float]:
+    """Host seconds to issue one micro-batch's eager kernels, per layer and outside: the traced
+    kernel counts of an HF training step (``HF_EAGER_TRAIN_KERNELS``) where the family was
+    traced, else the op list's kernels; each at the host profile's cost of its kind."""
+    if host is None:
+        return {"layer_host_s": 0.0, "head_host_s": 0.0, "pre_host_s": 0.0}
+    traced = traced_train_kernels(spec, policy)
+    if traced is None:
+        return {"layer_host_s": _host_s(layer, host), "head_host_s": _host_s(head, host),
+                "pre_host_s": _host_s(pre, host)}  # fmt: skip
+    return {
+        "layer_host_s": _counts_s(traced["forward_layer"], host)
+        + _counts_s(traced["backward_layer"], host),
+        "head_host_s": _counts_s(traced["forward_outside"], host)
+        + _counts_s(traced["backward_outside"], host),
+        "pre_host_s": 0.0,
+    }
 
 
 def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
@@ -306,9 +485,21 @@ def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype
 
 
 def sync_times(
-    spec: ModelSpec, timer: Timer, tp: int, pp: int, dp: int, zero: int, dtype: str
+    spec: ModelSpec,
+    timer: Timer,
+    tp: int,
+    pp: int,
+    dp: int,
+    zero: int,
+    dtype: str,
+    policy: Policy | None = None,
+    host: HostProfile | None = None,
 ) -> tuple[float, float]:
-    """(data-parallel gradient sync, optimizer step) of one rank."""
+    """(data-parallel gradient sync, optimizer step) of one rank. The optimizer streams its
+    states by dtype: ``bf16`` policy 14 B per parameter (bf16 weight, grad, moments: read 4 x 2,
+    write 3 x 2), half of the fp32 28 B, so ``AdamW`` over half the parameters; ``amp`` the fp32
+    28 B with no bf16 copy (the weights are the master); ``mixed``/None the fp32 28 B + the bf16
+    copy (``master_copy``). With ``host`` (eager): at least one fused AdamW call's host time."""
     grad_bytes = spec.param_count() / (tp * pp) * BYTES_PER_ELEMENT[dtype]
     dp_comm = 0.0
     if dp > 1:
@@ -317,8 +508,13 @@ def sync_times(
         if zero == 3:
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
     shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
-    opt_op = LayerOp("optimizer_step", AdamW(params=math.ceil(shard), master_copy=True))
-    optimizer = sum(k.time_s for k in timer.kernels(opt_op))
+    if policy == "bf16":
+        opt = AdamW(params=math.ceil(shard / 2))
+    else:
+        opt = AdamW(params=math.ceil(shard), master_copy=policy != "amp")
+    optimizer = sum(k.time_s for k in timer.kernels(LayerOp("optimizer_step", opt)))
+    if host is not None:
+        optimizer = max(optimizer, host.cost_s("optimizer_step"))
     return dp_comm, optimizer
 
 
@@ -352,13 +548,16 @@ def combine_step(
     if recompute == "full":
         tp_comm = tp_comm + layers * stage.layer_comm_fwd_s
     t_mb = fwd + bwd + rec + p2p
+    # eager: the host issues every kernel; the GPU waits when the host is slower
+    host = layers * stage.layer_host_s + stage.head_host_s + stage.pre_host_s
+    t_mb = np.maximum(t_mb, np.where(np.asarray(host) > 0, host + p2p, 0.0))
     chain = (m + pp - 1) * t_mb
     exposed = np.maximum(0.0, dp_comm - bwd)
     return {
         "fwd": fwd, "bwd": bwd, "rec": rec, "tp_comm": tp_comm, "t_mb": t_mb,
         "bubble": (pp - 1) * t_mb, "exposed": exposed, "step": chain + exposed + optimizer,
         "no_overlap": chain + dp_comm + optimizer,
-        "ideal": m * (t_mb - tp_comm - p2p) + optimizer,
+        "ideal": m * (t_mb - tp_comm - p2p) + optimizer, "host": host + 0.0 * fwd,
     }  # fmt: skip
 
 
@@ -378,8 +577,17 @@ def predict_training_step(
     calibration: Any = None,
     fusion: Fusion = "fused",
     attention: AttentionImpl = "flash",
+    policy: Policy | None = None,
+    host: HostProfile | str | None = None,
+    fragmentation: float | None = None,
 ) -> TrainingStep:
     """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens).
+    ``policy``: ``"amp"`` (fp32 weights + bf16 autocast), ``"bf16"`` (all bf16) or ``"mixed"``
+    (Megatron: bf16 weights, fp32 master + moments); None: the ZeRO accounting of ``dtype``
+    weights with 12 B of fp32 optimizer state (as ``"mixed"`` for bf16). ``host``: the host
+    profile whose eager costs bound an unfused (HF) step (default: the measured local one,
+    else the reference host). ``fragmentation``: the allocator's reserved / allocated ratio
+    (default: the ratio a trace calibration measured, ``trace_fragmentation``, else 1).
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
     PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
@@ -399,18 +607,31 @@ def predict_training_step(
             f"global batch {global_batch} is not a multiple of dp x micro_batch = {per_step}"
         )
     m = global_batch // per_step
-    mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
-                 dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
+    if policy is not None and policy not in POLICY_STATE_BYTES:
+        raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
     timer = Timer(g, calibration)
-    stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention)
+    if fragmentation is None:  # measured in the user's trace, when it recorded memory
+        fragmentation = trace_fragmentation(timer.calibration)
+    mem = training_memory(spec, g, micro_batch=micro_batch, seq=seq, dtype=dtype, tp=tp, pp=pp,
+                          dp=dp, zero=zero, recompute=recompute, microbatches=m, fusion=fusion,
+                          policy=policy, fragmentation=fragmentation)  # fmt: skip
+    hp = load_host(host) if fusion == "unfused" else None
+    stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
+                        policy, hp)  # fmt: skip
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
-    dp_comm, optimizer = sync_times(spec, timer, tp, pp, dp, zero, dtype)
+    dp_comm, optimizer = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp)
     layers = spec.layers // pp
     t = combine_step(stage, layers, pp, m, recompute, p2p, dp_comm, optimizer)
-    fwd, bwd, rec, tp_comm, t_mb, bubble, exposed, step = (
-        float(t[k]) for k in ("fwd", "bwd", "rec", "tp_comm", "t_mb", "bubble", "exposed", "step")
-    )
+    fwd, bwd, rec, tp_comm, t_mb, bubble, exposed, step, host_mb = (
+        float(t[k]) for k in ("fwd", "bwd", "rec", "tp_comm", "t_mb", "bubble", "exposed", "step",
+                              "host")
+    )  # fmt: skip
     layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
+    notes = []
+    if hp is not None and traced_train_kernels(spec, policy) is not None:
+        notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
+                     "trace (forward, loss, backward; validation/kernel_lists/"
+                     "hf-train-cpu-trace.json), each at the host profile's cost of its kind")  # fmt: skip
 
     breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])
     flops_token = model_flops_per_token(spec, seq)
@@ -422,14 +643,15 @@ def predict_training_step(
     return TrainingStep(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
         micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
-        dtype=dtype, recompute=recompute, calibration=timer.label, step_time_s=step,
-        forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
+        dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
+        host=host_dict(hp) if hp else None, host_warning=hp.mismatch() if hp else None,
+        host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
         dp_comm_exposed_s=exposed, step_time_no_overlap_s=float(t["no_overlap"]),
         step_time_ideal_s=float(t["ideal"]), optimizer_s=optimizer,
         tokens_per_step=tokens_step,
         tokens_per_s=tokens_step / step, model_flops_per_token=flops_token, mfu=mfu,
-        memory=mem, breakdown=tuple(breakdown),
+        memory=mem, breakdown=tuple(breakdown), notes=tuple(notes),
     )  # fmt: skip
 
 
@@ -452,6 +674,9 @@ def plan_training(
     calibration: Any = None,
     fusion: Fusion = "fused",
     attention: AttentionImpl = "flash",
+    policy: Policy | None = None,
+    host: HostProfile | str | None = None,
+    fragmentation: float | None = None,
 ) -> TrainingPlan:
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
 
@@ -483,12 +708,14 @@ def plan_training(
         t, p = fastest_layout(spec, g, gpus, tokens, tp=tp, pp=pp, zero=zero,
                               micro_batch=micro_batch, global_batch=global_batch, seq=seq,
                               dtype=dtype, recompute=recompute, calibration=calibration,
-                              fusion=fusion, attention=attention)  # fmt: skip
+                              fusion=fusion, attention=attention, policy=policy, host=host,
+                              fragmentation=fragmentation)  # fmt: skip
         best = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
                                      micro_batch=micro_batch, global_batch=global_batch,
                                      seq=seq, dtype=dtype, recompute=recompute,
                                      calibration=calibration, fusion=fusion,
-                                     attention=attention)  # fmt: skip
+                                     attention=attention, policy=policy, host=host,
+                                     fragmentation=fragmentation)  # fmt: skip
         step = best
         steps = math.ceil(tokens / step.tokens_per_step)
         time_s = steps * step.step_time_s

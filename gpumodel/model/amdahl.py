@@ -15,7 +15,9 @@ share of the batch, then the gradients are all-reduced. Three ways to place the 
   are packed into buckets of ``bucket_bytes`` (25 MB by default) in the order backward produces
   them; a bucket's all-reduce starts once its last gradient is ready and the previous bucket's
   all-reduce is done (one NCCL stream). Gradients are assumed to become ready at a uniform rate
-  over backward; the last bucket's all-reduce is always exposed. Simulated bucket by bucket.
+  over backward; the last bucket's all-reduce is always exposed. The step's end is a closed
+  form over runs of equal buckets (``bucketed_end``; ``simulate_buckets`` lists the timeline
+  bucket by bucket and agrees with it).
 
 ``perfect <= bucketed`` always (bucketing only adds per-bucket latency and waiting), and
 ``bucketed <= none`` whenever the per-bucket latency is small next to the backward time it
@@ -36,7 +38,7 @@ Scaling = Literal["weak", "strong"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +150,8 @@ class DPStep(_Frozen):
     step_perfect_s: float
     step_bucketed_s: float
     exposed_comm_bucketed_s: float  # step_bucketed - compute
-    buckets: tuple[BucketEvent, ...] = ()
+    bucket_count: int = 0
+    buckets: tuple[BucketEvent, ...] = ()  # the timeline, listed up to MAX_LISTED_BUCKETS
 
     def step_s(self, mode: OverlapMode) -> float:
         return {"none": self.step_none_s, "perfect": self.step_perfect_s,
@@ -184,10 +187,16 @@ class DPScaling(_Frozen):
         return out
 
 
-def bucket_sizes(
+# Bucket events listed on a DPStep up to this many buckets; the step time never needs them (it is
+# a closed form over runs of equal buckets), so a 1-byte bucket over 28 GB costs no memory.
+MAX_LISTED_BUCKETS = 4096
+
+
+def bucket_runs(
     grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
-) -> list[float]:
-    """Gradient bytes per bucket in the order backward produces them (last layer first).
+) -> list[tuple[int, float]]:
+    """Gradient buckets in the order backward produces them (last layer first), as runs of
+    ``(count, bytes)``: at most three (the first bucket, the full ones, the rest).
 
     PyTorch DDP caps buckets at ``bucket_cap_mb`` (25 MB) and, since 1.6, its first bucket at
     ``_DEFAULT_FIRST_BUCKET_BYTES`` (1 MiB) so communication starts early; pass
@@ -197,18 +206,51 @@ def bucket_sizes(
         return []
     if bucket_bytes <= 0:
         raise ValueError("bucket size must be positive")
-    sizes: list[float] = []
+    runs: list[tuple[int, float]] = []
     left = float(grad_bytes)
     if first_bucket_bytes:
         first = min(left, float(first_bucket_bytes))
-        sizes.append(first)
+        runs.append((1, first))
         left -= first
     full = int(left // bucket_bytes)
-    sizes += [float(bucket_bytes)] * full
+    if full:
+        runs.append((full, float(bucket_bytes)))
     rest = left - full * bucket_bytes
     if rest > 1e-9 * bucket_bytes:
-        sizes.append(rest)
-    return sizes
+        runs.append((1, rest))
+    return runs
+
+
+def bucket_sizes(
+    grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
+) -> list[float]:
+    """``bucket_runs`` written out bucket by bucket (at most ``MAX_LISTED_BUCKETS``)."""
+    runs = bucket_runs(grad_bytes, bucket_bytes, first_bucket_bytes)
+    if sum(c for c, _ in runs) > MAX_LISTED_BUCKETS:
+        raise ValueError(f"more than {MAX_LISTED_BUCKETS} buckets: use bucket_runs")
+    return [size for count, size in runs for _ in range(count)]
+
+
+def bucketed_end(
+    forward_s: float,
+    backward_s: float,
+    runs: Sequence[tuple[int, float]],
+    allreduce_time: Callable[[float], float],
+) -> float:
+    """End of the DDP timeline of ``simulate_buckets`` in closed form over runs of equal
+    buckets. In a run of ``c`` buckets of ``a`` seconds each, ready every ``d`` seconds from
+    ``r0``, bucket j ends at max over i <= j of (ready_i + (j - i + 1) a) or after the previous
+    run's end: the last ends at max(prev + c a, r0 + c a, r0 + (c - 1) d + a)."""
+    total = float(sum(c * s for c, s in runs))
+    done = 0.0
+    end = 0.0
+    for count, size in runs:
+        a = allreduce_time(size)
+        r0 = forward_s + backward_s * ((done + size) / total)
+        d = backward_s * size / total
+        end = max(end + count * a, r0 + count * a, r0 + (count - 1) * d + a)
+        done += count * size
+    return max(forward_s + backward_s, end)
 
 
 def simulate_buckets(
@@ -280,7 +322,7 @@ def data_parallel_step(
                       step_perfect_s=per_gpu, step_bucketed_s=per_gpu,
                       exposed_comm_bucketed_s=0.0)  # fmt: skip
     t_ar = ar(grad_bytes, gpus)
-    sizes = bucket_sizes(grad_bytes, bucket_bytes, first_bucket_bytes)
+    runs = bucket_runs(grad_bytes, bucket_bytes, first_bucket_bytes)
     cache: dict[float, float] = {}
 
     def bucket_time(size: float) -> float:
@@ -288,10 +330,15 @@ def data_parallel_step(
             cache[size] = ar(size, gpus)
         return cache[size]
 
-    end, events = simulate_buckets(fwd, bwd, sizes, bucket_time)
+    end = bucketed_end(fwd, bwd, runs, bucket_time)
+    count = sum(c for c, _ in runs)
+    events: tuple[BucketEvent, ...] = ()
+    if count <= MAX_LISTED_BUCKETS:
+        _, events = simulate_buckets(fwd, bwd, bucket_sizes(grad_bytes, bucket_bytes,
+                                                             first_bucket_bytes), bucket_time)  # fmt: skip
     return DPStep(
         gpus=gpus, compute_s=per_gpu, forward_s=fwd, backward_s=bwd, allreduce_s=t_ar,
-        bucketed_comm_s=sum(e.end_s - e.start_s for e in events),
+        bucketed_comm_s=sum(c * bucket_time(size) for c, size in runs), bucket_count=count,
         step_none_s=per_gpu + t_ar,
         step_perfect_s=fwd + max(bwd, t_ar),
         step_bucketed_s=end,

@@ -741,9 +741,16 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
             nn = np.asarray(n, dtype=float)
             t_in = (g - 1) / p * nn * topo.intra.beta
             t_out = (p - g) / p * nn * topo.inter.beta
+            t_beta = np.maximum(t_in, t_out)
+            if topo.intra.kind == "pcie":
+                # the NIC hangs off the GPU's PCIe link (GPUDirect RDMA): with PCIe in the node
+                # too, both shares leave the GPU over that one link. Without this, spreading a
+                # fixed per-GPU buffer over more nodes moved bytes onto a faster NIC that the
+                # GPU cannot feed, and the time fell as GPUs were added.
+                t_beta = np.maximum(t_beta, (p - 1) / p * nn * topo.intra.beta)
             cost = Cost(
                 (g - 1) * topo.intra.alpha_s + (p - g) * topo.inter.alpha_s,
-                np.maximum(t_in, t_out),
+                t_beta,
                 0.0,
                 p - 1,
                 (p - 1) / p * nn,
@@ -751,7 +758,12 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
             add(
                 "pairwise",
                 cost,
-                "(p-1) alpha + max((g-1)/p n beta_node, (p-g)/p n beta_net)",
+                "(p-1) alpha + max((g-1)/p n beta_node, (p-g)/p n beta_net)"
+                + (
+                    " [>= (p-1)/p n beta_pcie: both shares cross the GPU's PCIe link]"
+                    if topo.intra.kind == "pcie"
+                    else ""
+                ),
                 f"p-1 = {p - 1} exchanges; {(p - g) / p:.3g}x the buffer crosses the network",
             )
         else:

@@ -31,6 +31,8 @@ ALIGN_ELEMENTS = {
 def misaligned(shape: GemmShape) -> tuple[str, ...]:
     """Dimensions that are not a multiple of 16 bytes (N and K are the contiguous ones for the
     row-major operands cuBLAS sees; M matters for the transposed layouts)."""
+    if not shape.needs_alignment:
+        return ()
     a = ALIGN_ELEMENTS.get(shape.dtype, 8)
     return tuple(name for name, v in (("n", shape.n), ("k", shape.k)) if v % a)
 

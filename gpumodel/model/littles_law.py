@@ -143,7 +143,7 @@ def _fma_latency(gpu: GPUSpec) -> tuple[float, str, str | None]:
 class Concurrency(BaseModel):
     """Work in flight needed to saturate DRAM and the FP32 pipes of one GPU (Little's law)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     gpu_id: str
     clock_hz: float
@@ -301,7 +301,7 @@ def l2_latency_s(gpu: GPUSpec, params: Any = None) -> tuple[float, str]:
 class Waves(BaseModel):
     """How a grid of blocks fills the GPU in waves of ``SMs x blocks_per_sm`` blocks."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     blocks: int
     blocks_per_sm: int

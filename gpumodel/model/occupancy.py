@@ -19,6 +19,26 @@ Inputs follow the CUDA API:
 Not modelled, because they never bind at the defaults the runtime uses: the partitioned global
 caching mode of CC 5.2/6.x, the barrier limit of CC >= 9.0 (``2 x max blocks / barriers``, one
 barrier per block) and the virtual-resource limit of CC >= 10.0 (0 unless a kernel uses them).
+
+AMD CDNA3 (MI300X, MI325X; gfx942) follows the rules LLVM's AMDGPU backend applies
+(``llvm/lib/Target/AMDGPU/Utils/AMDGPUBaseInfo.cpp``, ``IsaInfo``), mapped onto the same
+formulas with a CU in the place of an SM and a SIMD in the place of a sub-partition:
+
+- wave64 (``getWavefrontSize``); 4 SIMDs per CU (``getEUsPerCU``: "Pre-gfx10 a CU contains four
+  SIMDs"); at most 8 waves per SIMD on gfx90a/gfx942 (``getMaxWavesPerEU``), so 32 per CU;
+- VGPRs: 512 per lane per SIMD, arch and acc unified (``getTotalNumVGPRs`` = 512 with
+  GFX90AInsts), allocated in granules of 8 (``getVGPRAllocGranule``); waves per SIMD =
+  min(512 / roundup(vgprs, 8), 8) (``getNumWavesPerEUWithNumVGPRs``). As registers that is
+  131072 per CU and an allocation unit of 8 x 64 = 512, which the spec's ``sm_limits`` carry;
+- LDS 64 KiB per CU and per workgroup (ROCm GPU specifications table), allocated in blocks of
+  128 dwords = 512 B (LLVM AMDGPUUsage, ``GRANULATED_LDS_SIZE``: GFX7-GFX10 roundup(lds / (128 *
+  4))), no carveout;
+- workgroups per CU: 32 waves / waves per workgroup, and at most 16 when a workgroup has more
+  than one wave (``getMaxWorkGroupsPerCU``: 16 barriers per CU; single-wave workgroups use none).
+
+SGPRs (800 per SIMD, at most 102 addressable per wave: >= 8 waves at any count a compiler emits)
+and scratch are not modelled; an AMD architecture without an entry in ``_AMD_BARRIER_LIMIT`` has
+no occupancy rules (``UnsupportedError``; callers fall back to the datasheet roofline).
 """
 
 from __future__ import annotations
@@ -35,7 +55,7 @@ from gpumodel.errors import SpecError, UnsupportedError
 if TYPE_CHECKING:
     from gpumodel.specs import GPUSpec
 
-__all__ = ["LIMITERS", "Occupancy", "occupancy", "occupancy_table"]
+__all__ = ["LIMITERS", "Occupancy", "has_rules", "occupancy", "occupancy_table"]
 
 #: The resources that can bind, in the header's order of ``cudaOccLimitingFactor`` bits.
 LIMITERS = ("warps", "registers", "shared_memory", "blocks")
@@ -64,6 +84,8 @@ class _Rules:
     shared_memory_per_block_optin_bytes: int
     shared_memory_unit_bytes: int
     reserved_shared_memory_bytes: int
+    # AMD: workgroups per CU when a workgroup has more than one wave (barrier limit); None: NVIDIA
+    max_blocks_multi_warp: int | None = None
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -71,12 +93,27 @@ class _Rules:
         return self.max_threads_per_sm // self.warp_size
 
 
+# AMD architectures with occupancy rules: workgroups per CU when a workgroup has several waves.
+# LLVM AMDGPUBaseInfo.cpp getMaxWorkGroupsPerCU: MaxBarriers = 16 (pre-gfx10 and CU mode)
+_AMD_BARRIER_LIMIT = {"cdna3": 16}
+
+
+def has_rules(gpu: GPUSpec) -> bool:
+    """Whether ``occupancy()`` can answer for ``gpu`` (else callers use the datasheet alone)."""
+    if gpu.vendor == "cpu" or gpu.sm_limits is None:
+        return False
+    return gpu.vendor != "amd" or gpu.architecture.lower() in _AMD_BARRIER_LIMIT
+
+
 def _rules(gpu: GPUSpec) -> _Rules:
+    barrier_limit = None
     if gpu.vendor == "amd":
-        raise UnsupportedError(
-            f"occupancy rules for AMD GPUs are not modelled (wavefront 64, VGPR/LDS limits); "
-            f"{gpu.id} has no occupancy model"
-        )
+        barrier_limit = _AMD_BARRIER_LIMIT.get(gpu.architecture.lower())
+        if barrier_limit is None:
+            raise UnsupportedError(
+                f"occupancy rules for AMD {gpu.architecture} are not modelled (modelled: "
+                f"{', '.join(_AMD_BARRIER_LIMIT)}); {gpu.id} has no occupancy model"
+            )
     if gpu.vendor == "cpu" or gpu.sm_limits is None:
         what = "is a CPU spec" if gpu.vendor == "cpu" else "has no sm_limits in its spec"
         raise UnsupportedError(f"occupancy needs per-SM limits; {gpu.id} {what}")
@@ -108,6 +145,7 @@ def _rules(gpu: GPUSpec) -> _Rules:
         shared_memory_per_block_optin_bytes=int(s.shared_memory_per_block_optin_bytes),
         shared_memory_unit_bytes=int(s.shared_memory_allocation_unit_bytes),
         reserved_shared_memory_bytes=int(s.reserved_shared_memory_per_block_bytes),
+        max_blocks_multi_warp=barrier_limit,
     )
 
 
@@ -223,6 +261,9 @@ def _compute(
 
     # cudaOccMaxBlocksPerMultiprocessor: the architecture's resident-block limit
     limit_blocks = np.full_like(t, rules.max_blocks_per_sm)
+    if rules.max_blocks_multi_warp is not None:
+        # AMD getMaxWorkGroupsPerCU: min(MaxWaves / N, MaxBarriers) for N > 1 waves per group
+        limit_blocks = np.where(warps > 1, rules.max_blocks_multi_warp, limit_blocks)
 
     # cudaOccMaxActiveBlocksPerMultiprocessor: ctaLimit = min of the limits
     blocks = np.minimum.reduce([limit_regs, limit_smem, limit_warps, limit_blocks])
@@ -251,7 +292,7 @@ def _compute(
 class Occupancy(BaseModel):
     """Resident blocks and warps per SM for one launch configuration, and what limits them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     gpu_id: str
     threads_per_block: int
@@ -292,7 +333,8 @@ def occupancy(
 
     ``shared_mem_per_block``: static + dynamic bytes (the driver adds the reserved 1 KiB);
     ``carveout``: percent 0..100 of the SM's shared memory, or None for no preference.
-    Raises SpecError for out-of-range inputs and UnsupportedError for AMD and CPU specs.
+    Raises SpecError for out-of-range inputs and UnsupportedError for CPU specs and
+    AMD architectures without rules (see the module docstring; CDNA3 has them).
     """
     rules = _rules(gpu)
     for name, value in (

@@ -17,11 +17,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from gpumodel.errors import SpecError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from gpumodel.specs import GPUSpec
 
 __all__ = [
@@ -76,6 +76,12 @@ def _check_tile(tile: Tile) -> tuple[int, int]:
 
 def _check_dims(**dims: Any) -> None:
     for name, value in dims.items():
+        if isinstance(value, int) and not isinstance(value, bool):  # scalar: no numpy
+            if value < 1:
+                raise SpecError(f"{name} must be >= 1, got {value!r}")
+            continue
+        import numpy as np
+
         arr = np.asarray(value)
         if arr.dtype.kind not in "iu" and not (
             arr.dtype.kind == "f" and np.all(arr == np.floor(arr))
@@ -145,8 +151,24 @@ class TileChoice:
         return self.tile_efficiency * self.wave_efficiency
 
 
+def _scalar_costs(
+    m: int, n: int, sm_count: int, tiles_per_sm: int, batch: int, tiles: tuple[Tile, ...]
+) -> list[float]:
+    """``_costs`` for one shape in Python integers (what ``predict`` needs, without numpy)."""
+    per_wave = sm_count * tiles_per_sm
+    out = []
+    for tile in tiles:
+        mt, nt = _check_tile(tile)
+        count = batch * (-(-m // mt)) * (-(-n // nt))
+        launched = -(-count // per_wave)
+        out.append(launched * (mt * nt) / (256 * 128) / tile_reuse(tile))
+    return out
+
+
 def _costs(m, n, sm_count: int, tiles_per_sm: int, batch, tiles: tuple[Tile, ...]) -> np.ndarray:
     """Relative time of each tile (rows) for each shape (columns)."""
+    import numpy as np
+
     m = np.asarray(m, dtype=np.int64)
     n = np.asarray(n, dtype=np.int64)
     batch = np.asarray(batch, dtype=np.int64)
@@ -184,8 +206,11 @@ def tile_choice(
         raise SpecError("tile_choice needs at least one tile")
     sms = gpu if isinstance(gpu, int) else gpu.sm_count
     _check_dims(m=m, n=n, batch=batch, sm_count=sms, tiles_per_sm=tiles_per_sm)
-    costs = _costs(m, n, sms, tiles_per_sm, batch, tiles).reshape(len(tiles))
-    best = int(np.argmin(costs))  # argmin keeps the first of equal costs
+    if all(isinstance(v, int) for v in (m, n, batch, sms, tiles_per_sm)):
+        costs: Any = _scalar_costs(m, n, sms, tiles_per_sm, batch, tiles)
+    else:
+        costs = [float(c) for c in _costs(m, n, sms, tiles_per_sm, batch, tiles).reshape(-1)]
+    best = costs.index(min(costs))  # the first of equal costs, as argmin
     tile = tiles[best]
     count = tile_count(m, n, tile, batch)
     per_wave = sms * tiles_per_sm
@@ -206,6 +231,8 @@ def tile_choice(
 
 def tile_efficiency_array(m: Any, n: Any, tile: Tile) -> np.ndarray:
     """``tile_efficiency`` over numpy arrays of M and N (broadcast), tile fixed."""
+    import numpy as np
+
     mt, nt = _check_tile(tile)
     m = np.asarray(m, dtype=np.int64)
     n = np.asarray(n, dtype=np.int64)
@@ -217,6 +244,8 @@ def wave_efficiency_array(
     m: Any, n: Any, tile: Tile, sm_count: int, tiles_per_sm: int = 1, batch: Any = 1
 ) -> np.ndarray:
     """``wave_efficiency`` over numpy arrays of M, N (and batch), tile fixed."""
+    import numpy as np
+
     mt, nt = _check_tile(tile)
     m = np.asarray(m, dtype=np.int64)
     n = np.asarray(n, dtype=np.int64)
@@ -235,6 +264,8 @@ def tile_choice_array(
     tiles_per_sm: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``tile_choice`` over arrays: (index into ``tiles``, Mt, Nt) for each shape."""
+    import numpy as np
+
     costs = _costs(m, n, sm_count, tiles_per_sm, batch, tiles)
     index = np.argmin(costs, axis=0)
     table = np.asarray(tiles, dtype=np.int64)
@@ -272,6 +303,8 @@ class Misalignment:
 
 def misaligned_array(size: Any, dtype: str) -> np.ndarray:
     """True where a dimension is not a multiple of 16 bytes of ``dtype`` (numpy arrays)."""
+    import numpy as np
+
     return np.asarray(size, dtype=np.int64) % alignment_elements(dtype) != 0
 
 

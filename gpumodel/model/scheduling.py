@@ -9,20 +9,62 @@ last, heaviest blocks set the finish time. Efficiency = total work / (makespan x
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 # Beyond this many blocks per slot the greedy schedule balances to within ~1%: skip simulating.
 _BALANCED_BLOCKS_PER_SLOT = 64
 
 
-def schedule_efficiency(tile_work: Sequence[float], groups: int, slots: int) -> float:
-    """Busy fraction of ``slots`` running ``groups`` repeats of ``tile_work`` in launch order."""
+@dataclass(frozen=True)
+class TileWork:
+    """Work of the ``count`` thread blocks of one group, relative to a full block, held as a
+    closed form (never a list as long as the user's size): block i does
+    ``min(span, offset + (i + 1) * block) / span`` of a full block's work (causal attention:
+    query tile i visits keys up to its last query), or all of it when ``span`` is None."""
+
+    count: int
+    block: int = 1
+    offset: int = 0
+    span: int | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def work(self, i: int) -> float:
+        if self.span is None:
+            return 1.0
+        return min(self.span, self.offset + (i + 1) * self.block) / self.span
+
+    def __iter__(self) -> Iterator[float]:
+        return (self.work(i) for i in range(self.count))
+
+    def total(self) -> float:
+        """Sum of the blocks' work: the partial blocks form an arithmetic series, the rest are
+        full."""
+        if self.span is None:
+            return float(self.count)
+        # blocks i < j stop short of the span: offset + (i + 1) * block < span
+        j = min(self.count, max(0, (self.span - self.offset - 1) // self.block))
+        partial = (j * self.offset + self.block * j * (j + 1) // 2) / self.span
+        return partial + (self.count - j)
+
+
+def schedule_efficiency(tile_work: TileWork | Sequence[float], groups: int, slots: int) -> float:
+    """Busy fraction of ``slots`` running ``groups`` repeats of ``tile_work`` in launch order.
+    Simulates at most ``64 x slots`` blocks (a bound set by the GPU, not by the op's size)."""
     if slots <= 0 or not tile_work or groups <= 0:
         raise ValueError("schedule_efficiency needs slots, tiles and groups > 0")
     blocks = len(tile_work) * groups
-    total = float(sum(tile_work)) * groups
+    # a TileWork sums in closed form; a plain sequence of block weights is summed
+    total = (tile_work.total() if isinstance(tile_work, TileWork) else sum(tile_work)) * groups
     if blocks >= _BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
+    if min(tile_work) == max(tile_work):  # equal blocks: whole waves, no need to simulate
+        return blocks / (-(-blocks // slots) * slots)
     finish = [0.0] * min(slots, blocks)
     heapq.heapify(finish)
     for _ in range(groups):

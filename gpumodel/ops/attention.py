@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from gpumodel.errors import UnsupportedError
+from gpumodel.model.scheduling import TileWork
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -92,7 +94,22 @@ class Attention(Op):
         base = f"{base}:cudnn" if self.impl == "cudnn" else base
         return f"{base}:backward" if self.backward else base
 
-    def query_tiles(self) -> tuple[float, ...]:
+    def monotone_floor(self, gpu: GPUSpec) -> Op | None:
+        """Prefill (seq > 1) never runs faster than decode (one query) over the same keys, and
+        decode on the regular kernel (one KV split) never faster than the largest batch that
+        still splits KV: those families are calibrated apart, so the time could fall where a
+        growing seq or batch switches kernels."""
+        if self.seq > 1:
+            return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
+        if self.impl != "flash" or self.backward or self.decode_splits_kv(gpu):
+            return None
+        rows, _ = self.decode_rows()
+        per_batch = self.n_kv_heads * -(-rows // SPLIT_KV_BLOCK_M)
+        # the largest batch b with b x per_batch < SPLIT_KV_FILL x SMs (decode_splits_kv)
+        batch = math.ceil(SPLIT_KV_FILL * gpu.sm_count / per_batch) - 1
+        return self.model_copy(update={"batch": batch}) if batch >= 1 else None
+
+    def query_tiles(self) -> TileWork:
         """Work of each query tile of one head, relative to a tile attending to all keys.
 
         FlashAttention gives each thread block BLOCK_M = 128 queries (Dao 2023, FA2 forward,
@@ -100,10 +117,9 @@ class Attention(Op):
         """
         n = -(-self.seq // FLASH_BLOCK_M)
         if not self.causal:
-            return (1.0,) * n
+            return TileWork(n)
         offset = self.n_kv_seq - self.seq  # queries are the last `seq` positions
-        return tuple(min(self.n_kv_seq, offset + (i + 1) * FLASH_BLOCK_M) / self.n_kv_seq
-                     for i in range(n))  # fmt: skip
+        return TileWork(n, block=FLASH_BLOCK_M, offset=offset, span=self.n_kv_seq)
 
     def decode_rows(self) -> tuple[int, int]:
         """(query rows per block, blocks) of decode with FlashAttention-2: GQA decode packs the
@@ -171,9 +187,15 @@ class Attention(Op):
                         bytes_written=q_bytes,
                         working_set_bytes=nbytes,
                         gemm=GemmShape(
-                            rows, self.n_kv_seq, d, blocks, self.dtype, tile_m=FLASH_BLOCK_M
+                            rows,
+                            self.n_kv_seq,
+                            d,
+                            blocks,
+                            self.dtype,
+                            tile_m=FLASH_BLOCK_M,
+                            needs_alignment=False,
                         ),
-                        tile_work=(1.0,),
+                        tile_work=TileWork(1),
                         tile_groups=blocks,
                         tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
                         family="attention_decode:one-split",
@@ -186,7 +208,18 @@ class Attention(Op):
                     bytes=nbytes,
                     bytes_written=q_bytes,  # O
                     working_set_bytes=nbytes,
-                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
+                    # the last query tile of a head runs all 128 rows, filled or not (tile
+                    # quantization in M): without it 129 queries (two tiles, the second of
+                    # one query) were predicted faster than 128 (one full tile)
+                    gemm=GemmShape(
+                        s,
+                        self.n_kv_seq,
+                        d,
+                        b * h,
+                        self.dtype,
+                        tile_m=FLASH_BLOCK_M if s > 1 else None,
+                        needs_alignment=False,
+                    ),
                     tile_work=self.query_tiles() if s > 1 else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,

@@ -14,6 +14,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel.errors import UnsupportedError
+from gpumodel.model.scheduling import TileWork
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec
 
 Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
@@ -42,6 +43,9 @@ class GemmShape:
     # attention's query block: M); None where the library picks per shape (cuBLAS)
     tile_n: int | None = None
     tile_m: int | None = None
+    # whether N and K off a 16-byte multiple push the library onto a slower kernel class
+    # (cuBLAS, cuDNN); FlashAttention masks a ragged last key block instead (False)
+    needs_alignment: bool = True
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class KernelWork:
     bytes_written: float | None = None  # the part of ``bytes`` written (None: not known)
     working_set_bytes: float | None = None  # distinct bytes touched; L2 residency if small
     launches: int = 1
+    # identical kernels run back to back (one per tensor): the time model prices one and
+    # multiplies, so the work never grows with a user's count
+    repeats: int = 1
     fma: bool = True  # False: separate mul and add, half the FMA roof
     gemm: GemmShape | None = None
     threads: int | None = None
@@ -61,6 +68,9 @@ class KernelWork:
     # bytes a thread has in flight at once when it loops over its data one load at a time
     # (Little's law then bounds the reads; None: all its bytes at once)
     bytes_in_flight_per_thread: float | None = None
+    # the reads that wait on each other in that loop (a norm's x; its weight and bias load in
+    # the same iterations, adding no round trip); None: every byte read
+    chained_read_bytes: float | None = None
     registers_per_thread: int | None = None  # for the occupancy of a described kernel
     # elements whose addresses the threads compute one by one: a kernel bound by that integer
     # work (a strided copy's index arithmetic) runs at a calibrated rate per SM clock
@@ -70,7 +80,7 @@ class KernelWork:
     transfer: Literal["h2d", "d2h"] | None = None  # a host<->device copy over PCIe
     # work of each thread block relative to a full one, for one group of blocks launched in
     # order (e.g. the query tiles of one attention head); the group repeats ``tile_groups`` times
-    tile_work: tuple[float, ...] | None = None
+    tile_work: TileWork | None = None
     tile_groups: int = 1
     tile_blocks_per_sm: int = 1  # thread blocks of this kernel resident per SM
     pinned: bool = True
@@ -87,7 +97,7 @@ class KernelWork:
 class Op(BaseModel):
     """Base of all ops. Subclasses set ``op_name`` and implement ``kernels(gpu)``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     op_name: ClassVar[str] = "op"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -97,6 +107,13 @@ class Op(BaseModel):
     def family(self) -> str:
         """Which calibrated kernel family runs this op (defaults to the op's name)."""
         return self.op_name
+
+    def monotone_floor(self, gpu: GPUSpec) -> Op | None:
+        """A smaller op of a neighbouring kernel family that this op never runs faster than
+        (its time bounds this op's from below), or None. Where growing a size switches kernel
+        family (short rows -> long rows, decode -> prefill), the families are calibrated apart
+        and the time could fall at the switch; ``predict`` takes the larger of the two."""
+        return None
 
     def label(self) -> str:
         fields = ", ".join(f"{k}={v}" for k, v in self.model_dump(exclude_none=True).items())

@@ -14,7 +14,9 @@ link, per-GPU network), else the GPU spec (NVLink/NVSwitch when it has NVLink, e
 
 The time is the alpha-beta cost (gpumodel.model.comm) of the algorithm NCCL would pick; with a
 calibration holding ``collectives["all_reduce@<n>"]`` (what `gpumodel validate --collectives`
-fits) the measured latency floor and bus bandwidth replace the datasheet.
+fits) the measured latency floor and bus bandwidth replace the datasheet. With no calibration
+given, the fit saved for this GPU and system (GPU count, in-node link) is found by itself
+(user cache, then ``validation/results/<gpu>-x<n>/``); the prediction's ``calibration`` names it.
 """
 
 from __future__ import annotations
@@ -144,7 +146,44 @@ class Collective(Op):
 
     def predict_on(self, gpu: GPUSpec, calibration: Any = None) -> Prediction:
         """The collective's time on ``gpu`` (called by ``gpumodel.predict``)."""
-        return _predict(self, gpu, calibration)
+        one_node_cal = calibration
+        if calibration is not None:
+            calibration = self.with_system_calibration(gpu, calibration)
+        pred = _predict(self, gpu, calibration)
+        return self._not_below_one_node(gpu, one_node_cal, pred) if self.nodes > 1 else pred
+
+    def _not_below_one_node(self, gpu: GPUSpec, calibration: Any, pred: Prediction) -> Prediction:
+        """A collective over several nodes is never faster than the same collective among one
+        node's GPUs with the same bytes per rank: those ranks still exchange as much over the
+        node's own links, now with slower links beside them. Where the one-node figure is the
+        larger (a calibrated node against an uncalibrated network), it is the time."""
+        per_node = self.gpus // self.nodes
+        if per_node < 2:
+            return pred
+        shard = per_node / self.gpus if self.collective == "all_gather" else 1.0  # gathered output
+        try:
+            inner = self.model_copy(update={"gpus": per_node, "nodes": 1, "gpus_per_node": None,
+                                            "bytes": self.bytes * shard})  # fmt: skip
+            floor = inner.predict_on(gpu, calibration)
+        except (ValueError, UnsupportedError):
+            return pred
+        if floor.time_s <= pred.time_s:
+            return pred
+        term = Term(name="one node's collective (floor)", value=floor.time_s - pred.time_s,
+                    note=f"the same {self.collective} among {per_node} GPUs of one node takes "
+                         f"{format_time(floor.time_s)} ({floor.calibration}); more nodes cannot "
+                         "make it faster")  # fmt: skip
+        return pred.model_copy(update={"time_s": floor.time_s, "terms": (*pred.terms, term)})
+
+    def with_system_calibration(self, gpu: GPUSpec, calibration: Any) -> Any:
+        """``calibration`` completed by the collectives fit found for this GPU, GPU count and
+        in-node link (gpumodel.calibration.with_system_collectives); one node only."""
+        from gpumodel.calibration import Calibration, with_system_collectives
+
+        if self.nodes > 1 or self.gpus < 2 or not isinstance(calibration, Calibration | None):
+            return calibration
+        link = self.topology(gpu).intra.kind
+        return with_system_collectives(calibration, gpu, self.collective, self.gpus, link)
 
 
 class AllReduce(Collective):

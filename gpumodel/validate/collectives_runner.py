@@ -333,9 +333,25 @@ def _smooth_diagnostic(fit_rows: list[dict], held: list[dict]) -> dict[str, dict
 # outputs
 
 
-def calibration_fragment(result: dict[str, Any], info: dict[str, Any]) -> str:
-    """YAML to merge under a calibration file: parameters.collectives and errors entries."""
+def interconnect(spec: GPUSpec, world: int) -> str:
+    """The in-node link kind ``world`` ranks of ``spec`` use (the system calibration's key)."""
+    from gpumodel.ops.collectives import AllReduce
+
+    return AllReduce(bytes=1, gpus=max(int(world), 2)).topology(spec).intra.kind
+
+
+def calibration_fragment(
+    result: dict[str, Any], info: dict[str, Any], spec: GPUSpec | None = None
+) -> str:
+    """A system calibration (GPU, GPU count, link) holding parameters.collectives and the
+    collective errors: found by predictions where ``gpumodel.calibration`` looks, and mergeable
+    into a device calibration file."""
     import yaml
+
+    from gpumodel.calibration import END_MARKER
+    from gpumodel.specs import get_gpu
+
+    gpu = spec if spec is not None else get_gpu(info["gpu_id"])
 
     params = {k: v.model_dump() for k, v in result["params"].items()}
     errors = {}
@@ -354,8 +370,21 @@ def calibration_fragment(result: dict[str, Any], info: dict[str, Any]) -> str:
         f"# device: {info.get('device_name')} x {info.get('world')}, torch "
         f"{info.get('torch')}, NCCL {info.get('nccl')}\n"
     )
-    body = {"parameters": {"collectives": params}, "errors": errors}
-    return head + yaml.safe_dump(body, sort_keys=False, width=100)
+    world = int(info.get("world") or 2)
+    created = info.get("measured_on") or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    env = {k: str(info[k]) for k in ("torch", "nccl", "cuda", "driver") if info.get(k)}
+    env.update({k: str(v) for k, v in (info.get("env") or {}).items()})
+    body = {
+        "gpu_id": gpu.id,
+        "device_name": str(info.get("device_name")),
+        "created": created,
+        "backend": "torch",
+        "system": {"gpus": world, "interconnect": interconnect(gpu, world)},
+        "environment": env,
+        "parameters": {"collectives": params},
+        "errors": errors,
+    }
+    return head + yaml.safe_dump(body, sort_keys=False, width=100) + END_MARKER
 
 
 def markdown_report(records: Sequence[dict[str, Any]], result: dict[str, Any],
@@ -641,7 +670,8 @@ def measure(
         out = Path(tmp) / "records.json"
         mp.spawn(_worker, args=(world, _free_port(), plan, str(out)), nprocs=world, join=True)
         records = json.loads(out.read_text(encoding="utf-8"))
-    info.update({"world": world, "elapsed_s": time.perf_counter() - t0})
+    info.update({"world": world, "elapsed_s": time.perf_counter() - t0,
+                 "measured_on": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})  # fmt: skip
     return records, info
 
 
@@ -743,8 +773,9 @@ def _fit_and_write(
     from gpumodel.calibration import atomic_write_text
 
     result = evaluate(records, spec)
+    info = {**info, "gpu_id": spec.id}
     frag = out / "collectives_calibration.yaml"
-    atomic_write_text(frag, calibration_fragment(result, info))
+    atomic_write_text(frag, calibration_fragment(result, info, spec))
     report = out / "collectives_report.md"
     atomic_write_text(report, markdown_report(records, result, info, spec))
     written = [*written, str(frag), str(report)]

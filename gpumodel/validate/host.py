@@ -30,6 +30,7 @@ and need no torch (they are unit-tested on a CPU-only machine).
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import math
 import os
 import platform
@@ -374,8 +375,9 @@ def measure_host_profile(
         "shapes": {
             "eager_ops": "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; "
             "sdpa: q 1x8x1x64, k/v 1x8x128x64)",
-            "hf_decoder_layer": "LlamaDecoderLayer hidden 256, 8 heads, 2 kv heads, ffn 688, "
-            "bf16, sdpa, batch 1, 1 new token, DynamicCache from 128 tokens",
+            "hf_decoder_layer": "LlamaDecoderLayer hidden 1024, 8 heads x 128, 2 kv heads, ffn "
+            "2816, bf16, sdpa, batch 1, 1 new token over a 128-token DynamicCache (cropped back "
+            "after each call)",
             "compiled_step": "torch.compile(mode='reduce-overhead') Linear(256,256)-SiLU-"
             "Linear(256,256), bf16, input 64x256",
         },
@@ -478,34 +480,39 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
     except Exception as exc:
         notes["hf_decoder_layer"] = f"not measured: transformers unavailable ({exc})"
         return None
-    cfg = LlamaConfig(hidden_size=256, intermediate_size=688, num_attention_heads=8,
-                      num_key_value_heads=2, num_hidden_layers=1, vocab_size=1000,
-                      attn_implementation="sdpa")  # fmt: skip
+    # Llama's head_dim (128): at head_dim 32 torch 2.11 routes SDPA to cuDNN, whose plan is
+    # rebuilt for every new cache length (~50 ms a call on an H100), which is not host overhead
+    heads, kv_heads, head_dim = 8, 2, 128
+    hidden_size = heads * head_dim
+    cfg = LlamaConfig(hidden_size=hidden_size, intermediate_size=2816, num_attention_heads=heads,
+                      num_key_value_heads=kv_heads, head_dim=head_dim, num_hidden_layers=1,
+                      vocab_size=1000, attn_implementation="sdpa")  # fmt: skip
     dt = torch.bfloat16
-    layer = LlamaDecoderLayer(cfg, layer_idx=0).to(device=device, dtype=dt).eval()
+    layer = LlamaDecoderLayer(cfg, layer_idx=0)
+    with torch.no_grad():  # a module built outside from_pretrained holds uninitialised memory
+        for param in layer.parameters():
+            param.normal_(0.0, 0.02)
+    layer = layer.to(device=device, dtype=dt).eval()
     rope = LlamaRotaryEmbedding(cfg).to(device)
-    hidden = torch.randn(1, 1, 256, device=device, dtype=dt)
+    hidden = torch.randn(1, 1, hidden_size, device=device, dtype=dt)
     ctx = 128
     pos = torch.tensor([[ctx]], device=device)
     pe = rope(hidden, pos)
-    state: dict[str, Any] = {}
-
-    def fresh_cache() -> None:
-        cache = DynamicCache(config=cfg)
-        kv = torch.randn(1, 2, ctx, 32, device=device, dtype=dt)
-        cache.update(kv, kv.clone(), 0)
-        state["cache"] = cache
-        state["calls"] = 0
-
-    fresh_cache()
+    kv = torch.randn(1, kv_heads, ctx, head_dim, device=device, dtype=dt)
+    cache = DynamicCache(config=cfg)
+    cache.update(kv, kv.clone(), 0)
+    # transformers 5.2x renamed the layer's cache argument from past_key_values to cache
+    cache_arg = (
+        "cache" if "cache" in inspect.signature(layer.forward).parameters else "past_key_values"
+    )
 
     @torch.no_grad()
     def call() -> None:
-        if state["calls"] >= 512:  # keep the cache short: reset outside any timed hot path
-            fresh_cache()
-        state["calls"] += 1
-        layer(hidden, attention_mask=None, position_ids=pos, past_key_values=state["cache"],
-              use_cache=True, position_embeddings=pe)  # fmt: skip
+        # one new token over a 128-token cache, then the cache cut back (a view): every call
+        # sees the same shapes, as the layers of one decode step do
+        layer(hidden, attention_mask=None, position_ids=pos, use_cache=True,
+              position_embeddings=pe, **{cache_arg: cache})  # fmt: skip
+        cache.crop(-1)  # drop the token just added
 
     def count_kernels() -> int:
         return _count_kernels(torch, call, 5)

@@ -627,7 +627,8 @@ class Replicas:
               "static": {"seq": 1, "context": n, "kv_cache": "static", "gqa": "repeat"}}[path]  # fmt: skip
         phase = "prefill" if path == "prefill" else "decode"
         r = self.gm_llm.predict_inference(self.specs[depth], self.gpu, phase, batch=batch,
-                                          calibration="none", **kw)  # fmt: skip
+                                          calibration="none", runtime="eager",
+                                          **{"gqa": "native", **kw})  # fmt: skip
         return r.kernels_per_step
 
     def issue(self, depth: int, path: str, batch: int, n: int) -> list[float]:
@@ -738,6 +739,11 @@ class Predictor:
                  measured_host_s: float | None = None,
                  gemm_times: dict[str, float] | None = None, **kw) -> dict:  # fmt: skip
         from gpumodel.llm import predict_inference
+
+        # this benchmark predates runtimes by name: its eager path is HF with enable_gqa
+        kw = {"runtime": "eager", **kw}
+        if kw["runtime"] == "eager":
+            kw.setdefault("gqa", "native")
 
         def run(cal, host_=None, floor=None, op_times=None):
             step, kernel = host_ if host_ is not None else (None, None)
@@ -1092,7 +1098,8 @@ def tiny_kernel_counts(torch, transformers, dev: Device, gm_llm, gpu, layers: in
                             ("prefill", "prefill", {"seq": 128})):  # fmt: skip
         step, reset = run.fns(path, 1, 128)
         prof = profile_summary(dev.kernels(step, reset))
-        pred = gm_llm.predict_inference(spec, gpu, phase, batch=1, calibration="none", **kw)
+        pred = gm_llm.predict_inference(spec, gpu, phase, batch=1, calibration="none",
+                                        runtime="eager", gqa="native", **kw)  # fmt: skip
         out[f"tiny_model_profiled_kernels_{phase}"] = prof["kernels"] if prof else None
         out[f"tiny_model_predicted_kernels_{phase}"] = pred.kernels_per_step
     del model, run

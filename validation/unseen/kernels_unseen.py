@@ -1529,7 +1529,10 @@ def main(argv=None):
         except Exception as exc:
             run.errors.append(f"{fam}: {type(exc).__name__}: {exc}"[:500])
         run.family_time_s[fam] = round(time.time() - t0, 1)
-        print(f"[unseen] {fam}: {len(run.records) - n0} records in {run.family_time_s[fam]} s", flush=True)
+        # sustain keeps its chunks in result["sustain"], not in records[]
+        n_new = len((run.sustain or {}).get("chunks", [])) if fam == "sustain" else len(run.records) - n0
+        what = "chunks (in result['sustain'])" if fam == "sustain" else "records"
+        print(f"[unseen] {fam}: {n_new} {what} in {run.family_time_s[fam]} s", flush=True)
         dump(partial=True)
     run.sampler.stop()
     result = dump(partial=False)

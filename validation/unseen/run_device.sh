@@ -2,6 +2,7 @@
 # One device call: host profile + unseen whole-step workloads, each part in its own process
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
+# The device returns at most 8 files from $OUT: write nothing else there.
 # usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S]
 set -u
 OUT=$1
@@ -14,6 +15,8 @@ START=$SECONDS
 export PYTHONUNBUFFERED=1
 {
   date -u; hostname; nvidia-smi; nproc; python3 --version
+  lscpu | grep -E 'Model name|^CPU\(s\)|Hypervisor|Core\(s\)|Thread'
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
   python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 } >"$W/env.txt" 2>&1
 cat "$W/env.txt" >>"$OUT/log.txt"

@@ -1,0 +1,307 @@
+"""The host side of a whole step: what the CPU, Python, PyTorch and the CUDA driver cost per op,
+per layer and per graph replay, measured on one machine and stored as a host profile.
+
+A step of an eager PyTorch program is often decided by the host, not the GPU: HF eager decode
+of Llama-3-8B (batch 8, context 2048) measured 21.9 ms on one H100 machine and 32.4 ms on
+another (issue 17). A prediction of such a step is only as good as its knowledge of the host,
+so every whole-step prediction names the profile it assumes (``host=``, ``--host``):
+
+    gm.load_host("reference-h100")          # a shipped profile, by name
+    gm.load_host("my-box.yaml")             # a file
+    gm.load_host()                          # the measured local one if any, else the default
+
+File format (``host_profile: 1``; written by ``gpumodel validate --host-only``; every time in
+seconds, one number per field, the p10/p90 of the repeats under ``spread``):
+
+    host_profile: 1
+    name: str                      # how predictions refer to it
+    measured_at: ISO 8601
+    cpu_model: str                 # /proc/cpuinfo "model name"
+    cpu_cores: int
+    python: str
+    torch: str
+    transformers: str | null
+    cuda_driver: str | null
+    gpu: str                       # the GPU of the machine it was measured on
+    eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
+                 optimizer_step}   # host time of one eager aten call of that kind, back to back
+    kernel_launch_s: float         # a bare kernel launch (no framework)
+    hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
+    hf_decoder_layer_kernels: int | null   # kernels that forward launched
+    graph_replay_s: float          # cudaGraphLaunch of a captured graph, host side
+    graph_replay_per_kernel_s: float       # GPU time per kernel inside a replayed graph
+    compiled_step_launch_s: float  # host time of a torch.compile(mode="reduce-overhead") call
+                                   # around its graph replay (guards, cudagraph trees)
+    spread: {field: [p10, p90]}    # measured spread of the fields above
+    notes: str | null              # optional: provenance in words
+
+Profiles are looked up by name in the user cache (``$GPUMODEL_CACHE_DIR/hosts`` or
+``~/.cache/gpumodel/hosts``, where ``gpumodel validate --host-only`` writes
+``measured-<hostname>-<date>.yaml``) and then in the shipped ``specs/hosts/``. With no ``host``
+the default is ``default_host()``: ``local.yaml`` in the cache if present, else the newest
+cached profile measured on this machine's CPU model, else the reference host. Which host a
+prediction assumes is always in its result (``host``), and ``mismatch()`` is the one-line
+warning when the machine running differs from it.
+
+Precedence of the eager host cost per kernel (``gpumodel.llm.inference.host_terms``): a figure
+given (``host_per_kernel_s``) > a calibration fitted from the user's trace (``calibrate
+--trace``) > this profile (measured, or the reference host).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpumodel import _paths
+from gpumodel.errors import SpecError, UnknownModelError
+
+# The profile a prediction assumes when none is given and none was measured locally.
+DEFAULT_HOST = "reference-h100"
+# Used where a profile could not measure a graph figure (see specs/hosts/reference-h100.yaml).
+REFERENCE_GRAPH_REPLAY_S = 20e-6
+REFERENCE_GRAPH_KERNEL_S = 1.21e-6
+LOCAL_HOST = "local"
+
+
+class EagerOpCosts(BaseModel):
+    """Host seconds of one eager PyTorch call of each kind, issued back to back (dispatcher +
+    Python of the call + the launch, when it launches)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True,
+                              serialize_by_alias=True)  # fmt: skip
+    matmul: float = Field(gt=0)
+    elementwise: float = Field(gt=0)
+    reduction: float = Field(gt=0)
+    norm: float = Field(gt=0)
+    view: float = Field(ge=0)
+    cat: float = Field(gt=0)
+    copy_: float = Field(gt=0, alias="copy")  # "copy" would shadow BaseModel.copy
+    index: float = Field(gt=0)
+    sdpa: float = Field(gt=0)
+    optimizer_step: float = Field(gt=0)
+
+
+class HostProfile(BaseModel):
+    """One machine's host-side costs (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    host_profile: Literal[1]
+    name: str = Field(min_length=1)
+    measured_at: str
+    cpu_model: str
+    cpu_cores: int = Field(ge=1)
+    python: str
+    torch: str
+    transformers: str | None = None
+    cuda_driver: str | None = None
+    gpu: str
+    eager_op_s: EagerOpCosts
+    kernel_launch_s: float | None = Field(None, gt=0)
+    hf_decoder_layer_s: float | None = Field(None, gt=0)
+    hf_decoder_layer_kernels: int | None = Field(None, ge=1)
+    # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used
+    graph_replay_s: float | None = Field(None, ge=0)
+    graph_replay_per_kernel_s: float | None = Field(None, ge=0)
+    compiled_step_launch_s: float | None = Field(None, ge=0)
+    spread: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # provenance that `gpumodel validate --host-only` records beside the figures (named here so
+    # that any other key is still an error)
+    notes: str | dict[str, Any] | None = None
+    hostname: str | None = None
+    cuda_runtime: str | None = None
+    os_kernel: str | None = None
+    device: str | None = None
+    method: dict[str, Any] | None = None
+    shapes: dict[str, Any] | None = None
+    origin: str | None = Field(None, exclude=True)  # the file it was read from (not stored)
+
+    @field_validator("measured_at")
+    @classmethod
+    def _iso(cls, value: str) -> str:
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"measured_at must be ISO 8601, got {value!r}") from None
+        return value
+
+    @property
+    def replay_s(self) -> float:
+        """Host time to launch a captured graph (``graph_replay_s``, else the reference)."""
+        return REFERENCE_GRAPH_REPLAY_S if self.graph_replay_s is None else self.graph_replay_s
+
+    @property
+    def in_graph_kernel_s(self) -> float:
+        """GPU time per kernel back to back (``graph_replay_per_kernel_s``, else reference)."""
+        v = self.graph_replay_per_kernel_s
+        return REFERENCE_GRAPH_KERNEL_S if v is None else v
+
+    @property
+    def compiled_launch_s(self) -> float:
+        """Host time of a compiled (reduce-overhead) step call (else the graph replay)."""
+        v = self.compiled_step_launch_s
+        return self.replay_s if v is None else v
+
+    def label(self) -> str:
+        """'reference-h100 (Intel Xeon ..., 2026-11-22, torch 2.11)'."""
+        return (f"{self.name} ({self.cpu_model}, {self.gpu}, {self.measured_at[:10]}, "
+                f"torch {self.torch})")  # fmt: skip
+
+    def per_layer_host_s(self) -> float | None:
+        """Measured host time per eager HF decoder layer per kernel it launched, if measured."""
+        if self.hf_decoder_layer_s is None or not self.hf_decoder_layer_kernels:
+            return None
+        return self.hf_decoder_layer_s / self.hf_decoder_layer_kernels
+
+    def mismatch(self) -> str | None:
+        """One line when the machine this runs on is not the one the profile was measured on
+        (CPU model from /proc/cpuinfo); None when they agree or the CPU is unknown."""
+        here = local_cpu_model()
+        if here is None or _norm(here) == _norm(self.cpu_model):
+            return None
+        return (f"host profile '{self.name}' was measured on {self.cpu_model}; this machine is "
+                f"{here}: host-bound steps may differ (measure it: gpumodel validate "
+                "--host-only)")  # fmt: skip
+
+    def cost_s(self, kind: str) -> float:
+        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``)."""
+        return float(getattr(self.eager_op_s, "copy_" if kind == "copy" else kind))
+
+    def to_yaml(self) -> str:
+        data = self.model_dump(mode="json", exclude_none=False, by_alias=True)
+        data["spread"] = {k: list(v) for k, v in self.spread.items()}
+        return yaml.safe_dump(data, sort_keys=False, width=100)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the profile atomically (temp file in the same folder + rename)."""
+        from gpumodel.calibration import atomic_write_text
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, self.to_yaml())
+        return path
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+@functools.lru_cache(maxsize=1)
+def local_cpu_model() -> str | None:
+    """The 'model name' of this machine's first CPU (Linux /proc/cpuinfo), or None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def shipped_hosts_dir() -> Path:
+    return _paths.specs_dir() / "hosts"
+
+
+def user_hosts_dir() -> Path:
+    from gpumodel.calibration import cache_dir
+
+    return cache_dir() / "hosts"
+
+
+def read_host_file(path: str | Path) -> HostProfile:
+    """Parse and validate a host profile file; a defect is a SpecError naming the file. A file
+    read before and unchanged since (same size and modification time) is not parsed again."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read host profile ({exc.strerror})") from None
+    return _read_host_file(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_host_file(name: str, mtime_ns: int, size: int) -> HostProfile:
+    from gpumodel.specs import format_validation_error
+
+    path = Path(name)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read host profile ({exc.strerror})") from None
+    except yaml.YAMLError:
+        raise SpecError(f"{path}: host profile is not valid YAML") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: host profile is empty or not a mapping")
+    try:
+        return HostProfile.model_validate({**data, "origin": str(path)})
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc, f"{path}")) from None
+
+
+def _search() -> list[Path]:
+    return [user_hosts_dir(), shipped_hosts_dir()]
+
+
+def list_hosts() -> list[HostProfile]:
+    """Every host profile found (user cache first; a user profile hides a shipped one of the
+    same name)."""
+    seen: dict[str, HostProfile] = {}
+    for folder in _search():
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.yaml")):
+                h = read_host_file(path)
+                seen.setdefault(h.name, h)
+    return list(seen.values())
+
+
+def load_host(name_or_path: str | Path | HostProfile | None = None) -> HostProfile:
+    """A host profile by name (user cache, then shipped ``specs/hosts``) or file path.
+    ``None``: the locally measured profile (``local``) if there is one, else ``DEFAULT_HOST``."""
+    if isinstance(name_or_path, HostProfile):
+        return name_or_path
+    if name_or_path is None:
+        return default_host()
+    text = str(name_or_path)
+    path = Path(text)
+    if path.suffix in (".yaml", ".yml") or os.sep in text or path.is_file():
+        return read_host_file(path)
+    for folder in _search():
+        candidate = folder / f"{text}.yaml"
+        if candidate.is_file():
+            return read_host_file(candidate)
+    known = [h.name for h in list_hosts()]
+    for h in list_hosts():
+        if h.name == text:
+            return h
+    raise UnknownModelError(text, known, what="host profile")
+
+
+def default_host() -> HostProfile:
+    """The host a prediction assumes when none is given: ``local.yaml`` in the user cache if
+    present; else the newest profile there (``gpumodel validate --host-only`` writes
+    ``measured-<hostname>-<date>.yaml``) measured on this machine's CPU model; else the named
+    reference host ``DEFAULT_HOST`` with its figures."""
+    folder = user_hosts_dir()
+    local = folder / f"{LOCAL_HOST}.yaml"
+    if local.is_file():
+        return read_host_file(local)
+    here = local_cpu_model()
+    if here is not None and folder.is_dir():
+        mine = [h for h in (read_host_file(p) for p in sorted(folder.glob("*.yaml")))
+                if _norm(h.cpu_model) == _norm(here)]  # fmt: skip
+        if mine:
+            return max(mine, key=lambda h: h.measured_at)
+    return load_host(DEFAULT_HOST)
+
+
+def host_dict(host: HostProfile) -> dict[str, Any]:
+    """What a result records about the host it assumed."""
+    return {"name": host.name, "cpu_model": host.cpu_model, "gpu": host.gpu,
+            "measured_at": host.measured_at, "source": host.origin or "given"}  # fmt: skip

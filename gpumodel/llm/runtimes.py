@@ -1,0 +1,186 @@
+"""Runtimes by name: what a framework launches per layer and per step, and what its host costs.
+
+A user knows the runtime they run, not the fusion/cache/GQA flags behind it. Each runtime is a
+documented kernel list (``kernel_list`` prints it for a model) and a host rule:
+
+``hf-eager``  Hugging Face transformers, eager PyTorch, ``DynamicCache`` (``model.generate`` or
+    ``model(...)`` in a loop, no padding mask). Per layer, 40 kernels: RMSNorm as 8 aten
+    kernels in fp32 (to fp32, pow, mean, + eps, rsqrt, mul, to bf16, * weight); q, k, v GEMMs;
+    RoPE as 5 kernels on q and 5 on k (mul cos, neg, cat, mul sin, add); ``torch.cat`` of the
+    whole K and of the whole V cache (DynamicLayer.update: reads and writes the full cache
+    every step); SDPA with ``enable_gqa`` (no mask: K/V read at ``kv_heads``); o GEMM;
+    residual add; RMSNorm (8); gate GEMM, SiLU, up GEMM, mul, down GEMM; residual add. Per
+    step: embedding, the position ids and cos/sin tables (11), final RMSNorm (8), LM head.
+    Checked against a torch.profiler trace (validation/kernel_lists/hf-eager-cpu-trace.json:
+    40 per layer, by kind). With a padding mask (``gqa="repeat"``, expert) HF builds the mask
+    (7 kernels per step), turns it into a bias (1 per layer) and ``repeat_kv`` materialises
+    K and V at every query head (expand + reshape: 2 copies per layer). Host: every kernel
+    costs the host profile's eager cost of its op kind (matmul, sdpa, cat, copy, reduction,
+    elementwise, ...) plus the views around it, or, when the profile measured it, one HF
+    decoder layer's host time per layer; the GPU waits on the host when the host is slower
+    (``queue_time``).
+``hf-static-compiled``  HF + ``StaticCache`` + ``torch.compile(mode="reduce-overhead")`` (what
+    HF documents for fast generation). Inductor keeps the three q/k/v and the gate/up GEMMs and
+    fuses each pointwise chain into one kernel: residual add + RMSNorm, RoPE (q and k), the
+    StaticLayer ``index_copy_`` of K and of V, ``repeat_kv``'s two copies (a mask is always
+    built with a StaticCache), mask bias, SDPA, SiLU*mul. Per step: the cos/sin tables (2),
+    the mask (1), final add + RMSNorm, LM head. One CUDA graph per step: host = the compiled
+    call's launch (guards + graph replay), then the GPU runs the graph.
+``fused-graph``  A serving engine (vLLM, TensorRT-LLM style): fused QKV GEMM, one kernel per
+    norm, RoPE, cache write and SiLU*mul, flash attention on K/V at ``kv_heads``, paged or
+    static KV, all in one CUDA graph: host = one graph replay.
+
+In every runtime the kernels of a step run back to back: each non-GEMM kernel pays the host
+profile's in-graph per-kernel GPU time (``graph_replay_per_kernel_s``) instead of the
+isolated-kernel floor of the calibration (``gpumodel.llm._timing.in_stream``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpumodel.errors import SpecError
+from gpumodel.llm.layers import GQA, Fusion, KVCache
+
+RuntimeName = Literal["hf-eager", "hf-static-compiled", "fused-graph"]
+RUNTIME_NAMES: tuple[str, ...] = ("hf-eager", "hf-static-compiled", "fused-graph")
+# One default across `infer`, `plan serve` and the library: what a served model runs on.
+DEFAULT_RUNTIME: RuntimeName = "fused-graph"
+# The names before runtimes had names (kept so existing calls work).
+LEGACY_RUNTIMES = {"eager": "hf-eager", "graph": "fused-graph"}
+
+# Views (no kernel, host time only) one HF Llama decoder layer issues in eager decode, counted
+# in a torch.profiler trace (transformers 5.24, torch 2.13; validation/kernel_lists/
+# hf_trace_check.py, top-level aten ops of a 2-layer minus a 1-layer model): q/k/v .view (3) +
+# .transpose (3), rotate_half's two slices on q and on k (4), cos/sin .unsqueeze (2), the
+# attention output .transpose + .reshape (2) and the MLP input reshape (1) = 15.
+HF_VIEWS_PER_LAYER = 15
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A runtime's kernel choices and host rule."""
+
+    name: str
+    fusion: Fusion
+    kv_cache: KVCache
+    gqa: GQA
+    host: Literal["eager", "compiled-graph", "graph"]
+    summary: str
+
+
+RUNTIMES: dict[str, Runtime] = {
+    "hf-eager": Runtime("hf-eager", "unfused", "concat", "native", "eager",
+                        "HF transformers, eager PyTorch, DynamicCache (cat), SDPA enable_gqa"),
+    "hf-static-compiled": Runtime(
+        "hf-static-compiled", "compiled", "static", "repeat", "compiled-graph",
+        "HF + StaticCache + torch.compile(mode='reduce-overhead'): one CUDA graph per step"),
+    "fused-graph": Runtime("fused-graph", "fused", "static", "native", "graph",
+                           "vLLM/TensorRT-LLM style: fused kernels, static/paged KV, one graph"),
+}  # fmt: skip
+
+
+def get_runtime(name: str | None) -> Runtime:
+    """The runtime called ``name`` (``None``: the default; "eager"/"graph": the old names)."""
+    key = DEFAULT_RUNTIME if name is None else LEGACY_RUNTIMES.get(name, name)
+    if key not in RUNTIMES:
+        raise SpecError(f"runtime must be one of {', '.join(RUNTIME_NAMES)}, got '{name}'")
+    return RUNTIMES[key]
+
+
+def for_phase(rt: Runtime, phase: str) -> Runtime:
+    """The runtime a step of ``phase`` runs in: ``hf-static-compiled`` prefills uncompiled (HF
+    compiles the one-token decoding step; the prompt goes through the eager model into the
+    StaticCache), so its prefill is eager kernels: ``index_copy_`` into the cache, SDPA with
+    ``enable_gqa`` (43 kernels per layer; a torch.profiler trace of transformers 5.24 shows 45
+    on a fresh cache, whose K and V the first update allocates with ``zeros``)."""
+    if rt.name == "hf-static-compiled" and phase == "prefill":
+        return Runtime(rt.name, "unfused", "static", "native", "eager",
+                       rt.summary + "; prefill uncompiled (eager, into the StaticCache)")  # fmt: skip
+    return rt
+
+
+def host_kind(layer_kind: str, kernel_name: str) -> str:
+    """The host profile's op kind (a key of ``eager_op_s``) of one eager kernel."""
+    if layer_kind == "gemm" or " @ " in kernel_name:  # "inv_freq @ positions": a bmm
+        return "matmul"
+    if layer_kind == "attention":
+        return "sdpa"
+    if layer_kind == "embedding":
+        return "index"
+    step = kernel_name.lower().rsplit(": ", 1)[-1]  # the pass ("mul cos"), or the whole name
+    words = step.replace("(", " ").replace(")", " ").split()
+    if "cat" in words:
+        return "cat"
+    if any(w.startswith("index") for w in words) or "gather" in words:
+        return "index"
+    if step.startswith(("to ", "logits.float", "grad.to", "expand copy", "copy")) or step.endswith(
+        " to dtype"
+    ):
+        return "copy"
+    if any(w in words for w in ("mean", "softmax", "topk", "sum", "log_softmax")):
+        return "reduction"
+    if layer_kind == "norm" and ":" not in kernel_name:
+        return "norm"
+    return "elementwise"
+
+
+def trace_kernel_kind(name: str) -> str:
+    """The op kind (``host_kind``'s vocabulary) of a GPU kernel, from its name in a
+    torch.profiler trace (PyTorch, cuBLAS/nvjet, cuDNN and flash kernel names)."""
+    n = name.lower()
+    if "catarray" in n:
+        return "cat"
+    if n.startswith("nvjet") or any(w in n for w in ("gemm", "gemv", "xmma", "cutlass", "cublas",
+                                                      "splitk")):  # fmt: skip
+        return "matmul"
+    if any(w in n for w in ("sdpa", "flash", "fmha", "attention", "cudnn")):
+        return "sdpa"
+    if "multi_tensor_apply" in n or "adam" in n:
+        return "optimizer_step"
+    if "layer_norm" in n or "gammabeta" in n or "rms_norm" in n:
+        return "norm"
+    if "copy" in n:
+        return "copy"
+    if any(w in n for w in ("index", "gather", "scatter", "embedding")):
+        return "index"
+    if any(w in n for w in ("reduce_kernel", "softmax")):
+        return "reduction"
+    return "elementwise"
+
+
+def trace_kernel_counts(path: str) -> list[dict[str, int]]:
+    """Kernels per profiled step of a torch.profiler chrome trace (gzip or plain JSON), by kind:
+    each kernel is charged to the ``ProfilerStep#N`` whose CPU range holds the runtime call
+    that launched it (matched by ``correlation``), so warm-up kernels still running in the
+    first active step are not counted. One dict per step, in step order; key ``"total"`` too."""
+    import bisect
+    import gzip
+    import json
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    steps = sorted((e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
+                   if e.get("cat") == "user_annotation"
+                   and str(e.get("name", "")).startswith("ProfilerStep#"))  # fmt: skip
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}  # fmt: skip
+    starts = [s[0] for s in steps]
+    counts: list[dict[str, int]] = [{"total": 0} for _ in steps]
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        ts = launch_ts.get(e.get("args", {}).get("correlation"))
+        if ts is None:
+            continue
+        i = bisect.bisect_right(starts, ts) - 1
+        if i < 0 or ts > steps[i][1]:
+            continue
+        kind = trace_kernel_kind(e["name"])
+        counts[i][kind] = counts[i].get(kind, 0) + 1
+        counts[i]["total"] += 1
+    return counts

@@ -1,0 +1,66 @@
+"""Self-contained HTML reports: a validate run, a diagnose of a trace, a plan.
+
+    from gpumodel.report import write_report
+    write_report("validate", calibration, "page.html")     # a Calibration with measurements
+    write_report("diagnose", report, "page.html", trace="trace.json.gz")
+    write_report("plan", plan, "page.html")                 # plan_serve(...) / plan_train(...)
+
+One module per page kind (validate, diagnose, plan), a shared SVG helper (_svg) and page frame
+(_html). A page loads nothing: styles and plots are inline, the data behind it is embedded as
+``<script type="application/json" id="gpumodel-data">``. numpy and yaml only; no plotting library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpumodel.errors import SpecError
+
+KINDS = ("validate", "diagnose", "plan")
+
+
+def report_data(kind: str, source: Any, **kw: Any) -> dict[str, Any]:
+    """The data a page of ``kind`` shows (embedded in it; what ``gpumodel report --json``
+    prints)."""
+    if kind == "validate":
+        from gpumodel.report.validate import validate_data
+
+        return validate_data(source)
+    if kind == "diagnose":
+        from gpumodel.report.diagnose import diagnose_data
+
+        return diagnose_data(source, kw.get("trace"))
+    if kind == "plan":
+        from gpumodel.report.plan import plan_data
+
+        return plan_data(source)
+    raise SpecError(f"unknown report kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def render(data: dict[str, Any]) -> str:
+    """HTML of a page from its data (``report_data``)."""
+    kind = data.get("kind")
+    if kind == "validate":
+        from gpumodel.report.validate import validate_page
+
+        return validate_page(data)
+    if kind == "diagnose":
+        from gpumodel.report.diagnose import diagnose_page
+
+        return diagnose_page(data)
+    if kind == "plan":
+        from gpumodel.report.plan import plan_page
+
+        return plan_page(data)
+    raise SpecError(f"unknown report kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def write_report(kind: str, source: Any, path: str | Path, **kw: Any) -> Path:
+    """Write the page of ``kind`` for ``source`` to ``path`` (atomically); returns the path."""
+    from gpumodel.report._html import write
+
+    return write(path, render(report_data(kind, source, **kw)))
+
+
+__all__ = ["KINDS", "render", "report_data", "write_report"]

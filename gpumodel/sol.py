@@ -1,0 +1,127 @@
+"""Speed of light: the time no kernel doing an op's work can beat on a GPU.
+
+``predict`` says what a kernel *will* take (calibrated efficiencies, launch floors, the
+sustained clock); ``speed_of_light`` says what it *cannot* beat, so measured / speed of light
+is at most 100% for every real kernel. Each kernel's bound is the roofline's max over roofs
+that are physical ceilings, not typical rates:
+
+    t_sol = max(FLOPs / compute roof, bytes / L2 roof, DRAM bytes / DRAM bandwidth)
+
+* compute roof: the unit's dense peak at the **maximum** boost clock. NVIDIA states the H100's
+  tensor peaks at a lower clock than its FP32 peak (989.4 TFLOP/s = 132 SMs x 4096 FLOP/clk x
+  1.83 GHz, while the SMs boost to 1.98 GHz): the roof is the architecture's dense FLOP per
+  clock per SM (``speccheck.TENSOR_FP16_FLOP_PER_CLK_PER_SM``, from the whitepapers) x SMs x
+  the max clock, and never below the datasheet peak.
+* L2 roof: data served from L2 still enters each SM through its L1/shared-memory array, 32
+  banks x 4 bytes per clock (CUDA C++ Programming Guide, "Shared Memory": 128 B/clk per SM),
+  so SMs x 128 B x max clock bounds every byte a kernel moves.
+* DRAM bytes: at kernel start L2 can hold at most its capacity of the inputs, and at kernel
+  end at most its capacity of dirty outputs, so at least ``bytes - 2 x L2`` cross the DRAM bus.
+* host copies: bytes / the link's per-direction line rate (PCIe spec).
+
+No launch floor, no efficiency, no overlap penalty: all are things a kernel could in principle
+shave. The one assumption is that the op's byte count is the minimum its kernels must move
+(``KernelWork.bytes``), and that L2 does not compress the data (Hopper's compute data
+compression can shrink all-zero lines).
+"""
+
+from __future__ import annotations
+
+from gpumodel.errors import UnsupportedError
+from gpumodel.ops.base import KernelWork, Op
+from gpumodel.prediction import KernelPrediction, Prediction, Term
+from gpumodel.speccheck import TENSOR_FP16_FLOP_PER_CLK_PER_SM
+from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.units import format_quantity
+
+# bytes one SM's L1/shared-memory array delivers per clock: 32 banks x 4 B (CUDA C++
+# Programming Guide, Shared Memory); the same width is assumed for AMD's LDS (128 B/clk, CDNA3
+# ISA guide) where no vendor figure is loaded
+L1_BYTES_PER_CLOCK_PER_SM = 128
+
+SOL_LABEL = "speed of light (max clock, L2 where the data fits, no floors)"
+
+
+def max_clock_peak_flops(gpu: GPUSpec, dtype: str, unit: str) -> float | None:
+    """The unit's dense peak at the maximum boost clock: the datasheet peak, scaled up when the
+    datasheet states the tensor peaks at a lower clock than the SMs reach (Hopper)."""
+    peak = gpu.peak_flops(dtype, unit)
+    if not peak:
+        return None
+    return peak * tensor_clock_scale(gpu) if unit == "tensor" else peak
+
+
+def tensor_clock_scale(gpu: GPUSpec) -> float:
+    """max boost clock / the clock the datasheet's tensor peaks imply (>= 1)."""
+    per_clk = TENSOR_FP16_FLOP_PER_CLK_PER_SM.get(gpu.architecture.lower())
+    fp16 = gpu.peak_flops("fp16", "tensor") or gpu.peak_flops("bf16", "tensor")
+    if not per_clk or not fp16:
+        return 1.0
+    return max(1.0, per_clk * gpu.sm_count * gpu.boost_clock_hz / fp16)
+
+
+def l2_roof_bytes_per_s(gpu: GPUSpec) -> float:
+    """SMs x 128 B per clock x max clock: no byte reaches the SMs faster, wherever it lives."""
+    return gpu.sm_count * L1_BYTES_PER_CLOCK_PER_SM * gpu.boost_clock_hz
+
+
+def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
+    """The speed-of-light time of one kernel (see the module docstring)."""
+    if kw.transfer:
+        link = gpu.interconnect.pcie.per_direction_bytes_per_s if gpu.interconnect else None
+        bw = link or gpu.memory_bandwidth_bytes_per_s
+        t = kw.bytes / bw
+        term = Term(name="host link roof", value=t,
+                    note=f"{format_quantity(kw.bytes, 'B')} / {format_quantity(bw, 'B/s')} line rate "
+                         "per direction")  # fmt: skip
+        return KernelPrediction(name=kw.name, time_s=t, bound="memory", flops=0.0,
+                                bytes=kw.bytes, terms=(term,))  # fmt: skip
+    terms: list[Term] = []
+    t_compute = 0.0
+    for part in kw.flops:
+        if part.flops <= 0:
+            continue
+        roof = max_clock_peak_flops(gpu, part.dtype, part.unit)
+        if not roof:
+            raise UnsupportedError(f"{gpu.id} has no {part.unit} {part.dtype} rate in its spec")
+        # a stream without FMA still cannot beat the FMA roof: the bound keeps it
+        t = part.flops / roof
+        t_compute += t
+        terms.append(Term(name=f"compute roof ({part.unit} {part.dtype})", value=t,
+                          note=f"{format_quantity(roof, 'FLOP/s')} at the max clock "
+                               f"{gpu.boost_clock_hz / 1e6:.0f} MHz"))  # fmt: skip
+    l2_roof = l2_roof_bytes_per_s(gpu)
+    t_l2 = kw.bytes / l2_roof
+    dram_bytes = max(0.0, kw.bytes - 2 * gpu.l2_cache_bytes)
+    t_dram = dram_bytes / gpu.memory_bandwidth_bytes_per_s
+    if t_dram >= t_l2:
+        t_memory = t_dram
+        note = (f"at least {format_quantity(dram_bytes, 'B')} (bytes - 2 x L2) cross DRAM at "
+                f"{format_quantity(gpu.memory_bandwidth_bytes_per_s, 'B/s')}")  # fmt: skip
+    else:
+        t_memory = t_l2
+        note = (f"could all come from L2: {gpu.sm_count} SMs x {L1_BYTES_PER_CLOCK_PER_SM} B/clk x "
+                f"{gpu.boost_clock_hz / 1e6:.0f} MHz = {format_quantity(l2_roof, 'B/s')}")  # fmt: skip
+    terms.append(Term(name="memory roof", value=t_memory, note=note))
+    time_s = max(t_compute, t_memory)
+    return KernelPrediction(
+        name=kw.name, time_s=time_s, bound="compute" if t_compute >= t_memory else "memory",
+        flops=kw.total_flops, bytes=kw.bytes, launches=kw.launches, terms=tuple(terms),
+    )  # fmt: skip
+
+
+def speed_of_light(op: Op, gpu: GPUSpec | str) -> Prediction:
+    """The time no kernel doing ``op``'s work can beat on ``gpu`` (a Prediction whose terms
+    name the roofs). Ops priced only by their own model (collectives) have no kernels and raise
+    UnsupportedError."""
+    from gpumodel.predict import assemble
+
+    gpu = get_gpu(gpu)
+    work = op.kernels(gpu)
+    if not work:
+        raise UnsupportedError(f"{op.label()} has no kernels to bound")
+    return assemble(op.label(), gpu, SOL_LABEL, [kernel_sol(k, gpu) for k in work], work)
+
+
+__all__ = ["SOL_LABEL", "kernel_sol", "l2_roof_bytes_per_s", "max_clock_peak_flops",
+           "speed_of_light", "tensor_clock_scale"]  # fmt: skip

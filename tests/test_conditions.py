@@ -1,0 +1,269 @@
+"""Conditions are a named input: in-workload (sustained clock, dirty L2) vs isolated.
+
+Figures checked against the committed H100 conditions run
+(validation/results/h100-sxm/conditions/): torch.matmul bf16 8192^3 ran 772 TFLOP/s in the
+harness's short bursts and 670 TFLOP/s back to back (SM clock 1365 MHz, 698 W of 700 W); a
+bf16 decode GEMM M=16, N=K=4096 took 18.5 us after a read flush and 22.7 us after a write
+flush.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpumodel as gm
+from gpumodel.calibrate import evaluate, points_from_records, split
+from gpumodel.calibration import read_calibration_file
+from gpumodel.model.power import (
+    dirty_writeback_bytes,
+    fit_full_power,
+    power_draw_w,
+    sustained_clock_ratio,
+)
+from gpumodel.validate.conditions import fit_conditions
+
+ROOT = Path(__file__).resolve().parents[1]
+H100_RUN = ROOT / "validation/results/h100-sxm/conditions/conditions-measurements.json"
+
+
+# --------------------------------------------------------------------------- the power model
+
+
+def test_sustained_clock_by_hand():
+    # 700 W limit, 70 W static, 1400 W at full activity: u = 0.9 -> (630 / 1260)^(1/3)
+    assert sustained_clock_ratio(0.9, 700, 70, 1400) == pytest.approx(0.5 ** (1 / 3))
+    assert sustained_clock_ratio(0.3, 700, 70, 1400) == 1.0  # 490 W: under the limit
+    assert sustained_clock_ratio(0.0, 700, 70, 1400) == 1.0
+    r = sustained_clock_ratio(0.9, 700, 70, 1400)
+    assert power_draw_w(0.9, r, 70, 1400) == pytest.approx(700)  # exactly at the limit
+
+
+def test_fit_recovers_a_planted_power():
+    u = [0.5, 0.6, 0.7, 0.8, 0.9]
+    r = [sustained_clock_ratio(x, 700, 70, 1300) for x in u]
+    assert fit_full_power(u, r, 700, 70) == pytest.approx(1300, rel=0.01)
+
+
+def test_dirty_writeback_is_bounded_by_l2():
+    assert dirty_writeback_bytes(10e6, 50e6, 0.4) == pytest.approx(4e6)
+    assert dirty_writeback_bytes(1e9, 50e6, 0.4) == pytest.approx(20e6)
+    assert dirty_writeback_bytes(0, 50e6, 0.4) == 0
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+BIG = gm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16")
+DECODE = gm.ops.Gemm(m=16, n=4096, k=4096, dtype="bf16")
+
+
+def test_default_condition_is_in_workload_and_named_in_explain():
+    p = gm.predict(BIG, "h100")
+    assert p.condition == "in-workload"
+    text = p.explain()
+    assert "condition: in-workload" in text
+    assert "sustained clock" in text and "power-limited at 700 W" in text
+    assert "dirty-L2 write-back" in gm.predict(DECODE, "h100", l2="dirty").explain()
+    assert "dirty-L2 write-back" not in gm.predict(DECODE, "h100").explain()
+    iso = gm.predict(BIG, "h100", condition="isolated")
+    assert iso.condition == "isolated" and "sustained clock" not in iso.explain()
+
+
+def test_in_workload_matches_the_measured_h100_run():
+    """Back to back 1.64 ms (670 TFLOP/s) and write-flushed decode 22.7 us (run above); the
+    isolated model is 15% and 18% fast on them, in-workload within 5%."""
+    run = {(r["condition"], json.dumps(r["op"], sort_keys=True), r["meta"].get("flush")): r
+           for r in json.loads(H100_RUN.read_text())["records"]}  # fmt: skip
+
+    def measured(op: gm.ops.Gemm, condition: str, flush: str) -> float:
+        key = {"op": "gemm", "m": op.m, "n": op.n, "k": op.k, "dtype": op.dtype}
+        return run[(condition, json.dumps(key, sort_keys=True), flush)]["time_s"]
+
+    b2b = measured(BIG, "in-workload", "none")
+    assert b2b == pytest.approx(2 * 8192**3 / 670e12, rel=0.01)
+    assert gm.predict(BIG, "h100", condition="isolated").time_s < 0.9 * b2b
+    assert gm.predict(BIG, "h100").time_s == pytest.approx(b2b, rel=0.05)
+    dirty = measured(DECODE, "dirty-l2", "write-random")
+    assert gm.predict(DECODE, "h100", condition="isolated").time_s < 0.87 * dirty
+    assert gm.predict(DECODE, "h100", l2="dirty").time_s == pytest.approx(dirty, rel=0.05)
+
+
+def test_memory_bound_and_cuda_core_work_keep_the_max_clock():
+    for op in (gm.ops.Elementwise(op="add", n=2**28, dtype="bf16"),
+               gm.ops.Gemm(m=4096, n=4096, k=4096, dtype="fp32")):  # fmt: skip
+        terms = {t.name: t for t in gm.predict(op, "h100").terms}
+        assert terms["sustained clock"].value == 1.0
+
+
+def test_datasheet_has_no_in_workload_terms():
+    assert gm.predict(BIG, "h100", "none").time_s == gm.predict(
+        BIG, "h100", "none", condition="isolated").time_s  # fmt: skip
+
+
+def test_unknown_condition_is_an_error():
+    with pytest.raises(gm.SpecError, match="unknown condition"):
+        gm.predict(BIG, "h100", condition="warm")
+    with pytest.raises(gm.SpecError, match="unknown condition"):
+        gm.sweep("gemm", "h100", m=1, n=1, k=1, condition="warm")
+
+
+def test_power_carries_within_an_architecture_only():
+    h200 = gm.load_calibration("h100-sxm", for_gpu="h200-sxm")
+    assert h200.parameters.power is not None
+    a100 = gm.load_calibration("h100-sxm", for_gpu="a100-sxm4-80gb")
+    assert a100.parameters.power is None
+    # same SMs, clock and 700 W limit: the H200 throttles like the H100 (it draws its own
+    # memory power, which this model does not separate: a known limit)
+    r200 = gm.predict(BIG, "h200", h200)
+    terms = {t.name: t.value for t in r200.terms}
+    assert terms["sustained clock"] < 0.9
+
+
+@pytest.mark.parametrize("l2", ["cold", "dirty"])
+@pytest.mark.parametrize("condition", ["in-workload", "isolated"])
+def test_sweep_agrees_with_predict(condition, l2):
+    cal = gm.load_calibration("h100-sxm")
+    # the sweep leaves out the calibrated first-DRAM-load wait (handled on another branch)
+    cal = cal.model_copy(update={"parameters": cal.parameters.model_copy(
+        update={"dram_first_load_s": None})})  # fmt: skip
+    m = np.array([1, 16, 128, 512, 2048, 8192])
+    out = gm.sweep("gemm", "h100", cal, m=m, n=4096, k=4096, dtype="bf16", condition=condition,
+                   l2=l2)  # fmt: skip
+    ref = [gm.predict(gm.ops.Gemm(m=int(x), n=4096, k=4096, dtype="bf16"), "h100", cal,
+                      condition=condition, l2=l2).time_s for x in m]  # fmt: skip
+    np.testing.assert_allclose(out["time_s"], ref, rtol=1e-9)
+    n = np.array([2**12, 2**20, 2**28])
+    out = gm.sweep("gelu", "h100", cal, n=n, dtype="bf16", condition=condition, l2=l2)
+    ref = [gm.predict(gm.ops.Elementwise(op="gelu", n=int(x), dtype="bf16"), "h100", cal,
+                      condition=condition, l2=l2).time_s for x in n]  # fmt: skip
+    np.testing.assert_allclose(out["time_s"], ref, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- no regression
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm"])
+def test_isolated_keeps_validate_held_out_figures(gpu):
+    """The held-out errors stored in the shipped calibration (fitted before conditions existed)
+    are what the isolated condition reproduces today, to the last digit."""
+    path = ROOT / "validation/results" / gpu / "calibration.yaml"
+    cal = read_calibration_file(path, measurements=True)
+    points, _ = points_from_records(cal.measurements)
+    _, held = split(points)
+    errors = evaluate(held, gm.get_gpu(gpu), cal.parameters)
+    assert set(errors) == set(cal.errors)
+    for name, e in cal.errors.items():
+        assert errors[name].median_abs_pct == pytest.approx(e.median_abs_pct, rel=1e-9), name
+        assert errors[name].p90_abs_pct == pytest.approx(e.p90_abs_pct, rel=1e-9), name
+
+
+def test_shipped_h100_power_is_the_fit_of_its_committed_run():
+    data = json.loads(H100_RUN.read_text())
+    cal = read_calibration_file(ROOT / "validation/results/h100-sxm/calibration.yaml")
+    fitted, report = fit_conditions(data["records"], gm.get_gpu("h100-sxm"), cal.parameters,
+                                    float(data["device"]["idle_power_w"]))  # fmt: skip
+    assert fitted.power == cal.parameters.power
+    assert fitted.dirty_l2_writeback_fraction == cal.parameters.dirty_l2_writeback_fraction
+    e = report["errors"]
+    # held out: in-workload beats the isolated model on back-to-back and dirty-L2 runs
+    s = "gemm back to back (held out)"
+    assert e[f"{s}: in-workload"]["median_abs_pct"] < e[f"{s}: isolated model"]["median_abs_pct"]
+    s = "gemm dirty L2 (held out)"
+    assert e[f"{s}: l2=dirty"]["median_abs_pct"] < e[f"{s}: l2=cold"]["median_abs_pct"]
+
+
+def test_cli_condition(capsys):
+    from gpumodel.cli import main
+
+    code = main(["predict", "gemm", "--m", "8192", "--n", "8192", "--k", "8192",
+                 "--condition", "isolated", "--json"])  # fmt: skip
+    out, _ = capsys.readouterr()
+    assert code == 0 and json.loads(out)["condition"] == "isolated"
+    code = main(["predict", "gemm", "--m", "8", "--n", "8", "--k", "8", "--condition", "sometimes"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "error: --condition must be in-workload or isolated" in err
+
+
+def test_llm_steps_price_kernels_in_workload():
+    """A compute-bound prefill (Llama 3 8B, batch 8 x 2048 tokens) runs its GEMMs back to back:
+    the step is slower with the calibrated power behaviour than without it; a decode step
+    (memory-bound GEMMs) is not power-limited and stays put."""
+    cal = gm.load_calibration("h100-sxm")
+    no_power = cal.model_copy(update={"parameters": cal.parameters.model_copy(
+        update={"power": None})})  # fmt: skip
+    kw = {"model": "llama-3-8b", "gpu": "h100"}
+    hot = gm.predict_inference(**kw, phase="prefill", batch=8, seq=2048, calibration=cal)
+    cool = gm.predict_inference(**kw, phase="prefill", batch=8, seq=2048, calibration=no_power)
+    assert hot.step_time_s > 1.08 * cool.step_time_s
+    dec = gm.predict_inference(**kw, phase="decode", batch=1, context=2048, calibration=cal)
+    dec0 = gm.predict_inference(**kw, phase="decode", batch=1, context=2048,
+                                calibration=no_power)  # fmt: skip
+    assert dec.step_time_s == pytest.approx(dec0.step_time_s, rel=0.01)
+
+
+def test_host_wall_fit_recovers_a_planted_link():
+    from gpumodel.validate.conditions import fit_host_wall
+
+    pts = []
+    for b in (4096, 16384, 65536, 262144, 1 << 20, 1 << 24, 1 << 28):
+        op = gm.ops.from_row({"op": "host_transfer", "bytes": float(b), "direction": "h2d",
+                              "pinned": True})  # fmt: skip
+        pts.append((op, {"time_s": 15e-6 + b / 50e9}))
+    host, held = fit_host_wall(pts)
+    assert host.h2d_pinned_overhead_s == pytest.approx(15e-6, rel=1e-6)
+    assert host.h2d_pinned_bytes_per_s == pytest.approx(50e9, rel=1e-6)
+    assert [op.bytes for op, _ in held] == [16384, 262144, 1 << 24]
+
+
+def test_host_copies_in_workload_are_what_a_user_waits_for():
+    """torch copy_ + synchronise, wall clock (committed H100 run): a 4 KB pinned h2d copy took
+    17.8 us where the harness's CUDA events see ~4 us; held out, in-workload is within 10%
+    median, the isolated model ~47% off."""
+    data = json.loads(H100_RUN.read_text())
+    cal = read_calibration_file(ROOT / "validation/results/h100-sxm/calibration.yaml")
+    fitted, report = fit_conditions(data["records"], gm.get_gpu("h100-sxm"), cal.parameters,
+                                    float(data["device"]["idle_power_w"]))  # fmt: skip
+    e = report["errors"]
+    assert e["host copies, torch wall clock (held out): in-workload"]["median_abs_pct"] < 10
+    assert e["host copies, torch wall clock (held out): isolated model"]["median_abs_pct"] > 40
+    op = gm.ops.from_row({"op": "host_transfer", "bytes": 4096.0, "direction": "h2d",
+                          "pinned": True})  # fmt: skip
+    from gpumodel.predict import predict_with_params
+
+    gpu = gm.get_gpu("h100-sxm")
+    assert predict_with_params(op, gpu, fitted).time_s == pytest.approx(17.8e-6, rel=0.15)
+    assert predict_with_params(op, gpu, fitted, condition="isolated").time_s < 6e-6
+
+
+def test_cli_batch_condition_and_dirty_l2(capsys, tmp_path):
+    from gpumodel.cli import main
+
+    rows = tmp_path / "ops.jsonl"
+    rows.write_text('{"op": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "bf16"}\n')
+    times = {}
+    for condition in ("in-workload", "isolated"):
+        assert main(["batch", str(rows), "--condition", condition, "--json"]) == 0
+        times[condition] = json.loads(capsys.readouterr()[0])[0]["time_s"]
+    assert times["in-workload"] > 1.1 * times["isolated"]
+    assert main(["batch", str(rows), "--condition", "warm"]) == 2
+    assert "error: --condition must be in-workload or isolated" in capsys.readouterr()[1]
+    code = main(["predict", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--l2", "dirty",
+                 "--explain"])  # fmt: skip
+    assert code == 0 and "dirty-L2 write-back" in capsys.readouterr()[0]
+
+
+def test_power_carries_by_sm_count_clock_cubed_and_the_spec_power_limit():
+    """H100 PCIe (specs/h100-pcie.yaml: 114 SMs, 1755 MHz boost, 350 W) from the SXM fit
+    (132 SMs, 1980 MHz): full-activity power x 114/132 x (1755/1980)^3, static share of 350 W."""
+    from gpumodel.predict import power_watts
+
+    pw = gm.load_calibration("h100-sxm").parameters.power
+    pcie = gm.load_calibration("h100-sxm", for_gpu="h100-pcie")
+    static_w, full_w = power_watts(pcie.parameters, gm.get_gpu("h100-pcie"))
+    assert static_w == pytest.approx(pw.static_power_fraction * 350)
+    assert full_w == pytest.approx(pw.tensor_power_w_per_sm * 114 * (1755 / 1980) ** 3)
+    assert full_w == pytest.approx(1372 * 114 / 132 * (1755 / 1980) ** 3, rel=0.01)

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Score trace calibration on the unseen whole steps (issue #18 item 5). Scores, never fits.
+
+For every torch.profiler trace that `steps_unseen.py` recorded, calibrate from that trace alone
+(`gm.calibrate_from_trace`, once with the traced point's unprofiled step time as `step_ms`, once
+without) and predict:
+
+- the other points of the traced workload (same model, runtime, phase or policy) on the same
+  GPU, with the trace's host and kernel-family fit;
+- the same workload's points measured on the other GPU, the calibration carried there
+  (`gm.load_calibration(cal, for_gpu=...)`) and that machine's host profile, measured in the
+  same device call as its points;
+- as a baseline, every one of those points with the shipped calibration and the host profile
+  measured in the same call, no trace.
+
+Errors are (predicted - measured) / measured against each point's median over interleaved
+rounds; the measured spread (p10-p90 of the pooled steps) is printed beside them. Training
+points also score the peak allocated memory. Writes a markdown report.
+
+usage (from the checkout, gpumodel importable):
+       PYTHONPATH=. python validation/unseen/evaluate_traces.py validation/results/steps-h100 \
+           validation/results/steps-h200 --out validation/results/trace-calibration-errors.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evaluate import usable_host_profile
+
+import gpumodel as gm
+from gpumodel.diagnose.gpus import gpu_from_device_name
+
+SCHEMA = "gpumodel-steps-unseen/1"
+MODEL_OF = {
+    "llama-3-8b": "llama-3-8b",
+    "gpt2-small": "gpt2-small",
+    "tinyllama-1.1b": "tinyllama-1.1b",
+}
+
+
+@dataclass
+class Machine:
+    """The results of one device call: its GPU, its measured host profile, points and traces."""
+
+    root: Path
+    gpu: str
+    host: Path | None
+    records: list[dict] = field(default_factory=list)
+    traces: list[dict] = field(default_factory=list)
+
+
+def load_machine(root: Path) -> Machine:
+    results = [p for p in sorted(root.rglob("*.json")) if _schema(p) == SCHEMA]
+    if not results:
+        raise SystemExit(f"error: {root}: no {SCHEMA} results")
+    hosts = sorted(root.rglob("host*.yaml"))
+    first = json.loads(results[0].read_text())
+    env = first["env"]
+    spec = gpu_from_device_name(env["gpu"], env.get("sm_count"), env.get("gpu_memory_bytes"))
+    if spec is None:
+        raise SystemExit(f"error: {root}: no spec for the device {env['gpu']!r}")
+    gpu = spec.id
+    m = Machine(root=root, gpu=gpu, host=hosts[0] if hosts else None)
+    for p in results:
+        doc = json.loads(p.read_text())
+        m.records += [r for r in doc["records"] if r.get("step_s")]
+        m.traces += [dict(t, dir=str(root)) for t in doc.get("traces", [])]
+    return m
+
+
+def _schema(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("schema")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+
+
+def workload_key(r: dict) -> tuple:
+    """Points of one workload: model, runtime and phase (inference) or policy (training)."""
+    return (r["workload"], r["runtime"], r["phase"], r.get("policy"))
+
+
+def point_key(r: dict) -> tuple:
+    return (*workload_key(r), r["batch"], r["seq"], r.get("context", 0))
+
+
+def predict(r: dict, gpu: str, calibration, host) -> tuple[float, float | None]:
+    """Predicted step time (s) and, for training, allocated peak bytes."""
+    model = MODEL_OF[r["workload"]]
+    if r["phase"] == "train":
+        res = gm.predict_training_step(model, gpu, 1, micro_batch=r["batch"], global_batch=r["batch"],
+                                       seq=r["seq"], policy=r["policy"], fusion="unfused",
+                                       attention="flash", recompute="none",
+                                       calibration=calibration, host=host)  # fmt: skip
+        return res.time_s, res.memory.allocated_bytes
+    kw = {"seq": r["seq"]} if r["phase"] == "prefill" else {"context": r["context"]}
+    res = gm.predict_inference(model, gpu, r["phase"], batch=r["batch"], runtime=r["runtime"],
+                               calibration=calibration, host=host, allow_oversubscribe=True,
+                               **kw)  # fmt: skip
+    return res.time_s, None
+
+
+def rel(pred: float, meas: float) -> float:
+    return (pred - meas) / meas
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summary(errs: list[float]) -> str:
+    if not errs:
+        return "- | - | 0"
+    a = [abs(e) for e in errs]
+    return f"{100 * statistics.median(a):.1f}% | {100 * quantile(a, 0.9):.1f}% | {len(a)}"
+
+
+def evaluate(machines: list[Machine]) -> str:
+    lines = ["# Trace calibration on the unseen whole steps", "",
+             "Generated by `validation/unseen/evaluate_traces.py` (scores only; nothing here was "
+             "fitted to these points). |error| median, p90, n.", ""]  # fmt: skip
+    table = ["| trace | predicted on | calibration | step time: median | p90 | n | peak memory: "
+             "median | p90 | n |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    detail = ["", "## Every point", "",
+              "| trace | GPU | point | measured ms (p10-p90) | baseline | trace, --step-ms | trace |",
+              "|---|---|---|---|---:|---:|---:|"]  # fmt: skip
+    for m in machines:
+        for t in m.traces:
+            path = Path(t["dir"]) / t["file"]
+            traced = next((r for r in m.records if _same_point(r, t["point"])), None)
+            if traced is None or not path.is_file():
+                lines.append(f"- {t['file']}: traced point or file missing; skipped")
+                continue
+            wl = workload_key(traced)
+            model = MODEL_OF[traced["workload"]]
+            cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model,
+                                             step_ms=traced["step_s"]["median"] * 1e3)  # fmt: skip
+            cal_no = gm.calibrate_from_trace(path, gpu=m.gpu, model=model)
+            for target in machines:
+                pts = [r for r in target.records if workload_key(r) == wl
+                       and not (target is m and point_key(r) == point_key(traced))]  # fmt: skip
+                if not pts:
+                    continue
+                host = str(usable_host_profile(target.host)) if target.host else None
+                variants = {"baseline (shipped + measured host)": ("shipped", host)}
+                for name, cal in (("trace, --step-ms", cal_ms), ("trace, no --step-ms", cal_no)):
+                    if target is m:
+                        variants[name] = (cal, None)  # the trace's own host
+                    else:
+                        variants[name] = (_carry(cal, target.gpu), host)
+                errs: dict[str, tuple[list[float], list[float]]] = {}
+                rows: dict[tuple, dict[str, float]] = {}
+                for name, (cal, h) in variants.items():
+                    e_t, e_m = errs.setdefault(name, ([], []))
+                    for r in pts:
+                        c = None if cal == "shipped" else cal
+                        t_s, mem = predict(r, target.gpu, c, h)
+                        e = rel(t_s, r["step_s"]["median"])
+                        e_t.append(e)
+                        rows.setdefault(point_key(r), {})[name] = e
+                        if mem is not None and r.get("peak_allocated_bytes"):
+                            e_m.append(rel(mem, r["peak_allocated_bytes"]))
+                for name, (e_t, e_m) in errs.items():
+                    table.append(f"| {t['file']} | {target.gpu} | {name} | {summary(e_t)} | "
+                                 f"{summary(e_m)} |")  # fmt: skip
+                for r in pts:
+                    st = r["step_s"]
+                    e = rows[point_key(r)]
+                    detail.append(
+                        f"| {t['file']} | {target.gpu} | b{r['batch']} s{r['seq']} "
+                        f"c{r.get('context', 0)} | {st['median'] * 1e3:.2f} ({st['p10'] * 1e3:.2f}-"
+                        f"{st['p90'] * 1e3:.2f}) | "
+                        + " | ".join(f"{100 * e.get(k, float('nan')):+.1f}%" for k in
+                                     ("baseline (shipped + measured host)", "trace, --step-ms",
+                                      "trace, no --step-ms"))
+                        + " |"
+                    )  # fmt: skip
+    return "\n".join(lines + table + detail) + "\n"
+
+
+def _same_point(r: dict, key: dict) -> bool:
+    return all(r.get(k) == v for k, v in key.items())
+
+
+def _carry(cal, gpu: str):
+    """The calibration as a user carries it: saved, then loaded for the other GPU."""
+    with tempfile.TemporaryDirectory() as d:
+        path = cal.save(Path(d) / "trace.yaml")
+        return gm.load_calibration(path, for_gpu=gpu)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dirs", nargs="+", type=Path, help="steps result directories, one per GPU")
+    ap.add_argument("--out", type=Path, help="markdown report (default: stdout)")
+    args = ap.parse_args()
+    text = evaluate([load_machine(d) for d in args.dirs])
+    if args.out:
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
