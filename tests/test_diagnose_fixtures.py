@@ -1,6 +1,6 @@
 """gpumodel diagnose on real traces of planted problems, recorded on an H100.
 
-``benchmarks/record_traces.py`` recorded each ``tests/fixtures/traces/*.json.gz`` with a planted
+``validation/experiments/record_traces.py`` recorded each ``tests/fixtures/traces/*.json.gz`` with a planted
 problem and measured what the problem cost per step (the same loop without it) into
 ``planted_costs.json``. Here, on the CPU: each planted problem must be found, and the time the
 findings named in ``findings`` recover must be within 20% of the measured cost (issue 7). An
@@ -21,7 +21,7 @@ from gpumodel.diagnose import DiagnoseReport, diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 COSTS = FIXTURES / "planted_costs.json"
-NOT_RECORDED = "fixtures not recorded yet (run benchmarks/record_traces.py on a GPU)"
+NOT_RECORDED = "fixtures not recorded yet (run validation/experiments/record_traces.py on a GPU)"
 TOLERANCE = 0.2  # the issue's "within 20% of the time it actually cost"
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/llm_device.py without a GPU: kernel classes, summaries, predictions, report."""
+"""validation/experiments/llm_device.py without a GPU: kernel classes, summaries, predictions, report."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def bench():
     spec = importlib.util.spec_from_file_location(
-        "llm_device", ROOT / "benchmarks" / "llm_device.py"
+        "llm_device", ROOT / "validation" / "experiments" / "llm_device.py"
     )
     mod = importlib.util.module_from_spec(spec)
     sys.modules["llm_device"] = mod

@@ -424,7 +424,7 @@ def test_device_script_records_failure_without_gpu(tmp_path, monkeypatch):
         pytest.skip("CuPy is installed; the device test below covers the script")
     except ImportError:
         pass
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "validation" / "experiments"))
     import occupancy_check_device as script
 
     out = tmp_path / "r" / "occ.json"

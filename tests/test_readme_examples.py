@@ -1,42 +1,50 @@
-"""Every concrete `gpumodel ...` command shown in the README runs and exits 0.
+"""Every concrete `gpumodel ...` command shown in the README and in docs/ runs and exits 0.
 
-Lines are taken from the README's code blocks. Optional parts written ``[--flag value]`` are
-run both without and with their contents; alternatives written ``a | b`` after ``gpumodel`` are
-run one by one. Commands that need a GPU, a file the reader supplies or a device run are left
-out by name below, each with the reason; everything else must work as written.
+Lines are taken from the code blocks of README.md and docs/*.md. Optional parts written
+``[--flag value]`` are run both without and with their contents; alternatives written ``a | b``
+after ``gpumodel`` are run one by one. The files the examples name as the reader's own (a
+profiler trace, an nsys summary, an ops file, a calibration fitted from the trace) are stood in
+for by the committed fixtures, in the working directory the examples run in. Commands that need
+a GPU or the reader's own spec file are left out by name below, each with the reason;
+everything else must work as written.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from gpumodel.cli import main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+TRACES = ROOT / "tests" / "fixtures" / "traces"
 
 # (first words, why it cannot run here)
 NOT_HERE = {
     "validate": "measures a GPU (the numpy backend is covered by tests/test_validate*.py)",
-    "diagnose": "reads the reader's own profiler trace",
-    "batch": "reads the reader's own ops file",
     "specs check": "checks the reader's own spec file",
     "explain gemm|attention|decode|allreduce": "a list of subcommands (each is run below)",
 }
 
 
 def _code_lines() -> list[str]:
-    lines, in_block = [], False
-    for raw in README.read_text(encoding="utf-8").splitlines():
-        if raw.startswith("```"):
-            in_block = not in_block
-            continue
-        text = raw.strip().removeprefix("$ ")
-        if in_block and text.startswith("gpumodel "):
-            lines.append(text.split("  #")[0].split(" # ")[0].strip())
+    lines = []
+    for page in PAGES:
+        in_block = False
+        for raw in page.read_text(encoding="utf-8").splitlines():
+            if raw.startswith("```"):
+                in_block = not in_block
+                continue
+            text = raw.strip().removeprefix("$ ")
+            if in_block and text.startswith("gpumodel "):
+                lines.append(text.split("  #")[0].split(" # ")[0].strip())
     return lines
 
 
@@ -69,23 +77,47 @@ def test_the_readme_shows_commands():
     assert len(_commands()) >= 30
 
 
+@pytest.fixture(scope="module")
+def readers_files(tmp_path_factory) -> Path:
+    """A working directory holding the files the examples call the reader's own."""
+    from gpumodel import calibrate_from_trace
+
+    work = tmp_path_factory.mktemp("reader")
+    for name in ("step.json.gz", "trace.json.gz"):
+        shutil.copy(TRACES / "transformer_eager.json.gz", work / name)
+    shutil.copy(TRACES / "nsys_cuda_gpu_kern_sum_synthetic.csv", work / "kern_sum.csv")
+    (work / "ops.jsonl").write_text(
+        '{"op": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}\n'
+        '{"op": "copy", "bytes": 1e9}\n'
+    )
+    calibrate_from_trace(work / "step.json.gz").save(work / "mystep.yaml")
+    return work
+
+
 @pytest.mark.parametrize("cmd", _commands())
-def test_readme_command_runs(cmd, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)  # --plot files land here
+def test_readme_command_runs(cmd, readers_files, tmp_path, monkeypatch, capsys):
+    for f in readers_files.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    monkeypatch.chdir(tmp_path)  # --plot and --out files land here
     code = main(shlex.split(cmd)[1:])
     out, err = capsys.readouterr()
     assert code == 0, f"{cmd}\n{err[-400:]}"
     assert out.strip()
 
 
-def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
-    """The library examples, in order, in one namespace (later blocks use ``gm`` and ``gpu``
-    from the first); the one that reads the reader's own profiler trace is left out."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    runnable = [b for b in blocks if "trace.json" not in b]
-    assert len(runnable) >= 4
+@pytest.mark.parametrize("page", [p for p in PAGES if "```python" in p.read_text("utf-8")],
+                         ids=lambda p: p.name)  # fmt: skip
+def test_python_examples_run(page, readers_files, tmp_path, monkeypatch):
+    """Each page's library examples, in order, in one namespace (later blocks use ``gm`` and
+    names from earlier ones), with the reader's files standing by."""
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    # a block that imports torch records the reader's own job with the profiler: not run here
+    blocks = [b for b in blocks if "from torch" not in b and "import torch" not in b]
+    for f in readers_files.iterdir():
+        shutil.copy(f, tmp_path / f.name)
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {}
-    for block in runnable:
-        exec(compile(block, str(README), "exec"), namespace)
-    assert namespace["p"].time_s > 0
+    import gpumodel
+
+    namespace: dict = {"gm": gpumodel}  # every page's examples assume `import gpumodel as gm`
+    for block in blocks:
+        exec(compile(textwrap.dedent(block), str(page), "exec"), namespace)

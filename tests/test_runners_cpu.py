@@ -418,7 +418,7 @@ def test_log_sizes_and_ints():
 
 def test_measurement_script_help_needs_no_gpu():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run_measurements.py"), "--help"],
+        [sys.executable, str(ROOT / "validation" / "experiments" / "run_measurements.py"), "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -428,7 +428,7 @@ def test_measurement_script_help_needs_no_gpu():
 
 def test_measurement_script_summary_and_atomic_write(tmp_path):
     spec = importlib.util.spec_from_file_location(
-        "run_measurements", ROOT / "benchmarks" / "run_measurements.py"
+        "run_measurements", ROOT / "validation" / "experiments" / "run_measurements.py"
     )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

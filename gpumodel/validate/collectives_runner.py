@@ -730,7 +730,7 @@ def run_collectives_validation(
     except GpumodelError as exc:
         raise GpumodelError(
             f"{exc}; the measurements are saved in {meas_path}: re-fit them with "
-            f"`benchmarks/collectives_device.py --from {meas_path} --gpu ID --out DIR`"
+            f"`validation/experiments/collectives_device.py --from {meas_path} --gpu ID --out DIR`"
         ) from None
     info["gpu_id"] = spec.id
     return _fit_and_write(records, info, spec, out, [str(meas_path)], calibration_file, progress)

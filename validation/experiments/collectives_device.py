@@ -1,7 +1,7 @@
 """Measure NCCL all-reduce, all-gather and reduce-scatter on every local GPU, fit, report.
 
-    PYTHONPATH=$PWD python3 benchmarks/collectives_device.py --out DIR [--max-bytes 4GiB]
-    python3 benchmarks/collectives_device.py --from DIR/collectives_measurements.json --out DIR2
+    PYTHONPATH=$PWD python3 validation/experiments/collectives_device.py --out DIR [--max-bytes 4GiB]
+    python3 validation/experiments/collectives_device.py --from DIR/collectives_measurements.json --out DIR2
 
 Writes into DIR: collectives_measurements.json (raw records), collectives_calibration.yaml
 (``parameters.collectives`` + ``errors`` to merge into validation/results/<gpu>/calibration.yaml)
@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:  # run from a checkout without PYTHONPATH
     sys.path.insert(0, str(_ROOT))
     os.environ["PYTHONPATH"] = os.pathsep.join(

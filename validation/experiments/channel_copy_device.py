@@ -8,7 +8,7 @@ This measures such a copy on one GPU for C = 1 .. 32 blocks (a 512 MiB buffer, C
 median of 7) and prints GB/s per block. Far above 38.7 GB/s means the step's cost is not its copy
 (as the one-process NCCL run in validation/results/h200-sxm-x2/drain-test/ also suggests).
 
-    python3 benchmarks/channel_copy_device.py --out channel-copy.json
+    python3 validation/experiments/channel_copy_device.py --out channel-copy.json
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ thread over a grid that covers the array (no grid-stride loop), as CuPy's elemen
 harness's measured copy bandwidth within 5% of the best device-to-device copy you can get on
 that GPU". Each variant copies a 1 GiB (and 256 MiB) float4 array; bandwidth counts bytes
 read + written; median of 20 CUDA-event-timed runs after warm-up, L2 flushed by the sheer size.
-Run on a GPU machine: ``python benchmarks/copy_kernel_variants.py``.
+Run on a GPU machine: ``python validation/experiments/copy_kernel_variants.py``.
 """
 
 from __future__ import annotations

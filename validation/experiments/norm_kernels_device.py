@@ -6,7 +6,7 @@ under ``torch.profiler`` and records each kernel it launches: name, launches per
 device time. A fused op is one kernel; a composite one is several, each paying its own launch
 and its own pass over memory: the model needs to know which it is pricing.
 
-Run on a GPU machine: ``python benchmarks/norm_kernels_device.py --out norm-kernels.json``.
+Run on a GPU machine: ``python validation/experiments/norm_kernels_device.py --out norm-kernels.json``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run gpumodel's measurement runners on the local GPU and write the raw records as JSON.
 
-    python3 benchmarks/run_measurements.py [--quick] [--families a,b] --out FILE.json
+    python3 validation/experiments/run_measurements.py [--quick] [--families a,b] --out FILE.json
 
 Writes {"device": device_info(), "records": [...], "unavailable": [...], "run": {...}}
 atomically (temporary file + os.replace) and prints a summary table. Needs CuPy and, for the
@@ -22,7 +22,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _import_runners() -> tuple[Any, Any, Any]:

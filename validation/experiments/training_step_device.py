@@ -142,7 +142,7 @@ def report(result: dict, calibration: str | None) -> str:
         "hidden": m["hidden"], "heads": m["heads"], "kv_heads": m["kv"], "head_dim": m["hidden"] // m["heads"],
         "ffn_hidden": m["ffn"], "ffn_kind": "swiglu", "vocab": m["vocab"], "tied_embeddings": False,
         "norm": "rmsnorm", "max_context": 8192,
-        "sources": [{"title": "benchmarks/training_step_device.py: random-weight LlamaConfig"}],
+        "sources": [{"title": "validation/experiments/training_step_device.py: random-weight LlamaConfig"}],
     })  # fmt: skip
     lines = [
         f"# LLM training step, measured vs predicted on {env['device']}",

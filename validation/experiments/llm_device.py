@@ -4,8 +4,8 @@ Runs on the GPU machine (torch + transformers; nothing is downloaded: the models
 LlamaConfigs with random weights). Llama-3-8B's widths with fewer layers (default 4), bf16,
 SDPA attention, eager PyTorch, Hugging Face DynamicCache, logits for the last token only:
 
-    python3 benchmarks/llm_device.py --out /tmp/llm [--layers 4] [--quick] [--no-graph]
-    python3 benchmarks/llm_device.py --from measurements.json --out DIR   # re-report offline
+    python3 validation/experiments/llm_device.py --out /tmp/llm [--layers 4] [--quick] [--no-graph]
+    python3 validation/experiments/llm_device.py --from measurements.json --out DIR   # re-report offline
     (--floor isolated: the primary prediction without the in-stream floor)
 
 Phase A, timing (no torch.profiler session in the process yet: a profiler session can leave
@@ -67,7 +67,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 PREFILL = [(1, 128), (1, 512), (1, 2048), (1, 4096), (4, 512), (4, 2048), (8, 1024)]
 DECODE = [(1, 128), (1, 1024), (1, 4096), (8, 512), (8, 2048), (32, 1024), (64, 2048)]
@@ -258,7 +258,7 @@ def spec_for(model_spec_cls, cfg, name: str):
         "head_dim": getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
         "ffn_hidden": cfg.intermediate_size, "ffn_kind": "swiglu", "vocab": cfg.vocab_size,
         "tied_embeddings": False, "norm": "rmsnorm", "max_context": cfg.max_position_embeddings,
-        "sources": [{"title": "benchmarks/llm_device.py: random-weight LlamaConfig"}],
+        "sources": [{"title": "validation/experiments/llm_device.py: random-weight LlamaConfig"}],
     })  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 Usage (from the checkout root, on a machine with a CUDA GPU, CuPy and pydantic):
 
-    python3 benchmarks/occupancy_check_device.py --out results/occupancy_check.json
+    python3 validation/experiments/occupancy_check_device.py --out results/occupancy_check.json
 
 The spec is chosen from the device name ('H100' -> h100-sxm, 'H200' -> h200-sxm, ...) unless
 ``--spec`` names one (an id, or a path to a spec YAML file). Exit status: 0 when the check ran
@@ -20,7 +20,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "python": platform.python_version(),
-        "script": "benchmarks/occupancy_check_device.py",
+        "script": "validation/experiments/occupancy_check_device.py",
     }
     status = 0
     try:

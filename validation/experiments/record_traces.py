@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Record small torch.profiler traces of planted performance problems, with what each cost.
 
-    python3 benchmarks/record_traces.py --out DIR [--only NAME,...] [--dry-run]
+    python3 validation/experiments/record_traces.py --out DIR [--only NAME,...] [--dry-run]
 
 On a CUDA GPU (written for an H100 with PyTorch 2.11, no network), for each scenario:
 

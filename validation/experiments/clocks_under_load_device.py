@@ -7,7 +7,7 @@ This runs each kernel back to back for ``--seconds`` while ``nvidia-smi`` sample
 memory clocks and the power draw every 50 ms, and records the median of each with the kernel's
 time per call (CUDA events). It only reads clocks; it never sets them.
 
-Run on a GPU machine: ``python benchmarks/clocks_under_load_device.py --out clocks.json``.
+Run on a GPU machine: ``python validation/experiments/clocks_under_load_device.py --out clocks.json``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ never saw.
 
 NVLink multicast stays off (``NCCL_NVLS_ENABLE=0`` etc. must be set by the caller). Writes one
 JSON line per variant and size to stdout and ``--out``. Run on a multi-GPU machine:
-``python benchmarks/nccl_variants_device.py --out nccl-variants.json``.
+``python validation/experiments/nccl_variants_device.py --out nccl-variants.json``.
 """
 
 from __future__ import annotations
