@@ -356,7 +356,7 @@ def test_policies_order_the_optimizer_and_the_step():
 def test_trace_kernel_counts_charge_kernels_to_the_step_that_launched_them():
     steps = trace_kernel_counts(str(FIXTURES / "transformer_eager.json.gz"))
     assert len(steps) == 5 and all(s == steps[0] for s in steps)
-    # the fixture's GPU work per step (benchmarks/record_traces.py): 2 layers x (forward +
+    # the fixture's GPU work per step (validation/experiments/record_traces.py): 2 layers x (forward +
     # backward) + fused AdamW; its LayerNorms are native kernels, its attention cuDNN's
     assert steps[0]["sdpa"] == 16 and steps[0]["optimizer_step"] == 18
     assert sum(v for k, v in steps[0].items() if k != "total") == steps[0]["total"]

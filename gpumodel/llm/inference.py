@@ -72,7 +72,7 @@ EAGER_FRAMEWORK_HOST_PER_KERNEL_S = 20.5e-6
 # What an eager HF step costs per kernel without a calibration (the sum of the two).
 DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_PER_KERNEL_S
 # Per-step host time of an eager HF step beyond its kernels: not separated yet (carried by the
-# per-kernel figure above); benchmarks/llm_device.py measures it from two depths.
+# per-kernel figure above); validation/experiments/llm_device.py measures it from two depths.
 DEFAULT_EAGER_HOST_PER_STEP_S = 0.0
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6

@@ -2,7 +2,7 @@
 ``gpumodel validate``'s torch families)? Prints each shape's CUDA kernel names from
 torch.profiler, and the backend gpumodel.validate.conditions.sdpa_backend reads from them.
 
-Run on a GPU machine: ``python benchmarks/sdpa_backend_device.py``.
+Run on a GPU machine: ``python validation/experiments/sdpa_backend_device.py``.
 """
 
 from __future__ import annotations
