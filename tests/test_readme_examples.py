@@ -34,17 +34,26 @@ NOT_HERE = {
 }
 
 
-def _code_lines() -> list[str]:
+def _code_lines() -> list[tuple[str, str, int]]:
+    """(page, command, expected exit code) for every ``gpumodel ...`` line of the code blocks;
+    lines continued with a backslash are joined; a comment saying ``exit 2`` expects 2."""
     lines = []
     for page in PAGES:
         in_block = False
+        pending = ""
         for raw in page.read_text(encoding="utf-8").splitlines():
             if raw.startswith("```"):
-                in_block = not in_block
+                in_block, pending = not in_block, ""
                 continue
-            text = raw.strip().removeprefix("$ ")
+            text = pending + raw.strip().removeprefix("$ ")
+            if text.endswith("\\"):
+                pending = text[:-1] + " "
+                continue
+            pending = ""
             if in_block and text.startswith("gpumodel "):
-                lines.append(text.split("  #")[0].split(" # ")[0].strip())
+                comment = text.split("#", 1)[1] if "#" in text else ""
+                expect = 2 if "exit 2" in comment else 0
+                lines.append((page.name, text.split("  #")[0].split(" # ")[0].strip(), expect))
     return lines
 
 
@@ -61,15 +70,15 @@ def _expand(line: str) -> list[str]:
     return out
 
 
-def _commands() -> list[str]:
+def _commands() -> list[tuple[str, str, int]]:
     cmds = []
-    for line in _code_lines():
+    for page, line, expect in _code_lines():
         for cmd in _expand(line):
             words = cmd.removeprefix("gpumodel ")
             if any(words.startswith(k) for k in NOT_HERE):
                 continue
-            cmds.append(cmd)
-    return cmds + [f"gpumodel explain {what} --gpu h100"
+            cmds.append((page, cmd, expect))
+    return cmds + [("explain", f"gpumodel explain {what} --gpu h100", 0)
                    for what in ("gemm", "attention", "decode", "allreduce")]  # fmt: skip
 
 
@@ -86,6 +95,7 @@ def readers_files(tmp_path_factory) -> Path:
     for name in ("step.json.gz", "trace.json.gz"):
         shutil.copy(TRACES / "transformer_eager.json.gz", work / name)
     shutil.copy(TRACES / "nsys_cuda_gpu_kern_sum_synthetic.csv", work / "kern_sum.csv")
+    (work / "ops.csv").write_text("op,m,n,k,dtype\ngemm,4096,4096,4096,bf16\n")
     (work / "ops.jsonl").write_text(
         '{"op": "gemm", "m": 4096, "n": 4096, "k": 4096, "dtype": "bf16"}\n'
         '{"op": "copy", "bytes": 1e9}\n'
@@ -94,14 +104,32 @@ def readers_files(tmp_path_factory) -> Path:
     return work
 
 
-@pytest.mark.parametrize("cmd", _commands())
-def test_readme_command_runs(cmd, readers_files, tmp_path, monkeypatch, capsys):
-    for f in readers_files.iterdir():
-        shutil.copy(f, tmp_path / f.name)
-    monkeypatch.chdir(tmp_path)  # --plot and --out files land here
-    code = main(shlex.split(cmd)[1:])
+@pytest.fixture(scope="module")
+def page_dirs(readers_files, tmp_path_factory) -> dict[str, Path]:
+    """One working directory per page, so a page's later examples see what earlier ones
+    wrote (``plan serve --json > serve.json`` then ``report plan serve.json``)."""
+    dirs: dict[str, Path] = {}
+    for page, _, _ in _commands():
+        if page not in dirs:
+            dirs[page] = tmp_path_factory.mktemp(page.replace(".", "_"))
+            shutil.copytree(readers_files, dirs[page], dirs_exist_ok=True)
+            for top in ("validation", "tests", "specs"):  # paths as written from the checkout
+                (dirs[page] / top).symlink_to(ROOT / top)
+    return dirs
+
+
+@pytest.mark.parametrize(("page", "cmd", "expect"), _commands(), ids=lambda v: str(v)[:80])
+def test_readme_command_runs(page, cmd, expect, page_dirs, monkeypatch, capsys):
+    monkeypatch.chdir(page_dirs[page])  # --plot and --out files land here
+    args, _, target = cmd.partition(" > ")
+    code = main(shlex.split(args)[1:])
     out, err = capsys.readouterr()
-    assert code == 0, f"{cmd}\n{err[-400:]}"
+    assert code == expect, f"{cmd}\n{err[-400:]}"
+    if expect == 2:
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+        return
+    if target:
+        (page_dirs[page] / target.strip()).write_text(out)
     assert out.strip()
 
 

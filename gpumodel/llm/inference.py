@@ -56,7 +56,14 @@ from gpumodel.llm._timing import OpTime, Timed, Timer, queue_time_blocks, summar
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import HF_VIEWS_PER_LAYER, Runtime, for_phase, get_runtime, host_kind
+from gpumodel.llm.runtimes import (
+    HF_VIEWS_PER_LAYER,
+    Runtime,
+    for_phase,
+    get_runtime,
+    host_kind,
+    kernel_flags,
+)
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -444,14 +451,7 @@ def predict_inference(
     seq, context = _defaults(spec, phase, seq, context)
     hp = load_host(host)
     rt = for_phase(rt, phase)
-    if gqa is None:  # the runtime's; with the kernels overridden, an HF model with a
-        # StaticCache builds a mask, so SDPA gets repeat_kv'd K/V
-        hf_static = (fusion or rt.fusion) in ("unfused", "compiled") and (
-            kv_cache or rt.kv_cache) == "static"  # fmt: skip
-        gqa = rt.gqa if fusion is None and kv_cache is None else (
-            "repeat" if hf_static else rt.gqa)  # fmt: skip
-    fusion = fusion or rt.fusion
-    kv_cache = kv_cache or rt.kv_cache
+    fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa)
     mem = memory(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp, phase=phase,
                  attention=attention, prefill_tokens=batch * seq)  # fmt: skip
     if not allow_oversubscribe and not mem.fits:

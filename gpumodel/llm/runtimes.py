@@ -101,6 +101,20 @@ def for_phase(rt: Runtime, phase: str) -> Runtime:
     return rt
 
 
+def kernel_flags(
+    rt: Runtime, fusion: str | None, kv_cache: str | None, gqa: str | None
+) -> tuple[str, str, str]:
+    """(fusion, kv_cache, gqa) of a step: the runtime's, with the expert overrides given. With
+    the kernels overridden, an HF model with a StaticCache builds a mask, so SDPA gets
+    ``repeat_kv``'d K/V unless ``gqa`` says otherwise."""
+    if gqa is None:
+        hf_static = (fusion or rt.fusion) in ("unfused", "compiled") and (
+            kv_cache or rt.kv_cache) == "static"  # fmt: skip
+        gqa = rt.gqa if fusion is None and kv_cache is None else (
+            "repeat" if hf_static else rt.gqa)  # fmt: skip
+    return fusion or rt.fusion, kv_cache or rt.kv_cache, gqa
+
+
 def host_kind(layer_kind: str, kernel_name: str) -> str:
     """The host profile's op kind (a key of ``eager_op_s``) of one eager kernel."""
     if layer_kind == "gemm" or " @ " in kernel_name:  # "inv_freq @ positions": a bmm

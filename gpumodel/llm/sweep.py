@@ -42,7 +42,7 @@ from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_ti
 from gpumodel.llm.layers import AttentionImpl, Fusion, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import for_phase, get_runtime
+from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags
 from gpumodel.llm.training import (
     POLICY_STATE_BYTES,
     combine_step,
@@ -239,13 +239,7 @@ def sweep_inference(
             pts["seq"].copy() if phase == "prefill" else np.full_like(pts["seq"], ctx_default)
         )
     rt = for_phase(rt, phase)
-    if gqa is None:  # as predict_inference
-        hf_static = (fusion or rt.fusion) in ("unfused", "compiled") and (
-            kv_cache or rt.kv_cache) == "static"  # fmt: skip
-        gqa = rt.gqa if fusion is None and kv_cache is None else (
-            "repeat" if hf_static else rt.gqa)  # fmt: skip
-    fusion = fusion or rt.fusion
-    kv_cache = kv_cache or rt.kv_cache
+    fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa)
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
     floor = stream_floor_s
