@@ -1,0 +1,189 @@
+"""The one validation boundary: constrained types every value entering the model is declared with.
+
+Op fields, calibration parameters, spec fields, model presets, systems, batch rows, trace fields,
+CLI options and library arguments all use these types (pydantic ``Annotated`` types) or the
+``check_*`` functions built on the same bounds, so a value is accepted or refused the same way
+wherever it comes in. The bounds are what can exist, not what is typical (docs/limits.md):
+
+* sizes are exact Python ints >= 1 (booleans refused, a float only when it is a whole number);
+* one tensor holds at most 2**53 elements (the largest count a float64 holds exactly) and moves
+  at most 2**60 bytes (1 EiB; the largest GPU memory today is ~0.3 TB);
+* a job has at most 10**6 GPUs;
+* floats are finite; rates, bandwidths and sizes > 0; overheads and times >= 0.
+
+Errors raised by these validators are plain ``ValueError`` (what pydantic expects inside a
+validator); the model boundaries (``Op``, spec, calibration loaders, the CLI) turn them into
+``SpecError`` with the field named.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field
+
+from gpumodel.errors import SpecError
+
+MAX_ELEMENTS = 2**53  # elements of one tensor: exact in float64
+MAX_BYTES = 2**60  # bytes one op moves (1 EiB)
+MAX_FLOPS = 1e30  # FLOPs of one op or step (10^30: a million GPUs for 30 years at 1 PFLOP/s)
+MAX_GPUS = 10**6  # GPUs in one job
+MAX_SECONDS = 1e9  # any time given as input (~31 years)
+MAX_DIGITS = 100  # digits of a number written as text (a 5000-digit number is refused early)
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_DIGITS:
+            raise ValueError(f"a number of {len(text)} characters is not a size (max {MAX_DIGITS})")
+        if not text:
+            raise ValueError("expected a number, got an empty string")
+    return value
+
+
+def _whole(value: Any) -> Any:
+    """A float that is a whole number becomes an int (JSON and CSV write 4096.0); no rounding."""
+    value = _no_bool(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        if not value.is_integer():
+            raise ValueError(f"expected a whole number, got {value!r}")
+        return int(value)
+    return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    return value
+
+
+def _int_type(ge: int, le: int) -> Any:
+    return Annotated[int, BeforeValidator(_whole), Field(ge=ge, le=le, strict=False)]
+
+
+def _float_type(**bounds: float) -> Any:
+    return Annotated[
+        float, BeforeValidator(_no_bool), Field(allow_inf_nan=False, **bounds), AfterValidator(_finite)
+    ]
+
+
+FiniteFloat = _float_type()
+PositiveFloat = _float_type(gt=0)
+NonNegativeFloat = _float_type(ge=0)
+Efficiency = _float_type(gt=0, le=1)  # a true fraction: achieved / possible
+# achieved / datasheet: can pass 1 when the part boosts past its datasheet clock (the fitter caps
+# its GEMM and stream efficiencies at 1.2)
+DatasheetRatio = _float_type(gt=0, le=1.5)
+Fraction = _float_type(ge=0, le=1)
+Multiplier = _float_type(gt=0, le=1e3)  # a fitted per-family multiplier on a rate
+Seconds = _float_type(ge=0, le=MAX_SECONDS)
+PositiveSeconds = _float_type(gt=0, le=MAX_SECONDS)
+ByteCount = _float_type(ge=0, le=MAX_BYTES)
+PositiveBytes = _float_type(gt=0, le=MAX_BYTES)
+FlopCount = _float_type(ge=0, le=MAX_FLOPS)
+Rate = _float_type(gt=0, le=1e21)  # FLOP/s or bytes/s: a zetta-rate is far past any machine
+
+Size = _int_type(1, MAX_ELEMENTS)  # a dimension or element count
+NonNegativeSize = _int_type(0, MAX_ELEMENTS)
+GpuCount = _int_type(1, MAX_GPUS)
+SmallCount = _int_type(1, 2**31 - 1)  # threads per block, registers, channels, layers, heads...
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
+
+
+# ---------------------------------------------------------------------------------------------
+# the same bounds for plain library arguments (functions that take numbers, not models)
+
+
+def check_number(
+    value: Any,
+    name: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> float:
+    """``value`` as a finite float within the bounds, else a SpecError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.generic) and np.issubdtype(type(value), np.number):
+                value = value.item()
+            else:
+                raise TypeError
+        except (ImportError, TypeError):
+            raise SpecError(f"{name} must be a number, got {_show(value)}") from None
+    if isinstance(value, int) and abs(value) > 10**MAX_DIGITS:
+        raise SpecError(f"{name} is too large ({len(str(abs(value)))}+ digits)")
+    number = float(value)
+    if not math.isfinite(number):
+        raise SpecError(f"{name} must be a finite number, got {value!r}")
+    if gt is not None and not number > gt:
+        raise SpecError(f"{name} must be greater than {gt:g}, got {value!r}")
+    if ge is not None and not number >= ge:
+        raise SpecError(f"{name} must be at least {ge:g}, got {value!r}")
+    if le is not None and not number <= le:
+        raise SpecError(f"{name} must be at most {le:g}, got {value!r}")
+    return number
+
+
+def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> int:
+    """``value`` as an exact int within [ge, le] (a whole float is accepted), else SpecError."""
+    if isinstance(value, bool):
+        raise SpecError(f"{name} must be a whole number, got {value!r}")
+    if not isinstance(value, int):
+        number = check_number(value, name)
+        if not number.is_integer():
+            raise SpecError(f"{name} must be a whole number, got {value!r}")
+        value = int(number)
+    if not ge <= value <= le:
+        shown = value if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number"
+        raise SpecError(f"{name} must be within [{ge}, {le}], got {shown}")
+    return value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_ELEMENTS",
+    "MAX_FLOPS",
+    "MAX_GPUS",
+    "ByteCount",
+    "DatasheetRatio",
+    "Efficiency",
+    "FiniteFloat",
+    "FlopCount",
+    "Fraction",
+    "GpuCount",
+    "Multiplier",
+    "NonEmptyStr",
+    "NonNegativeFloat",
+    "NonNegativeSize",
+    "PositiveBytes",
+    "PositiveFloat",
+    "PositiveSeconds",
+    "Rate",
+    "Seconds",
+    "Size",
+    "SmallCount",
+    "check_int",
+    "check_number",
+]
