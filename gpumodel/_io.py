@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gpumodel.errors import GpumodelError
+from gpumodel.errors import GpumodelError, SpecError
 
 DEFAULT_MAX_INPUT_MB = 512.0
 DEFAULT_MAX_YAML_MB = 64.0  # YAML parses at ~10-50 MB/s: a bigger data file is a mistake
@@ -38,7 +38,7 @@ MAX_JSON_INT_DIGITS = 100
 _SCAN_CHUNK = 1 << 22  # bytes per step of the JSON depth scan
 
 
-class InputFileError(GpumodelError, ValueError):
+class InputFileError(SpecError):
     """A file cannot be read as input: missing, not a regular file, too big, binary, too deep."""
 
 
@@ -338,6 +338,16 @@ def _umask() -> int:
     return mask
 
 
+def make_dir(path: str | Path, what: str = "output directory") -> Path:
+    """``mkdir -p`` with a one-line error (OutputFileError) instead of an OSError."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot create {what} ({exc.strerror or exc})") from None
+    return path
+
+
 def check_target(path: str | Path, what: str = "output") -> Path:
     """A path a result can be written to: its parent a writable directory, itself not a
     directory. Errors are one line (OutputFileError)."""
@@ -434,7 +444,10 @@ def save_figure(fig: Any, path: str | Path, **savefig_kwargs: Any) -> Path:
     path = Path(path)
     fmt = savefig_kwargs.pop("format", None) or (path.suffix.lstrip(".").lower() or "png")
     with atomic_path(path, "plot", mkdir=False) as tmp:
-        fig.savefig(tmp, format=fmt, **savefig_kwargs)
+        try:
+            fig.savefig(tmp, format=fmt, **savefig_kwargs)
+        except ValueError as exc:  # e.g. an image format matplotlib does not write
+            raise OutputFileError(f"{path}: cannot write the plot ({exc})") from None
     return path
 
 
@@ -462,6 +475,7 @@ __all__ = [
     "json_depth",
     "loads_json",
     "loads_yaml",
+    "make_dir",
     "max_input_bytes",
     "read_bytes",
     "read_json",

@@ -14,14 +14,13 @@ Where predictions look when ``calibration=None``: the user cache
 from __future__ import annotations
 
 import os
-import tempfile
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from gpumodel import _paths
 from gpumodel.errors import CalibrationError, GpumodelError, SpecError
@@ -152,6 +151,9 @@ class Calibration(_Frozen):
     measurements: list[dict[str, Any]] = Field(default_factory=list)
     # where it was loaded from (not stored)
     origin: str | None = Field(None, exclude=True)
+    # read without its raw measurements (they are in the file, not here): saving it would drop
+    # them, so ``save`` refuses
+    _measurements_skipped: bool = PrivateAttr(False)
 
     @property
     def label(self) -> str:
@@ -164,26 +166,23 @@ class Calibration(_Frozen):
         marker closes the file, so readers can skip the bulky measurements and still detect a
         truncated file."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if self._measurements_skipped:
+            raise CalibrationError(
+                f"{self.origin}: this calibration was read without its raw measurements; saving "
+                "it would drop them: read it with read_calibration_file(..., measurements=True)"
+            )
         head = self.model_dump(mode="json", exclude_none=False, exclude={"measurements"})
         text = yaml.safe_dump(head, sort_keys=False, width=100)
         text += yaml.safe_dump({"measurements": self.measurements}, sort_keys=False, width=100)
-        atomic_write_text(path, text + END_MARKER)
-        return path
+        return atomic_write_text(path, text + END_MARKER)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half
+    (the shared writer, gpumodel._io.atomic_write_text)."""
+    from gpumodel._io import atomic_write_text as _write
+
+    return _write(path, text)
 
 
 def cache_dir() -> Path:
@@ -202,7 +201,6 @@ def shipped_calibration_path(gpu_id: str) -> Path:
 
 
 END_MARKER = "# end of gpumodel calibration\n"
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_calibration_file(path: str | Path, measurements: bool = False) -> Calibration:
@@ -210,25 +208,30 @@ def read_calibration_file(path: str | Path, measurements: bool = False) -> Calib
 
     ``measurements=False`` (what predictions need) skips parsing the raw measurements block.
     """
+    from gpumodel._io import InputFileError, loads_yaml, max_input_bytes, read_text
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read calibration ({exc.strerror})") from None
+        text = read_text(path, "calibration", max_input_bytes(yaml=True))
+    except InputFileError as exc:
+        raise CalibrationError(str(exc)) from None
     if text.strip() and not text.endswith(END_MARKER):
         raise CalibrationError(f"{path}: calibration is truncated (its end marker is missing)")
-    if not measurements and "\nmeasurements:" in text:
+    skipped = not measurements and "\nmeasurements:" in text
+    if skipped:
         text = text[: text.index("\nmeasurements:") + 1]
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)
-    except yaml.YAMLError:
-        raise CalibrationError(f"{path}: calibration is not valid YAML (truncated?)") from None
+        data = loads_yaml(text, path, "calibration")
+    except InputFileError as exc:
+        raise CalibrationError(f"{exc} (truncated?)") from None
     if not isinstance(data, dict):
         raise CalibrationError(f"{path}: calibration is empty or not a mapping")
     try:
-        return Calibration.model_validate({**data, "origin": str(path)})
+        cal = Calibration.model_validate({**data, "origin": str(path)})
     except ValidationError as exc:
         raise CalibrationError(format_validation_error(exc, f"{path}")) from None
+    cal._measurements_skipped = skipped
+    return cal
 
 
 @lru_cache(maxsize=64)
@@ -314,7 +317,7 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "collectives": {},  # topology-specific: never carried
         }
     )
-    return cal.model_copy(
+    moved = cal.model_copy(
         update={
             "gpu_id": target.id,
             "transferred_from": cal.gpu_id,
@@ -323,6 +326,8 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "measurements": [],
         }
     )
+    moved._measurements_skipped = False  # a transfer carries no measurements by design
+    return moved
 
 
 # What a prediction says it used when no calibration applies.

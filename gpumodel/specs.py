@@ -18,7 +18,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from gpumodel import _paths
@@ -228,20 +227,12 @@ def format_validation_error(exc: ValidationError, where: str) -> str:
     return f"{where}: {loc}: {msg}{more}"
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise SpecError(f"{path}:{line} is not valid YAML") from None
+    """A YAML data file, read through the bounded reader (gpumodel._io: size, UTF-8, depth,
+    no aliases)."""
+    from gpumodel._io import read_yaml as _read
+
+    return _read(path, "YAML file")
 
 
 def load_yaml_model(

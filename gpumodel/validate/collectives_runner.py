@@ -682,7 +682,9 @@ def run_collectives_validation(
     from gpumodel.specs import get_gpu
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from gpumodel._io import make_dir
+
+    make_dir(out)
     sizes = message_sizes(min_bytes, max_bytes, step)
     records, info = measure(sizes, MEASURED, world, backend=backend, **measure_kwargs)
     info.update({"min_bytes": min_bytes, "max_bytes": max_bytes, "step": step,
@@ -716,9 +718,12 @@ def refit(
 ) -> dict[str, Any]:
     """Fit, score and write the outputs again from a saved ``collectives_measurements.json``
     (no GPU needed)."""
+    from gpumodel._io import read_json
     from gpumodel.specs import get_gpu
 
-    data = json.loads(Path(measurements).read_text(encoding="utf-8"))
+    data = read_json(measurements, "collectives measurements")
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        raise GpumodelError(f"{measurements}: expected a JSON object with a 'records' list")
     records, info = data["records"], data.get("info", {})
     if not records:
         return {"measured": 0, "reason": info.get("reason", "no records"), "passed": None}
@@ -727,7 +732,9 @@ def refit(
     name = gpu if gpu is not None else info.get("gpu_id")
     spec = get_gpu(name) if name else gpu_spec_for(str(info.get("device_name")))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from gpumodel._io import make_dir
+
+    make_dir(out)
     return _fit_and_write(records, info, spec, out, [], calibration_file, progress)
 
 
@@ -771,10 +778,11 @@ def _fit_and_write(
 
 
 def merge_into_calibration(path: str | Path, result: dict[str, Any]) -> Path:
-    """Replace ``parameters.collectives`` and the ``collective:*`` errors of a calibration file."""
+    """Replace ``parameters.collectives`` and the ``collective:*`` errors of a calibration file;
+    everything else it holds (its raw measurements included) is kept."""
     from gpumodel.calibration import FamilyError, read_calibration_file
 
-    cal = read_calibration_file(path)
+    cal = read_calibration_file(path, measurements=True)
     errors = {k: v for k, v in cal.errors.items() if not k.startswith("collective:")}
     for key, st in result["calibrated_held_out"].items():
         spec = result["datasheet_large"].get(key, {})
