@@ -155,6 +155,13 @@ class Calibration(_Frozen):
     # them, so ``save`` refuses
     _measurements_skipped: bool = PrivateAttr(False)
 
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Calibration:
+        """A copy; one whose ``measurements`` are given explicitly may be saved again."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update and "measurements" in update:
+            copy._measurements_skipped = False
+        return copy
+
     @property
     def label(self) -> str:
         where = self.origin or "in memory"
@@ -317,7 +324,7 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "collectives": {},  # topology-specific: never carried
         }
     )
-    moved = cal.model_copy(
+    return cal.model_copy(
         update={
             "gpu_id": target.id,
             "transferred_from": cal.gpu_id,
@@ -326,8 +333,6 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "measurements": [],
         }
     )
-    moved._measurements_skipped = False  # a transfer carries no measurements by design
-    return moved
 
 
 # What a prediction says it used when no calibration applies.
