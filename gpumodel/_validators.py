@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator
 
 from gpumodel.errors import SpecError
 
@@ -57,20 +57,38 @@ def _whole(value: Any) -> Any:
     return value
 
 
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError(f"must be a finite number, got {value!r}")
-    return value
+_NAMED = {MAX_ELEMENTS: "2**53", MAX_BYTES: "2**60 (1 EiB)", MAX_GPUS: "10**6"}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"a {int(abs(value).bit_length() * math.log10(2)) + 1}-digit number"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bounds(gt: float | None = None, ge: float | None = None, le: float | None = None) -> Any:
+    """One check with a readable message: finite, then the bounds (named where they have one)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"must be a finite number, got {value!r}")
+        if gt is not None and not value > gt:
+            raise ValueError(f"must be greater than {gt:g}, got {_shown(value)}")
+        if ge is not None and not value >= ge:
+            raise ValueError(f"must be at least {ge:g}, got {_shown(value)}")
+        if le is not None and not value <= le:
+            raise ValueError(f"must be at most {_NAMED.get(le, f'{le:g}')}, got {_shown(value)}")
+        return value
+
+    return AfterValidator(check)
 
 
 def _int_type(ge: int, le: int) -> Any:
-    return Annotated[int, BeforeValidator(_whole), Field(ge=ge, le=le, strict=False)]
+    return Annotated[int, BeforeValidator(_whole), _bounds(ge=ge, le=le)]
 
 
 def _float_type(**bounds: float) -> Any:
-    return Annotated[
-        float, BeforeValidator(_no_bool), Field(allow_inf_nan=False, **bounds), AfterValidator(_finite)
-    ]
+    return Annotated[float, BeforeValidator(_no_bool), _bounds(**bounds)]
 
 
 FiniteFloat = _float_type()
@@ -128,7 +146,7 @@ def check_number(
         except (ImportError, TypeError):
             raise SpecError(f"{name} must be a number, got {_show(value)}") from None
     if isinstance(value, int) and abs(value) > 10**MAX_DIGITS:
-        raise SpecError(f"{name} is too large ({len(str(abs(value)))}+ digits)")
+        raise SpecError(f"{name} is too large ({_shown(value)})")
     number = float(value)
     if not math.isfinite(number):
         raise SpecError(f"{name} must be a finite number, got {value!r}")
@@ -151,8 +169,7 @@ def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> 
             raise SpecError(f"{name} must be a whole number, got {value!r}")
         value = int(number)
     if not ge <= value <= le:
-        shown = value if abs(value) < 10**30 else f"a {len(str(abs(value)))}-digit number"
-        raise SpecError(f"{name} must be within [{ge}, {le}], got {shown}")
+        raise SpecError(f"{name} must be within [{ge}, {_NAMED.get(le, le)}], got {_shown(value)}")
     return value
 
 

@@ -6,6 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from gpumodel._validators import Size
 from gpumodel.errors import UnsupportedError
 from gpumodel.ops.base import (
     Dtype,
@@ -51,16 +52,16 @@ class Attention(Op):
     """
 
     op_name: ClassVar[str] = "attention"
-    batch: int = Field(1, gt=0)
-    heads: int = Field(32, gt=0)
-    seq: int = Field(gt=0)
-    head_dim: int = Field(128, gt=0)
+    batch: Size = 1
+    heads: Size = 32
+    seq: Size
+    head_dim: Size = 128
     dtype: Dtype = "bf16"
     causal: bool = False
     impl: Literal["flash", "cudnn", "naive"] = "flash"
     backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
-    kv_heads: int | None = Field(None, gt=0)
-    kv_seq: int | None = Field(None, gt=0)
+    kv_heads: Size | None = None
+    kv_seq: Size | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Attention:
