@@ -19,9 +19,9 @@ validator); the model boundaries (``Op``, spec, calibration loaders, the CLI) tu
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationError
 
 from gpumodel.errors import SpecError
 
@@ -122,6 +122,30 @@ def _non_empty(value: str) -> str:
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 
 
+class _CheckedMeta(type(BaseModel)):  # type: ignore[misc]
+    """Turns the ValidationError of ``Model(...)`` into the model's GpumodelError. Only the
+    direct call is wrapped: ``model_validate`` and nested models validate as usual (no custom
+    ``__init__``, which would route all of pydantic's validation through Python)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as exc:
+            from gpumodel.specs import format_validation_error
+
+            name = getattr(cls, "op_name", None)
+            where = f"op {name}" if isinstance(name, str) else cls.__name__
+            raise cls._error(format_validation_error(exc, where)) from None
+
+
+class Checked(BaseModel, metaclass=_CheckedMeta):
+    """Base of the frozen data models users may build by hand (ops, specs, calibrations, model
+    presets, systems): a bad field is a GpumodelError naming it (``_error``, SpecError by
+    default), the same as when the model is read from a file."""
+
+    _error: ClassVar[type[Exception]] = SpecError
+
+
 # ---------------------------------------------------------------------------------------------
 # the same bounds for plain library arguments (functions that take numbers, not models)
 
@@ -184,6 +208,7 @@ __all__ = [
     "MAX_FLOPS",
     "MAX_GPUS",
     "ByteCount",
+    "Checked",
     "DatasheetRatio",
     "Efficiency",
     "FiniteFloat",

@@ -20,121 +20,135 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from gpumodel import _paths
+from gpumodel._validators import (
+    Checked,
+    DatasheetRatio,
+    FiniteFloat,
+    Fraction,
+    GpuCount,
+    Multiplier,
+    NonNegativeFloat,
+    NonNegativeSize,
+    PositiveBytes,
+    PositiveFloat,
+    PositiveSeconds,
+    Rate,
+    Seconds,
+)
 from gpumodel.errors import CalibrationError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
 
 FORMAT_VERSION = 1
 
 
-class _Frozen(BaseModel):
+class _Frozen(Checked):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    _error = CalibrationError
 
 
 class GemmParams(_Frozen):
     """Fitted GEMM behaviour for one dtype (see gpumodel.model.gemm)."""
 
-    efficiency: float = Field(gt=0, le=1.5, description="large aligned GEMMs, fraction of peak")
-    misaligned_efficiency: float = Field(
-        1.0, gt=0, le=1.5, description="multiplier when a dimension misses 16-byte alignment"
+    efficiency: DatasheetRatio = Field(description="large aligned GEMMs, fraction of peak")
+    misaligned_efficiency: DatasheetRatio = Field(
+        1.0, description="multiplier when a dimension misses 16-byte alignment"
     )
-    small_m_bandwidth_efficiency: float = Field(
-        1.0, gt=0, le=1.5, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
+    small_m_bandwidth_efficiency: DatasheetRatio = Field(
+        1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )
-    overhead_s: float | None = Field(None, ge=0, description="fixed cost of one cuBLAS call")
-    overlap_exponent: float | None = Field(None, ge=1)
+    overhead_s: Seconds | None = Field(None, description="fixed cost of one cuBLAS call")
+    overlap_exponent: FiniteFloat | None = Field(None, ge=1)
 
 
 class HostLinkParams(_Frozen):
     """Measured host<->device copy rates (per direction) and the fixed cost of a copy."""
 
-    h2d_pinned_bytes_per_s: float | None = Field(None, gt=0)
-    d2h_pinned_bytes_per_s: float | None = Field(None, gt=0)
-    h2d_pageable_bytes_per_s: float | None = Field(None, gt=0)
-    d2h_pageable_bytes_per_s: float | None = Field(None, gt=0)
-    overhead_s: float | None = Field(None, ge=0)
+    h2d_pinned_bytes_per_s: Rate | None = Field(None)
+    d2h_pinned_bytes_per_s: Rate | None = Field(None)
+    h2d_pageable_bytes_per_s: Rate | None = Field(None)
+    d2h_pageable_bytes_per_s: Rate | None = Field(None)
+    overhead_s: Seconds | None = Field(None)
     # fixed cost per direction and memory kind (a pageable copy stages through a pinned buffer)
-    h2d_pinned_overhead_s: float | None = Field(None, ge=0)
-    d2h_pinned_overhead_s: float | None = Field(None, ge=0)
-    h2d_pageable_overhead_s: float | None = Field(None, ge=0)
-    d2h_pageable_overhead_s: float | None = Field(None, ge=0)
+    h2d_pinned_overhead_s: Seconds | None = Field(None)
+    d2h_pinned_overhead_s: Seconds | None = Field(None)
+    h2d_pageable_overhead_s: Seconds | None = Field(None)
+    d2h_pageable_overhead_s: Seconds | None = Field(None)
 
 
 class CollectiveParams(_Frozen):
     """Fitted alpha (latency) and bus bandwidth of one collective on ``gpus`` GPUs."""
 
-    gpus: int = Field(gt=0)
-    alpha_s: float = Field(ge=0)
-    bus_bandwidth_bytes_per_s: float = Field(gt=0)
-    link_efficiency: float | None = Field(None, gt=0, description="busbw / per-direction link bw")
+    gpus: GpuCount
+    alpha_s: Seconds
+    bus_bandwidth_bytes_per_s: Rate
+    link_efficiency: Multiplier | None = Field(None, description="busbw / per-direction link bw")
 
 
 class CalibrationParams(_Frozen):
     """Everything the time model takes from a calibration; None means 'use the datasheet'."""
 
-    dram_efficiency: float | None = Field(None, gt=0, le=1.5)
+    dram_efficiency: DatasheetRatio | None = None
     # streams of known read/write mix w (written / moved bytes): efficiency
     #   (1 - w) * read + w * write - 4 w (1 - w) * turnaround   (DRAM read/write bus turnaround)
-    dram_read_efficiency: float | None = Field(None, gt=0, le=1.5)
-    dram_write_efficiency: float | None = Field(None, gt=0, le=1.5)
-    dram_turnaround: float | None = Field(None, ge=0, le=0.5)
-    l2_bandwidth_bytes_per_s: float | None = Field(None, gt=0)
-    l2_hot_max_bytes: float | None = Field(None, gt=0, description="largest hot working set in L2")
-    kernel_overhead_s: float | None = Field(None, ge=0)
-    dram_first_load_s: float | None = Field(
+    dram_read_efficiency: DatasheetRatio | None = None
+    dram_write_efficiency: DatasheetRatio | None = None
+    dram_turnaround: Fraction | None = Field(None, le=0.5)
+    l2_bandwidth_bytes_per_s: Rate | None = Field(None)
+    l2_hot_max_bytes: PositiveBytes | None = Field(None, description="largest hot working set in L2")
+    kernel_overhead_s: Seconds | None = Field(None)
+    dram_first_load_s: Seconds | None = Field(
         None,
-        ge=0,
         description="part of a cold kernel's floor spent waiting for its first DRAM "
         "loads; kernels whose inputs are in L2 skip it",
     )
-    reduction_tail_s: float | None = Field(
+    reduction_tail_s: Seconds | None = Field(
         None,
-        ge=0,
         description="extra fixed time of kernels that reduce to a tiny output "
         "(the last block's dependent final step)",
     )
-    overlap_exponent: float | None = Field(None, ge=1)
-    compute_efficiency: dict[str, float] = Field(
+    overlap_exponent: FiniteFloat | None = Field(None, ge=1)
+    compute_efficiency: dict[str, DatasheetRatio] = Field(
         default_factory=dict,
         description="'unit:dtype' (or 'vector:fp32:no-fma' for kernels without FMA) -> "
         "achieved / datasheet peak",
     )
     gemm: dict[str, GemmParams] = Field(default_factory=dict)
-    family_efficiency: dict[str, float] = Field(
+    family_efficiency: dict[str, Multiplier] = Field(
         default_factory=dict, description="per op family multiplier on the compute rate"
     )
-    family_bandwidth_efficiency: dict[str, float] = Field(
+    family_bandwidth_efficiency: dict[str, Multiplier] = Field(
         default_factory=dict, description="per op family multiplier on the DRAM bandwidth"
     )
-    loaded_dram_latency_s: float | None = Field(
-        None, gt=0, description="DRAM latency under load, for Little's-law bandwidth limits"
+    loaded_dram_latency_s: PositiveSeconds | None = Field(
+        None, description="DRAM latency under load, for Little's-law bandwidth limits"
     )
-    family_overhead_s: dict[str, float] = Field(
+    family_overhead_s: dict[str, Seconds] = Field(
         default_factory=dict, description="per op family fixed cost per kernel, seconds"
     )
-    family_elements_per_sm_cycle: dict[str, float] = Field(
+    family_elements_per_sm_cycle: dict[str, PositiveFloat] = Field(
         default_factory=dict,
         description="per op family, elements one SM completes per clock when the kernel is "
         "bound by per-element instructions (index arithmetic); carries to GPUs by SMs x clock",
     )
     host: HostLinkParams = HostLinkParams()
-    dram_latency_cycles: float | None = Field(None, gt=0)
-    l2_latency_cycles: float | None = Field(None, gt=0)
-    launch_host_s: float | None = Field(None, ge=0)
+    dram_latency_cycles: PositiveFloat | None = None
+    l2_latency_cycles: PositiveFloat | None = None
+    launch_host_s: Seconds | None = Field(None)
     collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
 
 
 class FamilyError(_Frozen):
     """Leave-out error of one op family: |pred - meas| / meas statistics over ``n`` points."""
 
-    n: int
-    median_abs_pct: float
-    p90_abs_pct: float
-    bias_pct: float
-    datasheet_median_abs_pct: float | None = None
-    tolerance_pct: float | None = None
+    n: NonNegativeSize
+    median_abs_pct: NonNegativeFloat
+    p90_abs_pct: NonNegativeFloat
+    bias_pct: FiniteFloat
+    datasheet_median_abs_pct: NonNegativeFloat | None = None
+    tolerance_pct: NonNegativeFloat | None = None
 
 
 class Calibration(_Frozen):

@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
+from gpumodel._validators import MAX_BYTES, MAX_FLOPS
 from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
-from gpumodel.errors import InfeasibleError, UnsupportedError
+from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
 from gpumodel.model.scheduling import schedule_efficiency
@@ -58,14 +59,38 @@ def predict(
     ``"none"`` the datasheet alone, a path or Calibration object that calibration.
     ``l2="warm"``: inputs are already in L2 (produced by the previous kernel) when they fit.
     """
+    if not isinstance(op, Op):
+        raise SpecError(f"predict needs an op (gpumodel.ops.*), got {type(op).__name__}")
+    if l2 not in ("cold", "warm"):
+        raise SpecError(f"l2 must be 'cold' or 'warm', got {l2!r}")
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
     if custom is not None:
-        return custom(gpu, cal)
+        return _finite_result(custom(gpu, cal))
     params = cal.parameters if cal else CalibrationParams()
     label = calibration_label(cal)
-    return predict_with_params(op, gpu, params, label, l2)
+    return _finite_result(predict_with_params(op, gpu, params, label, l2))
+
+
+def _finite_result(p: Prediction) -> Prediction:
+    """The last guard of the boundary: a time that is not a finite number >= 0 is an error, never
+    an output (inputs are bounded so that this does not happen; this names it if it does)."""
+    if not (math.isfinite(p.time_s) and p.time_s >= 0):
+        raise SpecError(f"{p.op} on {p.gpu}: the model gives a time of {p.time_s!r} s; "
+                        "the inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
+    return p
+
+
+def _check_work(op: Op, work: list[KernelWork]) -> None:
+    """Each kernel's FLOPs and bytes within what can exist (docs/limits.md)."""
+    for k in work:
+        if not (0 <= k.total_flops <= MAX_FLOPS):
+            raise SpecError(f"{op.label()}: {k.name} does {k.total_flops:.3g} FLOPs, more than "
+                            f"the {MAX_FLOPS:.0e} any kernel does (docs/limits.md)")  # fmt: skip
+        if not (0 <= k.bytes <= MAX_BYTES):
+            raise SpecError(f"{op.label()}: {k.name} moves {k.bytes:.3g} bytes, more than 2**60 "
+                            "(1 EiB) (docs/limits.md)")  # fmt: skip
 
 
 def predict_with_params(
@@ -73,6 +98,7 @@ def predict_with_params(
 ) -> Prediction:
     """``predict`` with explicit model parameters (what the calibration fit iterates on)."""
     work = op.kernels(gpu)
+    _check_work(op, work)
     kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
     return assemble(op.label(), gpu, label, kernels, work)
 

@@ -9,12 +9,13 @@ tile/wave quantization and alignment.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict
 
-from gpumodel.errors import SpecError, UnsupportedError
-from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, format_validation_error
+from gpumodel._validators import Checked
+from gpumodel.errors import UnsupportedError
+from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec
 
 Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
 ExecUnit = Literal["tensor", "vector", "none"]
@@ -84,19 +85,11 @@ class KernelWork:
         return sum(p.flops for p in self.flops)
 
 
-class Op(BaseModel):
+class Op(Checked):
     """Base of all ops. Subclasses set ``op_name`` and implement ``kernels(gpu)``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     op_name: ClassVar[str] = "op"
-
-    def __init__(self, /, **data: Any) -> None:
-        """Fields are checked by their declared types (gpumodel._validators); a bad value is a
-        SpecError naming the field, like a bad batch row or CLI option."""
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            raise SpecError(format_validation_error(exc, f"op {self.op_name}")) from None
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         raise NotImplementedError
