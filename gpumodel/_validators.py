@@ -172,15 +172,20 @@ def check_number(
     if isinstance(value, int) and abs(value) > 10**MAX_DIGITS:
         raise SpecError(f"{name} is too large ({_shown(value)})")
     number = float(value)
-    if not math.isfinite(number):
-        raise SpecError(f"{name} must be a finite number, got {value!r}")
-    if gt is not None and not number > gt:
-        raise SpecError(f"{name} must be greater than {gt:g}, got {value!r}")
-    if ge is not None and not number >= ge:
-        raise SpecError(f"{name} must be at least {ge:g}, got {value!r}")
-    if le is not None and not number <= le:
-        raise SpecError(f"{name} must be at most {le:g}, got {value!r}")
-    return number
+    low_ok = (gt is None or number > gt) and (ge is None or number >= ge)
+    if math.isfinite(number) and low_ok and (le is None or number <= le):
+        return number
+    low = f"({gt:g}" if gt is not None else f"[{ge:g}" if ge is not None else None
+    if low is not None and le is not None:
+        bound = f"within {low}, {_NAMED.get(le, f'{le:g}')}]"  # type: ignore[call-overload]
+    elif le is not None:
+        bound = f"at most {_NAMED.get(le, f'{le:g}')}"  # type: ignore[call-overload]
+    else:
+        bound = (
+            f"greater than {gt:g}" if gt is not None else f"at least {ge:g}" if ge is not None else ""
+        )
+    finite = "" if math.isfinite(number) else "a finite number "
+    raise SpecError(f"{name} must be {finite}{bound}".rstrip() + f", got {_shown(value)}")
 
 
 def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> int:

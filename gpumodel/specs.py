@@ -42,11 +42,11 @@ def _quantity(dimension: Dimension, positive: bool = False, most: float = 1e21) 
         try:
             number = parse_quantity(value, dimension)
         except UnitError as exc:
-            raise ValueError(str(exc)) from None
+            raise SpecError(str(exc)) from None
         if positive and number <= 0:
-            raise ValueError(f"must be greater than 0, got {value!r}")
+            raise SpecError(f"must be greater than 0, got {value!r}")
         if number > most:
-            raise ValueError(f"{value!r} is beyond any hardware (max {most:.0e} SI units)")
+            raise SpecError(f"{value!r} is beyond any hardware (max {most:.0e} SI units)")
         return number
 
     return BeforeValidator(parse)

@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from gpumodel import _paths
 from gpumodel._validators import Checked, Size
-from gpumodel.errors import UnknownModelError
+from gpumodel.errors import SpecError, UnknownModelError
 from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
 
@@ -52,7 +52,7 @@ class MoESpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.experts:
-            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+            raise SpecError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
         return self
 
 
@@ -106,7 +106,7 @@ class ModelSpec(_Frozen):
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.heads % self.kv_heads:
-            raise ValueError(
+            raise SpecError(
                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
             )
         return self

@@ -31,6 +31,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import MAX_BYTES, MAX_GPUS, MAX_SECONDS, check_int, check_number
+from gpumodel.errors import SpecError
+
 OverlapMode = Literal["none", "perfect", "bucketed"]
 Scaling = Literal["weak", "strong"]
 
@@ -49,14 +52,22 @@ def amdahl_speedup(parallel_fraction, n):
     nn = np.asarray(n, dtype=float)
     _check_fraction(p)
     if np.any(nn <= 0):
-        raise ValueError("the number of GPUs must be at least 1")
+        raise SpecError("the number of GPUs must be at least 1")
     out = 1.0 / ((1.0 - p) + p / nn)
     return out if out.ndim else float(out)
 
 
+def _gpu_counts(n: Any) -> np.ndarray:
+    """GPU counts as a float array: at least one, each finite within [1, 10**6]."""
+    items = list(n) if isinstance(n, (list, tuple, np.ndarray)) else [n]
+    if not items:
+        raise SpecError("give at least one GPU count")
+    return np.array([check_number(x, "GPU count", ge=1, le=MAX_GPUS) for x in items])
+
+
 def _check_fraction(p: np.ndarray) -> None:
     if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ValueError(f"parallel fraction must be within [0, 1], got {p.tolist()}")
+        raise SpecError(f"parallel fraction must be within [0, 1], got {p.tolist()}")
 
 
 class AmdahlResult(_Frozen):
@@ -89,9 +100,9 @@ def amdahl(parallel_fraction: float, n: float | Sequence[float]) -> AmdahlResult
     >>> r = amdahl(0.9, [2, 4, 8, 16]); [round(s, 2) for s in r.speedup]
     [1.82, 3.08, 4.71, 6.4]
     """
-    counts = np.atleast_1d(np.asarray(n, dtype=float))
-    s = np.atleast_1d(amdahl_speedup(parallel_fraction, counts))
-    p = float(parallel_fraction)
+    p = check_number(parallel_fraction, "parallel fraction", ge=0, le=1)
+    counts = _gpu_counts(n)
+    s = np.atleast_1d(amdahl_speedup(p, counts))
     return AmdahlResult(
         parallel_fraction=p,
         gpus=tuple(float(x) for x in counts),
@@ -109,10 +120,10 @@ def amdahl_from_times(
     ``p = parallel / (serial + parallel)``; the predicted time on n GPUs is
     ``serial + parallel / n``.
     """
-    if serial_s < 0 or parallel_s < 0 or not math.isfinite(serial_s + parallel_s):
-        raise ValueError("serial and parallel times must be finite and not negative")
+    serial_s = check_number(serial_s, "serial time", ge=0, le=MAX_SECONDS)
+    parallel_s = check_number(parallel_s, "parallel time", ge=0, le=MAX_SECONDS)
     if serial_s + parallel_s <= 0:
-        raise ValueError("serial + parallel time must be positive")
+        raise SpecError("serial + parallel time must be positive")
     p = parallel_s / (serial_s + parallel_s)
     r = amdahl(p, n)
     times = tuple(serial_s + parallel_s / g for g in r.gpus)
@@ -196,7 +207,7 @@ def bucket_sizes(
     if grad_bytes <= 0:
         return []
     if bucket_bytes <= 0:
-        raise ValueError("bucket size must be positive")
+        raise SpecError("bucket size must be positive")
     sizes: list[float] = []
     left = float(grad_bytes)
     if first_bucket_bytes:
@@ -261,14 +272,15 @@ def data_parallel_step(
     ``gpumodel.predict(AllReduce(...), gpu, calibration)`` (alpha-beta model, NCCL's algorithm;
     ``calibration`` as ``predict`` takes it: None = the best calibration found, "none" = datasheet).
     """
-    if compute_s < 0 or not math.isfinite(compute_s):
-        raise ValueError(f"compute time must be finite and not negative, got {compute_s}")
-    if grad_bytes < 0:
-        raise ValueError(f"gradient bytes must not be negative, got {grad_bytes}")
-    if gpus < 1:
-        raise ValueError(f"gpus must be at least 1, got {gpus}")
-    if not 0 <= backward_fraction <= 1:
-        raise ValueError(f"backward fraction must be within [0, 1], got {backward_fraction}")
+    compute_s = check_number(compute_s, "compute time", ge=0, le=MAX_SECONDS)
+    grad_bytes = check_number(grad_bytes, "gradient bytes", ge=0, le=MAX_BYTES)
+    gpus = check_int(gpus, "gpus", ge=1, le=MAX_GPUS)
+    backward_fraction = check_number(backward_fraction, "backward fraction", ge=0, le=1)
+    bucket_bytes = check_number(bucket_bytes, "bucket size", gt=0, le=MAX_BYTES)
+    if first_bucket_bytes is not None:
+        first_bucket_bytes = check_number(first_bucket_bytes, "first bucket size", gt=0, le=MAX_BYTES)
+    if scaling not in ("weak", "strong"):
+        raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
     ar = allreduce_time or _model_allreduce(gpu, link, system, calibration, dtype)
     per_gpu = compute_s / gpus if scaling == "strong" else compute_s
     fwd = per_gpu * (1 - backward_fraction)
@@ -312,8 +324,9 @@ def scaling_curve(
     Weak scaling (default): speedup = n x t(1) / t(n) (throughput), efficiency = t(1) / t(n).
     Strong scaling: speedup = t(1) / t(n), efficiency = speedup / n.
     """
-    if not gpu_counts:
-        raise ValueError("give at least one GPU count")
+    if not len(gpu_counts):
+        raise SpecError("give at least one GPU count")
+    gpu_counts = [check_int(n, "GPU count", ge=1, le=MAX_GPUS) for n in gpu_counts]
     scaling = kwargs.get("scaling", "weak")
     t1 = data_parallel_step(compute_s, grad_bytes, 1, gpu, **kwargs).step_none_s
     points = []
@@ -341,7 +354,7 @@ def _model_allreduce(
     """All-reduce time from gpumodel's collective model (imported here: model -> ops is the one
     place this module reaches up, and only when no ``allreduce_time`` is given)."""
     if gpu is None:
-        raise ValueError("give a GPU (or an allreduce_time function) to price the all-reduce")
+        raise SpecError("give a GPU (or an allreduce_time function) to price the all-reduce")
     from gpumodel.ops.collectives import AllReduce
     from gpumodel.predict import predict
 

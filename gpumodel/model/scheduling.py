@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from gpumodel.errors import SpecError
+
 # Beyond this many blocks per slot the greedy schedule balances to within ~1%: skip simulating.
 _BALANCED_BLOCKS_PER_SLOT = 64
 
@@ -18,7 +20,7 @@ _BALANCED_BLOCKS_PER_SLOT = 64
 def schedule_efficiency(tile_work: Sequence[float], groups: int, slots: int) -> float:
     """Busy fraction of ``slots`` running ``groups`` repeats of ``tile_work`` in launch order."""
     if slots <= 0 or not tile_work or groups <= 0:
-        raise ValueError("schedule_efficiency needs slots, tiles and groups > 0")
+        raise SpecError("schedule_efficiency needs slots, tiles and groups > 0")
     blocks = len(tile_work) * groups
     total = float(sum(tile_work)) * groups
     if blocks >= _BALANCED_BLOCKS_PER_SLOT * slots:

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from gpumodel._validators import Size
-from gpumodel.errors import UnsupportedError
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -66,11 +66,11 @@ class Attention(Op):
     @model_validator(mode="after")
     def _check(self) -> Attention:
         if self.heads % self.n_kv_heads:
-            raise ValueError(
+            raise SpecError(
                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.n_kv_heads})"
             )
         if self.causal and self.seq > self.n_kv_seq:
-            raise ValueError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
+            raise SpecError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
         return self
 
     @property

@@ -82,11 +82,11 @@ class Collective(Op):
         try:
             number = parse_quantity(value, "bytes")
         except UnitError as exc:
-            raise ValueError(str(exc)) from None
+            raise SpecError(str(exc)) from None
         if number <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
+            raise SpecError(f"must be positive, got {value!r}")
         if number > MAX_BYTES:
-            raise ValueError(f"{value!r} is more than 2**60 bytes (1 EiB): no GPU holds that")
+            raise SpecError(f"{value!r} is more than 2**60 bytes (1 EiB): no GPU holds that")
         return number
 
     @field_validator("link_bandwidth", mode="before")
@@ -97,37 +97,37 @@ class Collective(Op):
         try:
             number = parse_quantity(value, "bytes_per_s")
         except UnitError as exc:
-            raise ValueError(str(exc)) from None
+            raise SpecError(str(exc)) from None
         if not 1.0 <= number <= 1e15:  # 1 B/s .. 1 PB/s: outside it is a typo, not a link
-            raise ValueError(f"must be within 1 B/s and 1 PB/s, got {value!r}")
+            raise SpecError(f"must be within 1 B/s and 1 PB/s, got {value!r}")
         return number
 
     @field_validator("gpus", "nodes")
     @classmethod
     def _at_least_one(cls, value: int, info: Any) -> int:
         if value < 1:
-            raise ValueError(f"must be at least 1, got {value}")
+            raise SpecError(f"must be at least 1, got {value}")
         return value
 
     @field_validator("gpus_per_node", "channels")
     @classmethod
     def _positive_if_given(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
-            raise ValueError(f"must be at least 1, got {value}")
+            raise SpecError(f"must be at least 1, got {value}")
         return value
 
     @model_validator(mode="after")
     def _placement(self) -> Collective:
         if self.nodes > self.gpus:
-            raise ValueError(f"{self.gpus} GPUs cannot span {self.nodes} nodes")
+            raise SpecError(f"{self.gpus} GPUs cannot span {self.nodes} nodes")
         if self.nodes > 1 and self.gpus % self.nodes:
-            raise ValueError(
+            raise SpecError(
                 f"{self.gpus} GPUs do not split evenly over {self.nodes} nodes; "
                 "give a multiple of the node count"
             )
         if self.gpus_per_node is not None and self.nodes > 1:
             if self.gpus_per_node * self.nodes != self.gpus:
-                raise ValueError(
+                raise SpecError(
                     f"gpus_per_node {self.gpus_per_node} x nodes {self.nodes} != gpus {self.gpus}"
                 )
         return self

@@ -7,6 +7,7 @@ from typing import ClassVar
 from pydantic import model_validator
 
 from gpumodel._validators import NonNegativeSize, Size
+from gpumodel.errors import SpecError
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -85,7 +86,7 @@ class Conv2d(Op):
     @model_validator(mode="after")
     def _fits(self) -> Conv2d:
         if self.out_height < 1 or self.out_width < 1:
-            raise ValueError(
+            raise SpecError(
                 f"kernel {self.kernel} with padding {self.padding} does not fit a "
                 f"{self.height}x{self.width} input"
             )

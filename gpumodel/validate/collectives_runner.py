@@ -41,7 +41,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gpumodel.calibration import CalibrationParams, CollectiveParams  # noqa: E402
-from gpumodel.errors import GpumodelError  # noqa: E402
+from gpumodel.errors import GpumodelError, SpecError  # noqa: E402
 from gpumodel.model import comm  # noqa: E402
 from gpumodel.specs import GPUSpec  # noqa: E402
 
@@ -67,7 +67,7 @@ def message_sizes(
 ) -> list[int]:
     """min_bytes, min_bytes*step, ... up to max_bytes (nccl-tests ``-b -e -f``)."""
     if min_bytes <= 0 or max_bytes < min_bytes or step < 2:
-        raise ValueError("need 0 < min_bytes <= max_bytes and step >= 2")
+        raise SpecError("need 0 < min_bytes <= max_bytes and step >= 2")
     out, s = [], int(min_bytes)
     while s <= max_bytes:
         out.append(s)
@@ -121,7 +121,7 @@ def fit_alpha_busbw(
     x = np.asarray(sizes, dtype=float) * factor
     t = np.asarray(times, dtype=float)
     if len(t) == 0 or np.any(t <= 0):
-        raise ValueError("need positive times")
+        raise SpecError("need positive times")
     if len(t) == 1 or np.ptp(x) == 0:
         return float(np.min(t)), math.inf
 
@@ -526,7 +526,7 @@ def _measure_one(torch: Any, dist: Any, device: Any, collective: str, nbytes: in
         def call() -> None:
             dist.reduce_scatter_tensor(out, inp)
     else:
-        raise ValueError(f"not measured: {collective}")
+        raise SpecError(f"not measured: {collective}")
 
     def slowest(values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=device)
@@ -630,7 +630,7 @@ def measure(
         info["world"] = min(world, n)
         return [], info
     if world > n:
-        raise ValueError(f"asked for {world} GPUs, found {n}")
+        raise SpecError(f"asked for {world} GPUs, found {n}")
     import torch.multiprocessing as mp
 
     plan = {"sizes": [int(s) for s in sizes], "collectives": list(collectives),
