@@ -176,8 +176,11 @@ def check_number(
     if math.isfinite(number) and low_ok and (le is None or number <= le):
         return number
     low = f"({gt:g}" if gt is not None else f"[{ge:g}" if ge is not None else None
-    if low is not None and le is not None:
-        bound = f"within {low}, {_NAMED.get(le, f'{le:g}')}]"  # type: ignore[call-overload]
+    if low is not None and le is not None and le in _NAMED:  # a size: the upper bound is far
+        first = f"greater than {gt:g}" if gt is not None else f"at least {ge:g}"
+        bound = f"{first} and at most {_NAMED[le]}"  # type: ignore[index]
+    elif low is not None and le is not None:
+        bound = f"within {low}, {le:g}]"
     elif le is not None:
         bound = f"at most {_NAMED.get(le, f'{le:g}')}"  # type: ignore[call-overload]
     else:
