@@ -416,13 +416,17 @@ def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> 
         if isinstance(exc, GpumodelError):
             raise
         reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
-        raise OutputFileError(f"{path}: cannot write {what} ({reason}); the old file is kept") from None
+        raise OutputFileError(
+            f"{path}: cannot write {what} ({reason}); the old file is kept"
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, what: str = "output", mkdir: bool = True) -> Path:
+def atomic_write_bytes(
+    path: str | Path, data: bytes, what: str = "output", mkdir: bool = True
+) -> Path:
     """Write ``data`` to ``path`` atomically: readers see the old file or the whole new one."""
     with atomic_path(path, what, mkdir=mkdir) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
@@ -430,7 +434,9 @@ def atomic_write_bytes(path: str | Path, data: bytes, what: str = "output", mkdi
     return Path(path)
 
 
-def atomic_write_text(path: str | Path, text: str, what: str = "output", mkdir: bool = True) -> Path:
+def atomic_write_text(
+    path: str | Path, text: str, what: str = "output", mkdir: bool = True
+) -> Path:
     """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
     with atomic_path(path, what, mkdir=mkdir) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)

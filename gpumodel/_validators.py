@@ -185,7 +185,11 @@ def check_number(
         bound = f"at most {_NAMED.get(le, f'{le:g}')}"  # type: ignore[call-overload]
     else:
         bound = (
-            f"greater than {gt:g}" if gt is not None else f"at least {ge:g}" if ge is not None else ""
+            f"greater than {gt:g}"
+            if gt is not None
+            else f"at least {ge:g}"
+            if ge is not None
+            else ""
         )
     finite = "" if math.isfinite(number) else "a finite number "
     raise SpecError(f"{name} must be {finite}{bound}".rstrip() + f", got {_shown(value)}")
@@ -203,6 +207,52 @@ def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> 
     if not ge <= value <= le:
         raise SpecError(f"{name} must be within [{ge}, {_NAMED.get(le, le)}], got {_shown(value)}")
     return value
+
+
+_GPU_ARGS = {"gpus", "tp", "pp", "dp", "ep", "nodes", "gpus_per_node"}
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
+def check_counts(**values: Any) -> None:
+    """Each given count (None: not given) an exact int >= 1; GPU counts (gpus, tp, pp, dp...)
+    at most 10**6, other sizes (batch, seq, tokens per step...) at most 2**53."""
+    for name, value in values.items():
+        if value is not None:
+            check_int(value, name, ge=1, le=MAX_GPUS if name in _GPU_ARGS else MAX_ELEMENTS)
+
+
+def check_dtype(dtype: Any, name: str = "dtype") -> str:
+    """One of the dtypes gpumodel knows; '' or a typo is an error, never a silent default."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise SpecError(f"{name} must be one of {', '.join(DTYPES)}; got {_show(dtype)}")
+    return dtype
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise SpecError(f"{name} must be one of {', '.join(choices)}; got {_show(value)}")
+    return value
+
+
+def check_array(values: Any, name: str, *, whole: bool = True, ge: float = 1,
+                le: float = MAX_ELEMENTS) -> Any:  # fmt: skip
+    """A numpy float array of ``values``, every element finite within [ge, le] (and whole when
+    ``whole``): the vectorised paths check their inputs as the scalar ones do."""
+    import numpy as np
+
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise SpecError(f"{name} must be numbers, got {_show(values)}") from None
+    bad = ~np.isfinite(arr) | (arr < ge) | (arr > le)
+    if whole:
+        bad |= np.isfinite(arr) & (arr != np.floor(arr))
+    if np.any(bad):
+        first = arr[bad].flat[0]
+        kind = "whole numbers" if whole else "numbers"
+        raise SpecError(f"{name} must be {kind} within [{ge:g}, {_NAMED.get(le, f'{le:g}')}]; "  # type: ignore[call-overload]
+                        f"got {float(first):g} ({int(bad.sum())} such value(s))")  # fmt: skip
+    return arr
 
 
 def _show(value: Any) -> str:
@@ -234,6 +284,10 @@ __all__ = [
     "Seconds",
     "Size",
     "SmallCount",
+    "check_array",
+    "check_choice",
+    "check_counts",
+    "check_dtype",
     "check_int",
     "check_number",
 ]

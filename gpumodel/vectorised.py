@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from gpumodel._validators import MAX_BYTES, MAX_FLOPS, check_array, check_dtype
 from gpumodel.calibration import CalibrationParams, resolve
 from gpumodel.errors import SpecError
 from gpumodel.model import gemm as gemm_model
@@ -37,8 +38,9 @@ def sweep(
     p = cal.parameters if cal else CalibrationParams()
     if op == "gemm":
         dtype = params.pop("dtype", "bf16")
+        check_dtype(dtype)
         m, n, k, batch = np.broadcast_arrays(
-            *(np.asarray(params.pop(x, 1 if x == "batch" else None), dtype=float)
+            *(check_array(params.pop(x, 1 if x == "batch" else None), x)
               for x in ("m", "n", "k", "batch"))
         )  # fmt: skip
         unit, dt = matmul_unit(gpu, dtype)
@@ -52,16 +54,16 @@ def sweep(
             else p.family_bandwidth_efficiency.get(family, p.dram_efficiency or 1.0)
         )  # fmt: skip
     elif op in ELEMENTWISE or op == "kernel":
-        dtype = params.pop("dtype", "bf16" if op != "kernel" else "fp32")
+        dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
         if op == "kernel":
             flops, nbytes = np.broadcast_arrays(
-                np.asarray(params.pop("flops"), dtype=float),
-                np.asarray(params.pop("bytes"), dtype=float),
+                check_array(params.pop("flops"), "flops", whole=False, ge=0, le=MAX_FLOPS),
+                check_array(params.pop("bytes"), "bytes", whole=False, ge=0, le=MAX_BYTES),
             )
             fma = params.pop("fma", True)
         else:
             per, inputs = ELEMENTWISE[op]
-            n = np.asarray(params.pop("n"), dtype=float)
+            n = check_array(params.pop("n"), "n")
             flops = per * n
             nbytes = (inputs + 1) * n * BYTES_PER_ELEMENT[dtype]
             fma = True

@@ -62,6 +62,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import check_choice, check_counts, check_dtype
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._timing import OpTime, Timer, queue_time, summarize
@@ -252,6 +253,9 @@ def predict_inference(
     the op model's time of named layer ops by measured seconds per execution (e.g.
     ``{"lm_head": 2e-3}``): the step model (queue, host, the other ops) then runs on them.
     """
+    check_counts(batch=batch, seq=seq, context=context, gpus=gpus, tp=tp)
+    check_dtype(dtype)
+    check_choice(phase, "phase", ("prefill", "decode"))
     spec = get_model(model)
     g = get_gpu(gpu)
     if runtime not in ("eager", "graph"):

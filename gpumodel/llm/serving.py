@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import check_counts, check_dtype, check_int, check_number
 from gpumodel.calibration import (
     DATASHEET_LABEL,
     calibration_label,
@@ -130,10 +131,10 @@ def _price(g: GPUSpec, price: float | Mapping[str, float] | None) -> float | Non
     if isinstance(price, Mapping):
         for key in (g.id, *g.aliases):
             if key in price:
-                return float(price[key])
+                return check_number(price[key], f"price of {key} ($/GPU-hour)", gt=0, le=1e6)
         return g.price.usd_per_hour if g.price else None
     if price is not None:
-        return float(price)
+        return check_number(price, "price ($/GPU-hour)", gt=0, le=1e6)
     return g.price.usd_per_hour if g.price else None
 
 
@@ -266,6 +267,10 @@ def plan_serving(
     A GPU that cannot hold the model or lacks the dtype is listed as infeasible with the reason.
     ``calibration_from``: a GPU id or calibration file carried to every GPU (``transfer``).
     """
+    check_counts(prompt=prompt)
+    check_int(output, "output", ge=0)
+    rate = check_number(rate, "rate (requests/s)", gt=0, le=1e12)
+    check_dtype(dtype)
     spec = get_model(model)
     if rate <= 0 or prompt < 1 or output < 0:
         raise SpecError(f"need rate > 0, prompt >= 1, output >= 0; got {rate}, {prompt}, {output}")

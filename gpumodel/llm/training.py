@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import check_counts, check_dtype, check_number
 from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
@@ -255,6 +256,9 @@ def predict_training_step(
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
     PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
+    check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
+                 seq=seq)  # fmt: skip
+    check_dtype(dtype)
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = seq or min(spec.max_context, 8192)
@@ -387,10 +391,16 @@ def plan_training(
     derives it, choosing tp (1-8) and the smallest pp that fits memory when not given.
     Price: ``price`` ($/GPU-hour) or the GPU spec's.
     """
+    check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
+                 seq=seq)  # fmt: skip
+    check_dtype(dtype)
+    tokens = check_number(tokens, "tokens", gt=0, le=1e18)
+    if price is not None:
+        price = check_number(price, "price ($/GPU-hour)", gt=0, le=1e6)
+    if mfu is not None:
+        mfu = check_number(mfu, "mfu", gt=0, le=1)
     spec = get_model(model)
     g = get_gpu(gpu)
-    if gpus < 1 or tokens <= 0:
-        raise SpecError(f"need gpus >= 1 and tokens > 0, got {gpus} and {tokens}")
     seq = seq or min(spec.max_context, 8192)
     peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector")
     if not peak:
