@@ -46,7 +46,10 @@ _LAZY = {
          "get_model", "list_models", "max_batch", "max_context", "plan_serving", "plan_training",
          "predict_inference", "predict_training_step"], "gpumodel.llm"),
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
+    **dict.fromkeys(["SweepResult", "sweep_inference", "sweep_training"], "gpumodel.llm.sweep"),
+    **dict.fromkeys(["Price", "parse_prices", "price_for"], "gpumodel.prices"),
     "explain_symbolic": "gpumodel.symbolic",
+    "calibrate_from_trace": "gpumodel.tracecal",
 }  # fmt: skip
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
@@ -68,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         predict_inference,
         predict_training_step,
     )  # fmt: skip
+    from gpumodel.llm.sweep import SweepResult, sweep_inference, sweep_training
     from gpumodel.model.amdahl import (
         AmdahlResult,
         DPScaling,
@@ -79,8 +83,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     )  # fmt: skip
     from gpumodel.model.littles_law import Concurrency, Waves, concurrency, littles_law, waves
     from gpumodel.model.occupancy import Occupancy, occupancy, occupancy_table
+    from gpumodel.prices import Price, parse_prices, price_for
     from gpumodel.symbolic import explain_symbolic
     from gpumodel.systems import SystemSpec, get_system, list_systems, load_system_file
+    from gpumodel.tracecal import calibrate_from_trace
 
 
 def __getattr__(name: str) -> Any:
@@ -115,8 +121,10 @@ __all__ = [
     "ModelSpec",
     "Occupancy",
     "Prediction",
+    "Price",
     "ServingPlan",
     "SpecError",
+    "SweepResult",
     "SystemSpec",
     "Term",
     "TraceFormatError",
@@ -129,6 +137,7 @@ __all__ = [
     "__version__",
     "amdahl",
     "amdahl_from_times",
+    "calibrate_from_trace",
     "concurrency",
     "data_parallel_step",
     "diagnose",
@@ -152,13 +161,17 @@ __all__ = [
     "occupancy",
     "occupancy_table",
     "ops",
+    "parse_prices",
     "parse_quantity",
     "plan_serving",
     "plan_training",
     "predict",
     "predict_inference",
     "predict_training_step",
+    "price_for",
     "scaling_curve",
     "sweep",
+    "sweep_inference",
+    "sweep_training",
     "waves",
 ]

@@ -40,6 +40,7 @@ from gpumodel._validators import (
 )
 from gpumodel.errors import CalibrationError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
+from gpumodel.tracefit import TraceFit
 
 FORMAT_VERSION = 1
 
@@ -138,6 +139,11 @@ class CalibrationParams(_Frozen):
     l2_latency_cycles: PositiveFloat | None = None
     launch_host_s: Seconds | None = Field(None)
     collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
+    family_time_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="'family/bound' (e.g. 'gemm/memory') or 'family' -> measured / predicted "
+        "kernel time in a user's own trace (gpumodel calibrate --trace); 1 when absent",
+    )
 
 
 class FamilyError(_Frozen):
@@ -156,13 +162,17 @@ class Calibration(_Frozen):
     gpu_id: str
     device_name: str
     created: datetime
-    backend: Literal["cupy", "numpy", "synthetic"] = "cupy"
+    backend: Literal["cupy", "numpy", "synthetic", "trace"] = "cupy"
     environment: dict[str, str] = Field(default_factory=dict)
     transferred_from: str | None = None
     parameters: CalibrationParams
     errors: dict[str, FamilyError] = Field(default_factory=dict)
     unavailable: list[dict[str, str]] = Field(default_factory=list)
     measurements: list[dict[str, Any]] = Field(default_factory=list)
+    # fitted from a user's torch.profiler trace (gpumodel calibrate --trace): what and how
+    trace: TraceFit | None = None
+    # the host the trace ran on (host-profile schema, as `gpumodel validate --host-only` writes)
+    host_profile: dict[str, Any] | None = None
     # where it was loaded from (not stored)
     origin: str | None = Field(None, exclude=True)
     # read without its raw measurements (they are in the file, not here): saving it would drop
@@ -355,6 +365,18 @@ DATASHEET_LABEL = "none (datasheet only)"
 
 def calibration_label(cal: Calibration | None) -> str:
     return cal.label if cal is not None else DATASHEET_LABEL
+
+
+def calibration_short(label: str) -> str:
+    """A calibration label for a table cell: 'datasheet only', 'measured 2026-11-22' or
+    'from h100-sxm 2026-11-22' (the full label, with its path, belongs in a footnote)."""
+    if label == DATASHEET_LABEL:
+        return "datasheet only"
+    words = label.split()
+    date = words[2] if len(words) > 2 else ""
+    if "transferred from " in label:
+        return f"from {label.split('transferred from ')[1].rstrip(')')} {date}".strip()
+    return f"measured {date}".strip()
 
 
 def choose_calibration(

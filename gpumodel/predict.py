@@ -35,6 +35,7 @@ from gpumodel.model.scheduling import schedule_efficiency
 from gpumodel.ops.base import KernelWork, Op
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.tracefit import family_key
 from gpumodel.units import format_quantity
 
 # GPU-side cost of one kernel when nothing is calibrated: an empty kernel timed with CUDA
@@ -100,7 +101,25 @@ def predict_with_params(
     work = op.kernels(gpu)
     _check_work(op, work)
     kernels = [kernel_time(k, gpu, params, k.family or op.family, l2) for k in work]
-    return assemble(op.label(), gpu, label, kernels, work)
+    return assemble(op.label(), gpu, label, trace_scaled(kernels, params, op.family), work)
+
+
+def trace_scaled(
+    kernels: list[KernelPrediction], params: CalibrationParams, family: str
+) -> list[KernelPrediction]:
+    """Apply the family/bound scale fitted from a user's own trace (``calibrate --trace``):
+    measured / predicted time of that family's kernels in the traced runtime."""
+    if not params.family_time_scale or not kernels:
+        return kernels
+    bound = max(kernels, key=lambda k: k.time_s).bound
+    key = family_key(family, bound)
+    scale = params.family_time_scale.get(key, params.family_time_scale.get(family))
+    if scale is None or scale == 1.0:
+        return kernels
+    term = Term(name="trace-fitted family scale", value=scale, unit="x",
+                note=f"{key} kernels ran {scale:.3g}x the model's time in the traced step")  # fmt: skip
+    return [k.model_copy(update={"time_s": k.time_s * scale, "terms": (*k.terms, term)})
+            for k in kernels]  # fmt: skip
 
 
 def assemble(

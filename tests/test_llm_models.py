@@ -31,6 +31,8 @@ PUBLISHED = {
     "llama-65b": (65.2e9, 0.01),
     # Brown et al. 2020, Table 2.1: 175.0B
     "gpt-3-175b": (175.0e9, 0.01),
+    # Zhang et al. 2024 (TinyLlama): "1.1B"
+    "tinyllama-1.1b": (1.1e9, 0.01),
 }
 
 
@@ -46,6 +48,8 @@ def test_exact_counts_from_configs():
     assert get_model("llama-2-7b").param_count() == 6_738_415_616
     assert get_model("gpt2-small").param_count() == 124_439_808
     assert get_model("llama-3-8b").param_count() == 8_030_261_248
+    # 2 x 32000 x 2048 + 22 x (2 x 2048^2 + 2 x 2048 x 256 + 3 x 2048 x 5632 + 2 x 2048) + 2048
+    assert get_model("tinyllama-1.1b").param_count() == 1_100_048_384
 
 
 def test_mixtral_active_params():

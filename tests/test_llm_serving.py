@@ -46,7 +46,7 @@ def test_gpu_without_the_dtype_is_infeasible(plan):
 
 
 def test_latency_target_limits_the_batch():
-    free = plan_serving("llama-3-8b", "h100", rate=10, calibration="none").options[0]
+    free = plan_serving("llama-3-8b", "h100", rate=10, calibration="none", slo="none").options[0]
     tight = plan_serving("llama-3-8b", "h100", rate=10, tpot_slo_s=0.02,
                          calibration="none").options[0]  # fmt: skip
     assert tight.meets_slo and tight.tpot_s <= 0.02 and tight.batch < free.batch
@@ -91,3 +91,46 @@ def test_plan_serve_cli_shows_calibrations_and_rejects_both_options(capsys):
     code = main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "l4",
                  "--calibration", "none", "--calibration-from", "h100"])  # fmt: skip
     assert code == 2 and "not both" in capsys.readouterr().err
+
+
+def test_default_targets_are_mlperfs_interactive_ones_and_met_by_the_best_buy():
+    """No targets given: TTFT <= 450 ms and TPOT <= 40 ms (MLPerf Inference,
+    loadgen/mlperf.conf, llama2-70b-interactive); the best buy meets them."""
+    p = plan_serving("llama-3-8b", ["l4", "a100", "h100"], rate=50)
+    assert (p.ttft_slo_s, p.tpot_slo_s, p.slo) == (0.450, 0.040, "chat")
+    best = next(o for o in p.options if o.best)
+    assert best.meets_slo and best.ttft_s <= 0.450 and best.tpot_s <= 0.040
+    assert "MLPerf interactive" in p.explain()
+    server = plan_serving("llama-3-8b", "h100", rate=50, slo="server")
+    assert (server.ttft_slo_s, server.tpot_slo_s) == (2.0, 0.200)
+    # an explicit target replaces the preset's, the other stays
+    mixed = plan_serving("llama-3-8b", "h100", rate=50, tpot_slo_s=0.1)
+    assert (mixed.ttft_slo_s, mixed.tpot_slo_s) == (0.450, 0.1)
+    with pytest.raises(gm.SpecError, match="slo must be one of"):
+        plan_serving("llama-3-8b", "h100", slo="fast")
+
+
+def test_no_best_buy_when_every_gpu_misses_the_targets():
+    # 70B at TPOT <= 1 ms cannot be met anywhere: nothing is a best buy
+    p = plan_serving("llama-2-70b", ["h100", "h200"], rate=5, tpot_slo_s=0.001)
+    assert p.best is None and not any(o.best for o in p.options)
+    assert all(not o.meets_slo for o in p.options if o.feasible)
+
+
+def test_serving_decode_times_equal_the_scalar_model():
+    """plan_serving times its decode batches with the vectorised sweep; they equal
+    predict_inference's at the chosen batch."""
+    o = plan_serving("llama-3-8b", "h100", rate=10, prompt=512, output=128).options[0]
+    t_pf = gm.predict_inference("llama-3-8b", "h100", "prefill", batch=1, seq=512,
+                                runtime="graph", gpus=o.tp, tp=o.tp).step_time_s  # fmt: skip
+    t_dec = gm.predict_inference("llama-3-8b", "h100", "decode", batch=o.batch, context=576,
+                                 runtime="graph", gpus=o.tp, tp=o.tp).step_time_s  # fmt: skip
+    assert o.latency_s == pytest.approx(o.batch * t_pf + 128 * t_dec, rel=1e-9)
+
+
+def test_every_price_names_its_provider_date_and_source():
+    p = plan_serving("llama-3-8b", ["h100", "mi300x"], rate=5, price={"h100": 2.49})
+    assert p.prices["h100-sxm"]["provider"] == "given"
+    mi = gm.get_gpu("mi300x").price
+    assert p.prices["mi300x"]["provider"] == mi.provider
+    assert p.prices["mi300x"]["source"] == mi.source

@@ -8,7 +8,8 @@ import gpumodel as gm
 CONTRACT = {
     "get_gpu", "predict", "ops", "load_calibration", "Prediction", "GPUSpec", "Calibration",
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
-    "UnsupportedError", "sweep", "list_gpus",
+    "UnsupportedError", "sweep", "list_gpus", "calibrate_from_trace",
+    "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
 }  # fmt: skip
 
 

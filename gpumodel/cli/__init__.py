@@ -6,11 +6,13 @@ import sys
 
 # Each module registers its commands on ``app`` when imported.
 from gpumodel.cli import batch as _batch  # noqa: F401
+from gpumodel.cli import calibrate as _calibrate  # noqa: F401
 from gpumodel.cli import diagnose as _diagnose  # noqa: F401
 from gpumodel.cli import explain as _explain  # noqa: F401
 from gpumodel.cli import llm as _llm  # noqa: F401
 from gpumodel.cli import multigpu as _multigpu  # noqa: F401
 from gpumodel.cli import occupancy as _occupancy  # noqa: F401
+from gpumodel.cli import plan as _plan  # noqa: F401
 from gpumodel.cli import predict as _predict  # noqa: F401
 from gpumodel.cli import roofline as _roofline  # noqa: F401
 from gpumodel.cli import specs as _specs  # noqa: F401

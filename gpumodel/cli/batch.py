@@ -7,7 +7,7 @@ import sys
 import typer
 
 import gpumodel as gm
-from gpumodel.cli._app import app, console
+from gpumodel.cli._app import app, fail
 
 
 @app.command()
@@ -18,42 +18,96 @@ def batch(
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json", help="full predictions as JSON"),
+    as_csv: bool = typer.Option(False, "--csv", help="one CSV row per op (raw values)"),
 ) -> None:
     """Predict many ops at once (vectorised for GEMM and elementwise rows)."""
     from gpumodel.batchio import chunks, iter_rows
     from gpumodel.vectorised import predict_rows
 
+    if as_json and as_csv:
+        fail("pass --json or --csv, not both")
+    from gpumodel.calibration import calibration_label, resolve
+
     spec = gm.get_gpu(gpu)
-    # rows are read, predicted and printed a chunk at a time: memory stays flat for any file
+    label = calibration_label(resolve(calibration, spec))
+    # rows are read, predicted and written a chunk at a time: memory stays flat for any file
+    out = _JsonOut() if as_json else _CsvOut(spec.id, label) if as_csv else _TextOut(spec.id, label)
     start = 0
     for chunk in chunks(iter_rows(file)):
-        results = predict_rows(chunk, spec, calibration)
-        if as_json:
-            _write_json_items(results, first=start == 0)
-        else:
-            _print_table(results, start, gpu)
+        out.write(predict_rows(chunk, spec, calibration), start)
         start += len(chunk)
-    if as_json:
-        sys.stdout.write("]\n" if start else "[]\n")
+    out.close(start)
 
 
-def _write_json_items(items: list[dict], first: bool) -> None:
-    """Items of one JSON array, laid out as ``json.dumps(whole_list, indent=2)`` would."""
-    import json
-    import textwrap
+class _JsonOut:
+    """One JSON array, laid out as ``json.dumps(whole_list, indent=2)`` would, a chunk at a time."""
 
-    text = ",\n".join(textwrap.indent(json.dumps(r, indent=2), "  ") for r in items)
-    sys.stdout.write(("[\n" if first else ",\n") + text + ("\n" if items else ""))
+    def write(self, items: list[dict], start: int) -> None:
+        import json
+        import textwrap
+
+        text = ",\n".join(textwrap.indent(json.dumps(r, indent=2), "  ") for r in items)
+        sys.stdout.write(("[\n" if start == 0 else ",\n") + text)
+
+    def close(self, count: int) -> None:
+        sys.stdout.write("\n]\n" if count else "[]\n")
 
 
-def _print_table(results: list[dict], start: int, gpu: str) -> None:
-    from rich.table import Table
+_KEYS = ["op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity"]
 
-    title = f"{len(results)} ops on {gpu}" if start == 0 else f"ops {start}.. on {gpu}"
-    table = Table(title=title)
-    for col in ("#", "op", "time", "bound", "AI (FLOP/B)"):
-        table.add_column(col)
-    for i, r in enumerate(results, start):
-        table.add_row(str(i), r["op"], gm.format_time(r["time_s"]), r["bound"],
-                      f"{r['arithmetic_intensity']:.3g}")  # fmt: skip
-    console().print(table)
+
+class _CsvOut:
+    def __init__(self, gpu: str, label: str) -> None:
+        self.note = f"calibration {gpu}: {label}"
+
+    def write(self, items: list[dict], start: int) -> None:
+        import csv
+
+        from gpumodel.cli.tables import csv_value
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        if start == 0:
+            w.writerow(["row", *_KEYS])
+        for i, r in enumerate(items, start):
+            w.writerow([i, *(csv_value(r[k]) for k in _KEYS)])
+
+    def close(self, count: int) -> None:
+        if count == 0:
+            self.write([], 0)
+        sys.stderr.write(f"# {self.note}\n")
+
+
+class _TextOut:
+    """The plain-text table, streamed: column widths fixed up front (cells are short)."""
+
+    COLUMNS = ("#", "op", "time", "bound", "AI (FLOP/B)")
+    WIDTHS = (9, 22, 10, 8, 11)
+
+    def __init__(self, gpu: str, label: str) -> None:
+        from gpumodel.calibration import calibration_short
+
+        self.gpu, self.label = gpu, label
+        self.title = f"ops on {gpu} ({calibration_short(label)})"
+
+    def _line(self, cells: tuple[str, ...] | list[str]) -> str:
+        from gpumodel.cli.tables import GAP, _cell
+
+        right = (True, False, True, False, True)
+        return GAP.join(_cell(c, w, r) for c, w, r in zip(cells, self.WIDTHS, right)).rstrip()
+
+    def write(self, items: list[dict], start: int) -> None:
+        from gpumodel.cli.tables import GAP
+
+        lines = []
+        if start == 0:
+            lines += [self.title, self._line(self.COLUMNS), GAP.join("-" * w for w in self.WIDTHS)]
+        ft = gm.format_time
+        lines += [self._line([str(i), r["op"], ft(r["time_s"]), r["bound"],
+                              f"{r['arithmetic_intensity']:.3g}"])
+                  for i, r in enumerate(items, start)]  # fmt: skip
+        sys.stdout.write("\n".join(lines) + "\n")
+
+    def close(self, count: int) -> None:
+        if count == 0:
+            self.write([], 0)
+        sys.stdout.write(f"{count:,} ops; calibration {self.gpu}: {self.label}\n")

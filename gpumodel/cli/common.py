@@ -39,48 +39,65 @@ def predict_on_gpus(
 
 
 def prediction_table(preds: list[gm.Prediction]):
-    """Rich table: one column per GPU, one row per quantity."""
-    from rich.table import Table
+    """One column per GPU, one row per quantity; each column's calibration in a row (short) and
+    in full in a footnote. CSV: one row per GPU with the raw values."""
+    from gpumodel.calibration import calibration_short, mixed_calibration_warning
+    from gpumodel.cli.tables import Table
 
     fq, ft = gm.format_quantity, gm.format_time
-    table = Table(title=preds[0].op, show_header=True, header_style="bold")
-    table.add_column("")
-    for p in preds:
-        table.add_column(p.gpu, justify="right")
+    table = Table(title=preds[0].op, columns=["", *[p.gpu for p in preds]],
+                  right={p.gpu for p in preds})  # fmt: skip
+    def kind(p: gm.Prediction) -> str:  # "measured 2026-11-22" -> "measured"
+        return calibration_short(p.calibration).rsplit(" 20", 1)[0].replace(" only", "")
+
+    def date(p: gm.Prediction) -> str:
+        short = calibration_short(p.calibration)
+        return short.rsplit(" ", 1)[1] if " 20" in short else "-"
+
     rows = [
         ("time", lambda p: ft(p.time_s)),
         ("bound", lambda p: p.bound),
         ("FLOPs", lambda p: fq(p.flops, "FLOP")),
         ("bytes moved", lambda p: fq(p.bytes, "B")),
-        ("arithmetic intensity", lambda p: f"{p.arithmetic_intensity:.3g} FLOP/B"),
-        ("roof (unit, dtype)", lambda p: f"{p.unit} {p.dtype}"),
+        ("AI (FLOP/B)", lambda p: f"{p.arithmetic_intensity:.3g}"),
+        ("roof", lambda p: f"{p.unit} {p.dtype}"),
         ("peak", lambda p: fq(p.peak_flops, "FLOP/s")),
-        ("memory bandwidth", lambda p: fq(p.bandwidth_bytes_per_s, "B/s")),
-        ("ridge point", lambda p: f"{p.ridge_point:.3g} FLOP/B"),
-        ("attainable (roofline)", lambda p: fq(p.attainable_flops, "FLOP/s")),
-        ("achieved (predicted)", lambda p: fq(p.achieved_flops, "FLOP/s")),
+        ("memory BW", lambda p: fq(p.bandwidth_bytes_per_s, "B/s")),
+        ("ridge (FLOP/B)", lambda p: f"{p.ridge_point:.3g}"),
+        ("attainable", lambda p: fq(p.attainable_flops, "FLOP/s")),
+        ("achieved", lambda p: fq(p.achieved_flops, "FLOP/s")),
         ("% of peak", lambda p: f"{100 * p.achieved_flops / p.peak_flops:.3g}%" if p.peak_flops else "-"),
         ("roofline time", lambda p: ft(p.roofline_time_s)),
-        ("calibration", lambda p: p.calibration),
+        ("calibration", kind),
+        ("calibrated on", date),
     ]  # fmt: skip
     for name, fn in rows:
-        table.add_row(name, *[fn(p) for p in preds])
+        table.add(name, *[fn(p) for p in preds])
+    table.notes = [f"calibration {p.gpu}: {p.calibration}" for p in preds]
+    table.notes += [f"warning: {w}" for w in
+                    mixed_calibration_warning({p.gpu: p.calibration for p in preds})]  # fmt: skip
+    keys = ["gpu", "op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity", "unit",
+            "dtype", "peak_flops", "bandwidth_bytes_per_s", "ridge_point", "attainable_flops",
+            "achieved_flops", "roofline_time_s", "calibration"]  # fmt: skip
+    table.csv_header = keys
+    table.csv_rows = [[getattr(p, k) for k in keys] for p in preds]
     return table
 
 
-def print_predictions(preds: list[gm.Prediction], as_json: bool, explain: bool = False) -> None:
+def print_predictions(
+    preds: list[gm.Prediction], as_json: bool, explain: bool = False, as_csv: bool = False
+) -> None:
     from gpumodel.cli._app import console, print_json
+    from gpumodel.cli.tables import show
 
     if as_json:
         data = [p.to_dict() for p in preds]
         print_json(data[0] if len(data) == 1 else data)
         return
+    show(prediction_table(preds), as_csv)
+    if as_csv:
+        return
     out = console()
-    out.print(prediction_table(preds))
     for p in preds:
         if explain or len(preds) == 1:
             out.print(p.explain(), highlight=False, markup=False)
-    from gpumodel.calibration import mixed_calibration_warning
-
-    for w in mixed_calibration_warning({p.gpu: p.calibration for p in preds}):
-        out.print(f"warning: {w}", highlight=False, markup=False)

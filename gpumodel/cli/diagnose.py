@@ -23,6 +23,7 @@ def diagnose_command(
     gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
     top: int = typer.Option(20, help="ops to list, by recoverable time"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output (schema v1)"),
+    as_csv: bool = typer.Option(False, "--csv", help="the per-op table as CSV"),
     plot: Path = typer.Option(
         None, help="draw measured vs speed of light and the roofline to FILE.png"
     ),
@@ -38,6 +39,13 @@ def diagnose_command(
         plot_report(report, plot)
     if as_json:
         print_json(report.to_dict())
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        ops = report.to_dict().get("ops", [])
+        write_records([{"gpu": report.gpu.name, "calibration": report.calibration, **o}
+                       for o in ops])  # fmt: skip
         return
     render(report)
     if plot is not None:

@@ -242,8 +242,15 @@ def plan_train(
     model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
     tokens: str = typer.Option(..., help="training tokens, e.g. 2T or 1.4e12"),
     gpu: str = typer.Option("h100", help="GPU id or alias"),
-    gpus: int = typer.Option(..., help="GPUs in total"),
-    price: float = typer.Option(None, help="$ per GPU-hour (default: the GPU spec's)"),
+    gpus: str = typer.Option(
+        None, help="GPUs in total: a number, a list '64,256' or a range '8-512' / "
+        "'8:512:x2' / '8:64:+8'; default: searched (1 to 65536) for --days / --budget",
+    ),
+    days: float = typer.Option(None, help="deadline in days: the cheapest plan that meets it"),
+    budget: str = typer.Option(None, help="budget in $, e.g. 2e6 or 2M: the fastest within it"),
+    price: str = typer.Option(
+        None, help="$ per GPU-hour: '2.49', or per GPU 'h100=2.49' (default: the spec's price)"
+    ),
     mfu: float = typer.Option(None, help="assume this MFU (0-1) instead of deriving it"),
     tp: int = typer.Option(None, help="tensor-parallel size (default: searched)"),
     pp: int = typer.Option(None, help="pipeline-parallel size (default: searched)"),
@@ -260,33 +267,109 @@ def plan_train(
         None, help="carry another GPU's calibration (id or file) to this one"
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
     plot: str = typer.Option(None, help="write the scaling curve (days, MFU vs GPUs) to FILE"),
 ) -> None:
-    """Days, GPU-hours and dollars to train a model on D tokens."""
+    """Days, GPU-hours and dollars to train a model on D tokens; how many GPUs for a deadline.
+
+    With one --gpus count: the plan for that count. With a list or range of counts, or none,
+    and --days or --budget: the fastest layout (tp x pp x dp) that fits at each count, the
+    time/cost frontier, and the answer (the cheapest plan within --days, or the fastest within
+    --budget). Example: gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
+    """
+    from gpumodel.cli.plan import parse_counts, training_search_table
+    from gpumodel.cli.tables import show
+
     _choice(recompute, "--recompute", RECOMPUTE)
     _choice(fusion, "--fusion", FUSION)
     _choice(attention, "--attention", ("flash", "cudnn"))
-    for opt, v in (("--gpus", gpus), ("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
+    for opt, v in (("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
                    ("--global-batch", global_batch), ("--seq", seq)):  # fmt: skip
         _at_least(opt, v)
     if zero not in (0, 1, 2, 3):
         fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
+    if as_json and as_csv:
+        fail("pass --json or --csv, not both")
     n_tokens = parse_count(tokens)
-    kw: dict[str, Any] = dict(tp=tp, pp=pp, zero=zero, micro_batch=micro_batch,
-                              global_batch=global_batch, seq=seq, dtype=dtype,
-                              recompute=recompute, price=price, mfu=mfu, fusion=fusion,
-                              attention=attention,
-                              calibration=calibration_for(gm.get_gpu(gpu), calibration,
-                                                       calibration_from))  # fmt: skip
-    p = _llm().plan_training(model, gpu, gpus, n_tokens, **kw)
-    if plot:
-        _plot_scaling(model, gpu, gpus, n_tokens, kw, plot)
-    if as_json:
-        print_json(p.to_dict())
+    counts = parse_counts(gpus, "--gpus") if gpus is not None else None
+    prices = gm.parse_prices(price) if price is not None else None
+    usd_budget = _budget(budget)
+    cal = calibration_for(gm.get_gpu(gpu), calibration, calibration_from)
+    common: dict[str, Any] = dict(tp=tp, pp=pp, zero=zero, micro_batch=micro_batch,
+                                  global_batch=global_batch, seq=seq, dtype=dtype,
+                                  recompute=recompute, price=prices, fusion=fusion,
+                                  attention=attention, calibration=cal)  # fmt: skip
+    if counts is not None and len(counts) == 1 and days is None and usd_budget is None:
+        p = _llm().plan_training(model, gpu, counts[0], n_tokens, mfu=mfu, **common)
+        if plot:
+            _plot_scaling(model, gpu, counts[0], n_tokens, {**common, "mfu": mfu}, plot)
+        if as_json:
+            print_json(p.to_dict())
+        elif as_csv:
+            _plan_csv(p)
+        else:
+            _out(p.explain())
+        if plot and not (as_json or as_csv):
+            _out(f"wrote {plot}")
         return
-    _out(p.explain())
+    if mfu is not None:
+        fail("--mfu takes one --gpus count (the search derives MFU from the step model)")
+    if counts is None and days is None and usd_budget is None:
+        fail("give --gpus N, or --days and/or --budget to search GPU counts (e.g. --days 30)")
+    from gpumodel.llm.planning import search_training
+
+    s = search_training(model, gpu, n_tokens, days=days, budget=usd_budget, gpus=counts,
+                        **common)  # fmt: skip
     if plot:
+        _plot_search(s, plot)
+    if as_json:
+        print_json(s.to_dict())
+        return
+    show(training_search_table(s), as_csv)
+    if plot and not as_csv:
         _out(f"wrote {plot}")
+
+
+def _budget(text: str | None) -> float | None:
+    if text is None:
+        return None
+    value = parse_count(text.strip().lstrip("$").strip())
+    if not value > 0:
+        fail(f"--budget must be positive, got {text!r}")
+    return value
+
+
+def _plan_csv(p: Any) -> None:
+    from gpumodel.cli.tables import write_csv
+
+    keys = ["model", "gpu", "gpus", "tokens", "seq", "mfu", "mfu_source", "days", "gpu_hours",
+            "usd_per_gpu_hour", "cost_usd", "price_source"]  # fmt: skip
+    data = p.to_dict()
+    tp = p.step.tp if p.step else None
+    pp = p.step.pp if p.step else None
+    cal = p.step.calibration if p.step else None
+    write_csv([*keys, "tp", "pp", "calibration"], [[data[k] for k in keys] + [tp, pp, cal]])
+
+
+def _plot_search(s: Any, path: str) -> None:
+    plt = _plt()
+    xs = [o.gpus for o in s.options]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.loglog(xs, [o.days for o in s.options], "o-", label="days")
+    front = [o for o in s.options if o.frontier]
+    ax.loglog([o.gpus for o in front], [o.days for o in front], "s", color="tab:green",
+              label="frontier")  # fmt: skip
+    if s.choice is not None:
+        ax.loglog([s.choice.gpus], [s.choice.days], "*", color="tab:red", markersize=14,
+                  label="choice")  # fmt: skip
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("days")
+    ax.set_title(f"{s.model} on {s.tokens:.3g} tokens, {s.gpu}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def _plot_scaling(model: str, gpu: str, gpus: int, tokens: float, kw: dict, path: str) -> None:
@@ -325,10 +408,17 @@ def plan_serve(
     prompt: int = typer.Option(1024, help="prompt tokens per request"),
     output: int = typer.Option(256, help="output tokens per request"),
     rate: str = typer.Option("1/s", help="requests per second: '50/s', '3000/min'"),
-    ttft: str = typer.Option(None, help="time-to-first-token target, e.g. 500ms"),
-    tpot: str = typer.Option(None, help="time-per-output-token target, e.g. 50ms"),
+    slo: str = typer.Option(
+        "chat", help="default targets: chat = TTFT <= 450 ms and TPOT <= 40 ms (MLPerf "
+        "Inference's interactive Llama-2-70B scenario); server = 2 s and 200 ms (MLPerf's "
+        "Llama-2-70B server scenario); none",
+    ),
+    ttft: str = typer.Option(None, help="time-to-first-token target, e.g. 500ms (replaces --slo's)"),
+    tpot: str = typer.Option(None, help="time-per-output-token target, e.g. 50ms (replaces --slo's)"),
     latency: str = typer.Option(None, help="end-to-end latency target, e.g. 20s"),
-    price: float = typer.Option(None, help="$ per GPU-hour for every GPU (default: specs)"),
+    price: str = typer.Option(
+        None, help="$ per GPU-hour: '2.49' for every GPU or 'h100=2.49,h200=3.10' (default: specs)"
+    ),
     dtype: str = typer.Option("bf16"),
     runtime: str = typer.Option("graph"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
@@ -336,12 +426,23 @@ def plan_serve(
         None, help="carry this GPU's calibration (id or file) to every GPU: like for like"
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
     plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
 ) -> None:
-    """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU."""
+    """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU.
+
+    Without --ttft/--tpot the targets are --slo's (default chat: TTFT <= 450 ms, TPOT <= 40 ms,
+    MLPerf Inference's interactive Llama-2-70B constraints); a GPU that misses them is never
+    the best buy."""
+    from gpumodel.cli.plan import serving_table
+    from gpumodel.cli.tables import show
+
     _choice(runtime, "--runtime", RUNTIMES)
+    _choice(slo, "--slo", ("chat", "server", "none"))
     _at_least("--prompt", prompt)
     _at_least("--output", output, 0)
+    if as_json and as_csv:
+        fail("pass --json or --csv, not both")
     names = split_list(gpu)
     if not names:
         fail("--gpu needs at least one GPU id, e.g. --gpu l4,a100,h100")
@@ -349,78 +450,17 @@ def plan_serve(
         model, names, prompt=prompt, output=output, rate=parse_rate(rate), dtype=dtype,
         runtime=runtime, ttft_slo_s=_seconds(ttft, "--ttft"),  # type: ignore[arg-type]
         tpot_slo_s=_seconds(tpot, "--tpot"), latency_slo_s=_seconds(latency, "--latency"),
-        price=price, calibration=calibration, calibration_from=calibration_from,
+        price=gm.parse_prices(price) if price is not None else None, calibration=calibration,
+        calibration_from=calibration_from, slo=slo,
     )  # fmt: skip
     if plot:
         _plot_serving(p, plot)
     if as_json:
         print_json(p.to_dict())
         return
-    _serving_table(p)
-    if plot:
+    show(serving_table(p), as_csv)
+    if plot and not as_csv:
         _out(f"wrote {plot}")
-
-
-def _short_calibration(label: str) -> str:
-    """'datasheet only', 'measured (date)' or 'from GPU (date)' out of a calibration label."""
-    from gpumodel.calibration import DATASHEET_LABEL
-
-    if label == DATASHEET_LABEL:
-        return "datasheet only"
-    words = label.split()
-    date = words[2] if len(words) > 2 else ""
-    if "transferred from " in label:
-        return f"from {label.split('transferred from ')[1].rstrip(')')} {date}"
-    return f"measured {date}"
-
-
-def _serving_table(p: Any) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"serve {p.model}: {p.rate_per_s:g} req/s, {p.prompt} prompt + "
-                  f"{p.output} output tokens ({p.runtime}, {p.dtype})")  # fmt: skip
-    table.add_column("")
-    for o in p.options:
-        table.add_column(o.gpu + (" (best buy)" if o.best else ""), justify="right")
-
-    def cell(o: Any, fn: Any) -> str:
-        if not o.feasible:
-            return "-"
-        try:
-            return fn(o)
-        except TypeError:
-            return "-"
-
-    rows = [
-        ("tensor parallel", lambda o: str(o.tp)),
-        ("batch (max)", lambda o: f"{o.batch} ({o.max_batch})"),
-        ("TTFT", lambda o: format_time(o.ttft_s)),
-        ("TPOT", lambda o: format_time(o.tpot_s)),
-        ("latency per request", lambda o: format_time(o.latency_s)),
-        ("req/s per replica", lambda o: f"{o.requests_per_s_per_replica:.3g}"),
-        ("replicas", lambda o: str(o.replicas)),
-        ("GPUs", lambda o: str(o.gpus)),
-        ("$/GPU-hour", lambda o: f"{o.usd_per_gpu_hour:.3g}"),
-        ("$/hour", lambda o: f"{o.usd_per_hour:,.2f}"),
-        ("$ per 1M tokens", lambda o: f"{o.usd_per_million_tokens:.3g}"),
-        ("$ per 1M output tokens", lambda o: f"{o.usd_per_million_output_tokens:.3g}"),
-        ("memory per GPU", lambda o: format_quantity(o.memory_per_gpu_bytes, "B")),
-        ("meets targets", lambda o: "yes" if o.meets_slo else "no"),
-        ("calibration", lambda o: _short_calibration(o.calibration)),
-    ]  # fmt: skip
-    for name, fn in rows:
-        table.add_row(name, *[cell(o, fn) for o in p.options])
-    out = console()
-    out.print(table)
-    for o in p.options:
-        if not o.feasible:
-            out.print(f"{o.gpu}: {o.reason}", highlight=False, markup=False)
-    for w in p.warnings:
-        out.print(f"warning: {w}", highlight=False, markup=False)
-    if p.best:
-        out.print(f"best buy: {p.best}", highlight=False, markup=False)
-    else:
-        out.print("no priced GPU meets the targets", highlight=False, markup=False)
 
 
 def _plot_serving(p: Any, path: str) -> None:
@@ -443,9 +483,17 @@ def _plot_serving(p: Any, path: str) -> None:
 
 
 @models_app.command("list")
-def models_list(as_json: bool = typer.Option(False, "--json")) -> None:
+def models_list(
+    as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
+) -> None:
     """Model presets with their sizes."""
     models = _llm().list_models()
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([m.summary() for m in models])
+        return
     if as_json:
         print_json([m.summary() for m in models])
         return

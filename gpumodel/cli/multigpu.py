@@ -94,6 +94,7 @@ def allreduce_cmd(
     dtype: str = typer.Option("bf16", help="element type (reductions)"),
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id (default: best)"),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
 ) -> None:
     """Time of a collective per algorithm (alpha-beta model), with algbw and busbw as
     nccl-tests reports them; marks the algorithm NCCL would pick and why."""
@@ -115,6 +116,14 @@ def allreduce_cmd(
         data["details"]["algbw_bytes_per_s"] = _inf_to_none(d["algbw_bytes_per_s"])
         data["arithmetic_intensity"] = _inf_to_none(data["arithmetic_intensity"])
         print_json(data)
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        rows = d.get("algorithms") or [{"algorithm": "none", "time_s": pred.time_s}]
+        write_records([{"collective": op.collective, "bytes": op.bytes, "gpus": op.gpus,
+                        "gpu": pred.gpu, **r, "calibration": pred.calibration}
+                       for r in rows])  # fmt: skip
         return
     _print_collective(pred, op)
 
@@ -176,6 +185,7 @@ def amdahl_cmd(
     serial_ms: float = typer.Option(None, help="measured serial time on one GPU, ms"),
     parallel_ms: float = typer.Option(None, help="measured parallelisable time on one GPU, ms"),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
 ) -> None:
     """Amdahl's law: speedup 1/((1-p)+p/n), efficiency speedup/n, limit 1/(1-p)."""
     counts = _counts(gpus)
@@ -200,6 +210,13 @@ def amdahl_cmd(
     if as_json:
         rows = [{**r.model_dump(mode="json"), "limit": _inf_to_none(r.limit)} for r in results]
         print_json(rows[0] if len(rows) == 1 else rows)
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([{"parallel_fraction": r.parallel_fraction, "gpus": int(n), "speedup": s,
+                        "efficiency": e, "limit": _inf_to_none(r.limit)}
+                       for r in results for n, s, e in zip(r.gpus, r.speedup, r.efficiency)])  # fmt: skip
         return
     from rich.table import Table
 
@@ -237,6 +254,7 @@ def dp_step_cmd(
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id (default: best)"),
     plot: str = typer.Option(None, help="write speedup/efficiency curves to FILE.png/.svg"),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
 ) -> None:
     """A data-parallel training step: compute, gradient all-reduce, and the step time with no
     overlap, DDP-style bucketed overlap and perfect overlap, against GPU count."""
@@ -269,6 +287,11 @@ def dp_step_cmd(
         print_json({"gpu": spec.id, "scaling": curve.scaling, "grad_bytes": curve.grad_bytes,
                     "bucket_bytes": curve.bucket_bytes,
                     "single_gpu_step_s": curve.single_gpu_step_s, "points": curve.rows()})  # fmt: skip
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records(curve.rows())
         return
     from rich.table import Table
 
@@ -333,11 +356,25 @@ def _plot_dp(curve: Any, path: str, gpu_id: str) -> None:
 def systems_cmd(
     system_file: list[str] = typer.Option([], help="your own system YAML (repeatable)"),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
 ) -> None:
     """Multi-GPU system specs (nodes and their links) with their sources."""
     systems = list_systems(system_file)
     if as_json:
         print_json([s.model_dump(mode="json") for s in systems])
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([{
+            "id": s.id, "gpu": s.gpu, "gpus_per_node": s.gpus_per_node,
+            "intra_node_kind": s.intra_node.kind,
+            "intra_node_bytes_per_s_both_directions":
+                s.intra_node.bandwidth_both_directions_bytes_per_s,
+            "network_kind": s.inter_node.kind if s.inter_node else None,
+            "network_bytes_per_s_per_direction":
+                s.inter_node.per_direction_bytes_per_s if s.inter_node else None,
+        } for s in systems])  # fmt: skip
         return
     from rich.table import Table
 

@@ -51,6 +51,7 @@ def occupancy_command(
         "(cudaFuncAttributePreferredSharedMemoryCarveout); default: no preference",
     ),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    as_csv: bool = typer.Option(False, "--csv", help="the block-size table as CSV"),
     plot: str | None = typer.Option(None, "--plot", help="write occupancy vs block size to FILE"),
     specs_dir: list[str] = typer.Option([], "--specs-dir", help=_SPECS_DIR_HELP),
 ) -> None:
@@ -86,6 +87,13 @@ def occupancy_command(
         _plot_occupancy(spec, occ, regs, smem_bytes, carveout, plot)
     if as_json:
         print_json({**occ.model_dump(mode="json"), "gpu_name": spec.name, "table": rows})
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([{"gpu": spec.id, "registers_per_thread": regs,
+                        "shared_mem_per_block_bytes": smem_bytes, **r,
+                        "limiters": " ".join(r["limiters"])} for r in rows])  # fmt: skip
         return
     _print_occupancy(spec, occ, rows, plot)
 

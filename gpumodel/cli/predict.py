@@ -30,6 +30,7 @@ _BYTE_FIELDS = {"bytes"}
 _COMMON = [
     ("gpu", str, typer.Option("h100", help="GPU id(s) or alias(es), comma-separated")),
     ("as_json", bool, typer.Option(False, "--json", help="machine-readable output")),
+    ("as_csv", bool, typer.Option(False, "--csv", help="one row per GPU as CSV")),
     ("explain", bool, typer.Option(False, "--explain", help="print the terms for every GPU")),
     ("calibration", str | None, typer.Option(None, help="'none', a calibration file, or a GPU id")),
     ("calibration_from", str | None,
@@ -98,7 +99,7 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
         gpus = resolve_gpus(common["gpu"], common["specs_dir"])
         preds = predict_on_gpus(op, gpus, common["calibration"], common["calibration_from"],
                                 common["l2"])  # fmt: skip
-        print_predictions(preds, common["as_json"], common["explain"])
+        print_predictions(preds, common["as_json"], common["explain"], common["as_csv"])
 
     params = [_parameter(k, f) for k, f in fields.items()]
     params += [

@@ -44,6 +44,7 @@ def roofline(
     plot: str = typer.Option(None, help="write the roofline to FILE.png or FILE.svg"),
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
 ) -> None:
     """Peaks, memory bandwidth and ridge points of a GPU per dtype and execution unit."""
     spec = gm.get_gpu(gpu)
@@ -62,6 +63,11 @@ def roofline(
         _plot(spec, rows, preds, plot)
     if as_json:
         print_json({"gpu": spec.id, "roofs": rows, "ops": [p.to_dict() for p in preds]})
+        return
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([{"gpu": spec.id, **r} for r in rows])
         return
     from rich.table import Table
 

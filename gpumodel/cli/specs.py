@@ -18,11 +18,30 @@ SpecsDir = Annotated[list[str], typer.Option("--specs-dir", help="extra spec dir
 
 
 @specs_app.command("list")
-def specs_list(specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")) -> None:
-    """All GPUs found on the spec search path."""
+def specs_list(
+    specs_dir: SpecsDir = [],
+    as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
+) -> None:
+    """All GPUs found on the spec search path, with each one's price, provider and date."""
     from rich.table import Table
 
     gpus = gm.list_gpus(specs_dir)
+    if as_csv:
+        from gpumodel.cli.tables import write_records
+
+        write_records([{
+            "id": g.id, "name": g.name, "aliases": ",".join(g.aliases), "sm_count": g.sm_count,
+            "memory_bytes": g.memory_bytes,
+            "memory_bandwidth_bytes_per_s": g.memory_bandwidth_bytes_per_s,
+            "bf16_tensor_flops": g.peak_flops("bf16", "tensor"),
+            "fp32_vector_flops": g.peak_flops("fp32", "vector"),
+            "usd_per_gpu_hour": g.price.usd_per_hour if g.price else None,
+            "price_provider": g.price.provider if g.price else None,
+            "price_date": g.price.date.isoformat() if g.price else None,
+            "price_source": g.price.source if g.price else None,
+        } for g in gpus])  # fmt: skip
+        return
     if as_json:
         print_json([{"id": g.id, "name": g.name, "aliases": g.aliases, "origin": g.origin}
                     for g in gpus])  # fmt: skip

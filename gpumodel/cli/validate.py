@@ -34,10 +34,31 @@ def validate(
     occupancy: bool = typer.Option(
         False, "--occupancy", help="check the occupancy model against the CUDA runtime"
     ),
+    host_only: bool = typer.Option(
+        False,
+        "--host-only",
+        help="only measure this machine's host side (torch) and write a "
+        "host profile YAML (--host-out); no kernel validation",
+    ),
+    host: bool = typer.Option(
+        None,
+        "--host/--no-host",
+        help="also measure the host side (default: on when torch sees a CUDA GPU)",
+    ),
+    host_out: str = typer.Option(
+        None, help="host profile file (default: the user cache, hosts/<name>.yaml)"
+    ),
     as_json: bool = typer.Option(False, "--json"),
+    as_csv: bool = typer.Option(False, "--csv", help="the error table as CSV"),
     no_progress: bool = typer.Option(False, "--no-progress"),
 ) -> None:
-    """Measure kernels on the local GPU, fit the model, report held-out error per family."""
+    """Measure kernels on the local GPU, fit the model, report held-out error per family.
+
+    Example: gpumodel validate --host-only --host-out host.yaml
+    """
+    if host_only:
+        _host_profile(host_out, as_json, no_progress)
+        return
     from gpumodel.calibration import user_calibration_path
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
@@ -50,13 +71,18 @@ def validate(
         _transfer_check(calibration_from, backend, quick, gpu, from_measurements, report, as_json)
         return
     fam = set(split_list(families)) or None
-    with _progress(disabled=no_progress or as_json) as progress:
+    with _progress(disabled=no_progress or as_json or as_csv) as progress:
         cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
     target = Path(out) if out else user_calibration_path(cal.gpu_id)
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
     if as_json:
         print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
                     cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
+    elif as_csv:
+        from gpumodel.cli.tables import write_csv
+
+        write_csv(HEADER, error_rows(cal), notes=[f"wrote {w}" for w in written]
+                  + [f"FAIL {f}" for f in fails])  # fmt: skip
     else:
         from rich.table import Table
 
@@ -71,8 +97,52 @@ def validate(
             out_console.print(f"wrote {w}", highlight=False, markup=False)
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
+    if host is None:  # on by default where a kernel run happened on a GPU torch can see
+        host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
+    if host:
+        _host_profile(host_out, as_json, no_progress)
     if fails:
         raise typer.Exit(1)
+
+
+def _torch_sees_gpu() -> bool:
+    """True when torch is installed and sees a CUDA device (imports torch only if installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> None:
+    """Measure the host side with torch and write the host profile YAML."""
+    from gpumodel.validate.host import (
+        default_profile_path,
+        measure_host_profile,
+        write_host_profile,
+    )
+
+    quiet = no_progress or as_json
+    say = None if quiet else (lambda m: console().print(m, highlight=False, markup=False))
+    profile = measure_host_profile(progress=say)
+    target = write_host_profile(profile, host_out or default_profile_path(profile["name"]))
+    if as_json:
+        print_json({"host_profile": str(target), "profile": profile})
+        return
+    out_console = console()
+    ops = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in profile["eager_op_s"].items())
+    out_console.print(f"host {profile['name']}: {profile['cpu_model']}, {profile['cpu_cores']} "
+                      f"cores, torch {profile['torch']}, {profile['gpu']}", highlight=False,
+                      markup=False)  # fmt: skip
+    out_console.print(f"eager op host us/call: {ops}", highlight=False, markup=False)
+    layer = profile["hf_decoder_layer_s"]
+    if layer is not None:
+        out_console.print(f"HF decoder layer: {layer * 1e6:.0f} us host, "
+                          f"{profile['hf_decoder_layer_kernels']} kernels", highlight=False,
+                          markup=False)  # fmt: skip
+    out_console.print(f"wrote {target}", highlight=False, markup=False)
 
 
 class _progress:

@@ -143,6 +143,9 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     truncated: bool = False
     events_read: int = 0
+    # the CUDA caching allocator's high-water marks, from profile_memory=True "[memory]" events
+    peak_allocated_bytes: float | None = None
+    peak_reserved_bytes: float | None = None
 
     @property
     def has_shapes(self) -> bool:
@@ -317,7 +320,11 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
     )
     bad_times = 0
     for ev in events:
-        if not isinstance(ev, dict) or ev.get("ph") != "X":
+        if not isinstance(ev, dict):
+            continue
+        if ev.get("ph") == "i" and ev.get("name") == "[memory]":
+            _note_memory(trace, ev.get("args") or {})
+        if ev.get("ph") != "X":
             continue
         cat = ev.get("cat")
         try:
@@ -360,6 +367,21 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
         )
     _link_runtime(trace)
     return trace
+
+
+CUDA_DEVICE_TYPE = 1  # c10::DeviceType::CUDA, the "Device Type" of a Kineto memory event
+
+
+def _note_memory(trace: Trace, args: dict[str, Any]) -> None:
+    """Raise the trace's allocator high-water marks to this CUDA memory event's totals."""
+    if args.get("Device Type") != CUDA_DEVICE_TYPE:
+        return
+    for key, attr in (("Total Allocated", "peak_allocated_bytes"),
+                      ("Total Reserved", "peak_reserved_bytes")):  # fmt: skip
+        value = args.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value) and value >= 0:
+            old = getattr(trace, attr)
+            setattr(trace, attr, float(value) if old is None else max(old, float(value)))
 
 
 def _link_runtime(trace: Trace) -> None:

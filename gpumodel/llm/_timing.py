@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel.calibration import Calibration, calibration_label, resolve
@@ -181,3 +182,50 @@ def queue_time(
     for i, g in enumerate(kernel_times):
         end = max(end, start_s + (i + 1) * host_per_kernel_s) + g
     return end
+
+
+def queue_time_blocks(
+    pre: Any,
+    layer: Any,
+    layers: int,
+    post: Any,
+    host_per_kernel_s: Any,
+    start_s: Any = 0.0,
+) -> np.ndarray:
+    """``queue_time`` of the kernel sequence ``pre + layer * layers + post`` for many steps at
+    once: each argument is an array whose last axis holds the kernels' GPU times (leading axes:
+    the steps); ``host_per_kernel_s`` and ``start_s`` broadcast over the steps.
+
+    Closed form of the queue's recurrence end_i = max(end_{i-1}, s + (i+1) h) + g_i: with G the
+    total GPU time and C_j the GPU time of the kernels before kernel j,
+
+        end = G + max(0, max_j (s + (j+1) h - C_j))
+
+    Inside the repeated layer block the term of kernel jj of layer l is the layer-0 term plus
+    l (K h - S) (K kernels of total S per layer): linear in l, so its maximum over the layers
+    is at the first or the last layer. O(kernels of one layer) per step, whatever the depth.
+    ``predict_inference`` and ``sweep_inference`` both time eager steps with it."""
+    pre, layer, post = (np.asarray(a, dtype=float) for a in (pre, layer, post))
+    h = np.asarray(host_per_kernel_s, dtype=float)
+    s = np.asarray(start_s, dtype=float)
+    n0, k = pre.shape[-1], layer.shape[-1]
+    p0, s_layer = pre.sum(axis=-1), layer.sum(axis=-1)
+    total = p0 + layers * s_layer + post.sum(axis=-1)
+    best = np.zeros(total.shape)
+
+    def before(g: np.ndarray) -> np.ndarray:  # C_j inside a block: GPU time of earlier kernels
+        return np.cumsum(g, axis=-1) - g
+
+    if n0:
+        j = np.arange(1, n0 + 1)
+        best = np.maximum(best, np.max(s[..., None] + j * h[..., None] - before(pre), axis=-1))
+    if k and layers:
+        j = np.arange(n0 + 1, n0 + k + 1)
+        first = s[..., None] + j * h[..., None] - p0[..., None] - before(layer)
+        last = first + (layers - 1) * (k * h - s_layer)[..., None]
+        best = np.maximum(best, np.max(np.maximum(first, last), axis=-1))
+    if post.shape[-1]:
+        j = np.arange(n0 + layers * k + 1, n0 + layers * k + post.shape[-1] + 1)
+        c = (p0 + layers * s_layer)[..., None] + before(post)
+        best = np.maximum(best, np.max(s[..., None] + j * h[..., None] - c, axis=-1))
+    return total + best

@@ -57,15 +57,16 @@ when the working set fits and the calibration measured it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel._validators import check_choice, check_counts, check_dtype
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
-from gpumodel.llm._timing import OpTime, Timer, queue_time, summarize
+from gpumodel.llm._timing import OpTime, Timed, Timer, queue_time_blocks, summarize
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -175,7 +176,15 @@ class InferenceResult(BaseModel):
 
 def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     """Host seconds per kernel of an eager PyTorch + HF step and a note saying where it came
-    from: the calibration's bare launch (or the default) + the framework's dispatch."""
+    from: a calibration fitted from the user's own trace (``calibrate --trace``: the host
+    time per launched kernel it measured, profiler removed), else the calibration's bare
+    launch (or the default) + the framework's dispatch."""
+    if cal is not None and cal.trace is not None:
+        t = cal.trace
+        return t.host_per_kernel_s, (
+            f"eager host cost {t.host_per_kernel_s * 1e6:.3g} us per kernel, from the trace "
+            f"{t.trace_path} ({t.runtime}; profiler's cost removed: {t.profiler.method})"
+        )
     launch = cal.parameters.launch_host_s if cal else None
     total = (
         DEFAULT_LAUNCH_HOST_S if launch is None else launch
@@ -188,6 +197,67 @@ def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
         "model; full-width DynamicCache steps measured up to ~1.6x that there: pass "
         "host_per_kernel_s / host_per_step_s to use your own)"
     )
+
+
+def host_costs(
+    runtime: str,
+    cal: Calibration | None,
+    host_per_kernel_s: float | None,
+    host_per_step_s: float | None,
+) -> tuple[float, float, str]:
+    """(host seconds per kernel, per step, a note on their source) of an eager step; zeros for
+    a graph step (its host cost is the graph launch)."""
+    if runtime != "eager":
+        return 0.0, 0.0, ""
+    note = ""
+    if host_per_kernel_s is None:
+        host_per_kernel_s, note = eager_host_per_kernel(cal)
+    if host_per_step_s is None:
+        host_per_step_s = DEFAULT_EAGER_HOST_PER_STEP_S
+    if host_per_kernel_s < 0 or host_per_step_s < 0:
+        raise SpecError("host_per_kernel_s and host_per_step_s must be >= 0")
+    return host_per_kernel_s, host_per_step_s, note
+
+
+def kernel_blocks(
+    pre: Sequence[Timed], layer: Sequence[Timed], post: Sequence[Timed]
+) -> tuple[list[float], list[float], list[float]]:
+    """GPU time of each launch of the step's first ops, one layer and its last ops, in issue
+    order (the step runs ``pre + layer * layers + post``)."""
+    return tuple([x for t in block for x in t.kernel_times()] for block in (pre, layer, post))  # type: ignore[return-value]
+
+
+def step_times(
+    pre: np.ndarray,
+    layer: np.ndarray,
+    layers: int,
+    post: np.ndarray,
+    *,
+    runtime: str,
+    host_per_kernel_s: Any,
+    host_per_step_s: Any,
+    graph_launch_s: Any = DEFAULT_GRAPH_LAUNCH_S,
+) -> dict[str, np.ndarray]:
+    """Step, GPU and host time of many steps at once from their kernels' GPU times (arrays
+    steps x kernels per block, see ``kernel_blocks``); the one formula ``predict_inference``
+    and ``sweep_inference`` share.
+
+        eager: step = max(queue(kernels, host per step, host per kernel),
+                          host per step + kernels x host per kernel)
+        graph: step = GPU time + one graph launch"""
+    gpu = pre.sum(axis=-1) + layers * layer.sum(axis=-1) + post.sum(axis=-1)
+    n = pre.shape[-1] + layers * layer.shape[-1] + post.shape[-1]
+    if runtime == "eager":
+        host = np.broadcast_to(host_per_step_s + n * np.asarray(host_per_kernel_s, dtype=float),
+                               gpu.shape)  # fmt: skip
+        # the step ends after the host returns (it records the end / samples the token)
+        step = np.maximum(
+            queue_time_blocks(pre, layer, layers, post, host_per_kernel_s, host_per_step_s), host
+        )
+    else:
+        host = np.broadcast_to(np.asarray(graph_launch_s, dtype=float), gpu.shape)
+        step = gpu + graph_launch_s
+    return {"step": step, "gpu": gpu, "host": host, "kernels": np.asarray(n)}
 
 
 def _defaults(
@@ -281,17 +351,7 @@ def predict_inference(
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
     pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
     breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
-    kernel_times: list[float] = []
-    for t in pre:
-        kernel_times += t.kernel_times()
-    layer_times: list[float] = []
-    for t in layer:
-        layer_times += t.kernel_times()
-    kernel_times += layer_times * spec.layers
-    for t in post:
-        kernel_times += t.kernel_times()
-    gpu_time = sum(kernel_times)
-    n_kernels = len(kernel_times)
+    blocks = kernel_blocks(pre, layer, post)
 
     cal = timer.calibration
     notes = list(ops.notes)
@@ -302,21 +362,17 @@ def predict_inference(
     if stream_floor_s is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {stream_floor_s * 1e6:.3g} us each "
                      "back to back instead of the isolated-kernel floor")  # fmt: skip
-    if runtime == "eager":
-        if host_per_kernel_s is None:
-            host_per_kernel_s, note = eager_host_per_kernel(cal)
-            notes.append(note)
-        if host_per_step_s is None:
-            host_per_step_s = DEFAULT_EAGER_HOST_PER_STEP_S
-        if host_per_kernel_s < 0 or host_per_step_s < 0:
-            raise SpecError("host_per_kernel_s and host_per_step_s must be >= 0")
-        step = queue_time(kernel_times, host_per_kernel_s, host_per_step_s)
-        host_time = host_per_step_s + n_kernels * host_per_kernel_s
-        # the step ends after the host returns (it records the end / samples the token)
-        step = max(step, host_time)
-    else:
-        step = gpu_time + graph_launch_s
-        host_time = graph_launch_s
+    host_per_kernel_s, host_per_step_s, host_note = host_costs(
+        runtime, cal, host_per_kernel_s, host_per_step_s
+    )
+    notes += [host_note] if host_note else []
+    pre_k, layer_k, post_k = (np.array([b], dtype=float) for b in blocks)  # one step
+    times = step_times(pre_k, layer_k, spec.layers, post_k, runtime=runtime,
+                       host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+                       graph_launch_s=graph_launch_s)  # fmt: skip
+    step, gpu_time, host_time = (float(times[k][0]) for k in ("step", "gpu", "host"))
+    n_kernels = int(times["kernels"])
+    if runtime == "graph":
         host_per_kernel_s = host_per_step_s = 0.0
     host_overhead = max(0.0, step - gpu_time)
 

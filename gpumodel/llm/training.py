@@ -37,18 +37,21 @@ C = 6ND (EleutherAI "Transformer Math 101": 2ND forward + 4ND backward).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel._validators import check_counts, check_dtype, check_number
-from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
-from gpumodel.llm.memory import MemoryBreakdown, Recompute, infeasible_message, memory
+from gpumodel.llm.memory import MemoryBreakdown, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -235,6 +238,131 @@ def _sum(timed: list[Timed], factors: list[float] | None = None) -> float:
     return sum(t.time_s * f for t, f in zip(timed, factors))
 
 
+def default_global_batch(seq: Any, per_step: Any) -> Any:
+    """Sequences per step when none is given: ~DEFAULT_GLOBAL_BATCH_TOKENS, rounded up to a
+    multiple of dp x micro-batch (numpy-capable; round half to even, as Python's round)."""
+    gb = np.maximum(1, np.round(DEFAULT_GLOBAL_BATCH_TOKENS / np.asarray(seq)))
+    return (np.ceil(gb / per_step) * per_step).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """One micro-batch through the ops of one layer, the head (LM head and loss) and the
+    embedding on one GPU: the sums the step combines (``combine_step``), with the timed ops."""
+
+    layer_f: list[Timed]
+    head_f: list[Timed]
+    pre_f: list[Timed]
+    layer_fwd_s: float
+    head_fwd_s: float
+    pre_fwd_s: float
+    layer_bwd_s: float
+    head_bwd_s: float
+    layer_attention_s: float
+    layer_comm_fwd_s: float
+    layer_comm_bwd_s: float
+
+
+def stage_times(
+    spec: ModelSpec,
+    g: GPUSpec,
+    timer: Timer,
+    micro_batch: int,
+    seq: int,
+    tp: int,
+    dtype: str,
+    fusion: Fusion,
+    attention: AttentionImpl,
+) -> StageTimes:
+    """Forward and backward times of one micro-batch's layer, head and embedding ops."""
+    ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
+                    attention=attention, kv_cache="none", logits="all")  # fmt: skip
+    vocab_tp = math.ceil(spec.vocab / tp)
+    loss, loss_backward = cross_entropy(micro_batch * seq, vocab_tp, dtype, fusion, g)
+    layer_f = timer.time_all(ops.layer)
+    head_f = timer.time_all([*ops.post, loss])
+    pre_f = timer.time_all(ops.pre)
+    layer_b_entries = [b for e in ops.layer for b in _backward(e)]
+    head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
+    layer_b = timer.time_all([e for e, _ in layer_b_entries])
+    head_b = timer.time_all([e for e, _ in head_b_entries])
+    return StageTimes(
+        layer_f=layer_f, head_f=head_f, pre_f=pre_f,
+        layer_fwd_s=_sum(layer_f), head_fwd_s=_sum(head_f), pre_fwd_s=_sum(pre_f),
+        layer_bwd_s=_sum(layer_b, [f for _, f in layer_b_entries]),
+        head_bwd_s=_sum(head_b, [f for _, f in head_b_entries]),
+        layer_attention_s=sum(t.time_s for t in layer_f if t.entry.kind == "attention"),
+        layer_comm_fwd_s=sum(t.time_s for t in layer_f if t.entry.kind == "comm"),
+        layer_comm_bwd_s=sum(t.time_s for t in layer_b if t.entry.kind == "comm"),
+    )  # fmt: skip
+
+
+def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
+    """Send and receive of one micro-batch's activations between pipeline stages."""
+    if pp <= 1:
+        return 0.0
+    act_bytes = tokens * spec.hidden * BYTES_PER_ELEMENT[dtype] / tp
+    link = placed(SendRecv, act_bytes, 2, dtype, inner=tp * pp)
+    return 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
+
+
+def sync_times(
+    spec: ModelSpec, timer: Timer, tp: int, pp: int, dp: int, zero: int, dtype: str
+) -> tuple[float, float]:
+    """(data-parallel gradient sync, optimizer step) of one rank."""
+    grad_bytes = spec.param_count() / (tp * pp) * BYTES_PER_ELEMENT[dtype]
+    dp_comm = 0.0
+    if dp > 1:
+        sync = placed(AllReduce, grad_bytes, dp, dtype, inner=tp)
+        dp_comm = timer.kernels(LayerOp("dp_grad_sync", sync, kind="comm"))[0].time_s
+        if zero == 3:
+            dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
+    shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
+    opt_op = LayerOp("optimizer_step", AdamW(params=math.ceil(shard), master_copy=True))
+    optimizer = sum(k.time_s for k in timer.kernels(opt_op))
+    return dp_comm, optimizer
+
+
+def combine_step(
+    stage: Any,
+    layers: Any,
+    pp: Any,
+    m: Any,
+    recompute: Recompute,
+    p2p: Any,
+    dp_comm: Any,
+    optimizer: Any,
+) -> dict[str, np.ndarray]:
+    """The step from its parts, numpy-capable over arrays of layouts (``stage`` fields may be
+    arrays); the one formula ``predict_training_step`` and ``sweep_training`` share. 1F1B:
+    (m + p - 1) micro-batch slots; the DP sync overlaps the last backward."""
+    pp = np.asarray(pp)
+    # the slowest stage is the last one: its layers plus the LM head and loss
+    fwd = layers * stage.layer_fwd_s + np.maximum(
+        stage.head_fwd_s, np.where(pp > 1, stage.pre_fwd_s, 0.0)
+    )
+    fwd = fwd + np.where(pp == 1, stage.pre_fwd_s, 0.0)
+    bwd = layers * stage.layer_bwd_s + stage.head_bwd_s
+    if recompute == "full":
+        rec = layers * stage.layer_fwd_s
+    elif recompute == "selective":
+        rec = layers * stage.layer_attention_s
+    else:
+        rec = 0.0 * fwd
+    tp_comm = layers * (stage.layer_comm_fwd_s + stage.layer_comm_bwd_s)
+    if recompute == "full":
+        tp_comm = tp_comm + layers * stage.layer_comm_fwd_s
+    t_mb = fwd + bwd + rec + p2p
+    chain = (m + pp - 1) * t_mb
+    exposed = np.maximum(0.0, dp_comm - bwd)
+    return {
+        "fwd": fwd, "bwd": bwd, "rec": rec, "tp_comm": tp_comm, "t_mb": t_mb,
+        "bubble": (pp - 1) * t_mb, "exposed": exposed, "step": chain + exposed + optimizer,
+        "no_overlap": chain + dp_comm + optimizer,
+        "ideal": m * (t_mb - tp_comm - p2p) + optimizer,
+    }  # fmt: skip
+
+
 def predict_training_step(
     model: ModelSpec | str,
     gpu: GPUSpec | str,
@@ -269,8 +397,7 @@ def predict_training_step(
     dp = gpus // (tp * pp)
     per_step = dp * micro_batch
     if global_batch is None:
-        global_batch = max(1, round(DEFAULT_GLOBAL_BATCH_TOKENS / seq))
-        global_batch = math.ceil(global_batch / per_step) * per_step
+        global_batch = int(default_global_batch(seq, per_step))
     if global_batch % per_step:
         raise SpecError(
             f"global batch {global_batch} is not a multiple of dp x micro_batch = {per_step}"
@@ -278,63 +405,16 @@ def predict_training_step(
     m = global_batch // per_step
     mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
                  dp=dp, zero=zero, recompute=recompute, microbatches=m)  # fmt: skip
-
-    ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    attention=attention, kv_cache="none", logits="all")  # fmt: skip
-    beta = BYTES_PER_ELEMENT[dtype]
-    tokens = micro_batch * seq
-    vocab_tp = math.ceil(spec.vocab / tp)
-    loss, loss_backward = cross_entropy(tokens, vocab_tp, dtype, fusion, g)
     timer = Timer(g, calibration)
+    stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention)
+    p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
+    dp_comm, optimizer = sync_times(spec, timer, tp, pp, dp, zero, dtype)
     layers = spec.layers // pp
-    layer_f = timer.time_all(ops.layer)
-    head_f = timer.time_all([*ops.post, loss])
-    pre_f = timer.time_all(ops.pre)
-    layer_b_entries = [b for e in ops.layer for b in _backward(e)]
-    head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
-    layer_b = timer.time_all([e for e, _ in layer_b_entries])
-    head_b = timer.time_all([e for e, _ in head_b_entries])
-    fb_layer = [f for _, f in layer_b_entries]
-    fb_head = [f for _, f in head_b_entries]
-
-    # the slowest stage is the last one: its layers plus the LM head and loss
-    fwd = layers * _sum(layer_f) + max(_sum(head_f), _sum(pre_f) if pp > 1 else 0.0)
-    fwd += _sum(pre_f) if pp == 1 else 0.0
-    bwd = layers * _sum(layer_b, fb_layer) + _sum(head_b, fb_head)
-    if recompute == "full":
-        rec = layers * _sum(layer_f)
-    elif recompute == "selective":
-        rec = layers * sum(t.time_s for t in layer_f if t.entry.kind == "attention")
-    else:
-        rec = 0.0
-    tp_comm = layers * (
-        sum(t.time_s for t in layer_f if t.entry.kind == "comm")
-        + sum(t.time_s for t in layer_b if t.entry.kind == "comm")
+    t = combine_step(stage, layers, pp, m, recompute, p2p, dp_comm, optimizer)
+    fwd, bwd, rec, tp_comm, t_mb, bubble, exposed, step = (
+        float(t[k]) for k in ("fwd", "bwd", "rec", "tp_comm", "t_mb", "bubble", "exposed", "step")
     )
-    if recompute == "full":
-        tp_comm += layers * sum(t.time_s for t in layer_f if t.entry.kind == "comm")
-
-    p2p = 0.0
-    if pp > 1:
-        act_bytes = tokens * spec.hidden * beta / tp
-        link = placed(SendRecv, act_bytes, 2, dtype, inner=tp * pp)
-        p2p = 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
-    t_mb = fwd + bwd + rec + p2p
-    compute_chain = (m + pp - 1) * t_mb
-    bubble = (pp - 1) * t_mb
-
-    grad_bytes = spec.param_count() / (tp * pp) * beta
-    dp_comm = 0.0
-    if dp > 1:
-        sync = placed(AllReduce, grad_bytes, dp, dtype, inner=tp)
-        dp_comm = timer.kernels(LayerOp("dp_grad_sync", sync, kind="comm"))[0].time_s
-        if zero == 3:
-            dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
-    exposed = max(0.0, dp_comm - bwd)
-    shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
-    opt_op = LayerOp("optimizer_step", AdamW(params=math.ceil(shard), master_copy=True))
-    optimizer = sum(k.time_s for k in timer.kernels(opt_op))
-    step = compute_chain + exposed + optimizer
+    layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
 
     breakdown = summarize([(pre_f, 1), (layer_f, layers), (head_f, 1)])
     flops_token = model_flops_per_token(spec, seq)
@@ -349,20 +429,12 @@ def predict_training_step(
         dtype=dtype, recompute=recompute, calibration=timer.label, step_time_s=step,
         forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
-        dp_comm_exposed_s=exposed, step_time_no_overlap_s=compute_chain + dp_comm + optimizer,
-        step_time_ideal_s=m * (t_mb - tp_comm - p2p) + optimizer, optimizer_s=optimizer,
+        dp_comm_exposed_s=exposed, step_time_no_overlap_s=float(t["no_overlap"]),
+        step_time_ideal_s=float(t["ideal"]), optimizer_s=optimizer,
         tokens_per_step=tokens_step,
         tokens_per_s=tokens_step / step, model_flops_per_token=flops_token, mfu=mfu,
         memory=mem, breakdown=tuple(breakdown),
     )  # fmt: skip
-
-
-def _candidates(
-    spec: ModelSpec, gpus: int, tp: int | None, pp: int | None
-) -> list[tuple[int, int]]:
-    tps = [tp] if tp else [t for t in (1, 2, 4, 8) if t <= gpus and spec.heads % t == 0]
-    pps = [pp] if pp else [p for p in range(1, min(spec.layers, 64) + 1) if spec.layers % p == 0]
-    return [(t, p) for t in tps for p in pps if gpus % (t * p) == 0]
 
 
 def plan_training(
@@ -379,7 +451,7 @@ def plan_training(
     seq: int | None = None,
     dtype: str = "bf16",
     recompute: Recompute = "selective",
-    price: float | None = None,
+    price: float | Mapping[str, float] | None = None,
     mfu: float | None = None,
     calibration: Any = None,
     fusion: Fusion = "fused",
@@ -388,15 +460,14 @@ def plan_training(
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
 
     With ``mfu`` the time is model FLOPs / (gpus x peak x mfu); otherwise the step model
-    derives it, choosing tp (1-8) and the smallest pp that fits memory when not given.
-    Price: ``price`` ($/GPU-hour) or the GPU spec's.
+    derives it at the fastest tp (1-8) x pp layout that fits memory when not given (searched
+    with the vectorised sweep, ``gpumodel.llm.planning.fastest_layout``).
+    Price: ``price`` ($/GPU-hour, or a mapping GPU -> $/GPU-hour) or the GPU spec's.
     """
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
     tokens = check_number(tokens, "tokens", gt=0, le=1e18)
-    if price is not None:
-        price = check_number(price, "price ($/GPU-hour)", gt=0, le=1e6)
     if mfu is not None:
         mfu = check_number(mfu, "mfu", gt=0, le=1)
     spec = get_model(model)
@@ -414,46 +485,30 @@ def plan_training(
         used_mfu, source = mfu, "assumed"
         time_s = total / (gpus * peak * mfu)
     else:
-        best: TrainingStep | None = None
-        smallest: MemoryBreakdown | None = None
-        settled: set[int] = set()  # tp sizes whose smallest fitting pp was found
-        for t, p in _candidates(spec, gpus, tp, pp):
-            if t in settled:
-                continue
-            dp = gpus // (t * p)
-            mem = memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=t,
-                         pp=p, dp=dp, zero=zero, recompute=recompute)  # fmt: skip
-            if not mem.fits:
-                if smallest is None or mem.total_bytes < smallest.total_bytes:
-                    smallest = mem
-                continue
-            s = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
-                                      micro_batch=micro_batch, global_batch=global_batch,
-                                      seq=seq, dtype=dtype, recompute=recompute,
-                                      calibration=calibration, fusion=fusion,
-                                      attention=attention)  # fmt: skip
-            if best is None or s.step_time_s < best.step_time_s:
-                best = s
-            if pp is None:
-                settled.add(t)  # more stages at this tp only add bubble
-        if best is None:
-            if smallest is None:
-                raise SpecError(f"no tp x pp layout of {spec.id} divides {gpus} GPUs")
-            raise InfeasibleError(
-                infeasible_message(smallest) + "; try more GPUs, --zero 3, --recompute full",
-                needed=smallest.total_bytes,
-                available=smallest.capacity_bytes,
-            )
+        # the fastest tp x pp layout that fits, found with the vectorised sweep
+        from gpumodel.llm.planning import fastest_layout
+
+        t, p = fastest_layout(spec, g, gpus, tokens, tp=tp, pp=pp, zero=zero,
+                              micro_batch=micro_batch, global_batch=global_batch, seq=seq,
+                              dtype=dtype, recompute=recompute, calibration=calibration,
+                              fusion=fusion, attention=attention)  # fmt: skip
+        best = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
+                                     micro_batch=micro_batch, global_batch=global_batch,
+                                     seq=seq, dtype=dtype, recompute=recompute,
+                                     calibration=calibration, fusion=fusion,
+                                     attention=attention)  # fmt: skip
         step = best
         steps = math.ceil(tokens / step.tokens_per_step)
         time_s = steps * step.step_time_s
         used_mfu, source = total / (time_s * gpus * peak), "derived"
-    if price is not None:
-        usd, src = float(price), "given"
-    elif g.price is not None:
-        usd, src = g.price.usd_per_hour, f"{g.price.provider}, {g.price.date}"
-    else:
-        usd, src = None, None
+    from gpumodel.prices import price_for, resolve_price_keys
+
+    price_info = price_for(g, resolve_price_keys(price))
+    usd = price_info.usd_per_gpu_hour if price_info else None
+    src = None
+    if price_info is not None:
+        src = ("given" if price_info.provider == "given"
+               else f"{price_info.label}: {price_info.source}")  # fmt: skip
     gpu_hours = gpus * time_s / 3600.0
     notes = []
     if step is not None and step.calibration.startswith("none"):

@@ -1,0 +1,77 @@
+"""Benchmark: `calibrate_from_trace` on a ~50 MB torch.profiler trace (target: < 5 s on a
+2-core CPU, issue 18).
+
+The trace is the real eager-transformer fixture (tests/fixtures/traces, 5.8 MB, recorded on an
+H100) repeated end to end until it passes 50 MB: each copy's timestamps are shifted past the
+previous copy and its correlation / external ids offset, so the result is one long profile
+with ~45 ProfilerStep ranges. Prints the size, the wall time (median of 3) and the steps found.
+
+    python benchmarks/bench_trace_calibrate.py
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gpumodel.tracecal import calibrate_from_trace  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "traces" / "transformer_eager.json.gz"
+TARGET_BYTES = 50e6
+
+
+def build(out: Path) -> int:
+    doc = json.loads(gzip.decompress(FIXTURE.read_bytes()))
+    events = doc["traceEvents"]
+    span = max(e.get("ts", 0) + e.get("dur", 0) for e in events if "ts" in e) - min(
+        e["ts"] for e in events if "ts" in e
+    )
+    one = len(json.dumps(events))
+    copies = int(TARGET_BYTES // one) + 1
+    merged = []
+    for c in range(copies):
+        for e in events:
+            e2 = dict(e)
+            if "ts" in e2:
+                e2["ts"] = e2["ts"] + c * (span + 1000)
+            args = e2.get("args")
+            if isinstance(args, dict) and c:
+                args = dict(args)
+                for key in ("correlation", "External id"):
+                    if isinstance(args.get(key), int):
+                        args[key] += c * 10_000_000
+                e2["args"] = args
+            if c and str(e2.get("name", "")).startswith("ProfilerStep#"):
+                e2["name"] = f"ProfilerStep#{c * 100 + int(e2['name'].split('#')[1])}"
+            merged.append(e2)
+    doc["traceEvents"] = merged
+    text = json.dumps(doc)
+    out.write_text(text)
+    return len(text)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.json"
+        size = build(path)
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            cal = calibrate_from_trace(path)
+            times.append(time.perf_counter() - t0)
+        fit = cal.trace
+        print(f"trace {size / 1e6:.1f} MB, {fit.steps} steps: calibrate_from_trace median "
+              f"{statistics.median(times):.2f} s (runs: {', '.join(f'{t:.2f}' for t in times)}); "
+              f"target < 5 s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""``gpumodel calibrate --trace STEP.json.gz``: fit a calibration to your own profiled step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from gpumodel.cli._app import app, console, print_json
+
+if TYPE_CHECKING:
+    from gpumodel.calibration import Calibration
+
+
+@app.command("calibrate")
+def calibrate_command(
+    trace: Path = typer.Option(..., help="torch.profiler Chrome trace (.json or .json.gz)"),
+    gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
+    model: str = typer.Option(
+        None, help="LLM preset the trace ran (default: named from the trace's GEMM shapes)"
+    ),
+    step_ms: float = typer.Option(
+        None, "--step-ms", help="step time measured WITHOUT the profiler (your logs), ms"
+    ),
+    out: Path = typer.Option(
+        None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable summary"),
+) -> None:
+    """Fit kernel families, the host and the runtime to one profiled step; use the file with
+    --calibration in predict, infer and plan (what-ifs: other batch, sequence, GPU)."""
+    from gpumodel.tracecal import calibrate_from_trace
+
+    cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms)
+    target = out if out is not None else Path(_stem(trace) + ".calibration.yaml")
+    cal.save(target)
+    if as_json:
+        print_json({"calibration": str(target), **cal.trace.model_dump(mode="json")})  # type: ignore[union-attr]
+        return
+    render(cal, target)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def render(cal: Calibration, target: Path) -> None:
+    fit = cal.trace
+    assert fit is not None
+    out = console()
+    p = fit.profiler
+    sc = fit.self_check
+    lines = [
+        f"{fit.trace_path}: {cal.device_name} ({fit.gpu_id}), runtime {fit.runtime}; "
+        f"{fit.steps} steps, {fit.kernels_per_step:.0f} kernel launches and "
+        f"{fit.graph_launches_per_step:.0f} graph launches per step",
+        f"  evidence: {'; '.join(fit.runtime_evidence)}",
+        *(f"  {n}" for n in fit.notes if n.startswith("model:")),
+        f"  matched to modelled ops: {100 * fit.matched_fraction:.1f}% of the step's GPU time",
+        f"  profiler's own host cost: {p.method}: {p.per_event_s * 1e6:.2f} us x "
+        f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
+        f"(host {p.profiled_host_step_s * 1e3:.3f} -> {p.host_step_s * 1e3:.3f} ms/step)",
+        f"  host per launched kernel: {fit.host_per_kernel_s * 1e6:.2f} us",
+        *(
+            [
+                f"  peak memory (allocator): {fit.peak_allocated_bytes / 1e9:.2f} GB allocated, "
+                f"{(fit.peak_reserved_bytes or 0) / 1e9:.2f} GB reserved"
+            ]
+            if fit.peak_allocated_bytes is not None
+            else []
+        ),
+        "  fitted families (measured / predicted GPU time per step):",
+    ]
+    for f in fit.families:
+        mark = "" if f.fitted else "  (too small to fit; base kept)"
+        lines.append(f"    {f.key:<28} {f.measured_s * 1e3:9.3f} ms / {f.predicted_s * 1e3:9.3f} ms"
+                     f"  x{f.scale:.3f}{mark}")  # fmt: skip
+    if fit.unmatched:
+        lines.append("  not matched (largest first):")
+        for u in fit.unmatched:
+            lines.append(f"    {u['kernel'][:48]:<48} {u['s_per_step'] * 1e3:8.3f} ms/step  "
+                         f"{u['reason']}"[:99])  # fmt: skip
+    if "error_pct" in sc:
+        lines.append(
+            f"  fitted model on the traced step: {sc['step_predicted_s'] * 1e3:.3f} ms vs "
+            f"{sc['step_measured_s'] * 1e3:.3f} ms measured without the profiler "
+            f"({sc['error_pct']:+.1f}%)"
+        )
+    else:
+        lines.append(
+            f"  fitted model on the traced step: {sc['step_predicted_s'] * 1e3:.3f} ms without "
+            f"the profiler ({sc['step_profiled_s'] * 1e3:.3f} ms profiled; pass --step-ms with "
+            "the unprofiled time to check it)"
+        )
+    lines += [f"  note: {n}" for n in fit.notes]
+    lines.append(f"wrote {target}")
+    for line in lines:
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+__all__ = ["calibrate_command"]

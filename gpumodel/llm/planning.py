@@ -1,0 +1,304 @@
+"""How many GPUs? Training plans searched over GPU counts and layouts (tp x pp x dp) with the
+vectorised training sweep, against a deadline or a budget, with the time/cost frontier.
+
+    s = gm.search_training("llama-2-7b", "h100", tokens=1e12, days=30)
+    s.choice.gpus, s.choice.days, s.choice.cost_usd      # the cheapest plan done in 30 days
+    [(o.gpus, o.days, o.cost_usd) for o in s.options if o.frontier]
+
+For each GPU count the fastest layout whose memory fits is kept (tp in 1, 2, 4, 8 dividing the
+heads, pp dividing the layers, dp the rest; ``gpumodel.llm.sweep.sweep_training``). The
+frontier is the set of counts no other count beats on both time and cost. The choice:
+
+    days only          the cheapest option done within ``days`` (costs within 1% tie: the
+                       fewest GPUs win)
+    budget only        the fastest option within ``budget`` dollars
+    days and budget    the cheapest option within both
+    neither            none: the frontier is the answer
+
+The global batch stays what it would be for one GPU (``global_batch`` sequences, default ~4M
+tokens as Llama 2, rounded up to a multiple of dp x micro-batch): layouts with more data-parallel
+ranks than sequences per step are left out, so large counts need tensor and pipeline
+parallelism, as they do in practice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from gpumodel.calibration import calibration_short, choose_calibration
+from gpumodel.errors import InfeasibleError, SpecError
+from gpumodel.llm.layers import AttentionImpl, Fusion
+from gpumodel.llm.memory import Recompute
+from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.sweep import SweepResult, sweep_training
+from gpumodel.llm.training import default_global_batch
+from gpumodel.prices import PriceArg, price_for, resolve_price_keys
+from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.units import format_quantity
+
+TP_SIZES = (1, 2, 4, 8)
+# costs within 1% are a tie, which the fewer GPUs win (a plan's cost is not known to 1%)
+COST_TIE = 0.01
+# 1, 2, 3, 4, 6, 8, 12, ... 49152, 65536: powers of two and 1.5 x powers of two
+DEFAULT_GPU_COUNTS = tuple(sorted({2**k for k in range(17)} | {3 * 2**k for k in range(15)}))
+
+
+def layouts(
+    spec: ModelSpec, counts: Iterable[int], tp: int | None = None, pp: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (tp, pp, dp) with tp x pp x dp in ``counts``: tp in 1-8 dividing the heads (or
+    ``tp``), pp dividing the layers (or ``pp``)."""
+    tps = [tp] if tp else [t for t in TP_SIZES if spec.heads % t == 0]
+    pps = [pp] if pp else [p for p in range(1, spec.layers + 1) if spec.layers % p == 0]
+    rows = [(t, p, n // (t * p)) for n in counts for t in tps for p in pps
+            if n % (t * p) == 0]  # fmt: skip
+    if not rows:
+        raise SpecError(f"no tp x pp layout of {spec.id} divides the GPU counts given")
+    arr = np.array(rows, dtype=np.int64)
+    return arr[:, 0], arr[:, 1], arr[:, 2]
+
+
+class TrainingOption(BaseModel):
+    """The fastest layout that fits for one GPU count."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    global_batch: int
+    step_time_s: float
+    days: float
+    gpu_hours: float
+    cost_usd: float | None
+    mfu: float
+    memory_per_gpu_bytes: float
+    frontier: bool = False
+    meets: bool = False
+
+
+class TrainingSearch(BaseModel):
+    """Options per GPU count, the frontier, and the one that answers the question asked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    model: str
+    gpu: str
+    tokens: float
+    seq: int
+    days_target: float | None
+    budget_usd: float | None
+    calibration: str
+    price: dict[str, Any] | None
+    options: tuple[TrainingOption, ...]
+    choice: TrainingOption | None
+    answer: str
+    infeasible: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def frontier(self) -> list[TrainingOption]:
+        return [o for o in self.options if o.frontier]
+
+
+def _frontier(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Options no other option beats on both time and cost (ties kept once)."""
+    order = np.lexsort((cost, days))
+    keep = np.zeros(len(days), dtype=bool)
+    best = math.inf
+    for i in order:
+        if cost[i] < best:
+            keep[i] = True
+            best = cost[i]
+    return keep
+
+
+def search_training(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str,
+    tokens: float,
+    *,
+    days: float | None = None,
+    budget: float | None = None,
+    gpus: Iterable[int] | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    zero: int = 1,
+    micro_batch: int = 1,
+    global_batch: int | None = None,
+    seq: int | None = None,
+    dtype: str = "bf16",
+    recompute: Recompute = "selective",
+    price: PriceArg = None,
+    calibration: Any = None,
+    calibration_from: str | None = None,
+    fusion: Fusion = "fused",
+    attention: AttentionImpl = "flash",
+) -> TrainingSearch:
+    """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
+    GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
+    option that meets ``days`` and/or ``budget`` (see the module docstring)."""
+    spec = get_model(model)
+    g = get_gpu(gpu)
+    if not (math.isfinite(tokens) and tokens > 0):
+        raise SpecError(f"tokens must be positive, got {tokens}")
+    for name, value in (("days", days), ("budget", budget)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise SpecError(f"{name} must be positive, got {value}")
+    counts = sorted(set(DEFAULT_GPU_COUNTS if gpus is None else gpus))
+    if not counts or counts[0] < 1:
+        raise SpecError("GPU counts must be >= 1")
+    cal = choose_calibration(g, calibration, calibration_from)
+    price_info = price_for(g, resolve_price_keys(price))
+    if budget is not None and price_info is None:
+        raise SpecError(f"--budget needs a price: {g.id}'s spec has none; pass --price")
+    t, p, d = layouts(spec, counts, tp, pp)
+    seq = seq or min(spec.max_context, 8192)
+    # data parallelism up to the global batch: no more ranks than sequences per step
+    batch_cap = global_batch or int(default_global_batch(seq, 1))
+    keep = d * micro_batch <= batch_cap
+    if global_batch is not None:
+        keep &= global_batch % (d * micro_batch) == 0
+    if not keep.any():
+        raise SpecError(f"no layout of {spec.id} over these GPU counts keeps dp x micro-batch "
+                        f"within a global batch of {batch_cap} sequences")  # fmt: skip
+    t, p, d = t[keep], p[keep], d[keep]
+    r: SweepResult = sweep_training(
+        spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch, seq=seq, zero=zero, dtype=dtype,
+        recompute=recompute, fusion=fusion, attention=attention, calibration=cal,
+        tokens=tokens, price=price, global_batch=global_batch, grid=False,
+    )  # fmt: skip
+    rows = r.table
+    options: list[TrainingOption] = []
+    infeasible: list[str] = []
+    for n in counts:
+        mine = rows[rows["gpus"] == n]
+        if not len(mine):
+            infeasible.append(f"{n} GPUs: no tp x pp layout divides {n} with dp x micro-batch "
+                              f"<= the global batch ({batch_cap} sequences)")  # fmt: skip
+            continue
+        ok = mine[mine["fits"]]
+        if not len(ok):
+            least = mine[np.argmin(mine["memory_bytes"])]
+            infeasible.append(
+                f"{n} GPUs: no layout fits memory (least: tp={least['tp']} pp={least['pp']} "
+                f"needs {least['memory_bytes'] / 1e9:.1f} GB, has "
+                f"{least['capacity_bytes'] / 1e9:.1f} GB)"
+            )
+            continue
+        best = ok[np.argmin(ok["train_time_s"])]
+        cost = float(best["cost_usd"]) if price_info else None
+        options.append(TrainingOption(
+            gpus=n, tp=int(best["tp"]), pp=int(best["pp"]), dp=int(best["dp"]),
+            global_batch=int(best["global_batch"]), step_time_s=float(best["time_s"]),
+            days=float(best["days"]), gpu_hours=n * float(best["train_time_s"]) / 3600.0,
+            cost_usd=cost, mfu=float(best["mfu"]),
+            memory_per_gpu_bytes=float(best["memory_bytes"]),
+        ))  # fmt: skip
+    if not options:
+        raise InfeasibleError(f"{spec.id} on {g.id}: {infeasible[-1]}; try --zero 3 or "
+                              "--recompute full")  # fmt: skip
+    d_arr = np.array([o.days for o in options])
+    c_arr = np.array([o.cost_usd if o.cost_usd is not None else o.gpu_hours for o in options])
+    front = _frontier(d_arr, c_arr)
+    meets = np.ones(len(options), dtype=bool)
+    if days is not None:
+        meets &= d_arr <= days
+    if budget is not None:
+        meets &= c_arr <= budget
+    options = [o.model_copy(update={"frontier": bool(f), "meets": bool(m) and bool(
+        days or budget)}) for o, f, m in zip(options, front, meets)]  # fmt: skip
+    choice: TrainingOption | None = None
+    if days is None and budget is None:
+        answer = ("no deadline or budget given: the frontier is the answer (--days or "
+                  "--budget picks one)")  # fmt: skip
+    elif not meets.any():
+        fastest = min(options, key=lambda o: o.days)
+        cheapest = min(options, key=lambda o: c_arr[options.index(o)])
+        answer = (f"no GPU count meets the target: fastest {fastest.gpus} GPUs in "
+                  f"{fastest.days:.1f} days, cheapest {cheapest.gpus} GPUs "
+                  + (f"${cheapest.cost_usd:,.0f}" if cheapest.cost_usd is not None else "")
+                  + "; none is recommended")  # fmt: skip
+    else:
+        idx = [i for i in range(len(options)) if meets[i]]
+        if days is not None:  # the fewest GPUs within 1% of the cheapest that meets
+            cheapest = min(c_arr[i] for i in idx)
+            pick = min((i for i in idx if c_arr[i] <= cheapest * (1 + COST_TIE)),
+                       key=lambda i: options[i].gpus)  # fmt: skip
+        else:
+            pick = min(idx, key=lambda i: (d_arr[i], c_arr[i]))
+        choice = options[pick]
+        cost = f", ${choice.cost_usd:,.0f}" if choice.cost_usd is not None else ""
+        want = " and ".join(
+            x for x in (f"{days:g} days" if days else "", f"${budget:,.0f}" if budget else "") if x
+        )
+        answer = (f"{choice.gpus} x {g.id} (tp={choice.tp} pp={choice.pp} dp={choice.dp}): "
+                  f"{choice.days:.1f} days{cost}, MFU {100 * choice.mfu:.0f}% "
+                  f"({'cheapest' if days is not None else 'fastest'} within {want})")  # fmt: skip
+    warnings = []
+    if r.calibrations[g.id].startswith("none"):
+        warnings.append("datasheet roofline only (no calibration for this GPU): times are "
+                        "lower bounds, MFU an upper bound")  # fmt: skip
+    return TrainingSearch(
+        model=spec.id, gpu=g.id, tokens=tokens, seq=int(rows["seq"][0]), days_target=days,
+        budget_usd=budget, calibration=r.calibrations[g.id],
+        price=price_info.to_dict() if price_info else None, options=tuple(options),
+        choice=choice, answer=answer, infeasible=tuple(infeasible), warnings=tuple(warnings),
+    )  # fmt: skip
+
+
+def fastest_layout(
+    spec: ModelSpec, g: GPUSpec, gpus: int, tokens: float, **kwargs: Any
+) -> tuple[int, int]:
+    """(tp, pp) of the fastest layout of ``gpus`` GPUs that fits memory; InfeasibleError with
+    the smallest layout's shortfall when none does (``plan_training``'s search)."""
+    t, p, d = layouts(spec, [gpus], kwargs.pop("tp", None), kwargs.pop("pp", None))
+    r = sweep_training(spec, g, tp=t, pp=p, dp=d, tokens=tokens, grid=False, **kwargs)
+    rows = r.table
+    ok = rows[rows["fits"]]
+    if not len(ok):
+        from gpumodel.llm.memory import infeasible_message, memory
+
+        least = rows[np.argmin(rows["memory_bytes"])]
+        mem = memory(spec, g, batch=int(least["micro_batch"]), seq=int(least["seq"]),
+                     dtype=kwargs.get("dtype", "bf16"), train=True, tp=int(least["tp"]),
+                     pp=int(least["pp"]), dp=int(least["dp"]), zero=kwargs.get("zero", 1),
+                     recompute=kwargs.get("recompute", "selective"),
+                     microbatches=int(least["microbatches"]))  # fmt: skip
+        raise InfeasibleError(
+            infeasible_message(mem) + "; try more GPUs, --zero 3, --recompute full",
+            needed=mem.total_bytes, available=mem.capacity_bytes,
+        )  # fmt: skip
+    best = ok[np.argmin(ok["train_time_s"])]
+    return int(best["tp"]), int(best["pp"])
+
+
+def explain_search(s: TrainingSearch) -> str:
+    """Plain-text summary (the CLI renders the table itself)."""
+    lines = [f"train {s.model} on {s.tokens:.3g} tokens on {s.gpu}: {s.answer}"]
+    for o in s.options:
+        mark = " *" if o.frontier else ""
+        cost = f"${o.cost_usd:,.0f}" if o.cost_usd is not None else "-"
+        lines.append(f"  {o.gpus:>6} GPUs tp={o.tp} pp={o.pp} dp={o.dp}: {o.days:.1f} days, "
+                     f"{cost}, MFU {100 * o.mfu:.0f}%, "
+                     f"{format_quantity(o.memory_per_gpu_bytes, 'B')}/GPU{mark}")  # fmt: skip
+    lines += [f"  calibration: {calibration_short(s.calibration)}"]
+    lines += [f"  warning: {w}" for w in s.warnings]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DEFAULT_GPU_COUNTS",
+    "TrainingOption",
+    "TrainingSearch",
+    "explain_search",
+    "fastest_layout",
+    "layouts",
+    "search_training",
+]

@@ -1,0 +1,444 @@
+"""Vectorised LLM planning: inference and training steps over grids of batch, context/seq, tp,
+pp, dp and GPUs, with memory, fit and cost per point, as one table.
+
+    r = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=[1, 8, 64],
+                           context=[1024, 4096], tp=[1, 2], dp=[1, 4], runtime="graph")
+    r["time_s"], r["fits"], r["usd_per_million_tokens"]       # numpy columns, one row a point
+    gm.sweep_training("llama-2-7b", "h100", tp=[1, 2, 4], pp=[1, 2], dp=[8, 16, 32])
+
+Same model as the scalar functions, not a copy of it. A point's step time is
+``predict_inference`` / ``predict_training_step``'s, to rounding (a test holds them equal to
+1e-9 relative over a grid): both time the step's ops with the same op model (``Timer``) and
+combine them with the same numpy formulas (``inference.step_times``, which holds the eager
+host/GPU queue ``_timing.queue_time_blocks``; ``training.combine_step``). The sweep is fast
+because it times each distinct op once per GPU (the GEMMs of a decode step do not depend on
+the context, a layer's ops do not depend on pp or dp, ...) and combines the points as arrays.
+
+The grid (``grid=True``, default) is the Cartesian product of the values given, in the order
+GPU, tp, pp, dp, batch, seq, context; ``grid=False`` broadcasts the arrays against each other
+instead (numpy rules), for a list of points. Bad values (batch 0, a tp that does not split the
+heads, a context past the model's) raise the scalar function's error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from gpumodel.calibration import (
+    calibration_label,
+    calibration_short,
+    choose_calibration,
+    mixed_calibration_warning,
+)
+from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.llm._timing import Timer
+from gpumodel.llm.inference import (
+    DEFAULT_GRAPH_LAUNCH_S,
+    _defaults,
+    host_costs,
+    kernel_blocks,
+    step_times,
+)
+from gpumodel.llm.layers import AttentionImpl, Fusion, model_ops, tp_shape
+from gpumodel.llm.memory import Recompute, memory
+from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.training import (
+    combine_step,
+    default_global_batch,
+    model_flops_per_token,
+    p2p_time,
+    stage_times,
+    sync_times,
+)
+from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
+from gpumodel.specs import GPUSpec, get_gpu
+
+# the largest grid one call builds (rows are ~150 bytes: 10^7 rows ~ 1.5 GB)
+MAX_POINTS = 10_000_000
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A table of points (``table``: a numpy structured array, one row a point) and what every
+    row's numbers rest on: each GPU's calibration (full label) and price (provider, date,
+    source), and a warning when the GPUs mix calibrated and datasheet-only models."""
+
+    kind: Literal["inference", "training"]
+    model: str
+    table: np.ndarray
+    calibrations: dict[str, str]
+    prices: dict[str, Price | None]
+    warnings: tuple[str, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.table[column]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.table.dtype.names or ())
+
+    def records(self) -> list[dict[str, Any]]:
+        """Rows as dicts of Python values (a cost without a price is None)."""
+        names = self.columns
+        out = []
+        for row in self.table.tolist():
+            out.append({k: (None if isinstance(v, float) and math.isnan(v) else v)
+                        for k, v in zip(names, row)})  # fmt: skip
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "settings": self.settings,
+            "columns": list(self.columns),
+            "rows": self.records(),
+            "calibrations": self.calibrations,
+            "prices": {g: p.to_dict() if p else None for g, p in self.prices.items()},
+            "warnings": list(self.warnings),
+        }
+
+
+def _ints(name: str, value: Any) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(value))
+    if arr.size == 0:
+        raise SpecError(f"{name}: no values")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise SpecError(f"{name} must be whole numbers, got {value!r}")
+    elif arr.dtype.kind not in "iu":
+        raise SpecError(f"{name} must be integers, got {value!r}")
+    if np.any(arr < 1):
+        raise SpecError(f"{name} must be >= 1, got {value!r}")
+    if np.any(arr > 2**53):
+        raise SpecError(f"{name} must be <= 2^53, got {value!r}")
+    return arr.astype(np.int64)
+
+
+def _gpus(gpu: GPUSpec | str | Iterable[GPUSpec | str]) -> list[GPUSpec]:
+    items = [gpu] if isinstance(gpu, (str, GPUSpec)) else list(gpu)
+    if not items:
+        raise SpecError("no GPU given")
+    return [get_gpu(g) for g in items]
+
+
+def _points(axes: dict[str, np.ndarray], grid: bool) -> dict[str, np.ndarray]:
+    """The grid's points, one flat array per axis (Cartesian product, or broadcast)."""
+    if grid:
+        size = math.prod(a.size for a in axes.values())
+        if size > MAX_POINTS:
+            raise SpecError(f"the grid has {size:,} points, more than {MAX_POINTS:,}; split it")
+        mesh = np.meshgrid(*(a.ravel() for a in axes.values()), indexing="ij")
+        return {k: m.ravel() for k, m in zip(axes, mesh)}
+    try:
+        arrays = np.broadcast_arrays(*axes.values())
+    except ValueError as exc:
+        raise SpecError(f"grid=False: the arrays do not broadcast ({exc})") from None
+    if arrays[0].size > MAX_POINTS:
+        raise SpecError(f"{arrays[0].size:,} points, more than {MAX_POINTS:,}; split them")
+    return {k: a.ravel() for k, a in zip(axes, arrays)}
+
+
+def _costs(price: Price | None, gpus: np.ndarray, tokens_per_s: np.ndarray) -> tuple:
+    if price is None:
+        nan = np.full(gpus.shape, np.nan)
+        return nan, nan, nan
+    usd = np.full(gpus.shape, price.usd_per_gpu_hour)
+    per_hour = gpus * usd
+    return usd, per_hour, per_hour / (tokens_per_s * 3600.0) * 1e6
+
+
+def _table(columns: dict[str, np.ndarray]) -> np.ndarray:
+    dtypes = []
+    for name, col in columns.items():
+        kind = col.dtype.kind
+        dt = (col.dtype if kind in "U" else np.dtype(bool) if kind == "b"
+              else np.dtype(np.int64) if kind in "iu" else np.dtype(float))  # fmt: skip
+        dtypes.append((name, dt))
+    n = len(next(iter(columns.values())))
+    out = np.empty(n, dtype=dtypes)
+    for name, col in columns.items():
+        out[name] = col
+    return out
+
+
+def _group_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of an integer matrix and, for each row, the index of its distinct row."""
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return uniq, inverse.ravel()
+
+
+def sweep_inference(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str | Iterable[GPUSpec | str],
+    *,
+    phase: Literal["prefill", "decode"] = "decode",
+    batch: Any = 1,
+    seq: Any = None,
+    context: Any = None,
+    tp: Any = 1,
+    pp: Any = 1,
+    dp: Any = 1,
+    dtype: str = "bf16",
+    runtime: Literal["eager", "graph"] = "eager",
+    attention: AttentionImpl = "flash",
+    fusion: Fusion | None = None,
+    kv_cache: Any = None,
+    gqa: Any = None,
+    calibration: Any = None,
+    calibration_from: str | None = None,
+    host_per_kernel_s: float | None = None,
+    host_per_step_s: float | None = None,
+    graph_launch_s: float = DEFAULT_GRAPH_LAUNCH_S,
+    stream_floor_s: float | None = None,
+    price: PriceArg = None,
+    grid: bool = True,
+) -> SweepResult:
+    """``predict_inference`` over a grid: each point is a replica of ``tp`` GPUs stepping
+    ``batch`` sequences of ``seq`` new tokens attending to ``context``, ``dp`` replicas
+    (``gpus = tp x dp``). Columns: gpu, calibration (short; full label in ``calibrations``),
+    batch, seq, context, tp, pp, dp, gpus, time_s (the step: TTFT for prefill, TPOT for decode),
+    gpu_time_s, host_time_s, tokens_per_s (all replicas), memory_bytes (per GPU: weights, KV
+    cache of ``context`` tokens, buffers, overhead; ``gpumodel.memory``), capacity_bytes, fits,
+    usd_per_gpu_hour, usd_per_hour, usd_per_million_tokens (NaN without a price).
+
+    ``pp`` is accepted for symmetry with ``sweep_training`` but must be 1: the inference model
+    has no pipeline-parallel step."""
+    spec = get_model(model)
+    if runtime not in ("eager", "graph"):
+        raise SpecError(f"runtime must be 'eager' or 'graph', got '{runtime}'")
+    if phase not in ("prefill", "decode"):
+        raise SpecError(f"phase must be 'prefill' or 'decode', got '{phase}'")
+    gpus = _gpus(gpu)
+    pp_arr = _ints("pp", pp)
+    if np.any(pp_arr != 1):
+        raise UnsupportedError("inference sweeps take tp and dp (replicas); pipeline-parallel "
+                               "inference (pp > 1) is not modelled")  # fmt: skip
+    seq_default, ctx_default = _defaults(spec, phase, None, None)
+    seq_arr = _ints("seq", seq_default if seq is None else seq)
+    ctx_given = context is not None
+    ctx_arr = _ints("context", context) if ctx_given else np.array([0])
+    axes = {"tp": _ints("tp", tp), "pp": pp_arr, "dp": _ints("dp", dp),
+            "batch": _ints("batch", batch), "seq": seq_arr, "context": ctx_arr}  # fmt: skip
+    pts = _points(axes, grid)
+    if not ctx_given:  # the scalar's default: the prompt (prefill) or min(2048, max) (decode)
+        pts["context"] = (
+            pts["seq"].copy() if phase == "prefill" else np.full_like(pts["seq"], ctx_default)
+        )
+    fusion = fusion or ("unfused" if runtime == "eager" else "fused")
+    kv_cache = kv_cache or ("concat" if runtime == "eager" else "static")
+    if gqa is None:
+        hf_static = runtime == "graph" and fusion == "unfused" and kv_cache == "static"
+        gqa = "repeat" if hf_static else "native"
+    if stream_floor_s is not None and stream_floor_s < 0:
+        raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
+    price = resolve_price_keys(price)
+
+    n = len(pts["tp"])
+    keys = np.stack([pts["tp"], pts["batch"], pts["seq"], pts["context"]], axis=1)
+    uniq, inverse = _group_rows(keys)
+    parts: list[dict[str, np.ndarray]] = []
+    calibrations: dict[str, str] = {}
+    prices: dict[str, Price | None] = {}
+    for g in gpus:
+        timer = Timer(g, choose_calibration(g, calibration, calibration_from),
+                      stream_floor_s=stream_floor_s)  # fmt: skip
+        calibrations[g.id] = timer.label
+        hpk, hps, _ = host_costs(runtime, timer.calibration, host_per_kernel_s, host_per_step_s)
+        m = len(uniq)
+        step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
+        mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
+        by_shape: dict[tuple[int, int, int], list[tuple[int, tuple]]] = {}
+        for i, (t, b, s, c) in enumerate(uniq.tolist()):
+            s, c = _defaults(spec, phase, s, c)
+            ops = model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention,
+                            fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
+            blocks = kernel_blocks(timer.time_all(ops.pre), timer.time_all(ops.layer),
+                                   timer.time_all(ops.post))  # fmt: skip
+            by_shape.setdefault(tuple(len(x) for x in blocks), []).append((i, blocks))  # type: ignore[arg-type]
+            mb = memory(spec, g, batch=b, seq=c, dtype=dtype, tp=t, prefill_tokens=b * s)
+            mem[i], cap[i], fits[i] = mb.total_bytes, mb.capacity_bytes, mb.fits
+        for rows in by_shape.values():
+            idx = np.array([i for i, _ in rows])
+            pre, layer, post = (np.array([blk[j] for _, blk in rows], dtype=float).reshape(
+                len(rows), -1) for j in range(3))  # fmt: skip
+            times = step_times(pre, layer, spec.layers, post, runtime=runtime,
+                               host_per_kernel_s=hpk, host_per_step_s=hps,
+                               graph_launch_s=graph_launch_s)  # fmt: skip
+            step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
+        t_step = step[inverse]
+        n_gpus = pts["tp"] * pts["dp"]
+        tokens_per_s = pts["dp"] * (pts["batch"] * pts["seq"]) / t_step
+        prices[g.id] = price_for(g, price)
+        usd, per_hour, per_m = _costs(prices[g.id], n_gpus, tokens_per_s)
+        parts.append({
+            "gpu": np.full(n, g.id), "calibration": np.full(n, calibration_short(timer.label)),
+            **{k: pts[k] for k in ("batch", "seq", "context", "tp", "pp", "dp")},
+            "gpus": n_gpus, "time_s": t_step, "gpu_time_s": gpu_t[inverse],
+            "host_time_s": host_t[inverse], "tokens_per_s": tokens_per_s,
+            "memory_bytes": mem[inverse], "capacity_bytes": cap[inverse], "fits": fits[inverse],
+            "usd_per_gpu_hour": usd, "usd_per_hour": per_hour, "usd_per_million_tokens": per_m,
+        })  # fmt: skip
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return SweepResult(
+        kind="inference", model=spec.id, table=_table(columns), calibrations=calibrations,
+        prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
+        settings={"phase": phase, "runtime": runtime, "dtype": dtype, "fusion": fusion,
+                  "kv_cache": kv_cache, "attention": attention, "gqa": gqa},
+    )  # fmt: skip
+
+
+def sweep_training(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str | Iterable[GPUSpec | str],
+    *,
+    micro_batch: Any = 1,
+    seq: Any = None,
+    tp: Any = 1,
+    pp: Any = 1,
+    dp: Any = 1,
+    zero: int = 1,
+    global_batch: int | None = None,
+    dtype: str = "bf16",
+    recompute: Recompute = "selective",
+    fusion: Fusion = "fused",
+    attention: AttentionImpl = "flash",
+    calibration: Any = None,
+    calibration_from: str | None = None,
+    tokens: float | None = None,
+    price: PriceArg = None,
+    grid: bool = True,
+) -> SweepResult:
+    """``predict_training_step`` over a grid of layouts: ``gpus = tp x pp x dp`` GPUs,
+    micro-batches of ``micro_batch`` sequences of ``seq`` tokens, ``global_batch`` sequences per
+    step (default ~4M tokens, rounded up to a multiple of dp x micro-batch). Columns: gpu,
+    calibration, micro_batch, seq, tp, pp, dp, gpus, global_batch, microbatches, time_s (the
+    step), tokens_per_s, mfu, memory_bytes (per GPU, ZeRO stage ``zero``), capacity_bytes,
+    fits, usd_per_gpu_hour, usd_per_hour; with ``tokens``: train_time_s (whole steps to see
+    ``tokens`` tokens), days, cost_usd. Layouts the scalar rejects (pp not dividing the layers,
+    a global batch that dp x micro-batch does not divide) raise its error."""
+    spec = get_model(model)
+    if zero not in (0, 1, 2, 3):
+        raise SpecError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero}")
+    if recompute not in ("none", "selective", "full"):
+        raise SpecError(f"recompute must be none, selective or full, got {recompute!r}")
+    if tokens is not None and not (math.isfinite(tokens) and tokens > 0):
+        raise SpecError(f"tokens must be positive, got {tokens}")
+    gpus = _gpus(gpu)
+    seq_default = min(spec.max_context, 8192)
+    axes = {"tp": _ints("tp", tp), "pp": _ints("pp", pp), "dp": _ints("dp", dp),
+            "micro_batch": _ints("micro_batch", micro_batch),
+            "seq": _ints("seq", seq_default if seq is None else seq)}  # fmt: skip
+    pts = _points(axes, grid)
+    bad = sorted({int(p) for p in pts["pp"] if spec.layers % p})
+    if bad:
+        raise SpecError(f"{spec.id}: {spec.layers} layers do not split into pp={bad[0]} stages")
+    for t in np.unique(pts["tp"]).tolist():
+        tp_shape(spec, t)
+    per_step = pts["dp"] * pts["micro_batch"]
+    if global_batch is None:
+        gb = default_global_batch(pts["seq"], per_step)
+    else:
+        gb = np.full(per_step.shape, _ints("global_batch", global_batch)[0])
+        if np.any(gb % per_step):
+            i = int(np.argmax(gb % per_step != 0))
+            raise SpecError(f"global batch {int(gb[i])} is not a multiple of dp x micro_batch "
+                            f"= {int(per_step[i])}")  # fmt: skip
+    m = gb // per_step
+    layers = spec.layers // pts["pp"]
+    price = resolve_price_keys(price)
+    n = len(m)
+    parts: list[dict[str, np.ndarray]] = []
+    calibrations: dict[str, str] = {}
+    prices: dict[str, Price | None] = {}
+    for g in gpus:
+        peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector") or 0.0
+        if not peak:
+            raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
+        timer = Timer(g, choose_calibration(g, calibration, calibration_from))
+        calibrations[g.id] = calibration_label(timer.calibration)
+        # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
+        fields = ("layer_fwd_s", "head_fwd_s", "pre_fwd_s", "layer_bwd_s", "head_bwd_s",
+                  "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s")  # fmt: skip
+        skey = np.stack([pts["tp"], pts["micro_batch"], pts["seq"]], axis=1)
+        suniq, sinv = _group_rows(skey)
+        svals = np.empty((len(suniq), len(fields)))
+        for i, (t, b, s) in enumerate(suniq.tolist()):
+            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention)
+            svals[i] = [getattr(st, f) for f in fields]
+        stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
+        # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)
+        tokens_mb = pts["micro_batch"] * pts["seq"]
+        puniq, pinv = _group_rows(np.stack([pts["tp"], pts["pp"], tokens_mb], axis=1))
+        p2p = np.array([p2p_time(spec, timer, tok, t, p, dtype)
+                        for t, p, tok in puniq.tolist()])[pinv]  # fmt: skip
+        duniq, dinv = _group_rows(np.stack([pts["tp"], pts["pp"], pts["dp"]], axis=1))
+        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype)
+                          for t, p, d in duniq.tolist()]).reshape(-1, 2)  # fmt: skip
+        dp_comm, opt = dvals[dinv, 0], dvals[dinv, 1]
+        res = combine_step(stage, layers, pts["pp"], m, recompute, p2p, dp_comm, opt)
+        step = res["step"]
+        # memory per (tp, pp, dp, micro-batch, seq, microbatches in flight)
+        mkey = np.stack([pts["tp"], pts["pp"], pts["dp"], pts["micro_batch"], pts["seq"],
+                         np.minimum(pts["pp"], m)], axis=1)  # fmt: skip
+        muniq, minv = _group_rows(mkey)
+        mvals = np.empty((len(muniq), 3))
+        for i, (t, p, d, b, s, inflight) in enumerate(muniq.tolist()):
+            mb = memory(spec, g, batch=b, seq=s, dtype=dtype, train=True, tp=t, pp=p, dp=d,
+                        zero=zero, recompute=recompute, microbatches=inflight)  # fmt: skip
+            mvals[i] = (mb.total_bytes, mb.capacity_bytes, mb.fits)
+        n_gpus = pts["tp"] * pts["pp"] * pts["dp"]
+        tokens_step = gb * pts["seq"]
+        flops_token = np.array([model_flops_per_token(spec, s) for s in pts["seq"].tolist()])
+        tokens_per_s = tokens_step / step
+        prices[g.id] = price_for(g, price)
+        usd, per_hour, _ = _costs(prices[g.id], n_gpus, tokens_per_s)
+        cols = {
+            "gpu": np.full(n, g.id), "calibration": np.full(n, calibration_short(timer.label)),
+            "micro_batch": pts["micro_batch"], "seq": pts["seq"], "tp": pts["tp"],
+            "pp": pts["pp"], "dp": pts["dp"], "gpus": n_gpus, "global_batch": gb,
+            "microbatches": m, "time_s": step, "tokens_per_s": tokens_per_s,
+            "mfu": tokens_step * flops_token / (step * n_gpus * peak),
+            "memory_bytes": mvals[minv, 0], "capacity_bytes": mvals[minv, 1],
+            "fits": mvals[minv, 2].astype(bool), "usd_per_gpu_hour": usd,
+            "usd_per_hour": per_hour,
+        }  # fmt: skip
+        if tokens is not None:
+            steps = np.ceil(tokens / tokens_step)
+            train_s = steps * step
+            cols.update({"train_time_s": train_s, "days": train_s / 86400.0,
+                         "cost_usd": n_gpus * train_s / 3600.0 * usd})  # fmt: skip
+        parts.append(cols)
+    columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    return SweepResult(
+        kind="training", model=spec.id, table=_table(columns), calibrations=calibrations,
+        prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
+        settings={"zero": zero, "recompute": recompute, "dtype": dtype, "fusion": fusion,
+                  "attention": attention, "tokens": tokens},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """StageTimes' sums as arrays over the points (what ``combine_step`` reads)."""
+
+    layer_fwd_s: np.ndarray
+    head_fwd_s: np.ndarray
+    pre_fwd_s: np.ndarray
+    layer_bwd_s: np.ndarray
+    head_bwd_s: np.ndarray
+    layer_attention_s: np.ndarray
+    layer_comm_fwd_s: np.ndarray
+    layer_comm_bwd_s: np.ndarray
+
+
+__all__ = ["SweepResult", "sweep_inference", "sweep_training"]

@@ -1,0 +1,111 @@
+"""GPU prices: one per GPU, each with its provider, date and source (the ``price:`` block of the
+GPU's spec YAML), or a price the user gives for one run.
+
+    price_for(get_gpu("h100"), None)                 # the spec's: Lambda, 2025-06-01, ...
+    price_for(get_gpu("h100"), {"h100": 2.49})       # given on the command line
+    parse_prices("h100=2.49,h200=3.10")              # {"h100": 2.49, "h200": 3.10}
+
+Prices differ by provider, region, commitment and month: every cost output names the price it
+used (``Price.label``) so that two GPUs priced by different providers or dates can be seen as
+such. ``gpumodel prices`` lists the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gpumodel._validators import check_number
+from gpumodel.errors import SpecError
+from gpumodel.specs import GPUSpec
+
+GIVEN = "given on the command line / in the call"
+
+
+@dataclass(frozen=True)
+class Price:
+    """$ per GPU-hour and where it comes from."""
+
+    usd_per_gpu_hour: float
+    provider: str
+    date: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        """'Lambda 2025-06-01' or 'given'."""
+        return "given" if self.provider == "given" else f"{self.provider} {self.date}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PriceArg = float | Mapping[str, float] | None
+
+
+MAX_USD_PER_GPU_HOUR = 1e6
+
+
+def _check(value: Any, what: str) -> float:
+    """A $ per GPU-hour: finite, > 0, at most 10**6 (text from the command line is parsed)."""
+    if isinstance(value, str):
+        try:
+            value = float(value) if value.isascii() and len(value) <= 100 else value
+        except ValueError:
+            raise SpecError(f"{what}: {value!r} is not a number") from None
+    return check_number(value, f"{what} ($ per GPU-hour)", gt=0, le=MAX_USD_PER_GPU_HOUR)
+
+
+def price_for(gpu: GPUSpec, price: PriceArg = None) -> Price | None:
+    """The price of ``gpu``: ``price`` ($/GPU-hour for every GPU, or a mapping GPU id or alias
+    -> $/GPU-hour), else the spec's; None when neither has one."""
+    given: float | None = None
+    if isinstance(price, Mapping):
+        for key in (gpu.id, *gpu.aliases):
+            if key in price:
+                given = _check(price[key], f"price of {key}")
+                break
+    elif price is not None:
+        given = _check(price, "price")
+    if given is not None:
+        return Price(given, "given", "", GIVEN)
+    if gpu.price is None:
+        return None
+    p = gpu.price
+    return Price(p.usd_per_hour, p.provider, p.date.isoformat(), p.source)
+
+
+def parse_prices(text: str) -> float | dict[str, float]:
+    """``'2.49'`` -> 2.49 (every GPU); ``'h100=2.49,h200=3.10'`` -> per GPU (ids or aliases)."""
+    text = text.strip()
+    if "=" not in text:
+        return _check(text, "--price")
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip():
+            raise SpecError(f"--price: expected GPU=$/hour pairs like 'h100=2.49', got {part!r}")
+        out[name.strip().lower()] = _check(value.strip(), f"--price {name.strip()}")
+    return out
+
+
+def resolve_price_keys(price: PriceArg) -> PriceArg:
+    """A mapping's keys resolved to GPU ids (so ``h100`` prices ``h100-sxm``); unknown GPU
+    names are an error, not a silently unused price."""
+    if not isinstance(price, Mapping):
+        return price
+    from gpumodel.specs import get_gpu
+
+    return {get_gpu(k).id: v for k, v in price.items()}
+
+
+def price_footnote(prices: Mapping[str, Price | None]) -> list[str]:
+    """One line per GPU naming its price's provider, date and source."""
+    lines = []
+    for gpu, p in prices.items():
+        if p is None:
+            lines.append(f"{gpu}: no price (the spec has none; pass --price {gpu}=USD)")
+        else:
+            lines.append(f"{gpu}: ${p.usd_per_gpu_hour:.4g}/GPU-hour, {p.label}: {p.source}")
+    return lines

@@ -1,0 +1,420 @@
+"""Calibrate from a user's own profile: one torch.profiler trace -> a :class:`Calibration`.
+
+What a trace of one training or inference step says, and what is fitted from it:
+
+* **Kernel families on this GPU in this runtime.** Each kernel is matched to the model's ops by
+  its recorded operator and shapes (the mapping ``gpumodel diagnose`` uses). Per family and
+  bound (``gemm/memory``, ``attention/compute``, ...) the fit is the time-weighted ratio
+  sum(measured) / sum(predicted) over the steady-state steps; it is stored as
+  ``family_time_scale`` and applied by ``predict`` as a named term. A family/bound pair with
+  less than ``MIN_FAMILY_SHARE`` of the matched GPU time keeps the base calibration.
+* **The host.** Per step: the CPU time of the step, the operators it ran and the kernels it
+  launched. Per operator kind (matmul, elementwise, cat, ...): the median host time of one
+  top-level call. The profiler itself slows the host: each recorded event costs
+  ``overhead_per_event_s``. With the unprofiled step time (``step_ms``, from the user's own
+  logs) that cost is solved for: (profiled step - unprofiled step) / events per step, when
+  the profiled step is host-bound. Without it a default per-event cost is removed (see
+  ``DEFAULT_PROFILER_EVENT_S``). The result says which of the two was done and how large the
+  correction was.
+* **The runtime.** Named from what the trace shows: CUDA-graph launches, compiled (Triton)
+  kernels, the dynamic KV cache's concatenations, a backward pass, optimizer kernels.
+
+The calibration keeps its provenance (trace SHA-256, GPU, runtime, host, date) and is used
+like any other (``--calibration FILE``); carried to another GPU, the family scales go with it
+(they are ratios to the model, which already carries clocks and bandwidths) and the host and
+runtime stay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpumodel.calibration import Calibration, CalibrationParams, resolve
+from gpumodel.diagnose.parse import CpuEvent, Trace, TraceFormatError, load_trace
+from gpumodel.diagnose.timeline import Timeline, build_timeline, short_name
+from gpumodel.specs import GPUSpec
+from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
+
+# A family/bound pair must carry this share of the matched GPU time to be fitted: a ratio from
+# a handful of microseconds is noise, not a property of the runtime.
+MIN_FAMILY_SHARE = 0.005
+# Host cost the profiler adds per recorded event (CPU operator or runtime call) with
+# record_shapes=True, when the unprofiled step time is not given: the host-bound eager fixture
+# tests/fixtures/traces/transformer_eager.json.gz (H100 host, torch 2.11, 2026-11-22) took
+# 20.825 ms per step profiled and 13.238 ms unprofiled (planted_costs.json) over 2,063 recorded
+# events per step: 3.68 us per event.
+DEFAULT_PROFILER_EVENT_S = 3.68e-6
+
+# operator name -> host-profile kind (the eager_op_s keys of a host profile)
+_KIND_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("sdpa", ("scaled_dot_product_attention", "flash_attention", "efficient_attention",
+              "cudnn_attention")),
+    ("matmul", ("aten::linear", "aten::mm", "aten::matmul", "aten::bmm", "aten::addmm",
+                "aten::baddbmm", "aten::_scaled_mm", "aten::conv")),
+    ("norm", ("layer_norm", "rms_norm", "group_norm", "batch_norm")),
+    ("cat", ("aten::cat", "aten::stack")),
+    ("index", ("index", "aten::scatter", "aten::gather", "aten::embedding", "aten::slice_scatter",
+               "aten::masked_fill")),
+    ("copy", ("aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous", "aten::clone",
+              "aten::type_as")),
+    ("reduction", ("aten::sum", "aten::mean", "aten::max", "aten::argmax", "aten::amax",
+                   "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::cross_entropy",
+                   "aten::nll_loss", "aten::norm")),
+    ("view", ("aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::expand",
+              "aten::unsqueeze", "aten::squeeze", "aten::slice", "aten::select", "aten::t",
+              "aten::split", "aten::chunk", "aten::narrow", "aten::unbind", "aten::flatten",
+              "aten::detach", "aten::alias", "aten::as_strided", "aten::empty", "aten::zeros",
+              "aten::ones", "aten::arange", "aten::full")),
+    ("optimizer_step", ("Optimizer.step", "_fused_adamw", "_fused_adam", "_foreach_")),
+)  # fmt: skip
+HOST_KINDS = ("matmul", "elementwise", "reduction", "norm", "view", "cat", "copy", "index",
+              "sdpa", "optimizer_step")  # fmt: skip
+_LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
+                 "cudaLaunchCooperativeKernel")  # fmt: skip
+_GRAPH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch")
+
+
+def host_kind(name: str) -> str:
+    """The host-profile kind of an operator name (default: elementwise)."""
+    for kind, keys in _KIND_RULES:
+        if any(k in name for k in keys):
+            return kind
+    return "elementwise"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def calibrate_from_trace(
+    path: str | Path,
+    gpu: GPUSpec | str | None = None,
+    model: str | None = None,
+    step_ms: float | None = None,
+    calibration: Calibration | str | None = None,
+) -> Calibration:
+    """Fit a calibration to one torch.profiler Chrome trace (``.json`` or ``.json.gz``).
+
+    ``gpu``: used when the trace does not name its device. ``model``: the LLM preset the trace
+    ran (default: the preset whose widths the trace's GEMM shapes show; recorded in the
+    provenance). ``step_ms``: the
+    step time measured without the profiler (e.g. from your training logs), used to take the
+    profiler's own host cost out exactly. ``calibration``: the base the family scales apply to
+    (None: the best found for the GPU).
+    """
+    from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows
+    from gpumodel.llm.models import get_model
+
+    path = Path(path)
+    if step_ms is not None and not (step_ms > 0 and step_ms < 1e9):
+        raise TraceFormatError(
+            f"--step-ms must be a positive number of milliseconds, not {step_ms}"
+        )
+    tr = load_trace(path)
+    if tr.format != "torch_chrome_trace":
+        raise TraceFormatError(
+            f"{path}: calibrate needs a torch.profiler Chrome trace (.json or .json.gz), not an "
+            "Nsight Systems summary: it has no shapes and no host timeline"
+        )
+    if not any(g.kind == "kernel" for g in tr.gpu):
+        raise TraceFormatError(
+            f"{path}: the trace has no GPU kernels (profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
+        )
+    tl = build_timeline(tr)
+    notes = list(tr.warnings) + list(tl.notes)
+    spec, info = _resolve_gpu(tr, gpu, tl.device, notes)
+    base = resolve(calibration, spec)
+    if not tr.has_shapes:
+        notes.append("no shapes recorded (record_shapes=False): kernels are matched by name "
+                     "only where possible; record with record_shapes=True to fit families")  # fmt: skip
+    predictor = _Predictor(spec, base if base is not None else "none")
+    views, _ = _rows(_group([i for i in tl.instances if i.step is not None]), predictor)
+    periods = max(tl.steps_with_work, 1)
+
+    # --- kernel families -----------------------------------------------------------------
+    fam_meas: dict[str, float] = defaultdict(float)
+    fam_pred: dict[str, float] = defaultdict(float)
+    fam_count: dict[str, int] = defaultdict(int)
+    unmatched: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    reasons: dict[tuple[str, str], str] = {}
+    matched = total = 0.0
+    for v in views:
+        measured = v.measured_s
+        total += measured
+        op = v.mapped.op
+        pred = predictor(op) if op is not None else None
+        if pred is None or v.pred_per_call_s is None:
+            for inst in v.instances:
+                for g in inst.gpu:
+                    key = (short_name(g.name), v.mapped.family)
+                    unmatched[key][0] += g.dur * 1e-6
+                    reasons.setdefault(
+                        key,
+                        v.mapped.reason or predictor.errors.get(op, "")
+                        if op is not None
+                        else v.mapped.reason or "no rule",
+                    )
+            continue
+        matched += measured
+        key = family_key(op.family, pred.bound)
+        fam_meas[key] += measured
+        fam_pred[key] += v.pred_per_call_s * v.count
+        fam_count[key] += sum(len(i.gpu) for i in v.instances)
+    if total <= 0:
+        raise TraceFormatError(f"{path}: no GPU kernel of the trace falls inside a profiled step")
+    families = []
+    scales: dict[str, float] = {}
+    for key in sorted(fam_meas, key=lambda k: -fam_meas[k]):
+        m, p = fam_meas[key], fam_pred[key]
+        scale = m / p if p > 0 else 1.0
+        fitted = p > 0 and m >= MIN_FAMILY_SHARE * matched
+        if fitted:
+            scales[key] = scale
+        families.append(FamilyFit(key=key, kernels_per_step=fam_count[key] / periods,
+                                  measured_s=m / periods, predicted_s=p / periods,
+                                  scale=scale, fitted=fitted))  # fmt: skip
+    top_unmatched = sorted(unmatched.items(), key=lambda kv: -kv[1][0])[:10]
+    unmatched_rows = [
+        {"kernel": k[0], "family": k[1], "s_per_step": v[0] / periods,
+         "reason": reasons.get(k, "")}
+        for k, v in top_unmatched
+    ]  # fmt: skip
+
+    # --- the model, from the GEMM shapes where the flag does not name it ---------------------
+    if model is not None:
+        model = get_model(model).id  # an unknown preset is a one-line error
+    found, model_evidence = identify_model([v.mapped.op for v in views if v.mapped.op is not None])
+    if model is None:
+        model = found
+    elif found is not None and found != model:
+        notes.append(f"--model {model} given, but the trace's GEMM shapes match {found}")
+    notes.append(model_evidence)
+
+    # --- host ------------------------------------------------------------------------------
+    host = _host_side(tr, tl, step_ms, periods)
+    runtime, evidence = identify_runtime(tr, tl)
+
+    # --- the fitted model on the traced step ----------------------------------------------
+    fitted_gpu = sum(
+        fam_meas[k] / periods if k in scales else fam_pred[k] / periods for k in fam_meas
+    ) + (total - matched) / periods  # fmt: skip
+    step_pred = max(fitted_gpu, host["host_step_s"])
+    self_check = {
+        "step_profiled_s": tl.step_us * 1e-6,
+        "step_predicted_s": step_pred,
+        "gpu_busy_measured_s": total / periods,
+        "gpu_busy_predicted_s": fitted_gpu,
+        "base_gpu_busy_predicted_s": sum(fam_pred.values()) / periods + (total - matched) / periods,
+    }
+    if step_ms is not None:  # the unprofiled step is what the model predicts
+        self_check["step_measured_s"] = step_ms * 1e-3
+        self_check["error_pct"] = 100.0 * (step_pred - step_ms * 1e-3) / (step_ms * 1e-3)
+    base_params = base.parameters if base is not None else CalibrationParams()
+    params = base_params.model_copy(update={"family_time_scale": {
+        **base_params.family_time_scale, **scales}})  # fmt: skip
+    fit = TraceFit(
+        trace_path=str(path), trace_sha256=file_sha256(path), gpu_id=spec.id,
+        device_name=info.device_name, runtime=runtime, runtime_evidence=evidence,
+        created=datetime.now(timezone.utc), steps=tl.steps_with_work,
+        step_time_s=tl.step_us * 1e-6,
+        unprofiled_step_s=step_ms * 1e-3 if step_ms is not None else None,
+        gpu_busy_s=total / periods, kernels_per_step=host["kernels_per_step"],
+        graph_launches_per_step=host["graphs_per_step"],
+        matched_fraction=matched / total, unmatched=unmatched_rows, families=families,
+        profiler=host["correction"], host_per_kernel_s=host["host_per_kernel_s"],
+        host_op_s=host["op_s"], host_op_counts=host["op_counts"], self_check=self_check,
+        model=model, notes=notes, peak_allocated_bytes=tr.peak_allocated_bytes,
+        peak_reserved_bytes=tr.peak_reserved_bytes,
+    )  # fmt: skip
+    env = dict(base.environment) if base is not None else {}
+    env.update({"trace": path.name, "trace_sha256": fit.trace_sha256, "runtime": runtime})
+    return Calibration(
+        gpu_id=spec.id,
+        device_name=info.device_name or spec.name,
+        created=fit.created,
+        backend="trace",
+        environment=env,
+        parameters=params,
+        errors=base.errors if base is not None else {},
+        trace=fit,
+        host_profile=host_profile_from_fit(fit),
+    )
+
+
+def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
+    return [
+        e for e in events if e.cat == "cpu_op" and (e.parent is None or e.parent.cat != "cpu_op")
+    ]
+
+
+def _host_side(tr: Trace, tl: Timeline, step_ms: float | None, periods: int) -> dict[str, Any]:
+    """Host time per step, per kernel and per operator kind, with the profiler's cost removed."""
+    steps = [e for e in tr.cpu if e.cat == "user_annotation" and e.name.startswith("ProfilerStep#")]
+    if steps:
+        lo, hi = min(s.ts for s in steps), max(s.end for s in steps)
+        n_steps = len(steps)
+        host_step_prof = statistics.median(s.dur for s in steps) * 1e-6
+    else:
+        lo, hi = float("-inf"), float("inf")
+        n_steps = 1
+        host_step_prof = tl.window_us * 1e-6
+
+    def inside(ts: float) -> bool:
+        return lo <= ts <= hi
+
+    cpu_ops = [e for e in tr.cpu if e.cat == "cpu_op" and inside(e.ts)]
+    runtime = [r for r in tr.runtime if inside(r.ts)]
+    launches = sum(1 for r in runtime if r.name.startswith(_LAUNCH_CALLS))
+    graphs = sum(1 for r in runtime if r.name.startswith(_GRAPH_CALLS))
+    events = (len(cpu_ops) + len(runtime)) / n_steps
+    kernels_per_step = launches / n_steps
+    graphs_per_step = graphs / n_steps
+    step_trace = tl.step_us * 1e-6
+    if step_ms is not None:
+        # The profiler's cost shows only while the host sets the pace: solve for it from the
+        # difference, never below zero, never more than the host had.
+        unprof = step_ms * 1e-3
+        removed = min(max(step_trace - unprof, 0.0), host_step_prof)
+        per_event = removed / events if events else 0.0
+        method = "step-ms: solved from the unprofiled step time"
+    else:
+        per_event = DEFAULT_PROFILER_EVENT_S
+        removed = min(per_event * events, 0.9 * host_step_prof)
+        per_event = removed / events if events else 0.0
+        method = "default per-event cost (no --step-ms given)"
+    host_step = host_step_prof - removed
+    correction = ProfilerCorrection(
+        method=method, per_event_s=per_event, events_per_step=events,
+        removed_per_step_s=removed, profiled_host_step_s=host_step_prof, host_step_s=host_step,
+    )  # fmt: skip
+    # per-kind host time of one top-level operator call, less its own events' profiler cost
+    nested: dict[int, int] = defaultdict(int)
+    for e in cpu_ops:
+        node = e
+        while node is not None:
+            nested[id(node)] += 1
+            node = node.parent
+    for r in runtime:
+        node = r.launcher
+        while node is not None:
+            nested[id(node)] += 1
+            node = node.parent
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for e in _top_level(cpu_ops):
+        by_kind[host_kind(e.name)].append(max(e.dur * 1e-6 - per_event * nested[id(e)], 0.0))
+    op_s = {k: statistics.median(v) for k, v in by_kind.items() if v}
+    op_counts = {k: len(v) / n_steps for k, v in by_kind.items()}
+    issued = kernels_per_step + graphs_per_step
+    return {
+        "correction": correction,
+        "host_step_s": host_step,
+        "host_per_kernel_s": host_step / issued if issued else host_step,
+        "kernels_per_step": kernels_per_step,
+        "graphs_per_step": graphs_per_step,
+        "op_s": op_s,
+        "op_counts": op_counts,
+    }
+
+
+def identify_runtime(tr: Trace, tl: Timeline) -> tuple[str, list[str]]:
+    """Name the runtime the trace ran, with the evidence: a CUDA graph per step and compiled
+    (Triton) kernels -> ``hf-static-compiled``; graphs without Triton -> ``fused-graph``; eager
+    launches -> ``hf-eager``; a backward pass makes it a training step (``train-*``)."""
+    names = [g.name for g in tr.gpu if g.kind == "kernel"]
+    n = max(len(names), 1)
+    triton = sum(1 for k in names if k.startswith("triton_") or "triton" in k.lower())
+    graphs = sum(1 for r in tr.runtime if r.name.startswith(_GRAPH_CALLS))
+    launches = sum(1 for r in tr.runtime if r.name.startswith(_LAUNCH_CALLS))
+    cats = sum(1 for e in tr.cpu if e.name == "aten::cat")
+    backward = any(i.phase == "backward" for i in tl.instances)
+    optimizer = any(i.phase == "optimizer" for i in tl.instances)
+    evidence = [f"{len(names)} kernels, {launches} kernel launches, {graphs} graph launches"]
+    if triton:
+        evidence.append(f"{triton} Triton kernels ({100 * triton / n:.0f}%): compiled regions")
+    if cats and not backward:
+        evidence.append(f"{cats} aten::cat calls (dynamic KV cache concatenation)")
+    if backward:
+        evidence.append("backward kernels present: a training step")
+    if optimizer:
+        evidence.append("optimizer kernels present")
+    if graphs and graphs >= 0.2 * max(launches, 1):
+        runtime = "hf-static-compiled" if triton else "fused-graph"
+    elif triton:
+        runtime = "compiled-eager"
+    else:
+        runtime = "hf-eager"
+    if backward:
+        runtime = f"train-{runtime}"
+    return runtime, evidence
+
+
+def identify_model(ops: list[Any]) -> tuple[str | None, str]:
+    """The shipped LLM preset whose hidden, FFN and vocabulary widths all appear among the
+    trace's GEMM dimensions (a decoder's projections are (hidden x hidden), (hidden x ffn) and
+    the LM head (hidden x vocab)); ties go to the preset whose layer count best matches the
+    number of FFN GEMMs. None, with the widths seen, when no preset matches."""
+    from gpumodel.llm.models import list_models
+
+    dims: set[int] = set()
+    ffn_gemms = defaultdict(int)
+    for op in ops:
+        if getattr(op, "family", None) == "gemm":
+            n, k = int(getattr(op, "n", 0)), int(getattr(op, "k", 0))
+            dims.update((n, k))
+            ffn_gemms[(min(n, k), max(n, k))] += 1
+    if not dims:
+        return None, "model: no GEMM shapes recorded (record_shapes=True names the model)"
+    matches = []
+    for spec in list_models():
+        if {spec.hidden, spec.ffn_hidden, spec.vocab} <= dims:
+            pair = (min(spec.hidden, spec.ffn_hidden), max(spec.hidden, spec.ffn_hidden))
+            matches.append((abs(ffn_gemms[pair] - spec.layers), spec.id))
+    if not matches:
+        widest = sorted(dims, reverse=True)[:4]
+        return None, (f"model: no shipped preset has its hidden, FFN and vocabulary widths "
+                      f"among the GEMM dimensions (widest: {widest}); pass --model")  # fmt: skip
+    best = min(matches)[1]
+    return best, f"model: {best} (hidden, FFN and vocabulary widths found among the GEMMs)"
+
+
+def host_profile_from_fit(fit: TraceFit) -> dict[str, Any]:
+    """A host profile (the schema ``gpumodel validate --host-only`` writes) from what the trace
+    showed: eager op costs by kind, the launch cost and the graph replay, profiler removed."""
+    op_s = dict(fit.host_op_s)
+    fallback = fit.host_per_kernel_s
+    eager = {k: op_s.get(k, fallback) for k in HOST_KINDS}
+    return {
+        "host_profile": 1,
+        "name": f"trace-{fit.trace_sha256[:12]}",
+        "measured_at": fit.created.isoformat(),
+        "source": f"torch.profiler trace {fit.trace_path} ({fit.profiler.method})",
+        "eager_op_s": eager,
+        "kernel_launch_s": fit.host_per_kernel_s,
+        "graph_replay_s": fit.profiler.host_step_s if fit.graph_launches_per_step else None,
+        "per_step_host_s": fit.profiler.host_step_s,
+    }
+
+
+__all__ = [
+    "DEFAULT_PROFILER_EVENT_S",
+    "FamilyFit",
+    "ProfilerCorrection",
+    "TraceFit",
+    "calibrate_from_trace",
+    "host_kind",
+    "identify_model",
+    "identify_runtime",
+]

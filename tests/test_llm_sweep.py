@@ -1,0 +1,143 @@
+"""Vectorised LLM sweeps equal the scalar functions point by point (1e-9 relative), including
+edge cases: batch 1, context = seq, the model's maximum context, tp 8 with replicated KV
+heads, pp stages, dp replicas, calibrated and datasheet-only GPUs, eager and graph runtimes."""
+
+import json
+
+import numpy as np
+import pytest
+
+import gpumodel as gm
+from gpumodel.llm._timing import queue_time, queue_time_blocks
+
+REL = 1e-9
+
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL * max(abs(a), abs(b))
+
+
+@pytest.mark.parametrize("runtime", ["eager", "graph"])
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_inference_sweep_equals_scalar(runtime, phase):
+    model = "llama-3-8b"  # 8 KV heads: tp 8 splits them one per GPU
+    ctx = [128, 8192] if phase == "prefill" else [1, 8192]
+    seq = [128] if phase == "prefill" else [1]
+    r = gm.sweep_inference(model, ["h100", "a100"], phase=phase, batch=[1, 7], seq=seq,
+                           context=ctx, tp=[1, 8], dp=[1, 3], runtime=runtime)  # fmt: skip
+    assert len(r) == 2 * 2 * 2 * 2 * 2
+    for row in r.records():
+        s = gm.predict_inference(model, row["gpu"], phase=phase, batch=row["batch"],
+                                 seq=row["seq"], context=row["context"],
+                                 gpus=row["tp"] * row["dp"], tp=row["tp"], runtime=runtime)  # fmt: skip
+        assert close(row["time_s"], s.step_time_s), row
+        assert close(row["gpu_time_s"], s.gpu_time_s)
+        assert close(row["host_time_s"], s.host_time_s)
+        assert close(row["tokens_per_s"], s.tokens_per_s)
+        mem = gm.llm.memory(model, row["gpu"], batch=row["batch"], seq=row["context"], tp=row["tp"],
+                        prefill_tokens=row["batch"] * row["seq"])  # fmt: skip
+        assert row["memory_bytes"] == mem.total_bytes and row["fits"] == mem.fits
+        price = gm.get_gpu(row["gpu"]).price.usd_per_hour
+        assert close(row["usd_per_hour"], row["gpus"] * price)
+        per_m = row["gpus"] * price / (s.tokens_per_s * 3600) * 1e6
+        assert close(row["usd_per_million_tokens"], per_m)
+
+
+def test_inference_sweep_defaults_and_other_model_shapes():
+    # gpt2: learned positions, LayerNorm, GELU MLP, 12 heads (tp 4 splits them)
+    r = gm.sweep_inference("gpt2", "h100", batch=[1, 16], tp=[1, 4], runtime="graph")
+    for row in r.records():
+        s = gm.predict_inference("gpt2", "h100", batch=row["batch"], gpus=row["tp"],
+                                 tp=row["tp"], runtime="graph")  # fmt: skip
+        assert (row["seq"], row["context"]) == (s.seq, s.context) == (1, 1024)
+        assert close(row["time_s"], s.step_time_s)
+
+
+def test_training_sweep_equals_scalar():
+    model = "llama-2-7b"  # 32 layers, 32 heads
+    for recompute, zero in (("selective", 1), ("full", 3), ("none", 0)):
+        r = gm.sweep_training(model, ["h100", "a100"], tp=[1, 8], pp=[1, 4], dp=[1, 3],
+                              micro_batch=[1, 2], seq=2048, recompute=recompute, zero=zero,
+                              tokens=1e11)  # fmt: skip
+        assert len(r) == 2 * 2 * 2 * 2 * 2
+        for row in r.records():
+            s = gm.predict_training_step(model, row["gpu"], row["gpus"], tp=row["tp"],
+                                         pp=row["pp"], micro_batch=row["micro_batch"], seq=2048,
+                                         recompute=recompute, zero=zero)  # fmt: skip
+            assert close(row["time_s"], s.step_time_s), row
+            assert close(row["mfu"], s.mfu)
+            assert close(row["tokens_per_s"], s.tokens_per_s)
+            assert (row["global_batch"], row["microbatches"]) == (s.global_batch, s.microbatches)
+            assert row["memory_bytes"] == s.memory.total_bytes and row["fits"] == s.memory.fits
+            steps = np.ceil(1e11 / s.tokens_per_step)
+            assert close(row["train_time_s"], steps * s.step_time_s)
+
+
+def test_training_sweep_matches_plan_training_cost():
+    plan = gm.plan_training("llama-2-7b", "h100", 64, 1e12, tp=2, pp=1)
+    r = gm.sweep_training("llama-2-7b", "h100", tp=2, pp=1, dp=32, tokens=1e12)
+    assert close(r["days"][0], plan.days) and close(r["cost_usd"][0], plan.cost_usd)
+
+
+def test_grid_false_broadcasts_points():
+    r = gm.sweep_inference("llama-3-8b", "h100", batch=[1, 8, 64], context=[512, 1024, 2048],
+                           grid=False, runtime="graph")  # fmt: skip
+    assert list(zip(r["batch"], r["context"])) == [(1, 512), (8, 1024), (64, 2048)]
+    with pytest.raises(gm.SpecError, match="broadcast"):
+        gm.sweep_inference("llama-3-8b", "h100", batch=[1, 2], context=[1, 2, 3], grid=False)
+
+
+def test_sweep_errors_are_the_scalar_ones():
+    with pytest.raises(gm.SpecError, match="batch must be >= 1"):
+        gm.sweep_inference("llama-3-8b", "h100", batch=[0, 1])
+    with pytest.raises(gm.SpecError, match="whole numbers"):
+        gm.sweep_inference("llama-3-8b", "h100", batch=[1.5])
+    with pytest.raises(gm.UnsupportedError, match="exceeds"):
+        gm.sweep_inference("llama-3-8b", "h100", context=[9000])
+    with pytest.raises(gm.UnsupportedError, match="do not split"):
+        gm.sweep_inference("gpt2", "h100", tp=[8])
+    with pytest.raises(gm.UnsupportedError, match="pipeline"):
+        gm.sweep_inference("llama-3-8b", "h100", pp=[2])
+    with pytest.raises(gm.SpecError, match="do not split into pp=3"):
+        gm.sweep_training("llama-2-7b", "h100", pp=[1, 3])
+    with pytest.raises(gm.SpecError, match="not a multiple"):
+        gm.sweep_training("llama-2-7b", "h100", dp=3, global_batch=1024)
+
+
+def test_sweep_names_calibrations_prices_and_warns_when_mixed():
+    r = gm.sweep_inference("llama-3-8b", ["h100", "a100"], price={"h100": 2.49}, runtime="graph")
+    assert set(r.calibrations) == {"h100-sxm", "a100-sxm4-80gb"}
+    assert r.calibrations["a100-sxm4-80gb"] == "none (datasheet only)"
+    assert "calibration.yaml" in r.calibrations["h100-sxm"]
+    assert sorted(set(r["calibration"])) == ["datasheet only", "measured 2026-11-22"]
+    assert len(r.warnings) == 1 and "not like for like" in r.warnings[0]
+    assert (
+        r.prices["h100-sxm"].provider == "given" and r.prices["h100-sxm"].usd_per_gpu_hour == 2.49
+    )
+    a100 = gm.get_gpu("a100").price
+    assert r.prices["a100-sxm4-80gb"].provider == a100.provider
+    assert r["usd_per_gpu_hour"][r["gpu"] == "h100-sxm"][0] == 2.49
+    data = json.loads(json.dumps(r.to_dict()))
+    assert data["prices"]["a100-sxm4-80gb"]["source"] == a100.source
+    # like for like: no warning when both use the datasheet
+    same = gm.sweep_inference("llama-3-8b", ["h100", "a100"], calibration="none")
+    assert same.warnings == () and set(same["calibration"]) == {"datasheet only"}
+
+
+def test_unknown_price_gpu_is_an_error():
+    with pytest.raises(gm.UnknownGPUError):
+        gm.sweep_inference("llama-3-8b", "h100", price={"h1000": 2.0})
+
+
+def test_queue_closed_form_equals_the_kernel_by_kernel_queue():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n0, k, layers, n2 = (int(x) for x in rng.integers(0, 5, size=4))
+        pre, lay, post = (rng.exponential(1e-5, n) for n in (n0, k, n2))
+        h, s = rng.exponential(1e-5), rng.exponential(1e-5) * rng.integers(0, 2)
+        ref = queue_time(list(pre) + list(lay) * layers + list(post), h, s)
+        got = float(queue_time_blocks(pre, lay, layers, post, h, s))
+        assert got == pytest.approx(ref, rel=1e-12, abs=1e-300)
+    # by hand: GPU-bound 3 x 10 us after a 1 us issue; host-bound 3 x 10 us issues
+    assert float(queue_time_blocks([], [1e-5], 3, [], 1e-6)) == pytest.approx(31e-6)
+    assert float(queue_time_blocks([], [1e-6], 3, [], 1e-5)) == pytest.approx(31e-6)

@@ -1,0 +1,39 @@
+#!/bin/bash
+# One device call: host profile + unseen whole-step workloads, each part in its own process
+# (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
+# as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S]
+set -u
+OUT=$1
+TOTAL=${2:-570}
+HERE=$(cd "$(dirname "$0")" && pwd)
+S=$HERE/steps_unseen.py
+W=/tmp/steps_work
+rm -rf "$W"; mkdir -p "$W"
+START=$SECONDS
+export PYTHONUNBUFFERED=1
+{
+  date -u; hostname; nvidia-smi; nproc; python3 --version
+  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+} >"$W/env.txt" 2>&1
+cat "$W/env.txt" >>"$OUT/log.txt"
+
+part() {  # name, parts, seconds
+  local name=$1 parts=$2 secs=$3
+  local left=$((TOTAL - (SECONDS - START)))
+  ((secs > left)) && secs=$left
+  if ((secs < 60)); then echo "skip $name: $left s left" | tee -a "$OUT/log.txt"; return; fi
+  mkdir -p "$W/$name"
+  echo "=== $name ($parts) budget $secs s at $((SECONDS - START)) s" | tee -a "$OUT/log.txt"
+  timeout -k 10 "$secs" python3 "$S" --part "$parts" --tag "$name" --budget-s $((secs - 25)) \
+    --out "$W/$name" 2>&1 | tee -a "$OUT/log.txt"
+  mv "$W/$name"/trace-*.json.gz "$OUT/" 2>/dev/null
+  cp "$W/env.txt" "$W/$name/"
+  tar czf "$OUT/$name.tar.gz" -C "$W/$name" .
+}
+
+part llama-eager decode,prefill 190
+part train train 170
+part static static 400
+echo "done at $((SECONDS - START)) s" | tee -a "$OUT/log.txt"
+ls -la "$OUT" | tee -a "$OUT/log.txt"

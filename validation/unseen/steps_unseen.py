@@ -1,0 +1,718 @@
+#!/usr/bin/env python3
+"""Unseen whole-step workloads (issues #17 item 5, #18 item 5): measured, never fitted to.
+
+Full-size models with random weights, built by hand from their published configs (no network
+on the device), timed as a user runs them with HF transformers:
+
+- Llama-3-8B decode (`hf-eager`: DynamicCache, sdpa) at batch 1/8/32/64 x context 512/2048/4096,
+  eager prefill at batch 1 x 128/512/1024/2048, batch 4 x 512/2048, batch 8 x 2048;
+- Llama-3-8B `hf-static-compiled` decode (StaticCache + torch.compile(mode="reduce-overhead"),
+  as HF documents for fast generation) at batch 1/16 x context 2048/4096, and one prefill point
+  into a StaticCache (HF runs prefill uncompiled);
+- training steps (fwd + bwd + fused AdamW step + zero_grad, loss through labels=) of GPT-2 small
+  (batch 4/8/16/24, seq 1024) and a TinyLlama-1.1B-shaped Llama (batch 1/2/4/8, seq 2048), each
+  in the policies `amp` (fp32 weights + bf16 autocast) and `bf16` (model.to(bfloat16)).
+
+Every point: warm-up steps, then timed steps (CUDA events around each step), in rounds that
+cycle over the points of one model so that drift of the machine spreads over all of them. A
+record holds the pooled median, p10, p90, the per-round medians and the loop wall time per step.
+Peak memory (max_memory_allocated / max_memory_reserved after empty_cache + reset) per point.
+
+Traces (#18 item 5): one torch.profiler trace (CPU + CUDA, record_shapes, profile_memory for
+training, schedule wait 1 / warmup 1 / active 3, record_function("step")) of Llama-3-8B eager
+decode at batch 8 x 2048, eager prefill at batch 4 x 512, GPT-2 amp at batch 8 and the 1.1B amp
+at batch 2; the traced point's unprofiled step time and 5+ other points come from the same
+process.
+
+The host profile of the machine (gpumodel.validate.host, what `gpumodel validate --host-only`
+writes) is measured at the start of every process, so a workload and the host it ran on are
+measured in the same device call.
+
+Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
+                 parts: decode, prefill, static, train (host is measured first unless --no-host)
+Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import gc
+import gzip
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+SCHEMA = "gpumodel-steps-unseen/1"
+T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.perf_counter() - T0:7.1f}s] {msg}", flush=True)
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+# --------------------------------------------------------------------------- configs
+
+
+def llama3_8b_config(tiny: bool):
+    from transformers import LlamaConfig
+
+    if tiny:
+        return LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, vocab_size=512,
+                           max_position_embeddings=8192, attn_implementation="sdpa")  # fmt: skip
+    # Meta Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads, 8 kv heads, ffn 14336,
+    # vocab 128256, rope theta 500000, rms eps 1e-5, untied embeddings.
+    return LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                       max_position_embeddings=8192, rms_norm_eps=1e-5,
+                       rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def tinyllama_config(tiny: bool):
+    from transformers import LlamaConfig
+
+    if tiny:
+        return LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
+                           max_position_embeddings=2048, attn_implementation="sdpa")  # fmt: skip
+    # TinyLlama-1.1B config.json: hidden 2048, 22 layers, 32 heads, 4 kv heads, ffn 5632,
+    # vocab 32000, rope theta 10000, rms eps 1e-5, untied embeddings.
+    return LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                       num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                       max_position_embeddings=2048, rms_norm_eps=1e-5,
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def gpt2_config(tiny: bool):
+    from transformers import GPT2Config
+
+    if tiny:
+        return GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500, n_positions=1024,
+                          attn_implementation="sdpa")  # fmt: skip
+    # openai-community/gpt2 config.json: n_embd 768, 12 layers, 12 heads, vocab 50257, ctx 1024.
+    return GPT2Config(n_embd=768, n_layer=12, n_head=12, vocab_size=50257, n_positions=1024,
+                      attn_implementation="sdpa")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- harness
+
+
+class Env:
+    def __init__(self, tiny: bool):
+        import torch
+
+        self.torch = torch
+        self.tiny = tiny
+        self.cuda = torch.cuda.is_available() and not tiny
+        self.device = "cuda" if self.cuda else "cpu"
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def fresh_memory(self) -> None:
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+            self.torch.cuda.reset_peak_memory_stats()
+
+    def peaks(self) -> tuple[int | None, int | None]:
+        if not self.cuda:
+            return None, None
+        tc = self.torch.cuda
+        return int(tc.max_memory_allocated()), int(tc.max_memory_reserved())
+
+    def time_steps(self, step, n_warm: int, n_steps: int) -> tuple[list[float], float]:
+        """Per-step seconds (CUDA events around each step) and loop wall seconds per step."""
+        for _ in range(n_warm):
+            step()
+        self.sync()
+        torch = self.torch
+        if self.cuda:
+            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(n_steps)]  # fmt: skip
+            t0 = time.perf_counter()
+            for s, e in ev:
+                s.record()
+                step()
+                e.record()
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - t0) / n_steps
+            return [s.elapsed_time(e) / 1e3 for s, e in ev], wall
+        times = []
+        t0 = time.perf_counter()
+        for _ in range(n_steps):
+            a = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - a)
+        return times, (time.perf_counter() - t0) / n_steps
+
+
+class Point:
+    """One measured configuration: ``setup()`` -> state (per round), ``step(state)``."""
+
+    def __init__(self, key: dict, setup, step, teardown=None, tokens: int | None = None,
+                 details: dict | None = None):  # fmt: skip
+        self.key = key
+        self.setup = setup
+        self.step = step
+        self.teardown = teardown
+        self.tokens = tokens
+        self.details = dict(details or {})
+        self.status = "ok"
+        self.error: str | None = None
+        self.rounds: list[list[float]] = []
+        self.walls: list[float] = []
+        self.starts: list[float] = []
+        self.peak_alloc: list[int] = []
+        self.peak_res: list[int] = []
+        self.traced = False
+
+    def label(self) -> str:
+        k = self.key
+        return f"{k['workload']} {k['runtime']} {k['phase']} {k.get('policy') or ''} b{k['batch']} s{k['seq']}"
+
+    def record(self) -> dict:
+        rec = dict(self.key)
+        rec["status"] = self.status
+        rec["error"] = self.error
+        rec["tokens_per_step"] = self.tokens
+        pooled = [t for r in self.rounds for t in r]
+        if pooled:
+            rec["step_s"] = {"median": statistics.median(pooled), "p10": quantile(pooled, 0.1),
+                             "p90": quantile(pooled, 0.9), "mean": statistics.fmean(pooled),
+                             "min": min(pooled), "max": max(pooled), "n": len(pooled)}  # fmt: skip
+            rec["round_medians_s"] = [statistics.median(r) for r in self.rounds]
+            rec["wall_per_step_s"] = statistics.median(self.walls)
+            rec["round_wall_per_step_s"] = self.walls
+            rec["round_started_s"] = [round(s, 2) for s in self.starts]
+            rec["steps_s"] = self.rounds
+        else:
+            rec["step_s"] = None
+        rec["peak_allocated_bytes"] = max(self.peak_alloc) if self.peak_alloc else None
+        rec["peak_reserved_bytes"] = max(self.peak_res) if self.peak_res else None
+        rec["traced"] = self.traced
+        rec["details"] = self.details
+        return rec
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def run_round_robin(env: Env, points: list[Point], rounds: int, warm: int, steps: int,
+                    deadline: float) -> None:  # fmt: skip
+    """``rounds`` rounds; each round runs every live point once (setup, warm-up, timed steps)."""
+    for r in range(rounds):
+        if time.perf_counter() > deadline and r >= 3:
+            log(f"time budget reached after {r} rounds")
+            break
+        for p in points:
+            if p.status != "ok":
+                continue
+            state = None
+            try:
+                env.fresh_memory()
+                state = p.setup()
+                start = time.perf_counter() - T0
+                times, wall = env.time_steps(functools.partial(p.step, state), warm, steps)
+                pa, pr = env.peaks()
+                p.rounds.append(times)
+                p.walls.append(wall)
+                p.starts.append(start)
+                if pa is not None:
+                    p.peak_alloc.append(pa)
+                    p.peak_res.append(pr)
+                log(f"round {r + 1} {p.label()}: median {statistics.median(times) * 1e3:.2f} ms"
+                    f" (wall {wall * 1e3:.2f} ms)")  # fmt: skip
+            except Exception as exc:
+                p.status = "oom" if is_oom(exc) else "error"
+                p.error = f"{type(exc).__name__}: {exc}"[:500]
+                log(f"{p.label()}: {p.status}: {p.error[:200]}")
+                if p.status == "error":
+                    traceback.print_exc()
+            finally:
+                if p.teardown is not None and state is not None:
+                    p.teardown(state)
+                state = None
+                env.fresh_memory()
+
+
+def trace_point(env: Env, p: Point, out_dir: Path, name: str, memory: bool) -> dict:
+    """One torch.profiler trace of ``p`` (wait 1, warmup 1, active 3), chrome json, gzipped."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if env.cuda else [])
+    raw = out_dir / f"{name}.json"
+    info: dict = {"name": name, "point": p.key, "file": f"{name}.json.gz", "wait": 1,
+                  "warmup": 1, "active": 3, "record_shapes": True, "profile_memory": memory,
+                  "with_stack": False}  # fmt: skip
+    state = None
+    try:
+        env.fresh_memory()
+        state = p.setup()
+        p.step(state)  # one untraced warm-up after the fresh setup
+        env.sync()
+        step_times = []
+
+        def ready(prof) -> None:
+            prof.export_chrome_trace(str(raw))
+
+        with profile(activities=acts, record_shapes=True, profile_memory=memory,
+                     schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                     on_trace_ready=ready) as prof:  # fmt: skip
+            for _ in range(5):
+                a = time.perf_counter()
+                with record_function("step"):
+                    p.step(state)
+                env.sync()
+                step_times.append(time.perf_counter() - a)
+                prof.step()
+        info["profiled_step_wall_s"] = step_times
+        with open(raw, "rb") as src, gzip.open(str(raw) + ".gz", "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+        info["raw_bytes"] = raw.stat().st_size
+        info["gz_bytes"] = Path(str(raw) + ".gz").stat().st_size
+        raw.unlink()
+        p.traced = True
+        log(
+            f"trace {name}: {info['raw_bytes'] / 1e6:.1f} MB raw, {info['gz_bytes'] / 1e6:.1f} MB gz"
+        )
+    except Exception as exc:
+        info["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        log(f"trace {name} failed: {info['error'][:200]}")
+        traceback.print_exc()
+    finally:
+        if p.teardown is not None and state is not None:
+            p.teardown(state)
+        del state
+        env.fresh_memory()
+        if raw.exists():
+            raw.unlink()
+    _ = torch
+    return info
+
+
+# --------------------------------------------------------------------------- models
+
+
+def build_causal_lm(env: Env, cfg, dtype):
+    """A model with random weights, built directly on the device in ``dtype``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(env.device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    finally:
+        torch.set_default_dtype(old)
+    return model
+
+
+def dims(cfg) -> tuple[int, int, int]:
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return cfg.num_hidden_layers, cfg.num_key_value_heads, hd
+
+
+def decode_points_eager(env: Env, model, cfg, grid) -> list[Point]:
+    import torch
+    from transformers import DynamicCache
+
+    n_layers, kvh, hd = dims(cfg)
+    dev, dtype = env.device, torch.bfloat16
+    pts = []
+    for b, ctx in grid:
+
+        def setup(b=b, ctx=ctx):
+            cache = DynamicCache(config=cfg)
+            for layer in range(n_layers):
+                k = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
+                v = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
+                cache.update(k, v, layer)
+                del k, v
+            ids = torch.randint(0, cfg.vocab_size, (b, 1), device=dev)
+            return {"cache": cache, "ids": ids}
+
+        @torch.no_grad()
+        def step(s):
+            model(input_ids=s["ids"], past_key_values=s["cache"], use_cache=True)
+
+        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-eager", "phase": "decode",
+                          "policy": "bf16", "batch": b, "seq": ctx, "context": ctx}, setup, step,
+                         tokens=b, details={"cache": "DynamicCache, random K/V of length "
+                         "`context` (grows by 1 per step: warm-up + timed steps)",
+                         "attn_implementation": "sdpa", "logits": "1 position (decode)",
+                         "grad": "torch.no_grad"}))  # fmt: skip
+    return pts
+
+
+def prefill_points_eager(env: Env, model, cfg, grid) -> list[Point]:
+    import torch
+
+    pts = []
+    for b, s_len in grid:
+
+        def setup(b=b, s_len=s_len):
+            return {"ids": torch.randint(0, cfg.vocab_size, (b, s_len), device=env.device)}
+
+        @torch.no_grad()
+        def step(s):
+            model(input_ids=s["ids"], use_cache=True, logits_to_keep=1)
+
+        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-eager", "phase": "prefill",
+                          "policy": "bf16", "batch": b, "seq": s_len, "context": 0}, setup, step,
+                         tokens=b * s_len, details={"cache": "DynamicCache created by the model "
+                         "(use_cache=True), freed after the step", "attn_implementation": "sdpa",
+                         "logits_to_keep": 1, "grad": "torch.no_grad"}))  # fmt: skip
+    return pts
+
+
+def static_points(env: Env, model, cfg, grid, prefill_grid, deadline: float) -> list[Point]:
+    """StaticCache + torch.compile(model.forward, mode='reduce-overhead') decode points."""
+    import torch
+    from transformers import StaticCache
+
+    _, kvh, hd = dims(cfg)
+    dev, dtype = env.device, torch.bfloat16
+    room = 64
+    eager_forward = model.forward
+    # HF's CompileConfig defaults (mode reduce-overhead, fullgraph False); dynamic=False so that each
+    # (batch, cache length) gets its own static graph instead of a dynamic-shape recompile
+    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False, dynamic=False)
+    pts = []
+    last_compile_s = 0.0
+    for b, ctx in grid:
+        if time.perf_counter() + 1.2 * last_compile_s > deadline:
+            log(f"static b{b} ctx{ctx}: skipped (compile time budget; last compile "
+                f"{last_compile_s:.0f} s)")  # fmt: skip
+            continue
+        cache = StaticCache(config=cfg, max_cache_len=ctx + room)
+        cache.early_initialization(batch_size=b, num_heads=kvh, head_dim=hd, dtype=dtype,
+                                   device=torch.device(dev))  # fmt: skip
+        for layer in cache.layers:
+            layer.keys.normal_()
+            layer.values.normal_()
+            layer.cumulative_length.fill_(ctx)
+        ids = torch.randint(0, cfg.vocab_size, (b, 1), device=dev)
+
+        @torch.no_grad()
+        def step(s, cache=cache, ids=ids):
+            torch.compiler.cudagraph_mark_step_begin()
+            compiled(input_ids=ids, past_key_values=cache, use_cache=True)
+
+        def setup(cache=cache, ctx=ctx):
+            for layer in cache.layers:
+                layer.cumulative_length.fill_(ctx)
+            return {}
+
+        p = Point({"workload": "llama-3-8b", "runtime": "hf-static-compiled", "phase": "decode",
+                   "policy": "bf16", "batch": b, "seq": ctx, "context": ctx}, setup, step,
+                  tokens=b, details={"cache": f"StaticCache(max_cache_len=context+{room}), "
+                  "random K/V, cumulative_length reset to `context` each round",
+                  "compile": "torch.compile(model.forward, mode='reduce-overhead', "
+                  "fullgraph=False, dynamic=False)", "attn_implementation": "sdpa",
+                  "grad": "torch.no_grad"})  # fmt: skip
+        try:
+            env.sync()
+            t0 = time.perf_counter()
+            for _ in range(3):
+                step({})
+            env.sync()
+            last_compile_s = time.perf_counter() - t0
+            p.details["compile_and_capture_s"] = round(last_compile_s, 2)
+            try:
+                from torch._dynamo.utils import counters
+
+                p.details["dynamo_unique_graphs_so_far"] = int(counters["stats"]["unique_graphs"])
+                p.details["dynamo_graph_breaks_so_far"] = sum(counters["graph_break"].values())
+            except Exception:
+                pass
+            log(
+                f"static b{b} ctx{ctx}: compiled + captured in {p.details['compile_and_capture_s']} s"
+            )
+        except Exception as exc:
+            p.status = "oom" if is_oom(exc) else "error"
+            p.error = f"{type(exc).__name__}: {exc}"[:500]
+            log(f"static b{b} ctx{ctx}: {p.status}: {p.error[:300]}")
+            traceback.print_exc()
+        pts.append(p)
+    for b, s_len in prefill_grid:
+        cache = StaticCache(config=cfg, max_cache_len=s_len + room)
+        cache.early_initialization(batch_size=b, num_heads=kvh, head_dim=hd, dtype=dtype,
+                                   device=torch.device(dev))  # fmt: skip
+
+        def setup(b=b, s_len=s_len):
+            return {"ids": torch.randint(0, cfg.vocab_size, (b, s_len), device=dev)}
+
+        @torch.no_grad()
+        def pstep(s, cache=cache):
+            for layer in cache.layers:
+                layer.cumulative_length.zero_()
+            eager_forward(input_ids=s["ids"], past_key_values=cache, use_cache=True,
+                          logits_to_keep=1)  # fmt: skip
+
+        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-static-compiled",
+                          "phase": "prefill", "policy": "bf16", "batch": b, "seq": s_len,
+                          "context": 0}, setup, pstep, tokens=b * s_len,
+                         details={"cache": f"StaticCache(max_cache_len=seq+{room})",
+                                  "compile": "none: HF runs the prefill of a static-cache "
+                                  "generation uncompiled", "logits_to_keep": 1,
+                                  "note": "includes cumulative_length.zero_() per layer"}))  # fmt: skip
+    return pts
+
+
+def train_points(env: Env, name: str, model, cfg, policy: str, batches, seq: int) -> list[Point]:
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=env.cuda,
+                            foreach=None if env.cuda else False)  # fmt: skip
+    pts = []
+    losses: list[float] = []
+    for b in batches:
+
+        def setup(b=b):
+            return {"ids": torch.randint(0, cfg.vocab_size, (b, seq), device=env.device)}
+
+        def step(s):
+            if policy == "amp":
+                with torch.autocast(env.device, dtype=torch.bfloat16):
+                    loss = model(input_ids=s["ids"], labels=s["ids"]).loss
+            else:
+                loss = model(input_ids=s["ids"], labels=s["ids"]).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            if not losses:
+                losses.append(float(loss))
+
+        pts.append(Point({"workload": name, "runtime": "hf-eager", "phase": "train",
+                          "policy": policy, "batch": b, "seq": seq, "context": 0}, setup, step,
+                         tokens=b * seq, details={"optimizer": "torch.optim.AdamW(fused=True), "
+                         "zero_grad(set_to_none=True)", "loss": "HF labels= (logits upcast "
+                         "to fp32 in the loss)", "weights": "fp32, bf16 autocast" if policy ==
+                         "amp" else "bf16 (model.to(bfloat16)), bf16 grads and AdamW states",
+                         "attn_implementation": "sdpa"}))  # fmt: skip
+    pts[0].details["first_loss"] = losses  # filled by the first step (a finite number)
+    return pts
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def env_info(env: Env) -> dict:
+    import torch
+
+    try:
+        import transformers
+
+        tv = transformers.__version__
+    except Exception:
+        tv = None
+    info = {"hostname": socket.gethostname(), "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": tv,
+            "cuda_runtime": getattr(torch.version, "cuda", None), "device": env.device,
+            "cpu_cores": os.cpu_count(), "os_kernel": platform.release()}  # fmt: skip
+    if env.cuda:
+        prop = torch.cuda.get_device_properties(0)
+        info.update({"gpu": prop.name, "gpu_memory_bytes": int(prop.total_memory),
+                     "sm_count": prop.multi_processor_count})  # fmt: skip
+    return info
+
+
+def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> None:
+    import torch
+
+    tiny = args.tiny
+    cfg = llama3_8b_config(tiny)
+    t0 = time.perf_counter()
+    model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+    env.sync()
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"llama-3-8b built: {n_params / 1e9:.3f} B params in {time.perf_counter() - t0:.1f} s")
+    result["models"]["llama-3-8b"] = {"params": n_params, "config": cfg.to_dict()}
+    deadline = T0 + args.budget_s
+    if "decode" in parts:
+        grid = [(b, c) for c in ((16, 32) if tiny else (512, 2048, 4096))
+                for b in ((1, 2, 4) if tiny else (1, 8, 32, 64))]  # fmt: skip
+        pts = decode_points_eager(env, model, cfg, grid)
+        run_round_robin(env, pts, args.rounds, 2, args.steps, deadline - 0.35 * args.budget_s)
+        traced = next(
+            p for p in pts if (p.key["batch"], p.key["seq"]) == ((2, 32) if tiny else (8, 2048))
+        )
+        result["traces"].append(
+            trace_point(env, traced, out_dir, "trace-llama3-8b-decode-eager", False)
+        )
+        result["records"] += [p.record() for p in pts]
+    if "prefill" in parts:
+        grid = ([(1, 16), (1, 32), (2, 16), (2, 32), (4, 32), (1, 64)] if tiny else
+                [(1, 128), (1, 512), (1, 1024), (1, 2048), (4, 512), (4, 2048), (8, 2048)])  # fmt: skip
+        pts = prefill_points_eager(env, model, cfg, grid)
+        run_round_robin(env, pts, args.rounds, 1, args.steps, deadline - 0.1 * args.budget_s)
+        traced = next(
+            p for p in pts if (p.key["batch"], p.key["seq"]) == ((2, 16) if tiny else (4, 512))
+        )
+        result["traces"].append(
+            trace_point(env, traced, out_dir, "trace-llama3-8b-prefill-eager", False)
+        )
+        result["records"] += [p.record() for p in pts]
+    if "static" in parts:
+        grid = [(1, 16), (2, 16)] if tiny else [(1, 2048), (16, 2048), (16, 4096), (1, 4096)]
+        pgrid = [(1, 16)] if tiny else [(1, 512)]
+        pts = static_points(env, model, cfg, grid, pgrid, deadline - 45)
+        run_round_robin(env, pts, args.rounds, 2, args.steps, deadline)
+        result["records"] += [p.record() for p in pts]
+    del model
+    env.fresh_memory()
+
+
+def part_train(env: Env, args, out_dir: Path, result: dict) -> None:
+    import torch
+
+    tiny = args.tiny
+    plans = [("gpt2-small", gpt2_config(tiny), (1, 2, 3) if tiny else (4, 8, 16, 24), 64 if tiny else 1024, 2 if tiny else 8),
+             ("tinyllama-1.1b", tinyllama_config(tiny), (1, 2, 3) if tiny else (1, 2, 4, 8), 64 if tiny else 2048, 2)]  # fmt: skip
+    n_runs = 4
+    done = 0
+    for name, cfg, batches, seq, trace_b in plans:
+        for policy in ("amp", "bf16"):
+            t0 = time.perf_counter()
+            dtype = torch.float32 if policy == "amp" else torch.bfloat16
+            model = build_causal_lm(env, cfg, dtype).train()
+            n_params = sum(p.numel() for p in model.parameters())
+            result["models"].setdefault(name, {"params": n_params, "config": cfg.to_dict()})
+            log(
+                f"{name} {policy}: built {n_params / 1e6:.1f} M params in {time.perf_counter() - t0:.1f} s"
+            )
+            pts = train_points(env, name, model, cfg, policy, batches, seq)
+            remaining = T0 + args.budget_s - time.perf_counter()
+            run_round_robin(env, pts, args.rounds, 2, args.steps,
+                            time.perf_counter() + remaining / (n_runs - done) * 0.7)  # fmt: skip
+            if policy == "amp":
+                traced = next(p for p in pts if p.key["batch"] == trace_b)
+                result["traces"].append(
+                    trace_point(env, traced, out_dir, f"trace-{name}-train-amp", True)
+                )
+            result["records"] += [p.record() for p in pts]
+            done += 1
+            del model, pts
+            env.fresh_memory()
+
+
+def summary_table(records: list[dict]) -> str:
+    head = ("| workload | runtime | phase | policy | batch | seq | median ms | p10 ms | p90 ms | "
+            "round medians ms | wall ms | peak alloc GB | status |\n|---|---|---|---|---:|---:|"
+            "---:|---:|---:|---|---:|---:|---|\n")  # fmt: skip
+    rows = []
+    for r in records:
+        st = r.get("step_s")
+        if st:
+            ms = f"{st['median'] * 1e3:.2f} | {st['p10'] * 1e3:.2f} | {st['p90'] * 1e3:.2f} | " + \
+                 ", ".join(f"{x * 1e3:.1f}" for x in r["round_medians_s"]) + \
+                 f" | {r['wall_per_step_s'] * 1e3:.2f}"  # fmt: skip
+        else:
+            ms = "- | - | - | - | -"
+        pa = r.get("peak_allocated_bytes")
+        rows.append(f"| {r['workload']} | {r['runtime']} | {r['phase']} | {r.get('policy') or ''} | "
+                    f"{r['batch']} | {r['seq']} | {ms} | {pa / 1e9 if pa else 0:.2f} | "
+                    f"{r['status']}{' (traced)' if r.get('traced') else ''} |")  # fmt: skip
+    return head + "\n".join(rows) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", default="decode,prefill", help="decode,prefill,static,train")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tag", default=None, help="file prefix (default: the parts)")
+    ap.add_argument("--tiny", action="store_true", help="tiny configs on the CPU (smoke test)")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--no-host", action="store_true")
+    args = ap.parse_args()
+    parts = {p.strip() for p in args.part.split(",") if p.strip()}
+    bad = parts - {"decode", "prefill", "static", "train"}
+    if bad or not parts:
+        print(f"error: unknown part(s) {sorted(bad)}", file=sys.stderr)
+        return 2
+    if args.rounds < 3 or args.steps < 5:
+        print("error: need --rounds >= 3 and --steps >= 5", file=sys.stderr)
+        return 2
+    tag = args.tag or "-".join(sorted(parts))
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    import signal
+
+    import torch
+
+    # a `timeout` kill (SIGTERM) still writes what was measured (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+    env = Env(args.tiny)
+    log(f"torch {torch.__version__} device {env.device}")
+    result: dict = {"schema": SCHEMA, "tag": tag, "parts": sorted(parts), "tiny": args.tiny,
+                    "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "env": env_info(env), "method": {"rounds": args.rounds, "timed_steps_per_round":
+                    args.steps, "timer": "CUDA events around each step (perf_counter on CPU); "
+                    "wall_per_step_s: perf_counter over the timed loop with a sync at its end / "
+                    "steps", "interleaving": "each round runs every point of one model once: "
+                    "fresh setup (empty_cache, reset_peak_memory_stats), warm-up, timed steps"},
+                    "host_profile": None, "models": {}, "records": [], "traces": [],
+                    "command": " ".join(sys.argv)}  # fmt: skip
+    if not args.no_host:
+        from gpumodel.validate.host import measure_host_profile, write_host_profile
+
+        t0 = time.perf_counter()
+        prof = measure_host_profile(device="cpu" if args.tiny else "cuda",
+                                    repeats=3 if args.tiny else 9, calls=50 if args.tiny else 200,
+                                    compile_step=not args.tiny)  # fmt: skip
+        path = write_host_profile(prof, out_dir / f"host-{tag}.yaml")
+        result["host_profile"] = path.name
+        result["env"]["cpu_model"] = prof["cpu_model"]
+        result["env"]["cuda_driver"] = prof["cuda_driver"]
+        log(f"host profile in {time.perf_counter() - t0:.1f} s: decoder layer "
+            f"{(prof['hf_decoder_layer_s'] or 0) * 1e6:.0f} us, launch "
+            f"{prof['kernel_launch_s'] * 1e6:.1f} us -> {path.name}")  # fmt: skip
+    try:
+        if parts & {"decode", "prefill", "static"}:
+            part_llama(env, parts, args, out_dir, result)
+        if "train" in parts:
+            part_train(env, args, out_dir, result)
+    finally:
+        result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        result["seconds"] = round(time.perf_counter() - T0, 1)
+        tmp = out_dir / f".{tag}.json.tmp"
+        tmp.write_text(json.dumps(result, indent=1, default=str))
+        os.replace(tmp, out_dir / f"steps-{tag}.json")
+        table = summary_table(result["records"])
+        (out_dir / f"summary-{tag}.md").write_text(table)
+        print(table, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
