@@ -30,6 +30,7 @@ MAX_BYTES = 2**60  # bytes one op moves (1 EiB)
 MAX_FLOPS = 1e30  # FLOPs of one op or step (10^30: a million GPUs for 30 years at 1 PFLOP/s)
 MAX_GPUS = 10**6  # GPUs in one job
 MAX_SECONDS = 1e9  # any time given as input (~31 years)
+MAX_TOKENS = 1e18  # tokens to train on (10^18: ~10^5 times today's largest runs)
 MAX_DIGITS = 100  # digits of a number written as text (a 5000-digit number is refused early)
 
 
@@ -209,7 +210,7 @@ def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> 
     return value
 
 
-_GPU_ARGS = {"gpus", "tp", "pp", "dp", "ep", "nodes", "gpus_per_node"}
+GPU_ARGS = {"gpus", "tp", "pp", "dp", "ep", "nodes", "gpus_per_node"}
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 
 
@@ -218,7 +219,7 @@ def check_counts(**values: Any) -> None:
     at most 10**6, other sizes (batch, seq, tokens per step...) at most 2**53."""
     for name, value in values.items():
         if value is not None:
-            check_int(value, name, ge=1, le=MAX_GPUS if name in _GPU_ARGS else MAX_ELEMENTS)
+            check_int(value, name, ge=1, le=MAX_GPUS if name in GPU_ARGS else MAX_ELEMENTS)
 
 
 def check_dtype(dtype: Any, name: str = "dtype") -> str:

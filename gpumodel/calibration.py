@@ -269,7 +269,14 @@ def read_calibration_file(path: str | Path, measurements: bool = False) -> Calib
 def _find_default(gpu_id: str, cache: str) -> Calibration | None:
     for path in (Path(cache) / "calibrations" / f"{gpu_id}.yaml", shipped_calibration_path(gpu_id)):
         if path.is_file():
-            return read_calibration_file(path)
+            cal = read_calibration_file(path)
+            if cal.gpu_id != gpu_id:  # e.g. an A100's calibration copied to h100-sxm.yaml
+                raise CalibrationError(
+                    f"{path}: this calibration is for {cal.gpu_id}, not {gpu_id}; move it to "
+                    f"{cal.gpu_id}.yaml, or pass --calibration none (datasheet) or "
+                    f"--calibration-from {cal.gpu_id} (transfer it)"
+                )
+            return cal
     return None
 
 

@@ -19,6 +19,9 @@ def batch(
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     as_json: bool = typer.Option(False, "--json", help="full predictions as JSON"),
     as_csv: bool = typer.Option(False, "--csv", help="one CSV row per op (raw values)"),
+    max_input_mb: float = typer.Option(
+        None, "--max-input-mb", help="read limit for a .json/.yaml batch file, MB (default 512)"
+    ),
 ) -> None:
     """Predict many ops at once (vectorised for GEMM and elementwise rows)."""
     from gpumodel.batchio import chunks, iter_rows
@@ -32,10 +35,13 @@ def batch(
     label = calibration_label(resolve(calibration, spec))
     # rows are read, predicted and written a chunk at a time: memory stays flat for any file
     out = _JsonOut() if as_json else _CsvOut(spec.id, label) if as_csv else _TextOut(spec.id, label)
+    from gpumodel._io import input_limit_mb
+
     start = 0
-    for chunk in chunks(iter_rows(file)):
-        out.write(predict_rows(chunk, spec, calibration), start)
-        start += len(chunk)
+    with input_limit_mb(max_input_mb):
+        for chunk in chunks(iter_rows(file)):
+            out.write(predict_rows(chunk, spec, calibration), start)
+            start += len(chunk)
     out.close(start)
 
 

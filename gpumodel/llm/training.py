@@ -44,7 +44,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel._validators import check_counts, check_dtype, check_number
+from gpumodel._validators import MAX_TOKENS, check_counts, check_dtype, check_number
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
@@ -467,7 +467,7 @@ def plan_training(
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
-    tokens = check_number(tokens, "tokens", gt=0, le=1e18)
+    tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
     if mfu is not None:
         mfu = check_number(mfu, "mfu", gt=0, le=1)
     spec = get_model(model)

@@ -159,7 +159,9 @@ class DPStep(_Frozen):
     step_perfect_s: float
     step_bucketed_s: float
     exposed_comm_bucketed_s: float  # step_bucketed - compute
+    # the timeline per bucket, kept when there are at most MAX_BUCKET_EVENTS buckets
     buckets: tuple[BucketEvent, ...] = ()
+    bucket_count: int = 0
 
     def step_s(self, mode: OverlapMode) -> float:
         return {"none": self.step_none_s, "perfect": self.step_perfect_s,
@@ -292,24 +294,76 @@ def data_parallel_step(
                       step_perfect_s=per_gpu, step_bucketed_s=per_gpu,
                       exposed_comm_bucketed_s=0.0)  # fmt: skip
     t_ar = ar(grad_bytes, gpus)
-    sizes = bucket_sizes(grad_bytes, bucket_bytes, first_bucket_bytes)
-    cache: dict[float, float] = {}
-
-    def bucket_time(size: float) -> float:
-        if size not in cache:
-            cache[size] = ar(size, gpus)
-        return cache[size]
-
-    end, events = simulate_buckets(fwd, bwd, sizes, bucket_time)
+    runs = bucket_runs(grad_bytes, bucket_bytes, first_bucket_bytes)
+    end, comm, events = simulate_bucket_runs(fwd, bwd, runs, lambda size: ar(size, gpus))
     return DPStep(
         gpus=gpus, compute_s=per_gpu, forward_s=fwd, backward_s=bwd, allreduce_s=t_ar,
-        bucketed_comm_s=sum(e.end_s - e.start_s for e in events),
+        bucketed_comm_s=comm,
         step_none_s=per_gpu + t_ar,
         step_perfect_s=fwd + max(bwd, t_ar),
         step_bucketed_s=end,
         exposed_comm_bucketed_s=end - per_gpu,
-        buckets=events,
+        buckets=events, bucket_count=sum(n for _, n in runs),
     )  # fmt: skip
+
+
+MAX_BUCKET_EVENTS = 10_000  # per-bucket timeline kept up to this many buckets
+
+
+def bucket_runs(
+    grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
+) -> list[tuple[float, int]]:
+    """:func:`bucket_sizes` as (size, count) runs (at most three): the first bucket, the full
+    buckets, the remainder. 28 GB in 1-byte buckets is one run, not 28 x 10^9 list items."""
+    if grad_bytes <= 0:
+        return []
+    if bucket_bytes <= 0:
+        raise SpecError("bucket size must be positive")
+    runs: list[tuple[float, int]] = []
+    left = float(grad_bytes)
+    if first_bucket_bytes:
+        first = min(left, float(first_bucket_bytes))
+        runs.append((first, 1))
+        left -= first
+    full = int(left // bucket_bytes)
+    if full:
+        runs.append((float(bucket_bytes), full))
+    rest = left - full * bucket_bytes
+    if rest > 1e-9 * bucket_bytes:
+        runs.append((rest, 1))
+    return runs
+
+
+def simulate_bucket_runs(
+    forward_s: float,
+    backward_s: float,
+    runs: Sequence[tuple[float, int]],
+    allreduce_time: Callable[[float], float],
+) -> tuple[float, float, tuple[BucketEvent, ...]]:
+    """:func:`simulate_buckets` in closed form over runs of equal buckets: (step end, the sum
+    of the bucket all-reduces, the per-bucket events when there are at most
+    MAX_BUCKET_EVENTS buckets, else none).
+
+    Within a run of n buckets of equal size b and all-reduce time t, bucket j is ready at
+    r_j = r_0 + j d (d = backward x b / total: backward produces bytes at a uniform rate) and
+    ends at e_j = max(e_{j-1}, r_j) + t. Unrolled, e_{n-1} = max(E + n t, max_j r_j + (n-j) t)
+    with E the previous run's end; r_j + (n-j) t is linear in j, so its max is at j = 0 or
+    j = n - 1: e_{n-1} = max(E + n t, r_0 + n t, r_{n-1} + t)."""
+    count = sum(n for _, n in runs)
+    if count <= MAX_BUCKET_EVENTS:
+        sizes = [size for size, n in runs for _ in range(n)]
+        end, events = simulate_buckets(forward_s, backward_s, sizes, allreduce_time)
+        return end, sum(e.end_s - e.start_s for e in events), events
+    total = float(sum(size * n for size, n in runs))
+    done = prev_end = comm = 0.0
+    for size, n in runs:
+        t = allreduce_time(size)
+        r0 = forward_s + backward_s * ((done + size) / total)
+        done += size * n
+        r_last = forward_s + backward_s * (done / total)
+        prev_end = max(prev_end + n * t, r0 + n * t, r_last + t)
+        comm += n * t
+    return max(forward_s + backward_s, prev_end), comm, ()
 
 
 def scaling_curve(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gpumodel.errors import SpecError
 
 # Beyond this many blocks per slot the greedy schedule balances to within ~1%: skip simulating.
-_BALANCED_BLOCKS_PER_SLOT = 64
+BALANCED_BLOCKS_PER_SLOT = 64
 
 
 def schedule_efficiency(tile_work: Sequence[float], groups: int, slots: int) -> float:
@@ -23,7 +23,7 @@ def schedule_efficiency(tile_work: Sequence[float], groups: int, slots: int) -> 
         raise SpecError("schedule_efficiency needs slots, tiles and groups > 0")
     blocks = len(tile_work) * groups
     total = float(sum(tile_work)) * groups
-    if blocks >= _BALANCED_BLOCKS_PER_SLOT * slots:
+    if blocks >= BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
     finish = [0.0] * min(slots, blocks)
     heapq.heapify(finish)

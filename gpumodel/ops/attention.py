@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from gpumodel._validators import Size
 from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.model.scheduling import BALANCED_BLOCKS_PER_SLOT
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -180,6 +181,10 @@ class Attention(Op):
                         family="attention_decode:one-split",
                     )
                 ]
+            # past 64 blocks per SM slot the schedule is balanced (tail efficiency 1): the
+            # per-tile list (seq / 128 items) is not built, whatever the sequence length
+            slots = gpu.sm_count * FLASH_BLOCKS_PER_SM
+            balanced = -(-s // FLASH_BLOCK_M) * b * h >= BALANCED_BLOCKS_PER_SLOT * slots
             return [
                 KernelWork(
                     name="flash attention",
@@ -188,7 +193,7 @@ class Attention(Op):
                     bytes_written=q_bytes,  # O
                     working_set_bytes=nbytes,
                     gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
-                    tile_work=self.query_tiles() if s > 1 else None,
+                    tile_work=self.query_tiles() if s > 1 and not balanced else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
                 )

@@ -791,7 +791,10 @@ def merge_into_calibration(path: str | Path, result: dict[str, Any]) -> Path:
             bias_pct=st["bias_pct"], datasheet_median_abs_pct=spec.get("median_abs_pct"),
             tolerance_pct=CALIBRATED_TOLERANCE_PCT,
         )  # fmt: skip
-    params = cal.parameters.model_copy(update={"collectives": dict(result["params"])})
+    # validated (model_copy would store the fitted values unchecked)
+    params = type(cal.parameters).model_validate(
+        {**cal.parameters.model_dump(), "collectives": dict(result["params"])}
+    )
     return cal.model_copy(update={"parameters": params, "errors": errors}).save(path)
 
 
