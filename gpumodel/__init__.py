@@ -48,6 +48,7 @@ _LAZY = {
     **dict.fromkeys(["DiagnoseReport", "TraceFormatError", "diagnose"], "gpumodel.diagnose"),
     **dict.fromkeys(["SweepResult", "sweep_inference", "sweep_training"], "gpumodel.llm.sweep"),
     **dict.fromkeys(["Price", "parse_prices", "price_for"], "gpumodel.prices"),
+    **dict.fromkeys(["TrainingSearch", "search_training"], "gpumodel.llm.planning"),
     "explain_symbolic": "gpumodel.symbolic",
     "calibrate_from_trace": "gpumodel.tracecal",
 }  # fmt: skip
@@ -71,6 +72,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         predict_inference,
         predict_training_step,
     )  # fmt: skip
+    from gpumodel.llm.planning import TrainingSearch, search_training
     from gpumodel.llm.sweep import SweepResult, sweep_inference, sweep_training
     from gpumodel.model.amdahl import (
         AmdahlResult,
@@ -129,6 +131,7 @@ __all__ = [
     "Term",
     "TraceFormatError",
     "TrainingPlan",
+    "TrainingSearch",
     "UnitError",
     "UnknownGPUError",
     "UnknownModelError",
@@ -170,6 +173,7 @@ __all__ = [
     "predict_training_step",
     "price_for",
     "scaling_curve",
+    "search_training",
     "sweep",
     "sweep_inference",
     "sweep_training",

@@ -33,7 +33,7 @@ from gpumodel.errors import GpumodelError, SpecError
 DEFAULT_MAX_INPUT_MB = 512.0
 DEFAULT_MAX_YAML_MB = 64.0  # YAML parses at ~10-50 MB/s: a bigger data file is a mistake
 MAX_DEPTH = 64  # nesting depth of JSON/YAML documents (the data files need < 10)
-MAX_LINE_BYTES = 16 * 2**20  # one JSONL/CSV row
+MAX_LINE_BYTES = 2**20  # one JSONL/CSV row (a row is a few hundred bytes)
 MAX_JSON_INT_DIGITS = 100
 _SCAN_CHUNK = 1 << 22  # bytes per step of the JSON depth scan
 
@@ -220,8 +220,9 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def loads_json(text: str, path: Path | str, what: str = "JSON") -> Any:
-    """``json.loads`` with the depth checked first and over-long integers refused."""
+def loads_json(text: str, path: Path | str, what: str = "JSON", line: int | None = None) -> Any:
+    """``json.loads`` with the depth checked first and over-long integers refused. ``line``:
+    the text is that line of ``path`` (a JSONL row): errors name it."""
     data = text.encode("utf-8")
     # fast path: no more opening brackets than the limit cannot nest deeper than it
     if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
@@ -229,9 +230,8 @@ def loads_json(text: str, path: Path | str, what: str = "JSON") -> Any:
     try:
         return json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
-        raise InputFileError(
-            f"{path}:{exc.lineno}: {what} is not valid JSON ({exc.msg} at column {exc.colno})"
-        ) from None
+        where = f"{path}:{line}" if line else f"{path}:{exc.lineno}:{exc.colno}"
+        raise InputFileError(f"{where}: {what} is not valid JSON ({exc.msg})") from None
     except (ValueError, RecursionError) as exc:
         raise InputFileError(f"{path}: {what} is not usable JSON ({exc})") from None
 
@@ -301,7 +301,7 @@ def read_yaml(path: str | Path, what: str = "YAML file") -> Any:
 
 def iter_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int, str]]:
     """(line number, text) of a regular UTF-8 file, read one line at a time (constant memory);
-    a line longer than 16 MB, or the whole file past the input limit, is an error."""
+    a line longer than 1 MiB, or the whole file past the input limit, is an error."""
     limit = max_input_bytes()
     path, fd, size = open_regular(path, what)
     if size > limit:
@@ -312,7 +312,7 @@ def iter_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int, str]
         for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
             total += len(raw)
             if len(raw) > MAX_LINE_BYTES:
-                raise InputFileError(f"{path}:{number}: line longer than {MAX_LINE_BYTES >> 20} MB")
+                raise InputFileError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes")
             if total > limit:
                 raise _too_big(path, what, limit)
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):

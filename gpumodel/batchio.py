@@ -29,8 +29,8 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     if suffix in (".jsonl", ".ndjson"):
         for number, line in iter_lines(path, "batch file"):
             if line.strip():
-                row = loads_json(line, f"{path}:{number}", "row")
-                yield _mapping(row, path, number)
+                row = loads_json(line, path, "row", line=number)
+                yield _mapping(row, f"{path}:{number}")
     elif suffix == ".csv":
         yield from _csv_rows(path)
     else:
@@ -40,7 +40,7 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         if not isinstance(rows, list):
             raise SpecError(f"{path}: expected a list of rows, each a mapping with an 'op' field")
         for number, row in enumerate(rows, 1):
-            yield _mapping(row, path, number)
+            yield _mapping(row, f"{path}: row {number}")
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -54,9 +54,9 @@ def chunks(rows: Iterator[dict[str, Any]], size: int = 4096) -> Iterator[list[di
         yield chunk
 
 
-def _mapping(row: Any, path: Path, number: int) -> dict[str, Any]:
+def _mapping(row: Any, where: str) -> dict[str, Any]:
     if not isinstance(row, dict):
-        raise SpecError(f"{path}: row {number}: expected a mapping with an 'op' field")
+        raise SpecError(f"{where}: expected a mapping with an 'op' field")
     return row
 
 

@@ -10,6 +10,7 @@ CONTRACT = {
     "GpumodelError", "SpecError", "UnknownGPUError", "InfeasibleError", "CalibrationError",
     "UnsupportedError", "sweep", "list_gpus", "calibrate_from_trace",
     "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
+    "search_training", "TrainingSearch",
 }  # fmt: skip
 
 

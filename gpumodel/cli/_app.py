@@ -49,6 +49,22 @@ def _json_default(obj: Any) -> Any:
 
 
 def console():
+    """Rich console 100 columns wide, terminal or pipe (#19 item 3: tables fit 100 columns;
+    longer text lines wrap). Its tables are drawn without side borders and with one rule under
+    the header, as gpumodel.cli.tables draws its own: about 3 columns more room per cell than
+    rich's default box, so fewer cells are cut."""
+    from rich import box
     from rich.console import Console
+    from rich.table import Table
 
-    return Console(soft_wrap=False, width=max(150, Console().width))
+    from gpumodel.cli.tables import WIDTH
+
+    class _Console(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            for o in objects:
+                if isinstance(o, Table) and o.box is box.HEAVY_HEAD:  # rich's default
+                    o.box, o.show_edge, o.pad_edge = box.SIMPLE_HEAD, False, False
+                    o.collapse_padding = True
+            super().print(*objects, **kwargs)
+
+    return _Console(soft_wrap=False, width=WIDTH)

@@ -1,13 +1,28 @@
-"""``gpumodel batch FILE --gpu ID``: predict every op of a file, results in the same order."""
+"""``gpumodel batch FILE --gpu ID``: predict every op of a file, results in the same order.
+
+Rows are read, predicted and written a chunk at a time (``CHUNK`` rows), so memory stays flat
+whatever the file's size and the first rows appear before the last are read: a 100,000-row
+table, CSV or JSON takes about a second (benchmarks/bench_batch_output.py). JSONL and CSV are
+read line by line; .json and .yaml are whole documents, read at once within the input limit
+(gpumodel._io; ``--max-input-mb`` raises it). A bad row stops the
+command with one line and exit code 2 after the rows before it have been written.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Iterator
+from itertools import islice
+from typing import Any
 
 import typer
 
 import gpumodel as gm
 from gpumodel.cli._app import app, fail
+
+CHUNK = 8192
+KEYS = ("op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity")
 
 
 @app.command()
@@ -20,100 +35,80 @@ def batch(
     as_json: bool = typer.Option(False, "--json", help="full predictions as JSON"),
     as_csv: bool = typer.Option(False, "--csv", help="one CSV row per op (raw values)"),
     max_input_mb: float = typer.Option(
-        None, "--max-input-mb", help="read limit for a .json/.yaml batch file, MB (default 512)"
+        None, "--max-input-mb", help="read limit for the batch file, MB (default 512)"
     ),
 ) -> None:
-    """Predict many ops at once (vectorised for GEMM and elementwise rows)."""
-    from gpumodel.batchio import chunks, iter_rows
+    """Predict many ops at once (vectorised for GEMM and elementwise rows). Rows stream out
+    as they are predicted: any file size runs in constant memory."""
+    from gpumodel._io import input_limit_mb
+    from gpumodel.calibration import calibration_label, resolve
     from gpumodel.vectorised import predict_rows
 
     if as_json and as_csv:
         fail("pass --json or --csv, not both")
-    from gpumodel.calibration import calibration_label, resolve
-
     spec = gm.get_gpu(gpu)
     label = calibration_label(resolve(calibration, spec))
-    # rows are read, predicted and written a chunk at a time: memory stays flat for any file
-    out = _JsonOut() if as_json else _CsvOut(spec.id, label) if as_csv else _TextOut(spec.id, label)
-    from gpumodel._io import input_limit_mb
-
-    start = 0
+    predicted = ((start, predict_rows(chunk, spec, calibration)) for start, chunk in _chunks(file))
     with input_limit_mb(max_input_mb):
-        for chunk in chunks(iter_rows(file)):
-            out.write(predict_rows(chunk, spec, calibration), start)
-            start += len(chunk)
-    out.close(start)
+        if as_json:
+            _write_json(predicted)
+        elif as_csv:
+            _write_csv(predicted, spec.id, label)
+        else:
+            _write_table(predicted, spec.id, label)
 
 
-class _JsonOut:
-    """One JSON array, laid out as ``json.dumps(whole_list, indent=2)`` would, a chunk at a time."""
+def _chunks(path: str) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """(index of the first row, rows) for each run of ``CHUNK`` rows of the file."""
+    from gpumodel.batchio import iter_rows
 
-    def write(self, items: list[dict], start: int) -> None:
-        import json
-        import textwrap
-
-        text = ",\n".join(textwrap.indent(json.dumps(r, indent=2), "  ") for r in items)
-        sys.stdout.write(("[\n" if start == 0 else ",\n") + text)
-
-    def close(self, count: int) -> None:
-        sys.stdout.write("\n]\n" if count else "[]\n")
+    rows = iter_rows(path)
+    start = 0
+    while chunk := list(islice(rows, CHUNK)):
+        yield start, chunk
+        start += len(chunk)
 
 
-_KEYS = ["op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity"]
+def _write_json(predicted: Iterator[tuple[int, list[dict]]]) -> None:
+    """One JSON array, laid out as ``json.dumps(all_rows, indent=2)`` would be."""
+    out = sys.stdout
+    n = 0
+    for _, results in predicted:
+        for r in results:
+            text = json.dumps(r, indent=2).replace("\n", "\n  ")
+            out.write(("[\n  " if n == 0 else ",\n  ") + text)
+            n += 1
+    out.write("\n]\n" if n else "[]\n")
 
 
-class _CsvOut:
-    def __init__(self, gpu: str, label: str) -> None:
-        self.note = f"calibration {gpu}: {label}"
+def _write_csv(predicted: Iterator[tuple[int, list[dict]]], gpu: str, label: str) -> None:
+    import csv
 
-    def write(self, items: list[dict], start: int) -> None:
-        import csv
+    from gpumodel.cli.tables import csv_value
 
-        from gpumodel.cli.tables import csv_value
-
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        if start == 0:
-            w.writerow(["row", *_KEYS])
-        for i, r in enumerate(items, start):
-            w.writerow([i, *(csv_value(r[k]) for k in _KEYS)])
-
-    def close(self, count: int) -> None:
-        if count == 0:
-            self.write([], 0)
-        sys.stderr.write(f"# {self.note}\n")
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(["row", *KEYS])
+    for start, results in predicted:
+        w.writerows([i, *(csv_value(r[k]) for k in KEYS)] for i, r in enumerate(results, start))
+    sys.stderr.write(f"# calibration {gpu}: {label}\n")
 
 
-class _TextOut:
-    """The plain-text table, streamed: column widths fixed up front (cells are short)."""
+def _write_table(predicted: Iterator[tuple[int, list[dict]]], gpu: str, label: str) -> None:
+    from gpumodel.calibration import calibration_short
+    from gpumodel.cli.tables import Table, write_stream
 
-    COLUMNS = ("#", "op", "time", "bound", "AI (FLOP/B)")
-    WIDTHS = (9, 22, 10, 8, 11)
+    ft = gm.format_time
+    t = Table(title=f"ops on {gpu} ({calibration_short(label)})",
+              columns=["#", "op", "time", "bound", "AI (FLOP/B)"],
+              right={"#", "time", "AI (FLOP/B)"})  # fmt: skip
+    count = 0
 
-    def __init__(self, gpu: str, label: str) -> None:
-        from gpumodel.calibration import calibration_short
+    def cells() -> Iterator[list[list[str]]]:
+        nonlocal count
+        for start, results in predicted:
+            count = start + len(results)
+            yield [[str(i), r["op"], ft(r["time_s"]), r["bound"],
+                    f"{r['arithmetic_intensity']:.3g}"] for i, r in enumerate(results, start)]  # fmt: skip
 
-        self.gpu, self.label = gpu, label
-        self.title = f"ops on {gpu} ({calibration_short(label)})"
-
-    def _line(self, cells: tuple[str, ...] | list[str]) -> str:
-        from gpumodel.cli.tables import GAP, _cell
-
-        right = (True, False, True, False, True)
-        return GAP.join(_cell(c, w, r) for c, w, r in zip(cells, self.WIDTHS, right)).rstrip()
-
-    def write(self, items: list[dict], start: int) -> None:
-        from gpumodel.cli.tables import GAP
-
-        lines = []
-        if start == 0:
-            lines += [self.title, self._line(self.COLUMNS), GAP.join("-" * w for w in self.WIDTHS)]
-        ft = gm.format_time
-        lines += [self._line([str(i), r["op"], ft(r["time_s"]), r["bound"],
-                              f"{r['arithmetic_intensity']:.3g}"])
-                  for i, r in enumerate(items, start)]  # fmt: skip
-        sys.stdout.write("\n".join(lines) + "\n")
-
-    def close(self, count: int) -> None:
-        if count == 0:
-            self.write([], 0)
-        sys.stdout.write(f"{count:,} ops; calibration {self.gpu}: {self.label}\n")
+    write_stream(t, cells(), grow="op", notes=lambda: [f"{count:,} ops",
+                                                        f"calibration {gpu}: {label}"])  # fmt: skip

@@ -243,7 +243,8 @@ def plan_train(
     tokens: str = typer.Option(..., help="training tokens, e.g. 2T or 1.4e12"),
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     gpus: str = typer.Option(
-        None, help="GPUs in total: a number, a list '64,256' or a range '8-512' / "
+        None,
+        help="GPUs in total: a number, a list '64,256' or a range '8-512' / "
         "'8:512:x2' / '8:64:+8'; default: searched (1 to 65536) for --days / --budget",
     ),
     days: float = typer.Option(None, help="deadline in days: the cheapest plan that meets it"),
@@ -259,7 +260,9 @@ def plan_train(
     global_batch: int = typer.Option(None, help="sequences per step (default ~4M tokens)"),
     seq: int = typer.Option(None, help="sequence length (default: model context, <= 8192)"),
     recompute: str = typer.Option("selective"),
-    fusion: str = typer.Option("fused", help="fused (Megatron-style kernels) or unfused (eager HF)"),
+    fusion: str = typer.Option(
+        "fused", help="fused (Megatron-style kernels) or unfused (eager HF)"
+    ),
     attention: str = typer.Option("flash", help="flash (FlashAttention-2) or cudnn (SDPA's cuDNN)"),
     dtype: str = typer.Option("bf16"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
@@ -272,10 +275,12 @@ def plan_train(
 ) -> None:
     """Days, GPU-hours and dollars to train a model on D tokens; how many GPUs for a deadline.
 
-    With one --gpus count: the plan for that count. With a list or range of counts, or none,
-    and --days or --budget: the fastest layout (tp x pp x dp) that fits at each count, the
-    time/cost frontier, and the answer (the cheapest plan within --days, or the fastest within
-    --budget). Example: gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
+    With one --gpus count: the plan for that count. Otherwise (a list or range of counts, or
+    none: 1 to 65536 searched) the fastest layout (tp x pp x dp) that fits at each count, the
+    time/cost frontier, and the answer: the cheapest plan within --days, the fastest within
+    --budget (neither: the frontier is the answer). Prices: the spec's (provider, date and
+    source in a footnote) or --price. Example:
+    gpumodel plan train --model llama-2-7b --tokens 1T --gpu h100 --days 30
     """
     from gpumodel.cli.plan import parse_counts, training_search_table
     from gpumodel.cli.tables import show
@@ -314,8 +319,6 @@ def plan_train(
         return
     if mfu is not None:
         fail("--mfu takes one --gpus count (the search derives MFU from the step model)")
-    if counts is None and days is None and usd_budget is None:
-        fail("give --gpus N, or --days and/or --budget to search GPU counts (e.g. --days 30)")
     from gpumodel.llm.planning import search_training
 
     s = search_training(model, gpu, n_tokens, days=days, budget=usd_budget, gpus=counts,
@@ -409,12 +412,17 @@ def plan_serve(
     output: int = typer.Option(256, help="output tokens per request"),
     rate: str = typer.Option("1/s", help="requests per second: '50/s', '3000/min'"),
     slo: str = typer.Option(
-        "chat", help="default targets: chat = TTFT <= 450 ms and TPOT <= 40 ms (MLPerf "
+        "chat",
+        help="default targets: chat = TTFT <= 450 ms and TPOT <= 40 ms (MLPerf "
         "Inference's interactive Llama-2-70B scenario); server = 2 s and 200 ms (MLPerf's "
         "Llama-2-70B server scenario); none",
     ),
-    ttft: str = typer.Option(None, help="time-to-first-token target, e.g. 500ms (replaces --slo's)"),
-    tpot: str = typer.Option(None, help="time-per-output-token target, e.g. 50ms (replaces --slo's)"),
+    ttft: str = typer.Option(
+        None, help="time-to-first-token target, e.g. 500ms (replaces --slo's)"
+    ),
+    tpot: str = typer.Option(
+        None, help="time-per-output-token target, e.g. 50ms (replaces --slo's)"
+    ),
     latency: str = typer.Option(None, help="end-to-end latency target, e.g. 20s"),
     price: str = typer.Option(
         None, help="$ per GPU-hour: '2.49' for every GPU or 'h100=2.49,h200=3.10' (default: specs)"

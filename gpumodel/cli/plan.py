@@ -28,7 +28,7 @@ COUNTS_HELP = "a number, a list '64,256' or a range '8-512' / '8:512:x2' / '8:64
 
 
 def _int(text: str, option: str) -> int:
-    if not re.fullmatch(r"\d+", text):
+    if not re.fullmatch(r"[0-9]+", text):
         fail(f"{option}: {text!r} is not a whole number (lists: '64,256', ranges: '8-512', "
              "'8:512:x2', '8:64:+8')")  # fmt: skip
     value = int(text)
@@ -46,7 +46,7 @@ def parse_counts(text: str, option: str) -> list[int]:
     for part in parts:
         if not part:
             continue
-        m = re.fullmatch(r"(\d+)\s*(?:-|:)\s*(\d+)(?:\s*:\s*([x+*]?)(\d+))?", part)
+        m = re.fullmatch(r"([0-9]+)\s*(?:-|:)\s*([0-9]+)(?:\s*:\s*([x+*]?)([0-9]+))?", part)
         if m is None:
             out.add(_int(part, option))
             continue
@@ -112,7 +112,7 @@ def training_search_table(s: Any) -> Table:
         t.add(mark, o.gpus, o.tp, o.pp, o.dp, f"{o.days:.3g}", dollars(o.cost_usd),
               f"{100 * o.mfu:.0f}%", format_quantity(o.memory_per_gpu_bytes, "B"), short)  # fmt: skip
         t.csv_rows.append([getattr(o, f) for f in fields] + [o.gpus == chosen, short])
-    t.notes = ["* time/cost frontier (no other count is both faster and cheaper); > the choice; "
+    t.notes = ["* time/cost frontier (no other count is both faster and >1% cheaper); > the choice; "
                "each count's fastest layout that fits memory"]  # fmt: skip
     t.notes += [f"not possible: {x}" for x in s.infeasible]
     t.notes += calibration_notes({s.gpu: s.calibration})
@@ -238,7 +238,9 @@ def sweep_llm(
     gpu: str = typer.Option("h100", help="GPU ids, comma-separated"),
     mode: str = typer.Option("inference", help="inference or training"),
     phase: str = typer.Option("decode", help="inference: prefill or decode"),
-    batch: str = typer.Option("1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"),
+    batch: str = typer.Option(
+        "1", help=f"sequences per step (training: micro-batch); {COUNTS_HELP}"
+    ),
     seq: str = typer.Option(None, help="new tokens per sequence (training: sequence length)"),
     context: str = typer.Option(None, help="inference: tokens attended to (KV-cache length)"),
     tp: str = typer.Option("1", help="tensor-parallel sizes"),

@@ -11,7 +11,7 @@ import csv
 import math
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -91,6 +91,43 @@ def write_table(t: Table, out: TextIO | None = None, chunk: int = 4096) -> None:
             buf = []
     if buf:
         out.write("\n".join(buf) + "\n")
+
+
+def write_stream(t: Table, chunks: Iterable[list[list[str]]], grow: str | None = None,
+                 notes: Callable[[], list[str]] | None = None, out: TextIO | None = None,
+                 width: int = WIDTH) -> None:  # fmt: skip
+    """Print ``t`` with its rows arriving in chunks (constant memory: a chunk is written before
+    the next is made). Column widths come from the first chunk; when more chunks follow, the
+    room left in ``width`` goes to the ``grow`` column, and a later cell still too long is cut
+    with '~'. ``notes`` is called after the last row (a count known only then)."""
+    out = out or sys.stdout
+    it = iter(chunks)
+    first = next(it, [])
+    second = next(it, None)
+    widths = [len(c) for c in t.columns]
+    for row in first:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    if second is not None:
+        widths[0] = max(widths[0], 7)  # row numbers to 9,999,999
+        if grow is not None:
+            i = t.columns.index(grow)
+            widths[i] += max(0, width - sum(widths) - len(GAP) * (len(widths) - 1))
+    widths = _fit(widths, width)
+    right = [c in t.right for c in t.columns]
+    head = [*(textwrap.wrap(t.title, width) if t.title else []),
+            GAP.join(_cell(c, w, r) for c, w, r in zip(t.columns, widths, right)).rstrip(),
+            GAP.join("-" * w for w in widths)]  # fmt: skip
+    out.write("\n".join(head) + "\n")
+    chunk: list[list[str]] | None = first
+    while chunk is not None:
+        if chunk:
+            out.write("\n".join(GAP.join(_cell(c, w, r) for c, w, r in zip(row, widths, right))
+                                .rstrip() for row in chunk) + "\n")  # fmt: skip
+        chunk, second = second, (next(it, None) if second is not None else None)
+    for note in [*t.notes, *(notes() if notes else [])]:
+        out.write("\n".join(textwrap.wrap(note, width, subsequent_indent="  ",
+                                          break_on_hyphens=False)) + "\n")  # fmt: skip
 
 
 def csv_value(v: Any) -> Any:

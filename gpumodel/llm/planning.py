@@ -7,7 +7,8 @@ vectorised training sweep, against a deadline or a budget, with the time/cost fr
 
 For each GPU count the fastest layout whose memory fits is kept (tp in 1, 2, 4, 8 dividing the
 heads, pp dividing the layers, dp the rest; ``gpumodel.llm.sweep.sweep_training``). The
-frontier is the set of counts no other count beats on both time and cost. The choice:
+frontier is the set of counts no other count beats on both time and cost (by more than 1%
+on cost). The choice:
 
     days only          the cheapest option done within ``days`` (costs within 1% tie: the
                        fewest GPUs win)
@@ -107,15 +108,22 @@ class TrainingSearch(BaseModel):
         return [o for o in self.options if o.frontier]
 
 
-def _frontier(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Options no other option beats on both time and cost (ties kept once)."""
-    order = np.lexsort((cost, days))
-    keep = np.zeros(len(days), dtype=bool)
-    best = math.inf
-    for i in order:
-        if cost[i] < best:
-            keep[i] = True
-            best = cost[i]
+def _frontier(days: np.ndarray, cost: np.ndarray, tie: float = COST_TIE) -> np.ndarray:
+    """Options no other option beats on both time and cost: an option is off the frontier when
+    another is faster and cheaper by more than ``tie`` (costs within 1% are the same cost, as
+    in the choice; equal-cost counts that differ only in speed all stay on it)."""
+    order = np.argsort(days, kind="stable")
+    keep = np.ones(len(days), dtype=bool)
+    best = math.inf  # the least cost among options as fast or faster
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and days[order[j]] == days[order[i]]:
+            j += 1
+        group = order[i:j]
+        best = min(best, float(cost[group].min()))  # as fast and cheaper also beats
+        keep[group] = ~(best * (1 + tie) < cost[group])
+        i = j
     return keep
 
 

@@ -270,6 +270,11 @@ def sweep_inference(
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
     prices: dict[str, Price | None] = {}
+    shapes = [(t, b, *_defaults(spec, phase, s, c)) for t, b, s, c in uniq.tolist()]
+    # the ops of a step depend on the shape, not on the GPU: built once for every GPU
+    step_ops = [model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention, fusion=fusion,
+                          kv_cache=kv_cache, logits="last", gqa=gqa)
+                for t, b, s, c in shapes]  # fmt: skip
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=stream_floor_s)  # fmt: skip
@@ -279,10 +284,7 @@ def sweep_inference(
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
         by_shape: dict[tuple[int, int, int], list[tuple[int, tuple]]] = {}
-        for i, (t, b, s, c) in enumerate(uniq.tolist()):
-            s, c = _defaults(spec, phase, s, c)
-            ops = model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention,
-                            fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
+        for i, ((t, b, s, c), ops) in enumerate(zip(shapes, step_ops)):
             blocks = kernel_blocks(timer.time_all(ops.pre), timer.time_all(ops.layer),
                                    timer.time_all(ops.post))  # fmt: skip
             by_shape.setdefault(tuple(len(x) for x in blocks), []).append((i, blocks))  # type: ignore[arg-type]

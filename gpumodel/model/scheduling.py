@@ -25,6 +25,8 @@ def schedule_efficiency(tile_work: Sequence[float], groups: int, slots: int) -> 
     total = float(sum(tile_work)) * groups
     if blocks >= BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
+    if min(tile_work) == max(tile_work):  # equal blocks: whole waves, no need to simulate
+        return blocks / (-(-blocks // slots) * slots)
     finish = [0.0] * min(slots, blocks)
     heapq.heapify(finish)
     for _ in range(groups):

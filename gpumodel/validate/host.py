@@ -30,6 +30,7 @@ and need no torch (they are unit-tested on a CPU-only machine).
 from __future__ import annotations
 
 import datetime as _dt
+import inspect
 import math
 import os
 import platform
@@ -495,14 +496,18 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
         state["calls"] = 0
 
     fresh_cache()
+    # transformers 5.2x renamed the layer's cache argument from past_key_values to cache
+    cache_arg = (
+        "cache" if "cache" in inspect.signature(layer.forward).parameters else "past_key_values"
+    )
 
     @torch.no_grad()
     def call() -> None:
         if state["calls"] >= 512:  # keep the cache short: reset outside any timed hot path
             fresh_cache()
         state["calls"] += 1
-        layer(hidden, attention_mask=None, position_ids=pos, past_key_values=state["cache"],
-              use_cache=True, position_embeddings=pe)  # fmt: skip
+        layer(hidden, attention_mask=None, position_ids=pos, use_cache=True,
+              position_embeddings=pe, **{cache_arg: state["cache"]})  # fmt: skip
 
     def count_kernels() -> int:
         return _count_kernels(torch, call, 5)
