@@ -158,7 +158,7 @@ def _batch_peak_kb(path: Path, mb: float, env: dict | None = None) -> tuple[int,
         for _ in range(int(mb * 2**20) // len(block) + 1):
             fh.write(block)
     res = subprocess.run([sys.executable, "-c", _BATCH_PEAK, str(path)], cwd=ROOT, timeout=900,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+                         capture_output=True, env=env)  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:].decode()
     assert res.stdout.count(b"\n") == path.stat().st_size // len(_ROW) + 1  # header + rows
     return res.stdout.count(b"\n") - 1, int(res.stderr.decode().rsplit("peak_kb=", 1)[1])
@@ -173,8 +173,10 @@ def test_batch_jsonl_constant_memory(tmp_path):
     assert big - small < 40 * 1024, (small, big)
 
 
-@pytest.mark.skipif(not os.environ.get("GPUMODEL_SLOW_TESTS"),
-                    reason="~50 s on 2 cores: set GPUMODEL_SLOW_TESTS=1 (the fuzz script does)")
+@pytest.mark.skipif(
+    not os.environ.get("GPUMODEL_SLOW_TESTS"),
+    reason="~50 s on 2 cores: set GPUMODEL_SLOW_TESTS=1 (the fuzz script does)",
+)
 def test_200mb_batch_jsonl_constant_memory(tmp_path):
     # the fuzz run's case: 200 MB of rows (3.2 million ops) in flat memory
     n, peak = _batch_peak_kb(tmp_path / "big.jsonl", 200)
@@ -340,7 +342,9 @@ def test_dtype_empty_is_not_bf16(capsys):
 def test_a100_calibration_cached_as_h100(tmp_path, monkeypatch):
     cache = Path(os.environ["GPUMODEL_CACHE_DIR"]) / "calibrations"
     cache.mkdir(parents=True)
-    text = H100_CAL.read_text(encoding="utf-8").replace("gpu_id: h100-sxm", "gpu_id: a100-sxm4-80gb", 1)
+    text = H100_CAL.read_text(encoding="utf-8").replace(
+        "gpu_id: h100-sxm", "gpu_id: a100-sxm4-80gb", 1
+    )
     (cache / "h100-sxm.yaml").write_text(text, encoding="utf-8")
     with pytest.raises(GpumodelError, match="a100"):
         gm.predict(ops.Gemm(m=64, n=64, k=64), "h100")
@@ -390,9 +394,9 @@ def test_collectives_merge_keeps_raw_measurements(tmp_path):
 
 def test_png_written_in_place_keeps_old_on_failure(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    from gpumodel._io import save_figure
-
     import matplotlib
+
+    from gpumodel._io import save_figure
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
