@@ -117,7 +117,11 @@ def read_bytes(path: str | Path, what: str = "file", limit: int | None = None) -
     with os.fdopen(fd, "rb") as fh:
         if size > limit:
             raise _too_big(path, what, limit)
-        data = fh.read(limit + 1)  # a file that grows while read is still stopped at the limit
+        # at most the size fstat gave (+1 to see growth): read(n) allocates n bytes up front,
+        # so read(limit + 1) would reserve the whole limit for a 1 kB file
+        data = fh.read(min(size, limit) + 1)
+        if len(data) > size:  # the file grew while read: read on, still stopped at the limit
+            data += fh.read(limit + 1 - len(data))
     if len(data) > limit:
         raise _too_big(path, what, limit)
     return data
