@@ -3,7 +3,7 @@
 Op fields, calibration parameters, spec fields, model presets, systems, batch rows, trace fields,
 CLI options and library arguments all use these types (pydantic ``Annotated`` types) or the
 ``check_*`` functions built on the same bounds, so a value is accepted or refused the same way
-wherever it comes in. The bounds are what can exist, not what is typical (docs/limits.md):
+wherever it comes in. The bounds are what can exist, not what is typical (docs/hardening.md):
 
 * sizes are exact Python ints >= 1 (booleans refused, a float only when it is a whole number);
 * one tensor holds at most 2**53 elements (the largest count a float64 holds exactly) and moves
