@@ -29,7 +29,7 @@ from gpumodel._io import OutputFileError, atomic_write_bytes
 from gpumodel.errors import GpumodelError
 
 sys.path.insert(0, str(Path(__file__).parent))
-import cli_cases  # noqa: E402
+import cli_cases
 
 settings.register_profile(
     "ci", deadline=None, derandomize=True, database=None, print_blob=True,
