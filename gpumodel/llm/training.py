@@ -44,7 +44,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel._validators import MAX_TOKENS, check_counts, check_dtype, check_number
+from gpumodel._validators import (
+    MAX_GPUS,
+    MAX_TOKENS,
+    check_counts,
+    check_dtype,
+    check_int,
+    check_number,
+)
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
@@ -384,6 +391,10 @@ def predict_training_step(
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
     PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
+    check_int(gpus, "gpus", le=MAX_GPUS)
+    check_int(micro_batch, "micro_batch")
+    check_int(tp, "tp", le=MAX_GPUS)
+    check_int(pp, "pp", le=MAX_GPUS)
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
