@@ -1,57 +1,74 @@
-"""Read ops from JSONL, YAML or CSV files (an ``op`` field per row) for ``gpumodel batch``."""
+"""Read ops from JSONL, YAML or CSV files (an ``op`` field per row) for ``gpumodel batch``.
+
+JSONL and CSV are streamed one line at a time (:func:`iter_rows`: constant memory, whatever the
+file's size); JSON and YAML are whole documents, read within the input limit (gpumodel._io).
+"""
 
 from __future__ import annotations
 
 import csv
-import json
+from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from gpumodel._io import iter_lines, loads_json, read_json, read_yaml
 from gpumodel.errors import SpecError
 
+FORMATS = (".jsonl", ".ndjson", ".json", ".yaml", ".yml", ".csv")
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
+
+def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """Rows of a batch file, in order. Format from the suffix: .jsonl/.json, .yaml/.yml, .csv."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        rows = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise SpecError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
-    elif suffix == ".json":
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    elif suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            rows = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise SpecError(f"{path}: not valid YAML") from None
-    elif suffix == ".csv":
-        rows = [
-            {k.strip(): _cell(v) for k, v in row.items() if k is not None}
-            for row in csv.DictReader(text.splitlines())
-        ]
-    else:
+    if suffix not in FORMATS:
         raise SpecError(
             f"{path}: unknown batch format '{suffix}'; use .jsonl, .json, .yaml or .csv"
         )
-    if isinstance(rows, dict) and "ops" in rows:
-        rows = rows["ops"]
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise SpecError(f"{path}: expected a list of rows, each a mapping with an 'op' field")
-    return rows
+    if suffix in (".jsonl", ".ndjson"):
+        for number, line in iter_lines(path, "batch file"):
+            if line.strip():
+                row = loads_json(line, path, "row", line=number)
+                yield _mapping(row, f"{path}:{number}")
+    elif suffix == ".csv":
+        yield from _csv_rows(path)
+    else:
+        rows = read_json(path, "batch file") if suffix == ".json" else read_yaml(path, "batch file")
+        if isinstance(rows, dict) and "ops" in rows:
+            rows = rows["ops"]
+        if not isinstance(rows, list):
+            raise SpecError(f"{path}: expected a list of rows, each a mapping with an 'op' field")
+        for number, row in enumerate(rows, 1):
+            yield _mapping(row, f"{path}: row {number}")
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """All rows of a batch file as a list (see :func:`iter_rows` to stream them)."""
+    return list(iter_rows(path))
+
+
+def chunks(rows: Iterator[dict[str, Any]], size: int = 4096) -> Iterator[list[dict[str, Any]]]:
+    """``rows`` in lists of at most ``size`` (what ``gpumodel batch`` predicts at once)."""
+    while chunk := list(islice(rows, size)):
+        yield chunk
+
+
+def _mapping(row: Any, where: str) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise SpecError(f"{where}: expected a mapping with an 'op' field")
+    return row
+
+
+def _csv_rows(path: Path) -> Iterator[dict[str, Any]]:
+    lines = (line for _, line in iter_lines(path, "batch file"))
+    try:
+        for number, row in enumerate(csv.DictReader(lines), 2):
+            if None in row:
+                raise SpecError(f"{path}:{number}: more cells than the header has columns")
+            yield {k.strip(): _cell(v) for k, v in row.items() if k is not None}
+    except csv.Error as exc:
+        raise SpecError(f"{path}: not valid CSV ({exc})") from None
 
 
 def _cell(value: str | None) -> Any:
@@ -60,8 +77,12 @@ def _cell(value: str | None) -> Any:
     v = value.strip()
     if v.lower() in ("true", "false"):
         return v.lower() == "true"
+    if len(v) > 100:  # no number is this long: keep the text; the op's field check names it
+        return v
     try:
         number = float(v)
     except ValueError:
+        return v
+    if not v.isascii():  # float() reads Arabic-Indic and other Unicode digits: not a CSV number
         return v
     return int(number) if number.is_integer() and not any(c in v for c in ".eE") else number

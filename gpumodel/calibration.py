@@ -21,16 +21,30 @@ calibration in hand has none of its own; the prediction's label names both files
 from __future__ import annotations
 
 import os
-import tempfile
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from gpumodel import _paths
+from gpumodel._validators import (
+    Checked,
+    DatasheetRatio,
+    FiniteFloat,
+    Fraction,
+    GpuCount,
+    Multiplier,
+    NonNegativeFloat,
+    NonNegativeSize,
+    PositiveBytes,
+    PositiveFloat,
+    PositiveSeconds,
+    Rate,
+    Seconds,
+)
 from gpumodel.errors import CalibrationError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
 from gpumodel.tracefit import TraceFit
@@ -38,46 +52,47 @@ from gpumodel.tracefit import TraceFit
 FORMAT_VERSION = 1
 
 
-class _Frozen(BaseModel):
+class _Frozen(Checked):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    _error = CalibrationError
 
 
 class GemmParams(_Frozen):
     """Fitted GEMM behaviour for one dtype (see gpumodel.model.gemm)."""
 
-    efficiency: float = Field(gt=0, le=1.5, description="large aligned GEMMs, fraction of peak")
-    misaligned_efficiency: float = Field(
-        1.0, gt=0, le=1.5, description="multiplier when a dimension misses 16-byte alignment"
+    efficiency: DatasheetRatio = Field(description="large aligned GEMMs, fraction of peak")
+    misaligned_efficiency: DatasheetRatio = Field(
+        1.0, description="multiplier when a dimension misses 16-byte alignment"
     )
-    small_m_bandwidth_efficiency: float = Field(
-        1.0, gt=0, le=1.5, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
+    small_m_bandwidth_efficiency: DatasheetRatio = Field(
+        1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )
-    overhead_s: float | None = Field(None, ge=0, description="fixed cost of one cuBLAS call")
-    overlap_exponent: float | None = Field(None, ge=1)
+    overhead_s: Seconds | None = Field(None, description="fixed cost of one cuBLAS call")
+    overlap_exponent: FiniteFloat | None = Field(None, ge=1)
 
 
 class HostLinkParams(_Frozen):
     """Measured host<->device copy rates (per direction) and the fixed cost of a copy."""
 
-    h2d_pinned_bytes_per_s: float | None = Field(None, gt=0)
-    d2h_pinned_bytes_per_s: float | None = Field(None, gt=0)
-    h2d_pageable_bytes_per_s: float | None = Field(None, gt=0)
-    d2h_pageable_bytes_per_s: float | None = Field(None, gt=0)
-    overhead_s: float | None = Field(None, ge=0)
+    h2d_pinned_bytes_per_s: Rate | None = Field(None)
+    d2h_pinned_bytes_per_s: Rate | None = Field(None)
+    h2d_pageable_bytes_per_s: Rate | None = Field(None)
+    d2h_pageable_bytes_per_s: Rate | None = Field(None)
+    overhead_s: Seconds | None = Field(None)
     # fixed cost per direction and memory kind (a pageable copy stages through a pinned buffer)
-    h2d_pinned_overhead_s: float | None = Field(None, ge=0)
-    d2h_pinned_overhead_s: float | None = Field(None, ge=0)
-    h2d_pageable_overhead_s: float | None = Field(None, ge=0)
-    d2h_pageable_overhead_s: float | None = Field(None, ge=0)
+    h2d_pinned_overhead_s: Seconds | None = Field(None)
+    d2h_pinned_overhead_s: Seconds | None = Field(None)
+    h2d_pageable_overhead_s: Seconds | None = Field(None)
+    d2h_pageable_overhead_s: Seconds | None = Field(None)
 
 
 class CollectiveParams(_Frozen):
     """Fitted alpha (latency) and bus bandwidth of one collective on ``gpus`` GPUs."""
 
-    gpus: int = Field(gt=0)
-    alpha_s: float = Field(ge=0)
-    bus_bandwidth_bytes_per_s: float = Field(gt=0)
-    link_efficiency: float | None = Field(None, gt=0, description="busbw / per-direction link bw")
+    gpus: GpuCount
+    alpha_s: Seconds
+    bus_bandwidth_bytes_per_s: Rate
+    link_efficiency: Multiplier | None = Field(None, description="busbw / per-direction link bw")
 
 
 class PowerParams(_Frozen):
@@ -96,55 +111,53 @@ class PowerParams(_Frozen):
 class CalibrationParams(_Frozen):
     """Everything the time model takes from a calibration; None means 'use the datasheet'."""
 
-    dram_efficiency: float | None = Field(None, gt=0, le=1.5)
+    dram_efficiency: DatasheetRatio | None = None
     # streams of known read/write mix w (written / moved bytes): efficiency
     #   (1 - w) * read + w * write - 4 w (1 - w) * turnaround   (DRAM read/write bus turnaround)
-    dram_read_efficiency: float | None = Field(None, gt=0, le=1.5)
-    dram_write_efficiency: float | None = Field(None, gt=0, le=1.5)
-    dram_turnaround: float | None = Field(None, ge=0, le=0.5)
-    l2_bandwidth_bytes_per_s: float | None = Field(None, gt=0)
-    l2_hot_max_bytes: float | None = Field(None, gt=0, description="largest hot working set in L2")
-    kernel_overhead_s: float | None = Field(None, ge=0)
-    dram_first_load_s: float | None = Field(
+    dram_read_efficiency: DatasheetRatio | None = None
+    dram_write_efficiency: DatasheetRatio | None = None
+    dram_turnaround: Fraction | None = Field(None, le=0.5)
+    l2_bandwidth_bytes_per_s: Rate | None = Field(None)
+    l2_hot_max_bytes: PositiveBytes | None = Field(None, description="largest hot working set in L2")
+    kernel_overhead_s: Seconds | None = Field(None)
+    dram_first_load_s: Seconds | None = Field(
         None,
-        ge=0,
         description="part of a cold kernel's floor spent waiting for its first DRAM "
         "loads; kernels whose inputs are in L2 skip it",
     )
-    reduction_tail_s: float | None = Field(
+    reduction_tail_s: Seconds | None = Field(
         None,
-        ge=0,
         description="extra fixed time of kernels that reduce to a tiny output "
         "(the last block's dependent final step)",
     )
-    overlap_exponent: float | None = Field(None, ge=1)
-    compute_efficiency: dict[str, float] = Field(
+    overlap_exponent: FiniteFloat | None = Field(None, ge=1)
+    compute_efficiency: dict[str, DatasheetRatio] = Field(
         default_factory=dict,
         description="'unit:dtype' (or 'vector:fp32:no-fma' for kernels without FMA) -> "
         "achieved / datasheet peak",
     )
     gemm: dict[str, GemmParams] = Field(default_factory=dict)
-    family_efficiency: dict[str, float] = Field(
+    family_efficiency: dict[str, Multiplier] = Field(
         default_factory=dict, description="per op family multiplier on the compute rate"
     )
-    family_bandwidth_efficiency: dict[str, float] = Field(
+    family_bandwidth_efficiency: dict[str, Multiplier] = Field(
         default_factory=dict, description="per op family multiplier on the DRAM bandwidth"
     )
-    loaded_dram_latency_s: float | None = Field(
-        None, gt=0, description="DRAM latency under load, for Little's-law bandwidth limits"
+    loaded_dram_latency_s: PositiveSeconds | None = Field(
+        None, description="DRAM latency under load, for Little's-law bandwidth limits"
     )
-    family_overhead_s: dict[str, float] = Field(
+    family_overhead_s: dict[str, Seconds] = Field(
         default_factory=dict, description="per op family fixed cost per kernel, seconds"
     )
-    family_elements_per_sm_cycle: dict[str, float] = Field(
+    family_elements_per_sm_cycle: dict[str, PositiveFloat] = Field(
         default_factory=dict,
         description="per op family, elements one SM completes per clock when the kernel is "
         "bound by per-element instructions (index arithmetic); carries to GPUs by SMs x clock",
     )
     host: HostLinkParams = HostLinkParams()
-    dram_latency_cycles: float | None = Field(None, gt=0)
-    l2_latency_cycles: float | None = Field(None, gt=0)
-    launch_host_s: float | None = Field(None, ge=0)
+    dram_latency_cycles: PositiveFloat | None = None
+    l2_latency_cycles: PositiveFloat | None = None
+    launch_host_s: Seconds | None = Field(None)
     collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
     # the in-workload condition (gpumodel.model.power): power-limited sustained clock and the
     # dirty lines a preceding kernel leaves in L2
@@ -170,12 +183,12 @@ class CalibrationParams(_Frozen):
 class FamilyError(_Frozen):
     """Leave-out error of one op family: |pred - meas| / meas statistics over ``n`` points."""
 
-    n: int
-    median_abs_pct: float
-    p90_abs_pct: float
-    bias_pct: float
-    datasheet_median_abs_pct: float | None = None
-    tolerance_pct: float | None = None
+    n: NonNegativeSize
+    median_abs_pct: NonNegativeFloat
+    p90_abs_pct: NonNegativeFloat
+    bias_pct: FiniteFloat
+    datasheet_median_abs_pct: NonNegativeFloat | None = None
+    tolerance_pct: NonNegativeFloat | None = None
 
 
 class SystemKey(_Frozen):
@@ -209,6 +222,16 @@ class Calibration(_Frozen):
     origin: str | None = Field(None, exclude=True)
     # label of the system calibration whose collectives were added (not stored)
     collectives_from: str | None = Field(None, exclude=True)
+    # read without its raw measurements (they are in the file, not here): saving it would drop
+    # them, so ``save`` refuses
+    _measurements_skipped: bool = PrivateAttr(False)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Calibration:
+        """A copy; one whose ``measurements`` are given explicitly may be saved again."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update and "measurements" in update:
+            copy._measurements_skipped = False
+        return copy
 
     @property
     def label(self) -> str:
@@ -223,26 +246,23 @@ class Calibration(_Frozen):
         marker closes the file, so readers can skip the bulky measurements and still detect a
         truncated file."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if self._measurements_skipped:
+            raise CalibrationError(
+                f"{self.origin}: this calibration was read without its raw measurements; saving "
+                "it would drop them: read it with read_calibration_file(..., measurements=True)"
+            )
         head = self.model_dump(mode="json", exclude_none=False, exclude={"measurements"})
         text = yaml.safe_dump(head, sort_keys=False, width=100)
         text += yaml.safe_dump({"measurements": self.measurements}, sort_keys=False, width=100)
-        atomic_write_text(path, text + END_MARKER)
-        return path
+        return atomic_write_text(path, text + END_MARKER)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half
+    (the shared writer, gpumodel._io.atomic_write_text)."""
+    from gpumodel._io import atomic_write_text as _write
+
+    return _write(path, text)
 
 
 def cache_dir() -> Path:
@@ -273,7 +293,6 @@ def shipped_system_calibration_path(gpu_id: str, gpus: int) -> Path:
 
 
 END_MARKER = "# end of gpumodel calibration\n"
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_calibration_file(path: str | Path, measurements: bool = False) -> Calibration:
@@ -281,32 +300,44 @@ def read_calibration_file(path: str | Path, measurements: bool = False) -> Calib
 
     ``measurements=False`` (what predictions need) skips parsing the raw measurements block.
     """
+    from gpumodel._io import InputFileError, loads_yaml, max_input_bytes, read_text
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read calibration ({exc.strerror})") from None
+        text = read_text(path, "calibration", max_input_bytes(yaml=True))
+    except InputFileError as exc:
+        raise CalibrationError(str(exc)) from None
     if text.strip() and not text.endswith(END_MARKER):
         raise CalibrationError(f"{path}: calibration is truncated (its end marker is missing)")
-    if not measurements and "\nmeasurements:" in text:
+    skipped = not measurements and "\nmeasurements:" in text
+    if skipped:
         text = text[: text.index("\nmeasurements:") + 1]
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)
-    except yaml.YAMLError:
-        raise CalibrationError(f"{path}: calibration is not valid YAML (truncated?)") from None
+        data = loads_yaml(text, path, "calibration")
+    except InputFileError as exc:
+        raise CalibrationError(f"{exc} (truncated?)") from None
     if not isinstance(data, dict):
         raise CalibrationError(f"{path}: calibration is empty or not a mapping")
     try:
-        return Calibration.model_validate({**data, "origin": str(path)})
+        cal = Calibration.model_validate({**data, "origin": str(path)})
     except ValidationError as exc:
         raise CalibrationError(format_validation_error(exc, f"{path}")) from None
+    cal._measurements_skipped = skipped
+    return cal
 
 
 @lru_cache(maxsize=64)
 def _find_default(gpu_id: str, cache: str) -> Calibration | None:
     for path in (Path(cache) / "calibrations" / f"{gpu_id}.yaml", shipped_calibration_path(gpu_id)):
         if path.is_file():
-            return read_calibration_file(path)
+            cal = read_calibration_file(path)
+            if cal.gpu_id != gpu_id:  # e.g. an A100's calibration copied to h100-sxm.yaml
+                raise CalibrationError(
+                    f"{path}: this calibration is for {cal.gpu_id}, not {gpu_id}; move it to "
+                    f"{cal.gpu_id}.yaml, or pass --calibration none (datasheet) or "
+                    f"--calibration-from {cal.gpu_id} (transfer it)"
+                )
+            return cal
     return None
 
 

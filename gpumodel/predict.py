@@ -27,6 +27,7 @@ import math
 from dataclasses import replace
 from typing import Any, Literal
 
+from gpumodel._validators import MAX_BYTES, MAX_FLOPS
 from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
 from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
@@ -74,16 +75,18 @@ def predict(
     calibration that measured it (``gpumodel validate --conditions``).
     """
     check_condition(condition, l2)
+    if not isinstance(op, Op):
+        raise SpecError(f"predict needs an op (gpumodel.ops.*), got {type(op).__name__}")
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
     if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
         cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
     if custom is not None:
-        return custom(gpu, cal)
+        return _finite_result(custom(gpu, cal))
     params = cal.parameters if cal else CalibrationParams()
     label = calibration_label(cal)
-    return predict_with_params(op, gpu, params, label, l2, condition)
+    return _finite_result(predict_with_params(op, gpu, params, label, l2, condition))
 
 
 def check_condition(condition: str, l2: str = "cold") -> None:
@@ -91,6 +94,26 @@ def check_condition(condition: str, l2: str = "cold") -> None:
         raise SpecError(f"unknown condition {condition!r}: use {' or '.join(CONDITIONS)}")
     if l2 not in L2_MODES:
         raise SpecError(f"unknown l2 state {l2!r}: use {', '.join(L2_MODES)}")
+
+
+def _finite_result(p: Prediction) -> Prediction:
+    """The last guard of the boundary: a time that is not a finite number >= 0 is an error, never
+    an output (inputs are bounded so that this does not happen; this names it if it does)."""
+    if not (math.isfinite(p.time_s) and p.time_s >= 0):
+        raise SpecError(f"{p.op} on {p.gpu}: the model gives a time of {p.time_s!r} s; "
+                        "the inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
+    return p
+
+
+def _check_work(op: Op, work: list[KernelWork]) -> None:
+    """Each kernel's FLOPs and bytes within what can exist (docs/limits.md)."""
+    for k in work:
+        if not (0 <= k.total_flops <= MAX_FLOPS):
+            raise SpecError(f"{op.label()}: {k.name} does {k.total_flops:.3g} FLOPs, more than "
+                            f"the {MAX_FLOPS:.0e} any kernel does (docs/limits.md)")  # fmt: skip
+        if not (0 <= k.bytes <= MAX_BYTES):
+            raise SpecError(f"{op.label()}: {k.name} moves {k.bytes:.3g} bytes, more than 2**60 "
+                            "(1 EiB) (docs/limits.md)")  # fmt: skip
 
 
 def predict_with_params(
@@ -104,6 +127,7 @@ def predict_with_params(
     """``predict`` with explicit model parameters (what the calibration fit iterates on: the
     fit passes ``condition="isolated"``, the condition its measurements were taken in)."""
     work = op.kernels(gpu)
+    _check_work(op, work)
     kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition) for k in work]
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once

@@ -85,7 +85,9 @@ class Prediction(BaseModel):
     def roofline_time_s(self) -> float:
         """Pure-roofline lower bound on datasheet peaks."""
         compute = self.flops / self.peak_flops if self.peak_flops else 0.0
-        return max(compute, self.bytes / self.bandwidth_bytes_per_s)
+        # a one-GPU collective moves nothing and has no link: no bandwidth term (#20)
+        memory = self.bytes / self.bandwidth_bytes_per_s if self.bandwidth_bytes_per_s else 0.0
+        return max(compute, memory)
 
     def roofline_fields(self) -> dict[str, Any]:
         """The seed article's roofline summary: bottleneck, peak achievable, max utilisation."""

@@ -12,11 +12,11 @@ such. ``gpumodel prices`` lists the table.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gpumodel._validators import check_number
 from gpumodel.errors import SpecError
 from gpumodel.specs import GPUSpec
 
@@ -44,14 +44,17 @@ class Price:
 PriceArg = float | Mapping[str, float] | None
 
 
+MAX_USD_PER_GPU_HOUR = 1e6
+
+
 def _check(value: Any, what: str) -> float:
-    try:
-        usd = float(value)
-    except (TypeError, ValueError):
-        raise SpecError(f"{what}: {value!r} is not a number") from None
-    if not math.isfinite(usd) or usd <= 0:
-        raise SpecError(f"{what} must be a positive $ per GPU-hour, got {value!r}")
-    return usd
+    """A $ per GPU-hour: finite, > 0, at most 10**6 (text from the command line is parsed)."""
+    if isinstance(value, str):
+        try:
+            value = float(value) if value.isascii() and len(value) <= 100 else value
+        except ValueError:
+            raise SpecError(f"{what}: {value!r} is not a number") from None
+    return check_number(value, f"{what} ($ per GPU-hour)", gt=0, le=MAX_USD_PER_GPU_HOUR)
 
 
 def price_for(gpu: GPUSpec, price: PriceArg = None) -> Price | None:

@@ -19,10 +19,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from gpumodel import _paths
+from gpumodel._validators import MAX_BYTES, Checked, PositiveFloat, SmallCount
 from gpumodel.errors import SpecError, UnitError, UnknownGPUError
 from gpumodel.units import Dimension, parse_quantity
 
@@ -35,42 +35,50 @@ BYTES_PER_ELEMENT: dict[str, float] = {
 }  # fmt: skip
 
 
-def _quantity(dimension: Dimension) -> Any:
+def _quantity(dimension: Dimension, positive: bool = False, most: float = 1e21) -> Any:
+    """Parse a quantity string (or an SI number) of ``dimension``; rates are > 0 (a 0 TB/s
+    bandwidth or 0 FLOP/s peak would divide by zero downstream) and all are bounded."""
+
     def parse(value: Any) -> float:
         try:
-            return parse_quantity(value, dimension)
+            number = parse_quantity(value, dimension)
         except UnitError as exc:
-            raise ValueError(str(exc)) from None
+            raise SpecError(str(exc)) from None
+        if positive and number <= 0:
+            raise SpecError(f"must be greater than 0, got {value!r}")
+        if number > most:
+            raise SpecError(f"{value!r} is beyond any hardware (max {most:.0e} SI units)")
+        return number
 
     return BeforeValidator(parse)
 
 
-Bytes = Annotated[float, _quantity("bytes")]
-BytesPerS = Annotated[float, _quantity("bytes_per_s")]
-FlopPerS = Annotated[float, _quantity("flop_per_s")]
-Hertz = Annotated[float, _quantity("hz")]
-Watts = Annotated[float, _quantity("watts")]
-Seconds = Annotated[float, _quantity("seconds")]
+Bytes = Annotated[float, _quantity("bytes", most=MAX_BYTES)]
+BytesPerS = Annotated[float, _quantity("bytes_per_s", positive=True)]
+FlopPerS = Annotated[float, _quantity("flop_per_s", positive=True)]
+Hertz = Annotated[float, _quantity("hz", positive=True)]
+Watts = Annotated[float, _quantity("watts", positive=True)]
+Seconds = Annotated[float, _quantity("seconds", most=1e9)]
 
 
-class _Frozen(BaseModel):
+class _Frozen(Checked):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True, populate_by_name=True)
 
 
 class SMLimits(_Frozen):
     """Per-SM (NVIDIA) or per-CU (AMD) resource limits used by the occupancy model."""
 
-    warp_size: int = Field(32, gt=0)
-    max_threads_per_sm: int = Field(alias="max_threads", gt=0)
-    max_warps_per_sm: int = Field(alias="max_warps", gt=0)
-    max_blocks_per_sm: int = Field(alias="max_blocks", gt=0)
-    max_threads_per_block: int = Field(1024, alias="max_threads_per_block", gt=0)
-    registers_per_sm: int = Field(65536, alias="registers", gt=0)
-    registers_per_block: int = Field(65536, alias="max_registers_per_block", gt=0)
-    max_registers_per_thread: int = Field(255, gt=0)
-    register_allocation_unit: int = Field(256, gt=0, description="registers, allocated per warp")
-    warp_allocation_granularity: int = Field(4, gt=0)
-    shared_memory_per_sm_bytes: Bytes = Field(alias="shared_memory")
+    warp_size: SmallCount = Field(32)
+    max_threads_per_sm: SmallCount = Field(alias="max_threads")
+    max_warps_per_sm: SmallCount = Field(alias="max_warps")
+    max_blocks_per_sm: SmallCount = Field(alias="max_blocks")
+    max_threads_per_block: SmallCount = Field(1024, alias="max_threads_per_block")
+    registers_per_sm: SmallCount = Field(65536, alias="registers")
+    registers_per_block: SmallCount = Field(65536, alias="max_registers_per_block")
+    max_registers_per_thread: SmallCount = Field(255)
+    register_allocation_unit: SmallCount = Field(256, description="registers, allocated per warp")
+    warp_allocation_granularity: SmallCount = Field(4)
+    shared_memory_per_sm_bytes: Bytes = Field(alias="shared_memory", gt=0)
     shared_memory_carveouts_kib: tuple[int, ...] = Field(
         (), alias="carveouts_kib", description="selectable shared-memory sizes per SM, KiB"
     )
@@ -82,13 +90,13 @@ class SMLimits(_Frozen):
 
 class MemorySpec(_Frozen):
     type: str
-    capacity_bytes: Bytes = Field(alias="capacity")
+    capacity_bytes: Bytes = Field(alias="capacity", gt=0)
     bandwidth_bytes_per_s: BytesPerS = Field(alias="bandwidth")
     bus_width_bits: int | None = None
 
 
 class NVLinkSpec(_Frozen):
-    generation: int = Field(gt=0)
+    generation: SmallCount
     links: int | None = Field(None, gt=0)
     bandwidth_bytes_per_s: BytesPerS = Field(
         alias="bandwidth", description="per GPU, both directions summed (datasheet convention)"
@@ -105,7 +113,7 @@ class NVLinkSpec(_Frozen):
 
 class PCIeSpec(_Frozen):
     generation: int = Field(ge=1, le=7)
-    lanes: int = Field(16, gt=0)
+    lanes: SmallCount = Field(16)
 
     @property
     def per_direction_bytes_per_s(self) -> float:
@@ -127,7 +135,7 @@ class InterconnectSpec(_Frozen):
 
 
 class PriceSpec(_Frozen):
-    usd_per_hour: float = Field(gt=0)
+    usd_per_hour: PositiveFloat
     provider: str
     source: str
     date: date
@@ -136,9 +144,9 @@ class PriceSpec(_Frozen):
 class LatencySpec(_Frozen):
     """Measured latencies; empty until a calibration or a cited microbenchmark fills them."""
 
-    dram_cycles: float | None = Field(None, gt=0)
-    l2_cycles: float | None = Field(None, gt=0)
-    fma_cycles: float | None = Field(None, gt=0)
+    dram_cycles: PositiveFloat | None = None
+    l2_cycles: PositiveFloat | None = None
+    fma_cycles: PositiveFloat | None = None
     kernel_launch_s: Seconds | None = Field(None, alias="kernel_launch")
 
 
@@ -179,10 +187,10 @@ class GPUSpec(_Frozen):
     vendor: Literal["nvidia", "amd", "cpu"]
     architecture: str
     compute_capability: str | None = Field(None, pattern=r"^\d+\.\d+$")
-    sm_count: int = Field(gt=0, description="SMs (NVIDIA), CUs (AMD) or cores (CPU)")
+    sm_count: SmallCount = Field(description="SMs (NVIDIA), CUs (AMD) or cores (CPU)")
     boost_clock_hz: Hertz = Field(alias="boost_clock")
     sm_limits: SMLimits | None = None
-    l2_cache_bytes: Bytes = Field(alias="l2_cache")
+    l2_cache_bytes: Bytes = Field(alias="l2_cache", gt=0)
     memory: MemorySpec
     peak: Peaks
     interconnect: InterconnectSpec | None = None
@@ -229,20 +237,12 @@ def format_validation_error(exc: ValidationError, where: str) -> str:
     return f"{where}: {loc}: {msg}{more}"
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise SpecError(f"{path}:{line} is not valid YAML") from None
+    """A YAML data file, read through the bounded reader (gpumodel._io: size, UTF-8, depth,
+    no aliases)."""
+    from gpumodel._io import read_yaml as _read
+
+    return _read(path, "YAML file")
 
 
 def load_yaml_model(
@@ -301,6 +301,8 @@ def index_yaml_dirs(
 
 def find_by_name(name: str, items: dict[str, Any], aliases: dict[str, str]) -> Any | None:
     """An item by id or alias, case-insensitive; None when neither matches."""
+    if not isinstance(name, str):
+        raise SpecError(f"expected a name (a string), got {type(name).__name__} {name!r:.40}")
     key = name.strip().lower()
     if key in items:
         return items[key]

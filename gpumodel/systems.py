@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import Field
 
 from gpumodel import _paths
+from gpumodel._validators import GpuCount
 from gpumodel.errors import SpecError, UnknownModelError
 from gpumodel.specs import BytesPerS, Seconds, Source, _Frozen, load_yaml_model
 
@@ -87,10 +88,10 @@ class SystemSpec(_Frozen):
     name: str
     aliases: tuple[str, ...] = ()
     gpu: str = Field(description="GPU spec id (see `gpumodel specs list`)")
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: GpuCount
     intra_node: IntraNodeLink
     inter_node: InterNodeLink | None = None
-    nodes: int = Field(1, gt=0, description="default node count; ops may ask for more")
+    nodes: GpuCount = Field(1, description="default node count; ops may ask for more")
     notes: str | None = None
     sources: tuple[Source, ...] = Field(min_length=1)
     origin: str | None = Field(None, exclude=True)

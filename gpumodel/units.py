@@ -47,7 +47,10 @@ EXAMPLES: dict[Dimension, str] = {
     "seconds": "5 us",
 }
 
-_QUANTITY = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$")
+# re.ASCII: \d is 0-9 only (a str pattern's \d also takes Arabic-Indic and other digits)
+_QUANTITY = re.compile(
+    r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-zµ/]*)\s*$", re.ASCII
+)
 
 
 def _split_unit(symbol: str) -> tuple[float, Dimension] | None:

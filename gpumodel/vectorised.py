@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from gpumodel._validators import MAX_BYTES, MAX_FLOPS, check_array, check_dtype
 from gpumodel.calibration import CalibrationParams, resolve
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
@@ -56,8 +57,9 @@ def sweep(
     p = cal.parameters if cal else CalibrationParams()
     if op == "gemm":
         dtype = params.pop("dtype", "bf16")
+        check_dtype(dtype)
         m, n, k, batch = np.broadcast_arrays(
-            *(np.asarray(params.pop(x, 1 if x == "batch" else None), dtype=float)
+            *(check_array(params.pop(x, 1 if x == "batch" else None), x)
               for x in ("m", "n", "k", "batch"))
         )  # fmt: skip
         unit, dt = matmul_unit(gpu, dtype)
@@ -69,17 +71,17 @@ def sweep(
         written = batch * m * n * output_bytes_per_element(dtype)
         bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
     elif op in ELEMENTWISE or op == "kernel":
-        dtype = params.pop("dtype", "bf16" if op != "kernel" else "fp32")
+        dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
         if op == "kernel":
             flops, nbytes = np.broadcast_arrays(
-                np.asarray(params.pop("flops"), dtype=float),
-                np.asarray(params.pop("bytes"), dtype=float),
+                check_array(params.pop("flops"), "flops", whole=False, ge=0, le=MAX_FLOPS),
+                check_array(params.pop("bytes"), "bytes", whole=False, ge=0, le=MAX_BYTES),
             )
             fma = params.pop("fma", True)
             written = None  # a described kernel's read/write mix is not known
         else:
             per, inputs = ELEMENTWISE[op]
-            n = np.asarray(params.pop("n"), dtype=float)
+            n = check_array(params.pop("n"), "n")
             flops = per * n
             nbytes = (inputs + 1) * n * BYTES_PER_ELEMENT[dtype]
             written = n * BYTES_PER_ELEMENT[dtype]

@@ -49,7 +49,7 @@ def test_kernel_and_byte_units(capsys):
         ),
         (
             ["predict", "gemm", "--m", "0", "--n", "1", "--k", "1"],
-            "m: Input should be greater than 0",
+            "m: must be at least 1",
         ),
         (
             [

@@ -252,13 +252,15 @@ def test_batch_writes_rows_before_it_reads_the_rest(tmp_path, capsys, monkeypatc
 
 
 def test_batch_bad_files_are_one_line_errors(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(batch_cli, "MAX_LINE_CHARS", 100)
+    import gpumodel._io
+
+    monkeypatch.setattr(gpumodel._io, "MAX_LINE_BYTES", 100)
     cases = {
         "long.jsonl": ('{"op": "relu", "n": 1}\n' + "x" * 101 + "\n", ":2: line longer than 100"),
         "bin.jsonl": (b"\xff\xfe\x00op", "not UTF-8 text"),
         "list.jsonl": ("[1, 2]\n", ":1: expected a mapping"),
         "wide.csv": ("op,m,n,k\ngemm,1,2,3,4\n", ":2: more cells than the header"),
-        "dir.jsonl": (None, "cannot read"),
+        "dir.jsonl": (None, "is a directory"),
     }
     for name, (content, message) in cases.items():
         path = tmp_path / name

@@ -27,12 +27,17 @@ def calibrate_command(
         None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable summary"),
+    max_input_mb: float = typer.Option(
+        None, "--max-input-mb", help="read limit for the input file, MB (default 512)"
+    ),
 ) -> None:
     """Fit kernel families, the host and the runtime to one profiled step; use the file with
     --calibration in predict, infer and plan (what-ifs: other batch, sequence, GPU)."""
+    from gpumodel._io import input_limit_mb
     from gpumodel.tracecal import calibrate_from_trace
 
-    cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms)
+    with input_limit_mb(max_input_mb):
+        cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms)
     target = out if out is not None else Path(_stem(trace) + ".calibration.yaml")
     cal.save(target)
     if as_json:

@@ -29,11 +29,16 @@ def diagnose_command(
     ),
     calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
     html: Path = typer.Option(None, "--html", help="also write a self-contained HTML report"),
+    max_input_mb: float = typer.Option(
+        None, "--max-input-mb", help="read limit for the input file, MB (default 512)"
+    ),
 ) -> None:
     """Place every kernel of a profile against its roofline and name what holds the step back."""
+    from gpumodel._io import input_limit_mb
     from gpumodel.diagnose import diagnose
 
-    report = diagnose(trace, gpu=gpu, calibration=calibration, top=top)
+    with input_limit_mb(max_input_mb):
+        report = diagnose(trace, gpu=gpu, calibration=calibration, top=top)
     if plot is not None:
         from gpumodel.diagnose.plot import plot_report
 

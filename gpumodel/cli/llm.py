@@ -188,7 +188,9 @@ def _plot_ops(r: Any, path: str) -> None:
                  f"(host overhead {format_time(r.host_overhead_s)})", fontsize=9)  # fmt: skip
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -278,7 +280,9 @@ def _plot_memory(m: Any, path: str) -> None:
     ax.set_title(f"{m.model} {m.mode}: {m.message()}", fontsize=9)
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3)
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -475,7 +479,9 @@ def _plot_scaling(model: str, gpu: str, gpus: int, tokens: float, kw: dict, path
     ax.set_title(f"{model} on {tokens:.3g} tokens, {gpu}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -561,7 +567,9 @@ def _plot_serving(p: Any, path: str) -> None:
     ax.set_ylabel("$ per 1M tokens")
     ax.set_title(f"{p.model}: {p.rate_per_s:g} req/s", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)
 
 

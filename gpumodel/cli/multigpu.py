@@ -346,7 +346,9 @@ def _plot_dp(curve: Any, path: str, gpu_id: str) -> None:
         ax.legend(fontsize=8)
     fig.suptitle(f"data-parallel scaling on {gpu_id} ({curve.scaling} scaling)")
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -191,7 +191,9 @@ def _plot_occupancy(
     ax.legend(loc="lower left")
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120)
+        from gpumodel._io import save_figure
+
+        save_figure(fig, path, dpi=120)
     except (OSError, ValueError) as exc:
         fail(f"cannot write plot {path}: {exc}")
     finally:

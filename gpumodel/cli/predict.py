@@ -72,7 +72,10 @@ def _parameter(name: str, field: Any) -> inspect.Parameter:
 
 
 def _number(text: str) -> Any:
-    """'1e6' -> 1000000, '2.5' -> 2.5, anything else stays text for the model to judge."""
+    """'1e6' -> 1000000, '2.5' -> 2.5, anything else stays text for the model to judge
+    (non-ASCII digits too: float() reads Arabic-Indic digits, a size should not)."""
+    if not text.isascii() or len(text) > 100:
+        return text
     try:
         value = float(text.replace("_", ""))
     except ValueError:

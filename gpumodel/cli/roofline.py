@@ -119,5 +119,7 @@ def _plot(spec: gm.GPUSpec, rows: list[dict], preds: list[gm.Prediction], path: 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)
     plt.close(fig)

@@ -80,6 +80,7 @@ def validate(
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
+    _check_targets(out, report)  # before any measuring: a bad path fails in a second, not later
     if conditions:
         _conditions(report, out, from_measurements, quick, as_json)
         return
@@ -199,6 +200,20 @@ class _progress:
     def __exit__(self, *exc) -> None:
         if not self.disabled:
             self.bar.__exit__(*exc)
+
+
+def _check_targets(out: str | None, report: str | None) -> None:
+    """--out must be a writable file path, --report a directory (or one that can be made)."""
+    from gpumodel._io import OutputFileError, check_target
+
+    if out:
+        check_target(Path(out), "calibration (--out)") if Path(out).parent.exists() else None
+    if report:
+        path = Path(report)
+        if path.exists() and not path.is_dir():
+            raise OutputFileError(f"{path}: --report must be a directory, not a file")
+        if path.is_dir():
+            check_target(path / "report.md", "report")
 
 
 def _extra_checks(
@@ -341,7 +356,9 @@ def _transfer_check(
     errors, fails = transfer_errors(records, spec, cal.parameters)
     if report:
         out = Path(report)
-        out.mkdir(parents=True, exist_ok=True)
+        from gpumodel._io import make_dir
+
+        make_dir(out, "report directory")
         atomic_write_text(out / "transfer-report.md", transfer_markdown(cal, info, errors, fails))
     if as_json:
         print_json({"errors": {k: v.model_dump() for k, v in errors.items()}, "failures": fails,

@@ -12,6 +12,10 @@ Nsight Systems kernel summary CSV (``nsys stats --report cuda_gpu_kern_sum --for
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from gpumodel.diagnose.gpus import gpu_from_device_name
 from gpumodel.diagnose.parse import Trace, TraceFormatError, load_trace
 from gpumodel.diagnose.report import (
@@ -47,3 +51,15 @@ __all__ = [
     "gpu_from_device_name",
     "load_trace",
 ]
+
+
+class _CallableModule(types.ModuleType):
+    """``gpumodel.diagnose`` is both this package and the function: once the package is
+    imported, Python sets ``gpumodel.diagnose`` to the package, so calling it calls the function
+    (``gm.diagnose(trace)`` works whichever was imported first)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> DiagnoseReport:
+        return diagnose(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -24,7 +24,6 @@ import io
 import json
 import math
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -173,13 +172,16 @@ def load_trace(source: str | Path | dict[str, Any] | list[Any] | Trace) -> Trace
         return source
     if isinstance(source, (dict, list)):
         return _from_chrome(source, None, truncated=False, warnings=[])
+    from gpumodel._io import InputFileError, max_input_bytes, read_bytes
+
     path = Path(source)
+    limit = max_input_bytes()
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read ({exc.strerror})") from None
+        raw = read_bytes(path, "trace", limit)
+    except InputFileError as exc:
+        raise TraceFormatError(str(exc)) from None
     warnings: list[str] = []
-    data, gz_truncated = _decompress(raw, path)
+    data, gz_truncated = _decompress(raw, path, limit)
     if gz_truncated:
         warnings.append("the gzip stream ends early (file truncated): read what was there")
     text = _decode(data, path)
@@ -193,16 +195,19 @@ def load_trace(source: str | Path | dict[str, Any] | list[Any] | Trace) -> Trace
     raise TraceFormatError(f"{path}: not a recognised profile; expected {EXPECTED}")
 
 
-def _decompress(raw: bytes, path: Path) -> tuple[bytes, bool]:
-    """Gunzip when the gzip magic is there; a truncated stream yields what could be read."""
+def _decompress(raw: bytes, path: Path, limit: int) -> tuple[bytes, bool]:
+    """Gunzip when the gzip magic is there, as a stream stopped at ``limit`` bytes (a gzip bomb
+    is an error, not a MemoryError); a truncated stream yields what could be read."""
     if raw[:2] != b"\x1f\x8b":
         return raw, False
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    from gpumodel._io import InputFileError, gunzip
+
     try:
-        out = d.decompress(raw)
-    except zlib.error:
-        raise TraceFormatError(f"{path}: corrupt gzip data; expected {EXPECTED}") from None
-    return out, not d.eof
+        return gunzip(raw, path, "trace", limit)
+    except InputFileError as exc:
+        if "corrupt gzip" in str(exc):
+            raise TraceFormatError(f"{path}: corrupt gzip data; expected {EXPECTED}") from None
+        raise TraceFormatError(str(exc)) from None
 
 
 def _decode(data: bytes, path: Path) -> str:
@@ -221,9 +226,17 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def _parse_chrome_text(text: str, path: Path, warnings: list[str], truncated: bool) -> Trace:
+    from gpumodel._io import MAX_DEPTH, json_depth
+
+    data = text.encode("utf-8", "surrogatepass")
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+        raise TraceFormatError(f"{path}: the JSON nests deeper than {MAX_DEPTH} levels")
+    del data
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
+        doc = json.loads(text, parse_int=_bounded_int)
+    except ValueError as exc:
+        if not isinstance(exc, json.JSONDecodeError):
+            raise TraceFormatError(f"{path}: not a usable trace ({exc})") from None
         doc, n = _salvage(text)
         if doc is None:
             raise TraceFormatError(
@@ -236,6 +249,12 @@ def _parse_chrome_text(text: str, path: Path, warnings: list[str], truncated: bo
             "before it; the report covers only that part of the trace"
         )
     return _from_chrome(doc, path, truncated=truncated, warnings=warnings)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > 100:
+        raise ValueError(f"a {len(text)}-digit number")
+    return int(text)
 
 
 def _salvage(text: str) -> tuple[dict[str, Any] | None, int]:
@@ -299,6 +318,7 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
         truncated=truncated,
         events_read=len(events),
     )
+    bad_times = 0
     for ev in events:
         if not isinstance(ev, dict):
             continue
@@ -310,7 +330,10 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
         try:
             ts = float(ev["ts"])
             dur = float(ev.get("dur", 0.0))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
+            continue
+        if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
+            bad_times += 1  # a negative or NaN duration is no measurement: dropped, and said
             continue
         args = ev.get("args") or {}
         name = str(ev.get("name", ""))
@@ -333,6 +356,10 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
                          correlation=args.get("correlation"),
                          external_id=args.get("External id"), args=args)
             )  # fmt: skip
+    if bad_times:
+        trace.warnings.append(
+            f"dropped {bad_times} event(s) with a negative, NaN or infinite time or duration"
+        )
     if not trace.gpu:
         raise TraceFormatError(
             f"{where}: no GPU kernels or copies in the trace; record with "
@@ -427,14 +454,19 @@ def _parse_nsys_csv(text: str, path: Path) -> Trace:
         try:
             total = float(cells[i_total].replace(",", "")) * scale
             count = int(float(cells[i_count].replace(",", "")))
+            if not (math.isfinite(total) and total >= 0 and count >= 0):
+                raise ValueError("negative or non-finite time")
             avg = (
                 float(cells[i_avg].replace(",", "")) * avg_scale
                 if i_avg is not None
                 else total / max(count, 1)
             )
             name = cells[i_name]
-        except (IndexError, ValueError):
-            raise TraceFormatError(f"{path}: line {line_no}: not a kernel summary row") from None
+        except (IndexError, ValueError, OverflowError):
+            raise TraceFormatError(
+                f"{path}: line {line_no}: not a kernel summary row (a time must be a finite "
+                "number >= 0)"
+            ) from None
         rows.append(KernelSummaryRow(name=name, total_s=total, instances=count, avg_s=avg))
     if not rows:
         raise TraceFormatError(f"{path}: the Nsight kernel summary has no kernel rows")

@@ -88,7 +88,9 @@ def plot_report(report: DiagnoseReport, path: str | Path, top: int = 15) -> Path
     roof.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=120)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, out, dpi=120)
     plt.close(fig)
     return out
 

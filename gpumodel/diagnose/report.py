@@ -190,8 +190,12 @@ def diagnose(
 
     ``gpu``: used when the trace does not name its device (or names one not in the library).
     ``calibration``: as for :func:`gpumodel.predict` (None: the best one found for the GPU).
-    ``top``: keep the ``top`` ops with the most recoverable time (the rest are summed).
+    ``top``: keep the ``top`` ops with the most recoverable time (the rest are summed); >= 0.
     """
+    if top is not None:
+        from gpumodel._validators import check_int
+
+        top = check_int(top, "top", ge=0)
     tr = load_trace(trace)
     notes = list(tr.warnings)
     if tr.format == "nsys_kern_sum_csv":

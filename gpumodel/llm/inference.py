@@ -49,6 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from gpumodel._validators import check_choice, check_counts, check_dtype
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
@@ -440,6 +441,9 @@ def predict_inference(
     A step whose memory (``memory(phase=...)``) does not fit raises InfeasibleError unless
     ``allow_oversubscribe=True``.
     """
+    check_counts(batch=batch, seq=seq, context=context, gpus=gpus, tp=tp)
+    check_dtype(dtype)
+    check_choice(phase, "phase", ("prefill", "decode"))
     spec = get_model(model)
     g = get_gpu(gpu)
     rt = get_runtime(runtime)

@@ -22,27 +22,37 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from gpumodel import _paths
-from gpumodel.errors import UnknownModelError
+from gpumodel._validators import Checked, Size
+from gpumodel.errors import SpecError, UnknownModelError
 from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
 
-class _Frozen(BaseModel):
+class _Frozen(Checked):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+def _count(value: object) -> int | None:
+    """``value`` as a positive int when it is one (a whole float too), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer() and 0 < value <= 2**53:
+        return int(value)
+    return value if isinstance(value, int) and 0 < value <= 2**53 else None
 
 
 class MoESpec(_Frozen):
     """Sparse mixture of experts: each token goes to ``top_k`` of ``experts`` MLPs."""
 
-    experts: int = Field(gt=1)
-    top_k: int = Field(gt=0)
+    experts: Size = Field(ge=2)
+    top_k: Size
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.experts:
-            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+            raise SpecError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
         return self
 
 
@@ -59,21 +69,21 @@ class ModelSpec(_Frozen):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-_]*$")
     name: str
     aliases: tuple[str, ...] = ()
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    ffn_hidden: int = Field(gt=0)
+    layers: Size
+    hidden: Size
+    heads: Size
+    kv_heads: Size
+    head_dim: Size
+    ffn_hidden: Size
     ffn_kind: Literal["gelu_mlp", "swiglu"] = "swiglu"
-    vocab: int = Field(gt=0)
+    vocab: Size
     tied_embeddings: bool = False
     norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
     position: Literal["rope", "learned"] = "rope"
     bias: bool = Field(False, description="linear layers carry biases (GPT-2/GPT-3)")
-    max_context: int = Field(gt=0)
-    sliding_window: int | None = Field(
-        None, gt=0, description="attention window: keys and KV cache are capped at this length"
+    max_context: Size
+    sliding_window: Size | None = Field(
+        None, description="attention window: keys and KV cache are capped at this length"
     )
     moe: MoESpec | None = None
     notes: str | None = None
@@ -85,17 +95,18 @@ class ModelSpec(_Frozen):
     def _defaults(cls, data: object) -> object:
         if isinstance(data, dict):
             data = dict(data)
-            if data.get("heads") and data.get("hidden"):
-                data.setdefault("kv_heads", data["heads"])
-                data.setdefault("head_dim", int(data["hidden"]) // int(data["heads"]))
-            if data.get("hidden"):
-                data.setdefault("ffn_hidden", 4 * int(data["hidden"]))
+            hidden, heads = _count(data.get("hidden")), _count(data.get("heads"))
+            if heads and hidden:  # a wrong-typed value gets no default: its own check names it
+                data.setdefault("kv_heads", heads)
+                data.setdefault("head_dim", hidden // heads)
+            if hidden:
+                data.setdefault("ffn_hidden", 4 * hidden)
         return data
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.heads % self.kv_heads:
-            raise ValueError(
+            raise SpecError(
                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})"
             )
         return self

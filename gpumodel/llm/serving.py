@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import check_counts, check_dtype, check_int, check_number
 from gpumodel.calibration import (
     DATASHEET_LABEL,
     calibration_label,
@@ -315,6 +316,10 @@ def plan_serving(
     scenario), ``"server"`` (2 s, 200 ms, MLPerf's Llama-2-70B server scenario) or ``"none"``.
     A GPU whose best configuration misses the targets is never the best buy.
     """
+    check_counts(prompt=prompt)
+    check_int(output, "output", ge=0)
+    rate = check_number(rate, "rate (requests/s)", gt=0, le=1e12)
+    check_dtype(dtype)
     spec = get_model(model)
     if slo not in SLO_PRESETS:
         raise SpecError(f"slo must be one of {', '.join(SLO_PRESETS)}, got {slo!r}")

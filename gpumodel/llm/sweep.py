@@ -29,6 +29,17 @@ from typing import Any, Literal
 
 import numpy as np
 
+from gpumodel._validators import (
+    GPU_ARGS,
+    MAX_ELEMENTS,
+    MAX_GPUS,
+    MAX_SECONDS,
+    MAX_TOKENS,
+    _show,
+    check_choice,
+    check_dtype,
+    check_number,
+)
 from gpumodel.calibration import (
     calibration_label,
     calibration_short,
@@ -108,18 +119,21 @@ class SweepResult:
 
 
 def _ints(name: str, value: Any) -> np.ndarray:
+    """Whole numbers within the shared bounds (gpumodel._validators): GPU counts (tp, pp, dp)
+    at most 10**6, sizes at most 2**53; the scalar functions take the same."""
     arr = np.atleast_1d(np.asarray(value))
     if arr.size == 0:
         raise SpecError(f"{name}: no values")
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            raise SpecError(f"{name} must be whole numbers, got {value!r}")
+            raise SpecError(f"{name} must be whole numbers, got {_show(value)}")
     elif arr.dtype.kind not in "iu":
-        raise SpecError(f"{name} must be integers, got {value!r}")
+        raise SpecError(f"{name} must be integers, got {_show(value)}")
     if np.any(arr < 1):
-        raise SpecError(f"{name} must be >= 1, got {value!r}")
-    if np.any(arr > 2**53):
-        raise SpecError(f"{name} must be <= 2^53, got {value!r}")
+        raise SpecError(f"{name} must be >= 1, got {_show(value)}")
+    top = MAX_GPUS if name in GPU_ARGS else MAX_ELEMENTS
+    if np.any(arr > top):
+        raise SpecError(f"{name} must be <= {top:,}, got {_show(value)}")
     return arr.astype(np.int64)
 
 
@@ -220,8 +234,16 @@ def sweep_inference(
     spec = get_model(model)
     rt = get_runtime(runtime)
     hp = load_host(host)
-    if phase not in ("prefill", "decode"):
-        raise SpecError(f"phase must be 'prefill' or 'decode', got '{phase}'")
+    check_choice(phase, "phase", ("prefill", "decode"))
+    check_dtype(dtype)
+    for name, v in (
+        ("host_per_kernel_s", host_per_kernel_s),
+        ("host_per_step_s", host_per_step_s),
+        ("graph_launch_s", graph_launch_s),
+        ("stream_floor_s", stream_floor_s),
+    ):
+        if v is not None:
+            check_number(v, name, ge=0, le=MAX_SECONDS)
     gpus = _gpus(gpu)
     pp_arr = _ints("pp", pp)
     if np.any(pp_arr != 1):
@@ -354,8 +376,9 @@ def sweep_training(
         raise SpecError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero}")
     if recompute not in ("none", "selective", "full"):
         raise SpecError(f"recompute must be none, selective or full, got {recompute!r}")
-    if tokens is not None and not (math.isfinite(tokens) and tokens > 0):
-        raise SpecError(f"tokens must be positive, got {tokens}")
+    check_dtype(dtype)
+    if tokens is not None:
+        tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
     gpus = _gpus(gpu)
     seq_default = min(spec.max_context, 8192)
     axes = {"tp": _ints("tp", tp), "pp": _ints("pp", pp), "dp": _ints("dp", dp),

@@ -44,6 +44,14 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from gpumodel._validators import (
+    MAX_GPUS,
+    MAX_TOKENS,
+    check_counts,
+    check_dtype,
+    check_int,
+    check_number,
+)
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
@@ -591,6 +599,13 @@ def predict_training_step(
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
     PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
+    check_int(gpus, "gpus", le=MAX_GPUS)
+    check_int(micro_batch, "micro_batch")
+    check_int(tp, "tp", le=MAX_GPUS)
+    check_int(pp, "pp", le=MAX_GPUS)
+    check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
+                 seq=seq)  # fmt: skip
+    check_dtype(dtype)
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = seq or min(spec.max_context, 8192)
@@ -685,10 +700,14 @@ def plan_training(
     with the vectorised sweep, ``gpumodel.llm.planning.fastest_layout``).
     Price: ``price`` ($/GPU-hour, or a mapping GPU -> $/GPU-hour) or the GPU spec's.
     """
+    check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
+                 seq=seq)  # fmt: skip
+    check_dtype(dtype)
+    tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
+    if mfu is not None:
+        mfu = check_number(mfu, "mfu", gt=0, le=1)
     spec = get_model(model)
     g = get_gpu(gpu)
-    if gpus < 1 or tokens <= 0:
-        raise SpecError(f"need gpus >= 1 and tokens > 0, got {gpus} and {tokens}")
     seq = seq or min(spec.max_context, 8192)
     peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector")
     if not peak:

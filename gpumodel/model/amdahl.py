@@ -15,9 +15,7 @@ share of the batch, then the gradients are all-reduced. Three ways to place the 
   are packed into buckets of ``bucket_bytes`` (25 MB by default) in the order backward produces
   them; a bucket's all-reduce starts once its last gradient is ready and the previous bucket's
   all-reduce is done (one NCCL stream). Gradients are assumed to become ready at a uniform rate
-  over backward; the last bucket's all-reduce is always exposed. The step's end is a closed
-  form over runs of equal buckets (``bucketed_end``; ``simulate_buckets`` lists the timeline
-  bucket by bucket and agrees with it).
+  over backward; the last bucket's all-reduce is always exposed. Simulated bucket by bucket.
 
 ``perfect <= bucketed`` always (bucketing only adds per-bucket latency and waiting), and
 ``bucketed <= none`` whenever the per-bucket latency is small next to the backward time it
@@ -33,12 +31,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import MAX_BYTES, MAX_GPUS, MAX_SECONDS, check_int, check_number
+from gpumodel.errors import SpecError
+
 OverlapMode = Literal["none", "perfect", "bucketed"]
 Scaling = Literal["weak", "strong"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,14 +52,22 @@ def amdahl_speedup(parallel_fraction, n):
     nn = np.asarray(n, dtype=float)
     _check_fraction(p)
     if np.any(nn <= 0):
-        raise ValueError("the number of GPUs must be at least 1")
+        raise SpecError("the number of GPUs must be at least 1")
     out = 1.0 / ((1.0 - p) + p / nn)
     return out if out.ndim else float(out)
 
 
+def _gpu_counts(n: Any) -> np.ndarray:
+    """GPU counts as a float array: at least one, each finite within [1, 10**6]."""
+    items = list(n) if isinstance(n, (list, tuple, np.ndarray)) else [n]
+    if not items:
+        raise SpecError("give at least one GPU count")
+    return np.array([check_number(x, "GPU count", ge=1, le=MAX_GPUS) for x in items])
+
+
 def _check_fraction(p: np.ndarray) -> None:
     if np.any(~np.isfinite(p)) or np.any(p < 0) or np.any(p > 1):
-        raise ValueError(f"parallel fraction must be within [0, 1], got {p.tolist()}")
+        raise SpecError(f"parallel fraction must be within [0, 1], got {p.tolist()}")
 
 
 class AmdahlResult(_Frozen):
@@ -91,9 +100,9 @@ def amdahl(parallel_fraction: float, n: float | Sequence[float]) -> AmdahlResult
     >>> r = amdahl(0.9, [2, 4, 8, 16]); [round(s, 2) for s in r.speedup]
     [1.82, 3.08, 4.71, 6.4]
     """
-    counts = np.atleast_1d(np.asarray(n, dtype=float))
-    s = np.atleast_1d(amdahl_speedup(parallel_fraction, counts))
-    p = float(parallel_fraction)
+    p = check_number(parallel_fraction, "parallel fraction", ge=0, le=1)
+    counts = _gpu_counts(n)
+    s = np.atleast_1d(amdahl_speedup(p, counts))
     return AmdahlResult(
         parallel_fraction=p,
         gpus=tuple(float(x) for x in counts),
@@ -111,10 +120,10 @@ def amdahl_from_times(
     ``p = parallel / (serial + parallel)``; the predicted time on n GPUs is
     ``serial + parallel / n``.
     """
-    if serial_s < 0 or parallel_s < 0 or not math.isfinite(serial_s + parallel_s):
-        raise ValueError("serial and parallel times must be finite and not negative")
+    serial_s = check_number(serial_s, "serial time", ge=0, le=MAX_SECONDS)
+    parallel_s = check_number(parallel_s, "parallel time", ge=0, le=MAX_SECONDS)
     if serial_s + parallel_s <= 0:
-        raise ValueError("serial + parallel time must be positive")
+        raise SpecError("serial + parallel time must be positive")
     p = parallel_s / (serial_s + parallel_s)
     r = amdahl(p, n)
     times = tuple(serial_s + parallel_s / g for g in r.gpus)
@@ -150,8 +159,9 @@ class DPStep(_Frozen):
     step_perfect_s: float
     step_bucketed_s: float
     exposed_comm_bucketed_s: float  # step_bucketed - compute
+    # the timeline per bucket, kept when there are at most MAX_BUCKET_EVENTS buckets
+    buckets: tuple[BucketEvent, ...] = ()
     bucket_count: int = 0
-    buckets: tuple[BucketEvent, ...] = ()  # the timeline, listed up to MAX_LISTED_BUCKETS
 
     def step_s(self, mode: OverlapMode) -> float:
         return {"none": self.step_none_s, "perfect": self.step_perfect_s,
@@ -187,16 +197,10 @@ class DPScaling(_Frozen):
         return out
 
 
-# Bucket events listed on a DPStep up to this many buckets; the step time never needs them (it is
-# a closed form over runs of equal buckets), so a 1-byte bucket over 28 GB costs no memory.
-MAX_LISTED_BUCKETS = 4096
-
-
-def bucket_runs(
+def bucket_sizes(
     grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
-) -> list[tuple[int, float]]:
-    """Gradient buckets in the order backward produces them (last layer first), as runs of
-    ``(count, bytes)``: at most three (the first bucket, the full ones, the rest).
+) -> list[float]:
+    """Gradient bytes per bucket in the order backward produces them (last layer first).
 
     PyTorch DDP caps buckets at ``bucket_cap_mb`` (25 MB) and, since 1.6, its first bucket at
     ``_DEFAULT_FIRST_BUCKET_BYTES`` (1 MiB) so communication starts early; pass
@@ -205,52 +209,19 @@ def bucket_runs(
     if grad_bytes <= 0:
         return []
     if bucket_bytes <= 0:
-        raise ValueError("bucket size must be positive")
-    runs: list[tuple[int, float]] = []
+        raise SpecError("bucket size must be positive")
+    sizes: list[float] = []
     left = float(grad_bytes)
     if first_bucket_bytes:
         first = min(left, float(first_bucket_bytes))
-        runs.append((1, first))
+        sizes.append(first)
         left -= first
     full = int(left // bucket_bytes)
-    if full:
-        runs.append((full, float(bucket_bytes)))
+    sizes += [float(bucket_bytes)] * full
     rest = left - full * bucket_bytes
     if rest > 1e-9 * bucket_bytes:
-        runs.append((1, rest))
-    return runs
-
-
-def bucket_sizes(
-    grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
-) -> list[float]:
-    """``bucket_runs`` written out bucket by bucket (at most ``MAX_LISTED_BUCKETS``)."""
-    runs = bucket_runs(grad_bytes, bucket_bytes, first_bucket_bytes)
-    if sum(c for c, _ in runs) > MAX_LISTED_BUCKETS:
-        raise ValueError(f"more than {MAX_LISTED_BUCKETS} buckets: use bucket_runs")
-    return [size for count, size in runs for _ in range(count)]
-
-
-def bucketed_end(
-    forward_s: float,
-    backward_s: float,
-    runs: Sequence[tuple[int, float]],
-    allreduce_time: Callable[[float], float],
-) -> float:
-    """End of the DDP timeline of ``simulate_buckets`` in closed form over runs of equal
-    buckets. In a run of ``c`` buckets of ``a`` seconds each, ready every ``d`` seconds from
-    ``r0``, bucket j ends at max over i <= j of (ready_i + (j - i + 1) a) or after the previous
-    run's end: the last ends at max(prev + c a, r0 + c a, r0 + (c - 1) d + a)."""
-    total = float(sum(c * s for c, s in runs))
-    done = 0.0
-    end = 0.0
-    for count, size in runs:
-        a = allreduce_time(size)
-        r0 = forward_s + backward_s * ((done + size) / total)
-        d = backward_s * size / total
-        end = max(end + count * a, r0 + count * a, r0 + (count - 1) * d + a)
-        done += count * size
-    return max(forward_s + backward_s, end)
+        sizes.append(rest)
+    return sizes
 
 
 def simulate_buckets(
@@ -303,14 +274,15 @@ def data_parallel_step(
     ``gpumodel.predict(AllReduce(...), gpu, calibration)`` (alpha-beta model, NCCL's algorithm;
     ``calibration`` as ``predict`` takes it: None = the best calibration found, "none" = datasheet).
     """
-    if compute_s < 0 or not math.isfinite(compute_s):
-        raise ValueError(f"compute time must be finite and not negative, got {compute_s}")
-    if grad_bytes < 0:
-        raise ValueError(f"gradient bytes must not be negative, got {grad_bytes}")
-    if gpus < 1:
-        raise ValueError(f"gpus must be at least 1, got {gpus}")
-    if not 0 <= backward_fraction <= 1:
-        raise ValueError(f"backward fraction must be within [0, 1], got {backward_fraction}")
+    compute_s = check_number(compute_s, "compute time", ge=0, le=MAX_SECONDS)
+    grad_bytes = check_number(grad_bytes, "gradient bytes", ge=0, le=MAX_BYTES)
+    gpus = check_int(gpus, "gpus", ge=1, le=MAX_GPUS)
+    backward_fraction = check_number(backward_fraction, "backward fraction", ge=0, le=1)
+    bucket_bytes = check_number(bucket_bytes, "bucket size", gt=0, le=MAX_BYTES)
+    if first_bucket_bytes is not None:
+        first_bucket_bytes = check_number(first_bucket_bytes, "first bucket size", gt=0, le=MAX_BYTES)
+    if scaling not in ("weak", "strong"):
+        raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
     ar = allreduce_time or _model_allreduce(gpu, link, system, calibration, dtype)
     per_gpu = compute_s / gpus if scaling == "strong" else compute_s
     fwd = per_gpu * (1 - backward_fraction)
@@ -323,28 +295,75 @@ def data_parallel_step(
                       exposed_comm_bucketed_s=0.0)  # fmt: skip
     t_ar = ar(grad_bytes, gpus)
     runs = bucket_runs(grad_bytes, bucket_bytes, first_bucket_bytes)
-    cache: dict[float, float] = {}
-
-    def bucket_time(size: float) -> float:
-        if size not in cache:
-            cache[size] = ar(size, gpus)
-        return cache[size]
-
-    end = bucketed_end(fwd, bwd, runs, bucket_time)
-    count = sum(c for c, _ in runs)
-    events: tuple[BucketEvent, ...] = ()
-    if count <= MAX_LISTED_BUCKETS:
-        _, events = simulate_buckets(fwd, bwd, bucket_sizes(grad_bytes, bucket_bytes,
-                                                             first_bucket_bytes), bucket_time)  # fmt: skip
+    end, comm, events = simulate_bucket_runs(fwd, bwd, runs, lambda size: ar(size, gpus))
     return DPStep(
         gpus=gpus, compute_s=per_gpu, forward_s=fwd, backward_s=bwd, allreduce_s=t_ar,
-        bucketed_comm_s=sum(c * bucket_time(size) for c, size in runs), bucket_count=count,
+        bucketed_comm_s=comm,
         step_none_s=per_gpu + t_ar,
         step_perfect_s=fwd + max(bwd, t_ar),
         step_bucketed_s=end,
         exposed_comm_bucketed_s=end - per_gpu,
-        buckets=events,
+        buckets=events, bucket_count=sum(n for _, n in runs),
     )  # fmt: skip
+
+
+MAX_BUCKET_EVENTS = 10_000  # per-bucket timeline kept up to this many buckets
+
+
+def bucket_runs(
+    grad_bytes: float, bucket_bytes: float, first_bucket_bytes: float | None = None
+) -> list[tuple[float, int]]:
+    """:func:`bucket_sizes` as (size, count) runs (at most three): the first bucket, the full
+    buckets, the remainder. 28 GB in 1-byte buckets is one run, not 28 x 10^9 list items."""
+    if grad_bytes <= 0:
+        return []
+    if bucket_bytes <= 0:
+        raise SpecError("bucket size must be positive")
+    runs: list[tuple[float, int]] = []
+    left = float(grad_bytes)
+    if first_bucket_bytes:
+        first = min(left, float(first_bucket_bytes))
+        runs.append((first, 1))
+        left -= first
+    full = int(left // bucket_bytes)
+    if full:
+        runs.append((float(bucket_bytes), full))
+    rest = left - full * bucket_bytes
+    if rest > 1e-9 * bucket_bytes:
+        runs.append((rest, 1))
+    return runs
+
+
+def simulate_bucket_runs(
+    forward_s: float,
+    backward_s: float,
+    runs: Sequence[tuple[float, int]],
+    allreduce_time: Callable[[float], float],
+) -> tuple[float, float, tuple[BucketEvent, ...]]:
+    """:func:`simulate_buckets` in closed form over runs of equal buckets: (step end, the sum
+    of the bucket all-reduces, the per-bucket events when there are at most
+    MAX_BUCKET_EVENTS buckets, else none).
+
+    Within a run of n buckets of equal size b and all-reduce time t, bucket j is ready at
+    r_j = r_0 + j d (d = backward x b / total: backward produces bytes at a uniform rate) and
+    ends at e_j = max(e_{j-1}, r_j) + t. Unrolled, e_{n-1} = max(E + n t, max_j r_j + (n-j) t)
+    with E the previous run's end; r_j + (n-j) t is linear in j, so its max is at j = 0 or
+    j = n - 1: e_{n-1} = max(E + n t, r_0 + n t, r_{n-1} + t)."""
+    count = sum(n for _, n in runs)
+    if count <= MAX_BUCKET_EVENTS:
+        sizes = [size for size, n in runs for _ in range(n)]
+        end, events = simulate_buckets(forward_s, backward_s, sizes, allreduce_time)
+        return end, sum(e.end_s - e.start_s for e in events), events
+    total = float(sum(size * n for size, n in runs))
+    done = prev_end = comm = 0.0
+    for size, n in runs:
+        t = allreduce_time(size)
+        r0 = forward_s + backward_s * ((done + size) / total)
+        done += size * n
+        r_last = forward_s + backward_s * (done / total)
+        prev_end = max(prev_end + n * t, r0 + n * t, r_last + t)
+        comm += n * t
+    return max(forward_s + backward_s, prev_end), comm, ()
 
 
 def scaling_curve(
@@ -359,8 +378,9 @@ def scaling_curve(
     Weak scaling (default): speedup = n x t(1) / t(n) (throughput), efficiency = t(1) / t(n).
     Strong scaling: speedup = t(1) / t(n), efficiency = speedup / n.
     """
-    if not gpu_counts:
-        raise ValueError("give at least one GPU count")
+    if not len(gpu_counts):
+        raise SpecError("give at least one GPU count")
+    gpu_counts = [check_int(n, "GPU count", ge=1, le=MAX_GPUS) for n in gpu_counts]
     scaling = kwargs.get("scaling", "weak")
     t1 = data_parallel_step(compute_s, grad_bytes, 1, gpu, **kwargs).step_none_s
     points = []
@@ -388,7 +408,7 @@ def _model_allreduce(
     """All-reduce time from gpumodel's collective model (imported here: model -> ops is the one
     place this module reaches up, and only when no ``allreduce_time`` is given)."""
     if gpu is None:
-        raise ValueError("give a GPU (or an allreduce_time function) to price the all-reduce")
+        raise SpecError("give a GPU (or an allreduce_time function) to price the all-reduce")
     from gpumodel.ops.collectives import AllReduce
     from gpumodel.predict import predict
 

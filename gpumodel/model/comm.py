@@ -27,6 +27,8 @@ from typing import Literal
 
 import numpy as np
 
+from gpumodel.errors import SpecError
+
 Collective = Literal[
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"
 ]
@@ -145,14 +147,14 @@ def bus_factor(collective: str, n: int) -> float:
     and roughly independent of n. One rank moves nothing: the factor is 0.
     """
     if n < 1:
-        raise ValueError(f"need at least 1 rank, got {n}")
+        raise SpecError(f"need at least 1 rank, got {n}")
     if collective == "all_reduce":
         return 2 * (n - 1) / n
     if collective in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     if collective in ("broadcast", "reduce", "send_recv"):
         return 1.0 if n > 1 else 0.0
-    raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    raise SpecError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
 
 
 def algbw(nbytes, time_s):
@@ -178,7 +180,7 @@ def plain_transfer_time(nbytes, bandwidth_bytes_per_s):
     ``ring_factor_explanation``).
     """
     if np.any(np.asarray(bandwidth_bytes_per_s) <= 0):
-        raise ValueError("bandwidth must be positive")
+        raise SpecError("bandwidth must be positive")
     out = np.asarray(nbytes, dtype=float) / np.asarray(bandwidth_bytes_per_s, dtype=float)
     return out if out.ndim else float(out)
 
@@ -247,7 +249,7 @@ def _log2_steps(p: int) -> int:
 
 def _check(p: int) -> None:
     if p < 1:
-        raise ValueError(f"need at least 1 rank, got {p}")
+        raise SpecError(f"need at least 1 rank, got {p}")
 
 
 def ring_all_reduce(n, p: int, alpha: float, beta: float, gamma: float = 0.0) -> Cost:
@@ -436,7 +438,7 @@ def nccl_ring(
     elif collective == "broadcast":
         c, n_inter = ring_broadcast(n, p, a_i, beta), nodes - 1
     else:
-        raise ValueError(f"NCCL ring not modelled for {collective}")
+        raise SpecError(f"NCCL ring not modelled for {collective}")
     drain = ring_drain_time(collective, n, p, channels) if one_node and channels else 0.0
     return replace(c, alpha_s=c.alpha_s + n_inter * (a_e - a_i), drain_s=drain)
 
@@ -603,7 +605,7 @@ def candidates(collective: str, n, topo: Topology) -> list[Candidate]:
     """
     p = topo.gpus
     if collective not in ALGORITHMS:
-        raise ValueError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+        raise SpecError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
     if p == 1:
         return []
     flat = topo.slowest
@@ -790,7 +792,7 @@ def choose(
     (NCCL's tuner also takes the minimum predicted time over algorithm and protocol)."""
     cands = candidates(collective, n, topo) if cands is None else cands
     if not cands:
-        raise ValueError("one GPU: nothing to choose")
+        raise SpecError("one GPU: nothing to choose")
     pool = [c for c in cands if c.nccl] or cands
     ranked = sorted(pool, key=lambda c: float(c.time_s))
     best = ranked[0]

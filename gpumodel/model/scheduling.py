@@ -12,8 +12,10 @@ import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from gpumodel.errors import SpecError
+
 # Beyond this many blocks per slot the greedy schedule balances to within ~1%: skip simulating.
-_BALANCED_BLOCKS_PER_SLOT = 64
+BALANCED_BLOCKS_PER_SLOT = 64
 
 
 @dataclass(frozen=True)
@@ -57,11 +59,11 @@ def schedule_efficiency(tile_work: TileWork | Sequence[float], groups: int, slot
     """Busy fraction of ``slots`` running ``groups`` repeats of ``tile_work`` in launch order.
     Simulates at most ``64 x slots`` blocks (a bound set by the GPU, not by the op's size)."""
     if slots <= 0 or not tile_work or groups <= 0:
-        raise ValueError("schedule_efficiency needs slots, tiles and groups > 0")
+        raise SpecError("schedule_efficiency needs slots, tiles and groups > 0")
     blocks = len(tile_work) * groups
     # a TileWork sums in closed form; a plain sequence of block weights is summed
     total = (tile_work.total() if isinstance(tile_work, TileWork) else sum(tile_work)) * groups
-    if blocks >= _BALANCED_BLOCKS_PER_SLOT * slots:
+    if blocks >= BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
     if min(tile_work) == max(tile_work):  # equal blocks: whole waves, no need to simulate
         return blocks / (-(-blocks // slots) * slots)

@@ -156,7 +156,9 @@ def from_row(row: dict[str, Any]) -> Any:
     """Build an op from ``{"op": name, **fields}``; errors name the field."""
     if not isinstance(row, dict) or "op" not in row:
         raise SpecError('each op needs an \'op\' field naming it, e.g. {"op": "gemm", ...}')
-    fields = {k: v for k, v in row.items() if k != "op" and v is not None and v != ""}
+    # None is "not given" (an empty CSV cell); an empty string is a value the field judges
+    # (``--dtype ''`` is an error, not the default)
+    fields = {k: v for k, v in row.items() if k != "op" and v is not None}
     name = str(row["op"]).strip().lower()
     if (name in ELEMENTWISE_NAMES and name != "copy") or (name == "copy" and "n" in fields):
         cls = op_class("elementwise")

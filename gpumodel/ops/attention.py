@@ -7,7 +7,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from gpumodel.errors import UnsupportedError
+from gpumodel._validators import Size
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model.scheduling import TileWork
 from gpumodel.ops.base import (
     Dtype,
@@ -53,25 +54,25 @@ class Attention(Op):
     """
 
     op_name: ClassVar[str] = "attention"
-    batch: int = Field(1, gt=0)
-    heads: int = Field(32, gt=0)
-    seq: int = Field(gt=0)
-    head_dim: int = Field(128, gt=0)
+    batch: Size = 1
+    heads: Size = 32
+    seq: Size
+    head_dim: Size = 128
     dtype: Dtype = "bf16"
     causal: bool = False
     impl: Literal["flash", "cudnn", "naive"] = "flash"
     backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
-    kv_heads: int | None = Field(None, gt=0)
-    kv_seq: int | None = Field(None, gt=0)
+    kv_heads: Size | None = None
+    kv_seq: Size | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Attention:
         if self.heads % self.n_kv_heads:
-            raise ValueError(
+            raise SpecError(
                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.n_kv_heads})"
             )
         if self.causal and self.seq > self.n_kv_seq:
-            raise ValueError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
+            raise SpecError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
         return self
 
     @property

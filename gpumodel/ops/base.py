@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from gpumodel._validators import Checked
 from gpumodel.errors import UnsupportedError
 from gpumodel.model.scheduling import TileWork
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec
@@ -94,7 +95,7 @@ class KernelWork:
         return sum(p.flops for p in self.flops)
 
 
-class Op(BaseModel):
+class Op(Checked):
     """Base of all ops. Subclasses set ``op_name`` and implement ``kernels(gpu)``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)

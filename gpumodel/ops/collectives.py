@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from gpumodel._validators import MAX_BYTES, GpuCount, SmallCount
 from gpumodel.errors import SpecError, UnitError, UnsupportedError
 from gpumodel.model import comm
 from gpumodel.ops.base import Dtype, KernelWork, Op, element_bytes
@@ -61,17 +62,17 @@ class Collective(Op):
     bytes: float = Field(
         description="nccl-tests size: the whole array (e.g. 28GB); see the op's docstring"
     )
-    gpus: int = Field(description="ranks taking part (one per GPU)")
+    gpus: GpuCount = Field(description="ranks taking part (one per GPU)")
     dtype: Dtype = "bf16"
     link: LinkChoice = Field("auto", description="force one link kind for all traffic")
-    nodes: int = Field(1, description="nodes the GPUs are spread over")
-    gpus_per_node: int | None = Field(None, description="default: gpus / nodes")
+    nodes: GpuCount = Field(1, description="nodes the GPUs are spread over")
+    gpus_per_node: GpuCount | None = Field(None, description="default: gpus / nodes")
     algorithm: Algorithm = Field("auto", description="auto: the one NCCL would pick")
     system: str | None = Field(None, description="system spec id or YAML path (topology)")
     link_bandwidth: float | None = Field(
         None, description="what-if: per-direction bandwidth of the in-node link, e.g. 32GB/s"
     )
-    channels: int | None = Field(
+    channels: SmallCount | None = Field(
         None,
         description="NCCL ring channels on the in-node link (NCCL_MAX_NCHANNELS); "
         "default: NCCL's own count where known (24 on Hopper NVLink)",
@@ -83,9 +84,11 @@ class Collective(Op):
         try:
             number = parse_quantity(value, "bytes")
         except UnitError as exc:
-            raise ValueError(str(exc)) from None
+            raise SpecError(str(exc)) from None
         if number <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
+            raise SpecError(f"must be positive, got {value!r}")
+        if number > MAX_BYTES:
+            raise SpecError(f"{value!r} is more than 2**60 bytes (1 EiB): no GPU holds that")
         return number
 
     @field_validator("link_bandwidth", mode="before")
@@ -96,37 +99,37 @@ class Collective(Op):
         try:
             number = parse_quantity(value, "bytes_per_s")
         except UnitError as exc:
-            raise ValueError(str(exc)) from None
-        if number <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
+            raise SpecError(str(exc)) from None
+        if not 1.0 <= number <= 1e15:  # 1 B/s .. 1 PB/s: outside it is a typo, not a link
+            raise SpecError(f"must be within 1 B/s and 1 PB/s, got {value!r}")
         return number
 
     @field_validator("gpus", "nodes")
     @classmethod
     def _at_least_one(cls, value: int, info: Any) -> int:
         if value < 1:
-            raise ValueError(f"must be at least 1, got {value}")
+            raise SpecError(f"must be at least 1, got {value}")
         return value
 
     @field_validator("gpus_per_node", "channels")
     @classmethod
     def _positive_if_given(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
-            raise ValueError(f"must be at least 1, got {value}")
+            raise SpecError(f"must be at least 1, got {value}")
         return value
 
     @model_validator(mode="after")
     def _placement(self) -> Collective:
         if self.nodes > self.gpus:
-            raise ValueError(f"{self.gpus} GPUs cannot span {self.nodes} nodes")
+            raise SpecError(f"{self.gpus} GPUs cannot span {self.nodes} nodes")
         if self.nodes > 1 and self.gpus % self.nodes:
-            raise ValueError(
+            raise SpecError(
                 f"{self.gpus} GPUs do not split evenly over {self.nodes} nodes; "
                 "give a multiple of the node count"
             )
         if self.gpus_per_node is not None and self.nodes > 1:
             if self.gpus_per_node * self.nodes != self.gpus:
-                raise ValueError(
+                raise SpecError(
                     f"gpus_per_node {self.gpus_per_node} x nodes {self.nodes} != gpus {self.gpus}"
                 )
         return self

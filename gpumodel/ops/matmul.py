@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
+from gpumodel._validators import NonNegativeSize, Size
+from gpumodel.errors import SpecError
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -44,11 +46,11 @@ class Gemm(Op):
     """
 
     op_name: ClassVar[str] = "gemm"
-    m: int = Field(gt=0)
-    n: int = Field(gt=0)
-    k: int = Field(gt=0)
+    m: Size
+    n: Size
+    k: Size
     dtype: Dtype = "bf16"
-    batch: int = Field(1, gt=0)
+    batch: Size = 1
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
@@ -71,20 +73,20 @@ class Conv2d(Op):
     M = batch*out_h*out_w, N = out_channels, K = in_channels*kernel^2 (cuDNN's formulation)."""
 
     op_name: ClassVar[str] = "conv2d"
-    batch: int = Field(gt=0)
-    in_channels: int = Field(gt=0)
-    out_channels: int = Field(gt=0)
-    height: int = Field(gt=0)
-    width: int = Field(gt=0)
-    kernel: int = Field(gt=0)
-    stride: int = Field(1, gt=0)
-    padding: int = Field(0, ge=0)
+    batch: Size
+    in_channels: Size
+    out_channels: Size
+    height: Size
+    width: Size
+    kernel: Size
+    stride: Size = 1
+    padding: NonNegativeSize = 0
     dtype: Dtype = "bf16"
 
     @model_validator(mode="after")
     def _fits(self) -> Conv2d:
         if self.out_height < 1 or self.out_width < 1:
-            raise ValueError(
+            raise SpecError(
                 f"kernel {self.kernel} with padding {self.padding} does not fit a "
                 f"{self.height}x{self.width} input"
             )

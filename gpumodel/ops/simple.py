@@ -6,6 +6,14 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from gpumodel._validators import (
+    ByteCount,
+    FlopCount,
+    PositiveBytes,
+    PositiveFloat,
+    Size,
+    SmallCount,
+)
 from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, element_bytes, vector_unit
 from gpumodel.specs import GPUSpec
 
@@ -19,19 +27,19 @@ class Kernel(Op):
     """
 
     op_name: ClassVar[str] = "kernel"
-    flops: float = Field(ge=0)
-    bytes: float = Field(ge=0)
+    flops: FlopCount
+    bytes: ByteCount
     dtype: Dtype = "fp32"
     fma: bool = True
-    threads: int | None = Field(None, gt=0)
-    threads_per_block: int = Field(256, gt=0, le=1024)
+    threads: Size | None = None
+    threads_per_block: SmallCount = Field(256, le=1024)
     registers_per_thread: int | None = Field(
         None, ge=0, le=255, description="registers per thread (occupancy); default 32"
     )
-    shared_mem_per_block: float = Field(0, ge=0, description="static + dynamic bytes per block")
+    shared_mem_per_block: ByteCount = Field(0, description="static + dynamic bytes per block")
     unit: Literal["vector", "tensor"] = "vector"
-    bytes_written: float | None = Field(
-        None, ge=0, description="the part of bytes that is written (read/write mix)"
+    bytes_written: ByteCount | None = Field(
+        None, description="the part of bytes that is written (read/write mix)"
     )
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -78,7 +86,7 @@ class Elementwise(Op):
 
     op_name: ClassVar[str] = "elementwise"
     op: Literal["copy", "add", "mul", "relu", "exp", "silu", "gelu", "gelu_tanh"]
-    n: int = Field(gt=0)
+    n: Size
     dtype: Dtype = "bf16"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -107,7 +115,7 @@ class Reduction(Op):
     """Sum of ``n`` elements to one value: reads the input once."""
 
     op_name: ClassVar[str] = "reduction"
-    n: int = Field(gt=0)
+    n: Size
     dtype: Dtype = "bf16"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -131,7 +139,7 @@ SHORT_ROW_COLUMNS = 1024
 
 class _RowOp(Op):
     columns_field: ClassVar[str] = "hidden"
-    rows: int = Field(gt=0)
+    rows: Size
     dtype: Dtype = "bf16"
     flops_per_element: ClassVar[float] = 1.0
     params_per_column: ClassVar[int] = 0
@@ -210,7 +218,7 @@ class LayerNorm(_BlockPerRowNorm):
     ~8 FLOPs per element (mean, variance, normalise, scale, shift)."""
 
     op_name: ClassVar[str] = "layernorm"
-    hidden: int = Field(gt=0)
+    hidden: Size
     flops_per_element: ClassVar[float] = 8.0
     params_per_column: ClassVar[int] = 2
 
@@ -223,7 +231,7 @@ class RMSNorm(_BlockPerRowNorm):
     """RMS norm (Zhang & Sennrich 2019) with a weight: ~5 FLOPs per element."""
 
     op_name: ClassVar[str] = "rmsnorm"
-    hidden: int = Field(gt=0)
+    hidden: Size
     flops_per_element: ClassVar[float] = 5.0
     params_per_column: ClassVar[int] = 1
 
@@ -237,7 +245,7 @@ class Softmax(_RowOp):
 
     op_name: ClassVar[str] = "softmax"
     columns_field: ClassVar[str] = "cols"
-    cols: int = Field(gt=0)
+    cols: Size
     flops_per_element: ClassVar[float] = 5.0
 
     @property
@@ -249,7 +257,7 @@ class Copy(Op):
     """Device-to-device copy of ``bytes``: reads and writes them (2x bytes moved)."""
 
     op_name: ClassVar[str] = "copy"
-    bytes: float = Field(gt=0)
+    bytes: PositiveBytes
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         return [
@@ -278,9 +286,9 @@ class ExpandCopy(Op):
     clock."""
 
     op_name: ClassVar[str] = "expand_copy"
-    n: int = Field(gt=0, description="output elements of one tensor")
-    repeat: int = Field(1, ge=1, description="times each source element is repeated")
-    tensors: int = Field(1, ge=1, description="tensors copied, one kernel each")
+    n: Size = Field(description="output elements of one tensor")
+    repeat: Size = Field(1, description="times each source element is repeated")
+    tensors: Size = Field(1, description="tensors copied, one kernel each")
     dtype: Dtype = "bf16"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -324,9 +332,9 @@ class StridedElementwise(Op):
 
     op_name: ClassVar[str] = "strided_elementwise"
     kind: Literal["cast", "broadcast"]
-    n: int = Field(gt=0, description="output elements")
-    bytes_per_element: float = Field(gt=0)
-    written_per_element: float = Field(gt=0)
+    n: Size = Field(description="output elements")
+    bytes_per_element: PositiveFloat
+    written_per_element: PositiveFloat
     dtype: Dtype = Field("bf16", description="output dtype (a label: the bytes carry the sizes)")
 
     @property
@@ -348,7 +356,7 @@ class AdamW(Op):
     parameters), so validate measures it as its own family."""
 
     op_name: ClassVar[str] = "adamw"
-    params: int = Field(gt=0, description="parameters this rank updates")
+    params: Size = Field(description="parameters this rank updates")
     master_copy: bool = False
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -365,7 +373,7 @@ class HostTransfer(Op):
     """A copy between host and device memory over PCIe (or the host link)."""
 
     op_name: ClassVar[str] = "host_transfer"
-    bytes: float = Field(gt=0)
+    bytes: PositiveBytes
     direction: Literal["h2d", "d2h"] = "h2d"
     pinned: bool = True
 
@@ -385,8 +393,8 @@ class Embedding(Op):
     """Gather ``tokens`` rows of width ``hidden`` from an embedding table."""
 
     op_name: ClassVar[str] = "embedding"
-    tokens: int = Field(gt=0)
-    hidden: int = Field(gt=0)
+    tokens: Size
+    hidden: Size
     dtype: Dtype = "bf16"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:

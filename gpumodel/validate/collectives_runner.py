@@ -41,7 +41,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gpumodel.calibration import CalibrationParams, CollectiveParams  # noqa: E402
-from gpumodel.errors import GpumodelError  # noqa: E402
+from gpumodel.errors import GpumodelError, SpecError  # noqa: E402
 from gpumodel.model import comm  # noqa: E402
 from gpumodel.specs import GPUSpec  # noqa: E402
 
@@ -67,7 +67,7 @@ def message_sizes(
 ) -> list[int]:
     """min_bytes, min_bytes*step, ... up to max_bytes (nccl-tests ``-b -e -f``)."""
     if min_bytes <= 0 or max_bytes < min_bytes or step < 2:
-        raise ValueError("need 0 < min_bytes <= max_bytes and step >= 2")
+        raise SpecError("need 0 < min_bytes <= max_bytes and step >= 2")
     out, s = [], int(min_bytes)
     while s <= max_bytes:
         out.append(s)
@@ -121,7 +121,7 @@ def fit_alpha_busbw(
     x = np.asarray(sizes, dtype=float) * factor
     t = np.asarray(times, dtype=float)
     if len(t) == 0 or np.any(t <= 0):
-        raise ValueError("need positive times")
+        raise SpecError("need positive times")
     if len(t) == 1 or np.ptp(x) == 0:
         return float(np.min(t)), math.inf
 
@@ -555,7 +555,7 @@ def _measure_one(torch: Any, dist: Any, device: Any, collective: str, nbytes: in
         def call() -> None:
             dist.reduce_scatter_tensor(out, inp)
     else:
-        raise ValueError(f"not measured: {collective}")
+        raise SpecError(f"not measured: {collective}")
 
     def slowest(values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=device)
@@ -659,7 +659,7 @@ def measure(
         info["world"] = min(world, n)
         return [], info
     if world > n:
-        raise ValueError(f"asked for {world} GPUs, found {n}")
+        raise SpecError(f"asked for {world} GPUs, found {n}")
     import torch.multiprocessing as mp
 
     plan = {"sizes": [int(s) for s in sizes], "collectives": list(collectives),
@@ -712,7 +712,9 @@ def run_collectives_validation(
     from gpumodel.specs import get_gpu
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from gpumodel._io import make_dir
+
+    make_dir(out)
     sizes = message_sizes(min_bytes, max_bytes, step)
     records, info = measure(sizes, MEASURED, world, backend=backend, **measure_kwargs)
     info.update({"min_bytes": min_bytes, "max_bytes": max_bytes, "step": step,
@@ -746,9 +748,12 @@ def refit(
 ) -> dict[str, Any]:
     """Fit, score and write the outputs again from a saved ``collectives_measurements.json``
     (no GPU needed)."""
+    from gpumodel._io import read_json
     from gpumodel.specs import get_gpu
 
-    data = json.loads(Path(measurements).read_text(encoding="utf-8"))
+    data = read_json(measurements, "collectives measurements")
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        raise GpumodelError(f"{measurements}: expected a JSON object with a 'records' list")
     records, info = data["records"], data.get("info", {})
     if not records:
         return {"measured": 0, "reason": info.get("reason", "no records"), "passed": None}
@@ -757,7 +762,9 @@ def refit(
     name = gpu if gpu is not None else info.get("gpu_id")
     spec = get_gpu(name) if name else gpu_spec_for(str(info.get("device_name")))
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from gpumodel._io import make_dir
+
+    make_dir(out)
     return _fit_and_write(records, info, spec, out, [], calibration_file, progress)
 
 
@@ -802,10 +809,11 @@ def _fit_and_write(
 
 
 def merge_into_calibration(path: str | Path, result: dict[str, Any]) -> Path:
-    """Replace ``parameters.collectives`` and the ``collective:*`` errors of a calibration file."""
+    """Replace ``parameters.collectives`` and the ``collective:*`` errors of a calibration file;
+    everything else it holds (its raw measurements included) is kept."""
     from gpumodel.calibration import FamilyError, read_calibration_file
 
-    cal = read_calibration_file(path)
+    cal = read_calibration_file(path, measurements=True)
     errors = {k: v for k, v in cal.errors.items() if not k.startswith("collective:")}
     for key, st in result["calibrated_held_out"].items():
         spec = result["datasheet_large"].get(key, {})
@@ -814,7 +822,10 @@ def merge_into_calibration(path: str | Path, result: dict[str, Any]) -> Path:
             bias_pct=st["bias_pct"], datasheet_median_abs_pct=spec.get("median_abs_pct"),
             tolerance_pct=CALIBRATED_TOLERANCE_PCT,
         )  # fmt: skip
-    params = cal.parameters.model_copy(update={"collectives": dict(result["params"])})
+    # validated (model_copy would store the fitted values unchecked)
+    params = type(cal.parameters).model_validate(
+        {**cal.parameters.model_dump(), "collectives": dict(result["params"])}
+    )
     return cal.model_copy(update={"parameters": params, "errors": errors}).save(path)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumodel.errors import SpecError
 from gpumodel.validate.tasks import Progress, Task, run_tasks
 from gpumodel.validate.timing import log_ints, log_sizes
 
@@ -115,7 +116,7 @@ def bandwidth_counts(pattern: str, n: int) -> tuple[int, int]:
         return 0, 8 * n
     if pattern == "triad":
         return 2 * n, 12 * n  # a = b + s*c: read b and c, write a
-    raise ValueError(f"unknown bandwidth pattern {pattern!r}")
+    raise SpecError(f"unknown bandwidth pattern {pattern!r}")
 
 
 def bandwidth_written(pattern: str, n: int) -> int:
@@ -152,7 +153,7 @@ def launch_op() -> dict[str, Any]:
 
 def host_transfer_op(nbytes: int, direction: str, pinned: bool) -> dict[str, Any]:
     if direction not in ("h2d", "d2h"):
-        raise ValueError(f"direction must be h2d or d2h, not {direction!r}")
+        raise SpecError(f"direction must be h2d or d2h, not {direction!r}")
     return {
         "op": "host_transfer",
         "bytes": int(nbytes),
@@ -428,7 +429,7 @@ def bits_to_float64(bits: Any, kind: str) -> Any:
         return bits.view(np.float16).astype(np.float64)
     if kind == "bfloat16":
         return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    raise ValueError(kind)
+    raise SpecError(kind)
 
 
 def _rel_err(out: Any, ref: Any) -> float:
@@ -817,7 +818,7 @@ def _gemm_torch(
         a_ref, b_ref = a, b
         extra = {"fp8_format": "e4m3", "out_dtype": "bf16", "use_fast_accum": True}
     else:
-        raise ValueError(dtype)
+        raise SpecError(dtype)
 
     res = fn()
     torch.cuda.synchronize()

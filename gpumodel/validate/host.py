@@ -178,12 +178,9 @@ def profile_yaml(profile: Mapping[str, Any]) -> str:
 
 def write_host_profile(profile: Mapping[str, Any], path: str | Path) -> Path:
     """Write the profile atomically (temp file in the same directory, then rename)."""
-    from gpumodel.calibration import atomic_write_text
+    from gpumodel._io import atomic_write_text
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, profile_yaml(profile))
-    return target
+    return atomic_write_text(path, profile_yaml(profile), "host profile", mkdir=True)
 
 
 def default_profile_path(name: str) -> Path:
@@ -522,11 +519,11 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
 
 def _count_kernels(torch: Any, fn: Callable[[], Any], n_calls: int) -> int:
     """GPU kernels ``fn`` launches per call, from a torch.profiler trace of ``n_calls`` calls."""
-    import gzip
-    import json
     import tempfile
 
     from torch.profiler import ProfilerActivity, profile
+
+    from gpumodel._io import gunzip, loads_json, max_input_bytes, read_bytes
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -536,10 +533,11 @@ def _count_kernels(torch: Any, fn: Callable[[], Any], n_calls: int) -> int:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.json"
         prof.export_chrome_trace(str(path))
-        raw = path.read_bytes()
+        limit = max_input_bytes()
+        raw = read_bytes(path, "profiler trace", limit)
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    events = json.loads(raw).get("traceEvents", [])
+        raw, _ = gunzip(raw, path, "profiler trace", limit)
+    events = loads_json(raw.decode("utf-8"), path, "profiler trace").get("traceEvents", [])
     kernels = sum(1 for e in events if e.get("cat") == "kernel")
     return round(kernels / n_calls)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
@@ -128,10 +127,9 @@ def _read_measurements(path: str) -> dict[str, Any]:
             raise GpumodelError(f"{path}: this calibration holds no measurements")
         return {"device": dict(cal.environment), "records": cal.measurements,
                 "unavailable": cal.unavailable}  # fmt: skip
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise GpumodelError(f"{path}: cannot read measurements ({exc})") from None
+    from gpumodel._io import read_json
+
+    data = read_json(path, "measurements")
     if not isinstance(data, dict) or "records" not in data or "device" not in data:
         raise GpumodelError(f"{path}: expected a JSON object with 'device' and 'records'")
     return data
@@ -144,7 +142,9 @@ def write_outputs(cal: Calibration, out: Path, report_dir: Path | None, plot: bo
 
     written = [cal.save(out)]
     if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)
+        from gpumodel._io import make_dir
+
+        make_dir(report_dir, "report directory")
         md = report_dir / "report.md"
         atomic_write_text(md, markdown_report(cal, skipped, fails))
         written.append(md)

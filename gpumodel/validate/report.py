@@ -157,7 +157,9 @@ def plot_validation(cal: Calibration, path: Path) -> Path:
     axes[0].set_ylabel("predicted time (s)")
     axes[1].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 

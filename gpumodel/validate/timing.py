@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from gpumodel.errors import SpecError
+
 _SPIN_MIN_S = 50e-6
 _SPIN_MAX_S = 0.5
 
@@ -39,7 +41,7 @@ _SPIN_MAX_S = 0.5
 def summarize(times_s: Sequence[float]) -> tuple[float, float]:
     """(median, spread) of repeated timings; spread = (p90 - p10) / median."""
     if not times_s:
-        raise ValueError("no timings to summarize")
+        raise SpecError("no timings to summarize")
     import numpy as np
 
     arr = np.asarray(times_s, dtype=float)
@@ -54,7 +56,7 @@ def choose_repeats(
 ) -> int:
     """Repeats so the timed calls add up to about ``target_s``, within [min, max]."""
     if min_repeats < 1 or max_repeats < min_repeats:
-        raise ValueError(f"bad repeat bounds {min_repeats}..{max_repeats}")
+        raise SpecError(f"bad repeat bounds {min_repeats}..{max_repeats}")
     if not math.isfinite(estimate_s) or estimate_s <= 0:
         return max_repeats
     return int(min(max_repeats, max(min_repeats, math.ceil(target_s / estimate_s))))
@@ -71,7 +73,7 @@ def log_sizes(lo: int, hi: int, per_octave: int, multiple: int = 1) -> list[int]
     """Sizes from lo to hi (inclusive), ``per_octave`` points per doubling, each rounded to a
     multiple of ``multiple``; sorted, no duplicates."""
     if lo <= 0 or hi < lo or per_octave < 1 or multiple < 1:
-        raise ValueError("bad size range")
+        raise SpecError("bad size range")
     octaves = math.log2(hi / lo)
     count = round(octaves * per_octave) + 1
     out: set[int] = set()
@@ -85,7 +87,7 @@ def log_sizes(lo: int, hi: int, per_octave: int, multiple: int = 1) -> list[int]
 def log_ints(lo: int, hi: int, count: int) -> list[int]:
     """About ``count`` log-spaced integers from lo to hi inclusive (duplicates removed)."""
     if lo < 1 or hi < lo or count < 2:
-        raise ValueError("bad integer range")
+        raise SpecError("bad integer range")
     ratio = (hi / lo) ** (1.0 / (count - 1))
     return sorted({round(lo * ratio**i) for i in range(count)} | {lo, hi})
 

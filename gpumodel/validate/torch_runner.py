@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpumodel.errors import SpecError
 from gpumodel.validate.cupy_runner import make_record
 from gpumodel.validate.tasks import Progress, Task, run_tasks
 from gpumodel.validate.timing import log_sizes
@@ -128,13 +129,13 @@ def norm_op(kind: str, rows: int, hidden: int, dtype: str = "bf16") -> dict[str,
     if kind == "softmax":
         return {"op": "softmax", "rows": int(rows), "cols": int(hidden), "dtype": dtype}
     if kind not in ("layernorm", "rmsnorm"):
-        raise ValueError(f"unknown norm {kind!r}")
+        raise SpecError(f"unknown norm {kind!r}")
     return {"op": kind, "rows": int(rows), "hidden": int(hidden), "dtype": dtype}
 
 
 def elementwise_op(name: str, n: int, dtype: str) -> dict[str, Any]:
     if name not in ELEMENTWISE_OPS:
-        raise ValueError(f"unknown elementwise op {name!r}")
+        raise SpecError(f"unknown elementwise op {name!r}")
     return {"op": name, "n": int(n), "dtype": dtype}
 
 

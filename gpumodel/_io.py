@@ -1,0 +1,495 @@
+"""Every file gpumodel reads or writes goes through here: bounded reads, atomic writes.
+
+Reads: only regular files (``/dev/zero``, FIFOs and directories are refused before a byte is
+read), at most a size limit (``GPUMODEL_MAX_INPUT_MB``, or ``--max-input-mb`` where a command
+offers it; gzip is decompressed as a stream and stopped at the same limit), UTF-8 (a binary file
+is a one-line error), and the nesting depth of JSON and YAML checked before the real parse (a
+bracket scan for JSON, the libyaml event stream for YAML, which is iterative: the recursive
+composer that crashes on deep nesting never sees such a file). YAML aliases are refused: the
+data files gpumodel reads do not need them, and they are how expansion bombs work.
+
+Writes: a temp file in the target's directory, fsync, rename over the target. On any error
+(a full disk, Ctrl-C, SIGTERM) the temp file is removed and the old file is left as it was.
+The new file's mode follows the umask, as a plain ``open()`` would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import stat
+import tempfile
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from gpumodel.errors import GpumodelError, SpecError
+
+DEFAULT_MAX_INPUT_MB = 512.0
+DEFAULT_MAX_YAML_MB = 64.0  # YAML parses at ~10-50 MB/s: a bigger data file is a mistake
+MAX_DEPTH = 64  # nesting depth of JSON/YAML documents (the data files need < 10)
+MAX_LINE_BYTES = 2**20  # one JSONL/CSV row (a row is a few hundred bytes)
+MAX_JSON_INT_DIGITS = 100
+_SCAN_CHUNK = 1 << 22  # bytes per step of the JSON depth scan
+
+
+class InputFileError(SpecError):
+    """A file cannot be read as input: missing, not a regular file, too big, binary, too deep."""
+
+
+class OutputFileError(GpumodelError, OSError):
+    """A result cannot be written where asked (a directory, an unwritable path, a full disk)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def max_input_bytes(yaml: bool = False) -> int:
+    """The read limit: ``GPUMODEL_MAX_INPUT_MB`` if set, else 512 MB (64 MB for YAML)."""
+    env = os.environ.get("GPUMODEL_MAX_INPUT_MB", "").strip()
+    if env:
+        try:
+            mb = float(env)
+        except ValueError:
+            raise InputFileError(f"GPUMODEL_MAX_INPUT_MB must be a number, got {env!r}") from None
+        if not 0 < mb < 2**40:
+            raise InputFileError(f"GPUMODEL_MAX_INPUT_MB must be positive, got {env!r}")
+    else:
+        mb = DEFAULT_MAX_YAML_MB if yaml else DEFAULT_MAX_INPUT_MB
+    return int(mb * 2**20)
+
+
+@contextlib.contextmanager
+def input_limit_mb(mb: float | None) -> Iterator[None]:
+    """Within the block, reads are limited to ``mb`` MB (a command's ``--max-input-mb``)."""
+    if mb is None:
+        yield
+        return
+    if not (isinstance(mb, (int, float)) and 0 < mb < 2**40):
+        raise InputFileError(f"--max-input-mb must be a positive number of MB, got {mb!r}")
+    old = os.environ.get("GPUMODEL_MAX_INPUT_MB")
+    os.environ["GPUMODEL_MAX_INPUT_MB"] = repr(float(mb))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GPUMODEL_MAX_INPUT_MB", None)
+        else:
+            os.environ["GPUMODEL_MAX_INPUT_MB"] = old
+
+
+def _too_big(path: Path, what: str, limit: int, decompressed: bool = False) -> InputFileError:
+    kind = "decompresses to more than" if decompressed else "is larger than"
+    return InputFileError(
+        f"{path}: {what} {kind} the {limit / 2**20:g} MB input limit; raise it with "
+        "GPUMODEL_MAX_INPUT_MB (or --max-input-mb) if the file is meant to be that big"
+    )
+
+
+def open_regular(path: str | Path, what: str = "file") -> tuple[Path, int, int]:
+    """Open ``path`` for reading if it is a regular file: (path, fd, size). Opened non-blocking
+    so a FIFO cannot hang the open; the type is checked on the open descriptor."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputFileError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise InputFileError(f"{path}: {what} is {kind}")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return path, fd, st.st_size
+
+
+def read_bytes(path: str | Path, what: str = "file", limit: int | None = None) -> bytes:
+    """The bytes of a regular file, at most ``limit`` (default: the input limit)."""
+    limit = max_input_bytes() if limit is None else limit
+    path, fd, size = open_regular(path, what)
+    with os.fdopen(fd, "rb") as fh:
+        if size > limit:
+            raise _too_big(path, what, limit)
+        # at most the size fstat gave (+1 to see growth): read(n) allocates n bytes up front,
+        # so read(limit + 1) would reserve the whole limit for a 1 kB file
+        data = fh.read(min(size, limit) + 1)
+        if len(data) > size:  # the file grew while read: read on, still stopped at the limit
+            data += fh.read(limit + 1 - len(data))
+    if len(data) > limit:
+        raise _too_big(path, what, limit)
+    return data
+
+
+def gunzip(data: bytes, path: Path, what: str, limit: int) -> tuple[bytes, bool]:
+    """Decompress gzip ``data`` as a stream, refusing output past ``limit``: (bytes, truncated)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = bytearray()
+    chunk = 1 << 20
+    pending = data
+    try:
+        while True:
+            piece = d.decompress(pending, chunk)
+            out += piece
+            if len(out) > limit:
+                raise _too_big(path, what, limit, decompressed=True)
+            pending = d.unconsumed_tail
+            if d.eof or (not pending and not piece):
+                break
+    except zlib.error:
+        raise InputFileError(f"{path}: {what} is corrupt gzip data") from None
+    return bytes(out), not d.eof
+
+
+def decode_utf8(data: bytes, path: Path, what: str = "file") -> str:
+    """UTF-8 text (a leading BOM dropped); binary content is a one-line error."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(
+            f"{path}: {what} is not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r}"
+            "; a binary file?)"
+        ) from None
+    if "\x00" in text:
+        raise InputFileError(f"{path}: {what} contains NUL bytes (a binary file?)")
+    return text
+
+
+def read_text(path: str | Path, what: str = "file", limit: int | None = None) -> str:
+    """A bounded, UTF-8 text file; gzip (by its magic bytes) is decompressed within the limit."""
+    limit = max_input_bytes() if limit is None else limit
+    data = read_bytes(path, what, limit)
+    if data[:2] == b"\x1f\x8b":
+        data, truncated = gunzip(data, Path(path), what, limit)
+        if truncated:
+            raise InputFileError(f"{path}: {what}: the gzip stream ends early (truncated file)")
+    return decode_utf8(data, Path(path), what)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def json_depth(text: str | bytes, limit: int = MAX_DEPTH) -> int:
+    """Deepest bracket nesting of a JSON text outside strings, stopping once past ``limit``.
+
+    A chunked numpy scan: quotes not escaped (an even run of backslashes before them) toggle
+    the in-string state; brackets outside strings count +1/-1."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    depth = 0
+    deepest = 0
+    in_string = False
+    backslashes = 0  # run of backslashes ending the previous chunk
+    step = _SCAN_CHUNK
+    for start in range(0, len(arr), step):
+        c = arr[start : start + step]
+        idx = np.arange(len(c), dtype=np.int64)
+        bs = c == 92
+        # length of the backslash run ending just before each position
+        last_other = np.maximum.accumulate(np.where(bs, -1, idx))
+        run_before = np.empty(len(c), dtype=np.int64)
+        run_before[0] = backslashes
+        prev_run = idx[:-1] - last_other[:-1]  # run ending at i-1 (0 when c[i-1] is not '\\')
+        head = last_other[:-1] < 0  # the run reaches back into the previous chunk
+        run_before[1:] = np.where(head, prev_run + backslashes, prev_run)
+        quote = (c == 34) & (run_before % 2 == 0)
+        toggles = np.cumsum(quote)
+        inside = ((toggles + in_string) % 2 == 1) & ~quote  # strictly within a string
+        opening = ((c == 91) | (c == 123)) & ~inside
+        closing = ((c == 93) | (c == 125)) & ~inside
+        levels = depth + np.cumsum(opening.astype(np.int64) - closing.astype(np.int64))
+        if len(levels):
+            deepest = max(deepest, int(levels.max()))
+            depth = int(levels[-1])
+        if deepest > limit:
+            return deepest
+        in_string = bool((toggles[-1] + in_string) % 2) if len(c) else in_string
+        tail = len(c) - 1 - int(last_other[-1]) if len(c) else 0
+        backslashes = tail + backslashes if last_other[-1] < 0 else tail
+    return deepest
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_JSON_INT_DIGITS:
+        raise ValueError(f"a {len(text)}-digit number")
+    return int(text)
+
+
+def loads_json(text: str, path: Path | str, what: str = "JSON", line: int | None = None) -> Any:
+    """``json.loads`` with the depth checked first and over-long integers refused. ``line``:
+    the text is that line of ``path`` (a JSONL row): errors name it."""
+    data = text.encode("utf-8")
+    # fast path: no more opening brackets than the limit cannot nest deeper than it
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+        raise InputFileError(f"{path}: {what} nests deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text, parse_int=_bounded_int)
+    except json.JSONDecodeError as exc:
+        where = f"{path}:{line}" if line else f"{path}:{exc.lineno}:{exc.colno}"
+        raise InputFileError(f"{where}: {what} is not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise InputFileError(f"{path}: {what} is not usable JSON ({exc})") from None
+
+
+def read_json(path: str | Path, what: str = "JSON file") -> Any:
+    return loads_json(read_text(path, what), path, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML
+
+
+def _yaml_loader() -> Any:
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def check_yaml_shape(text: str, path: Path | str, what: str = "YAML") -> None:
+    """Walk the libyaml event stream (iterative, so deep nesting cannot crash it): refuse
+    aliases and nesting deeper than MAX_DEPTH before the recursive composer runs."""
+    import yaml
+
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_yaml_loader()):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise InputFileError(f"{path}: {what} nests deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                raise InputFileError(
+                    f"{path}: {what} uses a YAML alias (*{event.anchor}); write the values out"
+                )
+    except yaml.YAMLError as exc:
+        raise InputFileError(_yaml_message(exc, path, what)) from None
+
+
+def _yaml_message(exc: Exception, path: Path | str, what: str) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    line = f" line {mark.line + 1}" if mark else ""
+    return f"{path}:{line} {what} is not valid YAML"
+
+
+def loads_yaml(text: str, path: Path | str, what: str = "YAML") -> Any:
+    """Safe-load YAML after its shape is checked (no aliases, bounded depth)."""
+    import yaml
+
+    check_yaml_shape(text, path, what)
+    try:
+        return yaml.load(text, Loader=_yaml_loader())
+    except yaml.YAMLError as exc:
+        raise InputFileError(_yaml_message(exc, path, what)) from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a timestamp out of range
+        raise InputFileError(f"{path}: {what} has an unusable value ({exc})") from None
+
+
+def read_yaml(path: str | Path, what: str = "YAML file") -> Any:
+    return loads_yaml(read_text(path, what, max_input_bytes(yaml=True)), path, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# streamed lines (JSONL / CSV batch files)
+
+
+def iter_lines(path: str | Path, what: str = "file") -> Iterator[tuple[int, str]]:
+    """(line number, text) of a regular UTF-8 file, read one line at a time (constant memory);
+    a line longer than 1 MiB, or the whole file past the input limit, is an error."""
+    limit = max_input_bytes()
+    path, fd, size = open_regular(path, what)
+    if size > limit:
+        os.close(fd)
+        raise _too_big(path, what, limit)
+    total = 0
+    with os.fdopen(fd, "rb") as fh:
+        for number, raw in enumerate(iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b""), 1):
+            total += len(raw)
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputFileError(f"{path}:{number}: line longer than {MAX_LINE_BYTES:,} bytes")
+            if total > limit:
+                raise _too_big(path, what, limit)
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputFileError(
+                    f"{path}:{number}: {what} is not UTF-8 text (a binary file?)"
+                ) from None
+            if "\x00" in line:
+                raise InputFileError(f"{path}:{number}: {what} contains NUL bytes (a binary file?)")
+            yield number, line
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def make_dir(path: str | Path, what: str = "output directory") -> Path:
+    """``mkdir -p`` with a one-line error (OutputFileError) instead of an OSError."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot create {what} ({exc.strerror or exc})") from None
+    return path
+
+
+def check_target(path: str | Path, what: str = "output") -> Path:
+    """A path a result can be written to: its parent a writable directory, itself not a
+    directory. Errors are one line (OutputFileError)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputFileError(f"{path}: {what} path is a directory; give a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        raise OutputFileError(f"{path}: the directory {parent} does not exist")
+    if not parent.is_dir():
+        raise OutputFileError(f"{path}: {parent} is not a directory")
+    if path.exists() and not path.is_file():
+        raise OutputFileError(f"{path}: {what} path exists and is not a regular file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputFileError(f"{path}: cannot write {what} (directory {parent} is not writable)")
+    return path
+
+
+@contextlib.contextmanager
+def _interrupts_as_exceptions() -> Iterator[None]:
+    """SIGTERM during the write raises (like Ctrl-C) so the temp file is cleaned up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, on_term)
+    except (ValueError, OSError):  # not settable here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> Iterator[Path]:
+    """A temp path beside ``path`` to write to; renamed over ``path`` when the block ends
+    without error, removed on any error (incl. KeyboardInterrupt and SIGTERM)."""
+    path = Path(path)
+    if mkdir:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputFileError(f"{path}: cannot create {path.parent} ({exc.strerror})") from None
+    check_target(path, what)
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot write {what} ({exc.strerror})") from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        with _interrupts_as_exceptions():
+            yield tmp
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() follows umask
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, GpumodelError):
+            raise
+        reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+        raise OutputFileError(
+            f"{path}: cannot write {what} ({reason}); the old file is kept"
+        ) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(
+    path: str | Path, data: bytes, what: str = "output", mkdir: bool = True
+) -> Path:
+    """Write ``data`` to ``path`` atomically: readers see the old file or the whole new one."""
+    with atomic_path(path, what, mkdir=mkdir) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+    return Path(path)
+
+
+def atomic_write_text(
+    path: str | Path, text: str, what: str = "output", mkdir: bool = True
+) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
+    with atomic_path(path, what, mkdir=mkdir) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+    return Path(path)
+
+
+def save_figure(fig: Any, path: str | Path, **savefig_kwargs: Any) -> Path:
+    """``fig.savefig`` through a temp file in the target's directory, then rename (a full disk
+    leaves the old image, not a truncated one). The format comes from ``path``'s suffix."""
+    path = Path(path)
+    fmt = savefig_kwargs.pop("format", None) or (path.suffix.lstrip(".").lower() or "png")
+    with atomic_path(path, "plot", mkdir=False) as tmp:
+        try:
+            fig.savefig(tmp, format=fmt, **savefig_kwargs)
+        except ValueError as exc:  # e.g. an image format matplotlib does not write
+            raise OutputFileError(f"{path}: cannot write the plot ({exc})") from None
+    return path
+
+
+def write_with(path: str | Path, writer: Callable[[Path], None], what: str = "output") -> Path:
+    """Call ``writer(temp_path)`` and rename the result over ``path`` (for writers that want a
+    path, not a string)."""
+    with atomic_path(path, what) as tmp:
+        writer(tmp)
+    return Path(path)
+
+
+__all__ = [
+    "MAX_DEPTH",
+    "InputFileError",
+    "OutputFileError",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_target",
+    "check_yaml_shape",
+    "decode_utf8",
+    "gunzip",
+    "input_limit_mb",
+    "iter_lines",
+    "json_depth",
+    "loads_json",
+    "loads_yaml",
+    "make_dir",
+    "max_input_bytes",
+    "read_bytes",
+    "read_json",
+    "read_text",
+    "read_yaml",
+    "save_figure",
+]

@@ -1,0 +1,294 @@
+"""The one validation boundary: constrained types every value entering the model is declared with.
+
+Op fields, calibration parameters, spec fields, model presets, systems, batch rows, trace fields,
+CLI options and library arguments all use these types (pydantic ``Annotated`` types) or the
+``check_*`` functions built on the same bounds, so a value is accepted or refused the same way
+wherever it comes in. The bounds are what can exist, not what is typical (docs/hardening.md):
+
+* sizes are exact Python ints >= 1 (booleans refused, a float only when it is a whole number);
+* one tensor holds at most 2**53 elements (the largest count a float64 holds exactly) and moves
+  at most 2**60 bytes (1 EiB; the largest GPU memory today is ~0.3 TB);
+* a job has at most 10**6 GPUs;
+* floats are finite; rates, bandwidths and sizes > 0; overheads and times >= 0.
+
+Errors raised by these validators are plain ``ValueError`` (what pydantic expects inside a
+validator); the model boundaries (``Op``, spec, calibration loaders, the CLI) turn them into
+``SpecError`` with the field named.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationError
+
+from gpumodel.errors import SpecError
+
+MAX_ELEMENTS = 2**53  # elements of one tensor: exact in float64
+MAX_BYTES = 2**60  # bytes one op moves (1 EiB)
+MAX_FLOPS = 1e30  # FLOPs of one op or step (10^30: a million GPUs for 30 years at 1 PFLOP/s)
+MAX_GPUS = 10**6  # GPUs in one job
+MAX_SECONDS = 1e9  # any time given as input (~31 years)
+MAX_TOKENS = 1e18  # tokens to train on (10^18: ~10^5 times today's largest runs)
+MAX_DIGITS = 100  # digits of a number written as text (a 5000-digit number is refused early)
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_DIGITS:
+            raise ValueError(f"a number of {len(text)} characters is not a size (max {MAX_DIGITS})")
+        if not text:
+            raise ValueError("expected a number, got an empty string")
+    return value
+
+
+def _whole(value: Any) -> Any:
+    """A float that is a whole number becomes an int (JSON and CSV write 4096.0); no rounding."""
+    value = _no_bool(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        if not value.is_integer():
+            raise ValueError(f"expected a whole number, got {value!r}")
+        return int(value)
+    return value
+
+
+_NAMED = {MAX_ELEMENTS: "2**53", MAX_BYTES: "2**60 (1 EiB)", MAX_GPUS: "10**6"}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"a {int(abs(value).bit_length() * math.log10(2)) + 1}-digit number"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bounds(gt: float | None = None, ge: float | None = None, le: float | None = None) -> Any:
+    """One check with a readable message: finite, then the bounds (named where they have one)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"must be a finite number, got {value!r}")
+        if gt is not None and not value > gt:
+            raise ValueError(f"must be greater than {gt:g}, got {_shown(value)}")
+        if ge is not None and not value >= ge:
+            raise ValueError(f"must be at least {ge:g}, got {_shown(value)}")
+        if le is not None and not value <= le:
+            raise ValueError(f"must be at most {_NAMED.get(le, f'{le:g}')}, got {_shown(value)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _int_type(ge: int, le: int) -> Any:
+    return Annotated[int, BeforeValidator(_whole), _bounds(ge=ge, le=le)]
+
+
+def _float_type(**bounds: float) -> Any:
+    return Annotated[float, BeforeValidator(_no_bool), _bounds(**bounds)]
+
+
+FiniteFloat = _float_type()
+PositiveFloat = _float_type(gt=0)
+NonNegativeFloat = _float_type(ge=0)
+Efficiency = _float_type(gt=0, le=1)  # a true fraction: achieved / possible
+# achieved / datasheet: can pass 1 when the part boosts past its datasheet clock (the fitter caps
+# its GEMM and stream efficiencies at 1.2)
+DatasheetRatio = _float_type(gt=0, le=1.5)
+Fraction = _float_type(ge=0, le=1)
+Multiplier = _float_type(gt=0, le=1e3)  # a fitted per-family multiplier on a rate
+Seconds = _float_type(ge=0, le=MAX_SECONDS)
+PositiveSeconds = _float_type(gt=0, le=MAX_SECONDS)
+ByteCount = _float_type(ge=0, le=MAX_BYTES)
+PositiveBytes = _float_type(gt=0, le=MAX_BYTES)
+FlopCount = _float_type(ge=0, le=MAX_FLOPS)
+Rate = _float_type(gt=0, le=1e21)  # FLOP/s or bytes/s: a zetta-rate is far past any machine
+
+Size = _int_type(1, MAX_ELEMENTS)  # a dimension or element count
+NonNegativeSize = _int_type(0, MAX_ELEMENTS)
+GpuCount = _int_type(1, MAX_GPUS)
+SmallCount = _int_type(1, 2**31 - 1)  # threads per block, registers, channels, layers, heads...
+
+
+def _non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
+
+
+class _CheckedMeta(type(BaseModel)):  # type: ignore[misc]
+    """Turns the ValidationError of ``Model(...)`` into the model's GpumodelError. Only the
+    direct call is wrapped: ``model_validate`` and nested models validate as usual (no custom
+    ``__init__``, which would route all of pydantic's validation through Python)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as exc:
+            from gpumodel.specs import format_validation_error
+
+            name = getattr(cls, "op_name", None)
+            where = f"op {name}" if isinstance(name, str) else cls.__name__
+            raise cls._error(format_validation_error(exc, where)) from None
+
+
+class Checked(BaseModel, metaclass=_CheckedMeta):
+    """Base of the frozen data models users may build by hand (ops, specs, calibrations, model
+    presets, systems): a bad field is a GpumodelError naming it (``_error``, SpecError by
+    default), the same as when the model is read from a file."""
+
+    _error: ClassVar[type[Exception]] = SpecError
+
+
+# ---------------------------------------------------------------------------------------------
+# the same bounds for plain library arguments (functions that take numbers, not models)
+
+
+def check_number(
+    value: Any,
+    name: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> float:
+    """``value`` as a finite float within the bounds, else a SpecError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        try:
+            import numpy as np
+
+            if isinstance(value, np.generic) and np.issubdtype(type(value), np.number):
+                value = value.item()
+            else:
+                raise TypeError
+        except (ImportError, TypeError):
+            raise SpecError(f"{name} must be a number, got {_show(value)}") from None
+    if isinstance(value, int) and abs(value) > 10**MAX_DIGITS:
+        raise SpecError(f"{name} is too large ({_shown(value)})")
+    number = float(value)
+    low_ok = (gt is None or number > gt) and (ge is None or number >= ge)
+    if math.isfinite(number) and low_ok and (le is None or number <= le):
+        return number
+    low = f"({gt:g}" if gt is not None else f"[{ge:g}" if ge is not None else None
+    if low is not None and le is not None and le in _NAMED:  # a size: the upper bound is far
+        first = f"greater than {gt:g}" if gt is not None else f"at least {ge:g}"
+        bound = f"{first} and at most {_NAMED[le]}"  # type: ignore[index]
+    elif low is not None and le is not None:
+        bound = f"within {low}, {le:g}]"
+    elif le is not None:
+        bound = f"at most {_NAMED.get(le, f'{le:g}')}"  # type: ignore[call-overload]
+    else:
+        bound = (
+            f"greater than {gt:g}"
+            if gt is not None
+            else f"at least {ge:g}"
+            if ge is not None
+            else ""
+        )
+    finite = "" if math.isfinite(number) else "a finite number "
+    raise SpecError(f"{name} must be {finite}{bound}".rstrip() + f", got {_shown(value)}")
+
+
+def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> int:
+    """``value`` as an exact int within [ge, le] (a whole float is accepted), else SpecError."""
+    if isinstance(value, bool):
+        raise SpecError(f"{name} must be a whole number, got {value!r}")
+    if not isinstance(value, int):
+        number = check_number(value, name)
+        if not number.is_integer():
+            raise SpecError(f"{name} must be a whole number, got {value!r}")
+        value = int(number)
+    if not ge <= value <= le:
+        raise SpecError(f"{name} must be within [{ge}, {_NAMED.get(le, le)}], got {_shown(value)}")
+    return value
+
+
+GPU_ARGS = {"gpus", "tp", "pp", "dp", "ep", "nodes", "gpus_per_node"}
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+
+def check_counts(**values: Any) -> None:
+    """Each given count (None: not given) an exact int >= 1; GPU counts (gpus, tp, pp, dp...)
+    at most 10**6, other sizes (batch, seq, tokens per step...) at most 2**53."""
+    for name, value in values.items():
+        if value is not None:
+            check_int(value, name, ge=1, le=MAX_GPUS if name in GPU_ARGS else MAX_ELEMENTS)
+
+
+def check_dtype(dtype: Any, name: str = "dtype") -> str:
+    """One of the dtypes gpumodel knows; '' or a typo is an error, never a silent default."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise SpecError(f"{name} must be one of {', '.join(DTYPES)}; got {_show(dtype)}")
+    return dtype
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise SpecError(f"{name} must be one of {', '.join(choices)}; got {_show(value)}")
+    return value
+
+
+def check_array(values: Any, name: str, *, whole: bool = True, ge: float = 1,
+                le: float = MAX_ELEMENTS) -> Any:  # fmt: skip
+    """A numpy float array of ``values``, every element finite within [ge, le] (and whole when
+    ``whole``): the vectorised paths check their inputs as the scalar ones do."""
+    import numpy as np
+
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise SpecError(f"{name} must be numbers, got {_show(values)}") from None
+    bad = ~np.isfinite(arr) | (arr < ge) | (arr > le)
+    if whole:
+        bad |= np.isfinite(arr) & (arr != np.floor(arr))
+    if np.any(bad):
+        first = arr[bad].flat[0]
+        kind = "whole numbers" if whole else "numbers"
+        raise SpecError(f"{name} must be {kind} within [{ge:g}, {_NAMED.get(le, f'{le:g}')}]; "  # type: ignore[call-overload]
+                        f"got {float(first):g} ({int(bad.sum())} such value(s))")  # fmt: skip
+    return arr
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_ELEMENTS",
+    "MAX_FLOPS",
+    "MAX_GPUS",
+    "ByteCount",
+    "Checked",
+    "DatasheetRatio",
+    "Efficiency",
+    "FiniteFloat",
+    "FlopCount",
+    "Fraction",
+    "GpuCount",
+    "Multiplier",
+    "NonEmptyStr",
+    "NonNegativeFloat",
+    "NonNegativeSize",
+    "PositiveBytes",
+    "PositiveFloat",
+    "PositiveSeconds",
+    "Rate",
+    "Seconds",
+    "Size",
+    "SmallCount",
+    "check_array",
+    "check_choice",
+    "check_counts",
+    "check_dtype",
+    "check_int",
+    "check_number",
+]
