@@ -237,3 +237,16 @@ def test_a_named_host_beats_the_traces_host(tmp_path):
     assert traced.host_source.startswith("trace")
     assert named.host_source == "host profile reference-h100"
     assert named.host_time_s != traced.host_time_s
+
+
+def test_cat_maps_to_a_copy_of_its_inputs():
+    """aten::cat as a Llama-3-8B eager decode recorded it (H100 trace, steps-h100-run2): two
+    8 x 32 x 1 x 64 halves of a rotary embedding joined; 2 x 16,384 elements at 2 bytes."""
+    from gpumodel.diagnose.mapping import map_op
+
+    args = {"Input type": ["TensorList", "Scalar"], "Concrete Inputs": ["", "-1"],
+            "Input Dims": [[[8, 32, 1, 64], [8, 32, 1, 64]], []],
+            "Input Strides": [[[2048, 64, 2048, 1], [4096, 128, 4096, 1]], []]}  # fmt: skip
+    m = map_op("aten::cat", args)
+    assert isinstance(m.op, gm.ops.Copy) and m.op.bytes == 2 * 8 * 32 * 64 * 2
+    assert m.family == "copy"

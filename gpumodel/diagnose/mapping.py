@@ -713,6 +713,25 @@ def _fused_optimizer(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
                   notes=(f"{len(lists[0])} parameter tensors, {params} elements",))  # fmt: skip
 
 
+# torch.profiler records a TensorList's shapes but not its element type
+CAT_ASSUMED_ELEMENT_BYTES = 2  # bf16/fp16, the dtype of the KV caches and activations it joins
+
+
+@rule("copy", "aten::cat")
+def _cat(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
+    """``torch.cat``: every input read once and written once into the output (HF's dynamic
+    KV cache grows this way every decode step)."""
+    lists = [lst for lst in a.tensor_lists() if lst]
+    if not lists:
+        return unmapped("copy", "tensor lists not recorded", a)
+    elements = sum(math.prod(d) for d in lists[0])
+    return Mapped(op=Copy(bytes=float(elements * CAT_ASSUMED_ELEMENT_BYTES)), family="copy",
+                  shapes=tuple(tuple(d) for d in lists[0]),
+                  notes=(f"{len(lists[0])} tensors joined, {elements} elements at an assumed "
+                         f"{CAT_ASSUMED_ELEMENT_BYTES} bytes (a tensor list's type is not "
+                         "recorded)",))  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------
 # GPU memory activities (not operators): memcpy and memset
 
