@@ -137,9 +137,10 @@ def evaluate(machines: list[Machine]) -> str:
     for m in machines:
         for t in m.traces:
             path = Path(t["dir"]) / t["file"]
+            name = f"{Path(t['dir']).name}/{t['file'].removesuffix('.json.gz')}"
             traced = next((r for r in m.records if _same_point(r, t["point"])), None)
             if traced is None or not path.is_file():
-                lines.append(f"- {t['file']}: traced point or file missing; skipped")
+                lines.append(f"- {name}: traced point or file missing; skipped")
                 continue
             wl = workload_key(traced)
             model = MODEL_OF[traced["workload"]]
@@ -153,31 +154,31 @@ def evaluate(machines: list[Machine]) -> str:
                     continue
                 host = str(usable_host_profile(target.host)) if target.host else None
                 variants = {"baseline (shipped + measured host)": ("shipped", host)}
-                for name, cal in (("trace, --step-ms", cal_ms), ("trace, no --step-ms", cal_no)):
+                for variant, cal in (("trace, --step-ms", cal_ms), ("trace, no --step-ms", cal_no)):
                     if target is m:
-                        variants[name] = (cal, None)  # the trace's own host
+                        variants[variant] = (cal, None)  # the trace's own host
                     else:
-                        variants[name] = (_carry(cal, target.gpu), host)
+                        variants[variant] = (_carry(cal, target.gpu), host)
                 errs: dict[str, tuple[list[float], list[float]]] = {}
                 rows: dict[tuple, dict[str, float]] = {}
-                for name, (cal, h) in variants.items():
-                    e_t, e_m = errs.setdefault(name, ([], []))
+                for variant, (cal, h) in variants.items():
+                    e_t, e_m = errs.setdefault(variant, ([], []))
                     for r in pts:
                         c = None if cal == "shipped" else cal
                         t_s, mem = predict(r, target.gpu, c, h)
                         e = rel(t_s, r["step_s"]["median"])
                         e_t.append(e)
-                        rows.setdefault(point_key(r), {})[name] = e
+                        rows.setdefault(point_key(r), {})[variant] = e
                         if mem is not None and r.get("peak_allocated_bytes"):
                             e_m.append(rel(mem, r["peak_allocated_bytes"]))
-                for name, (e_t, e_m) in errs.items():
-                    table.append(f"| {t['file']} | {target.gpu} | {name} | {summary(e_t)} | "
+                for variant, (e_t, e_m) in errs.items():
+                    table.append(f"| {name} | {target.gpu} | {variant} | {summary(e_t)} | "
                                  f"{summary(e_m)} |")  # fmt: skip
                 for r in pts:
                     st = r["step_s"]
                     e = rows[point_key(r)]
                     detail.append(
-                        f"| {t['file']} | {target.gpu} | b{r['batch']} s{r['seq']} "
+                        f"| {name} | {target.gpu} | b{r['batch']} s{r['seq']} "
                         f"c{r.get('context', 0)} | {st['median'] * 1e3:.2f} ({st['p10'] * 1e3:.2f}-"
                         f"{st['p90'] * 1e3:.2f}) | "
                         + " | ".join(f"{100 * e.get(k, float('nan')):+.1f}%" for k in
