@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel.calibration import Calibration, calibration_label, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
@@ -15,6 +15,17 @@ from gpumodel.llm.layers import LayerOp
 from gpumodel.predict import predict
 from gpumodel.prediction import Bound, KernelPrediction, Term
 from gpumodel.specs import GPUSpec
+
+
+class StepResult(BaseModel):
+    """A whole-step result: ``time_s`` like every prediction, ``step_time_s`` kept as its
+    alias (the name these results had before). Subclasses declare ``time_s``."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def step_time_s(self) -> float:
+        """Alias of ``time_s``."""
+        return self.time_s
 
 
 class OpTime(BaseModel):

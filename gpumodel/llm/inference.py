@@ -47,13 +47,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import ConfigDict, Field
 
 from gpumodel._validators import check_choice, check_counts, check_dtype
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
-from gpumodel.llm._timing import OpTime, Timed, Timer, queue_time_blocks, summarize
+from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, queue_time_blocks, summarize
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
@@ -95,7 +95,7 @@ Phase = Literal["prefill", "decode"]
 RuntimeName = str  # a runtime name (RUNTIME_NAMES) or an old name ("eager", "graph")
 
 
-class InferenceResult(BaseModel):
+class InferenceResult(StepResult):
     """One inference step (per model replica of ``tp`` GPUs) and what it is made of."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -123,9 +123,9 @@ class InferenceResult(BaseModel):
     host_overhead_s: float
     host_per_kernel_s: float
     host_per_step_s: float = 0.0
-    host_by_kind_s: dict[str, float] = {}
+    host_by_kind_s: dict[str, float] = Field(default_factory=dict)
     host_source: str = ""
-    kernels_by_kind: dict[str, int] = {}
+    kernels_by_kind: dict[str, int] = Field(default_factory=dict)
     stream_floor_s: float | None = None
     tokens_per_s: float
     time_to_first_token_s: float | None
@@ -141,12 +141,6 @@ class InferenceResult(BaseModel):
     bound_shares: dict[str, float]
     breakdown: tuple[OpTime, ...]
     notes: tuple[str, ...] = ()
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def step_time_s(self) -> float:
-        """Alias of ``time_s`` (the name before every result called its time ``time_s``)."""
-        return self.time_s
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

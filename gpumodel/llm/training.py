@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict
 
 from gpumodel._validators import (
     MAX_GPUS,
@@ -56,7 +56,7 @@ from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
-from gpumodel.llm._timing import OpTime, Timed, Timer, summarize
+from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory
@@ -112,7 +112,7 @@ def model_flops_per_token(model: ModelSpec, seq: int) -> float:
     return 6.0 * n + 12.0 * model.layers * model.heads * model.head_dim * seq
 
 
-class TrainingStep(BaseModel):
+class TrainingStep(StepResult):
     """One optimizer step on ``gpus`` GPUs (tp x pp x dp)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -155,12 +155,6 @@ class TrainingStep(BaseModel):
     memory: MemoryBreakdown
     breakdown: tuple[OpTime, ...]
     notes: tuple[str, ...] = ()
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def step_time_s(self) -> float:
-        """Alias of ``time_s``."""
-        return self.time_s
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

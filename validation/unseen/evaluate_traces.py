@@ -31,7 +31,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluate import usable_host_profile
+from evaluate import quantile, usable_host_profile
+from evaluate import rel_error as rel
 
 import gpumodel as gm
 from gpumodel.diagnose.gpus import gpu_from_device_name
@@ -104,18 +105,6 @@ def predict(r: dict, gpu: str, calibration, host) -> tuple[float, float | None]:
                                calibration=calibration, host=host, allow_oversubscribe=True,
                                **kw)  # fmt: skip
     return res.time_s, None
-
-
-def rel(pred: float, meas: float) -> float:
-    return (pred - meas) / meas
-
-
-def quantile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    pos = (len(s) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def summary(errs: list[float]) -> str:
