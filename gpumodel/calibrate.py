@@ -23,6 +23,7 @@ from gpumodel.errors import CalibrationError
 from gpumodel.fitting import error_stats, fit_affine_relative, log_loss, nelder_mead
 from gpumodel.ops import from_row
 from gpumodel.ops.base import Op
+from gpumodel.ops.matmul import LAYOUT_TRANSPOSE_FAMILY
 from gpumodel.predict import predict_with_params
 from gpumodel.specs import GPUSpec
 
@@ -96,8 +97,11 @@ def points_from_records(records: Iterable[dict[str, Any]]) -> tuple[list[Point],
         if not r.get("op") or not r.get("time_s") or r["time_s"] <= 0:
             continue
         meta = r.get("meta") or {}
+        row = dict(r["op"])
+        if row.get("op") == "conv2d" and "layout" not in row:
+            row["layout"] = meta.get("layout", "channels_last")  # records before the op said so
         try:
-            op = from_row(dict(r["op"]))
+            op = from_row(row)
         except Exception as exc:
             skipped.append(f"{r.get('family')}: {r['op']} ({exc})")
             continue
@@ -312,8 +316,13 @@ def fit(
         groups: dict[str, list[Point]] = {}
         for p in fam.get(measured, []):
             groups.setdefault(kernel_family(p.op, gpu), []).append(p)
-        for family, pts in sorted(groups.items()):
-            compute = family.startswith(("attention", "conv2d")) and family != "attention_decode"
+        # NCHW convolutions are fitted last: their layout transposes wrap a compute kernel
+        # whose family the channels-last points fit first
+        for family, pts in sorted(
+            groups.items(), key=lambda g: (g[0] == LAYOUT_TRANSPOSE_FAMILY, g[0])
+        ):
+            compute = family.startswith(("attention", "conv2d")) and family not in (
+                "attention_decode", LAYOUT_TRANSPOSE_FAMILY)  # fmt: skip
             params = _fit_family_params(pts, gpu, params, family, compute)
     if fam.get("numpy_gemm"):
         params = _fit_gemm("fp32", fam["numpy_gemm"], gpu, params)

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 import gpumodel as gm
 from gpumodel.ops import Attention, Conv2d, Elementwise, Gemm, HostTransfer, Kernel
+from gpumodel.ops.matmul import LAYOUT_TRANSPOSE_FAMILY
 
 
 def test_seed_qkt_example_ai_and_bounds():
@@ -87,7 +88,7 @@ def test_conv_with_unaligned_channels_runs_on_cuda_cores():
     64 channels x 2 bytes = 128 bytes is aligned and stays on the bf16 tensor roof."""
     h100 = gm.get_gpu("h100")
     stem = Conv2d(batch=8, in_channels=3, out_channels=64, height=224, width=224, kernel=7,
-                  stride=2, padding=3, dtype="bf16")  # fmt: skip
+                  stride=2, padding=3, dtype="bf16", layout="channels_last")  # fmt: skip
     assert stem.family == "conv2d:unaligned-channels"
     assert stem.model_copy(update={"dtype": "tf32"}).family == "conv2d:unaligned-channels"
     p = gm.predict(stem, h100, "none")
@@ -112,6 +113,52 @@ def test_conv_kernel_classes():
     assert family(3, 1, "tf32") == "conv2d:tf32:implicit"
 
 
+def test_conv_families_per_layout():
+    """bf16/TF32 share one compute class across layouts (NCHW adds transposes around it);
+    plain fp32 has its own CUDA-core class per layout."""
+
+    def conv(**kw) -> Conv2d:
+        base = dict(batch=8, in_channels=64, out_channels=64, height=56, width=56, kernel=3,
+                    padding=1)  # fmt: skip
+        return Conv2d(**{**base, **kw})
+
+    assert conv().layout == "nchw"  # PyTorch's default memory format
+    assert conv(layout="nchw").family == conv(layout="channels_last").family
+    assert conv(dtype="fp32").family == "conv2d:fp32:nchw:implicit"
+    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:channels_last:implicit"
+    assert conv(dtype="fp32", kernel=1, padding=0).family == "conv2d:fp32:nchw:gemm"
+
+
+def test_nchw_convolution_layout_transposes():
+    """NCHW bf16 3x3, batch 32, 64 -> 64 channels at 56x56, padding 1 (output 56x56):
+    input and output 32*64*56*56*2 B = 12,845,056 B each, filter 64*64*9*2 B = 73,728 B.
+    Each transpose reads and writes its tensor once (2x its bytes) in the transpose family;
+    the convolution itself is the channels-last kernel unchanged."""
+    h100 = gm.get_gpu("h100")
+    nchw = Conv2d(batch=32, in_channels=64, out_channels=64, height=56, width=56, kernel=3,
+                  padding=1)  # fmt: skip
+    last = nchw.model_copy(update={"layout": "channels_last"})
+    ks = nchw.kernels(h100)
+    assert [k.family for k in ks] == [LAYOUT_TRANSPOSE_FAMILY, LAYOUT_TRANSPOSE_FAMILY, None,
+                                      LAYOUT_TRANSPOSE_FAMILY]  # fmt: skip
+    assert [k.bytes for k in ks[:2]] + [ks[3].bytes] == [2 * 12_845_056, 2 * 73_728,
+                                                          2 * 12_845_056]  # fmt: skip
+    assert ks[2] == last.kernels(h100)[0]
+    t_nchw = gm.predict(nchw, h100, "none").time_s
+    t_last = gm.predict(last, h100, "none").time_s
+    # the transposes move 51.7 MB at no more than the 3.35 TB/s HBM3 peak: >= 15.4 us more
+    assert t_nchw - t_last >= 4 * 12_845_056 / 3.35e12
+    # no transposes: a plain 1x1 GEMM reads NCHW as it is; fp32 has native NCHW kernels
+    one = nchw.model_copy(update={"kernel": 1, "padding": 0})
+    assert len(one.kernels(h100)) == 1
+    assert len(nchw.model_copy(update={"dtype": "fp32"}).kernels(h100)) == 1
+    # a strided 1x1 or an unaligned stem still gathers through the NHWC kernel
+    assert len(one.model_copy(update={"stride": 2}).kernels(h100)) == 4
+    stem = Conv2d(batch=8, in_channels=3, out_channels=64, height=224, width=224, kernel=7,
+                  stride=2, padding=3)  # fmt: skip
+    assert len(stem.kernels(h100)) == 4
+
+
 def test_conv_output_channel_tile_quantization():
     """cuDNN's 128-wide output-channel tiles: 64 channels use half of each tile (0.5x), 256
     use all of two (1.0x), 192 use 192 of 256 (0.75x)."""
@@ -119,7 +166,7 @@ def test_conv_output_channel_tile_quantization():
 
     def tiled(cout: int) -> float:
         conv = Conv2d(batch=32, in_channels=64, out_channels=cout, height=56, width=56,
-                      kernel=3, padding=1)  # fmt: skip
+                      kernel=3, padding=1, layout="channels_last")  # fmt: skip
         (term,) = [t for t in gm.predict(conv, h100, "none").kernels[0].terms
                    if t.name == "tile quantization (N)"]  # fmt: skip
         return term.value
@@ -208,7 +255,7 @@ def test_strided_1x1_conv_reads_a_quarter_of_its_input():
     """ResNet-50 downsampling 1x1 stride-2 conv: input 8x256x56x56 bf16 = 12.85 MB, of which a
     quarter is read; weights 512x256x2 B = 262 KB; output 8x512x28x28x2 B = 6.42 MB."""
     conv = gm.ops.Conv2d(batch=8, in_channels=256, out_channels=512, height=56, width=56,
-                         kernel=1, stride=2)  # fmt: skip
+                         kernel=1, stride=2, layout="channels_last")  # fmt: skip
     k = conv.kernels(gm.get_gpu("h100"))[0]
     assert k.bytes == 2 * (8 * 256 * 56 * 56 / 4 + 512 * 256 + 8 * 512 * 28 * 28)
     assert k.bytes_written == 2 * 8 * 512 * 28 * 28

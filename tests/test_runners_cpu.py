@@ -258,6 +258,7 @@ def test_torch_ops_have_exact_keys():
         "stride",
         "padding",
         "dtype",
+        "layout",
     }
     assert torch_runner.norm_op("layernorm", 16, 4096) == {
         "op": "layernorm",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import model_validator
 
@@ -24,6 +24,10 @@ from gpumodel.specs import GPUSpec
 # on an H100 the 64-channel ResNet layers ran at half the rate of the wider ones in both bf16
 # (376 vs 517-653 TFLOP/s) and tf32 (189 vs 269-383 TFLOP/s), batch 128 (validation/results)
 CONV_TILE_N = 128
+
+# the calibrated family of the layout transposes cuDNN wraps around its NHWC tensor-core kernels
+# when PyTorch hands it NCHW tensors (Conv2d.layout_transposes)
+LAYOUT_TRANSPOSE_FAMILY = "conv2d:layout-transpose"
 
 
 def output_bytes_per_element(dtype: str) -> float:
@@ -69,8 +73,12 @@ class Gemm(Op):
 
 
 class Conv2d(Op):
-    """2-D convolution, NCHW/NHWC, square kernel, computed as an implicit GEMM:
-    M = batch*out_h*out_w, N = out_channels, K = in_channels*kernel^2 (cuDNN's formulation)."""
+    """2-D convolution, square kernel, computed as an implicit GEMM:
+    M = batch*out_h*out_w, N = out_channels, K = in_channels*kernel^2 (cuDNN's formulation).
+
+    ``layout`` is the memory format of the tensors PyTorch hands cuDNN: ``nchw`` (PyTorch's
+    default, contiguous) or ``channels_last`` (NHWC, ``x.to(memory_format=torch.channels_last)``).
+    """
 
     op_name: ClassVar[str] = "conv2d"
     batch: Size
@@ -82,6 +90,7 @@ class Conv2d(Op):
     stride: Size = 1
     padding: NonNegativeSize = 0
     dtype: Dtype = "bf16"
+    layout: Literal["nchw", "channels_last"] = "nchw"
 
     @model_validator(mode="after")
     def _fits(self) -> Conv2d:
@@ -100,6 +109,21 @@ class Conv2d(Op):
         return (self.in_channels * element_bytes(self.dtype)) % 16 == 0
 
     @property
+    def plain_gemm(self) -> bool:
+        """A 1x1 filter at stride 1 over aligned channels reads every pixel in order."""
+        return self.channels_aligned and self.kernel == 1 and self.stride == 1
+
+    @property
+    def layout_transposes(self) -> bool:
+        """cuDNN's tensor-core convolution kernels are NHWC; given NCHW tensors it transposes
+        the input, the filter and the output around them (NVIDIA, "Convolutional Layers User's
+        Guide", Tensor Layouts: "NCHW ... incur transposes"). On an H100 (cuDNN 9.19, torch
+        2.11) bf16/TF32 NCHW convolutions ran 1.3-2.2x the channels-last time except the plain
+        1x1 GEMMs, which cuDNN runs on NCHW directly, and fp32, which has native NCHW CUDA-core
+        kernels (validation/results/h100-sxm/conditions-2026-11-24-standalone)."""
+        return self.layout == "nchw" and self.dtype != "fp32" and not self.plain_gemm
+
+    @property
     def family(self) -> str:
         """cuDNN runs different kernel classes per precision and shape, calibrated apart: a 1x1
         filter at stride 1 is a plain GEMM over the channels-last tensor (``gemm``); a window or
@@ -109,11 +133,16 @@ class Conv2d(Op):
 
         Unaligned channels (an RGB stem, C = 3) are one class for every precision: on an H100
         cuDNN ran ResNet's stem at 27-38 TFLOP/s in both bf16 and tf32, about half the FP32
-        CUDA-core peak and 3-8% of the tensor-core one (validation/results/h100-sxm)."""
+        CUDA-core peak and 3-8% of the tensor-core one (validation/results/h100-sxm).
+
+        Plain fp32 runs CUDA-core kernels that differ per layout (on an H100 NCHW ran 1.1-1.7x
+        faster than channels-last), so its classes are calibrated per layout."""
         if not self.channels_aligned:
             return "conv2d:unaligned-channels"
-        plain_gemm = self.kernel == 1 and self.stride == 1
-        return f"conv2d:{self.dtype}:{'gemm' if plain_gemm else 'implicit'}"
+        kind = "gemm" if self.plain_gemm else "implicit"
+        if self.dtype == "fp32":
+            return f"conv2d:fp32:{self.layout}:{kind}"
+        return f"conv2d:{self.dtype}:{kind}"
 
     @property
     def out_height(self) -> int:
@@ -136,38 +165,53 @@ class Conv2d(Op):
         aligned = self.channels_aligned
         unit, dt = matmul_unit(gpu, self.dtype) if aligned else vector_unit(gpu, "fp32")
         size = element_bytes(self.dtype)
+        in_bytes = size * self.batch * self.in_channels * self.height * self.width
+        filter_bytes = size * self.out_channels * self.in_channels * self.kernel**2
+        out_bytes = size * self.batch * self.out_channels * self.out_height * self.out_width
         # a kernel smaller than its stride never touches the pixels between windows
         # (a 1x1 stride-2 convolution reads a quarter of its input)
         touched = min(1.0, (self.kernel / self.stride) ** 2)
-        nbytes = size * (
-            self.batch * self.in_channels * self.height * self.width * touched
-            + self.out_channels * self.in_channels * self.kernel**2
-            + self.batch * self.out_channels * self.out_height * self.out_width
+        nbytes = in_bytes * touched + filter_bytes + out_bytes
+        conv = KernelWork(
+            name="conv2d (implicit gemm)" if aligned else "conv2d (CUDA cores: unaligned channels)",
+            flops=(FlopPart(unit, dt, 2.0 * g.m * g.n * g.k),),
+            bytes=nbytes,
+            bytes_written=out_bytes,
+            working_set_bytes=nbytes,
+            # a tensor-core implicit GEMM, or CUDA-core code when the channels are unaligned
+            gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype, tile_n=CONV_TILE_N) if aligned else None,
+            notes=()
+            if aligned
+            else (
+                f"{self.in_channels} input channels are not a multiple of 16 bytes: cuDNN "
+                "runs CUDA-core kernels, not tensor cores (on an H100, at the same rate in "
+                "bf16 and tf32); zero-padding the channels to a multiple of 16 bytes "
+                "allows a tensor-core kernel (measure it: padding adds FLOPs)",
+            ),
+        )
+        if not self.layout_transposes:
+            return [conv]
+        note = (
+            "NCHW tensors: cuDNN transposes input, filter and output around its NHWC "
+            "tensor-core kernel; channels_last tensors (x.to(memory_format="
+            "torch.channels_last), model.to(memory_format=...)) skip these copies",
         )
         return [
-            KernelWork(
-                name="conv2d (implicit gemm)"
-                if aligned
-                else "conv2d (CUDA cores: unaligned channels)",
-                flops=(FlopPart(unit, dt, 2.0 * g.m * g.n * g.k),),
-                bytes=nbytes,
-                bytes_written=size
-                * self.batch
-                * self.out_channels
-                * self.out_height
-                * self.out_width,
-                working_set_bytes=nbytes,
-                # a tensor-core implicit GEMM, or CUDA-core code when the channels are unaligned
-                gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype, tile_n=CONV_TILE_N)
-                if aligned
-                else None,
-                notes=()
-                if aligned
-                else (
-                    f"{self.in_channels} input channels are not a multiple of 16 bytes: cuDNN "
-                    "runs CUDA-core kernels, not tensor cores (on an H100, at the same rate in "
-                    "bf16 and tf32); zero-padding the channels to a multiple of 16 bytes "
-                    "allows a tensor-core kernel (measure it: padding adds FLOPs)",
-                ),
-            )
+            _transpose("NCHW->NHWC input transpose", in_bytes, note),
+            _transpose("filter transpose", filter_bytes, ()),
+            conv,
+            _transpose("NHWC->NCHW output transpose", out_bytes, ()),
         ]
+
+
+def _transpose(name: str, nbytes: float, notes: tuple[str, ...]) -> KernelWork:
+    """A layout copy: reads ``nbytes`` and writes them in the other order."""
+    return KernelWork(
+        name=name,
+        flops=(),
+        bytes=2.0 * nbytes,
+        bytes_written=nbytes,
+        working_set_bytes=2.0 * nbytes,
+        family=LAYOUT_TRANSPOSE_FAMILY,
+        notes=notes,
+    )

@@ -110,6 +110,7 @@ def conv2d_op(
     stride: int,
     padding: int,
     dtype: str,
+    layout: str = "channels_last",
 ) -> dict[str, Any]:
     return {
         "op": "conv2d",
@@ -122,6 +123,7 @@ def conv2d_op(
         "stride": int(stride),
         "padding": int(padding),
         "dtype": dtype,
+        "layout": layout,
     }
 
 
@@ -201,19 +203,34 @@ def attention_points(quick: bool) -> list[AttnPoint]:
     return out
 
 
-def conv_points(quick: bool) -> list[tuple[tuple[int, int, int, int, int, int], int, str]]:
-    """(shape, batch, dtype) points."""
+def conv_points(
+    quick: bool,
+) -> list[tuple[tuple[int, int, int, int, int, int], int, str, str]]:
+    """(shape, batch, dtype, layout) points: every ResNet-50 convolution in bf16 and TF32
+    channels-last at four batches; PyTorch's default NCHW layout (where cuDNN's tensor-core
+    kernels need layout transposes) and plain fp32 (CUDA cores, both layouts) at two."""
     if quick:
-        pts = [(shape, 32, "bf16") for shape in RESNET50_CONVS]
-        pts += [(shape, 128, "bf16") for shape in RESNET50_CONVS[::4]]
-        pts += [(shape, 32, "tf32") for shape in RESNET50_CONVS[::3]]
+        pts = [(shape, 32, "bf16", "channels_last") for shape in RESNET50_CONVS]
+        pts += [(shape, 128, "bf16", "channels_last") for shape in RESNET50_CONVS[::4]]
+        pts += [(shape, 32, "tf32", "channels_last") for shape in RESNET50_CONVS[::3]]
+        pts += [(shape, 32, "bf16", "nchw") for shape in RESNET50_CONVS[::3]]
+        pts += [(shape, 32, "fp32", layout) for shape in RESNET50_CONVS[::4]
+                for layout in ("nchw", "channels_last")]  # fmt: skip
         return pts
-    return [
-        (shape, batch, dtype)
+    pts = [
+        (shape, batch, dtype, "channels_last")
         for dtype in ("bf16", "tf32")
         for shape in RESNET50_CONVS
         for batch in (1, 8, 32, 128)
     ]
+    pts += [
+        (shape, batch, dtype, layout)
+        for dtype, layout in (("bf16", "nchw"), ("tf32", "nchw"),
+                              ("fp32", "nchw"), ("fp32", "channels_last"))
+        for shape in RESNET50_CONVS
+        for batch in (8, 32)
+    ]  # fmt: skip
+    return pts
 
 
 def _elements(quick: bool) -> list[int]:
@@ -449,7 +466,7 @@ def _set_conv_tf32(torch: Any, on: bool) -> None:
 
 
 def _conv_point(
-    ctx: _Ctx, shape: tuple[int, int, int, int, int, int], batch: int, dtype: str
+    ctx: _Ctx, shape: tuple[int, int, int, int, int, int], batch: int, dtype: str, layout: str
 ) -> list[dict[str, Any]]:
     torch = ctx.torch
     import torch.nn.functional as F
@@ -457,10 +474,10 @@ def _conv_point(
     cin, cout, hw, r, stride, pad = shape
     dt = _dtype(torch, dtype)
     _set_conv_tf32(torch, dtype == "tf32")
-    cl = torch.channels_last
-    x = torch.randn(batch, cin, hw, hw, device="cuda", dtype=dt).to(memory_format=cl)
+    fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = torch.randn(batch, cin, hw, hw, device="cuda", dtype=dt).to(memory_format=fmt)
     w = (torch.randn(cout, cin, r, r, device="cuda", dtype=dt) / (cin * r * r) ** 0.5).to(
-        memory_format=cl
+        memory_format=fmt
     )
 
     def fn() -> Any:
@@ -476,13 +493,13 @@ def _conv_point(
     del out, ref
     t, spread, reps = ctx.time(fn, footprint)
     meta = {
-        "layout": "channels_last",
+        "layout": layout,
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cache": "cold",
         "rel_err": err,
         "out_hw": int(hout),
     }
-    op = conv2d_op(batch, cin, cout, hw, hw, r, stride, pad, dtype)
+    op = conv2d_op(batch, cin, cout, hw, hw, r, stride, pad, dtype, layout)
     return [make_record("conv2d", op, t, reps, spread, meta)]
 
 
@@ -714,14 +731,14 @@ def _tasks(ctx: _Ctx, selected: list[str]) -> list[Task]:
             )
             tasks.append(Task("attention", label, lambda p=p: _attention_point(ctx, p)))
     if "conv2d" in selected:
-        for shape, batch, dtype in conv_points(q):
+        for shape, batch, dtype, layout in conv_points(q):
             cin, cout, hw, r, s, _ = shape
-            label = f"conv2d {dtype} n={batch} {cin}->{cout} {hw}x{hw} k{r} s{s}"
+            label = f"conv2d {dtype} {layout} n={batch} {cin}->{cout} {hw}x{hw} k{r} s{s}"
             tasks.append(
                 Task(
                     "conv2d",
                     label,
-                    lambda sh=shape, b=batch, d=dtype: _conv_point(ctx, sh, b, d),
+                    lambda sh=shape, b=batch, d=dtype, lay=layout: _conv_point(ctx, sh, b, d, lay),
                 )
             )
     if "norm" in selected:
