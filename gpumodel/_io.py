@@ -47,6 +47,37 @@ class OutputFileError(GpumodelError, OSError):
 
 
 # ---------------------------------------------------------------------------------------------
+# paths
+
+
+def as_path(value: Any, what: str = "file") -> Path:
+    """``value`` as a Path if it can name a file: a str or os.PathLike, no NUL byte, each
+    component within the OS's limit. Anything else is one line (InputFileError), not the
+    TypeError/ValueError/OSError the os calls would raise."""
+    if isinstance(value, bool) or not isinstance(value, (str, os.PathLike)):
+        shown = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a number"
+        raise InputFileError(f"{what} must be a path, got {shown[:60]}")
+    path = Path(value)
+    text = str(path)
+    if "\x00" in text:
+        raise InputFileError(f"{what} path contains a NUL byte: {text[:60]!r}")
+    if not text.strip():
+        raise InputFileError(f"{what} path is empty")
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > 255 or len(os.fsencode(text)) > 4095:
+        raise InputFileError(f"{what} path is too long: {text[:60]}...")
+    return path
+
+
+def _is(path: Path, test: str) -> bool:
+    """``path.is_dir()`` etc. that answer False for a path the OS refuses (ELOOP, EACCES...)."""
+    try:
+        return bool(getattr(path, test)())
+    except (OSError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
 # reading
 
 
@@ -95,7 +126,7 @@ def _too_big(path: Path, what: str, limit: int, decompressed: bool = False) -> I
 def open_regular(path: str | Path, what: str = "file") -> tuple[Path, int, int]:
     """Open ``path`` for reading if it is a regular file: (path, fd, size). Opened non-blocking
     so a FIFO cannot hang the open; the type is checked on the open descriptor."""
-    path = Path(path)
+    path = as_path(path, what)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -344,7 +375,10 @@ def _umask() -> int:
 
 def make_dir(path: str | Path, what: str = "output directory") -> Path:
     """``mkdir -p`` with a one-line error (OutputFileError) instead of an OSError."""
-    path = Path(path)
+    try:
+        path = as_path(path, what)
+    except InputFileError as exc:
+        raise OutputFileError(str(exc)) from None
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -355,15 +389,18 @@ def make_dir(path: str | Path, what: str = "output directory") -> Path:
 def check_target(path: str | Path, what: str = "output") -> Path:
     """A path a result can be written to: its parent a writable directory, itself not a
     directory. Errors are one line (OutputFileError)."""
-    path = Path(path)
-    if path.is_dir():
+    try:
+        path = as_path(path, what)
+    except InputFileError as exc:
+        raise OutputFileError(str(exc)) from None
+    if _is(path, "is_dir"):
         raise OutputFileError(f"{path}: {what} path is a directory; give a file name")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.exists():
+    if not _is(parent, "exists"):
         raise OutputFileError(f"{path}: the directory {parent} does not exist")
-    if not parent.is_dir():
+    if not _is(parent, "is_dir"):
         raise OutputFileError(f"{path}: {parent} is not a directory")
-    if path.exists() and not path.is_file():
+    if _is(path, "exists") and not _is(path, "is_file"):
         raise OutputFileError(f"{path}: {what} path exists and is not a regular file")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFileError(f"{path}: cannot write {what} (directory {parent} is not writable)")
@@ -395,13 +432,16 @@ def _interrupts_as_exceptions() -> Iterator[None]:
 def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> Iterator[Path]:
     """A temp path beside ``path`` to write to; renamed over ``path`` when the block ends
     without error, removed on any error (incl. KeyboardInterrupt and SIGTERM)."""
-    path = Path(path)
+    path = check_target(path, what) if not mkdir else Path(path)
     if mkdir:
         try:
+            path = as_path(path, what)
             path.parent.mkdir(parents=True, exist_ok=True)
+        except InputFileError as exc:
+            raise OutputFileError(str(exc)) from None
         except OSError as exc:
             raise OutputFileError(f"{path}: cannot create {path.parent} ({exc.strerror})") from None
-    check_target(path, what)
+        check_target(path, what)
     try:
         fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
@@ -473,6 +513,7 @@ __all__ = [
     "MAX_DEPTH",
     "InputFileError",
     "OutputFileError",
+    "as_path",
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_text",

@@ -210,6 +210,36 @@ def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> 
     return value
 
 
+def check_name(value: Any, what: str = "name") -> str:
+    """A name or path given as text: a str (or os.PathLike), not empty, no NUL byte, no part
+    longer than a file name can be (255 bytes). Else SpecError, never the AttributeError /
+    OSError a lookup would raise on it."""
+    import os
+
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise SpecError(f"{what} must be a name (text), got {_show(value)}")
+    if not value.strip():
+        raise SpecError(f"{what} must not be empty")
+    if "\x00" in value or any(len(part.encode("utf-8", "replace")) > 255
+                                for part in value.split("/")):  # fmt: skip
+        raise SpecError(f"{what} is not a usable name: {_show(value)}")
+    return value
+
+
+def check_paths(value: Any, what: str = "search paths") -> tuple[str, ...]:
+    """Extra search directories or files: one path, or an iterable of them (a str is one path,
+    not its characters). Each passes :func:`check_name`."""
+    import os
+
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    elif value is None or isinstance(value, (dict, bytes)) or not hasattr(value, "__iter__"):
+        raise SpecError(f"{what} must be a path or a list of paths, got {_show(value)}")
+    return tuple(check_name(v, what) for v in value)
+
+
 GPU_ARGS = {"gpus", "tp", "pp", "dp", "ep", "nodes", "gpus_per_node"}
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 
@@ -241,6 +271,10 @@ def check_array(values: Any, name: str, *, whole: bool = True, ge: float = 1,
     ``whole``): the vectorised paths check their inputs as the scalar ones do."""
     import numpy as np
 
+    if isinstance(values, (str, bytes, bool)) or (
+        isinstance(values, (list, tuple)) and any(isinstance(v, (str, bytes, bool)) for v in values)
+    ):  # numpy would read '١٢' as 12.0 and True as 1.0: numbers only, as the scalar checks
+        raise SpecError(f"{name} must be numbers, got {_show(values)}")
     try:
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError, OverflowError):
@@ -257,7 +291,14 @@ def check_array(values: Any, name: str, *, whole: bool = True, ge: float = 1,
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    """A short repr for a message; never fails (a 5000-digit int has no repr under Python's
+    int-to-str limit, a container may hold one)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return _shown(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too large to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -290,5 +331,7 @@ __all__ = [
     "check_counts",
     "check_dtype",
     "check_int",
+    "check_name",
     "check_number",
+    "check_paths",
 ]

@@ -180,12 +180,9 @@ class HostProfile(BaseModel):
 
     def save(self, path: str | Path) -> Path:
         """Write the profile atomically (temp file in the same folder + rename)."""
-        from gpumodel.calibration import atomic_write_text
+        from gpumodel._io import atomic_write_text
 
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, self.to_yaml())
-        return path
+        return atomic_write_text(path, self.to_yaml(), "host profile", mkdir=True)
 
 
 def _norm(text: str) -> str:
@@ -218,7 +215,9 @@ def user_hosts_dir() -> Path:
 def read_host_file(path: str | Path) -> HostProfile:
     """Parse and validate a host profile file; a defect is a SpecError naming the file. A file
     read before and unchanged since (same size and modification time) is not parsed again."""
-    path = Path(path)
+    from gpumodel._io import as_path
+
+    path = as_path(path, "host profile")
     try:
         st = path.stat()
     except OSError as exc:
@@ -228,15 +227,11 @@ def read_host_file(path: str | Path) -> HostProfile:
 
 @functools.lru_cache(maxsize=64)
 def _read_host_file(name: str, mtime_ns: int, size: int) -> HostProfile:
+    from gpumodel._io import read_yaml
     from gpumodel.specs import format_validation_error
 
     path = Path(name)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read host profile ({exc.strerror})") from None
-    except yaml.YAMLError:
-        raise SpecError(f"{path}: host profile is not valid YAML") from None
+    data = read_yaml(path, "host profile")  # bounded, UTF-8, depth and aliases checked
     if not isinstance(data, dict):
         raise SpecError(f"{path}: host profile is empty or not a mapping")
     try:

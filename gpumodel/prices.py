@@ -60,6 +60,9 @@ def _check(value: Any, what: str) -> float:
 def price_for(gpu: GPUSpec, price: PriceArg = None) -> Price | None:
     """The price of ``gpu``: ``price`` ($/GPU-hour for every GPU, or a mapping GPU id or alias
     -> $/GPU-hour), else the spec's; None when neither has one."""
+    from gpumodel.specs import get_gpu
+
+    gpu = get_gpu(gpu)
     given: float | None = None
     if isinstance(price, Mapping):
         for key in (gpu.id, *gpu.aliases):
@@ -78,6 +81,8 @@ def price_for(gpu: GPUSpec, price: PriceArg = None) -> Price | None:
 
 def parse_prices(text: str) -> float | dict[str, float]:
     """``'2.49'`` -> 2.49 (every GPU); ``'h100=2.49,h200=3.10'`` -> per GPU (ids or aliases)."""
+    if not isinstance(text, str):
+        raise SpecError(f"prices must be text like '2.49' or 'h100=2.49', got {text!r}"[:120])
     text = text.strip()
     if "=" not in text:
         return _check(text, "--price")

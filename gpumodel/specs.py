@@ -382,7 +382,9 @@ class SpecLibrary:
     def get(self, name: str | GPUSpec) -> GPUSpec:
         if isinstance(name, GPUSpec):
             return name
-        key = name.strip().lower()
+        from gpumodel._validators import check_name
+
+        key = check_name(name, "GPU").strip().lower()
         spec_id = key if key in self._files else self._aliases.get(key)
         if spec_id is None:
             raise UnknownGPUError(name, list(self._files) + list(self._aliases))
@@ -399,7 +401,11 @@ def _library(extra: tuple[str, ...], env: str) -> SpecLibrary:
 
 def library(specs_dirs: Iterable[str | Path] = ()) -> SpecLibrary:
     """The spec library for the default search path plus ``specs_dirs`` (cached)."""
-    return _library(tuple(str(p) for p in specs_dirs), os.environ.get("GPUMODEL_SPECS_PATH", ""))
+    from gpumodel._validators import check_paths
+
+    return _library(
+        check_paths(specs_dirs, "specs_dirs"), os.environ.get("GPUMODEL_SPECS_PATH", "")
+    )
 
 
 def get_gpu(name: str | GPUSpec, specs_dirs: Iterable[str | Path] = ()) -> GPUSpec:

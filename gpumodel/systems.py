@@ -124,6 +124,9 @@ def _load(path: Path) -> SystemSpec:
 
 
 def _library(extra_files: Iterable[str | Path] = ()) -> dict[str, SystemSpec]:
+    from gpumodel._validators import check_paths
+
+    extra_files = check_paths(extra_files, "system files")
     systems: dict[str, SystemSpec] = {}
     d = _paths.systems_dir()
     files = sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")) if d.is_dir() else []
@@ -145,7 +148,9 @@ def get_system(
     """A system by id or alias (case-insensitive), or from a YAML file path."""
     if isinstance(id_or_path, SystemSpec):
         return id_or_path
-    text = str(id_or_path).strip()
+    from gpumodel._validators import check_name
+
+    text = check_name(id_or_path, "system").strip()
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or path.is_file():
         if not path.is_file():

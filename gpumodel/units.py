@@ -80,14 +80,21 @@ def parse_quantity(value: str | float | int, dimension: Dimension) -> float:
     >>> parse_quantity("50 MiB", "bytes")
     52428800.0
     """
-    if isinstance(value, bool):
-        raise UnitError(f"expected a quantity like '{EXAMPLES[dimension]}', got {value!r}")
+    from gpumodel._validators import _show
+
+    if not isinstance(dimension, str) or dimension not in EXAMPLES:
+        raise UnitError(f"dimension must be one of {', '.join(EXAMPLES)}; got {_show(dimension)}")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UnitError(f"expected a quantity like '{EXAMPLES[dimension]}', got {_show(value)}")
     if isinstance(value, (int, float)):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:
+            raise UnitError(f"{_show(value)} is too large for a quantity") from None
     else:
-        match = _QUANTITY.match(str(value))
+        match = _QUANTITY.match(value) if len(value) <= 200 else None
         if not match:
-            raise UnitError(f"expected a quantity like '{EXAMPLES[dimension]}', got {value!r}")
+            raise UnitError(f"expected a quantity like '{EXAMPLES[dimension]}', got {_show(value)}")
         number = float(match.group(1))
         symbol = match.group(2)
         if symbol:
@@ -123,6 +130,12 @@ _NAMES: dict[Dimension, str] = {
 
 def format_quantity(value: float, unit: str, binary: bool = False, digits: int = 3) -> str:
     """Format an SI float for humans: ``format_quantity(3.35e12, "B/s") -> '3.35 TB/s'``."""
+    from gpumodel._validators import check_int, check_number
+
+    value = check_number(value, "value")
+    digits = check_int(digits, "digits", ge=1, le=17)
+    if not isinstance(unit, str):
+        raise UnitError(f"unit must be text, got {unit!r}"[:100])
     if value == 0:
         return f"0 {unit}"
     steps = (
@@ -138,6 +151,9 @@ def format_quantity(value: float, unit: str, binary: bool = False, digits: int =
 
 def format_time(seconds: float) -> str:
     """Human time: ns, µs, ms, s, min, h or days, three significant digits."""
+    from gpumodel._validators import check_number
+
+    seconds = check_number(seconds, "seconds")
     if seconds < 1e-6:
         return f"{seconds * 1e9:.3g} ns"
     if seconds < 1e-3:

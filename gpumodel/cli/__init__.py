@@ -53,7 +53,35 @@ def command(argv: list[str] | None = None):
     import typer
 
     load_commands(argv)
-    return typer.main.get_command(app)
+    cmd = typer.main.get_command(app)
+    _refuse_blank_values(cmd)
+    return cmd
+
+
+def _refuse_blank_values(cmd) -> None:
+    """Every option and argument given on the command line as '' or blanks is an error (one
+    line, exit 2), never read as its default (issue #20: `--dtype ''` was bf16)."""
+    from gpumodel.errors import SpecError
+
+    for sub in getattr(cmd, "commands", {}).values():
+        _refuse_blank_values(sub)
+    for param in getattr(cmd, "params", ()):
+        if getattr(param, "is_flag", False) or getattr(param, "_gm_blank", False):
+            continue
+        inner = param.callback
+
+        def check(ctx, p, value, inner=inner):
+            values = value if isinstance(value, (list, tuple)) else [value]
+            source = ctx.get_parameter_source(p.name)
+            if getattr(source, "name", "") == "COMMANDLINE" and any(
+                isinstance(v, str) and not v.strip() for v in values
+            ):
+                flag = p.opts[0] if p.opts and p.opts[0].startswith("-") else p.name
+                raise SpecError(f"{flag} must not be empty")
+            return inner(ctx, p, value) if inner is not None else value
+
+        param.callback = check
+        param._gm_blank = True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,10 +92,21 @@ def main(argv: list[str] | None = None) -> int:
 
     exit_types, abort_types, usage_types = _click_exceptions(typer)
     args = list(sys.argv[1:] if argv is None else argv)
+    _usable_streams()
     try:
         result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
     except GpumodelError as exc:
         sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # `gpumodel ... | head`: the reader left; stop quietly
+        _silence_stdout()
+        return 141
+    except OSError as exc:
+        if exc.filename is not None:  # a file the command touched: not an output failure
+            raise
+        _silence_stdout()
+        sys.stderr.write(f"error: cannot write the output ({exc.strerror or exc})\n")
         return 2
     except exit_types as exc:
         return exc.exit_code
@@ -81,6 +120,35 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("interrupted\n")
         return 130
     return result if isinstance(result, int) else 0
+
+
+def _usable_streams() -> None:
+    """stdout/stderr that can be written: a closed descriptor (``>&-``) becomes /dev/null, and a
+    narrow encoding (``PYTHONIOENCODING=ascii``) escapes what it cannot show."""
+    import os
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+        elif hasattr(stream, "reconfigure") and getattr(stream, "errors", "") == "strict":
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+
+
+def _silence_stdout() -> None:
+    """After a failed write to stdout, point it at /dev/null so the exit flush cannot fail
+    again (the 'Exception ignored ... BrokenPipeError' Python prints otherwise)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _click_exceptions(typer_module):

@@ -4,7 +4,6 @@ and plan serve."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -87,12 +86,9 @@ def report_plan(
     as_json: bool = _JSON,
 ) -> None:
     """GPUs compared, cost, memory fit, the chosen configuration and the runners-up."""
-    try:
-        data = json.loads(plan.read_text(encoding="utf-8"))
-    except OSError as exc:
-        fail(f"cannot read {plan}: {exc.strerror}")
-    except json.JSONDecodeError as exc:
-        fail(f"{plan} is not JSON ({exc.msg} at line {exc.lineno}); save `plan ... --json`")
+    from gpumodel._io import read_json
+
+    data = read_json(plan, "plan (save `plan ... --json`)")
     if not isinstance(data, dict) or not ({"options", "step"} & set(data)):
         fail(f"{plan} is not the output of `gpumodel plan train|serve --json`")
     from gpumodel.report import render, report_data

@@ -229,7 +229,9 @@ def _library(dirs: tuple[str, ...]) -> ModelLibrary:
 
 
 def _lib(dirs: Iterable[str | Path]) -> ModelLibrary:
-    return _library(tuple(str(d) for d in model_dirs(dirs)))
+    from gpumodel._validators import check_paths
+
+    return _library(tuple(str(d) for d in model_dirs(check_paths(dirs, "model dirs"))))
 
 
 def get_model(name_or_path: str | Path | ModelSpec, dirs: Iterable[str | Path] = ()) -> ModelSpec:
@@ -240,7 +242,9 @@ def get_model(name_or_path: str | Path | ModelSpec, dirs: Iterable[str | Path] =
     """
     if isinstance(name_or_path, ModelSpec):
         return name_or_path
-    text = str(name_or_path)
+    from gpumodel._validators import check_name
+
+    text = check_name(name_or_path, "model")
     if text.endswith((".yaml", ".yml")) or Path(text).is_file():
         return load_model_file(text)
     return _lib(dirs).get(text)

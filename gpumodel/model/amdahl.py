@@ -280,7 +280,9 @@ def data_parallel_step(
     backward_fraction = check_number(backward_fraction, "backward fraction", ge=0, le=1)
     bucket_bytes = check_number(bucket_bytes, "bucket size", gt=0, le=MAX_BYTES)
     if first_bucket_bytes is not None:
-        first_bucket_bytes = check_number(first_bucket_bytes, "first bucket size", gt=0, le=MAX_BYTES)
+        first_bucket_bytes = check_number(
+            first_bucket_bytes, "first bucket size", gt=0, le=MAX_BYTES
+        )
     if scaling not in ("weak", "strong"):
         raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
     ar = allreduce_time or _model_allreduce(gpu, link, system, calibration, dtype)
@@ -378,6 +380,8 @@ def scaling_curve(
     Weak scaling (default): speedup = n x t(1) / t(n) (throughput), efficiency = t(1) / t(n).
     Strong scaling: speedup = t(1) / t(n), efficiency = speedup / n.
     """
+    if isinstance(gpu_counts, (str, bytes, dict)) or not hasattr(gpu_counts, "__len__"):
+        raise SpecError(f"gpu_counts must be a list of GPU counts, got {gpu_counts!r}"[:120])
     if not len(gpu_counts):
         raise SpecError("give at least one GPU count")
     gpu_counts = [check_int(n, "GPU count", ge=1, le=MAX_GPUS) for n in gpu_counts]

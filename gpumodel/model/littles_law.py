@@ -78,8 +78,15 @@ def littles_law(throughput: Any, latency: Any) -> Any:
     ``littles_law(8, 24) == 192``: 8 FP32 ops/cycle x 24 cycles = 192 ops in flight (seed 000).
     numpy arrays broadcast.
     """
+    from gpumodel._validators import check_array, check_number
+
+    def checked(value: Any, name: str) -> Any:
+        if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
+            return check_number(value, name, ge=0, le=1e30)
+        return check_array(value, name, whole=False, ge=0, le=1e30)
+
     # Little's law: L = lambda x W
-    out = np.multiply(throughput, latency)
+    out = np.multiply(checked(throughput, "throughput"), checked(latency, "latency"))
     return out if np.ndim(out) else out.item()
 
 
@@ -102,14 +109,20 @@ def _dram_latency(
     """(cycles, source, reference): source is one of LATENCY_SOURCES."""
     if cycles is not None and seconds is not None:
         raise SpecError("give the DRAM latency in cycles or in seconds, not both")
+    from gpumodel._validators import check_number
+
     if cycles is not None:
-        if not cycles > 0:
+        if not check_number(cycles, "DRAM latency (cycles)") > 0:
             raise SpecError(f"DRAM latency must be > 0 cycles, got {cycles}")
-        return float(cycles), "argument", None
+        return check_number(cycles, "DRAM latency (cycles)", le=1e9), "argument", None
     if seconds is not None:
-        if not seconds > 0:
+        if not check_number(seconds, "DRAM latency (s)") > 0:
             raise SpecError(f"DRAM latency must be > 0 s, got {seconds}")
-        return float(seconds) * gpu.boost_clock_hz, "argument", None
+        return (
+            check_number(seconds, "DRAM latency (s)", le=1.0) * gpu.boost_clock_hz,
+            "argument",
+            None,
+        )
     measured = _calibrated(calibration, "dram_latency_cycles")
     if measured is not None:
         return measured, "calibration", getattr(calibration, "label", None)
@@ -192,12 +205,16 @@ def concurrency(
     ``resident_warps_per_sm`` (e.g. ``occupancy(...).active_warps_per_sm``) adds the
     bandwidth that residency can sustain and whether the kernel is latency-bound.
     """
+    from gpumodel._validators import check_int, check_number
+    from gpumodel.specs import get_gpu
+
+    gpu = get_gpu(gpu)
     if gpu.vendor == "cpu":
         raise UnsupportedError(f"Little's law in warps needs a GPU; {gpu.id} is a CPU spec")
-    if not bytes_per_thread_in_flight > 0:
-        raise SpecError(f"bytes per thread in flight must be > 0, got {bytes_per_thread_in_flight}")
-    if isinstance(ilp, bool) or not isinstance(ilp, int) or ilp < 1:
-        raise SpecError(f"ilp (independent operations per thread) must be >= 1, got {ilp}")
+    check_number(bytes_per_thread_in_flight, "bytes per thread in flight", gt=0, le=2**20)
+    check_int(ilp, "ilp (independent operations per thread)", ge=1, le=2**20)
+    if resident_warps_per_sm is not None:
+        check_number(resident_warps_per_sm, "resident warps per SM", gt=0, le=2**20)
     cycles, source, reference = _dram_latency(gpu, latency_dram_cycles, latency_dram_s, calibration)
     clock = gpu.boost_clock_hz
     latency_s = cycles / clock
@@ -324,10 +341,17 @@ def waves(gpu: GPUSpec | int, blocks: int, blocks_per_sm: int) -> Waves:
     the share of the last wave's slots that has work (0 when the grid fills whole waves).
     ``underfilled``: fewer blocks than one wave holds. ``gpu`` may be a spec or an SM count.
     """
-    sms = gpu if isinstance(gpu, int) else gpu.sm_count
-    for name, value in (("blocks", blocks), ("blocks per SM", blocks_per_sm), ("SMs", sms)):
+    from gpumodel._validators import MAX_ELEMENTS, check_int
+    from gpumodel.specs import get_gpu
+
+    if isinstance(gpu, (int, np.integer)) and not isinstance(gpu, bool):
+        sms = check_int(int(gpu), "SMs", ge=1, le=2**31 - 1)
+    else:
+        sms = get_gpu(gpu).sm_count
+    for name, value in (("blocks", blocks), ("blocks per SM", blocks_per_sm)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise SpecError(f"{name} must be an integer >= 1, got {value!r}")
+            raise SpecError(f"{name} must be an integer >= 1, got {value!r}"[:120])
+        check_int(int(value), name, ge=1, le=MAX_ELEMENTS)
     per_wave = sms * blocks_per_sm
     exact = blocks / per_wave
     launched = math.ceil(blocks / per_wave)

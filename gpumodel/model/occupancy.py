@@ -336,6 +336,9 @@ def occupancy(
     Raises SpecError for out-of-range inputs and UnsupportedError for CPU specs and
     AMD architectures without rules (see the module docstring; CDNA3 has them).
     """
+    from gpumodel.specs import get_gpu
+
+    gpu = get_gpu(gpu)  # a spec, or a name; anything else is one line
     rules = _rules(gpu)
     for name, value in (
         ("threads per block", threads_per_block),
@@ -406,6 +409,9 @@ def occupancy_table(
     ``limit_<resource>`` for each of LIMITERS (2**31-1 where a resource does not limit, as
     in the header), the allocation sizes, and ``limiters``: a list of name tuples, flattened.
     """
+    from gpumodel.specs import get_gpu
+
+    gpu = get_gpu(gpu)  # a spec, or a name; anything else is one line
     rules = _rules(gpu)
     out: dict[str, Any] = dict(
         _compute(rules, block_sizes, registers_per_thread, shared_mem_per_block, carveout)

@@ -157,8 +157,7 @@ def write(path: str | Path, html: str) -> Path:
         raise GpumodelError(f"{path} is a folder: give the HTML file to write, e.g. report.html")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, html)
-        path.chmod(0o644)  # a page to open and send on: readable, like any document
+        atomic_write_text(path, html)  # mode from the umask, like any file the user writes
     except OSError as exc:
         raise GpumodelError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
