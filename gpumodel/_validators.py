@@ -249,7 +249,7 @@ def check_counts(**values: Any) -> None:
     at most 10**6, other sizes (batch, seq, tokens per step...) at most 2**53."""
     for name, value in values.items():
         if value is not None:
-            check_int(value, name, ge=1, le=MAX_GPUS if name in GPU_ARGS else MAX_ELEMENTS)
+            check_int(value, name, ge=1, le=MAX_GPUS if name.split("[")[0] in GPU_ARGS else MAX_ELEMENTS)
 
 
 def check_dtype(dtype: Any, name: str = "dtype") -> str:
@@ -260,7 +260,7 @@ def check_dtype(dtype: Any, name: str = "dtype") -> str:
 
 
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise SpecError(f"{name} must be one of {', '.join(choices)}; got {_show(value)}")
     return value
 
@@ -288,6 +288,82 @@ def check_array(values: Any, name: str, *, whole: bool = True, ge: float = 1,
         raise SpecError(f"{name} must be {kind} within [{ge:g}, {_NAMED.get(le, f'{le:g}')}]; "  # type: ignore[call-overload]
                         f"got {float(first):g} ({int(bad.sum())} such value(s))")  # fmt: skip
     return arr
+
+
+# Named arguments of the LLM planners (predict_inference, predict_training_step, memory, plan_*,
+# search_training): each name's constraint, declared once. Enums come from the Literal types
+# the functions are annotated with (gpumodel.llm.layers / .memory).
+_NUMBER_ARGS: dict[str, dict[str, float]] = {
+    "host_per_kernel_s": {"ge": 0, "le": 3600},  # a host cost per kernel: an hour is absurd
+    "host_per_step_s": {"ge": 0, "le": 3600},
+    "graph_launch_s": {"ge": 0, "le": 3600},
+    "stream_floor_s": {"ge": 0, "le": 3600},
+    "ttft_slo_s": {"gt": 0, "le": MAX_SECONDS},
+    "tpot_slo_s": {"gt": 0, "le": MAX_SECONDS},
+    "latency_slo_s": {"gt": 0, "le": MAX_SECONDS},
+    "fragmentation": {"ge": 1, "le": 100},  # reserved / allocated
+    "mfu": {"gt": 0, "le": 1},
+    "days": {"gt": 0, "le": 1e6},
+    "budget": {"gt": 0, "le": 1e15},
+    "overhead_bytes": {"ge": 0, "le": MAX_BYTES},
+    "tokens": {"gt": 0, "le": MAX_TOKENS},
+}
+_INT_ARGS = {"zero": (0, 3), "limit": (1, 2**31)}
+
+
+def _llm_choices() -> dict[str, tuple[str, ...]]:
+    import importlib
+    from typing import get_args
+
+    layers = importlib.import_module("gpumodel.llm.layers")
+    memory = importlib.import_module("gpumodel.llm.memory")  # the module, not llm.memory()
+
+    return {
+        "attention": get_args(layers.AttentionImpl),
+        "fusion": get_args(layers.Fusion),
+        "kv_cache": get_args(layers.KVCache),
+        "gqa": get_args(layers.GQA),
+        "recompute": get_args(memory.Recompute),
+        "policy": get_args(memory.Policy),
+        "activation_model": get_args(memory.ActivationModel),
+    }
+
+
+def check_args(**values: Any) -> None:
+    """Check the named arguments of an LLM planner (None: not given) against their declared
+    constraint: counts (batch, seq, tp...) as :func:`check_counts`, enums (attention, fusion,
+    kv_cache, gqa, recompute, policy), times, fractions and ``op_times`` (name -> seconds)."""
+    choices = None
+    for name, value in values.items():
+        if value is None:
+            continue
+        if name in _NUMBER_ARGS:
+            bounds = _NUMBER_ARGS[name]
+            number = check_number(value, name)
+            if "ge" in bounds and not number >= bounds["ge"]:
+                raise SpecError(f"{name} must be >= {bounds['ge']:g}, got {number:g}")
+            if "gt" in bounds and not number > bounds["gt"]:
+                raise SpecError(f"{name} must be > {bounds['gt']:g}, got {number:g}")
+            check_number(number, name, le=bounds["le"])
+        elif name in _INT_ARGS:
+            low, high = _INT_ARGS[name]
+            check_int(value, name, ge=low, le=high)
+        elif name == "op_times":
+            from collections.abc import Mapping
+
+            if not isinstance(value, Mapping):
+                raise SpecError(f"op_times must map op names to seconds, got {_show(value)}")
+            for key, seconds in value.items():
+                check_name(key, "op_times key")
+                check_number(seconds, f"op_times[{key!r}]", ge=0, le=MAX_SECONDS)
+        elif name == "dtype":
+            check_dtype(value)
+        else:
+            choices = choices or _llm_choices()
+            if name in choices:
+                check_choice(value, name, choices[name])
+            else:
+                check_counts(**{name: value})
 
 
 def _show(value: Any) -> str:
@@ -326,6 +402,7 @@ __all__ = [
     "Seconds",
     "Size",
     "SmallCount",
+    "check_args",
     "check_array",
     "check_choice",
     "check_counts",

@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from gpumodel._validators import check_choice, check_counts, check_dtype
+from gpumodel._validators import check_args, check_choice, check_counts, check_dtype
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
@@ -438,6 +438,9 @@ def predict_inference(
     check_counts(batch=batch, seq=seq, context=context, gpus=gpus, tp=tp)
     check_dtype(dtype)
     check_choice(phase, "phase", ("prefill", "decode"))
+    check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
+               host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+               graph_launch_s=graph_launch_s, op_times=op_times, stream_floor_s=stream_floor_s)  # fmt: skip
     spec = get_model(model)
     g = get_gpu(gpu)
     rt = get_runtime(runtime)

@@ -49,8 +49,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from gpumodel._validators import MAX_ELEMENTS, MAX_GPUS, Checked, check_int
 from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
 from gpumodel.llm.layers import AttentionImpl, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
@@ -174,7 +175,7 @@ def activation_bytes_per_layer(
     return sbh * (10.0 + 24.0 / t + scores / t)
 
 
-class MemoryBreakdown(BaseModel):
+class MemoryBreakdown(Checked):
     """Bytes per GPU, by component, against the GPU's capacity."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -287,6 +288,16 @@ def memory(
     ``"decode"``).
     Training: micro-batch ``batch`` of ``seq`` tokens, ``microbatches`` in flight per pipeline
     (default >= pp), ZeRO stage ``zero`` over ``dp`` ranks."""
+    from gpumodel._validators import check_args
+
+    for name, value in (("batch", batch), ("seq", seq), ("tp", tp), ("pp", pp), ("dp", dp)):
+        check_int(value, name, le=MAX_GPUS if name in ("tp", "pp", "dp") else MAX_ELEMENTS)
+    check_args(batch=batch, seq=seq, tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute,
+               attention=attention, microbatches=microbatches, prefill_tokens=prefill_tokens,
+               overhead_bytes=overhead_bytes, policy=policy, activation_model=activation_model,
+               fragmentation=fragmentation, dtype=dtype)  # fmt: skip
+    if kv_dtype is not None:
+        check_args(dtype=kv_dtype)
     spec = get_model(model)
     g = get_gpu(gpu)
     if train:
@@ -414,12 +425,18 @@ def _largest(lo: int, hi: int, ok: Any) -> int:
 def max_batch(model: ModelSpec | str, gpu: GPUSpec | str, *, seq: int = 2048,
               limit: int = 1 << 20, **kwargs: Any) -> int:  # fmt: skip
     """Largest batch of ``seq``-token sequences that fits (0 if none)."""
+    from gpumodel._validators import check_args
+
+    check_args(seq=seq)
+    check_int(limit, "limit", ge=1, le=2**31)
     return _largest(1, limit, lambda b: memory(model, gpu, batch=b, seq=seq, **kwargs).fits)
 
 
 def max_context(model: ModelSpec | str, gpu: GPUSpec | str, *, batch: int = 1,
                 **kwargs: Any) -> int:  # fmt: skip
     """Longest context (up to the model's max_context) that fits at ``batch`` (0 if none)."""
+
+    check_int(batch, "batch")
     spec = get_model(model)
     return _largest(1, spec.max_context,
                     lambda s: memory(spec, gpu, batch=batch, seq=s, **kwargs).fits)  # fmt: skip

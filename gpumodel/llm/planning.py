@@ -155,6 +155,17 @@ def search_training(
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
     option that meets ``days`` and/or ``budget`` (see the module docstring)."""
+    from gpumodel._validators import check_args
+
+    check_args(tokens=tokens, days=days, budget=budget, tp=tp, pp=pp, zero=zero,
+               micro_batch=micro_batch, global_batch=global_batch, seq=seq, dtype=dtype,
+               recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+               fragmentation=fragmentation)  # fmt: skip
+    if gpus is not None:
+        if isinstance(gpus, (str, bytes, dict)) or not hasattr(gpus, "__iter__"):
+            raise SpecError(f"gpus must be a list of GPU counts, got {gpus!r}"[:120])
+        gpus = list(gpus)
+        check_args(**{f"gpus[{i}]": n for i, n in enumerate(gpus)})
     spec = get_model(model)
     g = get_gpu(gpu)
     if not (math.isfinite(tokens) and tokens > 0):

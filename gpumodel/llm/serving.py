@@ -44,7 +44,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel._validators import check_counts, check_dtype, check_int, check_number
+from gpumodel._validators import (
+    check_args,
+    check_counts,
+    check_dtype,
+    check_int,
+    check_number,
+)
 from gpumodel.calibration import (
     DATASHEET_LABEL,
     calibration_label,
@@ -320,8 +326,9 @@ def plan_serving(
     check_int(output, "output", ge=0)
     rate = check_number(rate, "rate (requests/s)", gt=0, le=1e12)
     check_dtype(dtype)
+    check_args(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, latency_slo_s=latency_slo_s)
     spec = get_model(model)
-    if slo not in SLO_PRESETS:
+    if not isinstance(slo, str) or slo not in SLO_PRESETS:
         raise SpecError(f"slo must be one of {', '.join(SLO_PRESETS)}, got {slo!r}")
     ttft_slo_s = SLO_PRESETS[slo][0] if ttft_slo_s is None else ttft_slo_s
     tpot_slo_s = SLO_PRESETS[slo][1] if tpot_slo_s is None else tpot_slo_s

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict
 from gpumodel._validators import (
     MAX_GPUS,
     MAX_TOKENS,
+    check_args,
     check_counts,
     check_dtype,
     check_int,
@@ -600,6 +601,8 @@ def predict_training_step(
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
+    check_args(zero=zero, recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+               fragmentation=fragmentation)  # fmt: skip
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = seq or min(spec.max_context, 8192)
@@ -697,6 +700,8 @@ def plan_training(
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
+    check_args(zero=zero, recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+               fragmentation=fragmentation)  # fmt: skip
     tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
     if mfu is not None:
         mfu = check_number(mfu, "mfu", gt=0, le=1)
