@@ -249,7 +249,9 @@ def check_counts(**values: Any) -> None:
     at most 10**6, other sizes (batch, seq, tokens per step...) at most 2**53."""
     for name, value in values.items():
         if value is not None:
-            check_int(value, name, ge=1, le=MAX_GPUS if name.split("[")[0] in GPU_ARGS else MAX_ELEMENTS)
+            check_int(
+                value, name, ge=1, le=MAX_GPUS if name.split("[")[0] in GPU_ARGS else MAX_ELEMENTS
+            )
 
 
 def check_dtype(dtype: Any, name: str = "dtype") -> str:
