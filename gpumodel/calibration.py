@@ -118,7 +118,9 @@ class CalibrationParams(_Frozen):
     dram_write_efficiency: DatasheetRatio | None = None
     dram_turnaround: Fraction | None = Field(None, le=0.5)
     l2_bandwidth_bytes_per_s: Rate | None = Field(None)
-    l2_hot_max_bytes: PositiveBytes | None = Field(None, description="largest hot working set in L2")
+    l2_hot_max_bytes: PositiveBytes | None = Field(
+        None, description="largest hot working set in L2"
+    )
     kernel_overhead_s: Seconds | None = Field(None)
     dram_first_load_s: Seconds | None = Field(
         None,
@@ -226,7 +228,9 @@ class Calibration(_Frozen):
     # them, so ``save`` refuses
     _measurements_skipped: bool = PrivateAttr(False)
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Calibration:
+    def model_copy(
+        self, *, update: dict[str, Any] | None = None, deep: bool = False
+    ) -> Calibration:
         """A copy; one whose ``measurements`` are given explicitly may be saved again."""
         copy = super().model_copy(update=update, deep=deep)
         if update and "measurements" in update:
@@ -466,7 +470,9 @@ def load_calibration(
     if isinstance(id_or_path, Calibration):
         cal = id_or_path
     else:
-        text = str(id_or_path)
+        from gpumodel._validators import check_name
+
+        text = check_name(id_or_path, "calibration")
         path = Path(text)
         if path.suffix in (".yaml", ".yml", ".json") or path.exists():
             cal = read_calibration_file(path)

@@ -251,7 +251,9 @@ def load_yaml_model(
     """Parse one YAML data file into ``model`` (its ``origin`` set to the path). Errors name the
     file and the field. With ``unsourced_ok``, every other top-level key must be covered by an
     entry of the file's ``sources:``."""
-    path = Path(path)
+    from gpumodel._io import as_path
+
+    path = as_path(path, f"{what} file")
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of {what} fields at the top level")

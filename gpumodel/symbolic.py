@@ -120,10 +120,14 @@ def explain_symbolic(
     """Formulas and solved crossovers for ``topic`` on ``gpu``. ``model`` (decode, attention)
     takes widths from a model preset; ``size`` is the default matrix side / hidden size;
     ``context`` the decode context; ``gpus`` the all-reduce rank count."""
+    from gpumodel._validators import check_counts, check_int, check_name
+
     g = get_gpu(gpu)
-    if dtype not in BYTES_PER_ELEMENT:
-        raise SpecError(f"unknown dtype '{dtype}'")
-    key = str(topic).strip().lower().replace("-", "").replace("_", "")
+    if not isinstance(dtype, str) or dtype not in BYTES_PER_ELEMENT:
+        raise SpecError(f"unknown dtype {dtype!r}"[:80])
+    check_counts(gpus=gpus, size=size)
+    check_int(context, "context", ge=0)
+    key = check_name(topic, "topic").strip().lower().replace("-", "").replace("_", "")
     if key == "gemm":
         return _gemm(g, dtype, size)
     if key == "attention":

@@ -114,11 +114,13 @@ def calibrate_from_trace(
     profiler's own host cost out exactly. ``calibration``: the base the family scales apply to
     (None: the best found for the GPU).
     """
+    from gpumodel._io import as_path
+    from gpumodel._validators import check_number
     from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows
     from gpumodel.llm.models import get_model
 
-    path = Path(path)
-    if step_ms is not None and not (step_ms > 0 and step_ms < 1e9):
+    path = as_path(path, "trace")
+    if step_ms is not None and not (0 < check_number(step_ms, "--step-ms") < 1e9):
         raise TraceFormatError(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )

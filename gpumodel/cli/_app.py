@@ -35,7 +35,32 @@ def split_list(value: str | None) -> list[str]:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=_json_default) + "\n")
+    sys.stdout.write(json_text(data) + "\n")
+
+
+def json_text(data: Any, indent: int | None = 2) -> str:
+    """Strict JSON (RFC 8259 has no NaN or Infinity): an unbounded value (the arithmetic
+    intensity of a kernel that moves no bytes) is written as null; a NaN is a bug and an error."""
+    try:
+        return json.dumps(data, indent=indent, default=_json_default, allow_nan=False)
+    except ValueError:
+        pass
+    plain = json.loads(json.dumps(data, default=_json_default))  # NaN/Infinity read back as floats
+
+    def clean(v: Any, where: str) -> Any:
+        if isinstance(v, float) and v != v:
+            from gpumodel.errors import GpumodelError
+
+            raise GpumodelError(f"internal error: {where or 'the result'} is NaN (please report)")
+        if isinstance(v, float) and v in (float("inf"), float("-inf")):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x, f"{where}.{k}") for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        return v
+
+    return json.dumps(clean(plain, ""), indent=indent, allow_nan=False)
 
 
 def _json_default(obj: Any) -> Any:

@@ -10,7 +10,6 @@ command with one line and exit code 2 after the rows before it have been written
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from itertools import islice
@@ -19,7 +18,7 @@ from typing import Any
 import typer
 
 import gpumodel as gm
-from gpumodel.cli._app import app, fail
+from gpumodel.cli._app import app, fail, json_text
 
 CHUNK = 8192
 KEYS = ("op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity")
@@ -86,7 +85,7 @@ def _write_json(predicted: Iterator[tuple[int, list[dict]]]) -> None:
     n = 0
     for _, results in predicted:
         for r in results:
-            text = json.dumps(r, indent=2).replace("\n", "\n  ")
+            text = json_text(r).replace("\n", "\n  ")
             out.write(("[\n  " if n == 0 else ",\n  ") + text)
             n += 1
     out.write("\n]\n" if n else "[]\n")

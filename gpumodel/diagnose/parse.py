@@ -172,9 +172,9 @@ def load_trace(source: str | Path | dict[str, Any] | list[Any] | Trace) -> Trace
         return source
     if isinstance(source, (dict, list)):
         return _from_chrome(source, None, truncated=False, warnings=[])
-    from gpumodel._io import InputFileError, max_input_bytes, read_bytes
+    from gpumodel._io import InputFileError, as_path, max_input_bytes, read_bytes
 
-    path = Path(source)
+    path = as_path(source, "trace")
     limit = max_input_bytes()
     try:
         raw = read_bytes(path, "trace", limit)

@@ -285,6 +285,10 @@ def data_parallel_step(
         )
     if scaling not in ("weak", "strong"):
         raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
+    if allreduce_time is not None and not callable(allreduce_time):
+        raise SpecError(
+            f"allreduce_time must be a function (bytes, gpus) -> s, got {allreduce_time!r}"[:120]
+        )
     ar = allreduce_time or _model_allreduce(gpu, link, system, calibration, dtype)
     per_gpu = compute_s / gpus if scaling == "strong" else compute_s
     fwd = per_gpu * (1 - backward_fraction)

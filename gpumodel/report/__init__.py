@@ -23,6 +23,7 @@ KINDS = ("validate", "diagnose", "plan")
 def report_data(kind: str, source: Any, **kw: Any) -> dict[str, Any]:
     """The data a page of ``kind`` shows (embedded in it; what ``gpumodel report --json``
     prints)."""
+    _check_source(kind, source)
     if kind == "validate":
         from gpumodel.report.validate import validate_data
 
@@ -36,6 +37,26 @@ def report_data(kind: str, source: Any, **kw: Any) -> dict[str, Any]:
 
         return plan_data(source)
     raise SpecError(f"unknown report kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def _check_source(kind: str, source: Any) -> None:
+    """The source each kind of page is drawn from, else one line (not a TypeError inside)."""
+    from collections.abc import Mapping
+
+    if kind == "validate":
+        from gpumodel.calibration import Calibration
+
+        ok, want = isinstance(source, Calibration), "a Calibration"
+    elif kind == "diagnose":
+        ok, want = hasattr(source, "to_dict") and hasattr(source, "ops"), "a DiagnoseReport"
+    elif kind == "plan":
+        data = source.to_dict() if hasattr(source, "to_dict") else source
+        ok = isinstance(data, Mapping) and bool({"options", "step"} & set(data))
+        want = "a plan (plan_serving / plan_training / search_training, or their --json)"
+    else:
+        return
+    if not ok:
+        raise SpecError(f"a {kind} report needs {want}, got {type(source).__name__}")
 
 
 def render(data: dict[str, Any]) -> str:
