@@ -98,6 +98,17 @@ def _calibrated(calibration: Any, name: str) -> float | None:
     """``name`` from a Calibration, its ``parameters``, or a mapping; None when absent."""
     if calibration is None:
         return None
+    if isinstance(calibration, str):  # an id or a file, as predict(calibration=...) takes
+        from gpumodel.calibration import load_calibration
+
+        calibration = load_calibration(calibration)
+    elif not (
+        isinstance(calibration, dict)
+        or hasattr(calibration, "model_fields")
+        or hasattr(calibration, "parameters")
+    ):
+        raise SpecError(f"calibration must be a Calibration, its parameters, a dict or an id; "
+                        f"got {type(calibration).__name__}")  # fmt: skip
     params = getattr(calibration, "parameters", calibration)
     value = params.get(name) if isinstance(params, dict) else getattr(params, name, None)
     return float(value) if value is not None else None
