@@ -216,7 +216,13 @@ def _compute(
     t = _as_int_array(threads, "threads per block")
     r = _as_int_array(regs, "registers per thread")
     s = _as_int_array(smem, "shared memory per block")
-    t, r, s = np.broadcast_arrays(t, r, s)
+    try:
+        t, r, s = np.broadcast_arrays(t, r, s)
+    except ValueError:
+        raise SpecError(
+            f"block sizes {t.shape}, registers {r.shape} and shared memory {s.shape} do not "
+            "broadcast to one shape"
+        ) from None
     _check_inputs(rules, t, r, s)
     preference = _carveout_preference_bytes(rules, carveout)
 
