@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ValidationError, model_validator
 
 from gpumodel.errors import SpecError
 
@@ -108,6 +108,10 @@ PositiveBytes = _float_type(gt=0, le=MAX_BYTES)
 FlopCount = _float_type(ge=0, le=MAX_FLOPS)
 Rate = _float_type(gt=0, le=1e21)  # FLOP/s or bytes/s: a zetta-rate is far past any machine
 
+# a host-side cost of one call or launch (host profiles, host_per_kernel_s): an hour is absurd
+HostSeconds = _float_type(gt=0, le=3600)
+HostSecondsOrZero = _float_type(ge=0, le=3600)
+
 Size = _int_type(1, MAX_ELEMENTS)  # a dimension or element count
 NonNegativeSize = _int_type(0, MAX_ELEMENTS)
 GpuCount = _int_type(1, MAX_GPUS)
@@ -145,6 +149,53 @@ class Checked(BaseModel, metaclass=_CheckedMeta):
     default), the same as when the model is read from a file."""
 
     _error: ClassVar[type[Exception]] = SpecError
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        """``true`` where a number or text is declared is an error: pydantic's lax mode reads
+        it as 1 (``bus_width_bits: true`` was a 1-bit bus). Fields that allow bool keep it."""
+        if isinstance(data, dict):
+            for name, field in cls.model_fields.items():
+                key = field.alias if field.alias and field.alias in data else name
+                if key in data and _has_bool(data[key]) and not _allows_bool(field.annotation):
+                    raise ValueError(f"{key}: expected a number or text, got a boolean")
+        return data
+
+
+def _has_bool(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, (list, tuple)) and depth < 2:
+        return any(_has_bool(v, depth + 1) for v in value[:64])
+    return False
+
+
+_BOOL_OK: dict[Any, bool] = {}
+
+
+def _allows_bool(annotation: Any) -> bool:
+    """Whether a field's type admits a bool anywhere (bool, Any, an untyped container)."""
+    try:
+        return _BOOL_OK[annotation]
+    except (KeyError, TypeError):
+        pass
+    from typing import get_args
+
+    if annotation is bool or annotation is Any or annotation is object:
+        ok = True
+    else:
+        args = get_args(annotation)
+        ok = any(
+            _allows_bool(a) for a in args if a is not Ellipsis and not isinstance(a, (int, str))
+        )
+        if not args and annotation in (list, tuple, dict):
+            ok = True
+    try:
+        _BOOL_OK[annotation] = ok
+    except TypeError:
+        pass
+    return ok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,6 +444,8 @@ __all__ = [
     "FlopCount",
     "Fraction",
     "GpuCount",
+    "HostSeconds",
+    "HostSecondsOrZero",
     "Multiplier",
     "NonEmptyStr",
     "NonNegativeFloat",

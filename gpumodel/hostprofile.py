@@ -57,9 +57,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from gpumodel import _paths
+from gpumodel._validators import Checked, HostSeconds, HostSecondsOrZero
 from gpumodel.errors import SpecError, UnknownModelError
 
 # The profile a prediction assumes when none is given and none was measured locally.
@@ -70,25 +71,25 @@ REFERENCE_GRAPH_KERNEL_S = 1.21e-6
 LOCAL_HOST = "local"
 
 
-class EagerOpCosts(BaseModel):
+class EagerOpCosts(Checked):
     """Host seconds of one eager PyTorch call of each kind, issued back to back (dispatcher +
     Python of the call + the launch, when it launches)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True,
                               serialize_by_alias=True)  # fmt: skip
-    matmul: float = Field(gt=0)
-    elementwise: float = Field(gt=0)
-    reduction: float = Field(gt=0)
-    norm: float = Field(gt=0)
-    view: float = Field(ge=0)
-    cat: float = Field(gt=0)
-    copy_: float = Field(gt=0, alias="copy")  # "copy" would shadow BaseModel.copy
-    index: float = Field(gt=0)
-    sdpa: float = Field(gt=0)
-    optimizer_step: float = Field(gt=0)
+    matmul: HostSeconds
+    elementwise: HostSeconds
+    reduction: HostSeconds
+    norm: HostSeconds
+    view: HostSecondsOrZero
+    cat: HostSeconds
+    copy_: HostSeconds = Field(alias="copy")  # "copy" would shadow BaseModel.copy
+    index: HostSeconds
+    sdpa: HostSeconds
+    optimizer_step: HostSeconds
 
 
-class HostProfile(BaseModel):
+class HostProfile(Checked):
     """One machine's host-side costs (see the module docstring)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -103,14 +104,14 @@ class HostProfile(BaseModel):
     cuda_driver: str | None = None
     gpu: str
     eager_op_s: EagerOpCosts
-    kernel_launch_s: float | None = Field(None, gt=0)
-    hf_decoder_layer_s: float | None = Field(None, gt=0)
+    kernel_launch_s: HostSeconds | None = None
+    hf_decoder_layer_s: HostSeconds | None = None
     hf_decoder_layer_kernels: int | None = Field(None, ge=1)
     # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used
-    graph_replay_s: float | None = Field(None, ge=0)
-    graph_replay_per_kernel_s: float | None = Field(None, ge=0)
-    compiled_step_launch_s: float | None = Field(None, ge=0)
-    spread: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    graph_replay_s: HostSecondsOrZero | None = None
+    graph_replay_per_kernel_s: HostSecondsOrZero | None = None
+    compiled_step_launch_s: HostSecondsOrZero | None = None
+    spread: dict[str, tuple[HostSecondsOrZero, HostSecondsOrZero]] = Field(default_factory=dict)
     # provenance that `gpumodel validate --host-only` records beside the figures (named here so
     # that any other key is still an error)
     notes: str | dict[str, Any] | None = None

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from gpumodel import _paths
-from gpumodel._validators import MAX_BYTES, Checked, PositiveFloat, SmallCount
-from gpumodel.errors import SpecError, UnitError, UnknownGPUError
+from gpumodel._validators import MAX_BYTES, Checked, NonEmptyStr, PositiveFloat, SmallCount
+from gpumodel.errors import GpumodelError, SpecError, UnitError, UnknownGPUError
 from gpumodel.units import Dimension, parse_quantity
 
 M = TypeVar("M", bound=BaseModel)
@@ -182,10 +182,10 @@ class GPUSpec(_Frozen):
     """One GPU's datasheet, parsed to SI units."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
-    name: str
-    aliases: tuple[str, ...] = ()
+    name: NonEmptyStr
+    aliases: tuple[NonEmptyStr, ...] = ()
     vendor: Literal["nvidia", "amd", "cpu"]
-    architecture: str
+    architecture: NonEmptyStr
     compute_capability: str | None = Field(None, pattern=r"^\d+\.\d+$")
     sm_count: SmallCount = Field(description="SMs (NVIDIA), CUs (AMD) or cores (CPU)")
     boost_clock_hz: Hertz = Field(alias="boost_clock")
@@ -321,9 +321,11 @@ def _peek_names(path: Path) -> tuple[str, tuple[str, ...]] | None:
     """(id, aliases) of a spec file from its top-level lines, or None when they are not
     written as one ``id: x`` line and at most one ``aliases: [a, b]`` line (then the file is
     parsed)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    from gpumodel._io import max_input_bytes, read_text
+
+    try:  # bounded, regular files only (a FIFO named *.yaml cannot hang the lookup)
+        text = read_text(path, "spec", max_input_bytes(yaml=True))
+    except GpumodelError:
         return None  # load_spec_file names the problem
     ids = _ID_LINE.findall(text)
     alias_lines = _ALIASES_LINE.findall(text)

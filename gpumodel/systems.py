@@ -31,7 +31,7 @@ from typing import Literal
 from pydantic import Field
 
 from gpumodel import _paths
-from gpumodel._validators import GpuCount
+from gpumodel._validators import GpuCount, NonEmptyStr
 from gpumodel.errors import SpecError, UnknownModelError
 from gpumodel.specs import BytesPerS, Seconds, Source, _Frozen, load_yaml_model
 
@@ -85,8 +85,8 @@ class SystemSpec(_Frozen):
     """A node (or a cluster of ``nodes`` identical nodes) of GPUs and its links."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
-    name: str
-    aliases: tuple[str, ...] = ()
+    name: NonEmptyStr
+    aliases: tuple[NonEmptyStr, ...] = ()
     gpu: str = Field(description="GPU spec id (see `gpumodel specs list`)")
     gpus_per_node: GpuCount
     intra_node: IntraNodeLink

@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from gpumodel import _paths
-from gpumodel._validators import Checked, Size
+from gpumodel._validators import Checked, NonEmptyStr, Size
 from gpumodel.errors import SpecError, UnknownModelError
 from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
@@ -67,8 +67,8 @@ class ModelSpec(_Frozen):
     ``head_dim`` to ``hidden / heads`` and ``ffn_hidden`` to ``4 * hidden``."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-_]*$")
-    name: str
-    aliases: tuple[str, ...] = ()
+    name: NonEmptyStr
+    aliases: tuple[NonEmptyStr, ...] = ()
     layers: Size
     hidden: Size
     heads: Size

@@ -104,7 +104,7 @@ def _calibrated(calibration: Any, name: str) -> float | None:
         calibration = load_calibration(calibration)
     elif not (
         isinstance(calibration, dict)
-        or hasattr(calibration, "model_fields")
+        or hasattr(type(calibration), "model_fields")
         or hasattr(calibration, "parameters")
     ):
         raise SpecError(f"calibration must be a Calibration, its parameters, a dict or an id; "

@@ -149,10 +149,11 @@ def section(title: str, body: str, id_: str = "") -> str:
 def write(path: str | Path, html: str) -> Path:
     """Write atomically (temp file in the same folder, then rename); a path that cannot be
     written is a GpumodelError naming it."""
+    from gpumodel._io import as_path
     from gpumodel.calibration import atomic_write_text
     from gpumodel.errors import GpumodelError
 
-    path = Path(path)
+    path = as_path(path, "HTML report")
     if path.is_dir():
         raise GpumodelError(f"{path} is a folder: give the HTML file to write, e.g. report.html")
     try:
