@@ -95,12 +95,19 @@ def _float_type(**bounds: float) -> Any:
 FiniteFloat = _float_type()
 PositiveFloat = _float_type(gt=0)
 NonNegativeFloat = _float_type(ge=0)
-Efficiency = _float_type(gt=0, le=1)  # a true fraction: achieved / possible
+# Efficiencies and fitted multipliers are at least 1e-4: a kernel at 0.01% of its roof is a
+# broken fit, and 1e-300 turned a GEMM into 10^296 s (fuzz campaign, 2026-11-24)
+MIN_RATIO = 1e-4
+Efficiency = _float_type(ge=MIN_RATIO, le=1)  # a true fraction: achieved / possible
 # achieved / datasheet: can pass 1 when the part boosts past its datasheet clock (the fitter caps
 # its GEMM and stream efficiencies at 1.2)
-DatasheetRatio = _float_type(gt=0, le=1.5)
+DatasheetRatio = _float_type(ge=MIN_RATIO, le=1.5)
 Fraction = _float_type(ge=0, le=1)
-Multiplier = _float_type(gt=0, le=1e3)  # a fitted per-family multiplier on a rate
+Multiplier = _float_type(ge=MIN_RATIO, le=1e3)  # a fitted per-family multiplier on a rate
+Cycles = _float_type(gt=0, le=1e9)  # a latency in clock cycles (DRAM ~600-900)
+PerSMCycle = _float_type(ge=1e-6, le=1e6)  # elements one SM completes per clock
+Percent = _float_type(ge=0, le=1e6)  # an error statistic, %
+SignedPercent = _float_type(ge=-1e6, le=1e6)
 Seconds = _float_type(ge=0, le=MAX_SECONDS)
 PositiveSeconds = _float_type(gt=0, le=MAX_SECONDS)
 ByteCount = _float_type(ge=0, le=MAX_BYTES)
@@ -438,6 +445,7 @@ __all__ = [
     "MAX_GPUS",
     "ByteCount",
     "Checked",
+    "Cycles",
     "DatasheetRatio",
     "Efficiency",
     "FiniteFloat",
@@ -450,11 +458,14 @@ __all__ = [
     "NonEmptyStr",
     "NonNegativeFloat",
     "NonNegativeSize",
+    "PerSMCycle",
+    "Percent",
     "PositiveBytes",
     "PositiveFloat",
     "PositiveSeconds",
     "Rate",
     "Seconds",
+    "SignedPercent",
     "Size",
     "SmallCount",
     "check_args",

@@ -32,18 +32,20 @@ from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 from gpumodel import _paths
 from gpumodel._validators import (
     Checked,
+    Cycles,
     DatasheetRatio,
     FiniteFloat,
     Fraction,
     GpuCount,
     Multiplier,
-    NonNegativeFloat,
     NonNegativeSize,
+    Percent,
+    PerSMCycle,
     PositiveBytes,
-    PositiveFloat,
     PositiveSeconds,
     Rate,
     Seconds,
+    SignedPercent,
 )
 from gpumodel.errors import CalibrationError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
@@ -68,7 +70,7 @@ class GemmParams(_Frozen):
         1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )
     overhead_s: Seconds | None = Field(None, description="fixed cost of one cuBLAS call")
-    overlap_exponent: FiniteFloat | None = Field(None, ge=1)
+    overlap_exponent: FiniteFloat | None = Field(None, ge=1, le=100)
 
 
 class HostLinkParams(_Frozen):
@@ -132,7 +134,7 @@ class CalibrationParams(_Frozen):
         description="extra fixed time of kernels that reduce to a tiny output "
         "(the last block's dependent final step)",
     )
-    overlap_exponent: FiniteFloat | None = Field(None, ge=1)
+    overlap_exponent: FiniteFloat | None = Field(None, ge=1, le=100)
     compute_efficiency: dict[str, DatasheetRatio] = Field(
         default_factory=dict,
         description="'unit:dtype' (or 'vector:fp32:no-fma' for kernels without FMA) -> "
@@ -151,14 +153,14 @@ class CalibrationParams(_Frozen):
     family_overhead_s: dict[str, Seconds] = Field(
         default_factory=dict, description="per op family fixed cost per kernel, seconds"
     )
-    family_elements_per_sm_cycle: dict[str, PositiveFloat] = Field(
+    family_elements_per_sm_cycle: dict[str, PerSMCycle] = Field(
         default_factory=dict,
         description="per op family, elements one SM completes per clock when the kernel is "
         "bound by per-element instructions (index arithmetic); carries to GPUs by SMs x clock",
     )
     host: HostLinkParams = HostLinkParams()
-    dram_latency_cycles: PositiveFloat | None = None
-    l2_latency_cycles: PositiveFloat | None = None
+    dram_latency_cycles: Cycles | None = None
+    l2_latency_cycles: Cycles | None = None
     launch_host_s: Seconds | None = Field(None)
     collectives: dict[str, CollectiveParams] = Field(default_factory=dict)
     # the in-workload condition (gpumodel.model.power): power-limited sustained clock and the
@@ -186,11 +188,11 @@ class FamilyError(_Frozen):
     """Leave-out error of one op family: |pred - meas| / meas statistics over ``n`` points."""
 
     n: NonNegativeSize
-    median_abs_pct: NonNegativeFloat
-    p90_abs_pct: NonNegativeFloat
-    bias_pct: FiniteFloat
-    datasheet_median_abs_pct: NonNegativeFloat | None = None
-    tolerance_pct: NonNegativeFloat | None = None
+    median_abs_pct: Percent
+    p90_abs_pct: Percent
+    bias_pct: SignedPercent
+    datasheet_median_abs_pct: Percent | None = None
+    tolerance_pct: Percent | None = None
 
 
 class SystemKey(_Frozen):

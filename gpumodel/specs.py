@@ -35,7 +35,9 @@ BYTES_PER_ELEMENT: dict[str, float] = {
 }  # fmt: skip
 
 
-def _quantity(dimension: Dimension, positive: bool = False, most: float = 1e21) -> Any:
+def _quantity(
+    dimension: Dimension, positive: bool = False, most: float = 1e21, least: float = 0.0
+) -> Any:
     """Parse a quantity string (or an SI number) of ``dimension``; rates are > 0 (a 0 TB/s
     bandwidth or 0 FLOP/s peak would divide by zero downstream) and all are bounded."""
 
@@ -46,6 +48,8 @@ def _quantity(dimension: Dimension, positive: bool = False, most: float = 1e21) 
             raise SpecError(str(exc)) from None
         if positive and number <= 0:
             raise SpecError(f"must be greater than 0, got {value!r}")
+        if number < least:
+            raise SpecError(f"{value!r} is below any hardware (min {least:.0e} SI units)")
         if number > most:
             raise SpecError(f"{value!r} is beyond any hardware (max {most:.0e} SI units)")
         return number
@@ -54,10 +58,12 @@ def _quantity(dimension: Dimension, positive: bool = False, most: float = 1e21) 
 
 
 Bytes = Annotated[float, _quantity("bytes", most=MAX_BYTES)]
-BytesPerS = Annotated[float, _quantity("bytes_per_s", positive=True)]
-FlopPerS = Annotated[float, _quantity("flop_per_s", positive=True)]
-Hertz = Annotated[float, _quantity("hz", positive=True)]
-Watts = Annotated[float, _quantity("watts", positive=True)]
+# rates and clocks have a floor as well as a ceiling: no GPU runs below 1 MB/s, 1 MFLOP/s or
+# 1 MHz (a 1e-300 Hz clock passed "> 0" and gave 10^304 s)
+BytesPerS = Annotated[float, _quantity("bytes_per_s", positive=True, least=1e6)]
+FlopPerS = Annotated[float, _quantity("flop_per_s", positive=True, least=1e6)]
+Hertz = Annotated[float, _quantity("hz", positive=True, least=1e6)]
+Watts = Annotated[float, _quantity("watts", positive=True, least=1e-3)]
 Seconds = Annotated[float, _quantity("seconds", most=1e9)]
 
 

@@ -49,7 +49,7 @@ HEAD = "gpu_id: h100-sxm\ndevice_name: x\ncreated: 2026-01-01\n"
         ("gpu_id: h100-sxm\nparameters: {dram_eff\n" + END, "not valid YAML"),
         ("", "empty or not a mapping"),
         (HEAD + END, "parameters: required key is missing"),
-        (HEAD + "parameters: {dram_efficiency: -1}\n" + END, "greater than 0"),
+        (HEAD + "parameters: {dram_efficiency: -1}\n" + END, "at least 0.0001"),
     ],
 )
 def test_corrupt_or_truncated_file_is_a_clear_error(tmp_path, text, message):
