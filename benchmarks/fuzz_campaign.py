@@ -180,9 +180,9 @@ SIGNED = (
 )
 
 
-def judge_numbers(pairs: list[tuple[str, float]]) -> tuple[str, str] | None:
+def judge_numbers(pairs: list[tuple[str, float]], one_gpu: bool = False) -> tuple[str, str] | None:
     # a collective on one GPU moves nothing: 0 s is its honest time
-    one_gpu = any(w.rsplit(".", 1)[-1] == "gpus" and v == 1 for w, v in pairs)
+    one_gpu = one_gpu or any(w.rsplit(".", 1)[-1] == "gpus" and v == 1 for w, v in pairs)
     for where, value in pairs:
         leaf = where.rsplit(".", 1)[-1].split("[")[0].lower()
         if not math.isfinite(value):
@@ -215,7 +215,10 @@ def judge_json_text(text: str) -> tuple[str, str] | None:
             data = [json.loads(ln) for ln in lines[:2000]]
         except ValueError:
             return None  # text output, judged by its nan/inf words only
-    return judge_numbers(walk_numbers(data))
+    return judge_numbers(walk_numbers(data), bool(_ONE_GPU.search(text)))
+
+
+_ONE_GPU = re.compile(r"gpus=1[,)]")
 
 
 def exc_detail(exc: BaseException) -> str:
@@ -237,7 +240,7 @@ def judge_exception(exc: BaseException) -> tuple[str, str]:
 
 
 def judge_value(value: Any, invalid: bool, label: str) -> tuple[str, str]:
-    found = judge_numbers(walk_numbers(value))
+    found = judge_numbers(walk_numbers(value), bool(_ONE_GPU.search(repr(value)[:2000])))
     if found:
         return found
     if invalid:
