@@ -254,6 +254,22 @@ def check_number(
     raise SpecError(f"{name} must be {finite}{bound}".rstrip() + f", got {_shown(value)}")
 
 
+def number_from_text(text: Any, name: str) -> float:
+    """A number written as text (a CLI list item, a CSV cell): ASCII only (Python's float()
+    reads '४०९६' as 4096), at most MAX_DIGITS characters, finite. Else SpecError."""
+    if not isinstance(text, str):
+        return check_number(text, name)
+    item = text.strip()
+    if not item or len(item) > MAX_DIGITS or not item.isascii():
+        raise SpecError(f"{name}: {_show(text)} is not a number (ASCII digits, at most "
+                        f"{MAX_DIGITS} characters)")  # fmt: skip
+    try:
+        number = float(item)
+    except ValueError:
+        raise SpecError(f"{name}: {_show(text)} is not a number") from None
+    return check_number(number, name)
+
+
 def check_int(value: Any, name: str, *, ge: int = 1, le: int = MAX_ELEMENTS) -> int:
     """``value`` as an exact int within [ge, le] (a whole float is accepted), else SpecError."""
     if isinstance(value, bool):
@@ -477,4 +493,5 @@ __all__ = [
     "check_name",
     "check_number",
     "check_paths",
+    "number_from_text",
 ]

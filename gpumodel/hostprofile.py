@@ -264,7 +264,9 @@ def load_host(name_or_path: str | Path | HostProfile | None = None) -> HostProfi
         return name_or_path
     if name_or_path is None:
         return default_host()
-    text = str(name_or_path)
+    from gpumodel._validators import check_name
+
+    text = check_name(name_or_path, "host profile")
     path = Path(text)
     if path.suffix in (".yaml", ".yml") or os.sep in text or path.is_file():
         return read_host_file(path)

@@ -127,6 +127,15 @@ def explain_symbolic(
         raise SpecError(f"unknown dtype {dtype!r}"[:80])
     check_counts(gpus=gpus, size=size)
     check_int(context, "context", ge=0)
+    # checked whatever the topic uses (an unknown model or calibration is never ignored)
+    if model is not None:
+        from gpumodel.llm.models import get_model
+
+        get_model(model)
+    if calibration is not None:
+        from gpumodel.calibration import resolve
+
+        resolve(calibration, g)
     key = check_name(topic, "topic").strip().lower().replace("-", "").replace("_", "")
     if key == "gemm":
         return _gemm(g, dtype, size)

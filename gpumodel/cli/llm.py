@@ -128,8 +128,10 @@ def infer(
     fusion: str = typer.Option(None, help="expert: override the runtime's fusion"),
     kv_cache: str = typer.Option(None, help="expert: override the runtime's KV cache"),
     gqa: str = typer.Option(
-        None, help="expert: native (K/V read at kv_heads) or repeat (HF repeat_kv, as with a "
-        "padding mask)"),
+        None,
+        help="expert: native (K/V read at kv_heads) or repeat (HF repeat_kv, as with a "
+        "padding mask)",
+    ),
     host: str = typer.Option(None, help=HOST_HELP),
     host_us: float = typer.Option(None, help="expert: host cost per kernel in us (eager)"),
     allow_oversubscribe: bool = typer.Option(
@@ -452,7 +454,9 @@ def _plot_search(s: Any, path: str) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    from gpumodel._io import save_figure
+
+    save_figure(fig, path)  # temp file + rename, like every other plot
     plt.close(fig)
 
 

@@ -32,15 +32,14 @@ def _bytes(text: str, what: str = "--bytes") -> float:
 
 
 def _counts(text: str, what: str = "--gpus") -> list[int]:
+    from gpumodel._validators import MAX_GPUS, check_int, number_from_text
+
     out = []
     for item in split_list(text):
-        try:
-            number = float(item)
-        except ValueError:
-            fail(f"{what}: {item!r} is not a number")
+        number = number_from_text(item, what)
         if number != int(number) or number < 1:
             fail(f"{what} must be whole numbers of at least 1, got {item!r}")
-        out.append(int(number))
+        out.append(check_int(int(number), what, le=MAX_GPUS))
     if not out:
         fail(f"{what} needs at least one GPU count, e.g. {what} 1,2,4,8")
     return out

@@ -58,6 +58,10 @@ def roofline(
             if peak and (dtype is None or dt == dtype):
                 rows.append({"dtype": dt, "unit": unit, "peak_flops": peak,
                              "bandwidth_bytes_per_s": bw, "ridge_point": peak / bw})  # fmt: skip
+    if calibration is not None:  # checked even when no --op uses it (never silently ignored)
+        from gpumodel.calibration import resolve
+
+        resolve(calibration, spec)
     preds = [gm.predict(parse_op_text(t), spec, calibration) for t in op]
     if plot:
         _plot(spec, rows, preds, plot)

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpumodel._validators import MAX_BYTES, GpuCount, SmallCount
-from gpumodel.errors import SpecError, UnitError, UnsupportedError
+from gpumodel.errors import GpumodelError, SpecError, UnitError, UnsupportedError
 from gpumodel.model import comm
 from gpumodel.ops.base import Dtype, KernelWork, Op, element_bytes
 from gpumodel.prediction import Bound, Prediction, Term
@@ -90,6 +90,20 @@ class Collective(Op):
         if number > MAX_BYTES:
             raise SpecError(f"{value!r} is more than 2**60 bytes (1 EiB): no GPU holds that")
         return number
+
+    @field_validator("system")
+    @classmethod
+    def _known_system(cls, value: str | None) -> str | None:
+        """The system is looked up when the op is built, not only when the topology is
+        needed: on one GPU an unknown name was silently ignored (fuzz campaign)."""
+        if value is not None:
+            from gpumodel.systems import get_system
+
+            try:
+                get_system(value)
+            except GpumodelError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("link_bandwidth", mode="before")
     @classmethod
