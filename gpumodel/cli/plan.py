@@ -287,6 +287,11 @@ def sweep_llm(
 
     if mode not in ("inference", "training"):
         fail(f"--mode: '{mode}' is not one of inference, training")
+    from gpumodel._validators import check_args
+
+    # the declared values, checked in both modes (an option one mode does not use is still
+    # never silently accepted with a value that cannot be meant)
+    check_args(fusion=fusion, recompute=recompute, policy=policy, dtype=dtype)
     if as_json and as_csv:
         fail("pass --json or --csv, not both")
     if rows < 0:
