@@ -1640,14 +1640,19 @@ def startup_runner(shell: str, root: Path, invalid: bool = False) -> Any:
         err = proc.stderr.decode("utf-8", "replace")
         if "Traceback" in err:
             return "traceback", err[-500:]
+        if "Usage:" in proc.stdout.decode("utf-8", "replace") + err and proc.returncode in (0, 2):
+            return "error", "usage shown"
         if proc.returncode < 0:
             return "signal", f"signal {-proc.returncode}"
         if proc.returncode not in (0, 2, 141):
             return "bad-exit", f"exit {proc.returncode}: {err[-300:]}"
-        if proc.returncode == 2 and len([ln for ln in err.splitlines() if ln.strip()]) != 1:
+        closed = "2>&-" in shell  # no stderr to write the line to
+        if (
+            proc.returncode == 2
+            and not closed
+            and len([ln for ln in err.splitlines() if ln.strip()]) != 1
+        ):
             return "multiline", err[-300:]
-        if "Usage:" in proc.stdout.decode("utf-8", "replace") + err and proc.returncode in (0, 2):
-            return "error", "usage shown"
         if proc.returncode == 0 and invalid:
             return "silent-accept", "exit 0"
         return ("ok" if proc.returncode != 2 else "error"), err.strip()[:200]

@@ -86,18 +86,18 @@ def _refuse_blank_values(cmd) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; user errors become one line on stderr and exit code 2."""
+    _usable_streams()
     import typer
 
     from gpumodel.errors import GpumodelError
 
     exit_types, abort_types, usage_types = _click_exceptions(typer)
     args = list(sys.argv[1:] if argv is None else argv)
-    _usable_streams()
     try:
         result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
     except GpumodelError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        _err(f"error: {exc}\n")
         return 2
     except BrokenPipeError:  # `gpumodel ... | head`: the reader left; stop quietly
         _silence_stdout()
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         if exc.filename is not None:  # a file the command touched: not an output failure
             raise
         _silence_stdout()
-        sys.stderr.write(f"error: cannot write the output ({exc.strerror or exc})\n")
+        _err(f"error: cannot write the output ({exc.strerror or exc})\n")
         return 2
     except exit_types as exc:
         return exc.exit_code
@@ -114,12 +114,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("aborted\n")
         return 1
     except usage_types as exc:
-        sys.stderr.write(f"error: {exc.format_message()}\n")
+        _err(f"error: {exc.format_message()}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return 130
     return result if isinstance(result, int) else 0
+
+
+def _err(line: str) -> None:
+    """Write the one error line; a stderr the shell closed (2>&-) cannot take it: the exit
+    code still says what happened."""
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _usable_streams() -> None:
@@ -129,6 +139,11 @@ def _usable_streams() -> None:
 
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
+        try:  # a descriptor closed by the shell (2>&-) reads as a stream that cannot write
+            os.fstat(stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            if stream is not None and not hasattr(stream, "getvalue"):  # keep test captures
+                stream = None
         if stream is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
         elif hasattr(stream, "reconfigure") and getattr(stream, "errors", "") == "strict":
