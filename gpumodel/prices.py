@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpumodel._validators import check_number
+from gpumodel._validators import _show, check_number
 from gpumodel.errors import SpecError
 from gpumodel.specs import GPUSpec
 
@@ -82,7 +82,7 @@ def price_for(gpu: GPUSpec, price: PriceArg = None) -> Price | None:
 def parse_prices(text: str) -> float | dict[str, float]:
     """``'2.49'`` -> 2.49 (every GPU); ``'h100=2.49,h200=3.10'`` -> per GPU (ids or aliases)."""
     if not isinstance(text, str):
-        raise SpecError(f"prices must be text like '2.49' or 'h100=2.49', got {text!r}"[:120])
+        raise SpecError(f"prices must be text like '2.49' or 'h100=2.49', got {_show(text)}")
     text = text.strip()
     if "=" not in text:
         return _check(text, "--price")

@@ -117,9 +117,10 @@ def speed_of_light(op: Op, gpu: GPUSpec | str) -> Prediction:
     from gpumodel.predict import assemble
 
     if not isinstance(op, Op):
+        from gpumodel._validators import _show
         from gpumodel.errors import SpecError
 
-        raise SpecError(f"op must be a gpumodel op (gm.ops.Gemm(...), ...), got {op!r}"[:120])
+        raise SpecError(f"op must be a gpumodel op (gm.ops.Gemm(...), ...), got {_show(op)}")
     gpu = get_gpu(gpu)
     work = op.kernels(gpu)
     if not work:

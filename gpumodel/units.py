@@ -135,7 +135,9 @@ def format_quantity(value: float, unit: str, binary: bool = False, digits: int =
     value = check_number(value, "value")
     digits = check_int(digits, "digits", ge=1, le=17)
     if not isinstance(unit, str):
-        raise UnitError(f"unit must be text, got {unit!r}"[:100])
+        from gpumodel._validators import _show
+
+        raise UnitError(f"unit must be text, got {_show(unit)}")
     if value == 0:
         return f"0 {unit}"
     steps = (

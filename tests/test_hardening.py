@@ -472,3 +472,273 @@ def test_mode_follows_umask_not_0600(tmp_path, umask):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+
+
+# ---------------------------------------------------------------------------------------------
+# root causes found by benchmarks/fuzz_campaign.py (2026-11-24, docs/hardening.md): one each
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, 2**63, float("nan"), [], {}, object(), "a\x00b", "n" * 300],
+    ids=["None", "2**63", "nan", "list", "dict", "object", "NUL", "long"],
+)
+def test_fuzz_reader_given_a_non_path(value):
+    # Path(x) raised TypeError / ValueError (NUL) / OSError (ENAMETOOLONG) before _io saw it
+    for reader in (gm.load_spec_file, gm.load_system_file, gm.diagnose, gm.calibrate_from_trace):
+        # (diagnose also takes a loaded Chrome trace: a dict or list is read as one)
+        with pytest.raises(GpumodelError, match=r"path|trace"):
+            reader(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1e300, 10**5000, None, "", " ", "é" * 300, ["h100"]],
+    ids=["1e300", "5000-digits", "None", "empty", "blank", "long", "list"],
+)
+def test_fuzz_gpu_model_system_name_not_text(value):
+    # 'float' object has no attribute 'strip'; a 5000-digit int could not even be shown
+    for lookup in (gm.get_gpu, gm.get_model, gm.get_system, gm.load_host):
+        if lookup is gm.load_host and value is None:
+            continue  # None is the documented default host
+        with pytest.raises(GpumodelError):
+            lookup(value)
+
+
+@pytest.mark.parametrize("dirs", [1.5, 0, None, {}, object(), ""])
+def test_fuzz_search_dirs_not_a_list_of_paths(dirs):
+    # TypeError: 'float' object is not iterable
+    for lister in (gm.list_gpus, gm.list_models, gm.list_systems):
+        with pytest.raises(SpecError):
+            lister(dirs)
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00binary", b"a: " + b"[" * 5000 + b"]" * 5000,
+                                     b"kernel_launch_s: .inf\n"])  # fmt: skip
+def test_fuzz_host_profile_read_unbounded(tmp_path, content):
+    # load_host read with yaml.safe_load(path.read_text()): UnicodeDecodeError, RecursionError
+    path = tmp_path / "host.yaml"
+    path.write_bytes(content)
+    with pytest.raises(SpecError):
+        gm.load_host(path)
+
+
+def test_fuzz_host_profile_costs_are_bounded():
+    # eager op costs of inf or 1e300 s were accepted and came out as inf / 10^300 s
+    base = gm.load_host(None).model_dump(by_alias=True)
+    for value in (float("inf"), 1e300, True):
+        with pytest.raises(SpecError, match="kernel_launch_s"):
+            gm.HostProfile(**{**base, "kernel_launch_s": value})
+
+
+def test_fuzz_saved_plan_read_unbounded(capsys, tmp_path):
+    # report plan used json.loads(path.read_text()): RecursionError on a deep file
+    plan = tmp_path / "plan.json"
+    plan.write_text("[" * 100_000 + "]" * 100_000)
+    refused(capsys, "report", "plan", str(plan), "--out", str(tmp_path / "r.html"), match="deeper")
+
+
+def test_fuzz_html_mode_ignores_umask(tmp_path):
+    # the HTML writer chmod-ed 0644 after the atomic write, whatever the umask
+    old = os.umask(0o027)
+    try:
+        path = gm.write_report("plan", gm.plan_serving("llama-3-8b", "h100"), tmp_path / "r.html")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+class _Failing:
+    def __init__(self, exc: OSError):
+        self.exc = exc
+
+    def write(self, text: str) -> int:
+        raise self.exc
+
+    def flush(self) -> None:
+        raise self.exc
+
+    def fileno(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("exc, code", [(OSError(errno.ENOSPC, "No space left on device"), 2),
+                                        (BrokenPipeError(errno.EPIPE, "Broken pipe"), 1)])  # fmt: skip
+def test_fuzz_output_to_a_full_disk_or_closed_pipe(monkeypatch, capsys, exc, code):
+    # `gpumodel ... >/dev/full` and `| head -c 1` ended in OSError / BrokenPipeError tracebacks
+    monkeypatch.setattr(sys, "stdout", _Failing(exc))
+    # a closed pipe: click's own convention, exit 1 and nothing printed (141 when it reaches us)
+    got = main(["predict", "gemm", "--m", "64", "--n", "64", "--k", "64", "--json"])
+    assert got == code or (code == 1 and got == 141)
+
+
+def test_fuzz_closed_stdout_and_ascii_locale(tmp_path):
+    # `gpumodel models list --json 1>&-`: 'NoneType' object has no attribute 'write';
+    # PYTHONIOENCODING=ascii: UnicodeEncodeError on the tables' box characters
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "ascii"}
+    cmd = f"{sys.executable} -m gpumodel models list --json 1>&- && {sys.executable} -m gpumodel specs list >/dev/null"
+    done = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args", [["amdahl", "--parallel-fraction", " ", "--gpus", "8"],
+                                  ["calibrations", "--gpu", ""],
+                                  ["specs", "check", ""]])  # fmt: skip
+def test_fuzz_blank_option_value_read_as_default(capsys, args):
+    # '' and ' ' were read as "not given": amdahl's fraction, calibrations' GPU filter
+    refused(capsys, *args, match="must not be empty")
+
+
+def test_fuzz_5000_digit_int_in_an_error_message():
+    # repr(10**5000) raises "Exceeds the limit (4300 digits)" while building the message
+    with pytest.raises(SpecError, match="numbers"):
+        gm.sweep("gemm", "h100", m=[10**5000], n=64, k=64)
+    with pytest.raises(GpumodelError):
+        gm.format_quantity(1e9, 10**5000)  # type: ignore[arg-type]
+    with pytest.raises(GpumodelError, match="too large"):
+        gm.parse_quantity(10**5000, "bytes")
+
+
+def test_fuzz_unicode_digits_in_arrays_and_lists(capsys):
+    # float('١٢') == 12.0: the vectorised sweep and the CLI's GPU-count lists took them
+    with pytest.raises(SpecError, match="numbers"):
+        gm.sweep("gemm", "h100", m=["١٢"], n=64, k=64)
+    refused(capsys, "dp-step", "--compute-ms", "100", "--grad-bytes", "1GB", "--gpus", "४०९६",
+            match="not a number")  # fmt: skip
+    refused(capsys, "amdahl", "--parallel-fraction", "0.9", "--gpus", "nan", match="gpus")
+
+
+def test_fuzz_parse_quantity_bad_dimension():
+    # KeyError / TypeError: unhashable type from EXAMPLES[dimension]
+    for dimension in ([], "bogus", float("nan")):
+        with pytest.raises(GpumodelError, match="dimension"):
+            gm.parse_quantity("1 GB", dimension)  # type: ignore[arg-type]
+
+
+def test_fuzz_model_helpers_take_wrong_types():
+    # AttributeError 'str' has no attribute 'vendor' (occupancy), 'float' ... 'sm_count'
+    # (waves), numpy's string ufunc (littles_law), OverflowError at 2**63, the wrong GPU's price
+    with pytest.raises(GpumodelError):
+        gm.occupancy("", 256, 32)  # type: ignore[arg-type]
+    with pytest.raises(GpumodelError):
+        gm.waves(float("nan"), 10, 1)  # type: ignore[arg-type]
+    with pytest.raises(SpecError):
+        gm.littles_law("4096", 2)
+    assert gm.littles_law(2**63, 1) == float(2**63)
+    with pytest.raises(GpumodelError):
+        gm.price_for(float("-inf"), 2.0)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="op"):
+        gm.speed_of_light("4096", "h100")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="gpu_counts"):
+        gm.scaling_curve(0.1, 1e9, 8)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="broadcast"):
+        gm.occupancy_table("h100", [128, 256], 32, [])
+    with pytest.raises(SpecError, match="calibration"):
+        gm.concurrency(gm.get_gpu("h100"), calibration=2**70)
+    with pytest.raises(SpecError, match="resident warps"):
+        gm.concurrency(gm.get_gpu("h100"), resident_warps_per_sm=float("inf"))
+
+
+def test_fuzz_llm_planner_arguments_checked_once():
+    # pydantic ValidationError leaked from MemoryBreakdown (seq=inf, batch=1.5, attention='bf17');
+    # TypeError from min('bf17', ...); kv_cache='' read as the default; a 2**70 s stream floor
+    with pytest.raises(SpecError, match="seq"):
+        gm.fits("llama-3-8b", "h100", seq=float("inf"))
+    with pytest.raises(SpecError, match="batch"):
+        gm.fits("llama-3-8b", "h100", batch=1.5)
+    with pytest.raises(SpecError, match="limit"):
+        gm.max_batch("llama-3-8b", "h100", limit=None)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="recompute"):
+        gm.predict_training_step("llama-3-8b", "h100", 8, recompute="bf17")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="kv_cache"):
+        gm.predict_inference("llama-3-8b", "h100", kv_cache="")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="stream_floor_s"):
+        gm.predict_inference("llama-3-8b", "h100", stream_floor_s=2**70)
+    with pytest.raises(SpecError, match="op_times"):
+        gm.predict_inference("llama-3-8b", "h100", op_times="4096")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="ttft"):
+        gm.plan_serving("llama-3-8b", "h100", ttft_slo_s="")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="gpus"):
+        gm.search_training("llama-3-8b", "h100", 1e12, gpus=-1)  # type: ignore[arg-type]
+    with pytest.raises(GpumodelError, match="unknown model"):
+        gm.explain_symbolic("gemm", "h100", model="nope")
+
+
+def test_fuzz_infinite_intensity_is_not_json(capsys):
+    # a kernel moving 0 bytes printed "arithmetic_intensity": Infinity (not JSON)
+    code, out, _ = run(capsys, "predict", "kernel", "--flops", "1e12", "--bytes", "0", "--json")
+    assert code == 0
+    data = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in JSON output"))
+    assert data["arithmetic_intensity"] is None and data["time_s"] > 0
+
+
+@pytest.mark.parametrize("field, value", [("memory.bus_width_bits", True),
+                                          ("name", ""), ("boost_clock", 1e-300)])  # fmt: skip
+def test_fuzz_spec_field_true_empty_or_tiny(tmp_path, field, value):
+    # `bus_width_bits: true` was a 1-bit bus, `name: ''` passed, a 1e-300 Hz clock gave 10^304 s
+    import yaml
+
+    data = yaml.safe_load((ROOT / "specs" / "h100-sxm.yaml").read_text())
+    node = data
+    *parents, leaf = field.split(".")
+    for key in parents:
+        node = node[key]
+    node[leaf] = value
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError):
+        gm.load_spec_file(path)
+
+
+def test_fuzz_calibration_efficiency_1e_300(tmp_path):
+    # gemm.bf16.efficiency: 1e-300 was "> 0" and made a GEMM take 10^296 s
+    from gpumodel.calibration import END_MARKER
+
+    text = H100_CAL.read_text()
+    head = text[: text.index("\nmeasurements:") + 1]
+    assert "efficiency:" in head
+    bad = head.replace("dram_efficiency:", "dram_efficiency: 1.0e-300\n  _was_dram_efficiency:", 1)
+    path = tmp_path / "cal.yaml"
+    path.write_text(bad + END_MARKER)
+    with pytest.raises(GpumodelError, match="efficiency"):
+        gm.load_calibration(path)
+
+
+def test_fuzz_fifo_in_a_specs_dir_hangs_the_lookup(tmp_path):
+    # _peek_names read every *.yaml with path.read_text(): a FIFO blocked forever
+    os.mkfifo(tmp_path / "fifo.yaml")
+    signal.signal(signal.SIGALRM, lambda *a: pytest.fail("the spec lookup hung on a FIFO"))
+    signal.alarm(20)
+    try:
+        with pytest.raises(GpumodelError):
+            gm.list_gpus([tmp_path])
+    finally:
+        signal.alarm(0)
+
+
+def test_fuzz_unknown_system_on_one_gpu():
+    # the system was looked up only for the topology, which one GPU skips: 'bf17' passed
+    with pytest.raises(SpecError, match="unknown system"):
+        ops.AllReduce(bytes=1e9, gpus=1, system="bf17")
+
+
+def test_fuzz_write_to_a_300_character_name_or_under_a_file(tmp_path):
+    # check_target's path.is_dir() raised ENAMETOOLONG; HostProfile.save mkdir-ed under a file
+    with pytest.raises(OutputFileError):
+        atomic_write_text(tmp_path / ("n" * 300 + ".yaml"), "x")
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputFileError):
+        gm.load_host(None).save(tmp_path / "afile" / "host.yaml")
+
+
+def test_fuzz_write_report_of_the_wrong_source(tmp_path):
+    # TypeError: 'int' object is not iterable inside the page builder
+    for source in (-1, "", True, {}):
+        with pytest.raises(SpecError, match="report needs"):
+            gm.write_report("plan", source, tmp_path / "r.html")
+
+
+def test_fuzz_sweep_llm_enum_typo(capsys):
+    # --fusion '४०९६' in inference mode was never looked at
+    refused(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100", "--fusion", "४०९६",
+            match="fusion")  # fmt: skip

@@ -155,7 +155,7 @@ def search_training(
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
     option that meets ``days`` and/or ``budget`` (see the module docstring)."""
-    from gpumodel._validators import check_args
+    from gpumodel._validators import _show, check_args
 
     check_args(tokens=tokens, days=days, budget=budget, tp=tp, pp=pp, zero=zero,
                micro_batch=micro_batch, global_batch=global_batch, seq=seq, dtype=dtype,
@@ -163,7 +163,7 @@ def search_training(
                fragmentation=fragmentation)  # fmt: skip
     if gpus is not None:
         if isinstance(gpus, (str, bytes, dict)) or not hasattr(gpus, "__iter__"):
-            raise SpecError(f"gpus must be a list of GPU counts, got {gpus!r}"[:120])
+            raise SpecError(f"gpus must be a list of GPU counts, got {_show(gpus)}")
         gpus = list(gpus)
         check_args(**{f"gpus[{i}]": n for i, n in enumerate(gpus)})
     spec = get_model(model)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel._validators import MAX_BYTES, MAX_GPUS, MAX_SECONDS, check_int, check_number
+from gpumodel._validators import MAX_BYTES, MAX_GPUS, MAX_SECONDS, _show, check_int, check_number
 from gpumodel.errors import SpecError
 
 OverlapMode = Literal["none", "perfect", "bucketed"]
@@ -287,7 +287,7 @@ def data_parallel_step(
         raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
     if allreduce_time is not None and not callable(allreduce_time):
         raise SpecError(
-            f"allreduce_time must be a function (bytes, gpus) -> s, got {allreduce_time!r}"[:120]
+            f"allreduce_time must be a function (bytes, gpus) -> s, got {_show(allreduce_time)}"
         )
     ar = allreduce_time or _model_allreduce(gpu, link, system, calibration, dtype)
     per_gpu = compute_s / gpus if scaling == "strong" else compute_s
@@ -385,7 +385,7 @@ def scaling_curve(
     Strong scaling: speedup = t(1) / t(n), efficiency = speedup / n.
     """
     if isinstance(gpu_counts, (str, bytes, dict)) or not hasattr(gpu_counts, "__len__"):
-        raise SpecError(f"gpu_counts must be a list of GPU counts, got {gpu_counts!r}"[:120])
+        raise SpecError(f"gpu_counts must be a list of GPU counts, got {_show(gpu_counts)}")
     if not len(gpu_counts):
         raise SpecError("give at least one GPU count")
     gpu_counts = [check_int(n, "GPU count", ge=1, le=MAX_GPUS) for n in gpu_counts]

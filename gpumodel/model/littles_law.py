@@ -352,7 +352,7 @@ def waves(gpu: GPUSpec | int, blocks: int, blocks_per_sm: int) -> Waves:
     the share of the last wave's slots that has work (0 when the grid fills whole waves).
     ``underfilled``: fewer blocks than one wave holds. ``gpu`` may be a spec or an SM count.
     """
-    from gpumodel._validators import MAX_ELEMENTS, check_int
+    from gpumodel._validators import MAX_ELEMENTS, _show, check_int
     from gpumodel.specs import get_gpu
 
     if isinstance(gpu, (int, np.integer)) and not isinstance(gpu, bool):
@@ -361,7 +361,7 @@ def waves(gpu: GPUSpec | int, blocks: int, blocks_per_sm: int) -> Waves:
         sms = get_gpu(gpu).sm_count
     for name, value in (("blocks", blocks), ("blocks per SM", blocks_per_sm)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise SpecError(f"{name} must be an integer >= 1, got {value!r}"[:120])
+            raise SpecError(f"{name} must be an integer >= 1, got {_show(value)}")
         check_int(int(value), name, ge=1, le=MAX_ELEMENTS)
     per_wave = sms * blocks_per_sm
     exact = blocks / per_wave
