@@ -141,6 +141,9 @@ def walk_numbers(data: Any, path: str = "", depth: int = 0) -> list[tuple[str, f
     return out
 
 
+# fields where +inf is the honest answer: Amdahl's speedup limit with no serial part (1/0); the
+# CLI's JSON writes it as null
+UNBOUNDED_OK = {"limit"}
 # time-like fields that must be > 0, never-negative fields, signed fields (as tests/cli_cases.py)
 POSITIVE = ("time_s", "step_s", "ttft_s", "tpot_s")
 NON_NEGATIVE = (
@@ -186,6 +189,8 @@ def judge_numbers(pairs: list[tuple[str, float]], one_gpu: bool = False) -> tupl
     for where, value in pairs:
         leaf = where.rsplit(".", 1)[-1].split("[")[0].lower()
         if not math.isfinite(value):
+            if value == INF and leaf in UNBOUNDED_OK:
+                continue
             return "nonfinite", f"{where} = {value}"
         if any(s in leaf for s in SIGNED):
             continue
@@ -489,6 +494,19 @@ def hostile_python() -> list[tuple[str, Any, str]]:
 
 
 LIB_SKIP = {"llm", "ops", "__version__"}
+# (function, parameter) pairs where a huge finite number or an empty mapping is a valid input:
+# formatting and unit helpers format any finite number; an empty dict of calibration
+# parameters or prices means "none given"
+_HUGE = {"1e300", "2**70", "2**63", "1e12"}
+LIB_VALID_ODDITIES = {
+    ("format_quantity", "value"): _HUGE,
+    ("format_time", "seconds"): _HUGE,
+    ("parse_quantity", "value"): _HUGE,
+    ("littles_law", "throughput"): _HUGE,
+    ("littles_law", "latency"): _HUGE,
+    ("concurrency", "calibration"): {"{}"},
+    ("price_for", "price"): {"{}"},
+}
 
 
 def lib_baselines() -> dict[str, dict[str, Any]]:
@@ -644,6 +662,7 @@ def lib_cases(rng: random.Random, budget: int) -> list[Case]:
             if name == "write_report" and key == "path":
                 continue  # the write area owns targets
             bad = kind == "never" and key not in {"path", "trace", "name_or_path", "id_or_path"}
+            bad = bad and label not in LIB_VALID_ODDITIES.get((name, key), ())
             mine.append(
                 Case("lib", name, f"{key}={label}", lib_call(name, kw, bad, label), invalid=bad)
             )
@@ -1064,13 +1083,8 @@ def mutation_cases(rng: random.Random, budget: int) -> list[Case]:
         if isinstance(old, bool) and label == "true":
             continue
         invalid = strength == "never" and (numeric or label in ("[]", "{}", "''"))
-        if (
-            label in ("''",)
-            and not numeric
-            and path
-            and path[-1] in ("notes", "note", "source", "comment", "description")
-        ):
-            invalid = False
+        if label == "''" and not numeric and not _identifies(path):
+            invalid = False  # free-text metadata (titles, notes, environment strings) may be empty
         tokens = {"@nan": ".nan", "@inf": ".inf", "@-inf": "-.inf", "@big": "9" * 5000}
         written = (
             {".nan": "@nan", ".inf": "@inf", "-.inf": "@-inf"}.get(value, value)
@@ -1116,6 +1130,15 @@ def mutation_cases(rng: random.Random, budget: int) -> list[Case]:
     return cases
 
 
+# text fields that name something (an empty one is invalid); other text is free metadata
+IDENT_KEYS = {"id", "name", "gpu_id", "architecture", "vendor", "gpu", "family", "aliases"}
+
+
+def _identifies(path: tuple) -> bool:
+    keys = [k for k in path if isinstance(k, str)]
+    return bool(keys) and (keys[-1] in IDENT_KEYS or "aliases" in keys)
+
+
 def _maker(text: str, suffix: str) -> Any:
     def make(case_dir: Path, _suffix: str) -> Path:
         path = case_dir / f"mutated{suffix}"
@@ -1151,6 +1174,8 @@ def file_cases(rng: random.Random, budget: int, big: bool, payloads: list[str]) 
         )
         for payload in payloads:
             bad = not (reader.startswith("cli batch") and payload in HARMLESS_FOR_BATCH)
+            if reader == "cli specs-dir" and payload in ("/dev/zero", "directory"):
+                bad = False  # --specs-dir /dev (or an empty dir): no specs there, the shipped ones list
             cases.append(
                 Case("file", reader, payload, reader_runner(reader, payload, bad), invalid=bad)
             )

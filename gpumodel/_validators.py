@@ -335,6 +335,13 @@ def check_dtype(dtype: Any, name: str = "dtype") -> str:
     return dtype
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """A flag: True or False (numpy's too); '', 0, {} or a string is an error, not its truthiness."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise SpecError(f"{name} must be True or False, got {_show(value)}")
+
+
 def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise SpecError(f"{name} must be one of {', '.join(choices)}; got {_show(value)}")
@@ -486,6 +493,7 @@ __all__ = [
     "SmallCount",
     "check_args",
     "check_array",
+    "check_bool",
     "check_choice",
     "check_counts",
     "check_dtype",

@@ -12,7 +12,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from gpumodel._io import iter_lines, loads_json, read_json, read_yaml
+from gpumodel._io import iter_lines, loads_json, max_input_bytes, read_text, read_yaml
 from gpumodel.errors import SpecError
 
 FORMATS = (".jsonl", ".ndjson", ".json", ".yaml", ".yml", ".csv")
@@ -34,7 +34,14 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     elif suffix == ".csv":
         yield from _csv_rows(path)
     else:
-        rows = read_json(path, "batch file") if suffix == ".json" else read_yaml(path, "batch file")
+        # a .json/.yaml batch is parsed whole (~10x its size in memory): bounded like YAML,
+        # and the message points to JSONL, which streams (a 200 MB .json hit MemoryError)
+        if suffix == ".json":
+            rows = loads_json(
+                read_text(path, "batch file (use .jsonl for a large batch: it streams)",
+                          max_input_bytes(yaml=True)), path, "batch file")  # fmt: skip
+        else:
+            rows = read_yaml(path, "batch file (use .jsonl for a large batch: it streams)")
         if isinstance(rows, dict) and "ops" in rows:
             rows = rows["ops"]
         if not isinstance(rows, list):

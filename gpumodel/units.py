@@ -130,9 +130,10 @@ _NAMES: dict[Dimension, str] = {
 
 def format_quantity(value: float, unit: str, binary: bool = False, digits: int = 3) -> str:
     """Format an SI float for humans: ``format_quantity(3.35e12, "B/s") -> '3.35 TB/s'``."""
-    from gpumodel._validators import check_int, check_number
+    from gpumodel._validators import check_bool, check_int, check_number
 
     value = check_number(value, "value")
+    check_bool(binary, "binary")
     digits = check_int(digits, "digits", ge=1, le=17)
     if not isinstance(unit, str):
         from gpumodel._validators import _show

@@ -742,3 +742,32 @@ def test_fuzz_sweep_llm_enum_typo(capsys):
     # --fusion '४०९६' in inference mode was never looked at
     refused(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100", "--fusion", "४०९६",
             match="fusion")  # fmt: skip
+
+
+def test_fuzz_200mb_json_batch_memory_error(capsys, tmp_path, monkeypatch):
+    # a .json batch is parsed whole (~10x its size): 200 MB hit MemoryError under a 2 GB cap;
+    # it is bounded like YAML (64 MB) and the message points to JSONL, which streams
+    rows = [{"op": "gemm", "m": 64, "n": 64, "k": 64}] * 100
+    path = tmp_path / "ops.json"
+    path.write_text(json.dumps(rows))
+    import gpumodel.batchio
+
+    assert path.stat().st_size > 1000
+    monkeypatch.setattr(gpumodel.batchio, "max_input_bytes", lambda yaml=False: 1000)
+    refused(capsys, "batch", str(path), "--gpu", "h100", match=".jsonl")
+
+
+def test_fuzz_flags_and_unused_options_are_checked():
+    # fits(strict='') read its truthiness; plan_serving(gpus=5) ended in "int is not iterable";
+    # a fused training step never looked at `host`, so host={} passed
+    with pytest.raises(SpecError, match="strict"):
+        gm.fits("llama-3-8b", "h100", strict="")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="gpus"):
+        gm.plan_serving("llama-3-8b", 5)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="host"):
+        gm.predict_training_step("llama-3-8b", "h100", 8, host={})  # type: ignore[arg-type]
+
+
+def test_fuzz_validate_report_name_too_long(capsys):
+    # --report with a 300-character name: OSError ENAMETOOLONG from Path.exists()
+    refused(capsys, "validate", "--backend", "numpy", "--report", "é" * 300, match="too long")

@@ -204,8 +204,14 @@ class _progress:
 
 def _check_targets(out: str | None, report: str | None) -> None:
     """--out must be a writable file path, --report a directory (or one that can be made)."""
-    from gpumodel._io import OutputFileError, check_target
+    from gpumodel._io import InputFileError, OutputFileError, as_path, check_target
 
+    for value, what in ((out, "--out"), (report, "--report")):
+        if value:  # NUL bytes, over-long names: one line before any os call sees them
+            try:
+                as_path(value, what)
+            except InputFileError as exc:
+                raise OutputFileError(str(exc)) from None
     if out:
         check_target(Path(out), "calibration (--out)") if Path(out).parent.exists() else None
     if report:

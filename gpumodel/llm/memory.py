@@ -397,6 +397,9 @@ def fits(model: ModelSpec | str, gpu: GPUSpec | str, *, strict: bool = False,
          **kwargs: Any) -> MemoryBreakdown:  # fmt: skip
     """``memory(...)``; with ``strict=True`` a plan that does not fit raises
     InfeasibleError("<model> on <gpu>: needs 152.3 GB, has 80.0 GB (...)")."""
+    from gpumodel._validators import check_bool
+
+    check_bool(strict, "strict")
     m = memory(model, gpu, **kwargs)
     if strict and not m.fits:
         raise InfeasibleError(infeasible_message(m), needed=m.total_bytes,

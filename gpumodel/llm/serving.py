@@ -45,6 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gpumodel._validators import (
+    _show,
     check_args,
     check_counts,
     check_dtype,
@@ -337,6 +338,10 @@ def plan_serving(
             raise SpecError(f"the {name} target must be positive, got {v}")
     if rate <= 0 or prompt < 1 or output < 0:
         raise SpecError(f"need rate > 0, prompt >= 1, output >= 0; got {rate}, {prompt}, {output}")
+    if not isinstance(gpus, (str, GPUSpec)) and (
+        isinstance(gpus, (bytes, dict)) or not hasattr(gpus, "__iter__")
+    ):
+        raise SpecError(f"gpus must be a GPU id, a spec or a list of them, got {_show(gpus)}")
     targets = [gpus] if isinstance(gpus, (str, GPUSpec)) else list(gpus)
     price = resolve_price_keys(price)
     options = []

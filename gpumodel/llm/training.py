@@ -627,6 +627,8 @@ def predict_training_step(
     mem = training_memory(spec, g, micro_batch=micro_batch, seq=seq, dtype=dtype, tp=tp, pp=pp,
                           dp=dp, zero=zero, recompute=recompute, microbatches=m, fusion=fusion,
                           policy=policy, fragmentation=fragmentation)  # fmt: skip
+    if host is not None and fusion != "unfused":
+        load_host(host)  # checked even when the fused step does not use it (never ignored)
     hp = load_host(host) if fusion == "unfused" else None
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, hp)  # fmt: skip

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from gpumodel._validators import _show
 from gpumodel.errors import SpecError, UnsupportedError
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _as_int_array(value: Any, what: str) -> np.ndarray:
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise SpecError(f"{what} must be whole numbers, got {value!r}")
     elif arr.dtype.kind not in "iub":
-        raise SpecError(f"{what} must be integers, got {value!r}")
+        raise SpecError(f"{what} must be integers, got {_show(value)}")
     return arr.astype(np.int64)
 
 
@@ -205,7 +206,7 @@ def _carveout_preference_bytes(rules: _Rules, carveout: int | None) -> int:
         # cudaOccSMemPreferenceVoltaPlus: (size_t)(pref * sharedMemPerMultiprocessor) / 100
         preference = carveout * rules.shared_memory_per_sm_bytes // 100
     else:
-        raise SpecError(f"carveout must be a percent 0..100 or None, got {carveout}")
+        raise SpecError(f"carveout must be a percent 0..100 or None, got {_show(carveout)}")
     return int(_align_to_carveout(np.asarray(preference, dtype=np.int64), rules))
 
 
