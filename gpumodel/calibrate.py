@@ -82,7 +82,9 @@ GROUPS: dict[str, tuple[Callable[[Point], bool], float | None, float | None]] = 
     "attention decode (cuDNN)": (
         lambda p: p.family == "attention" and p.meta.get("backend") == "cudnn"
         and getattr(p.op, "seq", 1) == 1, 10.0, None),
-    "conv2d (cuDNN)": (lambda p: p.family == "conv2d", 10.0, None),
+    "conv2d (cuDNN)": (lambda p: p.family == "conv2d" and p.op.dtype != "fp32", 10.0, None),
+    "conv2d fp32 (cuDNN, CUDA cores)": (
+        lambda p: p.family == "conv2d" and p.op.dtype == "fp32", 10.0, None),
     "numpy gemm": (lambda p: p.family == "numpy_gemm", 15.0, None),
     "numpy stream": (lambda p: p.family == "numpy_stream", 15.0, None),
 }  # fmt: skip

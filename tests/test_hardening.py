@@ -251,9 +251,12 @@ def test_allreduce_bytes_1e30_absurd():
 
 def test_negative_family_overhead_in_a_calibration(tmp_path):
     text = H100_CAL.read_text(encoding="utf-8")
+    head, overheads = text.split("  family_overhead_s:\n", 1)
+    line = next(ln for ln in overheads.splitlines() if ln.startswith("    elementwise: "))
     bad = tmp_path / "neg.yaml"
-    bad.write_text(text.replace("    elementwise: 4.351632289615177e-06",
-                                "    elementwise: -1", 1), encoding="utf-8")  # fmt: skip
+    bad.write_text(head + "  family_overhead_s:\n" + overheads.replace(line, "    elementwise: -1", 1),
+                   encoding="utf-8")  # fmt: skip
+    assert "    elementwise: -1" in bad.read_text(encoding="utf-8")
     with pytest.raises(GpumodelError, match="family_overhead_s"):
         gm.load_calibration(bad)
 
