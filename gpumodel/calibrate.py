@@ -27,7 +27,6 @@ from gpumodel.predict import predict_with_params
 from gpumodel.specs import GPUSpec
 
 
-
 @dataclass(frozen=True)
 class Point:
     """One measured op, ready to predict."""

@@ -250,7 +250,6 @@ def check(ok: bool, what: str) -> None:
         raise CheckError(f"wrong result: {what}")
 
 
-
 def compute_type(ctx: Context, tf32: bool | None) -> None:
     """fp32 GEMM compute type in CuPy: TF32 tensor cores, plain FP32, or back to the default
     (None: CuPy then reads CUPY_TF32 again)."""
@@ -266,7 +265,7 @@ def compute_type(ctx: Context, tf32: bool | None) -> None:
 # --------------------------------------------------------------------------- engine
 
 
-def open(quick: bool) -> Context:  # noqa: A001 (the engine protocol's name)
+def start(quick: bool) -> Context:
     """The context of a CuPy run on device 0. Raises DeviceError without CuPy or a GPU."""
     from gpumodel.validate.device_info import _require_cupy
 

@@ -42,7 +42,7 @@ class Ctx:
     rng: Any
 
 
-def open(quick: bool) -> Ctx:  # noqa: A001 (the engine protocol's name)
+def start(quick: bool) -> Ctx:
     return Ctx(quick=quick, rng=np.random.default_rng(0))
 
 

@@ -1,7 +1,7 @@
 """The measurement driver: run every registered family of one engine, in registry order.
 
 ``run(engine, families, quick, progress) -> (records, unavailable)``. An engine is a module
-with ``open(quick)`` (its context, or the unavailable rows saying why there is none),
+with ``start(quick)`` (its context, or the unavailable rows saying why there is none),
 ``release(ctx)`` (between families), ``sync(ctx)`` (after a failed point) and ``close(ctx)``
 (after the run): gpumodel.validate.cupy_engine, torch_engine and numpy_engine. Each family
 plans its points (``Family.plan``), the shared task loop (tasks.run_tasks) measures them and
@@ -38,7 +38,7 @@ def run(
     if not selected:
         return [], []
     eng = importlib.import_module(f"gpumodel.validate.{engine}_engine")
-    ctx = eng.open(quick)
+    ctx = eng.start(quick)
     if isinstance(ctx, list):
         return [], ctx
     unavailable: list[dict[str, Any]] = []

@@ -1,7 +1,7 @@
 """The PyTorch engine: the context torch families measure on (the L2 flush before each repeat,
 adaptive repeats timed by ``timing.time_torch``), the float64 checks, and the engine's setup and
 teardown around a run (gpumodel.validate.runner). Without PyTorch (or without a GPU it can see)
-``open`` says why and the runner records it as unavailable.
+``start`` says why and the runner records it as unavailable.
 
 Timing: ``timing.time_torch`` (torch.cuda.Event on PyTorch's current stream, a busy-wait ahead
 of each start event, median of adaptive repeats); working sets under 4x the L2 size are
@@ -92,11 +92,10 @@ def set_cudnn_tf32(torch: Any, on: bool) -> None:
         torch.backends.cudnn.allow_tf32 = on
 
 
-
 # --------------------------------------------------------------------------- engine
 
 
-def open(quick: bool) -> Ctx | list[dict[str, Any]]:  # noqa: A001 (the engine protocol's name)
+def start(quick: bool) -> Ctx | list[dict[str, Any]]:
     """The context of a PyTorch run, or the unavailable rows saying why there is none."""
     try:
         import torch
