@@ -26,7 +26,7 @@ from typing import Any
 from gpumodel.validate.tasks import Task
 
 Record = dict[str, Any]
-# (point, fit only?) -> bool: whether a calibrate.Point belongs to an error group
+# calibrate.Point -> whether it belongs to an error group
 Selector = Callable[[Any], bool]
 
 
