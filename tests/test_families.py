@@ -149,3 +149,42 @@ def test_without_the_toy_its_records_are_measured_by_nobody():
     makes the previous test's family known)."""
     assert families.by_name("toy_copy") is None
     assert runner.run("numpy", {"toy_copy"}, quick=True) == ([], [])
+
+
+def test_the_documented_example_family_plugs_in(monkeypatch):
+    """docs/validation.md's "Adding a family" sketch, run as written: registered, it is planned
+    on the torch engine, fitted and scored (its records here are synthetic, 5 us + bytes at
+    2.5 TB/s on an H100: the plumbing is under test, not the GPU)."""
+    import re
+    import types
+
+    from gpumodel.calibrate import calibrate
+    from gpumodel.specs import get_gpu
+
+    text = (ROOT / "docs" / "validation.md").read_text()
+    section = text[text.index("### Adding a family") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    module = types.ModuleType("embedding_example")
+    exec(compile(code, "docs/validation.md", "exec"), module.__dict__)
+    fam = module.EMBEDDING
+    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, fam])
+
+    unavailable: list = []
+    tasks = fam.plan(types.SimpleNamespace(quick=False), unavailable)
+    assert [t.label for t in tasks] == [f"embedding {t}x4096" for t in (1, 64, 1024, 4096, 32768)]
+    assert unavailable == [] and families.by_name("embedding") is fam
+
+    gpu = get_gpu("h100-sxm")
+    records = []
+    for tokens in (1, 16, 64, 256, 1024, 4096, 16384, 32768):
+        op = {"op": "embedding", "tokens": tokens, "hidden": 4096, "dtype": "bf16"}
+        t = 5e-6 + 2 * tokens * 4096 * 2 / 2.5e12
+        records.append(families.make_record("embedding", op, t, 10, 0.0, {"cache": "cold"}))
+    params, errors, _ = calibrate(records, gpu)
+    assert "embedding" in params.family_bandwidth_efficiency
+    assert list(errors) == ["embedding gather"] and errors["embedding gather"].n == 4
+    # the fit recovers the synthetic rate and floor: 2.5 TB/s of the H100's 3.35 TB/s, 5 us
+    eff = 2.5e12 / gpu.memory_bandwidth_bytes_per_s
+    assert params.family_bandwidth_efficiency["embedding"] == pytest.approx(eff, rel=1e-3)
+    assert params.family_overhead_s["embedding"] == pytest.approx(5e-6, rel=1e-3)
+    assert errors["embedding gather"].median_abs_pct < 0.1
