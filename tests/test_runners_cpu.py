@@ -330,9 +330,7 @@ def test_full_plan_covers_the_brief():
         (2048, 50304, 768),
     } <= shapes
     assert {(1, 14336, 4096), (8192, 4096, 11008)} <= shapes
-    sizes = [
-        fam.bandwidth.bandwidth_counts(p, n)[1] for p, n in fam.bandwidth.bandwidth_points(False)
-    ]
+    sizes = [fam.bandwidth.bandwidth_counts(p, n)[1] for p, n in fam.bandwidth.bandwidth_points(False)]
     assert min(sizes) <= 4096 and max(sizes) >= (4 << 30) - 64
     lat = fam.latency.latency_sizes(False)
     assert lat[0] == 16 << 10 and lat[-1] == 1 << 30
@@ -423,11 +421,7 @@ def test_log_sizes_and_ints():
 
 def test_measurement_script_help_needs_no_gpu():
     out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "validation" / "experiments" / "run_measurements.py"),
-            "--help",
-        ],
+        [sys.executable, str(ROOT / "validation" / "experiments" / "run_measurements.py"), "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -442,7 +436,9 @@ def test_measurement_script_summary_and_atomic_write(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     recs = [
-        fam.make_record("gemm", fam.gemm.gemm_op(8192, 8192, 8192, "bf16"), 1.4e-3, 5, 0.01, {}),
+        fam.make_record(
+            "gemm", fam.gemm.gemm_op(8192, 8192, 8192, "bf16"), 1.4e-3, 5, 0.01, {}
+        ),
         fam.make_record(
             "bandwidth",
             fam.bandwidth.bandwidth_op("copy", 1 << 28, 270336),
