@@ -375,7 +375,7 @@ def test_allreduce_one_gpu_json(capsys):
 
 def test_collectives_merge_keeps_raw_measurements(tmp_path):
     from gpumodel.calibration import read_calibration_file
-    from gpumodel.validate.collectives_runner import merge_into_calibration
+    from gpumodel.validate.families.collectives import merge_into_calibration
 
     path = tmp_path / "cal.yaml"
     path.write_bytes(H100_CAL.read_bytes())
