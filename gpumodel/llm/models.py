@@ -182,7 +182,11 @@ class ModelSpec(_Frozen):
 
     def attended(self, context: int) -> int:
         """Keys a query attends to (and KV-cache length) at ``context``: capped by the window."""
-        return min(context, self.sliding_window) if self.sliding_window else context
+        if not self.sliding_window:
+            return context
+        # numpy arrays of contexts too (the sweeps)
+        return context.clip(max=self.sliding_window) if hasattr(context, "clip") else min(
+            context, self.sliding_window)  # fmt: skip
 
     def summary(self) -> dict[str, object]:
         data = self.model_dump(mode="json", exclude={"sources", "notes"})

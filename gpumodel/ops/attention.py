@@ -18,6 +18,7 @@ from gpumodel.ops.base import (
     Op,
     element_bytes,
     matmul_unit,
+    uniform,
     vector_unit,
 )
 from gpumodel.specs import GPUSpec
@@ -81,7 +82,7 @@ class Attention(Op):
 
     @property
     def n_kv_seq(self) -> int:
-        return self.kv_seq or self.seq
+        return self.seq if self.kv_seq is None else self.kv_seq
 
     @property
     def causal_fraction(self) -> float:
@@ -102,7 +103,7 @@ class Attention(Op):
         growing seq or batch switches kernels."""
         if self.seq > 1:
             return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
-        if self.impl != "flash" or self.backward or self.decode_splits_kv(gpu):
+        if self.impl != "flash" or self.backward or uniform(self.decode_splits_kv(gpu)):
             return None
         rows, _ = self.decode_rows()
         per_batch = self.n_kv_heads * -(-rows // SPLIT_KV_BLOCK_M)
@@ -175,7 +176,7 @@ class Attention(Op):
             ]
         if self.impl == "flash":
             nbytes = 2 * q_bytes + kv_bytes  # Q in, O out, K and V in
-            if s == 1 and not self.decode_splits_kv(gpu):
+            if s == 1 and not uniform(self.decode_splits_kv(gpu)):
                 # decode that fills the GPU runs the regular forward kernel: its 128-row query
                 # tiles compute mostly padding, so it is bound by tensor cores, not by HBM (on
                 # an H100 and an H200 alike: 1.55 ms for 8 x 32 heads x 32K keys on both)
