@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -41,16 +41,19 @@ from gpumodel._validators import (
     check_number,
 )
 from gpumodel.calibration import (
+    CalibrationParams,
     calibration_label,
     calibration_short,
     choose_calibration,
     mixed_calibration_warning,
 )
 from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.ops.base import MixedKernels
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
-from gpumodel.llm._timing import Timer
+from gpumodel.llm._comm import Collective
+from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timer
 from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
-from gpumodel.llm.layers import AttentionImpl, Fusion, model_ops, tp_shape
+from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags
@@ -67,6 +70,7 @@ from gpumodel.llm.training import (
 )
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.vectorised import op_kernel_times
 
 # the largest grid one call builds (rows are ~150 bytes: 10^7 rows ~ 1.5 GB)
 MAX_POINTS = 10_000_000
@@ -272,14 +276,20 @@ def sweep_inference(
     n = len(pts["tp"])
     keys = np.stack([pts["tp"], pts["batch"], pts["seq"], pts["context"]], axis=1)
     uniq, inverse = _group_rows(keys)
+    _check_shapes(spec, phase, uniq)
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
     prices: dict[str, Price | None] = {}
-    shapes = [(t, b, *_defaults(spec, phase, s, c)) for t, b, s, c in uniq.tolist()]
-    # the ops of a step depend on the shape, not on the GPU: built once for every GPU
-    step_ops = [model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention, fusion=fusion,
-                          kv_cache=kv_cache, logits="last", gqa=gqa)
-                for t, b, s, c in shapes]  # fmt: skip
+    flags = {"dtype": dtype, "attention": attention, "fusion": fusion, "kv_cache": kv_cache,
+             "logits": "last", "gqa": gqa}  # fmt: skip
+    # the ops of a step depend on the shape, not on the GPU: built once for every GPU, over
+    # arrays of batch and context for each (tp, seq) (``ops.base.build``)
+    groups = []
+    for t, s in np.unique(uniq[:, [0, 2]], axis=0).tolist():
+        idx = np.flatnonzero((uniq[:, 0] == t) & (uniq[:, 2] == s))
+        b, c = uniq[idx, 1], uniq[idx, 3]
+        ops = model_ops(spec, b, s, c, tp=t, **flags) if _arrays_ok(spec, gqa) else None  # type: ignore[arg-type]
+        groups.append((idx, t, s, ops))
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
@@ -287,31 +297,22 @@ def sweep_inference(
         m = len(uniq)
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
-        by_shape: dict[tuple[int, int, int], list[tuple[int, tuple]]] = {}
-        for i, ((t, b, s, c), ops) in enumerate(zip(shapes, step_ops)):
-            timed = (timer.time_all(ops.pre), timer.time_all(ops.layer),
-                     timer.time_all(ops.post))  # fmt: skip
-            blocks = kernel_blocks(*timed)
-            ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, fusion,
-                            host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                            graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
-            by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
-                (i, (*blocks, *ht.per_kernel, ht))
-            )  # type: ignore[arg-type]
+        hosts = {"host_per_kernel_s": host_per_kernel_s, "host_per_step_s": host_per_step_s,
+                 "graph_launch_s": graph_launch_s, "host_given": host is not None}  # fmt: skip
+        for idx, t, s, ops in groups:
+            times = None
+            if ops is not None:
+                times = _array_step(spec, timer, rt, hp, ops, uniq[idx], flags, hosts)
+            if times is None:  # one step at a time (MoE, repeated K/V, mixed kernels)
+                times = _scalar_steps(spec, timer, rt, hp, uniq[idx], flags, hosts)
+            step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
+        for i, (t, b, s, c) in enumerate(uniq.tolist()):
             mb = memory(spec, g, batch=b, seq=c, dtype=dtype, tp=t, phase=phase,
                         attention=attention, prefill_tokens=b * s)  # fmt: skip
             mem[i], cap[i], fits[i] = mb.total_bytes, mb.capacity_bytes, mb.fits
-        for rows in by_shape.values():
-            idx = np.array([i for i, _ in rows])
-            pre, layer, post, h_pre, h_layer, h_post = (
-                np.array([blk[j] for _, blk in rows], dtype=float).reshape(len(rows), -1)
-                for j in range(6))  # fmt: skip
-            terms = [blk[6] for _, blk in rows]
-            times = step_times(pre, layer, spec.layers, post, eager=terms[0].eager,
-                               host_per_kernel_s=(h_pre, h_layer, h_post),
-                               host_per_step_s=np.array([t.per_step_s for t in terms]),
-                               graph_launch_s=np.array([t.launch_s for t in terms]))  # fmt: skip
-            step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
+        if not np.all(np.isfinite(step) & (step >= 0)):
+            raise SpecError(f"{spec.id} on {g.id}: the model gives a non-finite step time; the "
+                            "inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
         t_step = step[inverse]
         n_gpus = pts["tp"] * pts["dp"]
         tokens_per_s = pts["dp"] * (pts["batch"] * pts["seq"]) / t_step
@@ -476,6 +477,95 @@ def sweep_training(
                   "attention": attention, "tokens": tokens, "policy": policy,
                   "host": host_dict(hp) if hp else None},
     )  # fmt: skip
+
+
+def _check_shapes(spec: ModelSpec, phase: str, shapes: np.ndarray) -> None:
+    """The scalar's checks of (tp, batch, seq, context) rows: its error for the first bad one."""
+    seq, ctx = shapes[:, 2], shapes[:, 3]
+    bad = (ctx < seq) | (ctx > spec.max_context)
+    if np.any(bad):
+        _t, _b, s, c = shapes[int(np.argmax(bad))].tolist()
+        _defaults(spec, phase, s, c)
+    for t in np.unique(shapes[:, 0]).tolist():
+        tp_shape(spec, t)
+
+
+def _arrays_ok(spec: ModelSpec, gqa: str) -> bool:
+    """Whether the step's ops build over arrays of shapes: not for MoE (the active experts
+    change the ops' counts) or repeated K/V (the mask's kernels change with the context)."""
+    return spec.moe is None and gqa == "native"
+
+
+def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """Step times of shapes (rows tp, batch, seq, context) one at a time through ``Timer``
+    (the scalar op model), combined as arrays; the sweep's path where ops do not build over
+    arrays."""
+    by_shape: dict[tuple[int, ...], list[tuple[int, tuple]]] = {}
+    for i, (t, b, s, c) in enumerate(shapes.tolist()):
+        ops = model_ops(spec, b, s, c, tp=t, **flags)
+        timed = (timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post))
+        blocks = kernel_blocks(*timed)
+        ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)
+        by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
+            (i, (*blocks, *ht.per_kernel, ht))
+        )  # type: ignore[arg-type]
+    out = {k: np.empty(len(shapes)) for k in ("step", "gpu", "host")}
+    for rows in by_shape.values():
+        idx = np.array([i for i, _ in rows])
+        pre, layer, post, h_pre, h_layer, h_post = (
+            np.array([blk[j] for _, blk in rows], dtype=float).reshape(len(rows), -1)
+            for j in range(6))  # fmt: skip
+        terms = [blk[6] for _, blk in rows]
+        times = step_times(pre, layer, spec.layers, post, eager=terms[0].eager,
+                           host_per_kernel_s=(h_pre, h_layer, h_post),
+                           host_per_step_s=np.array([t.per_step_s for t in terms]),
+                           graph_launch_s=np.array([t.launch_s for t in terms]))  # fmt: skip
+        for k in out:
+            out[k][idx] = times[k]
+    return out
+
+
+def _array_step(spec, timer, rt, hp, ops, shapes, flags, hosts) -> dict[str, np.ndarray] | None:  # type: ignore[no-untyped-def]
+    """Step times of shapes of one (tp, seq) whose ops were built over arrays of batch and
+    context (``ops``): every kernel timed over the arrays (``vectorised.op_kernel_times``), the
+    host's costs from the first shape (they depend on the kernels' kinds and names, which the
+    points share). None where the points do not run the same kernels."""
+    t, b, s, c = shapes[0].tolist()
+    first = model_ops(spec, b, s, c, tp=t, **flags)
+    timed = (timer.time_all(first.pre), timer.time_all(first.layer), timer.time_all(first.post))
+    ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)
+    n = len(shapes)
+    params = timer.calibration.parameters if timer.calibration else CalibrationParams()
+    blocks = []
+    for entries, scalar in zip((ops.pre, ops.layer, ops.post), timed):
+        cols: list[np.ndarray] = []
+        for e, one in zip(entries, scalar):
+            try:
+                kernels = _entry_times(e, timer, params, n)
+            except MixedKernels:
+                return None
+            if [k for _, k in kernels] != [k.launches for k in one.kernels]:
+                return None
+            per_launch = [np.broadcast_to(tk / k, (n,)) for tk, k in kernels for _ in range(k)]
+            cols += per_launch * e.count
+        blocks.append(np.stack(cols, axis=1) if cols else np.zeros((n, 0)))
+    if [blk.shape[1] for blk in blocks] != [len(h) for h in ht.per_kernel]:
+        return None
+    return step_times(blocks[0], blocks[1], spec.layers, blocks[2], eager=ht.eager,
+                      host_per_kernel_s=tuple(np.array(h, dtype=float) for h in ht.per_kernel),
+                      host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
+
+
+def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple[np.ndarray, int]]:
+    """(time at every point, launches) of each kernel of one op built over arrays."""
+    if isinstance(e.op, Collective):  # the collective model: once per distinct size
+        sizes, inverse = np.unique(np.broadcast_to(np.asarray(e.op.bytes), (n,)),
+                                   return_inverse=True)  # fmt: skip
+        kps = [timer.kernels(replace(e, op=type(e.op)(**{**e.op.__dict__, "bytes": float(v)})))[0]
+               for v in sizes.tolist()]  # fmt: skip
+        return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches)]
+    floor = timer.stream_floor_s if e.kind not in KEEP_ISOLATED_FLOOR else None
+    return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor)
 
 
 @dataclass(frozen=True)
