@@ -365,15 +365,16 @@ def _op_kernels(
     out = []
     floors = []
     for k in work:
-        if k.transfer or k.repeats != 1:
-            raise MixedKernels("transfers and repeated kernels: timed point by point")
+        if k.transfer:
+            raise MixedKernels("host transfers: timed point by point")
         fam = k.family or op.family
         if condition == "in-workload":
             t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n)
         else:
             t, floor = _kernel_array(k, gpu, params, fam, l2, n)
         _check_array_work(op, k, n)
-        out.append(np.broadcast_to(t, (n,)).astype(float))
+        # ``repeats`` identical kernels: one priced, times the count (its floor term one's)
+        out.append(np.broadcast_to(t * k.repeats if k.repeats != 1 else t, (n,)).astype(float))
         floors.append(floor)
     floor_op = op.monotone_floor(gpu)
     if floor_op is not None and out:
@@ -385,10 +386,11 @@ def _op_kernels(
         grow = gap > 0
         times[slowest[grow], np.flatnonzero(grow)] += gap[grow]
         out = list(times)
+    launches = [k.launches * k.repeats for k in work]
     if stream_floor_s is not None:  # as _timing.in_stream: the isolated floor replaced
-        out = [np.maximum(0.0, t - f) + k.launches * stream_floor_s if f > 0 else t
-               for t, f, k in zip(out, floors, work)]  # fmt: skip
-    return [(t, k.launches) for t, k in zip(out, work)]
+        out = [np.maximum(0.0, t - f) + nl * stream_floor_s if f > 0 else t
+               for t, f, nl in zip(out, floors, launches)]  # fmt: skip
+    return list(zip(out, launches))
 
 
 def _check_array_work(op: Op, k: KernelWork, n: int) -> None:

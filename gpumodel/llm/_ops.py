@@ -82,7 +82,8 @@ def passes(name: str, n: int, dtype: str, *steps: tuple) -> Passes:
         n=n,
         dtype=dtype,  # type: ignore[arg-type]
         passes=tuple(
-            Pass(
+            build(
+                Pass,
                 name=s[0],
                 fraction=s[1],
                 bytes_per_element=s[2],

@@ -463,7 +463,7 @@ def model_ops(
         ctx = seq if context is None else context
         kv = model.attended(ctx)
         mask = (sdpa_mask(batch, seq, kv) if fusion != "compiled" else
-                passes("attention mask (compiled)", max(1, seq * kv), "fp32", ("kv <= q", 1, 1, 1)))  # fmt: skip
+                passes("attention mask (compiled)", at_least(seq * kv, 1), "fp32", ("kv <= q", 1, 1, 1)))  # fmt: skip
         pre.append(LayerOp("attention_mask", mask))
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,

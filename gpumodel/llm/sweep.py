@@ -288,7 +288,7 @@ def sweep_inference(
     for t, s in np.unique(uniq[:, [0, 2]], axis=0).tolist():
         idx = np.flatnonzero((uniq[:, 0] == t) & (uniq[:, 2] == s))
         b, c = uniq[idx, 1], uniq[idx, 3]
-        ops = model_ops(spec, b, s, c, tp=t, **flags) if _arrays_ok(spec, gqa) else None  # type: ignore[arg-type]
+        ops = model_ops(spec, b, s, c, tp=t, **flags) if _arrays_ok(spec) else None  # type: ignore[arg-type]
         groups.append((idx, t, s, ops))
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
@@ -490,10 +490,10 @@ def _check_shapes(spec: ModelSpec, phase: str, shapes: np.ndarray) -> None:
         tp_shape(spec, t)
 
 
-def _arrays_ok(spec: ModelSpec, gqa: str) -> bool:
-    """Whether the step's ops build over arrays of shapes: not for MoE (the active experts
-    change the ops' counts) or repeated K/V (the mask's kernels change with the context)."""
-    return spec.moe is None and gqa == "native"
+def _arrays_ok(spec: ModelSpec) -> bool:
+    """Whether the step's ops build over arrays of shapes: not for MoE (the number of active
+    experts, an op's count, changes with the tokens)."""
+    return spec.moe is None
 
 
 def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
