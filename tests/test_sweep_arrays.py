@@ -158,3 +158,24 @@ def test_sweep_still_rejects_what_the_scalar_rejects():
         gm.sweep_inference("llama-3-8b", "h100", phase="prefill", seq=[512], context=[128, 1024])
     with pytest.raises(gm.UnsupportedError, match="tp=3"):
         gm.sweep_inference("llama-3-8b", "h100", tp=[1, 3])
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200", "a100", "l4", "mi300x"])
+def test_collective_over_sizes_equals_predict(gpu):
+    """``collectives.time_array`` (one op, many sizes) against ``predict`` size by size: measured
+    NCCL lines (H100/H200 calibrations), transferred ones and the datasheet's algorithm choice,
+    across the sizes where the fastest algorithm changes."""
+    from gpumodel.calibration import resolve
+    from gpumodel.llm._comm import AllGather, AllReduce, ReduceScatter, collective_kernel, placed
+    from gpumodel.ops.collectives import time_array
+
+    g = gm.get_gpu(gpu)
+    sizes = np.unique(np.geomspace(1, 1e10, 60).round())
+    for cal in (resolve(None, g), None):
+        for cls in (AllReduce, AllGather, ReduceScatter):
+            for tp in (2, 4, 8):
+                op = placed(cls, 1024.0, tp, "bf16")
+                got = time_array(op, g, cal, sizes)
+                for i, v in enumerate(sizes.tolist()):
+                    one = type(op)(**{**op.__dict__, "bytes": v})
+                    assert close(got[i], collective_kernel(one, g, cal).time_s), (cls, tp, v)

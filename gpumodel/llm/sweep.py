@@ -49,6 +49,7 @@ from gpumodel.calibration import (
 )
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.ops.base import MixedKernels
+from gpumodel.ops.collectives import time_array
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import Collective
 from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timer
@@ -558,7 +559,10 @@ def _array_step(spec, timer, rt, hp, ops, shapes, flags, hosts) -> dict[str, np.
 
 def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple[np.ndarray, int]]:
     """(time at every point, launches) of each kernel of one op built over arrays."""
-    if isinstance(e.op, Collective):  # the collective model: once per distinct size
+    if isinstance(e.op, Collective) and e.op.nodes == 1:  # the collective model over sizes
+        sizes = np.broadcast_to(np.asarray(e.op.bytes, dtype=float), (n,))
+        return [(time_array(e.op, timer.gpu, timer.calibration, sizes), 1 if e.op.gpus > 1 else 0)]
+    if isinstance(e.op, Collective):  # across nodes: once per distinct size
         sizes, inverse = np.unique(np.broadcast_to(np.asarray(e.op.bytes), (n,)),
                                    return_inverse=True)  # fmt: skip
         kps = [timer.kernels(replace(e, op=type(e.op)(**{**e.op.__dict__, "bytes": float(v)})))[0]
