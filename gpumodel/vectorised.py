@@ -16,8 +16,8 @@ from gpumodel.calibration import CalibrationParams, resolve
 from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
-from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.model.scheduling import BALANCED_BLOCKS_PER_SLOT, TileWork, schedule_efficiency
+from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import KernelWork, MixedKernels, Op, is_array, matmul_unit, vector_unit
 from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
@@ -256,7 +256,9 @@ def _kernel_array(
     elif limit is not None:
         t_memory = np.where((nbytes > 0) & (limit < bandwidth), nbytes / limit, t_memory)
     p = math.inf if issue else params.overlap_exponent or math.inf
-    fitted_gemm = params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
+    fitted_gemm = (
+        params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
+    )
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         p = fitted_gemm.overlap_exponent
     t_core = np.asarray(overlap_time(t_compute + 0.0 * nbytes, t_memory, p))

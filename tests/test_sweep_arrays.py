@@ -103,7 +103,7 @@ def test_mixed_kernels_are_split_and_joined():
     with pytest.raises(MixedKernels):
         uniform(splits)
     params = Timer(g, None).calibration.parameters
-    (t, launches), = op_kernel_times(op, g, params, 4)
+    ((t, _launches),) = op_kernel_times(op, g, params, 4)
     for i, b in enumerate(batch.tolist()):
         one = Attention(batch=b, heads=32, seq=1, head_dim=128, kv_heads=8,
                         kv_seq=int(op.kv_seq[i]))  # fmt: skip

@@ -15,7 +15,16 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, at_least, build, is_array, vector_unit
+from gpumodel.ops.base import (
+    Dtype,
+    FlopPart,
+    KernelWork,
+    Op,
+    at_least,
+    build,
+    is_array,
+    vector_unit,
+)
 from gpumodel.ops.simple import strided_kernel
 from gpumodel.specs import GPUSpec
 

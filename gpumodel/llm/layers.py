@@ -58,7 +58,6 @@ from gpumodel.errors import UnsupportedError
 from gpumodel.llm._comm import AllReduce, placed
 from gpumodel.llm._ops import Passes, passes
 from gpumodel.llm.models import ModelSpec
-from gpumodel.ops.base import at_least, build, is_array, uniform
 from gpumodel.ops import (
     Attention,
     Elementwise,
@@ -69,6 +68,7 @@ from gpumodel.ops import (
     Op,
     RMSNorm,
 )
+from gpumodel.ops.base import at_least, build, is_array, uniform
 from gpumodel.specs import BYTES_PER_ELEMENT
 
 Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
@@ -305,7 +305,7 @@ def decoder_layer(
     # about kv_len keys (the triangle at the start is ignored). With an explicit mask the
     # kernel computes every key block (the mask is data, not a causal flag).
     causal = gqa == "native" and 1 < seq and uniform(seq <= kv_len)
-    attn = build(Attention, 
+    attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len,
     )  # fmt: skip
@@ -320,14 +320,18 @@ def decoder_layer(
         ops.append(LayerOp("tp_all_reduce_attn", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
     if fusion != "compiled":  # compiled: folded into the norm after it
-        ops.append(LayerOp("residual_add_attn", build(Elementwise, op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+        ops.append(
+            LayerOp("residual_add_attn", build(Elementwise, op="add", n=tokens * h, dtype=dt))
+        )  # type: ignore[arg-type]
     ops.append(_norm(model, "post_attn_norm", tokens, dt, fusion))
     ops += _mlp(model, tokens, s.ffn, dt, fusion)
     if tp > 1:
         ops.append(LayerOp("tp_all_reduce_mlp", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
     if fusion != "compiled":  # compiled: folded into the next layer's (or the final) norm
-        ops.append(LayerOp("residual_add_mlp", build(Elementwise, op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+        ops.append(
+            LayerOp("residual_add_mlp", build(Elementwise, op="add", n=tokens * h, dtype=dt))
+        )  # type: ignore[arg-type]
     return ops
 
 
@@ -366,10 +370,14 @@ def _dense_mlp(
     h, b = model.hidden, BYTES_PER_ELEMENT[dt]
 
     def gemm(name: str, n: int, k: int) -> LayerOp:
-        return LayerOp(prefix + name, build(Gemm, m=rows, n=n, k=k, dtype=dt), count=count, kind="gemm")  # type: ignore[arg-type]
+        return LayerOp(
+            prefix + name, build(Gemm, m=rows, n=n, k=k, dtype=dt), count=count, kind="gemm"
+        )  # type: ignore[arg-type]
 
     def ew(name: str, op: str) -> LayerOp:
-        return LayerOp(prefix + name, build(Elementwise, op=op, n=rows * ffn, dtype=dt), count=count)  # type: ignore[arg-type]
+        return LayerOp(
+            prefix + name, build(Elementwise, op=op, n=rows * ffn, dtype=dt), count=count
+        )  # type: ignore[arg-type]
 
     if model.ffn_kind == "gelu_mlp" and fusion == "unfused":
         # HF NewGELUActivation (GPT-2's "gelu_new"), in Python: 0.5 * x * (1 + tanh(sqrt(2/pi)
@@ -444,7 +452,9 @@ def model_ops(
     h, b, d = model.hidden, BYTES_PER_ELEMENT[dtype], model.head_dim
     tokens = batch * seq
     dt = dtype
-    pre = [LayerOp("embedding", build(Embedding, tokens=tokens, hidden=h, dtype=dt), kind="embedding")]  # type: ignore[arg-type]
+    pre = [
+        LayerOp("embedding", build(Embedding, tokens=tokens, hidden=h, dtype=dt), kind="embedding")
+    ]  # type: ignore[arg-type]
     if tp > 1:  # vocab-parallel embedding: each rank holds V/tp rows, partial sums all-reduced
         pre.append(LayerOp("tp_all_reduce_embedding",
                            placed(AllReduce, tokens * h * b, tp, dt), kind="comm"))  # fmt: skip

@@ -48,8 +48,6 @@ from gpumodel.calibration import (
     mixed_calibration_warning,
 )
 from gpumodel.errors import SpecError, UnsupportedError
-from gpumodel.ops.base import MixedKernels
-from gpumodel.ops.collectives import time_array
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import Collective
 from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timer
@@ -69,6 +67,8 @@ from gpumodel.llm.training import (
     trace_fragmentation,
     training_memory,
 )
+from gpumodel.ops.base import MixedKernels
+from gpumodel.ops.collectives import time_array
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.vectorised import op_kernel_times
@@ -290,7 +290,7 @@ def sweep_inference(
         idx = np.flatnonzero((uniq[:, 0] == t) & (uniq[:, 2] == s))
         b, c = uniq[idx, 1], uniq[idx, 3]
         ops = model_ops(spec, b, s, c, tp=t, **flags) if _arrays_ok(spec) else None  # type: ignore[arg-type]
-        groups.append((idx, t, s, ops))
+        groups.append((idx, ops))
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
@@ -300,7 +300,7 @@ def sweep_inference(
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
         hosts = {"host_per_kernel_s": host_per_kernel_s, "host_per_step_s": host_per_step_s,
                  "graph_launch_s": graph_launch_s, "host_given": host is not None}  # fmt: skip
-        for idx, t, s, ops in groups:
+        for idx, ops in groups:
             times = None
             if ops is not None:
                 times = _array_step(spec, timer, rt, hp, ops, uniq[idx], flags, hosts)

@@ -65,12 +65,14 @@ def schedule_efficiency(tile_work: TileWork | Sequence[float], groups: int, slot
     total = (tile_work.total() if isinstance(tile_work, TileWork) else sum(tile_work)) * groups
     if blocks >= BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
-    if min(tile_work) == max(tile_work):  # equal blocks: whole waves, no need to simulate
+    works = list(tile_work)  # fewer than 64 x slots blocks (above), so a bounded list
+    if min(works) == max(works):  # equal blocks: whole waves, no need to simulate
         return blocks / (-(-blocks // slots) * slots)
     finish = [0.0] * min(slots, blocks)
     heapq.heapify(finish)
+    replace = heapq.heapreplace
     for _ in range(groups):
-        for w in tile_work:
-            heapq.heapreplace(finish, finish[0] + w)
+        for w in works:
+            replace(finish, finish[0] + w)
     makespan = max(finish)
     return total / (makespan * slots)

@@ -156,8 +156,9 @@ def build(cls, **fields):
     """``cls(**fields)``, validated; over numpy arrays of sizes (the LLM sweeps, which check
     their arrays once at their boundary) the op holds the arrays unvalidated: its ``kernels``
     then give arrays of FLOPs and bytes, one element a point."""
-    if any(is_array(v) for v in fields.values()):
-        return cls.model_construct(**fields)
+    for v in fields.values():
+        if getattr(v, "ndim", 0):  # is_array, inlined: every op the LLM model builds passes here
+            return cls.model_construct(**fields)
     return cls(**fields)
 
 
