@@ -13,7 +13,7 @@ import numpy as np
 
 from gpumodel._validators import MAX_BYTES, MAX_FLOPS, check_array, check_dtype
 from gpumodel.calibration import CalibrationParams, resolve
-from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.model.scheduling import BALANCED_BLOCKS_PER_SLOT, TileWork, schedule_efficiency
@@ -21,7 +21,6 @@ from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import KernelWork, MixedKernels, Op, is_array, matmul_unit, vector_unit
 from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
-    ASSUMED_REGISTERS_PER_THREAD,
     bandwidth_efficiency,
     check_condition,
     compute_efficiency,
@@ -29,6 +28,7 @@ from gpumodel.predict import (
     power_watts,
     predict,
     reads_dram,
+    resident,
 )
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
@@ -280,22 +280,14 @@ def _latency_limit(
     if kw.threads is None or not kw.threads_per_block or gpu.sm_limits is None:
         return None
     from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
-    from gpumodel.model.occupancy import has_rules, occupancy
+    from gpumodel.model.occupancy import has_rules
 
     if not has_rules(gpu):
         return None
-    regs = kw.registers_per_thread
-    occ = occupancy(gpu, kw.threads_per_block,
-                    ASSUMED_REGISTERS_PER_THREAD if regs is None else regs,
-                    kw.shared_mem_per_block)  # fmt: skip
-    if occ.blocks_per_sm == 0:
-        raise InfeasibleError(f"this launch configuration cannot run: {occ.note or occ.summary()}")
-    threads = np.asarray(kw.threads)
-    blocks = -(-threads // kw.threads_per_block)
-    resident = np.minimum(blocks, occ.blocks_per_sm * gpu.sm_count) * kw.threads_per_block
-    per_thread = kw.bytes_in_flight_per_thread or nbytes / threads
+    threads, _ = resident(kw, gpu)
+    per_thread = kw.bytes_in_flight_per_thread or nbytes / np.asarray(kw.threads)
     latency = np.where(in_l2, l2_latency_s(gpu, params)[0], dram_latency_s(gpu, params)[0])
-    return sustained_bandwidth(resident * per_thread, latency)
+    return sustained_bandwidth(threads * per_thread, latency)
 
 
 def _kernel_in_workload(
@@ -330,12 +322,13 @@ def _take(op: Op, idx: np.ndarray) -> Op:
 def op_kernel_times(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, *, l2: str = "cold",
     condition: str = "in-workload", stream_floor_s: float | None = None,
-) -> list[tuple[np.ndarray, int]]:  # fmt: skip
+) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     """Each kernel of ``op`` (built over arrays of ``n`` points: ``ops.base.build``) as
-    (its time at every point, its launches): what ``predict(op).kernels`` gives point by point,
-    the family floor included, then (``stream_floor_s``) ``_timing.in_stream``. Points that
-    run different kernels are split and joined again; MixedKernels when their kernels differ
-    in number or launches (the sweep then times them one by one)."""
+    (its time at every point, its launches, its name): what ``predict(op).kernels`` gives
+    point by point, the family floor included, then (``stream_floor_s``)
+    ``_timing.in_stream``. Points that run different kernels are split and joined again (the
+    name is the first points' kernel's); MixedKernels when their kernels differ in number or
+    launches (the sweep then times them one by one)."""
     try:
         return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s)
     except MixedKernels:
@@ -350,17 +343,17 @@ def op_kernel_times(
     if [x[1] for x in ka] != [x[1] for x in kb]:
         raise MixedKernels("the points of this op run different kernels")
     out = []
-    for (ta, launches), (tb, _) in zip(ka, kb):
+    for (ta, launches, name), (tb, _, _) in zip(ka, kb):
         t = np.empty(n)
         t[ia], t[ib] = ta, tb
-        out.append((t, launches))
+        out.append((t, launches, name))
     return out
 
 
 def _op_kernels(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, l2: str, condition: str,
     stream_floor_s: float | None,
-) -> list[tuple[np.ndarray, int]]:  # fmt: skip
+) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     if params.family_time_scale:
         raise MixedKernels("trace-fitted family scales: timed point by point")
     work = op.kernels(gpu)
@@ -380,7 +373,7 @@ def _op_kernels(
         floors.append(floor)
     floor_op = op.monotone_floor(gpu)
     if floor_op is not None and out:
-        floor = sum(t for t, _ in op_kernel_times(floor_op, gpu, params, n, l2=l2,
+        floor = sum(t for t, _, _ in op_kernel_times(floor_op, gpu, params, n, l2=l2,
                                                    condition=condition))  # fmt: skip
         times = np.stack(out)
         gap = floor - times.sum(axis=0)
@@ -392,7 +385,8 @@ def _op_kernels(
     if stream_floor_s is not None:  # as _timing.in_stream: the isolated floor replaced
         out = [np.maximum(0.0, t - f) + nl * stream_floor_s if f > 0 else t
                for t, f, nl in zip(out, floors, launches)]  # fmt: skip
-    return list(zip(out, launches))
+    names = [k.name if k.repeats == 1 else f"{k.name} x {k.repeats:,}" for k in work]
+    return list(zip(out, launches, names))
 
 
 def _check_array_work(op: Op, k: KernelWork, n: int) -> None:

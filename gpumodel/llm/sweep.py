@@ -50,7 +50,7 @@ from gpumodel.calibration import (
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import Collective
-from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timer
+from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timed, Timer
 from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory
@@ -69,6 +69,7 @@ from gpumodel.llm.training import (
 )
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
+from gpumodel.prediction import KernelPrediction
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.vectorised import op_kernel_times
@@ -303,7 +304,7 @@ def sweep_inference(
         for idx, ops in groups:
             times = None
             if ops is not None:
-                times = _array_step(spec, timer, rt, hp, ops, uniq[idx], flags, hosts)
+                times = _array_step(spec, timer, rt, hp, ops, len(idx), flags, hosts)
             if times is None:  # one step at a time (MoE, repeated K/V, mixed kernels)
                 times = _scalar_steps(spec, timer, rt, hp, uniq[idx], flags, hosts)
             step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
@@ -526,48 +527,47 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
     return out
 
 
-def _array_step(spec, timer, rt, hp, ops, shapes, flags, hosts) -> dict[str, np.ndarray] | None:  # type: ignore[no-untyped-def]
-    """Step times of shapes of one (tp, seq) whose ops were built over arrays of batch and
-    context (``ops``): every kernel timed over the arrays (``vectorised.op_kernel_times``), the
-    host's costs from the first shape (they depend on the kernels' kinds and names, which the
-    points share). None where the points do not run the same kernels."""
-    t, b, s, c = shapes[0].tolist()
-    first = model_ops(spec, b, s, c, tp=t, **flags)
-    timed = (timer.time_all(first.pre), timer.time_all(first.layer), timer.time_all(first.post))
-    ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)
-    n = len(shapes)
+def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarray] | None:  # type: ignore[no-untyped-def]
+    """Step times of the ``n`` shapes of one (tp, seq) whose ops were built over arrays of
+    batch and context (``ops``): every kernel timed over the arrays
+    (``vectorised.op_kernel_times``), the host's costs (``host_terms``) from the kernels' kinds,
+    names and launches, which the points share. None where they do not run the same kernels."""
     params = timer.calibration.parameters if timer.calibration else CalibrationParams()
-    blocks = []
-    for entries, scalar in zip((ops.pre, ops.layer, ops.post), timed):
+    blocks, timed = [], []
+    for entries in (ops.pre, ops.layer, ops.post):
         cols: list[np.ndarray] = []
-        for e, one in zip(entries, scalar):
+        block = []
+        for e in entries:
             try:
                 kernels = _entry_times(e, timer, params, n)
             except MixedKernels:
                 return None
-            if [k for _, k in kernels] != [k.launches for k in one.kernels]:
-                return None
-            per_launch = [np.broadcast_to(tk / k, (n,)) for tk, k in kernels for _ in range(k)]
-            cols += per_launch * e.count
+            cols += [
+                np.broadcast_to(t / k, (n,)) for t, k, _ in kernels for _ in range(k)
+            ] * e.count
+            # what host_terms reads of a timed op: its entry, its kernels' names and launches
+            block.append(Timed(e, tuple(KernelPrediction.model_construct(name=name, launches=k)
+                                        for _, k, name in kernels)))  # fmt: skip
         blocks.append(np.stack(cols, axis=1) if cols else np.zeros((n, 0)))
-    if [blk.shape[1] for blk in blocks] != [len(h) for h in ht.per_kernel]:
-        return None
+        timed.append(block)
+    ht = host_terms(rt, hp, timer.calibration, tuple(timed), spec.layers, flags["fusion"], **hosts)
     return step_times(blocks[0], blocks[1], spec.layers, blocks[2], eager=ht.eager,
                       host_per_kernel_s=tuple(np.array(h, dtype=float) for h in ht.per_kernel),
                       host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
 
 
-def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple[np.ndarray, int]]:
-    """(time at every point, launches) of each kernel of one op built over arrays."""
+def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple]:
+    """(time at every point, launches, name) of each kernel of one op built over arrays."""
     if isinstance(e.op, Collective) and e.op.nodes == 1:  # the collective model over sizes
         sizes = np.broadcast_to(np.asarray(e.op.bytes, dtype=float), (n,))
-        return [(time_array(e.op, timer.gpu, timer.calibration, sizes), 1 if e.op.gpus > 1 else 0)]
+        launches = 1 if e.op.gpus > 1 else 0  # as _comm.collective_kernel
+        return [(time_array(e.op, timer.gpu, timer.calibration, sizes), launches, e.op.op_name)]
     if isinstance(e.op, Collective):  # across nodes: once per distinct size
         sizes, inverse = np.unique(np.broadcast_to(np.asarray(e.op.bytes), (n,)),
                                    return_inverse=True)  # fmt: skip
         kps = [timer.kernels(replace(e, op=type(e.op)(**{**e.op.__dict__, "bytes": float(v)})))[0]
                for v in sizes.tolist()]  # fmt: skip
-        return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches)]
+        return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches, kps[0].name)]
     floor = timer.stream_floor_s if e.kind not in KEEP_ISOLATED_FLOOR else None
     return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor)
 

@@ -152,6 +152,11 @@ def at_least(value, floor: float):
     return value.clip(min=floor) if is_array(value) else max(floor, value)
 
 
+def at_most(value, ceiling: float):
+    """``min(value, ceiling)`` of a number or, elementwise, of an array of points."""
+    return value.clip(max=ceiling) if is_array(value) else min(value, ceiling)
+
+
 def build(cls, **fields):
     """``cls(**fields)``, validated; over numpy arrays of sizes (the LLM sweeps, which check
     their arrays once at their boundary) the op holds the arrays unvalidated: its ``kernels``
