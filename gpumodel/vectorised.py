@@ -192,17 +192,18 @@ def _schedule_array(kw: KernelWork, slots: int, n: int) -> np.ndarray:
     """``schedule_efficiency`` of ``kw``'s blocks for each point: closed form where the
     blocks are equal, the scalar function once per distinct tiling otherwise."""
     tw = kw.tile_work
+    assert tw is not None
     groups = np.broadcast_to(np.asarray(kw.tile_groups), (n,))
-    if tw.span is None:  # type: ignore[union-attr]  equal blocks: whole waves
-        blocks = tw.count * groups  # type: ignore[union-attr]
+    if tw.span is None:  # equal blocks: whole waves
+        blocks = tw.count * groups
         waves = blocks / (-(-blocks // slots) * slots)
         return np.where(blocks >= BALANCED_BLOCKS_PER_SLOT * slots, 1.0, waves)
-    keys = np.stack([np.broadcast_to(np.asarray(v), (n,)) for v in (tw.offset, tw.span, groups)],  # type: ignore[union-attr]
-                    axis=1)  # fmt: skip
+    fields = (tw.count, tw.offset, tw.span, groups)
+    keys = np.stack([np.broadcast_to(np.asarray(v), (n,)) for v in fields], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    effs = np.array([schedule_efficiency(TileWork(tw.count, tw.block, int(o), int(s)), int(g),  # type: ignore[union-attr]
-                                         slots) for o, s, g in uniq.tolist()])  # fmt: skip
-    return effs[inverse.ravel()]
+    effs = [schedule_efficiency(TileWork(c, tw.block, o, s), g, slots)
+            for c, o, s, g in uniq.tolist()]  # fmt: skip
+    return np.array(effs)[inverse.ravel()]
 
 
 def _kernel_array(
@@ -223,7 +224,7 @@ def _kernel_array(
             g = kw.gemm
             eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
                                               tile_n=g.tile_n, needs_alignment=g.needs_alignment)  # fmt: skip
-        if kw.tile_work is not None and kw.tile_work.count and part is kw.flops[0]:
+        if kw.tile_work is not None and np.all(kw.tile_work.count) and part is kw.flops[0]:
             eff = eff * _schedule_array(kw, gpu.sm_count * kw.tile_blocks_per_sm, n)
         if fam_compute != 1.0 and family != "gemm":
             eff = eff * fam_compute

@@ -115,8 +115,8 @@ def test_mixed_kernels_are_split_and_joined():
 @pytest.mark.parametrize("runtime", RUNTIME_NAMES)
 @pytest.mark.parametrize("phase", ["decode", "prefill"])
 def test_sweep_equals_predict_inference_across_kernel_switches(runtime, phase):
-    seq = [1] if phase == "decode" else [64]
-    context = [512, 3000] if phase == "decode" else [64, 700]
+    seq = [1] if phase == "decode" else [64, 200, 1000]  # prompts over arrays too
+    context = [512, 3000] if phase == "decode" else [1000, 1500]
     batch = [1, 3, 8, 40, 130] if phase == "decode" else [1, 5]
     for cal in (None, "none"):
         r = gm.sweep_inference("llama-3-8b", ["h100", "a100", "l4"], phase=phase, batch=batch,
@@ -181,3 +181,14 @@ def test_collective_over_sizes_equals_predict(gpu):
                 for i, v in enumerate(sizes.tolist()):
                     one = type(op)(**{**op.__dict__, "bytes": v})
                     assert close(got[i], collective_kernel(one, g, cal).time_s), (cls, tp, v)
+
+
+def test_prompts_across_a_sliding_window_equal_predict():
+    # Mistral's 4096-token window: prompts of 512 are causal, of 8192 attend 4096 keys each
+    # (not causal): the sweep splits them by prompt length
+    r = gm.sweep_inference("mistral-7b", ["h100", "l4"], phase="prefill", batch=[1, 3],
+                           seq=[512, 8192], runtime="fused-graph")  # fmt: skip
+    for row in r.records():
+        s = gm.predict_inference("mistral-7b", row["gpu"], phase="prefill", batch=row["batch"],
+                                 seq=row["seq"], runtime="fused-graph", allow_oversubscribe=True)  # fmt: skip
+        assert close(row["time_s"], s.time_s), row

@@ -304,13 +304,13 @@ def decoder_layer(
     # seq > kv_len only with a sliding window shorter than the prompt: each query then sees
     # about kv_len keys (the triangle at the start is ignored). With an explicit mask the
     # kernel computes every key block (the mask is data, not a causal flag).
-    causal = gqa == "native" and 1 < seq and uniform(seq <= kv_len)
+    causal = gqa == "native" and uniform(1 < seq) and uniform(seq <= kv_len)
     attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len,
     )  # fmt: skip
     ops.append(LayerOp("attention", attn, kind="attention"))
-    if fusion == "unfused" and attention == "naive" and seq > 1:
+    if fusion == "unfused" and attention == "naive" and uniform(seq > 1):
         # a naive (matmul/softmax/matmul) output is (batch, heads, seq, d): HF's
         # transpose(1, 2).contiguous() copies it; fused SDPA kernels write (batch, seq, heads, d)
         op = build(Elementwise, op="copy", n=tokens * q_n, dtype=dt)  # type: ignore[arg-type]
@@ -423,7 +423,7 @@ def _lm_head(model: ModelSpec, batch: int, seq: int, tokens: int, vocab: int, dt
     h = model.hidden
     if logits != "last":
         return LayerOp("lm_head", build(Gemm, m=tokens, n=vocab, k=h, dtype=dt), kind="gemm")  # type: ignore[arg-type]
-    if fusion == "unfused" and seq > 1:
+    if fusion == "unfused" and uniform(seq > 1):
         op = build(Gemm, m=1, n=vocab, k=h, dtype=dt, batch=batch)  # type: ignore[arg-type]
         return LayerOp("lm_head", op, kind="gemm")
     return LayerOp("lm_head", build(Gemm, m=batch, n=vocab, k=h, dtype=dt), kind="gemm")  # type: ignore[arg-type]

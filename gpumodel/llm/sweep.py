@@ -285,13 +285,19 @@ def sweep_inference(
     flags = {"dtype": dtype, "attention": attention, "fusion": fusion, "kv_cache": kv_cache,
              "logits": "last", "gqa": gqa}  # fmt: skip
     # the ops of a step depend on the shape, not on the GPU: built once for every GPU, over
-    # arrays of batch and context for each (tp, seq) (``ops.base.build``)
-    groups = []
-    for t, s in np.unique(uniq[:, [0, 2]], axis=0).tolist():
-        idx = np.flatnonzero((uniq[:, 0] == t) & (uniq[:, 2] == s))
-        b, c = uniq[idx, 1], uniq[idx, 3]
-        ops = model_ops(spec, b, s, c, tp=t, **flags) if _arrays_ok(spec) else None  # type: ignore[arg-type]
-        groups.append((idx, ops))
+    # arrays of batch, seq and context for each tp (``ops.base.build``)
+    groups: list[tuple[np.ndarray, Any]] = []
+    for t in np.unique(uniq[:, 0]).tolist():
+        idx = np.flatnonzero(uniq[:, 0] == t)
+        try:
+            groups.append((idx, _array_ops(spec, uniq[idx], flags)))
+        except MixedKernels:  # e.g. prompts both longer and shorter than a sliding window
+            for s in np.unique(uniq[idx, 2]).tolist():
+                sub = idx[uniq[idx, 2] == s]
+                try:
+                    groups.append((sub, _array_ops(spec, uniq[sub], flags)))
+                except MixedKernels:
+                    groups.append((sub, None))
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
@@ -492,10 +498,15 @@ def _check_shapes(spec: ModelSpec, phase: str, shapes: np.ndarray) -> None:
         tp_shape(spec, t)
 
 
-def _arrays_ok(spec: ModelSpec) -> bool:
-    """Whether the step's ops build over arrays of shapes: not for MoE (the number of active
-    experts, an op's count, changes with the tokens)."""
-    return spec.moe is None
+def _array_ops(spec: ModelSpec, shapes: np.ndarray, flags: dict[str, Any]) -> Any:
+    """The step's ops over the arrays of batch, seq and context of ``shapes`` (rows tp, batch,
+    seq, context; one tp), or None where they do not build over arrays: MoE (the number of
+    active experts, an op's count, changes with the tokens). MixedKernels where the points
+    run different ops (the caller splits them by seq)."""
+    if spec.moe is not None:
+        return None
+    _tp, batch, seq, context = shapes.T
+    return model_ops(spec, batch, seq, context, tp=int(shapes[0, 0]), **flags)
 
 
 def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
@@ -528,8 +539,8 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
 
 
 def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarray] | None:  # type: ignore[no-untyped-def]
-    """Step times of the ``n`` shapes of one (tp, seq) whose ops were built over arrays of
-    batch and context (``ops``): every kernel timed over the arrays
+    """Step times of the ``n`` shapes of one tp whose ops were built over arrays of batch,
+    seq and context (``ops``): every kernel timed over the arrays
     (``vectorised.op_kernel_times``), the host's costs (``host_terms``) from the kernels' kinds,
     names and launches, which the points share. None where they do not run the same kernels."""
     params = timer.calibration.parameters if timer.calibration else CalibrationParams()
