@@ -38,11 +38,13 @@ TARGET_PER_S = 1e4
 def timed(fn, repeats: int = 3) -> tuple[float, float, object]:
     """(median CPU seconds of this process, median wall seconds, the result). CPU time is
     the figure: on a shared machine the wall clock also counts other processes' turns."""
-    from gpumodel.model.scheduling import _tile_efficiency
+    from gpumodel.model import scheduling
 
+    memo = getattr(scheduling, "_tile_efficiency", None)  # absent before 2026-11-24
     out, cpu, wall = None, [], []
     for _ in range(repeats):
-        _tile_efficiency.cache_clear()  # every run pays its block schedules (no earlier run's)
+        if memo is not None:
+            memo.cache_clear()  # every run pays its block schedules (no earlier run's)
         c0, w0 = time.process_time(), time.perf_counter()
         out = fn()
         cpu.append(time.process_time() - c0)
