@@ -184,8 +184,9 @@ def predict_rows(
 # --- kernels of ops built over arrays of sizes (the LLM sweeps) -------------------------------
 
 
-def _scalar_or_array(value: Any) -> Any:
-    return np.asarray(value, dtype=float) if is_array(value) else value
+class ScalarOnly(MixedKernels):
+    """An op the array path does not time (a host transfer, a trace-fitted family scale): the
+    sweep times it point by point, without splitting the points first."""
 
 
 def _schedule_array(kw: KernelWork, slots: int, n: int) -> np.ndarray:
@@ -332,6 +333,8 @@ def op_kernel_times(
     launches (the sweep then times them one by one)."""
     try:
         return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s)
+    except ScalarOnly:
+        raise
     except MixedKernels:
         if n < 2:
             raise
@@ -356,13 +359,13 @@ def _op_kernels(
     stream_floor_s: float | None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     if params.family_time_scale:
-        raise MixedKernels("trace-fitted family scales: timed point by point")
+        raise ScalarOnly("trace-fitted family scales: timed point by point")
     work = op.kernels(gpu)
     out = []
     floors = []
     for k in work:
         if k.transfer:
-            raise MixedKernels("host transfers: timed point by point")
+            raise ScalarOnly("host transfers: timed point by point")
         fam = k.family or op.family
         if condition == "in-workload":
             t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n)

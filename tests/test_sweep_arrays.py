@@ -192,3 +192,18 @@ def test_prompts_across_a_sliding_window_equal_predict():
         s = gm.predict_inference("mistral-7b", row["gpu"], phase="prefill", batch=row["batch"],
                                  seq=row["seq"], runtime="fused-graph", allow_oversubscribe=True)  # fmt: skip
         assert close(row["time_s"], s.time_s), row
+
+
+def test_trace_calibration_is_timed_point_by_point_and_equal():
+    """A calibration fitted from a trace scales kernel families by their bound; the array path
+    leaves it to the scalar op model (ScalarOnly), and the sweep still equals the scalar."""
+    from pathlib import Path
+
+    cal = Path(__file__).resolve().parent.parent / "transformer_eager.calibration.yaml"
+    assert gm.load_calibration(cal).parameters.family_time_scale
+    r = gm.sweep_inference("llama-3-8b", "h100", batch=[1, 16], context=[1024, 2048],
+                           runtime="hf-eager", calibration=str(cal))  # fmt: skip
+    for row in r.records():
+        s = gm.predict_inference("llama-3-8b", "h100", batch=row["batch"], context=row["context"],
+                                 runtime="hf-eager", calibration=str(cal))  # fmt: skip
+        assert close(row["time_s"], s.time_s), row

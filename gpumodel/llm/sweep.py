@@ -7,12 +7,21 @@ pp, dp and GPUs, with memory, fit and cost per point, as one table.
     gm.sweep_training("llama-2-7b", "h100", tp=[1, 2, 4], pp=[1, 2], dp=[8, 16, 32])
 
 Same model as the scalar functions, not a copy of it. A point's step time is
-``predict_inference`` / ``predict_training_step``'s, to rounding (a test holds them equal to
-1e-9 relative over a grid): both time the step's ops with the same op model (``Timer``) and
-combine them with the same numpy formulas (``inference.step_times``, which holds the eager
-host/GPU queue ``_timing.queue_time_blocks``; ``training.combine_step``). The sweep is fast
-because it times each distinct op once per GPU (the GEMMs of a decode step do not depend on
-the context, a layer's ops do not depend on pp or dp, ...) and combines the points as arrays.
+``predict_inference`` / ``predict_training_step``'s, to rounding (tests hold them equal to
+1e-9 relative point by point: tests/test_llm_sweep.py, tests/test_sweep_arrays.py). An
+inference sweep builds the step's ops once per tp over numpy arrays of the points' batch, seq
+and context (``layers.model_ops`` with arrays: ``ops.base.build``), so each op's ``kernels``
+give arrays of FLOPs and bytes; ``vectorised.op_kernel_times`` times them with the terms of
+``predict.kernel_time`` over the arrays (efficiencies, tile quantization, the block
+scheduler's tail, Little's law, the sustained clock, the family floor, the in-stream floor),
+and ``collectives.time_array`` the tensor-parallel all-reduces over their sizes. Points whose
+kernels differ (decode's split-KV and one-split attention) are split and joined; where the
+ops do not build over arrays (MoE: the active experts change an op's count) the sweep times
+each distinct step through ``Timer`` (the scalar op model). The step is then assembled as
+arrays with the scalar functions' own formulas (``inference.step_times``, which holds the
+eager host/GPU queue ``_timing.queue_time_blocks``; ``training.combine_step``). A training
+sweep times each distinct layer once per (tp, micro-batch, seq) and combines the layouts as
+arrays.
 
 The grid (``grid=True``, default) is the Cartesian product of the values given, in the order
 GPU, tp, pp, dp, batch, seq, context; ``grid=False`` broadcasts the arrays against each other
