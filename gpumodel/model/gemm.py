@@ -85,16 +85,23 @@ def efficiency(
     return factor, terms
 
 
-def efficiency_array(m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams):
-    """``efficiency`` over numpy arrays of shapes (same factors, no terms)."""
+def efficiency_array(
+    m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams, *,
+    tile_m: int | None = None, tile_n: int | None = None, needs_alignment: bool = True,
+):  # fmt: skip
+    """``efficiency`` over numpy arrays of shapes (same factors in the same order, no terms)."""
     import numpy as np
 
     fitted = params.gemm.get(dtype)
-    if fitted is None:
-        return np.ones(np.broadcast(m, n, k).shape)
-    a = ALIGN_ELEMENTS.get(dtype, 8)
-    bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
-    return fitted.efficiency * np.where(bad, fitted.misaligned_efficiency, 1.0)
+    factor = np.full(np.broadcast(m, n, k).shape, 1.0 if fitted is None else fitted.efficiency)
+    for size, tile in ((m, tile_m), (n, tile_n)):
+        if tile:
+            factor = factor * tile_quantization(np.asarray(size), tile)
+    if fitted is not None and needs_alignment and fitted.misaligned_efficiency != 1.0:
+        a = ALIGN_ELEMENTS.get(dtype, 8)
+        bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
+        factor = factor * np.where(bad, fitted.misaligned_efficiency, 1.0)
+    return factor
 
 
 def advice(shape: GemmShape, gpu: GPUSpec) -> list[str]:
