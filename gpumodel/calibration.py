@@ -64,6 +64,9 @@ class GemmParams(_Frozen):
     misaligned_efficiency: DatasheetRatio = Field(
         1.0, description="multiplier when a dimension misses 16-byte alignment"
     )
+    misaligned_transposed_efficiency: DatasheetRatio | None = Field(
+        None, description="the same for B stored transposed (nn.Linear's x @ W.T); None: as above"
+    )
     small_m_bandwidth_efficiency: DatasheetRatio = Field(
         1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )

@@ -60,6 +60,9 @@ def sweep(
     if op == "gemm":
         dtype = params.pop("dtype", "bf16")
         check_dtype(dtype)
+        transpose_b = params.pop("transpose_b", False)
+        if not isinstance(transpose_b, bool):
+            raise SpecError(f"sweep gemm: transpose_b must be true or false, got {transpose_b!r}")
         m, n, k, batch = np.broadcast_arrays(
             *(check_array(params.pop(x, 1 if x == "batch" else None), x)
               for x in ("m", "n", "k", "batch"))
@@ -68,7 +71,9 @@ def sweep(
         flops = 2.0 * m * n * k * batch
         nbytes = gemm_bytes(m, n, k, batch, dtype)
         # cuBLAS-calibrated GEMM efficiency replaces the unit's (as in predict.kernel_time)
-        rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(m, n, k, dtype, gpu, p)
+        rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(
+            m, n, k, dtype, gpu, p, transpose_b=transpose_b
+        )
         family = "gemm"
         written = batch * m * n * output_bytes_per_element(dtype)
         bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
@@ -224,7 +229,8 @@ def _kernel_array(
         if kw.gemm is not None and part is kw.flops[0]:
             g = kw.gemm
             eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
-                                              tile_n=g.tile_n, needs_alignment=g.needs_alignment)  # fmt: skip
+                                              tile_n=g.tile_n, needs_alignment=g.needs_alignment,
+                                              transpose_b=g.transpose_b)  # fmt: skip
         if kw.tile_work is not None and np.all(kw.tile_work.count) and part is kw.flops[0]:
             eff = eff * _schedule_array(kw, gpu.sm_count * kw.tile_blocks_per_sm, n)
         if fam_compute != 1.0 and family != "gemm":

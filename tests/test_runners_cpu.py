@@ -301,7 +301,7 @@ def test_plans_are_well_formed(quick):
         _, nbytes = fam.bandwidth.bandwidth_counts(pattern, n)
         assert 4000 <= nbytes <= 4 << 30
     for m, n, k, tag in fam.gemm.gemm_shapes(quick):
-        assert min(m, n, k) >= 1 and tag in {"square", "llm", "misaligned"}
+        assert min(m, n, k) >= 1 and tag in {"square", "llm", "misaligned", "linear-misaligned"}
     for p in fam.attention.attention_points(quick):
         assert p.backend in fam.attention.ATTN_BACKENDS
         assert p.heads % p.kv_heads == 0

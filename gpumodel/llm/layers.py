@@ -432,14 +432,20 @@ def _lm_head(model: ModelSpec, batch: int, seq: int, tokens: int, vocab: int, dt
     weight broadcast (batch stride 0): ``batch`` products of 1 x vocab x hidden, each reading
     the whole weight (dispatch trace of ``F.linear`` on torch 2.13; the H100 check measured the
     LM head alone at 365 / 1469 / 2873 us for 1 / 4 / 8 sequences). A decode step's rows are
-    contiguous (one GEMM of ``batch`` rows); serving engines gather the rows first."""
+    contiguous (one GEMM of ``batch`` rows); serving engines gather the rows first. The weight is
+    an ``nn.Linear``'s, [vocab, hidden]: ``transpose_b`` (cuBLAS's kernels for a misaligned
+    vocabulary such as GPT-2's 50257 differ from those of A @ B)."""
     h = model.hidden
     if logits != "last":
-        return LayerOp("lm_head", build(Gemm, m=tokens, n=vocab, k=h, dtype=dt), kind="gemm")  # type: ignore[arg-type]
+        return LayerOp(
+            "lm_head", build(Gemm, m=tokens, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
+        )  # type: ignore[arg-type]
     if fusion == "unfused" and uniform(seq > 1):
-        op = build(Gemm, m=1, n=vocab, k=h, dtype=dt, batch=batch)  # type: ignore[arg-type]
+        op = build(Gemm, m=1, n=vocab, k=h, dtype=dt, batch=batch, transpose_b=True)  # type: ignore[arg-type]
         return LayerOp("lm_head", op, kind="gemm")
-    return LayerOp("lm_head", build(Gemm, m=batch, n=vocab, k=h, dtype=dt), kind="gemm")  # type: ignore[arg-type]
+    return LayerOp(
+        "lm_head", build(Gemm, m=batch, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
+    )  # type: ignore[arg-type]
 
 
 def model_ops(

@@ -47,6 +47,8 @@ class GemmShape:
     # whether N and K off a 16-byte multiple push the library onto a slower kernel class
     # (cuBLAS, cuDNN); FlashAttention masks a ragged last key block instead (False)
     needs_alignment: bool = True
+    # B given as its transpose, as torch.nn.Linear stores a weight ([N, K]; y = x @ W.T)
+    transpose_b: bool = False
 
 
 @dataclass(frozen=True)

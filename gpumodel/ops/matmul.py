@@ -46,7 +46,9 @@ class Gemm(Op):
     """C[m,n] = A[m,k] @ B[k,n], ``batch`` independent products (bmm when batch > 1).
 
     FLOPs ``2*m*n*k*batch``; minimum DRAM bytes ``(m*k + k*n)*in + m*n*out`` per product
-    (NVIDIA, "Matrix Multiplication Background" user guide).
+    (NVIDIA, "Matrix Multiplication Background" user guide). ``transpose_b``: B is stored as
+    its transpose, [n, k], as ``torch.nn.Linear`` stores its weight (``x @ W.T``); cuBLAS then
+    runs other kernels where N or K is misaligned.
     """
 
     op_name: ClassVar[str] = "gemm"
@@ -55,6 +57,7 @@ class Gemm(Op):
     k: Size
     dtype: Dtype = "bf16"
     batch: Size = 1
+    transpose_b: bool = False
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
@@ -67,7 +70,9 @@ class Gemm(Op):
                 bytes=nbytes,
                 bytes_written=self.batch * self.m * self.n * output_bytes_per_element(self.dtype),
                 working_set_bytes=nbytes,
-                gemm=GemmShape(self.m, self.n, self.k, self.batch, self.dtype),
+                gemm=GemmShape(
+                    self.m, self.n, self.k, self.batch, self.dtype, transpose_b=self.transpose_b
+                ),
             )
         ]
 

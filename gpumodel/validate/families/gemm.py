@@ -33,12 +33,21 @@ GEMM_TOLERANCE = {"fp32": 5e-5, "tf32": 5e-3, "fp16": 5e-3, "bf16": 2e-2, "fp8":
 LLM_PROJECTIONS = ((4096, 4096), (11008, 4096), (4096, 11008), (12288, 4096), (14336, 4096))
 
 
-def gemm_op(m: int, n: int, k: int, dtype: str) -> dict[str, Any]:
-    return {"op": "gemm", "m": int(m), "n": int(n), "k": int(k), "dtype": dtype}
+def gemm_op(m: int, n: int, k: int, dtype: str, transpose_b: bool = False) -> dict[str, Any]:
+    op = {"op": "gemm", "m": int(m), "n": int(n), "k": int(k), "dtype": dtype}
+    return {**op, "transpose_b": True} if transpose_b else op
+
+
+# products whose B is stored transposed, as nn.Linear keeps its weight ([N, K]; x @ W.T), with a
+# misaligned N: LM heads over odd vocabularies (GPT-2 medium's 50257 x 1024, a padded Llama-2
+# vocabulary of 32001) at decode-to-prefill M; timed for the dtypes cuBLAS runs through CuPy/torch
+LINEAR = "linear-misaligned"
+LINEAR_DTYPES = ("fp32", "tf32", "fp16", "bf16")  # fp8's _scaled_mm always takes B transposed
 
 
 def gemm_shapes(quick: bool) -> list[tuple[int, int, int, str]]:
-    """(M, N, K, tag) GEMM shapes; C[M,N] = A[M,K] @ B[K,N], all row-major."""
+    """(M, N, K, tag) GEMM shapes; C[M,N] = A[M,K] @ B[K,N], all row-major (``LINEAR``: B
+    stored as its transpose, [N, K])."""
     if quick:
         squares = (1024, 4096, 8192)
         ms: tuple[int, ...] = (1, 16, 128, 1024, 4096)
@@ -56,9 +65,12 @@ def gemm_shapes(quick: bool) -> list[tuple[int, int, int, str]]:
             (4096, 4096, 4095),
             (4096, 4096, 4097),
         ]
+    linear_ms = (16, 1024) if quick else (1, 16, 64, 256, 1024, 4096)
+    linear = [(m, n, k) for (n, k) in ((50257, 1024), (32001, 4096)) for m in linear_ms]
     out = [(s, s, s, "square") for s in squares]
     out += [(m, n, k, "llm") for (n, k) in projections for m in ms]
     out += [(m, n, k, "misaligned") for (m, n, k) in misaligned]
+    out += [(m, n, k, LINEAR) for (m, n, k) in linear]
     return out
 
 
@@ -138,15 +150,17 @@ def _gemm_cupy(
         _cupy_compute_type(ctx, tf32=(dtype == "tf32"))
 
     dev = _Dev(ctx)
+    transposed = tag == LINEAR
     a = cp.empty((m, k), dtype=np_dtype)
-    b = cp.empty((k, n), dtype=np_dtype)
+    b = cp.empty((n, k) if transposed else (k, n), dtype=np_dtype)
     c = cp.empty((m, n), dtype=np_dtype)
     dev.fill_uniform(a, -1.0, 1.0)
     dev.fill_uniform(b, -1.0, 1.0)
     dev.poison(c)
+    b_op = b.T if transposed else b  # a view: cuBLAS gets the transpose flag, nothing is copied
 
     def fn() -> None:
-        cp.matmul(a, b, out=c)
+        cp.matmul(a, b_op, out=c)
 
     fn()
     ctx.sync()
@@ -154,7 +168,8 @@ def _gemm_cupy(
     ii, jj = _gemm_sample(m, n)
     kk = np.arange(k, dtype=np.int64)
     rows = dev.gather(a, ii[:, None] * k + kk[None, :]).reshape(len(ii), k)
-    cols = dev.gather(b, kk[None, :] * n + jj[:, None]).reshape(len(jj), k)
+    cols = dev.gather(b, jj[:, None] * k + kk[None, :] if transposed
+                      else kk[None, :] * n + jj[:, None]).reshape(len(jj), k)  # fmt: skip
     got = dev.gather(c, ii * n + jj)
     ref = np.einsum("ik,ik->i", rows, cols)
     err = _rel_err(got, ref)
@@ -172,7 +187,7 @@ def _gemm_cupy(
         "flushed": flush is not None,
         "rel_err": err,
     }
-    return [make_record("gemm", gemm_op(m, n, k, dtype), t, reps, spread, meta)]
+    return [make_record("gemm", gemm_op(m, n, k, dtype, transposed), t, reps, spread, meta)]
 
 
 def _gemm_torch(
@@ -185,9 +200,10 @@ def _gemm_torch(
     def rand(rows: int, cols: int) -> Any:
         return torch.rand(rows, cols, device=dev, dtype=torch.float32) * 2 - 1
 
+    transposed = tag == LINEAR
     if dtype == "bf16":
         a = rand(m, k).to(torch.bfloat16)
-        b = rand(k, n).to(torch.bfloat16)
+        b = rand(n, k).to(torch.bfloat16).t() if transposed else rand(k, n).to(torch.bfloat16)
         c = torch.full((m, n), float("nan"), device=dev, dtype=torch.bfloat16)
 
         def fn() -> Any:
@@ -242,7 +258,7 @@ def _gemm_torch(
         "rel_err": err,
         **extra,
     }
-    return [make_record("gemm", gemm_op(m, n, k, dtype), t, reps, spread, meta)]
+    return [make_record("gemm", gemm_op(m, n, k, dtype, transposed), t, reps, spread, meta)]
 
 
 # --------------------------------------------------------------------------- fit
@@ -267,7 +283,9 @@ def fit_gemm(
         o = p.op
         return GemmShape(o.m, o.n, o.k, o.batch, o.dtype)  # type: ignore[attr-defined]
 
-    has_bad = any(misaligned(shape(p)) for p in pts)
+    bad = [p for p in pts if misaligned(shape(p))]
+    has_bad = any(not p.op.transpose_b for p in bad)  # type: ignore[attr-defined]
+    has_bad_t = any(p.op.transpose_b for p in bad)  # type: ignore[attr-defined]
 
     def build(x: np.ndarray) -> CalibrationParams:
         g = GemmParams(
@@ -276,10 +294,12 @@ def fit_gemm(
             overhead_s=math.exp(x[2]),
             overlap_exponent=float(1.0 + math.exp(x[3])),
             misaligned_efficiency=float(min(1.2, math.exp(x[4]))) if has_bad else 1.0,
+            misaligned_transposed_efficiency=float(min(1.2, math.exp(x[5]))) if has_bad_t else None,
         )
         return params.model_copy(update={"gemm": {**params.gemm, dtype: g}})
 
     x0 = [math.log(0.75), math.log(0.8), math.log(8e-6), math.log(3.0), math.log(0.5)]
+    x0 += [math.log(0.5)] if has_bad_t else []
     return fit_parameters(pts, gpu, params, build, x0)
 
 
@@ -294,14 +314,23 @@ def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) ->
 
 
 def _points(quick: bool) -> list[tuple[int, int, int, str, str]]:
-    return [(m, n, k, dtype, tag) for dtype in GEMM_DTYPES for m, n, k, tag in gemm_shapes(quick)]
+    return [(m, n, k, dtype, tag) for dtype in GEMM_DTYPES for m, n, k, tag in gemm_shapes(quick)
+            if tag != LINEAR or dtype in LINEAR_DTYPES]  # fmt: skip
+
+
+def _misaligned(p: Point) -> bool:
+    from gpumodel.model.gemm import misaligned
+    from gpumodel.ops.base import GemmShape
+
+    o = p.op
+    return bool(misaligned(GemmShape(o.m, o.n, o.k, o.batch, o.dtype)))  # type: ignore[attr-defined]
 
 
 GEMM = Family(
     name="gemm",
     engine="cupy",
     points=_points,
-    label=lambda m, n, k, dtype, _tag: f"gemm {dtype} {m}x{n}x{k}",
+    label=lambda m, n, k, dtype, tag: f"gemm {dtype} {m}x{n}x{k}{' x@W.T' if tag == LINEAR else ''}",
     measure=_gemm_point,
     filter_points=_measurable,
     release=lambda ctx: _cupy_compute_type(ctx, None),
@@ -311,5 +340,7 @@ GEMM = Family(
         Group("gemm (M >= 512)", lambda p: p.family == "gemm" and _gemm_m(p) >= 512, 5.0, 15.0,
               order=1),
         Group("gemm (all shapes)", lambda p: p.family == "gemm", 5.0, 15.0, order=2),
+        Group("gemm misaligned N or K (A @ B and x @ W.T)",
+              lambda p: p.family == "gemm" and _misaligned(p), 10.0, None, order=2.5),
     ),
 )  # fmt: skip
