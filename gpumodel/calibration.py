@@ -26,10 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from gpumodel import _paths
+from gpumodel._io import dump_yaml
 from gpumodel._validators import (
     Checked,
     Cycles,
@@ -65,6 +65,9 @@ class GemmParams(_Frozen):
     efficiency: DatasheetRatio = Field(description="large aligned GEMMs, fraction of peak")
     misaligned_efficiency: DatasheetRatio = Field(
         1.0, description="multiplier when a dimension misses 16-byte alignment"
+    )
+    misaligned_transposed_efficiency: DatasheetRatio | None = Field(
+        None, description="the same for B stored transposed (nn.Linear's x @ W.T); None: as above"
     )
     small_m_bandwidth_efficiency: DatasheetRatio = Field(
         1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
@@ -258,8 +261,7 @@ class Calibration(_Frozen):
                 "it would drop them: read it with read_calibration_file(..., measurements=True)"
             )
         head = self.model_dump(mode="json", exclude_none=False, exclude={"measurements"})
-        text = yaml.safe_dump(head, sort_keys=False, width=100)
-        text += yaml.safe_dump({"measurements": self.measurements}, sort_keys=False, width=100)
+        text = dump_yaml(head) + dump_yaml({"measurements": self.measurements})
         return atomic_write_text(path, text + END_MARKER)
 
 
