@@ -56,7 +56,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from gpumodel import _paths
