@@ -93,7 +93,9 @@ def check_condition(condition: str, l2: str = "cold") -> None:
     if condition not in CONDITIONS:
         raise SpecError(f"unknown condition {condition!r}: use {' or '.join(CONDITIONS)}")
     if l2 not in L2_MODES:
-        raise SpecError(f"unknown l2 state {l2!r}: use {', '.join(L2_MODES)}")
+        from gpumodel._validators import _show
+
+        raise SpecError(f"unknown l2 state {_show(l2)}: use {', '.join(L2_MODES)}")
 
 
 def _finite_result(p: Prediction) -> Prediction:

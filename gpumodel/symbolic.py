@@ -120,12 +120,13 @@ def explain_symbolic(
     """Formulas and solved crossovers for ``topic`` on ``gpu``. ``model`` (decode, attention)
     takes widths from a model preset; ``size`` is the default matrix side / hidden size;
     ``context`` the decode context; ``gpus`` the all-reduce rank count."""
-    from gpumodel._validators import _show, check_counts, check_int, check_name
+    from gpumodel._validators import _show, check_int, check_name
 
     g = get_gpu(gpu)
     if not isinstance(dtype, str) or dtype not in BYTES_PER_ELEMENT:
         raise SpecError(f"unknown dtype {_show(dtype)}")
-    check_counts(gpus=gpus, size=size)
+    check_int(gpus, "gpus", le=10**6)
+    check_int(size, "size")
     check_int(context, "context", ge=0)
     # checked whatever the topic uses (an unknown model or calibration is never ignored)
     if model is not None:

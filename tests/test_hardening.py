@@ -774,3 +774,16 @@ def test_fuzz_flags_and_unused_options_are_checked():
 def test_fuzz_validate_report_name_too_long(capsys):
     # --report with a 300-character name: OSError ENAMETOOLONG from Path.exists()
     refused(capsys, "validate", "--backend", "numpy", "--report", "é" * 300, match="too long")
+
+
+def test_fuzz_final_run_leftovers():
+    # found by the final campaign run: SympifyError on size=None, a None micro-batch multiplied,
+    # an unused host never looked at, repr of a 5000-digit int in two messages
+    with pytest.raises(SpecError, match="size"):
+        gm.explain_symbolic("gemm", "h100", size=None)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="micro_batch"):
+        gm.search_training("llama-3-8b", "h100", 1e12, micro_batch=None)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="host"):
+        gm.search_training("llama-3-8b", "h100", 1e12, host=float("nan"))
+    with pytest.raises(SpecError, match="digit"):
+        gm.predict(ops.Gemm(m=64, n=64, k=64), "h100", l2=10**5000)  # type: ignore[arg-type]

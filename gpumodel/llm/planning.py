@@ -155,8 +155,13 @@ def search_training(
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
     option that meets ``days`` and/or ``budget`` (see the module docstring)."""
-    from gpumodel._validators import _show, check_args
+    from gpumodel._validators import _show, check_args, check_int
 
+    check_int(micro_batch, "micro_batch")
+    if host is not None:
+        from gpumodel.hostprofile import load_host
+
+        load_host(host)  # checked even where the plan does not use it
     check_args(tokens=tokens, days=days, budget=budget, tp=tp, pp=pp, zero=zero,
                micro_batch=micro_batch, global_batch=global_batch, seq=seq, dtype=dtype,
                recompute=recompute, fusion=fusion, attention=attention, policy=policy,

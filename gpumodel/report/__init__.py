@@ -36,7 +36,9 @@ def report_data(kind: str, source: Any, **kw: Any) -> dict[str, Any]:
         from gpumodel.report.plan import plan_data
 
         return plan_data(source)
-    raise SpecError(f"unknown report kind {kind!r}; known: {', '.join(KINDS)}")
+    from gpumodel._validators import _show
+
+    raise SpecError(f"unknown report kind {_show(kind)}; known: {', '.join(KINDS)}")
 
 
 def _check_source(kind: str, source: Any) -> None:
@@ -74,7 +76,9 @@ def render(data: dict[str, Any]) -> str:
         from gpumodel.report.plan import plan_page
 
         return plan_page(data)
-    raise SpecError(f"unknown report kind {kind!r}; known: {', '.join(KINDS)}")
+    from gpumodel._validators import _show
+
+    raise SpecError(f"unknown report kind {_show(kind)}; known: {', '.join(KINDS)}")
 
 
 def write_report(kind: str, source: Any, path: str | Path, **kw: Any) -> Path:
