@@ -276,18 +276,36 @@ def cross_entropy(
 
 def autocast_casts(spec: ModelSpec, tokens: int, tp: int) -> list[LayerOp]:
     """``torch.autocast(bfloat16)`` around an fp32 model, per layer: each matmul weight cast to
-    bf16 once per forward (fp32 read, bf16 written: 6 B per parameter, then cached), each
-    linear's input cast on every call (5 linears of a Llama layer, 2 of GPT-2's fused ones).
-    Their backward (``_backward``: 2x) stands for the casts of the bf16 weight gradients back
-    to fp32 and of the input gradients."""
+    bf16 once per forward (fp32 read, bf16 written: 6 B per parameter, then cached), and each
+    fp32 input of a bf16 op cast on every call (6 B per element). The residual stream, the
+    norms, the rotary embedding and GPT-2's GELU run in fp32 under autocast (``layers.
+    residual_add``), so: a Llama layer casts its RMSNorm outputs for q, k, v, gate and up (5 x
+    hidden) and the fp32 rotated q and k for SDPA (an autocast op); a GPT-2 layer casts its
+    LayerNorm outputs for c_attn and c_fc and the fp32 GELU output for the MLP's c_proj (the
+    FFN width). Their backward (``_backward``: 2x) stands for the casts of the bf16 weight and
+    input gradients back to fp32."""
     per_layer = spec.layer_params() / tp
-    linears = 2 if spec.ffn_kind == "gelu_mlp" else 5
     weights = 4 if spec.ffn_kind == "gelu_mlp" else 7  # matmul weights per layer
+    if spec.ffn_kind == "gelu_mlp":
+        inputs = [1.0, 1.0, spec.ffn_hidden / tp / spec.hidden]
+    else:
+        rotated = (spec.heads + spec.kv_heads) * spec.head_dim / tp / spec.hidden
+        inputs = [1.0] * 5 + [rotated]
     w = passes("autocast weight casts", max(1, int(per_layer)), "fp32",
                *[(f"weight cast {i}", 1 / weights, 6, 0) for i in range(weights)])  # fmt: skip
     x = passes("autocast input casts", tokens * spec.hidden, "fp32",
-               *[(f"input cast {i}", 1, 6, 0) for i in range(linears)])  # fmt: skip
+               *[(f"input cast {i}", f, 6, 0) for i, f in enumerate(inputs)])  # fmt: skip
     return [LayerOp("autocast_weight_casts", w), LayerOp("autocast_input_casts", x)]
+
+
+def autocast_head_casts(spec: ModelSpec, tokens: int, tp: int) -> LayerOp:
+    """The LM head under autocast: its fp32 weight (vocab x hidden, GPT-2's tied embedding)
+    cast to bf16 once per forward and the final norm's fp32 output cast on the call."""
+    vocab_w = math.ceil(spec.vocab / tp) * spec.hidden
+    return LayerOp("autocast_head_casts", passes(
+        "autocast lm head casts", vocab_w + tokens * spec.hidden, "fp32",
+        ("weight cast", vocab_w / (vocab_w + tokens * spec.hidden), 6, 0),
+        ("input cast", tokens * spec.hidden / (vocab_w + tokens * spec.hidden), 6, 0)))  # fmt: skip
 
 
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
@@ -425,18 +443,22 @@ def stage_times(
     """Forward and backward times of one micro-batch's layer, head and embedding ops; ``amp``
     adds autocast's cast kernels to each layer; with ``host`` (eager runtimes) the host time
     to issue every forward and backward kernel."""
+    # autocast around an fp32 model (eager): the residual stream, norms, RoPE and GELU in fp32
+    act = "fp32" if policy == "amp" and fusion == "unfused" else None
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    attention=attention, kv_cache="none", logits="all")  # fmt: skip
+                    attention=attention, kv_cache="none", logits="all", act_dtype=act)  # fmt: skip
     vocab_tp = math.ceil(spec.vocab / tp)
     loss, loss_backward = cross_entropy(micro_batch * seq, vocab_tp, dtype, fusion, g)
     layer_entries = list(ops.layer)
+    post = list(ops.post)
     if policy == "amp":
         layer_entries = autocast_casts(spec, micro_batch * seq, tp) + layer_entries
+        post = [autocast_head_casts(spec, micro_batch * seq, tp), *post]
     layer_f = timer.time_all(layer_entries)
-    head_f = timer.time_all([*ops.post, loss])
+    head_f = timer.time_all([*post, loss])
     pre_f = timer.time_all(ops.pre)
     layer_b_entries = [b for e in layer_entries for b in _backward(e)]
-    head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
+    head_b_entries = [b for e in post for b in _backward(e)] + [loss_backward]
     layer_b = timer.time_all([e for e, _ in layer_b_entries])
     head_b = timer.time_all([e for e, _ in head_b_entries])
     return StageTimes(
