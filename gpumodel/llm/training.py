@@ -398,6 +398,35 @@ def trace_fragmentation(cal: Any) -> float | None:
     return max(1.0, fit.peak_reserved_bytes / fit.peak_allocated_bytes)
 
 
+def trace_host(cal: Any) -> HostProfile | None:
+    """The host of the user's own traced step (``calibrate --trace``): its host time per
+    launched kernel with the profiler's cost removed, for every eager kernel kind, as a host
+    profile; None for a calibration not fitted from a trace."""
+    fit = getattr(cal, "trace", None)
+    per = getattr(fit, "host_per_kernel_s", None)
+    if fit is None or not per or per <= 0:
+        return None
+    costs = {k: per for k in ("matmul", "elementwise", "reduction", "norm", "view", "cat",
+                              "copy", "index", "sdpa", "optimizer_step")}  # fmt: skip
+    return HostProfile(host_profile=1, name=f"trace-{fit.trace_sha256[:12]}",
+                       measured_at=fit.created.isoformat(), cpu_model="the traced machine",
+                       cpu_cores=1, python="-", torch="-", gpu=fit.device_name or fit.gpu_id,
+                       eager_op_s=costs, origin=f"trace {fit.trace_path}")  # fmt: skip
+
+
+def training_host(host: HostProfile | str | None, cal: Any, fusion: Fusion) -> HostProfile | None:
+    """The host an eager (``fusion="unfused"``) training step is issued by: the profile named
+    (``host``), else the traced machine's when the calibration was fitted from a trace, else
+    the default (measured on this machine, or the reference). None for fused/compiled steps."""
+    if fusion != "unfused":
+        return None
+    if host is None:
+        traced = trace_host(cal)
+        if traced is not None:
+            return traced
+    return load_host(host)
+
+
 def training_memory(
     spec: ModelSpec,
     g: GPUSpec,
@@ -646,7 +675,7 @@ def predict_training_step(
     mem = training_memory(spec, g, micro_batch=micro_batch, seq=seq, dtype=dtype, tp=tp, pp=pp,
                           dp=dp, zero=zero, recompute=recompute, microbatches=m, fusion=fusion,
                           policy=policy, fragmentation=fragmentation)  # fmt: skip
-    hp = load_host(host) if fusion == "unfused" else None
+    hp = training_host(host, timer.calibration, fusion)
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, hp)  # fmt: skip
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
@@ -675,7 +704,8 @@ def predict_training_step(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
         micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
         dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
-        host=host_dict(hp) if hp else None, host_warning=hp.mismatch() if hp else None,
+        host=host_dict(hp) if hp else None,
+        host_warning=hp.mismatch() if hp and not hp.name.startswith("trace-") else None,
         host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
         dp_comm_exposed_s=exposed, step_time_no_overlap_s=float(t["no_overlap"]),
