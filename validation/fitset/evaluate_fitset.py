@@ -48,7 +48,10 @@ def spec_from_config(name: str, cfg: dict) -> ModelSpec:
                      max_context=cfg["max_position_embeddings"], sources=src)  # fmt: skip
 
 
-def rows(data_dir: Path) -> list[dict]:
+def rows(data_dir: Path, trace: dict | None = None) -> list[dict]:
+    """One row per measured point. ``trace``: calibrate from that trace record (its traced
+    point's unprofiled median as ``step_ms``) and predict the other points of the same model and
+    policy with it (the trace's host, no host profile)."""
     doc = json.loads((data_dir / "train-fitset.json").read_text())
     gpu_name = doc["env"].get("gpu") or ""
     gpu = next((v for k, v in GPUS.items() if k in gpu_name), None)
@@ -57,15 +60,28 @@ def rows(data_dir: Path) -> list[dict]:
     cal = ROOT / "validation" / "results" / f"{gpu}-sxm" / "calibration.yaml"
     host = data_dir / "host.yaml"
     specs = {n: spec_from_config(n, m["config"]) for n, m in doc["models"].items()}
+    calibration, host_arg = str(cal), str(host) if host.exists() else None
+    if trace is not None:
+        p = trace["point"]
+        traced = next(r for r in doc["records"] if r["workload"] == p["workload"]
+                      and r["policy"] == p["policy"] and r["batch"] == p["batch"]
+                      and r["seq"] == p["seq"])  # fmt: skip
+        calibration = gm.calibrate_from_trace(data_dir / trace["file"], gpu=gpu,
+                                              step_ms=traced["step_s"]["median"] * 1e3)  # fmt: skip
+        host_arg = None
     out = []
     for r in doc["records"]:
         st = r.get("step_s")
         if not st:
             continue
+        if trace is not None and (r["workload"] != trace["point"]["workload"]
+                                  or r["policy"] != trace["point"]["policy"]
+                                  or r is traced):  # fmt: skip
+            continue
         t = gm.predict_training_step(
             specs[r["workload"]], gpu, 1, micro_batch=r["batch"], global_batch=r["batch"],
             seq=r["seq"], dtype="bf16", recompute="none", fusion="unfused", policy=r["policy"],
-            calibration=str(cal), host=str(host) if host.exists() else None,
+            calibration=calibration, host=host_arg,
         )  # fmt: skip
         m = t.memory
         out.append({
@@ -85,12 +101,21 @@ def rows(data_dir: Path) -> list[dict]:
     return out
 
 
+def quantile(xs: list[float], q: float) -> float:
+    """Linear interpolation between order statistics (as validation/unseen/evaluate.py)."""
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
-def report(data_dir: Path, rs: list[dict]) -> str:
-    lines = [f"# Training model on the fit set {data_dir.name}", "",
+def report(data_dir: Path, rs: list[dict], title: str = "") -> str:
+    lines = [title or f"# Training model on the fit set {data_dir.name}", "",
              "| model | policy | batch | seq | measured ms (p10-p90) | predicted ms | host ms | "
              "GPU ms | error | peak alloc GB meas / pred | error | states GB meas / pred |",
              "|---|---|---:|---:|---|---:|---:|---:|---:|---|---:|---|"]  # fmt: skip
@@ -110,9 +135,9 @@ def report(data_dir: Path, rs: list[dict]) -> str:
         sub = [r for r in rs if r["policy"] == pol]
         te = sorted(abs(r["time_err"]) for r in sub)
         me = [abs(r["alloc_err"]) for r in sub if r["alloc_err"] is not None]
-        p90 = te[min(len(te) - 1, int(round(0.9 * (len(te) - 1))))]
+        p90 = quantile(te, 0.9)
         lines.append(f"| {pol} | {len(sub)} | {100 * statistics.median(te):.1f}% | "
-                     f"{100 * p90:.1f}% | {100 * statistics.median(me):.1f}% |")  # fmt: skip
+                     f"{100 * p90:.1f}% | {100 * statistics.median(me) if me else 0:.1f}% |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -122,6 +147,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     text = report(args.data_dir, rows(args.data_dir))
+    doc = json.loads((args.data_dir / "train-fitset.json").read_text())
+    for tr in doc.get("traces", []):
+        if "error" in tr or not (args.data_dir / tr["file"]).exists():
+            continue
+        p = tr["point"]
+        text += "\n" + report(args.data_dir, rows(args.data_dir, tr),
+                              f"## Calibrated from {tr['file']} (b{p['batch']} s{p['seq']}, "
+                              "--step-ms), the other points") + "\n"  # fmt: skip
     if args.out:
         tmp = args.out.with_name(f".{args.out.name}.tmp")
         tmp.write_text(text)
