@@ -499,7 +499,10 @@ def main() -> int:
                 tname = f"trace-{name}-train-{policy}"
                 result["traces"].append(trace_point(env, traced, work, tname))
             result["records"] += [p.record() for p in pts]
-            del model, opt, pts, traced, first
+            # `p` (the loop variable above) would keep the last Point, its step closure and
+            # so this run's model and AdamW states alive into the next run (the 2026-11-24 data
+            # have that: allocated_before_build_bytes says how much)
+            del model, opt, pts, traced, first, p
             env.fresh_memory()
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
