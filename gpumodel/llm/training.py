@@ -71,39 +71,56 @@ DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
 ELEMENTWISE_BACKWARD_FACTOR = 2.0
 
 # Kernels one eager HF training step launches (forward, HF's loss, backward), per decoder layer
-# and outside the layers, by host op kind: counted in torch.profiler traces of tiny random-weight
-# models (validation/kernel_lists/hf_train_trace_check.py -> hf-train-cpu-trace.json; torch
-# 2.13, transformers 5.24; "bf16" = model.to(bf16), which "mixed" runs too; "amp" = fp32 model
-# under torch.autocast(bf16), its casts included). Autograd launches ~1.8x the forward's
-# kernels (mul's two gradients, pow/rsqrt backward's 3, slice_backward's zero-fill, weight
-# gradients' sums), which the op list's one backward per forward op undercounts: the host of an
-# eager step issues these. Keyed by family: "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU).
+# and outside the layers, by host op kind: counted in torch.profiler traces of HF training steps
+# on an H100 (torch 2.11, transformers 5.17; validation/fitset/kernel_counts.py over
+# validation/results/train-fitset-h100/trace-*.json.gz): Llama per layer = the difference of
+# the 24-layer (llama-350m) and 20-layer (llama-600m) steps / 4; GPT-2 per layer from the
+# 24-layer gpt2-medium step with the outside kernels read off the trace (embedding, dropout,
+# ln_f, lm head, loss, embedding backward). "bf16" = model.to(bf16), which "mixed" runs too;
+# "amp" = fp32 model under torch.autocast(bf16), its casts included. GPT-2 keeps HF's default
+# dropout (0.1): a dropout kernel after each projection and SDPA's dropout (2 kernels forward,
+# 3 backward with cuDNN). Autograd launches ~1.9x the forward's kernels (78 vs 40 per Llama
+# layer in bf16). Keyed by family: "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU).
 HF_EAGER_TRAIN_KERNELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {
     ("llama", "bf16"): {
         "forward_layer": {"cat": 4, "copy": 4, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
-        "backward_layer": {"copy": 4, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"cat": 1, "copy": 7, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
-        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+        "backward_layer": {"copy": 11, "elementwise": 44, "matmul": 14, "reduction": 4, "sdpa": 5},
+        "forward_outside": {"cat": 1, "copy": 8, "elementwise": 13, "index": 1, "matmul": 2, "reduction": 2, "view": 1},
+        "backward_outside": {"copy": 3, "elementwise": 14, "index": 19, "matmul": 2, "reduction": 3, "view": 1},
     },
     ("llama", "amp"): {
-        "forward_layer": {"cat": 4, "copy": 14, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
-        "backward_layer": {"copy": 20, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"cat": 1, "copy": 4, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
-        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+        "forward_layer": {"cat": 4, "copy": 15, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
+        "backward_layer": {"copy": 29, "elementwise": 44, "matmul": 14, "reduction": 4, "sdpa": 5},
+        "forward_outside": {"cat": 1, "copy": 6, "elementwise": 13, "index": 1, "matmul": 2, "reduction": 2, "view": 1},
+        "backward_outside": {"copy": 3, "elementwise": 14, "index": 19, "matmul": 2, "reduction": 3, "view": 1},
     },
     ("gpt2", "bf16"): {
-        "forward_layer": {"cat": 2, "elementwise": 14, "matmul": 4, "sdpa": 1},
-        "backward_layer": {"cat": 1, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"copy": 1, "elementwise": 8, "index": 2, "matmul": 1},
-        "backward_outside": {"copy": 1, "elementwise": 6, "matmul": 2, "reduction": 1},
+        "forward_layer": {"cat": 2, "elementwise": 11, "matmul": 4, "norm": 2, "sdpa": 2, "view": 1},
+        "backward_layer": {"cat": 1, "copy": 2, "elementwise": 14, "matmul": 8, "norm": 4, "reduction": 4, "sdpa": 3, "view": 1},
+        "forward_outside": {"copy": 3, "elementwise": 6, "index": 2, "matmul": 1, "norm": 1, "reduction": 1, "view": 1},
+        "backward_outside": {"copy": 1, "elementwise": 6, "index": 20, "matmul": 2, "norm": 2, "reduction": 2, "view": 1},
     },
     ("gpt2", "amp"): {
-        "forward_layer": {"cat": 2, "copy": 10, "elementwise": 14, "matmul": 4, "sdpa": 1},
-        "backward_layer": {"cat": 1, "copy": 12, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"copy": 3, "elementwise": 8, "index": 2, "matmul": 1},
-        "backward_outside": {"copy": 3, "elementwise": 6, "matmul": 2, "reduction": 1},
+        "forward_layer": {"cat": 2, "copy": 12, "elementwise": 11, "matmul": 4, "norm": 2, "sdpa": 2, "view": 1},
+        "backward_layer": {"cat": 1, "copy": 18, "elementwise": 14, "matmul": 8, "norm": 4, "reduction": 4, "sdpa": 3, "view": 1},
+        "forward_outside": {"copy": 5, "elementwise": 6, "index": 2, "matmul": 1, "norm": 1, "reduction": 1, "view": 1},
+        "backward_outside": {"copy": 3, "elementwise": 6, "index": 20, "matmul": 2, "norm": 2, "reduction": 2, "view": 1},
     },
 }  # fmt: skip
+
+
+# Host time of an eager HF training step per kernel over what a host profile charges for one
+# eager call of the kernel's kind: the profile times bare ops back to back (no autograd), a
+# training step's forward also records the autograd graph through nn.Module calls and its
+# backward runs the autograd engine node by node. Fitted on the fit set's narrow 24-layer steps
+# (width 64: the GPU idles, the step is the host), amp and bf16, batch 1 and 4, against the host
+# profile measured in the same device call (validation/results/train-fitset-h100/, H100 host,
+# torch 2.11, transformers 5.17): measured step / (traced kernels x profile cost) = 3.26-3.68
+# (median 3.46) for Llama, 3.84-4.95 (4.37) for GPT-2 (more Python per kernel: Conv1D reshapes,
+# gelu_new, dropout). Other families: the median of all eight points. A host fitted from the
+# user's own trace (``trace_host``) already is a training step's host: no factor.
+TRAIN_HOST_FACTOR = {"llama": 3.46, "gpt2": 4.37}
+TRAIN_HOST_FACTOR_OTHER = 3.76
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
@@ -364,18 +381,30 @@ class StageTimes:
     pre_host_s: float = 0.0
 
 
+def train_family(spec: ModelSpec) -> str | None:
+    """ "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU MLP) or None (MoE, others)."""
+    if spec.moe:
+        return None
+    return {("rmsnorm", "swiglu"): "llama", ("layernorm", "gelu_mlp"): "gpt2"}.get(
+        (spec.norm, spec.ffn_kind))  # fmt: skip
+
+
 def traced_train_kernels(
     spec: ModelSpec, policy: Policy | None
 ) -> dict[str, dict[str, int]] | None:
     """``HF_EAGER_TRAIN_KERNELS`` of ``spec``'s family and ``policy`` (None: bf16 modules), or
     None for a family not traced (MoE, other norms)."""
-    if spec.moe:
-        return None
-    family = {("rmsnorm", "swiglu"): "llama", ("layernorm", "gelu_mlp"): "gpt2"}.get(
-        (spec.norm, spec.ffn_kind))  # fmt: skip
+    family = train_family(spec)
     if family is None:
         return None
     return HF_EAGER_TRAIN_KERNELS[(family, "amp" if policy == "amp" else "bf16")]
+
+
+def train_host_factor(spec: ModelSpec, host: HostProfile) -> float:
+    """``TRAIN_HOST_FACTOR`` of ``spec``'s family for a host profile; 1 for a traced host."""
+    if host.name.startswith("trace-"):
+        return 1.0
+    return TRAIN_HOST_FACTOR.get(train_family(spec) or "", TRAIN_HOST_FACTOR_OTHER)
 
 
 def _counts_s(counts: dict[str, int], host: HostProfile) -> float:
@@ -515,17 +544,18 @@ def _stage_host(
     traced, else the op list's kernels; each at the host profile's cost of its kind."""
     if host is None:
         return {"layer_host_s": 0.0, "head_host_s": 0.0, "pre_host_s": 0.0}
+    f = train_host_factor(spec, host)
     traced = traced_train_kernels(spec, policy)
     if traced is None:
-        return {"layer_host_s": _host_s(layer, host), "head_host_s": _host_s(head, host),
-                "pre_host_s": _host_s(pre, host)}  # fmt: skip
+        return {"layer_host_s": f * _host_s(layer, host), "head_host_s": f * _host_s(head, host),
+                "pre_host_s": f * _host_s(pre, host)}  # fmt: skip
     return {
-        "layer_host_s": _counts_s(traced["forward_layer"], host)
-        + _counts_s(traced["backward_layer"], host),
-        "head_host_s": _counts_s(traced["forward_outside"], host)
-        + _counts_s(traced["backward_outside"], host),
+        "layer_host_s": f * (_counts_s(traced["forward_layer"], host)
+                             + _counts_s(traced["backward_layer"], host)),
+        "head_host_s": f * (_counts_s(traced["forward_outside"], host)
+                            + _counts_s(traced["backward_outside"], host)),
         "pre_host_s": 0.0,
-    }
+    }  # fmt: skip
 
 
 def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
