@@ -524,16 +524,39 @@ def test_validate_host_only_writer_output_loads_and_predicts(tmp_path):
 TRAIN_TRACE = TRACE.with_name("hf-train-cpu-trace.json")
 
 
-def test_eager_training_host_counts_are_the_traced_ones():
-    from gpumodel.llm.training import HF_EAGER_TRAIN_KERNELS
+FIT_COUNTS = (Path(__file__).parents[1] / "validation" / "results" / "train-fitset-h100"
+              / "kernel-counts.json")  # fmt: skip
 
-    traced = json.loads(TRAIN_TRACE.read_text())
-    for (family, policy), counts in HF_EAGER_TRAIN_KERNELS.items():
-        assert counts == traced[f"{family}-{policy}"]
-    # autograd launches more kernels than the forward (Llama bf16: 71 vs 40 per layer)
+
+def test_eager_training_host_counts_are_the_traced_ones():
+    """The kernel counts per layer and outside are the H100 fit-set traces' (kernel_counts.py
+    -> kernel-counts.json): Llama per layer = (24-layer llama-350m - 20-layer llama-600m) / 4,
+    outside = the 24-layer step less 24 layers; GPT-2: 24 layers + outside = gpt2-medium's step.
+    The host charges them at the profile's cost x the family's training factor."""
+    from gpumodel.llm.training import HF_EAGER_TRAIN_KERNELS, TRAIN_HOST_FACTOR
+
+    fit = json.loads(FIT_COUNTS.read_text())
+    phases = {"forward": "forward", "backward": "backward"}
+    for policy in ("amp", "bf16"):
+        a, b = (
+            fit[f"trace-llama-350m-train-{policy}.json.gz"],
+            fit[f"trace-llama-600m-train-{policy}.json.gz"],
+        )
+        g = fit[f"trace-gpt2-medium-train-{policy}.json.gz"]
+        for phase in phases:
+            lt = HF_EAGER_TRAIN_KERNELS[("llama", policy)]
+            gt = HF_EAGER_TRAIN_KERNELS[("gpt2", policy)]
+            for kind in set(a[phase]) | set(b[phase]):
+                layer = (a[phase].get(kind, 0) - b[phase].get(kind, 0)) / 4
+                assert lt[f"{phase}_layer"].get(kind, 0) == layer
+                assert lt[f"{phase}_outside"].get(kind, 0) == a[phase].get(kind, 0) - 24 * layer
+            for kind in g[phase]:
+                n = 24 * gt[f"{phase}_layer"].get(kind, 0) + gt[f"{phase}_outside"].get(kind, 0)
+                assert n == g[phase][kind]
+    # autograd launches about twice the forward's kernels (Llama bf16: 78 vs 40 per layer)
     llama = HF_EAGER_TRAIN_KERNELS[("llama", "bf16")]
     assert sum(llama["forward_layer"].values()) == 40
-    assert sum(llama["backward_layer"].values()) == 71
+    assert sum(llama["backward_layer"].values()) == 78
     h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
     t = predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024,
                               fusion="unfused", policy="bf16", recompute="none", host=h)  # fmt: skip
@@ -544,7 +567,7 @@ def test_eager_training_host_counts_are_the_traced_ones():
 
     by_hand = 12 * (cost(g["forward_layer"]) + cost(g["backward_layer"])) + cost(
         g["forward_outside"]) + cost(g["backward_outside"])  # fmt: skip
-    assert t.host_time_s == pytest.approx(by_hand)
+    assert t.host_time_s == pytest.approx(TRAIN_HOST_FACTOR["gpt2"] * by_hand)
     assert any("torch.profiler" in n for n in t.notes)
 
 
