@@ -61,7 +61,6 @@ from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import host_kind
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
@@ -109,18 +108,21 @@ HF_EAGER_TRAIN_KERNELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {
 }  # fmt: skip
 
 
-# Host time of an eager HF training step per kernel over what a host profile charges for one
-# eager call of the kernel's kind: the profile times bare ops back to back (no autograd), a
-# training step's forward also records the autograd graph through nn.Module calls and its
-# backward runs the autograd engine node by node. Fitted on the fit set's narrow 24-layer steps
-# (width 64: the GPU idles, the step is the host), amp and bf16, batch 1 and 4, against the host
-# profile measured in the same device call (validation/results/train-fitset-h100/, H100 host,
-# torch 2.11, transformers 5.17): measured step / (traced kernels x profile cost) = 3.26-3.68
-# (median 3.46) for Llama, 3.84-4.95 (4.37) for GPT-2 (more Python per kernel: Conv1D reshapes,
-# gelu_new, dropout). Other families: the median of all eight points. A host fitted from the
-# user's own trace (``trace_host``) already is a training step's host: no factor.
-TRAIN_HOST_FACTOR = {"llama": 3.46, "gpt2": 4.37}
-TRAIN_HOST_FACTOR_OTHER = 3.76
+# Host time of an eager HF training step per kernel over the host's eager HF time per kernel
+# (a host profile's ``hf_decoder_layer_s / hf_decoder_layer_kernels``: one HF decoder layer's
+# eager forward, Python and dispatch included; a profile without it: its mean eager op cost,
+# which the reference host states per HF kernel). A training step's forward also records the
+# autograd graph and its backward runs the autograd engine node by node. Fitted on the fit
+# set's narrow 24-layer steps (width 64: the GPU idles, the step is the host), amp and bf16,
+# batch 1 and 4, against the host profile measured in the same device call
+# (validation/results/train-fitset-h100/, H100 host, torch 2.11, transformers 5.17): measured
+# step / (traced kernels x decoder-layer host per kernel) = 1.62-1.83 (median 1.73) for Llama,
+# 2.01-2.58 (2.28) for GPT-2 (more Python per kernel: Conv1D reshapes, gelu_new, dropout).
+# Other families: the median of all eight points. A host fitted from the user's own trace
+# (``trace_host``) already is a training step's host per kernel: no factor.
+TRAIN_HOST_FACTOR = {"llama": 1.73, "gpt2": 2.28}
+TRAIN_HOST_FACTOR_OTHER = 1.92
+_KERNEL_KINDS = ("matmul", "elementwise", "reduction", "norm", "cat", "copy", "index", "sdpa")
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
@@ -400,21 +402,21 @@ def traced_train_kernels(
     return HF_EAGER_TRAIN_KERNELS[(family, "amp" if policy == "amp" else "bf16")]
 
 
-def train_host_factor(spec: ModelSpec, host: HostProfile) -> float:
-    """``TRAIN_HOST_FACTOR`` of ``spec``'s family for a host profile; 1 for a traced host."""
+def train_host_per_kernel(spec: ModelSpec, host: HostProfile) -> float:
+    """Host seconds per kernel of an eager HF training step of ``spec`` on ``host``: the
+    family's ``TRAIN_HOST_FACTOR`` x the host's eager HF time per kernel (the measured decoder
+    layer's, else the mean eager op cost); a traced host's own figure as it is."""
     if host.name.startswith("trace-"):
-        return 1.0
-    return TRAIN_HOST_FACTOR.get(train_family(spec) or "", TRAIN_HOST_FACTOR_OTHER)
+        return host.cost_s("elementwise")
+    per = host.per_layer_host_s()
+    if per is None:
+        per = sum(host.cost_s(k) for k in _KERNEL_KINDS) / len(_KERNEL_KINDS)
+    return TRAIN_HOST_FACTOR.get(train_family(spec) or "", TRAIN_HOST_FACTOR_OTHER) * per
 
 
-def _counts_s(counts: dict[str, int], host: HostProfile) -> float:
-    return sum(n * host.cost_s(k) for k, n in counts.items())
-
-
-def _host_s(timed: list[Timed], host: HostProfile) -> float:
-    """Host seconds to issue the eager kernels of ``timed`` (each at its op kind's cost)."""
-    return sum(t.entry.count * k.launches * host.cost_s(host_kind(t.entry.kind, k.name))
-               for t in timed for k in t.kernels)  # fmt: skip
+def _launches(timed: list[Timed]) -> float:
+    """Kernels ``timed`` launches (an op list's, where no trace counted the family's)."""
+    return sum(t.entry.count * k.launches for t in timed for k in t.kernels)
 
 
 def trace_fragmentation(cal: Any) -> float | None:
@@ -544,16 +546,16 @@ def _stage_host(
     traced, else the op list's kernels; each at the host profile's cost of its kind."""
     if host is None:
         return {"layer_host_s": 0.0, "head_host_s": 0.0, "pre_host_s": 0.0}
-    f = train_host_factor(spec, host)
+    per = train_host_per_kernel(spec, host)
     traced = traced_train_kernels(spec, policy)
     if traced is None:
-        return {"layer_host_s": f * _host_s(layer, host), "head_host_s": f * _host_s(head, host),
-                "pre_host_s": f * _host_s(pre, host)}  # fmt: skip
+        return {"layer_host_s": per * _launches(layer), "head_host_s": per * _launches(head),
+                "pre_host_s": per * _launches(pre)}  # fmt: skip
     return {
-        "layer_host_s": f * (_counts_s(traced["forward_layer"], host)
-                             + _counts_s(traced["backward_layer"], host)),
-        "head_host_s": f * (_counts_s(traced["forward_outside"], host)
-                            + _counts_s(traced["backward_outside"], host)),
+        "layer_host_s": per * (sum(traced["forward_layer"].values())
+                               + sum(traced["backward_layer"].values())),
+        "head_host_s": per * (sum(traced["forward_outside"].values())
+                              + sum(traced["backward_outside"].values())),
         "pre_host_s": 0.0,
     }  # fmt: skip
 
