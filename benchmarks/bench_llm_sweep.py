@@ -1,7 +1,7 @@
 """Speed benchmark (not a test): LLM-level predictions per second of the vectorised sweeps, the
 scalar functions for comparison, and the planners built on them.
 
-    python benchmarks/bench_llm_sweep.py        # figures go in docs/planning.md
+    python benchmarks/bench_llm_sweep.py [--json out.json]   # figures: docs/performance-planning.md
 
 Target (issue #20 item 7): >= 1e4 LLM predictions/s on one core. "Points" are rows of the
 grid (every combination of GPU, tp, dp, batch, context / layout), each one LLM-level
@@ -17,7 +17,11 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core: set before numpy loads its BLAS
 
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -34,8 +38,13 @@ TARGET_PER_S = 1e4
 def timed(fn, repeats: int = 3) -> tuple[float, float, object]:
     """(median CPU seconds of this process, median wall seconds, the result). CPU time is
     the figure: on a shared machine the wall clock also counts other processes' turns."""
+    from gpumodel.model import scheduling
+
+    memo = getattr(scheduling, "_tile_efficiency", None)  # absent before 2026-11-24
     out, cpu, wall = None, [], []
     for _ in range(repeats):
+        if memo is not None:
+            memo.cache_clear()  # every run pays its block schedules (no earlier run's)
         c0, w0 = time.process_time(), time.perf_counter()
         out = fn()
         cpu.append(time.process_time() - c0)
@@ -44,6 +53,9 @@ def timed(fn, repeats: int = 3) -> tuple[float, float, object]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # pinned to one core
     gm.sweep_inference("llama-3-8b", "h100", batch=[1, 2])  # warm-up: specs, calibrations
@@ -65,6 +77,11 @@ def main() -> None:
         lambda: gm.sweep_inference("llama-3-8b", gpus, batch=np.arange(1, 513), tp=tp,
                                    runtime="graph"), 1.0))  # fmt: skip
     grids.append((
+        "sweep_inference llama-3-8b prefill graph: 3 GPUs x tp 4 x batch 8 x prompt 8 (128-4096)",
+        lambda: gm.sweep_inference("llama-3-8b", gpus, phase="prefill", batch=[1, 2, 3, 4, 6, 8,
+                                   12, 16], seq=[128, 256, 512, 1024, 1536, 2048, 3072, 4096],
+                                   tp=tp, runtime="graph"), 1.0))  # fmt: skip
+    grids.append((
         "sweep_training llama-2-70b: 2 GPUs x tp 4 x pp 6 x dp 10 x micro-batch 4",
         lambda: gm.sweep_training("llama-2-70b", ["h100", "h200"], tp=[1, 2, 4, 8],
                                   pp=[1, 2, 4, 5, 8, 10],
@@ -78,11 +95,14 @@ def main() -> None:
     print(f"target: >= {TARGET_PER_S:,.0f} LLM predictions/s on one core (CPU time; wall in "
           "brackets)")  # fmt: skip
     print(f"{'grid':<84} {'points':>7} {'CPU s':>6} {'points/s':>9} {'steps/s':>8}")
+    rows = []
     for name, fn, share in grids:
         cpu, wall, r = timed(fn)
         pts = len(r)
         steps = pts * share
         ok = "ok" if pts / cpu >= TARGET_PER_S else "MISSED"
+        rows.append({"grid": name.strip(), "points": pts, "cpu_s": cpu, "wall_s": wall,
+                     "points_per_s": pts / cpu, "distinct_steps_per_s": steps / cpu})  # fmt: skip
         print(f"{name:<84} {pts:>7,} {cpu:>6.2f} {pts / cpu:>9,.0f} {steps / cpu:>8,.0f} {ok} "
               f"[{wall:.2f} s wall]")  # fmt: skip
     # the scalar functions, for comparison
@@ -104,6 +124,20 @@ def main() -> None:
         lambda: gm.plan_serving("llama-3-8b", ["l4", "a100", "h100", "h200"], rate=50)
     )
     print(f"plan_serving llama-3-8b on 4 GPUs at 50 req/s: {cpu:.2f} s CPU")
+    if args.json:
+        root = Path(__file__).resolve().parent.parent
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()  # fmt: skip
+        host = {"python": platform.python_version(), "numpy": np.__version__,
+                "cpus": os.cpu_count(), "load_average_1min": os.getloadavg()[0],
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "commit": commit or None}  # fmt: skip
+        out = {"host": host, "target_per_s": TARGET_PER_S, "grids": rows,
+               "scalar_predict_inference_s": scalar_inf,
+               "scalar_predict_training_step_s": scalar_train}  # fmt: skip
+        tmp = args.json.with_name(args.json.name + ".tmp")
+        tmp.write_text(json.dumps(out, indent=2) + "\n")
+        tmp.replace(args.json)  # atomic: a reader sees the old file or the new one
 
 
 if __name__ == "__main__":

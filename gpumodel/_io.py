@@ -295,6 +295,21 @@ def loads_yaml(text: str, path: Path | str, what: str = "YAML") -> Any:
         raise InputFileError(f"{path}: {what} has an unusable value ({exc})") from None
 
 
+def dump_yaml(data: Any, dumper: Any = None) -> str:
+    """YAML text of ``data`` that ``loads_yaml`` reads back: objects that appear twice (a meta
+    dict shared by two records) are written out twice, never as an anchor and alias, which the
+    reader refuses."""
+    import yaml
+
+    base = dumper or yaml.SafeDumper
+
+    class _NoAliases(base):  # type: ignore[misc, valid-type]
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return yaml.dump(data, Dumper=_NoAliases, sort_keys=False, width=100, allow_unicode=False)
+
+
 def read_yaml(path: str | Path, what: str = "YAML file") -> Any:
     return loads_yaml(read_text(path, what, max_input_bytes(yaml=True)), path, what)
 

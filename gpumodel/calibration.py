@@ -26,10 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from gpumodel import _paths
+from gpumodel._io import dump_yaml
 from gpumodel._validators import (
     Checked,
     DatasheetRatio,
@@ -63,6 +63,14 @@ class GemmParams(_Frozen):
     efficiency: DatasheetRatio = Field(description="large aligned GEMMs, fraction of peak")
     misaligned_efficiency: DatasheetRatio = Field(
         1.0, description="multiplier when a dimension misses 16-byte alignment"
+    )
+    misaligned_transposed_efficiency: DatasheetRatio | None = Field(
+        None, description="the same for B stored transposed (nn.Linear's x @ W.T); None: as above"
+    )
+    misaligned_transposed_stream: DatasheetRatio | None = Field(
+        None,
+        description="multiplier on the weight-streaming bandwidth of such a product with M > 1 "
+        "(cuBLAS's misaligned kernels; M = 1 runs a GEMV); None: 1",
     )
     small_m_bandwidth_efficiency: DatasheetRatio = Field(
         1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
@@ -118,7 +126,9 @@ class CalibrationParams(_Frozen):
     dram_write_efficiency: DatasheetRatio | None = None
     dram_turnaround: Fraction | None = Field(None, le=0.5)
     l2_bandwidth_bytes_per_s: Rate | None = Field(None)
-    l2_hot_max_bytes: PositiveBytes | None = Field(None, description="largest hot working set in L2")
+    l2_hot_max_bytes: PositiveBytes | None = Field(
+        None, description="largest hot working set in L2"
+    )
     kernel_overhead_s: Seconds | None = Field(None)
     dram_first_load_s: Seconds | None = Field(
         None,
@@ -226,7 +236,9 @@ class Calibration(_Frozen):
     # them, so ``save`` refuses
     _measurements_skipped: bool = PrivateAttr(False)
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Calibration:
+    def model_copy(
+        self, *, update: dict[str, Any] | None = None, deep: bool = False
+    ) -> Calibration:
         """A copy; one whose ``measurements`` are given explicitly may be saved again."""
         copy = super().model_copy(update=update, deep=deep)
         if update and "measurements" in update:
@@ -252,8 +264,7 @@ class Calibration(_Frozen):
                 "it would drop them: read it with read_calibration_file(..., measurements=True)"
             )
         head = self.model_dump(mode="json", exclude_none=False, exclude={"measurements"})
-        text = yaml.safe_dump(head, sort_keys=False, width=100)
-        text += yaml.safe_dump({"measurements": self.measurements}, sort_keys=False, width=100)
+        text = dump_yaml(head) + dump_yaml({"measurements": self.measurements})
         return atomic_write_text(path, text + END_MARKER)
 
 

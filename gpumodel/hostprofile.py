@@ -60,6 +60,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpumodel import _paths
+from gpumodel._io import dump_yaml
 from gpumodel.errors import SpecError, UnknownModelError
 
 # The profile a prediction assumes when none is given and none was measured locally.
@@ -176,7 +177,7 @@ class HostProfile(BaseModel):
     def to_yaml(self) -> str:
         data = self.model_dump(mode="json", exclude_none=False, by_alias=True)
         data["spread"] = {k: list(v) for k, v in self.spread.items()}
-        return yaml.safe_dump(data, sort_keys=False, width=100)
+        return dump_yaml(data)
 
     def save(self, path: str | Path) -> Path:
         """Write the profile atomically (temp file in the same folder + rename)."""

@@ -513,6 +513,13 @@ def memory_bandwidth(
         note += f" x {eff:.3g} for a {100 * w:.0f}% write stream (read/write mix)"  # type: ignore[operator]
     elif eff != 1.0:
         note += f" x efficiency {eff:.3g}"
+    if kw.gemm is not None and family == "gemm":
+        from gpumodel.model.gemm import stream_factor
+
+        slow = stream_factor(kw.gemm, params.gemm.get(gemm_dtype))  # type: ignore[arg-type]
+        if slow != 1.0:
+            eff *= slow
+            note += f" x {slow:.3g} (misaligned x @ W.T, M > 1: cuBLAS's slow kernels)"
     return bandwidth * eff, note
 
 
@@ -573,7 +580,7 @@ def latency_limited_bandwidth(
     if not kw.threads or not kw.threads_per_block or gpu.sm_limits is None or not kw.bytes:
         return None
     from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
-    from gpumodel.model.occupancy import has_rules, occupancy
+    from gpumodel.model.occupancy import has_rules
 
     if not has_rules(gpu):
         # no occupancy rules (an AMD architecture not modelled): the datasheet roofline alone
@@ -582,15 +589,7 @@ def latency_limited_bandwidth(
             "limit is not applied, datasheet roofline only"
         )
 
-    regs = kw.registers_per_thread
-    occ = occupancy(gpu, kw.threads_per_block,
-                    ASSUMED_REGISTERS_PER_THREAD if regs is None else regs,
-                    kw.shared_mem_per_block)  # fmt: skip
-    if occ.blocks_per_sm == 0:
-        raise InfeasibleError(f"this launch configuration cannot run: {occ.note or occ.summary()}")
-    blocks = -(-kw.threads // kw.threads_per_block)
-    resident_blocks = min(blocks, occ.blocks_per_sm * gpu.sm_count)
-    resident_threads = resident_blocks * kw.threads_per_block
+    resident_threads, occ = resident(kw, gpu)
     bytes_per_thread = kw.bytes_in_flight_per_thread or kw.bytes / kw.threads
     if in_l2:
         latency_s, source = l2_latency_s(gpu, params)
@@ -604,6 +603,22 @@ def latency_limited_bandwidth(
         f"{format_quantity(limit, 'B/s')}"
     )
     return limit, note
+
+
+def resident(kw: KernelWork, gpu: GPUSpec) -> tuple[Any, Any]:
+    """(threads of ``kw`` resident at once: its blocks, up to what occupancy lets every SM
+    hold, and the occupancy). ``kw.threads`` may be a numpy array of points (the sweeps)."""
+    from gpumodel.model.occupancy import occupancy
+    from gpumodel.ops.base import at_most
+
+    regs = kw.registers_per_thread
+    occ = occupancy(gpu, kw.threads_per_block,
+                    ASSUMED_REGISTERS_PER_THREAD if regs is None else regs,
+                    kw.shared_mem_per_block)  # fmt: skip
+    if occ.blocks_per_sm == 0:
+        raise InfeasibleError(f"this launch configuration cannot run: {occ.note or occ.summary()}")
+    blocks = -(-kw.threads // kw.threads_per_block)  # type: ignore[operator]
+    return at_most(blocks, occ.blocks_per_sm * gpu.sm_count) * kw.threads_per_block, occ
 
 
 def kernel_overhead(params: CalibrationParams, family: str, gemm: Any = None) -> tuple[float, str]:

@@ -337,7 +337,13 @@ def _host_side(tr: Trace, tl: Timeline, step_ms: float | None, periods: int) -> 
     if steps:
         lo, hi = min(s.ts for s in steps), max(s.end for s in steps)
         n_steps = len(steps)
-        host_step_prof = statistics.median(s.dur for s in steps) * 1e-6
+        # a step that ends in a synchronisation (a loss .item(), torch.cuda.synchronize) waits
+        # there for the GPU: that wait is not host work (an H200 prefill step of 60.9 ms spent
+        # 22.1 ms in cudaDeviceSynchronize)
+        waits = [r for r in tr.runtime if "Synchronize" in r.name]
+        host_step_prof = statistics.median(
+            s.dur - sum(r.dur for r in waits if s.ts <= r.ts <= s.end) for s in steps
+        ) * 1e-6
     else:
         lo, hi = float("-inf"), float("inf")
         n_steps = 1

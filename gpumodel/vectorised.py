@@ -16,8 +16,17 @@ from gpumodel.calibration import CalibrationParams, resolve
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
+from gpumodel.model.scheduling import BALANCED_BLOCKS_PER_SLOT, TileWork, schedule_efficiency
 from gpumodel.ops import ELEMENTWISE, from_row
-from gpumodel.ops.base import matmul_unit, vector_unit
+from gpumodel.ops.base import (
+    GemmShape,
+    KernelWork,
+    MixedKernels,
+    Op,
+    is_array,
+    matmul_unit,
+    vector_unit,
+)
 from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
     bandwidth_efficiency,
@@ -27,6 +36,7 @@ from gpumodel.predict import (
     power_watts,
     predict,
     reads_dram,
+    resident,
 )
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
@@ -58,6 +68,9 @@ def sweep(
     if op == "gemm":
         dtype = params.pop("dtype", "bf16")
         check_dtype(dtype)
+        transpose_b = params.pop("transpose_b", False)
+        if not isinstance(transpose_b, bool):
+            raise SpecError(f"sweep gemm: transpose_b must be true or false, got {transpose_b!r}")
         m, n, k, batch = np.broadcast_arrays(
             *(check_array(params.pop(x, 1 if x == "batch" else None), x)
               for x in ("m", "n", "k", "batch"))
@@ -66,10 +79,14 @@ def sweep(
         flops = 2.0 * m * n * k * batch
         nbytes = gemm_bytes(m, n, k, batch, dtype)
         # cuBLAS-calibrated GEMM efficiency replaces the unit's (as in predict.kernel_time)
-        rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(m, n, k, dtype, gpu, p)
+        rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(
+            m, n, k, dtype, gpu, p, transpose_b=transpose_b
+        )
         family = "gemm"
         written = batch * m * n * output_bytes_per_element(dtype)
         bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
+        shape = GemmShape(m, n, k, batch, dtype, transpose_b=transpose_b)
+        bw_eff = bw_eff * gemm_model.stream_factor(shape, p.gemm.get(dtype))
     elif op in ELEMENTWISE or op == "kernel":
         dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
         if op == "kernel":
@@ -177,3 +194,225 @@ def predict_rows(
                 "arithmetic_intensity": float(out["arithmetic_intensity"][j]),
             }  # fmt: skip
     return results  # type: ignore[return-value]
+
+
+# --- kernels of ops built over arrays of sizes (the LLM sweeps) -------------------------------
+
+
+class ScalarOnly(MixedKernels):
+    """An op the array path does not time (a host transfer, a trace-fitted family scale): the
+    sweep times it point by point, without splitting the points first."""
+
+
+def _schedule_array(kw: KernelWork, slots: int, n: int) -> np.ndarray:
+    """``schedule_efficiency`` of ``kw``'s blocks for each point: closed form where the
+    blocks are equal, the scalar function once per distinct tiling otherwise."""
+    tw = kw.tile_work
+    assert tw is not None
+    groups = np.broadcast_to(np.asarray(kw.tile_groups), (n,))
+    if tw.span is None:  # equal blocks: whole waves
+        blocks = tw.count * groups
+        waves = blocks / (-(-blocks // slots) * slots)
+        return np.where(blocks >= BALANCED_BLOCKS_PER_SLOT * slots, 1.0, waves)
+    fields = (tw.count, tw.offset, tw.span, groups)
+    keys = np.stack([np.broadcast_to(np.asarray(v), (n,)) for v in fields], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    effs = [schedule_efficiency(TileWork(c, tw.block, o, s), g, slots)
+            for c, o, s, g in uniq.tolist()]  # fmt: skip
+    return np.array(effs)[inverse.ravel()]
+
+
+def _kernel_array(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: str, n: int,
+    clock_ratio: Any = 1.0,
+) -> tuple[np.ndarray, float]:  # fmt: skip
+    """``predict.kernel_time`` (isolated) of one kernel whose sizes are arrays over ``n``
+    points: (time of each point, its "launch floor" term). Same terms in the same order."""
+    t_compute: Any = 0.0
+    fam_compute = params.family_efficiency.get(family, 1.0)
+    for part in kw.flops:
+        peak = gpu.peak_flops(part.dtype, part.unit)
+        if not peak:
+            raise UnsupportedError(f"{gpu.id} has no {part.unit} {part.dtype} rate in its spec")
+        rate = peak * 0.5 if part.unit == "vector" and not kw.fma else peak
+        eff: Any = compute_efficiency(params, part.unit, part.dtype, kw.fma)
+        if kw.gemm is not None and part is kw.flops[0]:
+            g = kw.gemm
+            eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
+                                              tile_n=g.tile_n, needs_alignment=g.needs_alignment,
+                                              transpose_b=g.transpose_b)  # fmt: skip
+        if kw.tile_work is not None and np.all(kw.tile_work.count) and part is kw.flops[0]:
+            eff = eff * _schedule_array(kw, gpu.sm_count * kw.tile_blocks_per_sm, n)
+        if fam_compute != 1.0 and family != "gemm":
+            eff = eff * fam_compute
+        t_compute = t_compute + np.asarray(part.flops, dtype=float) / (rate * eff * clock_ratio)
+    rate_issue = params.family_elements_per_sm_cycle.get(family)
+    issue = kw.elements is not None and bool(rate_issue) and bool(np.all(kw.elements))
+    if kw.elements is not None and rate_issue and not issue and np.any(kw.elements):
+        raise MixedKernels("issue-bound for some points only")
+    if issue:
+        t_issue = kw.elements / (gpu.sm_count * gpu.boost_clock_hz * rate_issue) / clock_ratio
+        t_compute = t_compute + t_issue
+    nbytes = np.asarray(kw.bytes, dtype=float)
+    ws = nbytes if kw.working_set_bytes is None else np.asarray(kw.working_set_bytes, dtype=float)
+    in_l2 = (ws <= (params.l2_hot_max_bytes or gpu.l2_cache_bytes / 2)) if l2 == "warm" else False
+    written = None if kw.bytes_written is None else np.asarray(kw.bytes_written, dtype=float)
+    mix = None
+    if written is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mix = np.where(nbytes > 0, np.minimum(1.0, written / nbytes), 0.0)
+    gemm_dtype = kw.gemm.dtype if kw.gemm is not None else None
+    dram = gpu.memory_bandwidth_bytes_per_s * bandwidth_efficiency(params, family, gemm_dtype, mix)
+    if kw.gemm is not None and family == "gemm":
+        dram = dram * gemm_model.stream_factor(kw.gemm, params.gemm.get(gemm_dtype))  # type: ignore[arg-type]
+    bandwidth = (np.where(in_l2, params.l2_bandwidth_bytes_per_s, dram)
+                 if params.l2_bandwidth_bytes_per_s else dram + 0.0 * nbytes)  # fmt: skip
+    t_memory = nbytes / bandwidth
+    limit = _latency_limit(kw, gpu, params, in_l2, nbytes)
+    if limit is not None and kw.bytes_in_flight_per_thread:
+        chained = (nbytes - (0.0 if written is None else written) if kw.chained_read_bytes is None
+                   else np.asarray(kw.chained_read_bytes, dtype=float))  # fmt: skip
+        t_memory = np.where(nbytes > 0, np.maximum(t_memory, chained / limit), t_memory)
+    elif limit is not None:
+        t_memory = np.where((nbytes > 0) & (limit < bandwidth), nbytes / limit, t_memory)
+    p = math.inf if issue else params.overlap_exponent or math.inf
+    fitted_gemm = (
+        params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
+    )
+    if fitted_gemm is not None and fitted_gemm.overlap_exponent:
+        p = fitted_gemm.overlap_exponent
+    t_core = np.asarray(overlap_time(t_compute + 0.0 * nbytes, t_memory, p))
+    overhead, _ = kernel_overhead(params, family, fitted_gemm)
+    launch_floor = kw.launches * overhead
+    t_floor: Any = launch_floor
+    if params.dram_first_load_s:
+        t_floor = t_floor + np.where(reads_dram(nbytes, written) & ~np.asarray(in_l2),
+                                     params.dram_first_load_s, 0.0)  # fmt: skip
+    if written is not None and params.reduction_tail_s:
+        t_floor = t_floor + np.where((written == 0) & (nbytes > 0), params.reduction_tail_s, 0.0)
+    return t_floor + t_core, launch_floor
+
+
+def _latency_limit(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, in_l2: Any, nbytes: np.ndarray
+) -> np.ndarray | None:
+    """``predict.latency_limited_bandwidth`` over the points (None where it does not apply)."""
+    if kw.threads is None or not kw.threads_per_block or gpu.sm_limits is None:
+        return None
+    from gpumodel.model.littles_law import dram_latency_s, l2_latency_s, sustained_bandwidth
+    from gpumodel.model.occupancy import has_rules
+
+    if not has_rules(gpu):
+        return None
+    threads, _ = resident(kw, gpu)
+    per_thread = kw.bytes_in_flight_per_thread or nbytes / np.asarray(kw.threads)
+    latency = np.where(in_l2, l2_latency_s(gpu, params)[0], dram_latency_s(gpu, params)[0])
+    return sustained_bandwidth(threads * per_thread, latency)
+
+
+def _kernel_in_workload(
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: str, n: int
+) -> tuple[np.ndarray, float]:
+    """``predict.in_workload_time`` over the points: the compute at the sustained clock."""
+    iso, floor = _kernel_array(kw, gpu, params, family, l2, n)
+    watts = power_watts(params, gpu)
+    tensor = [p for p in kw.flops if p.unit == "tensor"]
+    if watts is None or not kw.flops:
+        return iso, floor
+    from gpumodel.model.power import sustained_clock_ratio_array
+    from gpumodel.sol import max_clock_peak_flops
+
+    u: Any = 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for part in tensor:
+            roof = max_clock_peak_flops(gpu, part.dtype, "tensor") or math.inf
+            u = u + np.where(np.asarray(part.flops) > 0, part.flops / (iso * roof), 0.0)
+    u = np.where(iso > 0, np.minimum(1.0, u), 0.0)
+    ratio = sustained_clock_ratio_array(u, gpu.tdp_watts, *watts)
+    if np.all(ratio == 1.0):
+        return iso, floor
+    return _kernel_array(kw, gpu, params, family, l2, n, clock_ratio=ratio)[0], floor
+
+
+def _take(op: Op, idx: np.ndarray) -> Op:
+    """The points ``idx`` of an op built over arrays."""
+    return op.model_copy(update={k: v[idx] for k, v in op.__dict__.items() if is_array(v)})
+
+
+def op_kernel_times(
+    op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, *, l2: str = "cold",
+    condition: str = "in-workload", stream_floor_s: float | None = None,
+) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
+    """Each kernel of ``op`` (built over arrays of ``n`` points: ``ops.base.build``) as
+    (its time at every point, its launches, its name): what ``predict(op).kernels`` gives
+    point by point, the family floor included, then (``stream_floor_s``)
+    ``_timing.in_stream``. Points that run different kernels are split and joined again (the
+    name is the first points' kernel's); MixedKernels when their kernels differ in number or
+    launches (the sweep then times them one by one)."""
+    try:
+        return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s)
+    except ScalarOnly:
+        raise
+    except MixedKernels:
+        if n < 2:
+            raise
+    half = np.arange(n) < n // 2
+    parts = [(np.flatnonzero(m), op_kernel_times(_take(op, np.flatnonzero(m)), gpu, params,
+                                                 int(m.sum()), l2=l2, condition=condition,
+                                                 stream_floor_s=stream_floor_s))
+             for m in (half, ~half)]  # fmt: skip
+    (ia, ka), (ib, kb) = parts
+    if [x[1] for x in ka] != [x[1] for x in kb]:
+        raise MixedKernels("the points of this op run different kernels")
+    out = []
+    for (ta, launches, name), (tb, _, _) in zip(ka, kb):
+        t = np.empty(n)
+        t[ia], t[ib] = ta, tb
+        out.append((t, launches, name))
+    return out
+
+
+def _op_kernels(
+    op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, l2: str, condition: str,
+    stream_floor_s: float | None,
+) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
+    if params.family_time_scale:
+        raise ScalarOnly("trace-fitted family scales: timed point by point")
+    work = op.kernels(gpu)
+    out = []
+    floors = []
+    for k in work:
+        if k.transfer:
+            raise ScalarOnly("host transfers: timed point by point")
+        fam = k.family or op.family
+        if condition == "in-workload":
+            t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n)
+        else:
+            t, floor = _kernel_array(k, gpu, params, fam, l2, n)
+        _check_array_work(op, k, n)
+        # ``repeats`` identical kernels: one priced, times the count (its floor term one's)
+        out.append(np.broadcast_to(t * k.repeats if k.repeats != 1 else t, (n,)).astype(float))
+        floors.append(floor)
+    floor_op = op.monotone_floor(gpu)
+    if floor_op is not None and out:
+        floor = sum(t for t, _, _ in op_kernel_times(floor_op, gpu, params, n, l2=l2,
+                                                   condition=condition))  # fmt: skip
+        times = np.stack(out)
+        gap = floor - times.sum(axis=0)
+        slowest = np.argmax(times, axis=0)
+        grow = gap > 0
+        times[slowest[grow], np.flatnonzero(grow)] += gap[grow]
+        out = list(times)
+    launches = [k.launches * k.repeats for k in work]
+    if stream_floor_s is not None:  # as _timing.in_stream: the isolated floor replaced
+        out = [np.maximum(0.0, t - f) + nl * stream_floor_s if f > 0 else t
+               for t, f, nl in zip(out, floors, launches)]  # fmt: skip
+    names = [k.name if k.repeats == 1 else f"{k.name} x {k.repeats:,}" for k in work]
+    return list(zip(out, launches, names))
+
+
+def _check_array_work(op: Op, k: KernelWork, n: int) -> None:
+    flops = sum((np.asarray(p.flops, dtype=float) for p in k.flops), np.zeros(n))
+    if np.any(flops > MAX_FLOPS) or np.any(np.asarray(k.bytes) > MAX_BYTES):
+        raise SpecError(f"{op.op_name}: {k.name} exceeds the sizes any kernel has "
+                        "(docs/limits.md)")  # fmt: skip

@@ -27,6 +27,19 @@ def test_round_trip(tmp_path):
     assert not list(tmp_path.glob(".*tmp"))  # atomic write leaves no temp file
 
 
+def test_shared_records_round_trip_without_yaml_aliases(tmp_path):
+    """Records that share one meta dict (as a runner builds them) were dumped as a YAML anchor
+    and alias, which the reader refuses: validate's own calibration then failed to load
+    (H100, 2026-11-24). They are written out in full and read back equal."""
+    meta = {"engine": "torch", "layout": "nchw"}
+    rows = [{"family": "conv2d", "op": None, "time_s": 1e-5 * (i + 1), "meta": meta}
+            for i in range(2)]  # fmt: skip
+    cal = _cal().model_copy(update={"measurements": rows})
+    path = cal.save(tmp_path / "c.yaml")
+    assert "&id" not in path.read_text() and "*id" not in path.read_text()
+    assert read_calibration_file(path, measurements=True).measurements == rows
+
+
 def test_calibration_changes_prediction_and_is_named(tmp_path):
     path = _cal(dram_efficiency=0.5).save(tmp_path / "c.yaml")
     op = gm.ops.Elementwise(op="copy", n=2**28, dtype="fp32")

@@ -25,7 +25,7 @@ from gpumodel.ops.collectives import (
     collective_op,
 )
 from gpumodel.specs import GPUSpec
-from gpumodel.validate import collectives_runner as runner
+from gpumodel.validate.families import collectives as runner
 from tests.conftest import TINY
 
 # A GPU with round link numbers: NVLink 200 GB/s both directions = 100 GB/s each way.

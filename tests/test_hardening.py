@@ -251,9 +251,12 @@ def test_allreduce_bytes_1e30_absurd():
 
 def test_negative_family_overhead_in_a_calibration(tmp_path):
     text = H100_CAL.read_text(encoding="utf-8")
+    head, overheads = text.split("  family_overhead_s:\n", 1)
+    line = next(ln for ln in overheads.splitlines() if ln.startswith("    elementwise: "))
     bad = tmp_path / "neg.yaml"
-    bad.write_text(text.replace("    elementwise: 4.351632289615177e-06",
-                                "    elementwise: -1", 1), encoding="utf-8")  # fmt: skip
+    bad.write_text(head + "  family_overhead_s:\n" + overheads.replace(line, "    elementwise: -1", 1),
+                   encoding="utf-8")  # fmt: skip
+    assert "    elementwise: -1" in bad.read_text(encoding="utf-8")
     with pytest.raises(GpumodelError, match="family_overhead_s"):
         gm.load_calibration(bad)
 
@@ -372,7 +375,7 @@ def test_allreduce_one_gpu_json(capsys):
 
 def test_collectives_merge_keeps_raw_measurements(tmp_path):
     from gpumodel.calibration import read_calibration_file
-    from gpumodel.validate.collectives_runner import merge_into_calibration
+    from gpumodel.validate.families.collectives import merge_into_calibration
 
     path = tmp_path / "cal.yaml"
     path.write_bytes(H100_CAL.read_bytes())

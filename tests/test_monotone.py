@@ -9,7 +9,7 @@ random pairs. ``predict`` and the vectorised ``sweep`` agree to 1e-9 relative.
 The one exception is the 16-byte alignment cliff (cuBLAS/cuDNN leave their tensor-core path
 when N or K, or a convolution's input channels, are off a 16-byte multiple): it is measured,
 not a modelling artefact (H100, bf16: 4096x4095x4096 ran in 0.969 ms, 4096^3 in 0.180 ms,
-validation/results/h100-sxm/raw-measurements-2026-11-22.json), so growing a size from a
+validation/results/h100-sxm/raw-measurements-2026-11-24.json), so growing a size from a
 misaligned value to an aligned one may lower the time. ``test_alignment_cliff_is_measured``
 pins that; every other pair must be monotone, including misaligned -> misaligned and
 aligned -> misaligned.
@@ -337,7 +337,7 @@ def test_alignment_cliff_is_measured():
     than the aligned one of almost the same size, and the calibrated model says so (within 25%
     of the measured ratio), so the two may not be forced monotone."""
     records = json.loads(
-        (ROOT / "validation/results/h100-sxm/raw-measurements-2026-11-22.json").read_text()
+        (ROOT / "validation/results/h100-sxm/raw-measurements-2026-11-24.json").read_text()
     )["records"]
     measured = {}
     for r in records:

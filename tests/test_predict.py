@@ -106,7 +106,8 @@ def test_conv_kernel_classes():
 
     def family(kernel: int, stride: int, dtype: str = "bf16") -> str:
         return Conv2d(batch=8, in_channels=256, out_channels=512, height=56, width=56,
-                      kernel=kernel, stride=stride, dtype=dtype).family  # fmt: skip
+                      kernel=kernel, stride=stride, dtype=dtype,
+                      layout="channels_last").family  # fmt: skip
 
     assert family(1, 1) == "conv2d:bf16:gemm"
     assert family(1, 2) == "conv2d:bf16:implicit"
@@ -115,7 +116,7 @@ def test_conv_kernel_classes():
 
 def test_conv_families_per_layout():
     """bf16/TF32 share one compute class across layouts (NCHW adds transposes around it);
-    plain fp32 has its own CUDA-core class per layout."""
+    cuDNN's native NCHW kernels (plain 1x1 GEMMs, every fp32 convolution) are their own."""
 
     def conv(**kw) -> Conv2d:
         base = dict(batch=8, in_channels=64, out_channels=64, height=56, width=56, kernel=3,
@@ -125,8 +126,12 @@ def test_conv_families_per_layout():
     assert conv().layout == "nchw"  # PyTorch's default memory format
     assert conv(layout="nchw").family == conv(layout="channels_last").family
     assert conv(dtype="fp32").family == "conv2d:fp32:nchw:implicit"
-    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:channels_last:implicit"
+    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:implicit"
     assert conv(dtype="fp32", kernel=1, padding=0).family == "conv2d:fp32:nchw:gemm"
+    assert conv(kernel=1, padding=0).family == "conv2d:bf16:nchw:gemm"
+    assert conv(kernel=1, padding=0, layout="channels_last").family == "conv2d:bf16:gemm"
+    assert conv(in_channels=3, dtype="fp32").family == "conv2d:fp32:unaligned-channels"
+    assert conv(in_channels=3, dtype="tf32").family == "conv2d:unaligned-channels"
 
 
 def test_nchw_convolution_layout_transposes():

@@ -14,7 +14,8 @@ import pytest
 
 from gpumodel._paths import kernels_dir
 from gpumodel.errors import DeviceError
-from gpumodel.validate import cupy_runner, device_info, timing, torch_runner
+from gpumodel.validate import cupy_engine, device_info, runner, timing
+from gpumodel.validate import families as fam
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,8 @@ NO_GPU = (
 def test_importing_runners_imports_neither_cupy_nor_torch():
     code = (
         "import sys\n"
-        "import gpumodel.validate.cupy_runner, gpumodel.validate.torch_runner\n"
+        "import gpumodel.validate.runner, gpumodel.validate.families\n"
+        "import gpumodel.validate.cupy_engine, gpumodel.validate.torch_engine\n"
         "import gpumodel.validate.timing, gpumodel.validate.device_info\n"
         "print(sorted(m for m in ('cupy', 'torch') if m in sys.modules))\n"
     )
@@ -64,23 +66,23 @@ def test_device_info_without_cupy_raises_one_line_device_error(no_cupy):
 
 def test_cupy_runner_without_cupy_raises_device_error(no_cupy):
     with pytest.raises(DeviceError, match="no CUDA GPU found"):
-        cupy_runner.run({"poly"}, quick=True, progress=None)
+        runner.run("cupy", {"poly"}, quick=True, progress=None)
 
 
 def test_runners_ignore_other_runners_families(no_cupy, no_torch):
-    assert cupy_runner.run({"attention"}, quick=True, progress=None) == ([], [])
-    assert torch_runner.run({"gemm"}, quick=True, progress=None) == ([], [])
+    assert runner.run("cupy", {"attention"}, quick=True, progress=None) == ([], [])
+    assert runner.run("torch", {"gemm"}, quick=True, progress=None) == ([], [])
 
 
 def test_torch_runner_without_torch_reports_unavailable(no_torch):
-    records, unavailable = torch_runner.run(None, quick=True, progress=None)
+    records, unavailable = runner.run("torch", None, quick=True, progress=None)
     assert records == []
     assert unavailable == [{"family": "torch", "what": "all", "reason": "PyTorch not importable"}]
 
 
 def test_families_are_disjoint():
-    assert not set(cupy_runner.FAMILIES) & set(torch_runner.FAMILIES)
-    assert set(cupy_runner.FAMILIES) == {
+    assert not set(fam.names("cupy")) & set(fam.names("torch"))
+    assert set(fam.names("cupy")) == {
         "poly",
         "poly_fma",
         "bandwidth",
@@ -90,7 +92,7 @@ def test_families_are_disjoint():
         "host_transfer",
         "latency",
     }
-    assert set(torch_runner.FAMILIES) == {
+    assert set(fam.names("torch")) == {
         "attention",
         "conv2d",
         "norm",
@@ -104,9 +106,9 @@ def test_families_are_disjoint():
 
 def test_strided_points_cover_casts_and_broadcasts():
     """The four eager HF Llama kernel shapes, 256-32768 tokens of 4096 (1M-134M elements)."""
-    pts = torch_runner.strided_points(False)
-    assert len(pts) == 24 and {c for c, _ in pts} == set(torch_runner.STRIDED_CASES)
-    assert {torch_runner.STRIDED_CASES[c][0] for c, _ in pts} == {"cast", "broadcast"}
+    pts = fam.strided.strided_points(False)
+    assert len(pts) == 24 and {c for c, _ in pts} == set(fam.strided.STRIDED_CASES)
+    assert {fam.strided.STRIDED_CASES[c][0] for c, _ in pts} == {"cast", "broadcast"}
     assert min(t for _, t in pts) * 4096 == 2**20 and max(t for _, t in pts) * 4096 == 2**27
 
 
@@ -114,18 +116,18 @@ def test_expand_copy_points_cover_the_gqa_groups():
     """repeat_kv copies for GQA groups of 2, 4 and 8; the same output sizes for each group, 2 MiB
     to 1 GiB of bf16, so the family's fit sees the strided kernel from launch-bound to
     bandwidth-bound."""
-    pts = torch_runner.expand_copy_points(False)
+    pts = fam.expand_copy.expand_copy_points(False)
     assert {p[2] for p in pts} == {2, 4, 8} and len(pts) == 18
     out_mib = sorted({b * kv * rep * n * d * 2 / 2**20 for b, kv, rep, n, d in pts})
     assert out_mib[0] == 2 and out_mib[-1] == 1024
-    assert len(torch_runner.expand_copy_points(True)) == 6
+    assert len(fam.expand_copy.expand_copy_points(True)) == 6
 
 
 # --------------------------------------------------------------------------- kernel sources
 
 
 def test_kernel_files_declare_the_symbols_the_runners_use():
-    for filename, symbols in cupy_runner.KERNEL_SYMBOLS.items():
+    for filename, symbols in cupy_engine.KERNEL_SYMBOLS.items():
         path = kernels_dir() / filename
         assert path.is_file(), path
         src = path.read_text()
@@ -138,7 +140,7 @@ def test_kernel_files_declare_the_symbols_the_runners_use():
 
 def test_every_kernel_file_is_listed():
     on_disk = {p.name for p in kernels_dir().glob("*.cu")}
-    assert set(cupy_runner.KERNEL_SYMBOLS) <= on_disk
+    assert set(cupy_engine.KERNEL_SYMBOLS) <= on_disk
 
 
 def test_poly_kernel_is_the_seed_loop():
@@ -158,7 +160,7 @@ KERNEL_KEYS = {"op", "flops", "bytes", "bytes_written", "dtype", "fma", "threads
 
 
 def test_poly_op_accounting():
-    op = cupy_runner.poly_op(10, 1024, fma=False)
+    op = fam.poly.poly_op(10, 1024, fma=False)
     assert set(op) == KERNEL_KEYS
     assert op == {
         "op": "kernel",
@@ -170,7 +172,7 @@ def test_poly_op_accounting():
         "threads": 1024,
         "threads_per_block": 256,
     }
-    fma = cupy_runner.poly_op(10, 1024, fma=True)
+    fma = fam.poly.poly_op(10, 1024, fma=True)
     assert fma["fma"] is True and fma["flops"] == 20480 and fma["bytes"] == 8192
 
 
@@ -180,7 +182,7 @@ def test_poly_op_accounting():
      ("triad", 2000, 12000, 4000)],
 )  # fmt: skip
 def test_bandwidth_op_accounting(pattern, flops, nbytes, written):
-    op = cupy_runner.bandwidth_op(pattern, 1000, threads=270336)
+    op = fam.bandwidth.bandwidth_op(pattern, 1000, threads=270336)
     assert set(op) == KERNEL_KEYS
     assert (op["flops"], op["bytes"], op["bytes_written"]) == (flops, nbytes, written)
     assert op["fma"] is True and op["dtype"] == "fp32"
@@ -189,50 +191,50 @@ def test_bandwidth_op_accounting(pattern, flops, nbytes, written):
 
 def test_bandwidth_op_rejects_unknown_pattern():
     with pytest.raises(ValueError, match="unknown bandwidth pattern"):
-        cupy_runner.bandwidth_op("scale", 10, 256)
+        fam.bandwidth.bandwidth_op("scale", 10, 256)
 
 
 def test_bandwidth_grid_covers_the_array_except_for_read():
-    assert cupy_runner.bandwidth_grid(4, 132) == 1
-    assert cupy_runner.bandwidth_grid(4 * 256 * 10, 132) == 10
-    assert cupy_runner.bandwidth_grid(1 << 30, 132, "read") == 132 * 8  # bounded partials
-    assert cupy_runner.bandwidth_grid(1 << 30, 132, "copy") == (1 << 28) // 256  # 1 per float4
+    assert fam.bandwidth.bandwidth_grid(4, 132) == 1
+    assert fam.bandwidth.bandwidth_grid(4 * 256 * 10, 132) == 10
+    assert fam.bandwidth.bandwidth_grid(1 << 30, 132, "read") == 132 * 8  # bounded partials
+    assert fam.bandwidth.bandwidth_grid(1 << 30, 132, "copy") == (1 << 28) // 256  # 1 per float4
 
 
 def test_other_cupy_ops_have_exact_keys():
-    assert cupy_runner.copy_op(4096) == {"op": "copy", "bytes": 4096}
-    assert cupy_runner.gemm_op(1, 4096, 4096, "bf16") == {
+    assert fam.copy.copy_op(4096) == {"op": "copy", "bytes": 4096}
+    assert fam.gemm.gemm_op(1, 4096, 4096, "bf16") == {
         "op": "gemm",
         "m": 1,
         "n": 4096,
         "k": 4096,
         "dtype": "bf16",
     }
-    assert cupy_runner.launch_op() == {
+    assert fam.launch.launch_op() == {
         "op": "kernel",
         "flops": 0,
         "bytes": 0,
         "threads": 1,
         "threads_per_block": 32,
     }
-    assert cupy_runner.host_transfer_op(1 << 20, "h2d", True) == {
+    assert fam.host_link.host_transfer_op(1 << 20, "h2d", True) == {
         "op": "host_transfer",
         "bytes": 1 << 20,
         "direction": "h2d",
         "pinned": True,
     }
     with pytest.raises(ValueError):
-        cupy_runner.host_transfer_op(1, "d2d", False)
+        fam.host_link.host_transfer_op(1, "d2d", False)
 
 
 def test_record_shape():
-    rec = cupy_runner.make_record("poly", cupy_runner.poly_op(1, 4, fma=False), 1e-3, 7, 0.1, {})
+    rec = fam.make_record("poly", fam.poly.poly_op(1, 4, fma=False), 1e-3, 7, 0.1, {})
     assert set(rec) == {"family", "op", "time_s", "repeats", "spread", "meta"}
     json.dumps(rec)
 
 
 def test_torch_ops_have_exact_keys():
-    att = torch_runner.attention_op(1, 32, 4096, 128, True, 8, 4096)
+    att = fam.attention.attention_op(1, 32, 4096, 128, True, 8, 4096)
     assert set(att) == {
         "op",
         "batch",
@@ -246,7 +248,7 @@ def test_torch_ops_have_exact_keys():
         "kv_seq",
     }
     assert att["op"] == "attention" and att["impl"] == "flash" and att["dtype"] == "bf16"
-    conv = torch_runner.conv2d_op(32, 64, 64, 56, 56, 3, 1, 1, "bf16")
+    conv = fam.conv.conv2d_op(32, 64, 64, 56, 56, 3, 1, 1, "bf16")
     assert set(conv) == {
         "op",
         "batch",
@@ -260,31 +262,31 @@ def test_torch_ops_have_exact_keys():
         "dtype",
         "layout",
     }
-    assert torch_runner.norm_op("layernorm", 16, 4096) == {
+    assert fam.norm.norm_op("layernorm", 16, 4096) == {
         "op": "layernorm",
         "rows": 16,
         "hidden": 4096,
         "dtype": "bf16",
     }
-    assert torch_runner.norm_op("rmsnorm", 16, 4096)["op"] == "rmsnorm"
-    assert torch_runner.norm_op("softmax", 16, 4096) == {
+    assert fam.norm.norm_op("rmsnorm", 16, 4096)["op"] == "rmsnorm"
+    assert fam.norm.norm_op("softmax", 16, 4096) == {
         "op": "softmax",
         "rows": 16,
         "cols": 4096,
         "dtype": "bf16",
     }
-    assert torch_runner.elementwise_op("gelu", 1 << 20, "fp32") == {
+    assert fam.elementwise.elementwise_op("gelu", 1 << 20, "fp32") == {
         "op": "gelu",
         "n": 1 << 20,
         "dtype": "fp32",
     }
-    assert torch_runner.reduction_op(1 << 20, "bf16") == {
+    assert fam.elementwise.reduction_op(1 << 20, "bf16") == {
         "op": "reduction",
         "n": 1 << 20,
         "dtype": "bf16",
     }
     with pytest.raises(ValueError):
-        torch_runner.elementwise_op("tanh", 1, "bf16")
+        fam.elementwise.elementwise_op("tanh", 1, "bf16")
 
 
 # --------------------------------------------------------------------------- plans
@@ -292,34 +294,34 @@ def test_torch_ops_have_exact_keys():
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_plans_are_well_formed(quick):
-    for k, n in cupy_runner.poly_points(quick):
+    for k, n in fam.poly.poly_points(quick):
         assert 1 <= k <= 1000 and n >= 1 << 20
-    for pattern, n in cupy_runner.bandwidth_points(quick):
-        assert pattern in cupy_runner.BW_PATTERNS and n % 4 == 0  # float4 granularity
-        _, nbytes = cupy_runner.bandwidth_counts(pattern, n)
+    for pattern, n in fam.bandwidth.bandwidth_points(quick):
+        assert pattern in fam.bandwidth.BW_PATTERNS and n % 4 == 0  # float4 granularity
+        _, nbytes = fam.bandwidth.bandwidth_counts(pattern, n)
         assert 4000 <= nbytes <= 4 << 30
-    for m, n, k, tag in cupy_runner.gemm_shapes(quick):
-        assert min(m, n, k) >= 1 and tag in {"square", "llm", "misaligned"}
-    for p in torch_runner.attention_points(quick):
-        assert p.backend in torch_runner.ATTN_BACKENDS
+    for m, n, k, tag in fam.gemm.gemm_shapes(quick):
+        assert min(m, n, k) >= 1 and tag in {"square", "llm", "misaligned", "linear-misaligned"}
+    for p in fam.attention.attention_points(quick):
+        assert p.backend in fam.attention.ATTN_BACKENDS
         assert p.heads % p.kv_heads == 0
         assert p.phase == "prefill" or (p.seq == 1 and not p.causal)
-    for kind, rows, hidden in torch_runner.norm_points(quick):
-        assert kind in torch_runner.NORM_OPS and rows >= 1 and hidden in (1024, 4096, 8192)
+    for kind, rows, hidden in fam.norm.norm_points(quick):
+        assert kind in fam.norm.NORM_OPS and rows >= 1 and hidden in (1024, 4096, 8192)
 
 
 def test_quick_plans_are_smaller():
-    assert len(cupy_runner.poly_points(True)) < len(cupy_runner.poly_points(False))
-    assert len(cupy_runner.bandwidth_points(True)) < len(cupy_runner.bandwidth_points(False))
-    assert len(cupy_runner.gemm_shapes(True)) < len(cupy_runner.gemm_shapes(False))
-    assert len(torch_runner.attention_points(True)) < len(torch_runner.attention_points(False))
-    assert len(torch_runner.conv_points(True)) < len(torch_runner.conv_points(False))
+    assert len(fam.poly.poly_points(True)) < len(fam.poly.poly_points(False))
+    assert len(fam.bandwidth.bandwidth_points(True)) < len(fam.bandwidth.bandwidth_points(False))
+    assert len(fam.gemm.gemm_shapes(True)) < len(fam.gemm.gemm_shapes(False))
+    assert len(fam.attention.attention_points(True)) < len(fam.attention.attention_points(False))
+    assert len(fam.conv.conv_points(True)) < len(fam.conv.conv_points(False))
 
 
 def test_full_plan_covers_the_brief():
-    ks = {k for k, _ in cupy_runner.poly_points(False)}
+    ks = {k for k, _ in fam.poly.poly_points(False)}
     assert {1, 1000} <= ks and 20 <= len(ks) <= 30
-    shapes = {(m, n, k) for m, n, k, _ in cupy_runner.gemm_shapes(False)}
+    shapes = {(m, n, k) for m, n, k, _ in fam.gemm.gemm_shapes(False)}
     assert {
         (16384,) * 3,
         (3000,) * 3,
@@ -328,11 +330,11 @@ def test_full_plan_covers_the_brief():
         (2048, 50304, 768),
     } <= shapes
     assert {(1, 14336, 4096), (8192, 4096, 11008)} <= shapes
-    sizes = [cupy_runner.bandwidth_counts(p, n)[1] for p, n in cupy_runner.bandwidth_points(False)]
+    sizes = [fam.bandwidth.bandwidth_counts(p, n)[1] for p, n in fam.bandwidth.bandwidth_points(False)]
     assert min(sizes) <= 4096 and max(sizes) >= (4 << 30) - 64
-    lat = cupy_runner.latency_sizes(False)
+    lat = fam.latency.latency_sizes(False)
     assert lat[0] == 16 << 10 and lat[-1] == 1 << 30
-    assert len(torch_runner.RESNET50_CONVS) == len(set(torch_runner.RESNET50_CONVS)) == 23
+    assert len(fam.conv.RESNET50_CONVS) == len(set(fam.conv.RESNET50_CONVS)) == 23
 
 
 # --------------------------------------------------------------------------- timing helpers
@@ -434,12 +436,12 @@ def test_measurement_script_summary_and_atomic_write(tmp_path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     recs = [
-        cupy_runner.make_record(
-            "gemm", cupy_runner.gemm_op(8192, 8192, 8192, "bf16"), 1.4e-3, 5, 0.01, {}
+        fam.make_record(
+            "gemm", fam.gemm.gemm_op(8192, 8192, 8192, "bf16"), 1.4e-3, 5, 0.01, {}
         ),
-        cupy_runner.make_record(
+        fam.make_record(
             "bandwidth",
-            cupy_runner.bandwidth_op("copy", 1 << 28, 270336),
+            fam.bandwidth.bandwidth_op("copy", 1 << 28, 270336),
             0.4e-3,
             20,
             0.01,
@@ -473,7 +475,7 @@ def test_copy_check_compares_steady_state_copies():
     harness 1 GB moved in 0.5 ms = 2000 GB/s and 2 GB in 0.8 ms = 2500 GB/s (median 2250);
     cudaMemcpy 0.5 GB copied = 1 GB moved in 0.4 ms = 2500 GB/s: ratio 0.9, below 0.95.
     Hot, small and non-copy records are ignored."""
-    from gpumodel.validate.report import copy_check, copy_check_line
+    from gpumodel.validate.families.bandwidth import copy_check, copy_check_line
 
     def bw(nbytes, t, pattern="copy", cache="cold"):
         return {"family": "bandwidth", "op": {"bytes": nbytes}, "time_s": t,

@@ -296,3 +296,33 @@ def test_training_step_is_issued_by_the_traced_host_unless_one_is_named():
     assert t.host_time_s == pytest.approx(757 * per, rel=1e-9)
     named = gm.predict_training_step("gpt2-small", "h100", 1, host="reference-h100", **kw)
     assert named.host["name"] == "reference-h100" and named.host_time_s != t.host_time_s
+
+
+def test_a_synchronising_wait_is_not_host_time(tmp_path):
+    """A step that ends in torch.cuda.synchronize() waits there for the GPU: the CPU range of
+    the step grows by the wait, the host's work does not. Appending a 20 ms
+    cudaDeviceSynchronize to every step of the fixture leaves the host time per step as it
+    was (an H200 prefill trace spent 22 ms of a 61 ms step in it, and the fit had charged that
+    to the host: 46 us per kernel instead of 29)."""
+    name = "transformer_eager.json.gz"
+    doc = json.loads(gzip.decompress((FIXTURES / name).read_bytes()))
+    ev = doc["traceEvents"]
+    steps = [e for e in ev if e.get("cat") == "user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]  # fmt: skip
+    wait_us = 20_000.0
+    tid = next(e["tid"] for e in ev if e.get("cat") == "cuda_runtime")
+    pid = next(e["pid"] for e in ev if e.get("cat") == "cuda_runtime")
+    for s in sorted(steps, key=lambda e: e["ts"], reverse=True):
+        end = s["ts"] + s["dur"]
+        for e in ev:  # later events move by the wait
+            if e.get("ts", 0) >= end and e.get("ph") in ("X", "i", "s", "f"):
+                e["ts"] += wait_us
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize",
+                   "pid": pid, "tid": tid, "ts": end, "dur": wait_us, "args": {}})  # fmt: skip
+        s["dur"] += wait_us
+    path = tmp_path / "sync.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    base = fitted(name).trace.profiler.profiled_host_step_s
+    assert calibrate_from_trace(path).trace.profiler.profiled_host_step_s == pytest.approx(
+        base, rel=1e-6
+    )

@@ -243,7 +243,7 @@ def _extra_checks(
         spec = gpu_for_device_name(str(info.get("device_name") or info.get("name")))
         results["occupancy"] = run_occupancy_check(spec)
     if collectives:
-        from gpumodel.validate.collectives_runner import refit, run_collectives_validation
+        from gpumodel.validate.families.collectives import refit, run_collectives_validation
 
         merge = out if out and Path(out).is_file() else None
         if from_measurements:

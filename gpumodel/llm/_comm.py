@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpumodel.ops.base import at_least, build
 from gpumodel.ops.collectives import AllGather, AllReduce, Collective, ReduceScatter, SendRecv
 from gpumodel.predict import predict
 from gpumodel.prediction import KernelPrediction
@@ -38,7 +39,7 @@ def placed(
     nodes = math.ceil(gpus / per_node)
     if gpus % nodes:
         nodes = 1 if gpus <= GPUS_PER_NODE else gpus  # irregular layouts: one rank per node
-    return cls(bytes=max(nbytes, 1.0), gpus=gpus, dtype=dtype, nodes=nodes)  # type: ignore[arg-type]
+    return build(cls, bytes=at_least(nbytes, 1.0), gpus=gpus, dtype=dtype, nodes=nodes)
 
 
 def collective_kernel(op: Collective, gpu: GPUSpec, calibration: Any) -> KernelPrediction:

@@ -15,7 +15,16 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, vector_unit
+from gpumodel.ops.base import (
+    Dtype,
+    FlopPart,
+    KernelWork,
+    Op,
+    at_least,
+    build,
+    is_array,
+    vector_unit,
+)
 from gpumodel.ops.simple import strided_kernel
 from gpumodel.specs import GPUSpec
 
@@ -48,11 +57,11 @@ class Passes(Op):
         unit, dt = vector_unit(gpu, self.dtype)
         out = []
         for p in self.passes:
-            elements = max(1.0, p.fraction * self.n)
+            elements = at_least(p.fraction * self.n, 1.0)
             nbytes = elements * p.bytes_per_element
             flops = elements * p.flops_per_element
             if p.strided is not None:
-                parts = (FlopPart(unit, dt, flops),) if flops else ()
+                parts = (FlopPart(unit, dt, flops),) if p.flops_per_element else ()
                 written = (p.bytes_per_element / 2 if p.written_per_element is None
                            else p.written_per_element)  # fmt: skip
                 out.append(strided_kernel(f"{self.name}: {p.name}", p.strided, elements,
@@ -61,10 +70,10 @@ class Passes(Op):
             out.append(
                 KernelWork(
                     name=f"{self.name}: {p.name}",
-                    flops=(FlopPart(unit, dt, flops),) if flops else (),
+                    flops=(FlopPart(unit, dt, flops),) if p.flops_per_element else (),
                     bytes=nbytes,
                     working_set_bytes=nbytes,
-                    threads=int(elements),
+                    threads=elements.astype("int64") if is_array(elements) else int(elements),
                 )
             )
         return out
@@ -76,12 +85,14 @@ class Passes(Op):
 def passes(name: str, n: int, dtype: str, *steps: tuple) -> Passes:
     """``passes("rope", n, "bf16", ("mul cos", 1, 4, 1), ...)``: (name, fraction, bytes/elem,
     flops/elem[, strided kind, bytes written/elem]) per kernel."""
-    return Passes(
+    return build(
+        Passes,
         name=name,
         n=n,
         dtype=dtype,  # type: ignore[arg-type]
         passes=tuple(
-            Pass(
+            build(
+                Pass,
                 name=s[0],
                 fraction=s[1],
                 bytes_per_element=s[2],

@@ -68,6 +68,7 @@ from gpumodel.ops import (
     Op,
     RMSNorm,
 )
+from gpumodel.ops.base import at_least, build, is_array, uniform
 from gpumodel.specs import BYTES_PER_ELEMENT
 
 Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
@@ -148,9 +149,9 @@ def active_experts(tokens: int, experts: int, top_k: int) -> int:
 def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) -> LayerOp:
     h = model.hidden
     if model.norm == "layernorm":  # nn.LayerNorm is one native kernel even in eager PyTorch
-        return LayerOp(name, LayerNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
+        return LayerOp(name, build(LayerNorm, rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
     if fusion == "fused":
-        return LayerOp(name, RMSNorm(rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
+        return LayerOp(name, build(RMSNorm, rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
     if fusion == "compiled":  # inductor: residual add + RMSNorm in one kernel (reads x, residual
         # and the weight row, writes the sum and the normalised output)
         b = BYTES_PER_ELEMENT[dtype]
@@ -197,7 +198,7 @@ def sdpa_mask(batch: int, seq: int, kv_len: int) -> Passes:
     """HF ``sdpa_mask`` (masking_utils, no padding): arange over batch, head, queries (+ offset)
     and keys (+ offset), then ``kv <= q`` -> a (1, 1, seq, kv_len) bool mask expanded (a view)
     to the batch = 7 small kernels per step."""
-    n = max(1, seq * kv_len)
+    n = at_least(seq * kv_len, 1)
     return passes(
         "attention mask (eager sdpa_mask)", n, "fp32",
         ("arange batch", batch / n, 8, 0), ("arange head", 1 / n, 8, 0),
@@ -251,7 +252,7 @@ def decoder_layer(
     GPT-2's GELU when it differs from the matmuls' ``dtype`` (``torch.autocast(bf16)`` around
     an fp32 model: ``"fp32"``; see ``residual_add``)."""
     context = seq if context is None else context
-    if context < seq:
+    if not is_array(context) and context < seq:  # the sweeps check their arrays themselves
         raise UnsupportedError(f"context ({context}) must be >= seq ({seq})")
     s = tp_shape(model, tp)
     h, d, b = model.hidden, model.head_dim, BYTES_PER_ELEMENT[dtype]
@@ -266,12 +267,12 @@ def decoder_layer(
     # GPT-2 (HF Conv1D c_attn) projects q, k and v with one GEMM in every runtime
     if fusion == "fused" or model.ffn_kind == "gelu_mlp":  # "compiled" keeps three GEMMs
         ops.append(
-            LayerOp("qkv_proj", Gemm(m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm")
+            LayerOp("qkv_proj", build(Gemm, m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm")
         )  # type: ignore[arg-type]
     else:
-        ops.append(LayerOp("q_proj", Gemm(m=tokens, n=q_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
-        ops.append(LayerOp("k_proj", Gemm(m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
-        ops.append(LayerOp("v_proj", Gemm(m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+        ops.append(LayerOp("q_proj", build(Gemm, m=tokens, n=q_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+        ops.append(LayerOp("k_proj", build(Gemm, m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+        ops.append(LayerOp("v_proj", build(Gemm, m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
 
     if model.position == "rope":
         if fusion in ("fused", "compiled"):
@@ -286,9 +287,13 @@ def decoder_layer(
         if fusion == "fused":
             op = passes("kv cache write", 2 * new_rows, dt, ("write k and v", 1, 2 * b, 0))
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
-        elif fusion == "compiled":  # StaticLayer.update's index_copy_ of K and of V
-            op = passes("kv cache write (index_copy_)", new_rows, dt, ("index_copy k", 1, 2 * b, 0),
-                        ("index_copy v", 1, 2 * b, 0))  # fmt: skip
+        elif fusion == "compiled":
+            # StaticLayer.update: one generated kernel for the write positions, then the
+            # index_copy_ of K and of V (3 per layer in the H200 trace,
+            # validation/kernel_lists/static-compiled-h200/)
+            op = passes("kv cache write (index_copy_)", new_rows, dt,
+                        ("write positions", seq / new_rows, 8, 1),
+                        ("index_copy k", 1, 2 * b, 0), ("index_copy v", 1, 2 * b, 0))  # fmt: skip
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
         else:
             # HF StaticLayer.update: write positions = arange(seq) + length, length += seq (a
@@ -306,9 +311,18 @@ def decoder_layer(
     kv_heads = s.kv_heads
     if gqa == "repeat" and s.kv_heads < s.heads:
         # repeat_kv: expand + reshape copies K and V to every query head (reads kv_heads,
-        # writes heads) with PyTorch's strided copy kernel; SDPA then reads the copies
+        # writes heads); SDPA then reads the copies
         cache = batch * kv_len * q_n  # elements of the expanded K (or V)
-        op = ExpandCopy(n=cache, repeat=q_n // kv_n, tensors=2, dtype=dt)  # type: ignore[arg-type]
+        if fusion == "compiled":
+            # Inductor emits one contiguous pointwise kernel per tensor that streams at memory
+            # speed, not eager PyTorch's issue-bound strided copy: on an H200 the two copies of
+            # a layer (batch 8, 2112 positions) moved 346 MB in 89 us, 3.9 TB/s (trace,
+            # validation/kernel_lists/static-compiled-h200/)
+            moved = b + b * kv_n / q_n  # writes one element, reads 1/repeat of one
+            op = passes("repeat_kv (compiled)", cache, dt, ("expand k", 1, moved, 0),
+                        ("expand v", 1, moved, 0))  # fmt: skip
+        else:  # PyTorch's strided copy kernel (the expand_copy family)
+            op = build(ExpandCopy, n=cache, repeat=q_n // kv_n, tensors=2, dtype=dt)  # type: ignore[arg-type]
         ops.append(LayerOp("repeat_kv", op, kind="cache"))
         kv_heads = s.heads
     if gqa == "repeat":
@@ -319,18 +333,18 @@ def decoder_layer(
     # seq > kv_len only with a sliding window shorter than the prompt: each query then sees
     # about kv_len keys (the triangle at the start is ignored). With an explicit mask the
     # kernel computes every key block (the mask is data, not a causal flag).
-    causal = 1 < seq <= kv_len and gqa == "native"
-    attn = Attention(
+    causal = gqa == "native" and uniform(1 < seq) and uniform(seq <= kv_len)
+    attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len,
     )  # fmt: skip
     ops.append(LayerOp("attention", attn, kind="attention"))
-    if fusion == "unfused" and attention == "naive" and seq > 1:
+    if fusion == "unfused" and attention == "naive" and uniform(seq > 1):
         # a naive (matmul/softmax/matmul) output is (batch, heads, seq, d): HF's
         # transpose(1, 2).contiguous() copies it; fused SDPA kernels write (batch, seq, heads, d)
-        op = Elementwise(op="copy", n=tokens * q_n, dtype=dt)  # type: ignore[arg-type]
+        op = build(Elementwise, op="copy", n=tokens * q_n, dtype=dt)  # type: ignore[arg-type]
         ops.append(LayerOp("attn_transpose", op))
-    ops.append(LayerOp("o_proj", Gemm(m=tokens, n=h, k=q_n, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
+    ops.append(LayerOp("o_proj", build(Gemm, m=tokens, n=h, k=q_n, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
     if tp > 1:
         ops.append(LayerOp("tp_all_reduce_attn", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
@@ -353,7 +367,7 @@ def residual_add(name: str, n: int, dtype: str, act_dtype: str) -> LayerOp:
     4 + 2 B and writing 4 B per element (an H100 trace of GPT-2 and TinyLlama amp steps:
     ``aten::add [float, BFloat16]`` -> ``unrolled_elementwise_kernel``)."""
     if act_dtype == dtype:
-        return LayerOp(name, Elementwise(op="add", n=n, dtype=dtype))  # type: ignore[arg-type]
+        return LayerOp(name, build(Elementwise, op="add", n=n, dtype=dtype))  # type: ignore[arg-type]
     a, b = BYTES_PER_ELEMENT[act_dtype], BYTES_PER_ELEMENT[dtype]
     return LayerOp(name, passes(f"{name} ({act_dtype} + {dtype})", n, act_dtype,
                                 ("add", 1, 2 * a + b, 1, "cast", a)))  # fmt: skip
@@ -366,7 +380,7 @@ def _mlp(
     if model.moe is None:
         return _dense_mlp(model, tokens, ffn, dt, fusion, count=1, act_dtype=act_dtype)
     e, k = model.moe.experts, model.moe.top_k
-    ops = [LayerOp("router", Gemm(m=tokens, n=e, k=h, dtype=dt), kind="gemm")]  # type: ignore[arg-type]
+    ops = [LayerOp("router", build(Gemm, m=tokens, n=e, k=h, dtype=dt), kind="gemm")]  # type: ignore[arg-type]
     if fusion == "fused":
         ops.append(LayerOp("routing", passes("top-k routing", tokens * e, dt,
                                              ("softmax+topk", 1, 2 * b, 6))))  # fmt: skip
@@ -397,10 +411,14 @@ def _dense_mlp(
     h, b = model.hidden, BYTES_PER_ELEMENT[dt]
 
     def gemm(name: str, n: int, k: int) -> LayerOp:
-        return LayerOp(prefix + name, Gemm(m=rows, n=n, k=k, dtype=dt), count=count, kind="gemm")  # type: ignore[arg-type]
+        return LayerOp(
+            prefix + name, build(Gemm, m=rows, n=n, k=k, dtype=dt), count=count, kind="gemm"
+        )  # type: ignore[arg-type]
 
     def ew(name: str, op: str) -> LayerOp:
-        return LayerOp(prefix + name, Elementwise(op=op, n=rows * ffn, dtype=dt), count=count)  # type: ignore[arg-type]
+        return LayerOp(
+            prefix + name, build(Elementwise, op=op, n=rows * ffn, dtype=dt), count=count
+        )  # type: ignore[arg-type]
 
     if model.ffn_kind == "gelu_mlp" and fusion == "unfused":
         # HF NewGELUActivation (GPT-2's "gelu_new"), in Python: 0.5 * x * (1 + tanh(sqrt(2/pi)
@@ -452,14 +470,20 @@ def _lm_head(model: ModelSpec, batch: int, seq: int, tokens: int, vocab: int, dt
     weight broadcast (batch stride 0): ``batch`` products of 1 x vocab x hidden, each reading
     the whole weight (dispatch trace of ``F.linear`` on torch 2.13; the H100 check measured the
     LM head alone at 365 / 1469 / 2873 us for 1 / 4 / 8 sequences). A decode step's rows are
-    contiguous (one GEMM of ``batch`` rows); serving engines gather the rows first."""
+    contiguous (one GEMM of ``batch`` rows); serving engines gather the rows first. The weight is
+    an ``nn.Linear``'s, [vocab, hidden]: ``transpose_b`` (cuBLAS's kernels for a misaligned
+    vocabulary such as GPT-2's 50257 differ from those of A @ B)."""
     h = model.hidden
     if logits != "last":
-        return LayerOp("lm_head", Gemm(m=tokens, n=vocab, k=h, dtype=dt), kind="gemm")  # type: ignore[arg-type]
-    if fusion == "unfused" and seq > 1:
-        op = Gemm(m=1, n=vocab, k=h, dtype=dt, batch=batch)  # type: ignore[arg-type]
+        return LayerOp(
+            "lm_head", build(Gemm, m=tokens, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
+        )  # type: ignore[arg-type]
+    if fusion == "unfused" and uniform(seq > 1):
+        op = build(Gemm, m=1, n=vocab, k=h, dtype=dt, batch=batch, transpose_b=True)  # type: ignore[arg-type]
         return LayerOp("lm_head", op, kind="gemm")
-    return LayerOp("lm_head", Gemm(m=batch, n=vocab, k=h, dtype=dt), kind="gemm")  # type: ignore[arg-type]
+    return LayerOp(
+        "lm_head", build(Gemm, m=batch, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
+    )  # type: ignore[arg-type]
 
 
 def model_ops(
@@ -488,14 +512,16 @@ def model_ops(
     tokens = batch * seq
     dt = dtype
     at = act_dtype or dt
-    pre = [LayerOp("embedding", Embedding(tokens=tokens, hidden=h, dtype=at), kind="embedding")]  # type: ignore[arg-type]
+    pre = [
+        LayerOp("embedding", build(Embedding, tokens=tokens, hidden=h, dtype=at), kind="embedding")
+    ]  # type: ignore[arg-type]
     if tp > 1:  # vocab-parallel embedding: each rank holds V/tp rows, partial sums all-reduced
         pre.append(LayerOp("tp_all_reduce_embedding",
                            placed(AllReduce, tokens * h * b, tp, dt), kind="comm"))  # fmt: skip
     if model.position == "learned":
-        pre.append(LayerOp("position_embedding", Embedding(tokens=tokens, hidden=h, dtype=at),  # type: ignore[arg-type]
+        pre.append(LayerOp("position_embedding", build(Embedding, tokens=tokens, hidden=h, dtype=at),  # type: ignore[arg-type]
                            kind="embedding"))  # fmt: skip
-        pre.append(LayerOp("add_positions", Elementwise(op="add", n=tokens * h, dtype=at)))  # type: ignore[arg-type]
+        pre.append(LayerOp("add_positions", build(Elementwise, op="add", n=tokens * h, dtype=at)))  # type: ignore[arg-type]
     elif fusion == "unfused" and model.position == "rope":
         pre.append(LayerOp("rope_tables", rope_tables(seq, d, dt)))
     elif fusion == "compiled" and model.position == "rope":
@@ -507,7 +533,7 @@ def model_ops(
         ctx = seq if context is None else context
         kv = model.attended(ctx)
         mask = (sdpa_mask(batch, seq, kv) if fusion != "compiled" else
-                passes("attention mask (compiled)", max(1, seq * kv), "fp32", ("kv <= q", 1, 1, 1)))  # fmt: skip
+                passes("attention mask (compiled)", at_least(seq * kv, 1), "fp32", ("kv <= q", 1, 1, 1)))  # fmt: skip
         pre.append(LayerOp("attention_mask", mask))
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
@@ -522,7 +548,9 @@ def model_ops(
             f"MoE: {tokens} tokens x top-{model.moe.top_k} spread uniformly -> {active} of "
             f"{model.moe.experts} experts active per layer"
         )
-    if model.sliding_window and (context or seq) > model.sliding_window:
+    ctx = seq if context is None else context
+    if model.sliding_window and (ctx > model.sliding_window if not is_array(ctx) else
+                                 bool((ctx > model.sliding_window).any())):  # fmt: skip
         notes.append(f"sliding window: attention and KV cache capped at {model.sliding_window}")
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
                     tokens=tokens, notes=tuple(notes))  # fmt: skip

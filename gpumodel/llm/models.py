@@ -182,7 +182,9 @@ class ModelSpec(_Frozen):
 
     def attended(self, context: int) -> int:
         """Keys a query attends to (and KV-cache length) at ``context``: capped by the window."""
-        return min(context, self.sliding_window) if self.sliding_window else context
+        from gpumodel.ops.base import at_most  # numpy arrays of contexts too (the sweeps)
+
+        return at_most(context, self.sliding_window) if self.sliding_window else context
 
     def summary(self) -> dict[str, object]:
         data = self.model_dump(mode="json", exclude={"sources", "notes"})

@@ -22,8 +22,9 @@ documented kernel list (``kernel_list`` prints it for a model) and a host rule:
 ``hf-static-compiled``  HF + ``StaticCache`` + ``torch.compile(mode="reduce-overhead")`` (what
     HF documents for fast generation). Inductor keeps the three q/k/v and the gate/up GEMMs and
     fuses each pointwise chain into one kernel: residual add + RMSNorm, RoPE (q and k), the
-    StaticLayer ``index_copy_`` of K and of V, ``repeat_kv``'s two copies (a mask is always
-    built with a StaticCache), mask bias, SDPA, SiLU*mul. Per step: the cos/sin tables (2),
+    write positions and the StaticLayer ``index_copy_`` of K and of V, ``repeat_kv``'s two
+    copies (a mask is always built with a StaticCache; streamed at memory speed), mask bias,
+    SDPA, SiLU*mul: 18 per layer, as an H200 trace counted them (docs/llm-runtimes.md). Per step: the cos/sin tables (2),
     the mask (1), final add + RMSNorm, LM head. One CUDA graph per step: host = the compiled
     call's launch (guards + graph replay), then the GPU runs the graph.
 ``fused-graph``  A serving engine (vLLM, TensorRT-LLM style): fused QKV GEMM, one kernel per

@@ -7,12 +7,21 @@ pp, dp and GPUs, with memory, fit and cost per point, as one table.
     gm.sweep_training("llama-2-7b", "h100", tp=[1, 2, 4], pp=[1, 2], dp=[8, 16, 32])
 
 Same model as the scalar functions, not a copy of it. A point's step time is
-``predict_inference`` / ``predict_training_step``'s, to rounding (a test holds them equal to
-1e-9 relative over a grid): both time the step's ops with the same op model (``Timer``) and
-combine them with the same numpy formulas (``inference.step_times``, which holds the eager
-host/GPU queue ``_timing.queue_time_blocks``; ``training.combine_step``). The sweep is fast
-because it times each distinct op once per GPU (the GEMMs of a decode step do not depend on
-the context, a layer's ops do not depend on pp or dp, ...) and combines the points as arrays.
+``predict_inference`` / ``predict_training_step``'s, to rounding (tests hold them equal to
+1e-9 relative point by point: tests/test_llm_sweep.py, tests/test_sweep_arrays.py). An
+inference sweep builds the step's ops once per tp over numpy arrays of the points' batch, seq
+and context (``layers.model_ops`` with arrays: ``ops.base.build``), so each op's ``kernels``
+give arrays of FLOPs and bytes; ``vectorised.op_kernel_times`` times them with the terms of
+``predict.kernel_time`` over the arrays (efficiencies, tile quantization, the block
+scheduler's tail, Little's law, the sustained clock, the family floor, the in-stream floor),
+and ``collectives.time_array`` the tensor-parallel all-reduces over their sizes. Points whose
+kernels differ (decode's split-KV and one-split attention) are split and joined; where the
+ops do not build over arrays (MoE: the active experts change an op's count) the sweep times
+each distinct step through ``Timer`` (the scalar op model). The step is then assembled as
+arrays with the scalar functions' own formulas (``inference.step_times``, which holds the
+eager host/GPU queue ``_timing.queue_time_blocks``; ``training.combine_step``). A training
+sweep times each distinct layer once per (tp, micro-batch, seq) and combines the layouts as
+arrays.
 
 The grid (``grid=True``, default) is the Cartesian product of the values given, in the order
 GPU, tp, pp, dp, batch, seq, context; ``grid=False`` broadcasts the arrays against each other
@@ -24,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -41,6 +50,7 @@ from gpumodel._validators import (
     check_number,
 )
 from gpumodel.calibration import (
+    CalibrationParams,
     calibration_label,
     calibration_short,
     choose_calibration,
@@ -48,9 +58,10 @@ from gpumodel.calibration import (
 )
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
-from gpumodel.llm._timing import Timer
+from gpumodel.llm._comm import Collective
+from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timed, Timer
 from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
-from gpumodel.llm.layers import AttentionImpl, Fusion, model_ops, tp_shape
+from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags
@@ -66,8 +77,12 @@ from gpumodel.llm.training import (
     training_host,
     training_memory,
 )
+from gpumodel.ops.base import MixedKernels
+from gpumodel.ops.collectives import time_array
+from gpumodel.prediction import KernelPrediction
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.vectorised import op_kernel_times
 
 # the largest grid one call builds (rows are ~150 bytes: 10^7 rows ~ 1.5 GB)
 MAX_POINTS = 10_000_000
@@ -273,14 +288,26 @@ def sweep_inference(
     n = len(pts["tp"])
     keys = np.stack([pts["tp"], pts["batch"], pts["seq"], pts["context"]], axis=1)
     uniq, inverse = _group_rows(keys)
+    _check_shapes(spec, phase, uniq)
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
     prices: dict[str, Price | None] = {}
-    shapes = [(t, b, *_defaults(spec, phase, s, c)) for t, b, s, c in uniq.tolist()]
-    # the ops of a step depend on the shape, not on the GPU: built once for every GPU
-    step_ops = [model_ops(spec, b, s, c, dtype=dtype, tp=t, attention=attention, fusion=fusion,
-                          kv_cache=kv_cache, logits="last", gqa=gqa)
-                for t, b, s, c in shapes]  # fmt: skip
+    flags = {"dtype": dtype, "attention": attention, "fusion": fusion, "kv_cache": kv_cache,
+             "logits": "last", "gqa": gqa}  # fmt: skip
+    # the ops of a step depend on the shape, not on the GPU: built once for every GPU, over
+    # arrays of batch, seq and context for each tp (``ops.base.build``)
+    groups: list[tuple[np.ndarray, Any]] = []
+    for t in np.unique(uniq[:, 0]).tolist():
+        idx = np.flatnonzero(uniq[:, 0] == t)
+        try:
+            groups.append((idx, _array_ops(spec, uniq[idx], flags)))
+        except MixedKernels:  # e.g. prompts both longer and shorter than a sliding window
+            for s in np.unique(uniq[idx, 2]).tolist():
+                sub = idx[uniq[idx, 2] == s]
+                try:
+                    groups.append((sub, _array_ops(spec, uniq[sub], flags)))
+                except MixedKernels:
+                    groups.append((sub, None))
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
@@ -288,31 +315,22 @@ def sweep_inference(
         m = len(uniq)
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
-        by_shape: dict[tuple[int, int, int], list[tuple[int, tuple]]] = {}
-        for i, ((t, b, s, c), ops) in enumerate(zip(shapes, step_ops)):
-            timed = (timer.time_all(ops.pre), timer.time_all(ops.layer),
-                     timer.time_all(ops.post))  # fmt: skip
-            blocks = kernel_blocks(*timed)
-            ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, fusion,
-                            host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                            graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
-            by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
-                (i, (*blocks, *ht.per_kernel, ht))
-            )  # type: ignore[arg-type]
+        hosts = {"host_per_kernel_s": host_per_kernel_s, "host_per_step_s": host_per_step_s,
+                 "graph_launch_s": graph_launch_s, "host_given": host is not None}  # fmt: skip
+        for idx, ops in groups:
+            times = None
+            if ops is not None:
+                times = _array_step(spec, timer, rt, hp, ops, len(idx), flags, hosts)
+            if times is None:  # one step at a time (MoE, repeated K/V, mixed kernels)
+                times = _scalar_steps(spec, timer, rt, hp, uniq[idx], flags, hosts)
+            step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
+        for i, (t, b, s, c) in enumerate(uniq.tolist()):
             mb = memory(spec, g, batch=b, seq=c, dtype=dtype, tp=t, phase=phase,
                         attention=attention, prefill_tokens=b * s)  # fmt: skip
             mem[i], cap[i], fits[i] = mb.total_bytes, mb.capacity_bytes, mb.fits
-        for rows in by_shape.values():
-            idx = np.array([i for i, _ in rows])
-            pre, layer, post, h_pre, h_layer, h_post = (
-                np.array([blk[j] for _, blk in rows], dtype=float).reshape(len(rows), -1)
-                for j in range(6))  # fmt: skip
-            terms = [blk[6] for _, blk in rows]
-            times = step_times(pre, layer, spec.layers, post, eager=terms[0].eager,
-                               host_per_kernel_s=(h_pre, h_layer, h_post),
-                               host_per_step_s=np.array([t.per_step_s for t in terms]),
-                               graph_launch_s=np.array([t.launch_s for t in terms]))  # fmt: skip
-            step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
+        if not np.all(np.isfinite(step) & (step >= 0)):
+            raise SpecError(f"{spec.id} on {g.id}: the model gives a non-finite step time; the "
+                            "inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
         t_step = step[inverse]
         n_gpus = pts["tp"] * pts["dp"]
         tokens_per_s = pts["dp"] * (pts["batch"] * pts["seq"]) / t_step
@@ -478,6 +496,102 @@ def sweep_training(
                   "attention": attention, "tokens": tokens, "policy": policy,
                   "host": host_dict(hp) if hp else None},
     )  # fmt: skip
+
+
+def _check_shapes(spec: ModelSpec, phase: str, shapes: np.ndarray) -> None:
+    """The scalar's checks of (tp, batch, seq, context) rows: its error for the first bad one."""
+    seq, ctx = shapes[:, 2], shapes[:, 3]
+    bad = (ctx < seq) | (ctx > spec.max_context)
+    if np.any(bad):
+        _t, _b, s, c = shapes[int(np.argmax(bad))].tolist()
+        _defaults(spec, phase, s, c)
+    for t in np.unique(shapes[:, 0]).tolist():
+        tp_shape(spec, t)
+
+
+def _array_ops(spec: ModelSpec, shapes: np.ndarray, flags: dict[str, Any]) -> Any:
+    """The step's ops over the arrays of batch, seq and context of ``shapes`` (rows tp, batch,
+    seq, context; one tp), or None where they do not build over arrays: MoE (the number of
+    active experts, an op's count, changes with the tokens). MixedKernels where the points
+    run different ops (the caller splits them by seq)."""
+    if spec.moe is not None:
+        return None
+    _tp, batch, seq, context = shapes.T
+    return model_ops(spec, batch, seq, context, tp=int(shapes[0, 0]), **flags)
+
+
+def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+    """Step times of shapes (rows tp, batch, seq, context) one at a time through ``Timer``
+    (the scalar op model), combined as arrays; the sweep's path where ops do not build over
+    arrays."""
+    by_shape: dict[tuple[int, ...], list[tuple[int, tuple]]] = {}
+    for i, (t, b, s, c) in enumerate(shapes.tolist()):
+        ops = model_ops(spec, b, s, c, tp=t, **flags)
+        timed = (timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post))
+        blocks = kernel_blocks(*timed)
+        ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)
+        by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
+            (i, (*blocks, *ht.per_kernel, ht))
+        )  # type: ignore[arg-type]
+    out = {k: np.empty(len(shapes)) for k in ("step", "gpu", "host")}
+    for rows in by_shape.values():
+        idx = np.array([i for i, _ in rows])
+        pre, layer, post, h_pre, h_layer, h_post = (
+            np.array([blk[j] for _, blk in rows], dtype=float).reshape(len(rows), -1)
+            for j in range(6))  # fmt: skip
+        terms = [blk[6] for _, blk in rows]
+        times = step_times(pre, layer, spec.layers, post, eager=terms[0].eager,
+                           host_per_kernel_s=(h_pre, h_layer, h_post),
+                           host_per_step_s=np.array([t.per_step_s for t in terms]),
+                           graph_launch_s=np.array([t.launch_s for t in terms]))  # fmt: skip
+        for k in out:
+            out[k][idx] = times[k]
+    return out
+
+
+def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarray] | None:  # type: ignore[no-untyped-def]
+    """Step times of the ``n`` shapes of one tp whose ops were built over arrays of batch,
+    seq and context (``ops``): every kernel timed over the arrays
+    (``vectorised.op_kernel_times``), the host's costs (``host_terms``) from the kernels' kinds,
+    names and launches, which the points share. None where they do not run the same kernels."""
+    params = timer.calibration.parameters if timer.calibration else CalibrationParams()
+    blocks, timed = [], []
+    for entries in (ops.pre, ops.layer, ops.post):
+        cols: list[np.ndarray] = []
+        block = []
+        for e in entries:
+            try:
+                kernels = _entry_times(e, timer, params, n)
+            except MixedKernels:
+                return None
+            cols += [
+                np.broadcast_to(t / k, (n,)) for t, k, _ in kernels for _ in range(k)
+            ] * e.count
+            # what host_terms reads of a timed op: its entry, its kernels' names and launches
+            block.append(Timed(e, tuple(KernelPrediction.model_construct(name=name, launches=k)
+                                        for _, k, name in kernels)))  # fmt: skip
+        blocks.append(np.stack(cols, axis=1) if cols else np.zeros((n, 0)))
+        timed.append(block)
+    ht = host_terms(rt, hp, timer.calibration, tuple(timed), spec.layers, flags["fusion"], **hosts)
+    return step_times(blocks[0], blocks[1], spec.layers, blocks[2], eager=ht.eager,
+                      host_per_kernel_s=tuple(np.array(h, dtype=float) for h in ht.per_kernel),
+                      host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
+
+
+def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple]:
+    """(time at every point, launches, name) of each kernel of one op built over arrays."""
+    if isinstance(e.op, Collective) and e.op.nodes == 1:  # the collective model over sizes
+        sizes = np.broadcast_to(np.asarray(e.op.bytes, dtype=float), (n,))
+        launches = 1 if e.op.gpus > 1 else 0  # as _comm.collective_kernel
+        return [(time_array(e.op, timer.gpu, timer.calibration, sizes), launches, e.op.op_name)]
+    if isinstance(e.op, Collective):  # across nodes: once per distinct size
+        sizes, inverse = np.unique(np.broadcast_to(np.asarray(e.op.bytes), (n,)),
+                                   return_inverse=True)  # fmt: skip
+        kps = [timer.kernels(replace(e, op=type(e.op)(**{**e.op.__dict__, "bytes": float(v)})))[0]
+               for v in sizes.tolist()]  # fmt: skip
+        return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches, kps[0].name)]
+    floor = timer.stream_floor_s if e.kind not in KEEP_ISOLATED_FLOOR else None
+    return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Alignment (same guide): tensor cores need the fastest-varying dimensions to be m
 
 from __future__ import annotations
 
-from gpumodel.calibration import CalibrationParams
+from gpumodel.calibration import CalibrationParams, GemmParams
 from gpumodel.ops.base import GemmShape
 from gpumodel.prediction import Term
 from gpumodel.specs import GPUSpec
@@ -78,23 +78,61 @@ def efficiency(
                               note=f"{dim} = {size} in tiles of {tile}: {pad_to(size, tile)} "
                                    "computed"))  # fmt: skip
     bad = misaligned(shape)
-    if bad and fitted is not None and fitted.misaligned_efficiency != 1.0:
-        factor *= fitted.misaligned_efficiency
-        terms.append(Term(name="alignment penalty", value=fitted.misaligned_efficiency, unit="x",
-                          note=f"{', '.join(bad)} not a multiple of 16 bytes: no fast tensor-core path"))  # fmt: skip
+    penalty = misaligned_factor(fitted, shape.transpose_b) if fitted is not None else 1.0
+    if bad and penalty != 1.0:
+        factor *= penalty
+        layout = " (B stored transposed, x @ W.T)" if shape.transpose_b else ""
+        terms.append(Term(name="alignment penalty", value=penalty, unit="x",
+                          note=f"{', '.join(bad)} not a multiple of 16 bytes{layout}: no fast "
+                               "tensor-core path"))  # fmt: skip
     return factor, terms
 
 
-def efficiency_array(m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams):
-    """``efficiency`` over numpy arrays of shapes (same factors, no terms)."""
+def stream_factor(shape: GemmShape, fitted: GemmParams | None):
+    """Multiplier on the DRAM bandwidth of a misaligned x @ W.T product with M > 1 (works on
+    numpy arrays of shapes): on an H100, bf16 LM heads of 50257 x 1024 and 32001 x 4096 at
+    M = 16-64 streamed their weights at 0.75-1.0 TB/s where M = 1 (a GEMV) reached 2.4 TB/s
+    (validate's gemm family, 2026-11-24)."""
+    f = fitted.misaligned_transposed_stream if fitted is not None else None
+    if f is None or not shape.transpose_b or not shape.needs_alignment:
+        return 1.0
+    if all(isinstance(v, int) for v in (shape.m, shape.n, shape.k)):
+        return f if misaligned(shape) and shape.m > 1 else 1.0
+    import numpy as np
+
+    a = ALIGN_ELEMENTS.get(shape.dtype, 8)
+    bad = (np.asarray(shape.n) % a != 0) | (np.asarray(shape.k) % a != 0)
+    return np.where(bad & (np.asarray(shape.m) > 1), f, 1.0)
+
+
+def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
+    """The calibrated multiplier of a misaligned GEMM: cuBLAS picks other kernels when B is
+    stored transposed (an H100 ran 2048 x 50257 x 768 bf16 at 127 TFLOP/s as A @ B and at 97
+    as x @ W.T; validation/results/unseen-h100, validate's gemm family)."""
+    if transpose_b and fitted.misaligned_transposed_efficiency is not None:
+        return fitted.misaligned_transposed_efficiency
+    return fitted.misaligned_efficiency
+
+
+def efficiency_array(
+    m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams, *,
+    tile_m: int | None = None, tile_n: int | None = None, needs_alignment: bool = True,
+    transpose_b: bool = False,
+):  # fmt: skip
+    """``efficiency`` over numpy arrays of shapes (same factors in the same order, no terms)."""
     import numpy as np
 
     fitted = params.gemm.get(dtype)
-    if fitted is None:
-        return np.ones(np.broadcast(m, n, k).shape)
-    a = ALIGN_ELEMENTS.get(dtype, 8)
-    bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
-    return fitted.efficiency * np.where(bad, fitted.misaligned_efficiency, 1.0)
+    factor = np.full(np.broadcast(m, n, k).shape, 1.0 if fitted is None else fitted.efficiency)
+    for size, tile in ((m, tile_m), (n, tile_n)):
+        if tile:
+            factor = factor * tile_quantization(np.asarray(size), tile)
+    penalty = misaligned_factor(fitted, transpose_b) if fitted is not None else 1.0
+    if needs_alignment and penalty != 1.0:
+        a = ALIGN_ELEMENTS.get(dtype, 8)
+        bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
+        factor = factor * np.where(bad, penalty, 1.0)
+    return factor
 
 
 def advice(shape: GemmShape, gpu: GPUSpec) -> list[str]:

@@ -8,6 +8,7 @@ last, heaviest blocks set the finish time. Efficiency = total work / (makespan x
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -60,17 +61,32 @@ def schedule_efficiency(tile_work: TileWork | Sequence[float], groups: int, slot
     Simulates at most ``64 x slots`` blocks (a bound set by the GPU, not by the op's size)."""
     if slots <= 0 or not tile_work or groups <= 0:
         raise SpecError("schedule_efficiency needs slots, tiles and groups > 0")
+    if isinstance(tile_work, TileWork):  # a value: its schedule is remembered
+        return _tile_efficiency(tile_work, groups, slots)
+    return _efficiency(tile_work, groups, slots)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tile_efficiency(tile_work: TileWork, groups: int, slots: int) -> float:
+    """``_efficiency`` of a TileWork, memoised: a pure function of its arguments, and the
+    sweeps ask for the same causal-attention schedule on every GPU with as many SMs."""
+    return _efficiency(tile_work, groups, slots)
+
+
+def _efficiency(tile_work: TileWork | Sequence[float], groups: int, slots: int) -> float:
     blocks = len(tile_work) * groups
     # a TileWork sums in closed form; a plain sequence of block weights is summed
     total = (tile_work.total() if isinstance(tile_work, TileWork) else sum(tile_work)) * groups
     if blocks >= BALANCED_BLOCKS_PER_SLOT * slots:
         return 1.0
-    if min(tile_work) == max(tile_work):  # equal blocks: whole waves, no need to simulate
+    works = list(tile_work)  # fewer than 64 x slots blocks (above), so a bounded list
+    if min(works) == max(works):  # equal blocks: whole waves, no need to simulate
         return blocks / (-(-blocks // slots) * slots)
     finish = [0.0] * min(slots, blocks)
     heapq.heapify(finish)
+    replace = heapq.heapreplace
     for _ in range(groups):
-        for w in tile_work:
-            heapq.heapreplace(finish, finish[0] + w)
+        for w in works:
+            replace(finish, finish[0] + w)
     makespan = max(finish)
     return total / (makespan * slots)

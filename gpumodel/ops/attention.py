@@ -18,6 +18,7 @@ from gpumodel.ops.base import (
     Op,
     element_bytes,
     matmul_unit,
+    uniform,
     vector_unit,
 )
 from gpumodel.specs import GPUSpec
@@ -81,7 +82,7 @@ class Attention(Op):
 
     @property
     def n_kv_seq(self) -> int:
-        return self.kv_seq or self.seq
+        return self.seq if self.kv_seq is None else self.kv_seq
 
     @property
     def causal_fraction(self) -> float:
@@ -91,7 +92,7 @@ class Attention(Op):
     def family(self) -> str:
         """Decode (one query per sequence) runs different kernels (split-KV) than prefill;
         cuDNN's kernels are calibrated apart."""
-        base = "attention_decode" if self.seq == 1 else "attention"
+        base = "attention_decode" if uniform(self.seq == 1) else "attention"
         base = f"{base}:cudnn" if self.impl == "cudnn" else base
         return f"{base}:backward" if self.backward else base
 
@@ -100,9 +101,9 @@ class Attention(Op):
         decode on the regular kernel (one KV split) never faster than the largest batch that
         still splits KV: those families are calibrated apart, so the time could fall where a
         growing seq or batch switches kernels."""
-        if self.seq > 1:
+        if uniform(self.seq > 1):
             return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
-        if self.impl != "flash" or self.backward or self.decode_splits_kv(gpu):
+        if self.impl != "flash" or self.backward or uniform(self.decode_splits_kv(gpu)):
             return None
         rows, _ = self.decode_rows()
         per_batch = self.n_kv_heads * -(-rows // SPLIT_KV_BLOCK_M)
@@ -175,7 +176,7 @@ class Attention(Op):
             ]
         if self.impl == "flash":
             nbytes = 2 * q_bytes + kv_bytes  # Q in, O out, K and V in
-            if s == 1 and not self.decode_splits_kv(gpu):
+            if uniform(s == 1) and not uniform(self.decode_splits_kv(gpu)):
                 # decode that fills the GPU runs the regular forward kernel: its 128-row query
                 # tiles compute mostly padding, so it is bound by tensor cores, not by HBM (on
                 # an H100 and an H200 alike: 1.55 ms for 8 x 32 heads x 32K keys on both)
@@ -218,10 +219,10 @@ class Attention(Op):
                         d,
                         b * h,
                         self.dtype,
-                        tile_m=FLASH_BLOCK_M if s > 1 else None,
+                        tile_m=FLASH_BLOCK_M if uniform(s > 1) else None,
                         needs_alignment=False,
                     ),
-                    tile_work=self.query_tiles() if s > 1 else None,
+                    tile_work=self.query_tiles() if uniform(s > 1) else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
                 )

@@ -47,6 +47,8 @@ class GemmShape:
     # whether N and K off a 16-byte multiple push the library onto a slower kernel class
     # (cuBLAS, cuDNN); FlashAttention masks a ragged last key block instead (False)
     needs_alignment: bool = True
+    # B given as its transpose, as torch.nn.Linear stores a weight ([N, K]; y = x @ W.T)
+    transpose_b: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,48 @@ class Op(Checked):
     def to_row(self) -> dict:
         """This op as a batch-file row: ``{"op": name, **fields}``."""
         return {"op": self.op_name, **self.model_dump(mode="json")}
+
+
+class MixedKernels(UnsupportedError):
+    """Raised by an op built over numpy arrays of sizes (the LLM sweeps) when its points do not
+    all run the same kernels (``uniform``): the sweep then splits them."""
+
+
+def is_array(value: object) -> bool:
+    """Whether a size is a numpy array of many points (ops built by the sweeps) rather than
+    one number."""
+    return getattr(value, "ndim", 0) > 0
+
+
+def uniform(flag: object) -> bool:
+    """A condition that picks an op's kernels, as a bool. Over an array of points (an op the
+    sweeps built with ``build``) it must hold for all of them or for none (MixedKernels)."""
+    if is_array(flag):
+        first = bool(flag.flat[0])  # type: ignore[attr-defined]
+        if (flag != first).any():  # type: ignore[attr-defined]
+            raise MixedKernels("the points of this op run different kernels")
+        return first
+    return bool(flag)
+
+
+def at_least(value, floor: float):
+    """``max(floor, value)`` of a number or, elementwise, of an array of points."""
+    return value.clip(min=floor) if is_array(value) else max(floor, value)
+
+
+def at_most(value, ceiling: float):
+    """``min(value, ceiling)`` of a number or, elementwise, of an array of points."""
+    return value.clip(max=ceiling) if is_array(value) else min(value, ceiling)
+
+
+def build(cls, **fields):
+    """``cls(**fields)``, validated; over numpy arrays of sizes (the LLM sweeps, which check
+    their arrays once at their boundary) the op holds the arrays unvalidated: its ``kernels``
+    then give arrays of FLOPs and bytes, one element a point."""
+    for v in fields.values():
+        if getattr(v, "ndim", 0):  # is_array, inlined: every op the LLM model builds passes here
+            return cls.model_construct(**fields)
+    return cls(**fields)
 
 
 def element_bytes(dtype: str) -> float:

@@ -475,6 +475,66 @@ def _calibrated(op: Collective, calibration: Any) -> tuple[Any, Any, float | Non
     return exact, donor, eff, note
 
 
+def _setup(op: Collective, gpu: GPUSpec, calibration: Any) -> tuple:
+    """(measured line, donor line, link efficiency, its note, topology, whether the measurements
+    apply) of ``op`` on ``gpu`` under ``calibration``."""
+    exact, donor, cal_eff, eff_note = _calibrated(op, calibration)
+    topo = op.topology(gpu, cal_eff)  # applies cal_eff to NVLink/NVSwitch links only
+    # measurements describe the calibrated machine's scale-up link (NVLink/NVSwitch)
+    use_cal = topo.intra.kind in _SCALE_UP and op.link_bandwidth is None
+    if not use_cal:
+        exact = donor = cal_eff = None
+    elif op.algorithm != "auto":
+        exact = donor = None  # the measured line is whatever NCCL picked; keep the link efficiency
+    return exact, donor, cal_eff, eff_note, topo, use_cal
+
+
+def _transferred_line(op: Collective, donor: Any, topo: comm.Topology) -> tuple:
+    """(alpha, bus bandwidth, extra ring steps) of a measurement at another GPU count carried to
+    ``op.gpus``: busbw is ~independent of n (nccl-tests); the latency floor changes by the extra
+    steps at the per-step latency."""
+    step_alpha = topo.intra.alpha_s if topo.nodes == 1 else topo.slowest.alpha_s
+    d_steps = comm.steps(op.collective, "ring", op.gpus) - comm.steps(
+        op.collective, "ring", donor.gpus
+    )
+    alpha = max(donor.alpha_s + d_steps * step_alpha, 0.0)
+    # a calibrated link efficiency: the link's bandwidth is already x that efficiency
+    bus = topo.intra.bandwidth_bytes_per_s if donor.link_efficiency else (
+        donor.bus_bandwidth_bytes_per_s)  # fmt: skip
+    return alpha, bus, d_steps
+
+
+def time_array(op: Collective, gpu: GPUSpec, calibration: Any, nbytes: Any) -> Any:
+    """``predict(op).time_s`` for each of a numpy array of sizes ``nbytes`` (the LLM sweeps:
+    one tensor-parallel all-reduce over many token counts), one node. The same branches as
+    ``_predict``: a measured line, a transferred one, or the fastest NCCL algorithm."""
+    import numpy as np
+
+    n = np.asarray(nbytes, dtype=float)
+    if op.nodes > 1:
+        raise UnsupportedError("time_array: one node only (several: predict each size)")
+    if op.gpus == 1:
+        return np.zeros_like(n)
+    if calibration is not None:
+        calibration = op.with_system_calibration(gpu, calibration)
+    exact, donor, _, _, topo, _ = _setup(op, gpu, calibration)
+    factor = op.bus_factor()
+    if exact is not None and topo.nodes == 1:
+        return exact.alpha_s + n * factor / exact.bus_bandwidth_bytes_per_s
+    if donor is not None and topo.nodes == 1:
+        alpha, bus, _ = _transferred_line(op, donor, topo)
+        return alpha + n * factor / bus
+    cands = comm.candidates(op.collective, n, topo)
+    if op.algorithm != "auto":
+        names = [c.algorithm for c in cands]
+        if op.algorithm not in names:
+            raise UnsupportedError(f"algorithm {op.algorithm} is not modelled for "
+                                   f"{op.collective} on this topology")  # fmt: skip
+        return np.broadcast_to(cands[names.index(op.algorithm)].time_s, n.shape) + 0.0
+    pool = [c for c in cands if c.nccl] or cands  # comm.choose: the fastest of NCCL's
+    return np.min([np.broadcast_to(c.time_s, n.shape) for c in pool], axis=0)
+
+
 def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     from gpumodel.calibration import calibration_label
 
@@ -497,14 +557,7 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
                      "algorithms": [], "calibrated": False},
         )  # fmt: skip
 
-    exact, donor, cal_eff, eff_note = _calibrated(op, calibration)
-    topo = op.topology(gpu, cal_eff)  # applies cal_eff to NVLink/NVSwitch links only
-    # measurements describe the calibrated machine's scale-up link (NVLink/NVSwitch)
-    use_cal = topo.intra.kind in _SCALE_UP and op.link_bandwidth is None
-    if not use_cal:
-        exact = donor = cal_eff = None
-    elif op.algorithm != "auto":
-        exact = donor = None  # the measured line is whatever NCCL picked; keep the link efficiency
+    exact, donor, cal_eff, eff_note, topo, use_cal = _setup(op, gpu, calibration)
     cands = comm.candidates(op.collective, n, topo)
     names = [c.algorithm for c in cands]
     if op.algorithm == "auto":
@@ -541,20 +594,13 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         ]  # fmt: skip
         calibrated = "exact"
     elif donor is not None and topo.nodes == 1:
-        # carry a measurement at another GPU count: busbw is ~independent of n (nccl-tests);
-        # the latency floor changes by the extra steps at the per-step latency
-        d_steps = comm.steps(op.collective, "ring", p) - comm.steps(
-            op.collective, "ring", donor.gpus
-        )
-        alpha = max(donor.alpha_s + d_steps * step_alpha, 0.0)
+        alpha, bus, d_steps = _transferred_line(op, donor, topo)
         if donor.link_efficiency:
-            bus = topo.intra.bandwidth_bytes_per_s  # already x calibrated link efficiency
             bus_note = (
                 f"calibrated link efficiency {donor.link_efficiency:.3g} x "
                 f"{format_quantity(topo.intra.datasheet_bytes_per_s or 0, 'B/s')}"
             )
         else:
-            bus = donor.bus_bandwidth_bytes_per_s
             bus_note = f"busbw measured on {donor.gpus} GPUs"
         t_alpha, t_beta = alpha, n * factor / bus
         time_s = t_alpha + t_beta

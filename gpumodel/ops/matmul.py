@@ -46,7 +46,9 @@ class Gemm(Op):
     """C[m,n] = A[m,k] @ B[k,n], ``batch`` independent products (bmm when batch > 1).
 
     FLOPs ``2*m*n*k*batch``; minimum DRAM bytes ``(m*k + k*n)*in + m*n*out`` per product
-    (NVIDIA, "Matrix Multiplication Background" user guide).
+    (NVIDIA, "Matrix Multiplication Background" user guide). ``transpose_b``: B is stored as
+    its transpose, [n, k], as ``torch.nn.Linear`` stores its weight (``x @ W.T``); cuBLAS then
+    runs other kernels where N or K is misaligned.
     """
 
     op_name: ClassVar[str] = "gemm"
@@ -55,6 +57,7 @@ class Gemm(Op):
     k: Size
     dtype: Dtype = "bf16"
     batch: Size = 1
+    transpose_b: bool = False
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
@@ -67,7 +70,9 @@ class Gemm(Op):
                 bytes=nbytes,
                 bytes_written=self.batch * self.m * self.n * output_bytes_per_element(self.dtype),
                 working_set_bytes=nbytes,
-                gemm=GemmShape(self.m, self.n, self.k, self.batch, self.dtype),
+                gemm=GemmShape(
+                    self.m, self.n, self.k, self.batch, self.dtype, transpose_b=self.transpose_b
+                ),
             )
         ]
 
@@ -135,13 +140,15 @@ class Conv2d(Op):
         cuDNN ran ResNet's stem at 27-38 TFLOP/s in both bf16 and tf32, about half the FP32
         CUDA-core peak and 3-8% of the tensor-core one (validation/results/h100-sxm).
 
-        Plain fp32 runs CUDA-core kernels that differ per layout (on an H100 NCHW ran 1.1-1.7x
-        faster than channels-last), so its classes are calibrated per layout."""
+        cuDNN's native NCHW kernels (plain 1x1 GEMMs in bf16/TF32, and every plain fp32
+        convolution, CUDA-core code that ran 1.1-1.7x faster on NCHW than on channels-last on
+        an H100) are classes of their own, ``conv2d:<dtype>:nchw:<kind>``."""
         if not self.channels_aligned:
-            return "conv2d:unaligned-channels"
+            # plain fp32 ran the stem 1.7x slower than bf16/TF32 did (H100, 2026-11-24)
+            return f"conv2d:{'fp32:' if self.dtype == 'fp32' else ''}unaligned-channels"
         kind = "gemm" if self.plain_gemm else "implicit"
-        if self.dtype == "fp32":
-            return f"conv2d:fp32:{self.layout}:{kind}"
+        if self.layout == "nchw" and not self.layout_transposes:
+            return f"conv2d:{self.dtype}:nchw:{kind}"  # cuDNN's native NCHW kernels
         return f"conv2d:{self.dtype}:{kind}"
 
     @property
@@ -159,6 +166,17 @@ class Conv2d(Op):
             k=self.in_channels * self.kernel * self.kernel,
             dtype=self.dtype,
         )
+
+    def _gemm_shape(self, g: Gemm) -> GemmShape:
+        """The product the kernel tiles. cuDNN's NHWC tensor-core kernels tile the output
+        channels 128 wide; a plain 1x1 over NCHW is one product per image, W[Cout, Cin] @
+        X[Cin, H*W] (so a 7x7 map gives 49-column products); its fp32 CUDA-core kernels pick
+        their tiles per shape, as cuBLAS does."""
+        if self.layout == "nchw" and self.plain_gemm:
+            hw = self.height * self.width
+            return GemmShape(self.out_channels, hw, self.in_channels, self.batch, self.dtype)
+        tile_n = None if self.dtype == "fp32" else CONV_TILE_N
+        return GemmShape(g.m, g.n, g.k, 1, self.dtype, tile_n=tile_n)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         g = self.as_gemm()
@@ -179,7 +197,7 @@ class Conv2d(Op):
             bytes_written=out_bytes,
             working_set_bytes=nbytes,
             # a tensor-core implicit GEMM, or CUDA-core code when the channels are unaligned
-            gemm=GemmShape(g.m, g.n, g.k, 1, self.dtype, tile_n=CONV_TILE_N) if aligned else None,
+            gemm=self._gemm_shape(g) if aligned else None,
             notes=()
             if aligned
             else (

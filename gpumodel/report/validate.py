@@ -34,7 +34,7 @@ TIMING = {
 def validate_data(cal: Calibration) -> dict[str, Any]:
     """What the page shows: ``validate --json``'s ``errors`` and ``failures`` and the points
     behind them (held out, predicted with the calibration and with the datasheet)."""
-    from gpumodel.calibrate import GROUPS, failures, points_from_records, predict_points, split
+    from gpumodel.calibrate import failures, groups, points_from_records, predict_points, split
     from gpumodel.calibration import CalibrationParams
     from gpumodel.specs import get_gpu
 
@@ -48,15 +48,16 @@ def validate_data(cal: Calibration) -> dict[str, Any]:
         raise CalibrationError(f"{cal.label} carries no measurements to plot; use the file "
                                "`gpumodel validate` wrote")  # fmt: skip
     gpu = get_gpu(cal.gpu_id)
+    table = groups()
     points, skipped = points_from_records(cal.measurements)
     _, held = split(points)
     calibrated = predict_points(held, gpu, cal.parameters) if held else []
     datasheet = predict_points(held, gpu, CalibrationParams()) if held else []
     families = []
     for name in cal.errors:
-        if name not in GROUPS:
+        if name not in table:
             continue  # e.g. collective:* (fitted by `validate --collectives`, no points here)
-        select = GROUPS[name][0]
+        select = table[name][0]
         idx = [i for i, p in enumerate(held) if select(p)]
         families.append({
             "name": name,
@@ -77,7 +78,7 @@ def validate_data(cal: Calibration) -> dict[str, Any]:
         "environment": dict(env),
         "measurements": len(cal.measurements),
         "errors": {k: v.model_dump() for k, v in cal.errors.items()},
-        "failures": failures({k: v for k, v in cal.errors.items() if k in GROUPS}),
+        "failures": failures({k: v for k, v in cal.errors.items() if k in table}),
         "families": families,
         "conditions": _conditions(cal.measurements),
         "timing": _timing(cal.measurements),
@@ -161,12 +162,14 @@ def validate_page(data: dict[str, Any]) -> str:
 
 
 def _error_table(data: dict[str, Any]) -> str:
-    from gpumodel.calibrate import GROUPS
+    from gpumodel.calibrate import groups
+
+    table = groups()
 
     rows = []
     for name, e in data["errors"].items():
         p = ["errors", name]
-        tol = GROUPS.get(name, (None, e.get("tolerance_pct"), None))
+        tol = table.get(name, (None, e.get("tolerance_pct"), None))
         target = (
             "-" if tol[1] is None else f"{tol[1]:g}%" + (f" / p90 {tol[2]:g}%" if tol[2] else "")
         )

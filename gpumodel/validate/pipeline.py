@@ -40,21 +40,22 @@ def gpu_for_device_name(name: str) -> GPUSpec:
 def measure(
     backend: str, quick: bool, families: set[str] | None, progress: Progress | None
 ) -> tuple[dict[str, Any], list[dict], list[dict]]:
-    """Run the backend's runners: (device info, records, unavailable)."""
-    if backend == "numpy":
-        from gpumodel.validate import numpy_runner
+    """Run the backend's engines over the registered families: (device info, records,
+    unavailable)."""
+    from gpumodel.validate import runner
 
-        records, unavailable = numpy_runner.run(families, quick, progress)
-        return numpy_runner.device_info(), records, unavailable
+    if backend == "numpy":
+        from gpumodel.validate.numpy_engine import device_info as numpy_device
+
+        records, unavailable = runner.run("numpy", families, quick, progress)
+        return numpy_device(), records, unavailable
     if backend != "cupy":
         raise GpumodelError(f"unknown backend '{backend}'; use cupy or numpy")
     from gpumodel.validate.device_info import device_info
 
     info = device_info()  # raises DeviceError with install advice when no GPU/CuPy
-    from gpumodel.validate import cupy_runner, torch_runner
-
-    records, unavailable = cupy_runner.run(families, quick, progress)
-    more, more_unavailable = torch_runner.run(families, quick, progress)
+    records, unavailable = runner.run("cupy", families, quick, progress)
+    more, more_unavailable = runner.run("torch", families, quick, progress)
     return info, records + more, unavailable + more_unavailable
 
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpumodel.calibrate import GROUPS, points_from_records, predict_points, split
+from gpumodel.calibrate import groups, points_from_records, predict_points, split
 from gpumodel.calibration import Calibration, CalibrationParams
 from gpumodel.specs import get_gpu
+from gpumodel.validate.families import registry
 
 
 def _pct(v: float | None) -> str:
@@ -17,8 +18,9 @@ def _pct(v: float | None) -> str:
 
 def error_rows(cal: Calibration) -> list[list[str]]:
     rows = []
+    table = groups()
     for name, e in cal.errors.items():
-        tol = GROUPS.get(name, (None, None, None))
+        tol = table.get(name, (None, None, None))
         status = "-"
         if tol[1] is not None:
             ok = e.median_abs_pct <= tol[1] and (tol[2] is None or e.p90_abs_pct <= tol[2])
@@ -33,49 +35,6 @@ def error_rows(cal: Calibration) -> list[list[str]]:
 
 HEADER = ["family", "n (held out)", "datasheet median", "calibrated median", "calibrated p90",
           "bias", "target (median)", "status"]  # fmt: skip
-
-
-# the harness's own copy kernel should stream within 5% of cudaMemcpy device to device (issue)
-COPY_CHECK_RATIO = 0.95
-
-
-def copy_check(measurements: list[dict], l2_bytes: float) -> dict[str, float] | None:
-    """Harness copy kernel vs cudaMemcpy d2d, bytes read + written per second over cold copies
-    of at least 8 x L2 (steady DRAM streaming): medians over those sizes and the best of each.
-    None when either was not measured."""
-    floor = 8 * l2_bytes
-
-    def rates(family: str) -> list[float]:
-        out = []
-        for r in measurements:
-            meta = r.get("meta") or {}
-            if r.get("family") != family or meta.get("cache") == "hot" or not r.get("time_s"):
-                continue
-            if family == "bandwidth" and meta.get("pattern") != "copy":
-                continue
-            moved = float(meta.get("moved_bytes") or r["op"]["bytes"])
-            if moved >= floor:
-                out.append(moved / r["time_s"])
-        return out
-
-    harness, memcpy = rates("bandwidth"), rates("copy")
-    if not harness or not memcpy:
-        return None
-    return {
-        "harness_median": float(np.median(harness)), "memcpy_median": float(np.median(memcpy)),
-        "harness_best": max(harness), "memcpy_best": max(memcpy),
-        "ratio": float(np.median(harness)) / max(memcpy),
-    }  # fmt: skip
-
-
-def copy_check_line(c: dict[str, float]) -> str:
-    verdict = "ok" if c["ratio"] >= COPY_CHECK_RATIO else "MISSED"
-    return (
-        f"- harness check: copy kernel {c['harness_median'] / 1e9:.0f} GB/s (median over cold "
-        f"copies >= 8 x L2; best {c['harness_best'] / 1e9:.0f}) vs cudaMemcpy d2d "
-        f"{c['memcpy_median'] / 1e9:.0f} GB/s (best {c['memcpy_best'] / 1e9:.0f}): "
-        f"{c['ratio']:.3f} of the best device copy (target >= {COPY_CHECK_RATIO}: {verdict})"
-    )
 
 
 def markdown_report(cal: Calibration, skipped: list[str], fails: list[str]) -> str:
@@ -97,9 +56,9 @@ def markdown_report(cal: Calibration, skipped: list[str], fails: list[str]) -> s
     lines += ["| " + " | ".join(r) + " |" for r in error_rows(cal)]
     lines += ["", "## Result", ""]
     lines += [f"- FAIL {f}" for f in fails] or ["- every family with a target is within it"]
-    check = copy_check(cal.measurements, float(cal.environment.get("l2_bytes") or 0))
-    if check is not None:
-        lines.append(copy_check_line(check))
+    for family in registry():  # each family's own lines (the bandwidth harness check, ...)
+        if family.report is not None:
+            lines += family.report(cal)
     lines += ["", "## Fitted parameters", "", "```yaml"]
     import yaml
 

@@ -1,5 +1,6 @@
-"""The measurement loop both GPU runners share: run each task in order, record what it measured,
-and record what could not be measured (with the reason) instead of stopping the run."""
+"""The measurement loop every engine shares (gpumodel.validate.runner): run each task in order,
+record what it measured, and record what could not be measured (with the reason) instead of
+stopping the run."""
 
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from gpumodel.units import parse_quantity
-    from gpumodel.validate.collectives_runner import SAFE_ENV, refit, run_collectives_validation
+    from gpumodel.validate.families.collectives import SAFE_ENV, refit, run_collectives_validation
 
     assert all(os.environ.get(k) == v for k, v in SAFE_ENV.items())
     if args.source:

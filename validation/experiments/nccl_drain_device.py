@@ -100,7 +100,7 @@ def one_process(sizes=SIZES, reps: int = 5) -> list[dict]:
 
 def per_process(sizes=SIZES) -> list[dict]:
     """torch.distributed, one process per GPU (directMode 0): the validate harness."""
-    from gpumodel.validate.collectives_runner import measure
+    from gpumodel.validate.families.collectives import measure
 
     records, _ = measure(sizes, batches=5)
     rows = [{"mode": "one process per GPU (directMode 0)", "collective": r["op"]["op"],

@@ -26,7 +26,7 @@ import argparse
 import json
 import os
 
-from gpumodel.validate.collectives_runner import measure
+from gpumodel.validate.families.collectives import measure
 
 VARIANTS = {
     "default": {},

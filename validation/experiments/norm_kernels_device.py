@@ -1,6 +1,6 @@
 """Which CUDA kernels does PyTorch run for the norms that ``gpumodel validate`` times?
 
-For every (op, rows, hidden) point of the validation grid (``torch_runner.norm_points``) this
+For every (op, rows, hidden) point of the validation grid (``families.norm.norm_points``) this
 runs the same call as the harness (``F.layer_norm``, ``F.rms_norm``, ``torch.softmax`` on bf16)
 under ``torch.profiler`` and records each kernel it launches: name, launches per call and mean
 device time. A fused op is one kernel; a composite one is several, each paying its own launch
@@ -45,7 +45,7 @@ def main() -> None:
     import torch
     import torch.nn.functional as F
 
-    from gpumodel.validate.torch_runner import norm_points
+    from gpumodel.validate.families.norm import norm_points
 
     rows_out = []
     for kind, rows, hidden in norm_points(False):

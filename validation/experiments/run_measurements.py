@@ -32,14 +32,14 @@ def _import_runners() -> tuple[Any, Any, Any]:
         try:
             __import__(name)
         except ImportError:
-            # The package __init__ pulls in something this machine lacks: load the runner
-            # modules without it (they need only the standard library, numpy, cupy, torch).
+            # The package __init__ pulls in something this machine lacks: load the runner,
+            # family and engine modules without it (they need only the standard library, numpy, cupy, torch).
             pkg = types.ModuleType(name)
             pkg.__path__ = [str(folder or ROOT / "gpumodel" / "validate")]
             sys.modules[name] = pkg
-    from gpumodel.validate import cupy_runner, device_info, torch_runner
+    from gpumodel.validate import device_info, families, runner
 
-    return cupy_runner, torch_runner, device_info
+    return runner, families, device_info
 
 
 class TextProgress:
@@ -174,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="JSON file to write")
     args = ap.parse_args(argv)
 
-    cupy_runner, torch_runner, device_info = _import_runners()
+    runner, registry, device_info = _import_runners()
     families = {f.strip() for f in args.families.split(",") if f.strip()} or None
-    known = set(cupy_runner.FAMILIES) | set(torch_runner.FAMILIES)
+    known = set(registry.names("cupy")) | set(registry.names("torch"))
     if families and families - known:
         ap.error(f"unknown families {sorted(families - known)}; known: {sorted(known)}")
 
@@ -193,9 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         f"torch {info['torch_version']}",
         flush=True,
     )
-    records, unavailable = cupy_runner.run(families, args.quick, TextProgress("cupy"))
+    records, unavailable = runner.run("cupy", families, args.quick, TextProgress("cupy"))
     t_cupy = time.perf_counter() - t0
-    trecs, tunav = torch_runner.run(families, args.quick, TextProgress("torch"))
+    trecs, tunav = runner.run("torch", families, args.quick, TextProgress("torch"))
     records += trecs
     unavailable += tunav
     wall = time.perf_counter() - t0

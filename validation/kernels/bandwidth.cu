@@ -1,4 +1,4 @@
-// Streaming-bandwidth kernels for gpumodel's validation runner (gpumodel/validate/cupy_runner.py).
+// Streaming-bandwidth kernels for gpumodel's validation runner (gpumodel/validate/families/bandwidth.py).
 //
 // All four move 16-byte vectors (float4) through a grid-stride loop. The runner launches one
 // thread per float4 for write, copy and triad (each thread runs one iteration) and 8 blocks of

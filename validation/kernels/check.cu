@@ -1,5 +1,5 @@
 // Input and correctness-check kernels for gpumodel's validation runner
-// (gpumodel/validate/cupy_runner.py). Compiled once with the runner's other kernels, so a first
+// (gpumodel/validate/cupy_engine.py). Compiled once with the runner's other kernels, so a first
 // run on a fresh machine does not wait for CuPy to JIT-compile an elementwise or reduction
 // kernel per check. All are grid-stride loops, any grid size is correct.
 //   fill_uniform_{f32,f16,bf16}: counter-based (splitmix64) uniform numbers in [lo, hi)

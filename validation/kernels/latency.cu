@@ -1,4 +1,4 @@
-// Pointer-chase latency kernel for gpumodel's validation runner (gpumodel/validate/cupy_runner.py).
+// Pointer-chase latency kernel for gpumodel's validation runner (gpumodel/validate/families/latency.py).
 //
 // One thread follows a random cyclic permutation: buf[p] holds the index (in 8-byte words) of
 // the next node, so every load depends on the one before and nothing overlaps. `warm` steps

@@ -1,4 +1,4 @@
-// Roofline polynomial kernels for gpumodel's validation runner (gpumodel/validate/cupy_runner.py).
+// Roofline polynomial kernels for gpumodel's validation runner (gpumodel/validate/families/poly.py).
 //
 // compute_k_terms is the seed kernel (shared/seeds/000_*, "Roofline Analysis Polynomial Kernel")
 // unchanged: b[i] = a[i] + a[i]^2 + ... + a[i]^k, one thread per element, k iterations of

@@ -178,7 +178,10 @@ def kernel_op(rec: dict):
 
     fam, s = rec["family"], rec["shape"]
     if fam == "gemm":
-        return ops.Gemm(m=s["M"], n=s["N"], k=s["K"], dtype=DTYPES[rec["dtype"]])
+        kw = dict(m=s["M"], n=s["N"], k=s["K"], dtype=DTYPES[rec["dtype"]])
+        if "transpose_b" in ops.Gemm.model_fields:  # nn.Linear's layout, as the record says
+            kw["transpose_b"] = rec.get("layout") == "x@W.T"
+        return ops.Gemm(**kw)
     if fam == "conv2d":
         if s["R"] != s["S"]:
             raise ValueError("non-square conv kernel")

@@ -346,8 +346,7 @@ def calibration_fragment(
     """A system calibration (GPU, GPU count, link) holding parameters.collectives and the
     collective errors: found by predictions where ``gpumodel.calibration`` looks, and mergeable
     into a device calibration file."""
-    import yaml
-
+    from gpumodel._io import dump_yaml
     from gpumodel.calibration import END_MARKER
     from gpumodel.specs import get_gpu
 
@@ -384,7 +383,7 @@ def calibration_fragment(
         "parameters": {"collectives": params},
         "errors": errors,
     }
-    return head + yaml.safe_dump(body, sort_keys=False, width=100) + END_MARKER
+    return head + dump_yaml(body) + END_MARKER
 
 
 def markdown_report(records: Sequence[dict[str, Any]], result: dict[str, Any],

@@ -1,0 +1,266 @@
+"""Attention: PyTorch's scaled_dot_product_attention (bf16, head dim 128) with the flash, cuDNN
+and math backends, prefill (causal and not) and decode (GQA), and the backward of the flash
+and cuDNN prefill calls. It fits per kernel family (prefill, decode, backward, per backend)
+the compute and bandwidth efficiency and the floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.torch_engine import Ctx as _Ctx
+from gpumodel.validate.torch_engine import check_close as _check_close
+
+if TYPE_CHECKING:
+    from gpumodel.calibrate import Point
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.specs import GPUSpec
+
+
+ATTN_BACKENDS = ("flash", "cudnn", "math")
+HEAD_DIM = 128
+
+
+def attention_op(
+    batch: int,
+    heads: int,
+    seq: int,
+    head_dim: int,
+    causal: bool,
+    kv_heads: int,
+    kv_seq: int,
+    impl: str = "flash",
+) -> dict[str, Any]:
+    return {
+        "op": "attention",
+        "batch": int(batch),
+        "heads": int(heads),
+        "seq": int(seq),
+        "head_dim": int(head_dim),
+        "dtype": "bf16",
+        "causal": bool(causal),
+        "impl": impl,
+        "kv_heads": int(kv_heads),
+        "kv_seq": int(kv_seq),
+    }
+
+
+@dataclass(frozen=True)
+class AttnPoint:
+    phase: str  # "prefill" | "decode"
+    batch: int
+    heads: int
+    seq: int
+    kv_heads: int
+    kv_seq: int
+    causal: bool
+    backend: str
+
+    def op(self) -> dict[str, Any]:
+        return attention_op(
+            self.batch,
+            self.heads,
+            self.seq,
+            HEAD_DIM,
+            self.causal,
+            self.kv_heads,
+            self.kv_seq,
+            "cudnn" if self.backend == "cudnn" else "flash",
+        )
+
+
+_MATH_MAX_SCORES = 1 << 30  # math backend materialises B*H*S*KVS scores: cap its memory/time
+
+
+def attention_points(quick: bool) -> list[AttnPoint]:
+    if quick:
+        prefill = [(1, 32, 1024), (1, 32, 4096), (1, 32, 16384), (8, 16, 2048)]
+        decode = [(b, kvs, kvh) for b in (1, 32) for kvs in (2048, 32768) for kvh in (8,)]
+    else:
+        prefill = (
+            [(1, 32, s) for s in (512, 1024, 2048, 4096, 8192, 16384)]
+            + [(1, 16, s) for s in (1024, 4096, 16384)]
+            + [(4, 32, s) for s in (512, 2048, 8192)]
+            + [(8, 16, s) for s in (512, 1024, 2048, 4096)]
+            + [(8, 32, s) for s in (1024, 4096)]
+        )
+        decode = [
+            (b, kvs, kvh) for b in (1, 8, 32) for kvs in (512, 2048, 8192, 32768) for kvh in (32, 8)
+        ]
+    out = []
+    for b, h, s in prefill:
+        for causal in (True, False):
+            for backend in ATTN_BACKENDS:
+                if backend == "math" and b * h * s * s > _MATH_MAX_SCORES:
+                    continue
+                out.append(AttnPoint("prefill", b, h, s, h, s, causal, backend))
+    for b, kvs, kvh in decode:
+        for backend in ATTN_BACKENDS:
+            out.append(AttnPoint("decode", b, 32, 1, kvh, kvs, False, backend))
+    return out
+
+
+# --------------------------------------------------------------------------- measure
+
+
+def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
+    torch = ctx.torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }[p.backend]
+    d = HEAD_DIM
+    bf = torch.bfloat16
+    q = torch.randn(p.batch, p.heads, p.seq, d, device="cuda", dtype=bf)
+    k = torch.randn(p.batch, p.kv_heads, p.kv_seq, d, device="cuda", dtype=bf)
+    v = torch.randn(p.batch, p.kv_heads, p.kv_seq, d, device="cuda", dtype=bf)
+    gqa = p.kv_heads != p.heads
+    kwargs: dict[str, Any] = {"is_causal": p.causal}
+    if gqa:
+        kwargs["enable_gqa"] = True
+
+    def fn() -> Any:
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    with sdpa_kernel([backend]):
+        out = fn()
+        torch.cuda.synchronize()
+        # reference for a few query rows of the first and last head, float64
+        rows = torch.randperm(p.seq, device="cuda")[:64]
+        errs = []
+        for h in (0, p.heads - 1):
+            kvh = h // (p.heads // p.kv_heads)
+            qh = q[0, h, rows].double()
+            kh = k[0, kvh].double()
+            vh = v[0, kvh].double()
+            scores = qh @ kh.t() / d**0.5
+            if p.causal:
+                cols = torch.arange(p.kv_seq, device="cuda")
+                scores = scores.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+            ref = torch.softmax(scores, dim=-1) @ vh
+            errs.append(_check_close(out[0, h, rows], ref, 2e-2, f"attention head {h}"))
+        del out
+        footprint = 2 * d * (2 * p.batch * p.heads * p.seq + 2 * p.batch * p.kv_heads * p.kv_seq)
+        t, spread, reps = ctx.time(fn, footprint)
+    meta = {
+        "backend": p.backend,
+        "phase": p.phase,
+        "cache": "cold",
+        "rel_err": max(errs),
+        "torch_version": str(torch.__version__),
+    }
+    records = [make_record("attention", p.op(), t, reps, spread, meta)]
+    if p.phase == "prefill" and p.backend in ("flash", "cudnn"):
+        records.append(_attention_backward(ctx, p, q, k, v, kwargs, backend, footprint))
+    return records
+
+
+def _attention_backward(ctx: _Ctx, p: AttnPoint, q: Any, k: Any, v: Any, kwargs: dict,
+                        backend: Any, footprint: int) -> dict[str, Any]:  # fmt: skip
+    """The backward kernel of the same call: dQ, dK, dV for a random dO (autograd.grad on a
+    retained graph, so no gradient accumulation is timed); checked against the math backend."""
+    torch = ctx.torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qs, ks, vs = (x.detach().requires_grad_(True) for x in (q, k, v))
+    with sdpa_kernel([backend]):
+        out = F.scaled_dot_product_attention(qs, ks, vs, **kwargs)
+    dout = torch.randn_like(out)
+
+    def fn() -> Any:
+        return torch.autograd.grad(out, (qs, ks, vs), dout, retain_graph=True)
+
+    with sdpa_kernel([backend]):
+        dq = fn()[0]
+    # reference: the first 64 query rows of two heads of the first sequence against every key
+    # (a row's dQ needs only its own q and dO and all of K, V; is_causal aligns top-left)
+    rows = (slice(0, 1), slice(0, 2), slice(0, 64))
+    kvh = 2 if p.kv_heads == p.heads else 1
+    with sdpa_kernel([SDPBackend.MATH]):
+        qr = q[rows].detach().double().requires_grad_(True)
+        kr, vr = (x[:1, :kvh].detach().double() for x in (k, v))
+        ref_out = F.scaled_dot_product_attention(qr, kr, vr, **{**kwargs, "enable_gqa": kvh == 1})
+        (ref,) = torch.autograd.grad(ref_out, (qr,), dout[rows].double())
+    err = _check_close(dq[rows], ref, 3e-2, "attention backward dQ")
+    with sdpa_kernel([backend]):
+        t, spread, reps = ctx.time(fn, 2 * footprint)
+    op = {**p.op(), "backward": True}
+    meta = {"backend": p.backend, "phase": "backward", "cache": "cold", "rel_err": err}
+    return make_record("attention", op, t, reps, spread, meta)
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def _compute(family: str) -> bool:
+    """Kernel families with compute-bound kernels (all but decode, which streams the cache)."""
+    return family.startswith("attention") and family != "attention_decode"
+
+
+def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
+    from gpumodel.calibrate import fit_kernel_families
+
+    return fit_kernel_families(fam.get("attention", []), gpu, params, compute=_compute)
+
+
+def _backward(p: Point) -> bool:
+    return p.family == "attention" and bool(getattr(p.op, "backward", False))
+
+
+def adapt_op(op: Any, meta: dict[str, Any]) -> Any:
+    """cuDNN records from before the op named its implementation; the math backend is
+    reported, not fitted."""
+    if meta.get("backend") == "cudnn":
+        return op.model_copy(update={"impl": "cudnn"})  # records before the op said so
+    if meta.get("backend") not in (None, "flash", "cudnn"):
+        return f"attention backend {meta['backend']} (reported, not fitted)"
+    return op
+
+
+def _label(p: AttnPoint) -> str:
+    return (
+        f"attention {p.phase} {p.backend} b={p.batch} h={p.heads} "
+        f"s={p.seq} kv={p.kv_heads}x{p.kv_seq}{' causal' if p.causal else ''}"
+    )
+
+
+def _attn(p: Point) -> bool:
+    return p.family == "attention"
+
+
+ATTENTION = Family(
+    name="attention",
+    engine="torch",
+    points=lambda quick: [(p,) for p in attention_points(quick)],
+    label=_label,
+    measure=_attention_point,
+    fit=fit,
+    fit_order=7.3,
+    adapt_op=adapt_op,
+    groups=(
+        Group("attention prefill (flash)",
+              lambda p: _attn(p) and p.meta.get("backend", "flash") == "flash"
+              and getattr(p.op, "seq", 1) > 1 and not _backward(p), 10.0, None, order=13),
+        Group("attention decode",
+              lambda p: _attn(p) and getattr(p.op, "seq", 1) == 1
+              and p.meta.get("backend", "flash") == "flash", 10.0, None, order=14),
+        Group("attention prefill (cuDNN)",
+              lambda p: _attn(p) and p.meta.get("backend") == "cudnn"
+              and getattr(p.op, "seq", 1) > 1 and not _backward(p), 10.0, None, order=15),
+        Group("attention backward (flash)",
+              lambda p: _backward(p) and p.meta.get("backend", "flash") == "flash", 10.0, None,
+              order=16),
+        Group("attention backward (cuDNN)",
+              lambda p: _backward(p) and p.meta.get("backend") == "cudnn", 10.0, None, order=17),
+        Group("attention decode (cuDNN)",
+              lambda p: _attn(p) and p.meta.get("backend") == "cudnn"
+              and getattr(p.op, "seq", 1) == 1, 10.0, None, order=18),
+    ),
+)  # fmt: skip

@@ -1,0 +1,123 @@
+"""The PyTorch engine: the context torch families measure on (the L2 flush before each repeat,
+adaptive repeats timed by ``timing.time_torch``), the float64 checks, and the engine's setup and
+teardown around a run (gpumodel.validate.runner). Without PyTorch (or without a GPU it can see)
+``start`` says why and the runner records it as unavailable.
+
+Timing: ``timing.time_torch`` (torch.cuda.Event on PyTorch's current stream, a busy-wait ahead
+of each start event, median of adaptive repeats); working sets under 4x the L2 size are
+flushed before each repeat, so every record is a cold-cache ("cold") measurement. Every point
+is checked against a float64 reference computed through PyTorch on a sample of its output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+TORCH_MISSING = {"family": "torch", "what": "all", "reason": "PyTorch not importable"}
+
+
+# --------------------------------------------------------------------------- context
+
+
+class Ctx:
+    def __init__(self, torch: Any, quick: bool):
+        self.torch = torch
+        self.quick = quick
+        props = torch.cuda.get_device_properties(0)
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 50 << 20) or (50 << 20))
+        clock_khz = getattr(props, "clock_rate", None)
+        self.sm_clock_hz = float(clock_khz) * 1e3 if clock_khz else 2.0e9
+        self._flush: Any = None
+        self.prev_tf32 = False  # cuDNN's TF32 setting when the run began (restored by close)
+
+    @property
+    def reps(self) -> dict[str, Any]:
+        base = {"sm_clock_hz": self.sm_clock_hz}
+        if self.quick:
+            return {**base, "min_repeats": 5, "max_repeats": 30, "target_s": 0.01}
+        return {**base, "min_repeats": 5, "max_repeats": 50, "target_s": 0.02}
+
+    def cold(self, footprint_bytes: int) -> Callable[[], None] | None:
+        if footprint_bytes >= 4 * self.l2_bytes:
+            return None
+        if self._flush is None:
+            from gpumodel.validate.timing import torch_l2_flusher
+
+            self._flush = torch_l2_flusher(self.l2_bytes)
+        return self._flush
+
+    def time(self, fn: Callable[[], Any], footprint_bytes: int) -> tuple[float, float, int]:
+        from gpumodel.validate.timing import time_torch
+
+        return time_torch(fn, flush=self.cold(footprint_bytes), **self.reps)
+
+
+class CheckError(RuntimeError):
+    """A measured point computed the wrong result; it is reported, never recorded."""
+
+
+def check_close(got: Any, ref: Any, tol: float, what: str) -> float:
+    """Norm-wise relative error of ``got`` against the float64 ``ref``; CheckError above tol."""
+    torch = torch_module()
+    got = got.double()
+    if not bool(torch.isfinite(got).all()):
+        raise CheckError(f"wrong result: {what}: non-finite output")
+    denom = float(ref.norm()) or 1.0
+    err = float((got - ref).norm()) / denom
+    if err > tol:
+        raise CheckError(f"wrong result: {what}: rel err {err:.2e} > {tol:.0e}")
+    return err
+
+
+def torch_module() -> Any:
+    import torch
+
+    return torch
+
+
+def dtype_of(torch: Any, name: str) -> Any:
+    return {"bf16": torch.bfloat16, "fp32": torch.float32, "tf32": torch.float32}[name]
+
+
+def tolerance(name: str) -> float:
+    return {"bf16": 2e-2, "fp32": 2e-5, "tf32": 5e-3}[name]
+
+
+def set_cudnn_tf32(torch: Any, on: bool) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.backends.cudnn.allow_tf32 = on
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def start(quick: bool) -> Ctx | list[dict[str, Any]]:
+    """The context of a PyTorch run, or the unavailable rows saying why there is none."""
+    try:
+        import torch
+    except Exception:
+        return [dict(TORCH_MISSING)]
+    if not torch.cuda.is_available():
+        return [{"family": "torch", "what": "all", "reason": "PyTorch sees no CUDA GPU"}]
+    ctx = Ctx(torch, quick)
+    ctx.prev_tf32 = bool(torch.backends.cudnn.allow_tf32)
+    return ctx
+
+
+def release(ctx: Ctx) -> None:
+    ctx.torch.cuda.empty_cache()
+
+
+def sync(ctx: Ctx) -> None:
+    ctx.torch.cuda.synchronize()
+
+
+def close(ctx: Ctx) -> None:
+    """After the run: cuDNN's TF32 setting as found, the flush buffer and cached memory freed."""
+    set_cudnn_tf32(ctx.torch, ctx.prev_tf32)
+    ctx._flush = None
+    ctx.torch.cuda.empty_cache()
