@@ -341,9 +341,12 @@ def _host_side(tr: Trace, tl: Timeline, step_ms: float | None, periods: int) -> 
         # there for the GPU: that wait is not host work (an H200 prefill step of 60.9 ms spent
         # 22.1 ms in cudaDeviceSynchronize)
         waits = [r for r in tr.runtime if "Synchronize" in r.name]
-        host_step_prof = statistics.median(
-            s.dur - sum(r.dur for r in waits if s.ts <= r.ts <= s.end) for s in steps
-        ) * 1e-6
+        host_step_prof = (
+            statistics.median(
+                s.dur - sum(r.dur for r in waits if s.ts <= r.ts <= s.end) for s in steps
+            )
+            * 1e-6
+        )
     else:
         lo, hi = float("-inf"), float("inf")
         n_steps = 1
