@@ -69,6 +69,11 @@ class GemmParams(_Frozen):
     misaligned_transposed_efficiency: DatasheetRatio | None = Field(
         None, description="the same for B stored transposed (nn.Linear's x @ W.T); None: as above"
     )
+    misaligned_transposed_stream: DatasheetRatio | None = Field(
+        None,
+        description="multiplier on the weight-streaming bandwidth of such a product with M > 1 "
+        "(cuBLAS's misaligned kernels; M = 1 runs a GEMV); None: 1",
+    )
     small_m_bandwidth_efficiency: DatasheetRatio = Field(
         1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )

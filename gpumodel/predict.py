@@ -515,6 +515,13 @@ def memory_bandwidth(
         note += f" x {eff:.3g} for a {100 * w:.0f}% write stream (read/write mix)"  # type: ignore[operator]
     elif eff != 1.0:
         note += f" x efficiency {eff:.3g}"
+    if kw.gemm is not None and family == "gemm":
+        from gpumodel.model.gemm import stream_factor
+
+        slow = stream_factor(kw.gemm, params.gemm.get(gemm_dtype))  # type: ignore[arg-type]
+        if slow != 1.0:
+            eff *= slow
+            note += f" x {slow:.3g} (misaligned x @ W.T, M > 1: cuBLAS's slow kernels)"
     return bandwidth * eff, note
 
 

@@ -18,7 +18,15 @@ from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
 from gpumodel.model.scheduling import BALANCED_BLOCKS_PER_SLOT, TileWork, schedule_efficiency
 from gpumodel.ops import ELEMENTWISE, from_row
-from gpumodel.ops.base import KernelWork, MixedKernels, Op, is_array, matmul_unit, vector_unit
+from gpumodel.ops.base import (
+    GemmShape,
+    KernelWork,
+    MixedKernels,
+    Op,
+    is_array,
+    matmul_unit,
+    vector_unit,
+)
 from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
     bandwidth_efficiency,
@@ -77,6 +85,8 @@ def sweep(
         family = "gemm"
         written = batch * m * n * output_bytes_per_element(dtype)
         bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
+        shape = GemmShape(m, n, k, batch, dtype, transpose_b=transpose_b)
+        bw_eff = bw_eff * gemm_model.stream_factor(shape, p.gemm.get(dtype))
     elif op in ELEMENTWISE or op == "kernel":
         dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
         if op == "kernel":
@@ -253,6 +263,8 @@ def _kernel_array(
             mix = np.where(nbytes > 0, np.minimum(1.0, written / nbytes), 0.0)
     gemm_dtype = kw.gemm.dtype if kw.gemm is not None else None
     dram = gpu.memory_bandwidth_bytes_per_s * bandwidth_efficiency(params, family, gemm_dtype, mix)
+    if kw.gemm is not None and family == "gemm":
+        dram = dram * gemm_model.stream_factor(kw.gemm, params.gemm.get(gemm_dtype))  # type: ignore[arg-type]
     bandwidth = (np.where(in_l2, params.l2_bandwidth_bytes_per_s, dram)
                  if params.l2_bandwidth_bytes_per_s else dram + 0.0 * nbytes)  # fmt: skip
     t_memory = nbytes / bandwidth

@@ -557,27 +557,56 @@ def test_validate_host_only_writer_output_loads_and_predicts(tmp_path):
 TRAIN_TRACE = TRACE.with_name("hf-train-cpu-trace.json")
 
 
-def test_eager_training_host_counts_are_the_traced_ones():
-    from gpumodel.llm.training import HF_EAGER_TRAIN_KERNELS
+FIT_COUNTS = (Path(__file__).parents[1] / "validation" / "results" / "train-fitset-h100"
+              / "kernel-counts.json")  # fmt: skip
 
-    traced = json.loads(TRAIN_TRACE.read_text())
-    for (family, policy), counts in HF_EAGER_TRAIN_KERNELS.items():
-        assert counts == traced[f"{family}-{policy}"]
-    # autograd launches more kernels than the forward (Llama bf16: 71 vs 40 per layer)
+
+def test_eager_training_host_counts_are_the_traced_ones():
+    """The kernel counts per layer and outside are the H100 fit-set traces' (kernel_counts.py
+    -> kernel-counts.json): Llama per layer = (24-layer llama-350m - 20-layer llama-600m) / 4,
+    outside = the 24-layer step less 24 layers; GPT-2: 24 layers + outside = gpt2-medium's step.
+    The host charges them at the profile's cost x the family's training factor."""
+    from gpumodel.llm.training import HF_EAGER_TRAIN_KERNELS, TRAIN_HOST_FACTOR
+
+    fit = json.loads(FIT_COUNTS.read_text())
+    phases = {"forward": "forward", "backward": "backward"}
+    for policy in ("amp", "bf16"):
+        a, b = (
+            fit[f"trace-llama-350m-train-{policy}.json.gz"],
+            fit[f"trace-llama-600m-train-{policy}.json.gz"],
+        )
+        g = fit[f"trace-gpt2-medium-train-{policy}.json.gz"]
+        for phase in phases:
+            lt = HF_EAGER_TRAIN_KERNELS[("llama", policy)]
+            gt = HF_EAGER_TRAIN_KERNELS[("gpt2", policy)]
+            for kind in set(a[phase]) | set(b[phase]):
+                layer = (a[phase].get(kind, 0) - b[phase].get(kind, 0)) / 4
+                assert lt[f"{phase}_layer"].get(kind, 0) == layer
+                assert lt[f"{phase}_outside"].get(kind, 0) == a[phase].get(kind, 0) - 24 * layer
+            for kind in g[phase]:
+                n = 24 * gt[f"{phase}_layer"].get(kind, 0) + gt[f"{phase}_outside"].get(kind, 0)
+                assert n == g[phase][kind]
+    # autograd launches about twice the forward's kernels (Llama bf16: 78 vs 40 per layer)
     llama = HF_EAGER_TRAIN_KERNELS[("llama", "bf16")]
     assert sum(llama["forward_layer"].values()) == 40
-    assert sum(llama["backward_layer"].values()) == 71
+    assert sum(llama["backward_layer"].values()) == 78
     h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
     t = predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024,
                               fusion="unfused", policy="bf16", recompute="none", host=h)  # fmt: skip
     g = HF_EAGER_TRAIN_KERNELS[("gpt2", "bf16")]
-
-    def cost(c):
-        return sum(n * h.cost_s(k) for k, n in c.items())
-
-    by_hand = 12 * (cost(g["forward_layer"]) + cost(g["backward_layer"])) + cost(
-        g["forward_outside"]) + cost(g["backward_outside"])  # fmt: skip
-    assert t.host_time_s == pytest.approx(by_hand)
+    # 757 kernels (12 x (22 + 37) + 15 + 34), each at the factor x the decoder layer's per kernel
+    kernels = 12 * (sum(g["forward_layer"].values()) + sum(g["backward_layer"].values())) + sum(
+        g["forward_outside"].values()) + sum(g["backward_outside"].values())  # fmt: skip
+    assert kernels == 757
+    # no decoder layer measured: the mean eager op cost of the eight kernel kinds
+    kinds = ("matmul", "elementwise", "reduction", "norm", "cat", "copy", "index", "sdpa")
+    per = sum(h.cost_s(k) for k in kinds) / 8
+    assert t.host_time_s == pytest.approx(TRAIN_HOST_FACTOR["gpt2"] * per * 757)
+    # measured: 1.2 ms for 40 kernels = 30 us per kernel
+    h2 = h.model_copy(update={"hf_decoder_layer_s": 1.2e-3, "hf_decoder_layer_kernels": 40})
+    t2 = predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024,
+                               fusion="unfused", policy="bf16", recompute="none", host=h2)  # fmt: skip
+    assert t2.host_time_s == pytest.approx(TRAIN_HOST_FACTOR["gpt2"] * 30e-6 * 757)
     assert any("torch.profiler" in n for n in t.notes)
 
 

@@ -55,3 +55,58 @@ def test_sweep_rejects_unknown():
         sweep("conv", "h100")
     with pytest.raises(gm.SpecError, match="unknown parameter"):
         sweep("gemm", "h100", "none", m=1, n=1, k=1, q=3)
+
+
+def test_transposed_misaligned_gemm_sweep_matches_predict(tmp_path):
+    """nn.Linear's layout (transpose_b): its own misaligned efficiency and, at M > 1, its own
+    weight-streaming factor; sweep and predict agree point by point."""
+    cal = _cal(tmp_path)
+    g = cal.parameters.gemm["bf16"].model_copy(
+        update={"misaligned_transposed_efficiency": 0.12, "misaligned_transposed_stream": 0.3}
+    )
+    cal = cal.model_copy(update={"parameters": cal.parameters.model_copy(
+        update={"gemm": {"bf16": g}})})  # fmt: skip
+    m = np.array([1, 16, 64, 2048, 16, 2048])
+    n = np.array([50257, 50257, 50257, 50257, 50304, 50304])
+    out = sweep("gemm", "h100", cal, m=m, n=n, k=1024, dtype="bf16", transpose_b=True)
+    for i in range(len(m)):
+        op = gm.ops.Gemm(m=int(m[i]), n=int(n[i]), k=1024, transpose_b=True)
+        assert out["time_s"][i] == pytest.approx(gm.predict(op, "h100", cal).time_s, rel=1e-12)
+    with pytest.raises(gm.SpecError, match="transpose_b"):
+        sweep("gemm", "h100", cal, m=1, n=1, k=1, transpose_b="yes")
+
+
+def test_transposed_misaligned_gemm_terms_by_hand(tmp_path):
+    """Large M: compute-bound at 0.75 x 0.12 of the 989.4 TFLOP/s bf16 peak (vs 0.75 x 0.4 as
+    A @ B); M = 16: the 103 MB weight streams at 3.35 TB/s x 0.85 x 0.3; M = 1 (a GEMV) and an
+    aligned N keep the plain streaming rate."""
+    cal = _cal(tmp_path)
+    g = cal.parameters.gemm["bf16"].model_copy(
+        update={"misaligned_transposed_efficiency": 0.12, "misaligned_transposed_stream": 0.3}
+    )
+    params = cal.parameters.model_copy(update={"gemm": {"bf16": g}})
+    h100 = gm.get_gpu("h100")
+
+    def kernel(op):
+        (k,) = predict_with_params(op, h100, params, condition="isolated").kernels
+        return {t.name: t.value for t in k.terms}
+
+    big = dict(m=4096, n=50257, k=1024)
+    flops = 2 * 4096 * 50257 * 1024
+    t = kernel(gm.ops.Gemm(**big, transpose_b=True))["compute time (tensor bf16)"]
+    assert t == pytest.approx(flops / (989.4e12 * 0.75 * 0.12), rel=0.01)
+    t_ab = kernel(gm.ops.Gemm(**big))["compute time (tensor bf16)"]
+    assert t_ab == pytest.approx(flops / (989.4e12 * 0.75 * 0.4), rel=0.01)
+
+    def memory(m, n, transpose_b=True):
+        return kernel(gm.ops.Gemm(m=m, n=n, k=1024, transpose_b=transpose_b))["memory time"]
+
+    weight = 2 * (16 * 1024 + 1024 * 50257) + 2 * 16 * 50257
+    assert memory(16, 50257) == pytest.approx(weight / (3.35e12 * 0.85 * 0.3), rel=0.01)
+    assert memory(16, 50257, transpose_b=False) == pytest.approx(
+        weight / (3.35e12 * 0.85), rel=0.01
+    )
+    assert memory(1, 50257) == pytest.approx(
+        (2 * (1024 + 1024 * 50257) + 2 * 50257) / (3.35e12 * 0.85), rel=0.01)  # fmt: skip
+    assert memory(16, 50304) == pytest.approx(
+        (2 * (16 * 1024 + 1024 * 50304) + 2 * 16 * 50304) / (3.35e12 * 0.85), rel=0.01)  # fmt: skip

@@ -702,15 +702,27 @@ def _fused_optimizer(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     lists = [lst for lst in a.tensor_lists() if lst]
     if not lists:
         return unmapped("optimizer", "tensor lists not recorded", a)
-    params = sum(math.prod(d) for d in lists[0])
     size = 4.0 if not a.types or "float" in a.types else 2.0
-    streams = min(len(lists), 4 if "adam" in name else 2)  # params, grads, exp_avg, exp_avg_sq
-    reads = streams * params * size
-    writes = (3 if "adam" in name else 1) * params * size
-    op = Kernel(flops=(_FUSED_ADAM_FLOPS if "adam" in name else 2.0) * params,
-                bytes=reads + writes, dtype="fp32")  # fmt: skip
-    return Mapped(op=op, family="optimizer", dtype="", shapes=((params,),),
-                  notes=(f"{len(lists[0])} parameter tensors, {params} elements",))  # fmt: skip
+    return fused_optimizer(name, lists[0], size, len(lists))
+
+
+def fused_optimizer(
+    name: str, params: Sequence[tuple[int, ...]], element_bytes: float, lists: int = 4,
+    source: str = "",
+) -> Mapped:  # fmt: skip
+    """A fused optimizer call (``aten::_fused_adamw_``: one ``multi_tensor_apply`` pass over its
+    lists) on the parameter tensors ``params`` of ``element_bytes`` each: Adam reads params,
+    grads, exp_avg and exp_avg_sq and writes all but the grads (PyTorch FusedAdamKernel.cu), SGD
+    reads params and grads and writes the params. ``lists``: the tensor lists the call was given
+    (at most the 4 read)."""
+    n = sum(math.prod(d) for d in params)
+    adam = "adam" in name
+    streams = min(lists, 4 if adam else 2)
+    writes = (3 if adam else 1) * n * element_bytes
+    op = Kernel(flops=(_FUSED_ADAM_FLOPS if adam else 2.0) * n,
+                bytes=streams * n * element_bytes + writes, dtype="fp32")  # fmt: skip
+    note = f"{len(params)} parameter tensors, {n} elements" + (f" ({source})" if source else "")
+    return Mapped(op=op, family="optimizer", dtype="", shapes=((n,),), notes=(note,))
 
 
 # torch.profiler records a TensorList's shapes but not its element type
@@ -798,6 +810,7 @@ __all__ = [
     "OpArgs",
     "TensorArg",
     "family_of",
+    "fused_optimizer",
     "map_memory",
     "map_op",
 ]

@@ -208,11 +208,22 @@ def sdpa_mask(batch: int, seq: int, kv_len: int) -> Passes:
     )  # fmt: skip
 
 
-def _rope(name: str, elements: int, dtype: str) -> Op:
+def _rope(name: str, elements: int, dtype: str, act_dtype: str | None = None) -> Op:
     """HF ``apply_rotary_pos_emb`` on one tensor: x*cos + rotate_half(x)*sin = 5 kernels. x is
     the transposed (batch, heads, seq, head_dim) view of the projection and cos/sin broadcast
-    over heads, so all but the cat run PyTorch's non-vectorised kernels."""
+    over heads, so all but the cat run PyTorch's non-vectorised kernels. ``act_dtype`` fp32
+    (``torch.autocast`` around an fp32 model): cos/sin are fp32 (``LlamaRotaryEmbedding``
+    casts them to the fp32 hidden states' dtype), so x*cos and rotate_half(x)*sin promote the
+    bf16 projection to fp32 and the sum is fp32 (type promotion; mul/add are not autocast ops)."""
     b = BYTES_PER_ELEMENT[dtype]
+    if act_dtype is not None and act_dtype != dtype:
+        a = BYTES_PER_ELEMENT[act_dtype]
+        return passes(
+            name, elements, act_dtype,
+            ("mul cos", 1, b + a, 1, "broadcast", a), ("neg", 0.5, 2 * b, 1, "broadcast", b),
+            ("cat", 1, 2 * b, 0), ("mul sin", 1, b + a, 1, "broadcast", a),
+            ("add", 1, 3 * a, 1, "broadcast", a),
+        )  # fmt: skip
     return passes(
         name, elements, dtype,
         ("mul cos", 1, 2 * b, 1, "broadcast", b), ("neg", 0.5, 2 * b, 1, "broadcast", b),
@@ -233,9 +244,13 @@ def decoder_layer(
     fusion: Fusion = "fused",
     kv_cache: KVCache = "static",
     gqa: GQA = "native",
+    act_dtype: str | None = None,
 ) -> list[LayerOp]:
     """The ops of one decoder layer on one GPU, in execution order. ``gqa="repeat"``: K/V are
-    expanded to every query head before attention (HF ``repeat_kv`` when SDPA gets a mask)."""
+    expanded to every query head before attention (HF ``repeat_kv`` when SDPA gets a mask).
+    ``act_dtype``: the dtype of the residual stream, the norms, the rotary embedding and
+    GPT-2's GELU when it differs from the matmuls' ``dtype`` (``torch.autocast(bf16)`` around
+    an fp32 model: ``"fp32"``; see ``residual_add``)."""
     context = seq if context is None else context
     if not is_array(context) and context < seq:  # the sweeps check their arrays themselves
         raise UnsupportedError(f"context ({context}) must be >= seq ({seq})")
@@ -244,7 +259,8 @@ def decoder_layer(
     tokens = batch * seq
     kv_len = model.attended(context)
     dt = dtype
-    ops: list[LayerOp] = [_norm(model, "input_norm", tokens, dt, fusion)]
+    at = act_dtype or dt
+    ops: list[LayerOp] = [_norm(model, "input_norm", tokens, at, fusion)]
 
     # QKV projections (column-parallel); GQA shrinks K and V to kv_heads * head_dim
     q_n, kv_n = s.heads * d, s.kv_heads * d
@@ -263,8 +279,8 @@ def decoder_layer(
             op = passes("rope", tokens * (q_n + kv_n), dt, ("rotate q and k", 1, 2 * b, 6))
             ops.append(LayerOp("rope", op))
         else:
-            ops.append(LayerOp("rope_q", _rope("rope q (eager)", tokens * q_n, dt)))
-            ops.append(LayerOp("rope_k", _rope("rope k (eager)", tokens * kv_n, dt)))
+            ops.append(LayerOp("rope_q", _rope("rope q (eager)", tokens * q_n, dt, at)))
+            ops.append(LayerOp("rope_k", _rope("rope k (eager)", tokens * kv_n, dt, at)))
 
     if kv_cache == "static":
         new_rows = tokens * kv_n
@@ -333,25 +349,36 @@ def decoder_layer(
         ops.append(LayerOp("tp_all_reduce_attn", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
     if fusion != "compiled":  # compiled: folded into the norm after it
-        ops.append(
-            LayerOp("residual_add_attn", build(Elementwise, op="add", n=tokens * h, dtype=dt))
-        )  # type: ignore[arg-type]
-    ops.append(_norm(model, "post_attn_norm", tokens, dt, fusion))
-    ops += _mlp(model, tokens, s.ffn, dt, fusion)
+        ops.append(residual_add("residual_add_attn", tokens * h, dt, at))
+    ops.append(_norm(model, "post_attn_norm", tokens, at, fusion))
+    ops += _mlp(model, tokens, s.ffn, dt, fusion, at)
     if tp > 1:
         ops.append(LayerOp("tp_all_reduce_mlp", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
     if fusion != "compiled":  # compiled: folded into the next layer's (or the final) norm
-        ops.append(
-            LayerOp("residual_add_mlp", build(Elementwise, op="add", n=tokens * h, dtype=dt))
-        )  # type: ignore[arg-type]
+        ops.append(residual_add("residual_add_mlp", tokens * h, dt, at))
     return ops
 
 
-def _mlp(model: ModelSpec, tokens: int, ffn: int, dt: str, fusion: Fusion) -> list[LayerOp]:
+def residual_add(name: str, n: int, dtype: str, act_dtype: str) -> LayerOp:
+    """The residual add. Under ``torch.autocast`` around an fp32 model the residual stream is
+    fp32 (the embedding's weights are) and the branch is a linear's bf16 output: ``fp32 +
+    bf16 -> fp32`` by type promotion, PyTorch's non-vectorised (dtype-casting) kernel, reading
+    4 + 2 B and writing 4 B per element (an H100 trace of GPT-2 and TinyLlama amp steps:
+    ``aten::add [float, BFloat16]`` -> ``unrolled_elementwise_kernel``)."""
+    if act_dtype == dtype:
+        return LayerOp(name, build(Elementwise, op="add", n=n, dtype=dtype))  # type: ignore[arg-type]
+    a, b = BYTES_PER_ELEMENT[act_dtype], BYTES_PER_ELEMENT[dtype]
+    return LayerOp(name, passes(f"{name} ({act_dtype} + {dtype})", n, act_dtype,
+                                ("add", 1, 2 * a + b, 1, "cast", a)))  # fmt: skip
+
+
+def _mlp(
+    model: ModelSpec, tokens: int, ffn: int, dt: str, fusion: Fusion, act_dtype: str | None = None
+) -> list[LayerOp]:
     h, b = model.hidden, BYTES_PER_ELEMENT[dt]
     if model.moe is None:
-        return _dense_mlp(model, tokens, ffn, dt, fusion, count=1)
+        return _dense_mlp(model, tokens, ffn, dt, fusion, count=1, act_dtype=act_dtype)
     e, k = model.moe.experts, model.moe.top_k
     ops = [LayerOp("router", build(Gemm, m=tokens, n=e, k=h, dtype=dt), kind="gemm")]  # type: ignore[arg-type]
     if fusion == "fused":
@@ -378,8 +405,9 @@ def _mlp(model: ModelSpec, tokens: int, ffn: int, dt: str, fusion: Fusion) -> li
 
 
 def _dense_mlp(
-    model: ModelSpec, rows: int, ffn: int, dt: str, fusion: Fusion, count: int, prefix: str = ""
-) -> list[LayerOp]:
+    model: ModelSpec, rows: int, ffn: int, dt: str, fusion: Fusion, count: int, prefix: str = "",
+    act_dtype: str | None = None,
+) -> list[LayerOp]:  # fmt: skip
     h, b = model.hidden, BYTES_PER_ELEMENT[dt]
 
     def gemm(name: str, n: int, k: int) -> LayerOp:
@@ -400,6 +428,16 @@ def _dense_mlp(
                      ("* 0.044715", 1, 2 * b, 1), ("x +", 1, 3 * b, 1),
                      ("* sqrt(2/pi)", 1, 2 * b, 1), ("tanh", 1, 2 * b, 4), ("1 +", 1, 2 * b, 1),
                      ("0.5 * x", 1, 2 * b, 1), ("mul", 1, 3 * b, 1))  # fmt: skip
+        if act_dtype is not None and act_dtype != dt:
+            # under autocast pow is an fp32 op (autocast's fp32 list): x^3 is fp32 and every
+            # op after it promotes to fp32 but 0.5 * x (bf16); bf16 x fp32 runs the casting
+            # kernel (H100 trace of a GPT-2 amp step: pow, mul, add, tanh on float)
+            a = BYTES_PER_ELEMENT[act_dtype]
+            act = passes("gelu_new (eager, autocast)", rows * ffn, act_dtype,
+                         ("pow 3", 1, b + a, 2, "cast", a), ("* 0.044715", 1, 2 * a, 1),
+                         ("x +", 1, b + 2 * a, 1, "cast", a), ("* sqrt(2/pi)", 1, 2 * a, 1),
+                         ("tanh", 1, 2 * a, 4), ("1 +", 1, 2 * a, 1), ("0.5 * x", 1, 2 * b, 1),
+                         ("mul", 1, b + 2 * a, 1, "cast", a))  # fmt: skip
         return [gemm("up_proj", ffn, h), LayerOp(prefix + "gelu", act, count=count),
                 gemm("down_proj", h, ffn)]  # fmt: skip
     if model.ffn_kind == "gelu_mlp":
@@ -461,26 +499,29 @@ def model_ops(
     kv_cache: KVCache = "static",
     logits: Literal["last", "all"] = "last",
     gqa: GQA = "native",
+    act_dtype: str | None = None,
 ) -> ModelOps:
     """All ops of one forward step on one GPU. ``logits="last"``: the LM head runs on the last
     token of each sequence only (generation; HF ``logits_to_keep=1``); ``"all"``: every token
-    (training)."""
+    (training). ``act_dtype``: see ``decoder_layer`` (the embeddings and the final norm follow
+    it too: an fp32 model's embedding rows are fp32)."""
     if dtype not in BYTES_PER_ELEMENT:
         raise UnsupportedError(f"unknown dtype '{dtype}'")
     s = tp_shape(model, tp)
     h, b, d = model.hidden, BYTES_PER_ELEMENT[dtype], model.head_dim
     tokens = batch * seq
     dt = dtype
+    at = act_dtype or dt
     pre = [
-        LayerOp("embedding", build(Embedding, tokens=tokens, hidden=h, dtype=dt), kind="embedding")
+        LayerOp("embedding", build(Embedding, tokens=tokens, hidden=h, dtype=at), kind="embedding")
     ]  # type: ignore[arg-type]
     if tp > 1:  # vocab-parallel embedding: each rank holds V/tp rows, partial sums all-reduced
         pre.append(LayerOp("tp_all_reduce_embedding",
                            placed(AllReduce, tokens * h * b, tp, dt), kind="comm"))  # fmt: skip
     if model.position == "learned":
-        pre.append(LayerOp("position_embedding", build(Embedding, tokens=tokens, hidden=h, dtype=dt),  # type: ignore[arg-type]
+        pre.append(LayerOp("position_embedding", build(Embedding, tokens=tokens, hidden=h, dtype=at),  # type: ignore[arg-type]
                            kind="embedding"))  # fmt: skip
-        pre.append(LayerOp("add_positions", build(Elementwise, op="add", n=tokens * h, dtype=dt)))  # type: ignore[arg-type]
+        pre.append(LayerOp("add_positions", build(Elementwise, op="add", n=tokens * h, dtype=at)))  # type: ignore[arg-type]
     elif fusion == "unfused" and model.position == "rope":
         pre.append(LayerOp("rope_tables", rope_tables(seq, d, dt)))
     elif fusion == "compiled" and model.position == "rope":
@@ -496,10 +537,10 @@ def model_ops(
         pre.append(LayerOp("attention_mask", mask))
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
-        kv_cache=kv_cache, gqa=gqa,
+        kv_cache=kv_cache, gqa=gqa, act_dtype=act_dtype,
     )  # fmt: skip
     lm_head = _lm_head(model, batch, seq, tokens, s.vocab, dt, fusion, logits)
-    post = [_norm(model, "final_norm", tokens, dt, fusion), lm_head]
+    post = [_norm(model, "final_norm", tokens, at, fusion), lm_head]
     notes = []
     if model.moe:
         active = active_experts(tokens, model.moe.experts, model.moe.top_k)

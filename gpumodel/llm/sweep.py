@@ -74,6 +74,7 @@ from gpumodel.llm.training import (
     stage_times,
     sync_times,
     trace_fragmentation,
+    training_host,
     training_memory,
 )
 from gpumodel.ops.base import MixedKernels
@@ -430,6 +431,7 @@ def sweep_training(
             raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
         timer = Timer(g, choose_calibration(g, calibration, calibration_from))
         calibrations[g.id] = calibration_label(timer.calibration)
+        hp_g = training_host(host, timer.calibration, fusion)  # a traced host per calibration
         frag = fragmentation if fragmentation is not None else trace_fragmentation(
             timer.calibration)  # fmt: skip
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
@@ -440,7 +442,7 @@ def sweep_training(
         suniq, sinv = _group_rows(skey)
         svals = np.empty((len(suniq), len(fields)))
         for i, (t, b, s) in enumerate(suniq.tolist()):
-            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, hp)
+            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, hp_g)
             svals[i] = [getattr(st, f) for f in fields]
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)
@@ -449,7 +451,7 @@ def sweep_training(
         p2p = np.array([p2p_time(spec, timer, tok, t, p, dtype)
                         for t, p, tok in puniq.tolist()])[pinv]  # fmt: skip
         duniq, dinv = _group_rows(np.stack([pts["tp"], pts["pp"], pts["dp"]], axis=1))
-        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, hp)
+        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, hp_g)
                           for t, p, d in duniq.tolist()]).reshape(-1, 2)  # fmt: skip
         dp_comm, opt = dvals[dinv, 0], dvals[dinv, 1]
         res = combine_step(stage, layers, pts["pp"], m, recompute, p2p, dp_comm, opt)

@@ -62,7 +62,6 @@ from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import host_kind
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
@@ -72,39 +71,59 @@ DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
 ELEMENTWISE_BACKWARD_FACTOR = 2.0
 
 # Kernels one eager HF training step launches (forward, HF's loss, backward), per decoder layer
-# and outside the layers, by host op kind: counted in torch.profiler traces of tiny random-weight
-# models (validation/kernel_lists/hf_train_trace_check.py -> hf-train-cpu-trace.json; torch
-# 2.13, transformers 5.24; "bf16" = model.to(bf16), which "mixed" runs too; "amp" = fp32 model
-# under torch.autocast(bf16), its casts included). Autograd launches ~1.8x the forward's
-# kernels (mul's two gradients, pow/rsqrt backward's 3, slice_backward's zero-fill, weight
-# gradients' sums), which the op list's one backward per forward op undercounts: the host of an
-# eager step issues these. Keyed by family: "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU).
+# and outside the layers, by host op kind: counted in torch.profiler traces of HF training steps
+# on an H100 (torch 2.11, transformers 5.17; validation/fitset/kernel_counts.py over
+# validation/results/train-fitset-h100/trace-*.json.gz): Llama per layer = the difference of
+# the 24-layer (llama-350m) and 20-layer (llama-600m) steps / 4; GPT-2 per layer from the
+# 24-layer gpt2-medium step with the outside kernels read off the trace (embedding, dropout,
+# ln_f, lm head, loss, embedding backward). "bf16" = model.to(bf16), which "mixed" runs too;
+# "amp" = fp32 model under torch.autocast(bf16), its casts included. GPT-2 keeps HF's default
+# dropout (0.1): a dropout kernel after each projection and SDPA's dropout (2 kernels forward,
+# 3 backward with cuDNN). Autograd launches ~1.9x the forward's kernels (78 vs 40 per Llama
+# layer in bf16). Keyed by family: "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU).
 HF_EAGER_TRAIN_KERNELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {
     ("llama", "bf16"): {
         "forward_layer": {"cat": 4, "copy": 4, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
-        "backward_layer": {"copy": 4, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"cat": 1, "copy": 7, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
-        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+        "backward_layer": {"copy": 11, "elementwise": 44, "matmul": 14, "reduction": 4, "sdpa": 5},
+        "forward_outside": {"cat": 1, "copy": 8, "elementwise": 13, "index": 1, "matmul": 2, "reduction": 2, "view": 1},
+        "backward_outside": {"copy": 3, "elementwise": 14, "index": 19, "matmul": 2, "reduction": 3, "view": 1},
     },
     ("llama", "amp"): {
-        "forward_layer": {"cat": 4, "copy": 14, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
-        "backward_layer": {"copy": 20, "elementwise": 48, "matmul": 14, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"cat": 1, "copy": 4, "elementwise": 15, "index": 1, "matmul": 1, "reduction": 1},
-        "backward_outside": {"copy": 3, "elementwise": 15, "matmul": 2, "reduction": 2},
+        "forward_layer": {"cat": 4, "copy": 15, "elementwise": 22, "matmul": 7, "reduction": 2, "sdpa": 1},
+        "backward_layer": {"copy": 29, "elementwise": 44, "matmul": 14, "reduction": 4, "sdpa": 5},
+        "forward_outside": {"cat": 1, "copy": 6, "elementwise": 13, "index": 1, "matmul": 2, "reduction": 2, "view": 1},
+        "backward_outside": {"copy": 3, "elementwise": 14, "index": 19, "matmul": 2, "reduction": 3, "view": 1},
     },
     ("gpt2", "bf16"): {
-        "forward_layer": {"cat": 2, "elementwise": 14, "matmul": 4, "sdpa": 1},
-        "backward_layer": {"cat": 1, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"copy": 1, "elementwise": 8, "index": 2, "matmul": 1},
-        "backward_outside": {"copy": 1, "elementwise": 6, "matmul": 2, "reduction": 1},
+        "forward_layer": {"cat": 2, "elementwise": 11, "matmul": 4, "norm": 2, "sdpa": 2, "view": 1},
+        "backward_layer": {"cat": 1, "copy": 2, "elementwise": 14, "matmul": 8, "norm": 4, "reduction": 4, "sdpa": 3, "view": 1},
+        "forward_outside": {"copy": 3, "elementwise": 6, "index": 2, "matmul": 1, "norm": 1, "reduction": 1, "view": 1},
+        "backward_outside": {"copy": 1, "elementwise": 6, "index": 20, "matmul": 2, "norm": 2, "reduction": 2, "view": 1},
     },
     ("gpt2", "amp"): {
-        "forward_layer": {"cat": 2, "copy": 10, "elementwise": 14, "matmul": 4, "sdpa": 1},
-        "backward_layer": {"cat": 1, "copy": 12, "elementwise": 17, "matmul": 8, "reduction": 4, "sdpa": 1},
-        "forward_outside": {"copy": 3, "elementwise": 8, "index": 2, "matmul": 1},
-        "backward_outside": {"copy": 3, "elementwise": 6, "matmul": 2, "reduction": 1},
+        "forward_layer": {"cat": 2, "copy": 12, "elementwise": 11, "matmul": 4, "norm": 2, "sdpa": 2, "view": 1},
+        "backward_layer": {"cat": 1, "copy": 18, "elementwise": 14, "matmul": 8, "norm": 4, "reduction": 4, "sdpa": 3, "view": 1},
+        "forward_outside": {"copy": 5, "elementwise": 6, "index": 2, "matmul": 1, "norm": 1, "reduction": 1, "view": 1},
+        "backward_outside": {"copy": 3, "elementwise": 6, "index": 20, "matmul": 2, "norm": 2, "reduction": 2, "view": 1},
     },
 }  # fmt: skip
+
+
+# Host time of an eager HF training step per kernel over the host's eager HF time per kernel
+# (a host profile's ``hf_decoder_layer_s / hf_decoder_layer_kernels``: one HF decoder layer's
+# eager forward, Python and dispatch included; a profile without it: its mean eager op cost,
+# which the reference host states per HF kernel). A training step's forward also records the
+# autograd graph and its backward runs the autograd engine node by node. Fitted on the fit
+# set's narrow 24-layer steps (width 64: the GPU idles, the step is the host), amp and bf16,
+# batch 1 and 4, against the host profile measured in the same device call
+# (validation/results/train-fitset-h100/, H100 host, torch 2.11, transformers 5.17): measured
+# step / (traced kernels x decoder-layer host per kernel) = 1.62-1.83 (median 1.73) for Llama,
+# 2.01-2.58 (2.28) for GPT-2 (more Python per kernel: Conv1D reshapes, gelu_new, dropout).
+# Other families: the median of all eight points. A host fitted from the user's own trace
+# (``trace_host``) already is a training step's host per kernel: no factor.
+TRAIN_HOST_FACTOR = {"llama": 1.73, "gpt2": 2.28}
+TRAIN_HOST_FACTOR_OTHER = 1.92
+_KERNEL_KINDS = ("matmul", "elementwise", "reduction", "norm", "cat", "copy", "index", "sdpa")
 
 
 def model_flops_per_token(model: ModelSpec, seq: int) -> float:
@@ -277,18 +296,36 @@ def cross_entropy(
 
 def autocast_casts(spec: ModelSpec, tokens: int, tp: int) -> list[LayerOp]:
     """``torch.autocast(bfloat16)`` around an fp32 model, per layer: each matmul weight cast to
-    bf16 once per forward (fp32 read, bf16 written: 6 B per parameter, then cached), each
-    linear's input cast on every call (5 linears of a Llama layer, 2 of GPT-2's fused ones).
-    Their backward (``_backward``: 2x) stands for the casts of the bf16 weight gradients back
-    to fp32 and of the input gradients."""
+    bf16 once per forward (fp32 read, bf16 written: 6 B per parameter, then cached), and each
+    fp32 input of a bf16 op cast on every call (6 B per element). The residual stream, the
+    norms, the rotary embedding and GPT-2's GELU run in fp32 under autocast (``layers.
+    residual_add``), so: a Llama layer casts its RMSNorm outputs for q, k, v, gate and up (5 x
+    hidden) and the fp32 rotated q and k for SDPA (an autocast op); a GPT-2 layer casts its
+    LayerNorm outputs for c_attn and c_fc and the fp32 GELU output for the MLP's c_proj (the
+    FFN width). Their backward (``_backward``: 2x) stands for the casts of the bf16 weight and
+    input gradients back to fp32."""
     per_layer = spec.layer_params() / tp
-    linears = 2 if spec.ffn_kind == "gelu_mlp" else 5
     weights = 4 if spec.ffn_kind == "gelu_mlp" else 7  # matmul weights per layer
+    if spec.ffn_kind == "gelu_mlp":
+        inputs = [1.0, 1.0, spec.ffn_hidden / tp / spec.hidden]
+    else:
+        rotated = (spec.heads + spec.kv_heads) * spec.head_dim / tp / spec.hidden
+        inputs = [1.0] * 5 + [rotated]
     w = passes("autocast weight casts", max(1, int(per_layer)), "fp32",
                *[(f"weight cast {i}", 1 / weights, 6, 0) for i in range(weights)])  # fmt: skip
     x = passes("autocast input casts", tokens * spec.hidden, "fp32",
-               *[(f"input cast {i}", 1, 6, 0) for i in range(linears)])  # fmt: skip
+               *[(f"input cast {i}", f, 6, 0) for i, f in enumerate(inputs)])  # fmt: skip
     return [LayerOp("autocast_weight_casts", w), LayerOp("autocast_input_casts", x)]
+
+
+def autocast_head_casts(spec: ModelSpec, tokens: int, tp: int) -> LayerOp:
+    """The LM head under autocast: its fp32 weight (vocab x hidden, GPT-2's tied embedding)
+    cast to bf16 once per forward and the final norm's fp32 output cast on the call."""
+    vocab_w = math.ceil(spec.vocab / tp) * spec.hidden
+    return LayerOp("autocast_head_casts", passes(
+        "autocast lm head casts", vocab_w + tokens * spec.hidden, "fp32",
+        ("weight cast", vocab_w / (vocab_w + tokens * spec.hidden), 6, 0),
+        ("input cast", tokens * spec.hidden / (vocab_w + tokens * spec.hidden), 6, 0)))  # fmt: skip
 
 
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
@@ -347,28 +384,40 @@ class StageTimes:
     pre_host_s: float = 0.0
 
 
+def train_family(spec: ModelSpec) -> str | None:
+    """ "llama" (RMSNorm + SwiGLU), "gpt2" (LayerNorm + GELU MLP) or None (MoE, others)."""
+    if spec.moe:
+        return None
+    return {("rmsnorm", "swiglu"): "llama", ("layernorm", "gelu_mlp"): "gpt2"}.get(
+        (spec.norm, spec.ffn_kind))  # fmt: skip
+
+
 def traced_train_kernels(
     spec: ModelSpec, policy: Policy | None
 ) -> dict[str, dict[str, int]] | None:
     """``HF_EAGER_TRAIN_KERNELS`` of ``spec``'s family and ``policy`` (None: bf16 modules), or
     None for a family not traced (MoE, other norms)."""
-    if spec.moe:
-        return None
-    family = {("rmsnorm", "swiglu"): "llama", ("layernorm", "gelu_mlp"): "gpt2"}.get(
-        (spec.norm, spec.ffn_kind))  # fmt: skip
+    family = train_family(spec)
     if family is None:
         return None
     return HF_EAGER_TRAIN_KERNELS[(family, "amp" if policy == "amp" else "bf16")]
 
 
-def _counts_s(counts: dict[str, int], host: HostProfile) -> float:
-    return sum(n * host.cost_s(k) for k, n in counts.items())
+def train_host_per_kernel(spec: ModelSpec, host: HostProfile) -> float:
+    """Host seconds per kernel of an eager HF training step of ``spec`` on ``host``: the
+    family's ``TRAIN_HOST_FACTOR`` x the host's eager HF time per kernel (the measured decoder
+    layer's, else the mean eager op cost); a traced host's own figure as it is."""
+    if host.name.startswith("trace-"):
+        return host.cost_s("elementwise")
+    per = host.per_layer_host_s()
+    if per is None:
+        per = sum(host.cost_s(k) for k in _KERNEL_KINDS) / len(_KERNEL_KINDS)
+    return TRAIN_HOST_FACTOR.get(train_family(spec) or "", TRAIN_HOST_FACTOR_OTHER) * per
 
 
-def _host_s(timed: list[Timed], host: HostProfile) -> float:
-    """Host seconds to issue the eager kernels of ``timed`` (each at its op kind's cost)."""
-    return sum(t.entry.count * k.launches * host.cost_s(host_kind(t.entry.kind, k.name))
-               for t in timed for k in t.kernels)  # fmt: skip
+def _launches(timed: list[Timed]) -> float:
+    """Kernels ``timed`` launches (an op list's, where no trace counted the family's)."""
+    return sum(t.entry.count * k.launches for t in timed for k in t.kernels)
 
 
 def trace_fragmentation(cal: Any) -> float | None:
@@ -379,6 +428,35 @@ def trace_fragmentation(cal: Any) -> float | None:
     if fit is None or not fit.peak_allocated_bytes or not fit.peak_reserved_bytes:
         return None
     return max(1.0, fit.peak_reserved_bytes / fit.peak_allocated_bytes)
+
+
+def trace_host(cal: Any) -> HostProfile | None:
+    """The host of the user's own traced step (``calibrate --trace``): its host time per
+    launched kernel with the profiler's cost removed, for every eager kernel kind, as a host
+    profile; None for a calibration not fitted from a trace."""
+    fit = getattr(cal, "trace", None)
+    per = getattr(fit, "host_per_kernel_s", None)
+    if fit is None or not per or per <= 0:
+        return None
+    costs = {k: per for k in ("matmul", "elementwise", "reduction", "norm", "view", "cat",
+                              "copy", "index", "sdpa", "optimizer_step")}  # fmt: skip
+    return HostProfile(host_profile=1, name=f"trace-{fit.trace_sha256[:12]}",
+                       measured_at=fit.created.isoformat(), cpu_model="the traced machine",
+                       cpu_cores=1, python="-", torch="-", gpu=fit.device_name or fit.gpu_id,
+                       eager_op_s=costs, origin=f"trace {fit.trace_path}")  # fmt: skip
+
+
+def training_host(host: HostProfile | str | None, cal: Any, fusion: Fusion) -> HostProfile | None:
+    """The host an eager (``fusion="unfused"``) training step is issued by: the profile named
+    (``host``), else the traced machine's when the calibration was fitted from a trace, else
+    the default (measured on this machine, or the reference). None for fused/compiled steps."""
+    if fusion != "unfused":
+        return None
+    if host is None:
+        traced = trace_host(cal)
+        if traced is not None:
+            return traced
+    return load_host(host)
 
 
 def training_memory(
@@ -426,18 +504,22 @@ def stage_times(
     """Forward and backward times of one micro-batch's layer, head and embedding ops; ``amp``
     adds autocast's cast kernels to each layer; with ``host`` (eager runtimes) the host time
     to issue every forward and backward kernel."""
+    # autocast around an fp32 model (eager): the residual stream, norms, RoPE and GELU in fp32
+    act = "fp32" if policy == "amp" and fusion == "unfused" else None
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    attention=attention, kv_cache="none", logits="all")  # fmt: skip
+                    attention=attention, kv_cache="none", logits="all", act_dtype=act)  # fmt: skip
     vocab_tp = math.ceil(spec.vocab / tp)
     loss, loss_backward = cross_entropy(micro_batch * seq, vocab_tp, dtype, fusion, g)
     layer_entries = list(ops.layer)
+    post = list(ops.post)
     if policy == "amp":
         layer_entries = autocast_casts(spec, micro_batch * seq, tp) + layer_entries
+        post = [autocast_head_casts(spec, micro_batch * seq, tp), *post]
     layer_f = timer.time_all(layer_entries)
-    head_f = timer.time_all([*ops.post, loss])
+    head_f = timer.time_all([*post, loss])
     pre_f = timer.time_all(ops.pre)
     layer_b_entries = [b for e in layer_entries for b in _backward(e)]
-    head_b_entries = [b for e in ops.post for b in _backward(e)] + [loss_backward]
+    head_b_entries = [b for e in post for b in _backward(e)] + [loss_backward]
     layer_b = timer.time_all([e for e, _ in layer_b_entries])
     head_b = timer.time_all([e for e, _ in head_b_entries])
     return StageTimes(
@@ -465,17 +547,18 @@ def _stage_host(
     traced, else the op list's kernels; each at the host profile's cost of its kind."""
     if host is None:
         return {"layer_host_s": 0.0, "head_host_s": 0.0, "pre_host_s": 0.0}
+    per = train_host_per_kernel(spec, host)
     traced = traced_train_kernels(spec, policy)
     if traced is None:
-        return {"layer_host_s": _host_s(layer, host), "head_host_s": _host_s(head, host),
-                "pre_host_s": _host_s(pre, host)}  # fmt: skip
+        return {"layer_host_s": per * _launches(layer), "head_host_s": per * _launches(head),
+                "pre_host_s": per * _launches(pre)}  # fmt: skip
     return {
-        "layer_host_s": _counts_s(traced["forward_layer"], host)
-        + _counts_s(traced["backward_layer"], host),
-        "head_host_s": _counts_s(traced["forward_outside"], host)
-        + _counts_s(traced["backward_outside"], host),
+        "layer_host_s": per * (sum(traced["forward_layer"].values())
+                               + sum(traced["backward_layer"].values())),
+        "head_host_s": per * (sum(traced["forward_outside"].values())
+                              + sum(traced["backward_outside"].values())),
         "pre_host_s": 0.0,
-    }
+    }  # fmt: skip
 
 
 def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
@@ -629,7 +712,7 @@ def predict_training_step(
                           policy=policy, fragmentation=fragmentation)  # fmt: skip
     if host is not None and fusion != "unfused":
         load_host(host)  # checked even when the fused step does not use it (never ignored)
-    hp = load_host(host) if fusion == "unfused" else None
+    hp = training_host(host, timer.calibration, fusion)
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, hp)  # fmt: skip
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
@@ -658,7 +741,8 @@ def predict_training_step(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
         micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
         dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
-        host=host_dict(hp) if hp else None, host_warning=hp.mismatch() if hp else None,
+        host=host_dict(hp) if hp else None,
+        host_warning=hp.mismatch() if hp and not hp.name.startswith("trace-") else None,
         host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
         dp_comm_exposed_s=exposed, step_time_no_overlap_s=float(t["no_overlap"]),

@@ -88,6 +88,23 @@ def efficiency(
     return factor, terms
 
 
+def stream_factor(shape: GemmShape, fitted: GemmParams | None):
+    """Multiplier on the DRAM bandwidth of a misaligned x @ W.T product with M > 1 (works on
+    numpy arrays of shapes): on an H100, bf16 LM heads of 50257 x 1024 and 32001 x 4096 at
+    M = 16-64 streamed their weights at 0.75-1.0 TB/s where M = 1 (a GEMV) reached 2.4 TB/s
+    (validate's gemm family, 2026-11-24)."""
+    f = fitted.misaligned_transposed_stream if fitted is not None else None
+    if f is None or not shape.transpose_b or not shape.needs_alignment:
+        return 1.0
+    if all(isinstance(v, int) for v in (shape.m, shape.n, shape.k)):
+        return f if misaligned(shape) and shape.m > 1 else 1.0
+    import numpy as np
+
+    a = ALIGN_ELEMENTS.get(shape.dtype, 8)
+    bad = (np.asarray(shape.n) % a != 0) | (np.asarray(shape.k) % a != 0)
+    return np.where(bad & (np.asarray(shape.m) > 1), f, 1.0)
+
+
 def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
     """The calibrated multiplier of a misaligned GEMM: cuBLAS picks other kernels when B is
     stored transposed (an H100 ran 2048 x 50257 x 768 bf16 at 127 TFLOP/s as A @ B and at 97

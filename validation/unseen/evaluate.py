@@ -370,7 +370,12 @@ def predict_step(
         opt["runtime"] = rt
     res = call_with_host(fn, (rec["workload"], gpu_id, 1), req, opt, host_path)
     mem = getattr(res, "memory", None)
-    peak = getattr(mem, "total_bytes", None) if mem is not None else None
+    # like for like: the measured figure is torch.cuda.max_memory_allocated, which holds neither
+    # the CUDA context / workspaces (``overhead_bytes``) nor allocator fragmentation; the model's
+    # ``allocated_bytes`` is its total without those two (older APIs: the total)
+    peak = None
+    if mem is not None:
+        peak = getattr(mem, "allocated_bytes", None) or getattr(mem, "total_bytes", None)
     return res.step_time_s, peak, rt
 
 

@@ -619,7 +619,11 @@ def part_train(env: Env, args, out_dir: Path, result: dict) -> None:
                 )
             result["records"] += [p.record() for p in pts]
             done += 1
-            del model, pts
+            # `traced` holds the amp run's Point, whose step closure holds its model and AdamW
+            # states: keep it and the bf16 run's peaks include them (12 B per parameter; the
+            # steps-*-run2 bf16 peaks do)
+            traced = None
+            del model, pts, traced
             env.fresh_memory()
 
 
