@@ -114,6 +114,8 @@ ByteCount = _float_type(ge=0, le=MAX_BYTES)
 PositiveBytes = _float_type(gt=0, le=MAX_BYTES)
 FlopCount = _float_type(ge=0, le=MAX_FLOPS)
 Rate = _float_type(gt=0, le=1e21)  # FLOP/s or bytes/s: a zetta-rate is far past any machine
+MAX_USD_PER_GPU_HOUR = 1e6  # a price per GPU-hour past this is a typo, not a quote
+UsdPerGpuHour = _float_type(gt=0, le=MAX_USD_PER_GPU_HOUR)
 
 # a host-side cost of one call or launch (host profiles, host_per_kernel_s): an hour is absurd
 HostSeconds = _float_type(gt=0, le=3600)

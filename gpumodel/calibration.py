@@ -112,8 +112,12 @@ class PowerParams(_Frozen):
     clock^3 (their own spec'd power limit applies); never across architectures."""
 
     architecture: str
-    tensor_power_w_per_sm: float = Field(gt=0, description="W per SM, full tensor activity")
-    reference_clock_hz: float = Field(gt=0, description="max clock of the GPU it was fitted on")
+    tensor_power_w_per_sm: float = Field(
+        gt=0, le=1000, description="W per SM, full tensor activity"
+    )
+    reference_clock_hz: float = Field(
+        ge=1e6, le=1e11, description="max clock of the GPU it was fitted on"
+    )
     static_power_fraction: float = Field(0.1, ge=0, lt=1, description="idle power / limit")
     source: str = ""
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from gpumodel._validators import _show, check_number
+from gpumodel._validators import MAX_USD_PER_GPU_HOUR, _show, check_number
 from gpumodel.errors import SpecError
 from gpumodel.specs import GPUSpec
 
@@ -44,7 +44,6 @@ class Price:
 PriceArg = float | Mapping[str, float] | None
 
 
-MAX_USD_PER_GPU_HOUR = 1e6
 
 
 def _check(value: Any, what: str) -> float:

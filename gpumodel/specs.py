@@ -22,7 +22,14 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from gpumodel import _paths
-from gpumodel._validators import MAX_BYTES, Checked, NonEmptyStr, PositiveFloat, SmallCount
+from gpumodel._validators import (
+    MAX_BYTES,
+    Checked,
+    NonEmptyStr,
+    PositiveFloat,
+    SmallCount,
+    UsdPerGpuHour,
+)
 from gpumodel.errors import GpumodelError, SpecError, UnitError, UnknownGPUError
 from gpumodel.units import Dimension, parse_quantity
 
@@ -141,7 +148,7 @@ class InterconnectSpec(_Frozen):
 
 
 class PriceSpec(_Frozen):
-    usd_per_hour: PositiveFloat
+    usd_per_hour: UsdPerGpuHour  # the bound a user's --price meets too
     provider: str
     source: str
     date: date

@@ -62,6 +62,8 @@ def sweep(
     check_condition(condition, l2)
     if l2 == "warm":
         raise UnsupportedError("sweep prices l2='cold' or 'dirty'; use predict for l2='warm'")
+    if not isinstance(op, str):
+        raise SpecError(f"sweep takes an op name ('gemm', 'kernel' or {', '.join(ELEMENTWISE)})")
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     p = cal.parameters if cal else CalibrationParams()

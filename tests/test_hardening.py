@@ -787,3 +787,36 @@ def test_fuzz_final_run_leftovers():
         gm.search_training("llama-3-8b", "h100", 1e12, host=float("nan"))
     with pytest.raises(SpecError, match="digit"):
         gm.predict(ops.Gemm(m=64, n=64, k=64), "h100", l2=10**5000)  # type: ignore[arg-type]
+
+
+def test_fuzz_leftovers_closed_by_the_lead(tmp_path):
+    """The campaign's remaining cases: the LLM sweeps take the scalar functions' declared
+    constraints, sweep() takes an op name, a strided kernel's bytes are bounded and its writes
+    are part of its bytes, a calibration's power is finite, a spec's price is bounded."""
+    for bad in (dict(grid="yes"), dict(kv_cache=float("inf")), dict(fusion=float("inf")),
+                dict(host_per_kernel_s=-1.0)):  # fmt: skip
+        with pytest.raises(SpecError):
+            gm.sweep_inference("llama-3-8b", "h100", batch=[1, 2], **bad)
+    for bad in (dict(grid=1), dict(global_batch=-8), dict(zero=5), dict(fragmentation=0.5)):
+        with pytest.raises(SpecError):
+            gm.sweep_training("llama-2-7b", "h100", **bad)
+    with pytest.raises(SpecError, match="op name"):
+        gm.sweep([], "h100")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="written_per_element"):
+        ops.StridedElementwise(kind="cast", n=8, bytes_per_element=6, written_per_element=2**70)
+    with pytest.raises(SpecError, match="exceeds"):
+        ops.StridedElementwise(kind="cast", n=8, bytes_per_element=2, written_per_element=4)
+    text = H100_CAL.read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("tensor_power_w_per_sm:"))
+    bad_cal = tmp_path / "power.yaml"
+    bad_cal.write_text(text.replace(line, line.split(":")[0] + ": .inf", 1), encoding="utf-8")
+    with pytest.raises(GpumodelError, match="tensor_power_w_per_sm"):
+        gm.load_calibration(bad_cal)
+    spec = (ROOT / "specs" / "h100-sxm.yaml").read_text(encoding="utf-8")
+    price = next(ln for ln in spec.splitlines() if ln.strip().startswith("usd_per_hour:"))
+    (tmp_path / "h100-sxm.yaml").write_text(
+        spec.replace(price, price.split(":")[0] + ": 1.0e+30", 1), encoding="utf-8")  # fmt: skip
+    from gpumodel.specs import load_spec_file
+
+    with pytest.raises(GpumodelError, match="usd_per_hour"):
+        load_spec_file(tmp_path / "h100-sxm.yaml")

@@ -42,9 +42,10 @@ from gpumodel._validators import (
     GPU_ARGS,
     MAX_ELEMENTS,
     MAX_GPUS,
-    MAX_SECONDS,
     MAX_TOKENS,
     _show,
+    check_args,
+    check_bool,
     check_choice,
     check_dtype,
     check_number,
@@ -66,7 +67,6 @@ from gpumodel.llm.memory import Policy, Recompute, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags
 from gpumodel.llm.training import (
-    POLICY_STATE_BYTES,
     combine_step,
     default_global_batch,
     model_flops_per_token,
@@ -252,14 +252,11 @@ def sweep_inference(
     hp = load_host(host)
     check_choice(phase, "phase", ("prefill", "decode"))
     check_dtype(dtype)
-    for name, v in (
-        ("host_per_kernel_s", host_per_kernel_s),
-        ("host_per_step_s", host_per_step_s),
-        ("graph_launch_s", graph_launch_s),
-        ("stream_floor_s", stream_floor_s),
-    ):
-        if v is not None:
-            check_number(v, name, ge=0, le=MAX_SECONDS)
+    check_bool(grid, "grid")
+    # the same declared constraints as predict_inference's
+    check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
+               host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+               graph_launch_s=graph_launch_s, stream_floor_s=stream_floor_s)  # fmt: skip
     gpus = _gpus(gpu)
     pp_arr = _ints("pp", pp)
     if np.any(pp_arr != 1):
@@ -388,13 +385,14 @@ def sweep_training(
     a global batch that dp x micro-batch does not divide) raise its error. ``policy``,
     ``host`` and ``fragmentation`` as ``predict_training_step``."""
     spec = get_model(model)
-    if policy is not None and policy not in POLICY_STATE_BYTES:
-        raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
-    hp = load_host(host) if fusion == "unfused" else None
-    if zero not in (0, 1, 2, 3):
-        raise SpecError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero}")
-    if recompute not in ("none", "selective", "full"):
-        raise SpecError(f"recompute must be none, selective or full, got {recompute!r}")
+    # the same declared constraints as predict_training_step's
+    check_args(zero=zero, recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+               fragmentation=fragmentation, global_batch=global_batch)  # fmt: skip
+    check_bool(grid, "grid")
+    hp = (
+        load_host(host) if fusion == "unfused" or host is not None else None
+    )  # a given host is checked
+    hp = hp if fusion == "unfused" else None
     check_dtype(dtype)
     if tokens is not None:
         tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gpumodel._validators import (
     ByteCount,
     FlopCount,
     PositiveBytes,
-    PositiveFloat,
     Size,
     SmallCount,
 )
+from gpumodel.errors import SpecError
 from gpumodel.ops.base import Dtype, FlopPart, KernelWork, Op, element_bytes, vector_unit
 from gpumodel.specs import GPUSpec
 
@@ -333,9 +333,19 @@ class StridedElementwise(Op):
     op_name: ClassVar[str] = "strided_elementwise"
     kind: Literal["cast", "broadcast"]
     n: Size = Field(description="output elements")
-    bytes_per_element: PositiveFloat
-    written_per_element: PositiveFloat
+    # an element moves a few times its size (at most 8 bytes): 1 KB per element cannot be meant
+    bytes_per_element: float = Field(gt=0, le=1024)
+    written_per_element: float = Field(gt=0, le=1024)
     dtype: Dtype = Field("bf16", description="output dtype (a label: the bytes carry the sizes)")
+
+    @model_validator(mode="after")
+    def _written_within_moved(self) -> StridedElementwise:
+        if self.written_per_element > self.bytes_per_element:
+            raise SpecError(
+                f"written_per_element ({self.written_per_element:g}) exceeds bytes_per_element "
+                f"({self.bytes_per_element:g}), which counts the writes too"
+            )
+        return self
 
     @property
     def family(self) -> str:
