@@ -42,6 +42,7 @@ from gpumodel._validators import (
     Percent,
     PerSMCycle,
     PositiveBytes,
+    PositiveFloat,
     PositiveSeconds,
     Rate,
     Seconds,
@@ -102,7 +103,11 @@ class CollectiveParams(_Frozen):
     gpus: GpuCount
     alpha_s: Seconds
     bus_bandwidth_bytes_per_s: Rate
-    link_efficiency: Multiplier | None = Field(None, description="busbw / per-direction link bw")
+    # a measured ratio, not a fitted multiplier: it may be tiny (gloo over CPU processes standing
+    # in for NVLink measured 9e-5), so it takes no efficiency floor
+    link_efficiency: PositiveFloat | None = Field(
+        None, le=1e3, description="busbw / per-direction link bw"
+    )
 
 
 class PowerParams(_Frozen):
