@@ -820,3 +820,17 @@ def test_fuzz_leftovers_closed_by_the_lead(tmp_path):
 
     with pytest.raises(GpumodelError, match="usd_per_hour"):
         load_spec_file(tmp_path / "h100-sxm.yaml")
+
+
+def test_fuzz_final_rerun_findings(capsys):
+    """The campaign's re-run at the end of the session (9,865 cases, seed 20): a 5000-digit
+    --dp ended in int()'s digit-limit ValueError, a number given as the GPU list in a
+    TypeError, and sweep-llm --tokens was silently ignored by an inference sweep."""
+    code, _, err = run(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100",
+                       "--dp", "9" * 5000)  # fmt: skip
+    assert code == 2 and "5000-digit number is out of range" in err and "Traceback" not in err
+    with pytest.raises(SpecError, match="gpu must be a GPU name"):
+        gm.sweep_inference("llama-3-8b", 10**5000)  # type: ignore[arg-type]
+    code, _, err = run(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100",
+                       "--tokens", "inf")  # fmt: skip
+    assert code == 2 and "--tokens is for --mode training" in err

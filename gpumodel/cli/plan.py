@@ -31,6 +31,8 @@ def _int(text: str, option: str) -> int:
     if not re.fullmatch(r"[0-9]+", text):
         fail(f"{option}: {text!r} is not a whole number (lists: '64,256', ranges: '8-512', "
              "'8:512:x2', '8:64:+8')")  # fmt: skip
+    if len(text) > 16:  # 2^53 has 16 digits; longer cannot be meant (and int() refuses 4300+)
+        fail(f"{option}: a {len(text)}-digit number is out of range (1 to 2^53)")
     value = int(text)
     if not 1 <= value <= MAX_VALUE:
         fail(f"{option}: {value} is out of range (1 to 2^53)")
@@ -312,6 +314,8 @@ def sweep_llm(
         if runtime is not None and runtime not in names:
             fail(f"--runtime: '{runtime}' is not one of {', '.join(names[:3])}")
         ctx = parse_counts(context, "--context") if context is not None else None
+        if tokens is not None:
+            fail("--tokens is for --mode training (the tokens to train on)")
         r = gm.sweep_inference(model, gpus, phase=phase, batch=counts["batch"], seq=seqs,  # type: ignore[arg-type]
                                context=ctx, tp=counts["tp"], pp=counts["pp"], dp=counts["dp"],
                                runtime=runtime, host=host, **common)  # type: ignore[arg-type]  # fmt: skip

@@ -154,7 +154,12 @@ def _ints(name: str, value: Any) -> np.ndarray:
 
 
 def _gpus(gpu: GPUSpec | str | Iterable[GPUSpec | str]) -> list[GPUSpec]:
-    items = [gpu] if isinstance(gpu, (str, GPUSpec)) else list(gpu)
+    if isinstance(gpu, (str, GPUSpec)):
+        items = [gpu]
+    elif isinstance(gpu, Iterable):
+        items = list(gpu)
+    else:
+        raise SpecError(f"gpu must be a GPU name, a spec or a list of them, got {_show(gpu)}")
     if not items:
         raise SpecError("no GPU given")
     return [get_gpu(g) for g in items]
