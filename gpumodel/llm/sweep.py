@@ -471,7 +471,8 @@ def sweep_training(
             mvals[i] = (mb.total_bytes, mb.capacity_bytes, mb.fits)
         n_gpus = pts["tp"] * pts["pp"] * pts["dp"]
         tokens_step = gb * pts["seq"]
-        flops_token = np.array([model_flops_per_token(spec, s) for s in pts["seq"].tolist()])
+        seqs, seq_inv = np.unique(pts["seq"], return_inverse=True)  # once per distinct seq
+        flops_token = np.array([model_flops_per_token(spec, s) for s in seqs.tolist()])[seq_inv]
         tokens_per_s = tokens_step / step
         prices[g.id] = price_for(g, price)
         usd, per_hour, _ = _costs(prices[g.id], n_gpus, tokens_per_s)
