@@ -144,6 +144,8 @@ def walk_numbers(data: Any, path: str = "", depth: int = 0) -> list[tuple[str, f
 # fields where +inf is the honest answer: Amdahl's speedup limit with no serial part (1/0); the
 # CLI's JSON writes it as null
 UNBOUNDED_OK = {"limit"}
+# the README's headline command line, the valid base of the file and cache cases
+PREDICT_GEMM = ("predict", "gemm", "--m", "4096", "--n", "4096", "--k", "4096")
 # time-like fields that must be > 0, never-negative fields, signed fields (as tests/cli_cases.py)
 POSITIVE = ("time_s", "step_s", "ttft_s", "tpot_s")
 NON_NEGATIVE = (
@@ -445,7 +447,7 @@ def cli_cases(rng: random.Random, budget: int, root: Path) -> list[Case]:
         {"XDG_CACHE_HOME": "/proc/self"},
     ):
         for argv in (
-            ["predict", "gemm", "--m", "4096", "--n", "4096", "--k", "4096", "--json"],
+            [*PREDICT_GEMM, "--json"],
             ["diagnose", str(TRACE), "--gpu", "h100", "--json"],
             ["infer", "--model", "llama-3-8b", "--gpu", "h100", "--json"],
         ):
@@ -817,21 +819,7 @@ def _reader_table() -> dict[str, tuple[str, Any]]:
         ),
         "cli predict --calibration": (
             ".yaml",
-            lambda p: cli(
-                "predict",
-                "gemm",
-                "--m",
-                "4096",
-                "--n",
-                "4096",
-                "--k",
-                "4096",
-                "--gpu",
-                "h100",
-                "--calibration",
-                str(p),
-                "--json",
-            ),
+            lambda p: cli(*PREDICT_GEMM, "--gpu", "h100", "--calibration", str(p), "--json"),
         ),
         "cli diagnose": (".json", lambda p: cli("diagnose", str(p), "--gpu", "h100", "--json")),
         "cli report diagnose": (
@@ -1268,19 +1256,7 @@ def _wrong_cache() -> Any:
         cache = case_dir / "cache" / "calibrations"
         cache.mkdir(parents=True)
         (cache / "h100-sxm.yaml").write_bytes(OTHER_CAL.read_bytes())
-        argv = [
-            "predict",
-            "gemm",
-            "--m",
-            "4096",
-            "--n",
-            "4096",
-            "--k",
-            "4096",
-            "--gpu",
-            "h100",
-            "--json",
-        ]
+        argv = [*PREDICT_GEMM, "--gpu", "h100", "--json"]
         return cli_runner(argv, invalid=True)(case_dir)
 
     return run

@@ -26,6 +26,21 @@ from typing import Any
 from gpumodel.validate.tasks import Task
 
 Record = dict[str, Any]
+
+
+def kernel_families_fit(record_family: str) -> Callable[..., Any]:
+    """The fit of a family whose records are fitted per kernel family alone (efficiency and floor
+    per ``op.family``, ``gpumodel.calibrate.fit_kernel_families``): most row, copy and optimizer
+    families."""
+
+    def fit(fam: dict[str, list[Any]], gpu: Any, params: Any) -> Any:
+        from gpumodel.calibrate import fit_kernel_families
+
+        return fit_kernel_families(fam.get(record_family, []), gpu, params)
+
+    return fit
+
+
 # calibrate.Point -> whether it belongs to an error group
 Selector = Callable[[Any], bool]
 

@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING, Any
 from gpumodel.validate.cupy_engine import Context as _Context
 from gpumodel.validate.cupy_engine import Dev as _Dev
 from gpumodel.validate.cupy_engine import check as _check
-from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit, make_record
 from gpumodel.validate.timing import log_sizes
 
 if TYPE_CHECKING:
-    from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
-    from gpumodel.specs import GPUSpec
+    pass
 
 
 def copy_op(nbytes: int) -> dict[str, Any]:
@@ -72,12 +70,6 @@ def _copy_point(ctx: _Context, size: int, top: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- fit
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("copy", []), gpu, params)
-
-
 def _points(quick: bool) -> list[tuple[int, int]]:
     sizes = copy_sizes(quick)
     top = max(sizes)
@@ -90,7 +82,7 @@ COPY = Family(
     points=_points,
     label=lambda s, _top: f"copy {s} B",
     measure=_copy_point,
-    fit=fit,
+    fit=kernel_families_fit("copy"),
     fit_order=7.0,
     groups=(Group("copy (cudaMemcpy d2d)", lambda p: p.family == "copy", 10.0, None, order=5),),
 )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gpumodel.errors import SpecError
-from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit, make_record
 from gpumodel.validate.timing import log_sizes
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
@@ -18,8 +18,6 @@ from gpumodel.validate.torch_engine import tolerance as _tol
 
 if TYPE_CHECKING:
     from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
-    from gpumodel.specs import GPUSpec
 
 
 ELEMENTWISE_OPS = ("add", "mul", "relu", "gelu", "silu", "exp", "copy")
@@ -110,20 +108,6 @@ def _reduction_point(ctx: _Ctx, n: int, dtype: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- fit
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("elementwise", []), gpu, params)
-
-
-def fit_reduction(
-    fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams
-) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("reduction", []), gpu, params)
-
-
 def _ew(p: Point) -> bool:
     return p.family in ("elementwise", "reduction")
 
@@ -134,7 +118,7 @@ ELEMENTWISE = Family(
     points=elementwise_points,
     label=lambda name, n, dtype: f"{name} {dtype} n={n}",
     measure=_elementwise_point,
-    fit=fit,
+    fit=kernel_families_fit("elementwise"),
     fit_order=7.1,
     groups=(Group("elementwise / reduction", _ew, 10.0, None, order=8),),
 )
@@ -144,6 +128,6 @@ REDUCTION = Family(
     points=reduction_points,
     label=lambda n, dtype: f"sum {dtype} n={n}",
     measure=_reduction_point,
-    fit=fit_reduction,
+    fit=kernel_families_fit("reduction"),
     fit_order=7.2,
 )

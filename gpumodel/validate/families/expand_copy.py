@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit, make_record
 from gpumodel.validate.torch_engine import CheckError
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 
 if TYPE_CHECKING:
-    from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
-    from gpumodel.specs import GPUSpec
+    pass
 
 
 def expand_copy_points(quick: bool) -> list[tuple[int, int, int, int, int]]:
@@ -56,19 +54,13 @@ def _expand_copy_point(
 # --------------------------------------------------------------------------- fit
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("expand_copy", []), gpu, params)
-
-
 EXPAND_COPY = Family(
     name="expand_copy",
     engine="torch",
     points=expand_copy_points,
     label=lambda b, kv, rep, length, dim: f"repeat_kv x{rep} {b}x{kv}x{length}x{dim}",
     measure=_expand_copy_point,
-    fit=fit,
+    fit=kernel_families_fit("expand_copy"),
     fit_order=7.6,
     groups=(
         Group("expand copy (repeat_kv)", lambda p: p.family == "expand_copy", 10.0, None,

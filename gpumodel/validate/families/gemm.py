@@ -289,7 +289,8 @@ def fit_gemm(
     # misaligned x @ W.T at M > 1 (weight-bound at small M): its streaming rate, for the 16-bit
     # types whose kernels streamed slowly (fp32/TF32 ones kept the aligned rate within ~20%)
     has_stream = dtype in ("fp16", "bf16") and any(
-        p.op.transpose_b and p.op.m > 1 for p in bad  # type: ignore[attr-defined]
+        p.op.transpose_b and p.op.m > 1
+        for p in bad  # type: ignore[attr-defined]
     )
 
     def build(x: np.ndarray) -> CalibrationParams:

@@ -8,15 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gpumodel.errors import SpecError
-from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit, make_record
 from gpumodel.validate.families.elementwise import elements as _elements
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
 
 if TYPE_CHECKING:
-    from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
-    from gpumodel.specs import GPUSpec
+    pass
 
 
 NORM_OPS = ("layernorm", "rmsnorm", "softmax")
@@ -89,19 +87,13 @@ def _norm_point(ctx: _Ctx, kind: str, rows: int, hidden: int) -> list[dict[str, 
 # --------------------------------------------------------------------------- fit
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("norm", []), gpu, params)
-
-
 NORM = Family(
     name="norm",
     engine="torch",
     points=norm_points,
     label=lambda kind, rows, hidden: f"{kind} {rows}x{hidden}",
     measure=_norm_point,
-    fit=fit,
+    fit=kernel_families_fit("norm"),
     fit_order=7.5,
     groups=(Group("layer/RMS norm, softmax", lambda p: p.family == "norm", 10.0, None, order=9),),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpumodel.validate.families.base import Family, Group
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit
 
 if TYPE_CHECKING:
     from gpumodel.calibrate import Point
@@ -66,14 +66,6 @@ def _gemm_point(ctx: Ctx, size: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- fit
 
 
-def fit_stream(
-    fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams
-) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("numpy_stream", []), gpu, params)
-
-
 def fit_gemm(
     fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams
 ) -> CalibrationParams:
@@ -90,7 +82,7 @@ NUMPY_STREAM = Family(
     points=lambda quick: [(s,) for s in stream_sizes(quick)],
     label=lambda _s: "numpy stream copy",
     measure=_stream_point,
-    fit=fit_stream,
+    fit=kernel_families_fit("numpy_stream"),
     fit_order=7.9,
     groups=(Group("numpy stream", lambda p: p.family == "numpy_stream", 15.0, None, order=22),),
 )

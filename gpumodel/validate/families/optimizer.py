@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit, make_record
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
 
 if TYPE_CHECKING:
-    from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
-    from gpumodel.specs import GPUSpec
+    pass
 
 
 def adamw_points(quick: bool) -> list[int]:
@@ -49,19 +47,13 @@ def _adamw_point(ctx: _Ctx, params: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- fit
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("adamw", []), gpu, params)
-
-
 ADAMW = Family(
     name="adamw",
     engine="torch",
     points=lambda quick: [(n,) for n in adamw_points(quick)],
     label=lambda n: f"fused AdamW {n} params",
     measure=_adamw_point,
-    fit=fit,
+    fit=kernel_families_fit("adamw"),
     fit_order=7.8,
     groups=(Group("optimizer (fused AdamW)", lambda p: p.family == "adamw", 10.0, None, order=12),),
 )

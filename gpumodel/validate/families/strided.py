@@ -6,14 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpumodel.validate.families.base import Family, Group, make_record
+from gpumodel.validate.families.base import Family, Group, kernel_families_fit, make_record
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
 
 if TYPE_CHECKING:
-    from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
-    from gpumodel.specs import GPUSpec
+    pass
 
 
 # The eager HF Llama kernels PyTorch runs on its non-vectorised path, over (tokens, 4096):
@@ -99,19 +97,13 @@ def _strided_point(ctx: _Ctx, case: str, tokens: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- fit
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    from gpumodel.calibrate import fit_kernel_families
-
-    return fit_kernel_families(fam.get("strided_elementwise", []), gpu, params)
-
-
 STRIDED_ELEMENTWISE = Family(
     name="strided_elementwise",
     engine="torch",
     points=strided_points,
     label=lambda case, tokens: f"{case} {tokens}x4096",
     measure=_strided_point,
-    fit=fit,
+    fit=kernel_families_fit("strided_elementwise"),
     fit_order=7.7,
     groups=(
         Group("strided elementwise (casts, broadcasts)",
