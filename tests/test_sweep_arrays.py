@@ -194,12 +194,13 @@ def test_prompts_across_a_sliding_window_equal_predict():
         assert close(row["time_s"], s.time_s), row
 
 
-def test_trace_calibration_is_timed_point_by_point_and_equal():
+def test_trace_calibration_is_timed_point_by_point_and_equal(tmp_path):
     """A calibration fitted from a trace scales kernel families by their bound; the array path
     leaves it to the scalar op model (ScalarOnly), and the sweep still equals the scalar."""
     from pathlib import Path
 
-    cal = Path(__file__).resolve().parent.parent / "transformer_eager.calibration.yaml"
+    trace = Path(__file__).resolve().parent / "fixtures" / "traces" / "transformer_eager.json.gz"
+    cal = gm.calibrate_from_trace(trace).save(tmp_path / "eager.calibration.yaml")
     assert gm.load_calibration(cal).parameters.family_time_scale
     r = gm.sweep_inference("llama-3-8b", "h100", batch=[1, 16], context=[1024, 2048],
                            runtime="hf-eager", calibration=str(cal))  # fmt: skip
