@@ -408,6 +408,8 @@ def check_target(path: str | Path, what: str = "output") -> Path:
         path = as_path(path, what)
     except InputFileError as exc:
         raise OutputFileError(str(exc)) from None
+    if str(path) == "-":  # would be a file named '-', not standard output
+        raise OutputFileError(f"-: {what} is written to a file, not standard output; give a path")
     if _is(path, "is_dir"):
         raise OutputFileError(f"{path}: {what} path is a directory; give a file name")
     parent = path.parent if str(path.parent) else Path(".")

@@ -8,7 +8,8 @@ wherever it comes in. The bounds are what can exist, not what is typical (docs/h
 * sizes are exact Python ints >= 1 (booleans refused, a float only when it is a whole number);
 * one tensor holds at most 2**53 elements (the largest count a float64 holds exactly) and moves
   at most 2**60 bytes (1 EiB; the largest GPU memory today is ~0.3 TB);
-* a job has at most 10**6 GPUs;
+* a job has at most 10**6 GPUs; a sequence at most 2**30 tokens (100x the longest context
+  window published);
 * floats are finite; rates, bandwidths and sizes > 0; overheads and times >= 0.
 
 Errors raised by these validators are plain ``ValueError`` (what pydantic expects inside a
@@ -31,6 +32,9 @@ MAX_FLOPS = 1e30  # FLOPs of one op or step (10^30: a million GPUs for 30 years 
 MAX_GPUS = 10**6  # GPUs in one job
 MAX_SECONDS = 1e9  # any time given as input (~31 years)
 MAX_TOKENS = 1e18  # tokens to train on (10^18: ~10^5 times today's largest runs)
+# tokens in one sequence: 100x the longest context window published (10M, Llama 4 Scout,
+# ai.meta.com/blog/llama-4-multimodal-intelligence, 2025-04); 10^12 gave 5.7 x 10^13 s (fuzz)
+MAX_SEQ_TOKENS = 2**30
 MAX_DIGITS = 100  # digits of a number written as text (a 5000-digit number is refused early)
 
 
@@ -58,7 +62,12 @@ def _whole(value: Any) -> Any:
     return value
 
 
-_NAMED = {MAX_ELEMENTS: "2**53", MAX_BYTES: "2**60 (1 EiB)", MAX_GPUS: "10**6"}
+_NAMED = {
+    MAX_ELEMENTS: "2**53",
+    MAX_BYTES: "2**60 (1 EiB)",
+    MAX_GPUS: "10**6",
+    MAX_SEQ_TOKENS: "2**30 tokens",
+}
 
 
 def _shown(value: Any) -> str:
@@ -124,6 +133,7 @@ HostSecondsOrZero = _float_type(ge=0, le=3600)
 Size = _int_type(1, MAX_ELEMENTS)  # a dimension or element count
 NonNegativeSize = _int_type(0, MAX_ELEMENTS)
 GpuCount = _int_type(1, MAX_GPUS)
+SeqTokens = _int_type(1, MAX_SEQ_TOKENS)  # a sequence or context length in tokens
 SmallCount = _int_type(1, 2**31 - 1)  # threads per block, registers, channels, layers, heads...
 
 
@@ -317,17 +327,19 @@ def check_paths(value: Any, what: str = "search paths") -> tuple[str, ...]:
 
 
 GPU_ARGS = {"gpus", "tp", "pp", "dp", "ep", "nodes", "gpus_per_node"}
+SEQ_ARGS = {"seq", "context", "kv_seq"}  # token counts of one sequence
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
 
 
 def check_counts(**values: Any) -> None:
     """Each given count (None: not given) an exact int >= 1; GPU counts (gpus, tp, pp, dp...)
-    at most 10**6, other sizes (batch, seq, tokens per step...) at most 2**53."""
+    at most 10**6, sequence lengths (seq, context) at most 2**30 tokens, other sizes (batch,
+    tokens per step...) at most 2**53."""
     for name, value in values.items():
         if value is not None:
-            check_int(
-                value, name, ge=1, le=MAX_GPUS if name.split("[")[0] in GPU_ARGS else MAX_ELEMENTS
-            )
+            base = name.split("[")[0]
+            high = MAX_GPUS if base in GPU_ARGS else MAX_ELEMENTS
+            check_int(value, name, ge=1, le=MAX_SEQ_TOKENS if base in SEQ_ARGS else high)
 
 
 def check_dtype(dtype: Any, name: str = "dtype") -> str:

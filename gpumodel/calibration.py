@@ -38,6 +38,7 @@ from gpumodel._validators import (
     Fraction,
     GpuCount,
     Multiplier,
+    NonEmptyStr,
     NonNegativeSize,
     Percent,
     PerSMCycle,
@@ -50,7 +51,7 @@ from gpumodel._validators import (
 )
 from gpumodel.errors import CalibrationError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, format_validation_error, get_gpu
-from gpumodel.tracefit import TraceFit
+from gpumodel.tracefit import TraceFit, TraceHost
 
 FORMAT_VERSION = 1
 
@@ -116,7 +117,7 @@ class PowerParams(_Frozen):
     static share of the power limit. Carries to GPUs of the same architecture by SM count and
     clock^3 (their own spec'd power limit applies); never across architectures."""
 
-    architecture: str
+    architecture: NonEmptyStr
     tensor_power_w_per_sm: float = Field(
         gt=0, le=1000, description="W per SM, full tensor activity"
     )
@@ -233,12 +234,12 @@ class Calibration(_Frozen):
     transferred_from: str | None = None
     parameters: CalibrationParams
     errors: dict[str, FamilyError] = Field(default_factory=dict)
-    unavailable: list[dict[str, str]] = Field(default_factory=list)
+    unavailable: list[dict[str, NonEmptyStr]] = Field(default_factory=list)
     measurements: list[dict[str, Any]] = Field(default_factory=list)
     # fitted from a user's torch.profiler trace (gpumodel calibrate --trace): what and how
     trace: TraceFit | None = None
-    # the host the trace ran on (host-profile schema, as `gpumodel validate --host-only` writes)
-    host_profile: dict[str, Any] | None = None
+    # the host the trace ran on: its eager op, launch and replay costs
+    host_profile: TraceHost | None = None
     # where it was loaded from (not stored)
     origin: str | None = Field(None, exclude=True)
     # label of the system calibration whose collectives were added (not stored)

@@ -473,8 +473,8 @@ def identify_model(ops: list[Any]) -> tuple[str | None, str]:
 
 
 def host_profile_from_fit(fit: TraceFit) -> dict[str, Any]:
-    """A host profile (the schema ``gpumodel validate --host-only`` writes) from what the trace
-    showed: eager op costs by kind, the launch cost and the graph replay, profiler removed."""
+    """The traced host's costs (stored as the calibration's ``host_profile``, a ``TraceHost``):
+    eager op costs by kind, the launch cost and the graph replay, profiler removed."""
     op_s = dict(fit.host_op_s)
     fallback = fit.host_per_kernel_s
     eager = {k: op_s.get(k, fallback) for k in HOST_KINDS}

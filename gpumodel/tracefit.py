@@ -4,9 +4,21 @@ the host and the runtime, with the trace's provenance (see gpumodel.tracecal).""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from gpumodel._validators import (
+    ByteCount,
+    FiniteFloat,
+    Fraction,
+    HostSecondsOrZero,
+    NonEmptyStr,
+    NonNegativeFloat,
+    PositiveSeconds,
+    Seconds,
+    SmallCount,
+)
 
 
 def family_key(family: str, bound: str) -> str:
@@ -25,10 +37,10 @@ class FamilyFit(_Frozen):
     """One family/bound pair: GPU time measured and predicted per step, and their ratio."""
 
     key: str  # "gemm/memory"
-    kernels_per_step: float
-    measured_s: float  # per step
-    predicted_s: float  # per step, base calibration
-    scale: float  # measured / predicted (stored when fitted)
+    kernels_per_step: NonNegativeFloat
+    measured_s: Seconds  # per step
+    predicted_s: Seconds  # per step, base calibration
+    scale: NonNegativeFloat  # measured / predicted (stored when fitted)
     fitted: bool
 
 
@@ -36,11 +48,11 @@ class ProfilerCorrection(_Frozen):
     """How the profiler's own host cost was taken out."""
 
     method: str  # "step-ms" (solved from the unprofiled step time) or "default per-event cost"
-    per_event_s: float
-    events_per_step: float
-    removed_per_step_s: float
-    profiled_host_step_s: float
-    host_step_s: float  # after the correction
+    per_event_s: Seconds
+    events_per_step: NonNegativeFloat
+    removed_per_step_s: Seconds
+    profiled_host_step_s: Seconds
+    host_step_s: Seconds  # after the correction
 
 
 class TraceFit(_Frozen):
@@ -53,25 +65,39 @@ class TraceFit(_Frozen):
     runtime: str
     runtime_evidence: list[str]
     created: datetime
-    steps: int
-    step_time_s: float  # measured step period in the trace (profiled)
-    unprofiled_step_s: float | None  # --step-ms, when given
-    gpu_busy_s: float  # per step
-    kernels_per_step: float
-    graph_launches_per_step: float
-    matched_fraction: float  # of the step's GPU time, matched to modelled ops
+    steps: SmallCount
+    step_time_s: Seconds  # measured step period in the trace (profiled)
+    unprofiled_step_s: PositiveSeconds | None  # --step-ms, when given
+    gpu_busy_s: Seconds  # per step
+    kernels_per_step: NonNegativeFloat
+    graph_launches_per_step: NonNegativeFloat
+    matched_fraction: Fraction  # of the step's GPU time, matched to modelled ops
     unmatched: list[dict[str, Any]]  # the largest unmatched kernels: name, family, s/step, reason
     families: list[FamilyFit]
     profiler: ProfilerCorrection
-    host_per_kernel_s: float  # corrected host time per launched kernel (eager) or per graph
-    host_op_s: dict[str, float]  # corrected median host time of one top-level call, by kind
-    host_op_counts: dict[str, float]  # top-level calls per step, by kind
-    self_check: dict[str, float]  # the fitted model on the traced step itself
+    host_per_kernel_s: Seconds  # corrected host time per launched kernel (eager) or per graph
+    host_op_s: dict[str, Seconds]  # corrected median host time of one top-level call, by kind
+    host_op_counts: dict[str, NonNegativeFloat]  # top-level calls per step, by kind
+    self_check: dict[str, FiniteFloat]  # the fitted model on the traced step itself
     model: str | None = None
     # allocator high-water marks of the traced steps (profile_memory=True), bytes
-    peak_allocated_bytes: float | None = None
-    peak_reserved_bytes: float | None = None
+    peak_allocated_bytes: ByteCount | None = None
+    peak_reserved_bytes: ByteCount | None = None
     notes: list[str] = Field(default_factory=list)
 
 
-__all__ = ["FamilyFit", "ProfilerCorrection", "TraceFit", "family_key"]
+class TraceHost(_Frozen):
+    """The traced machine's host costs, as ``calibrate --trace`` records them beside the fit
+    (profiler cost removed): eager op costs by kind, the launch cost, the graph replay."""
+
+    host_profile: Literal[1]
+    name: NonEmptyStr
+    measured_at: NonEmptyStr
+    source: NonEmptyStr
+    eager_op_s: dict[NonEmptyStr, HostSecondsOrZero | None]
+    kernel_launch_s: HostSecondsOrZero | None = None
+    graph_replay_s: HostSecondsOrZero | None = None
+    per_step_host_s: HostSecondsOrZero | None = None
+
+
+__all__ = ["FamilyFit", "ProfilerCorrection", "TraceFit", "TraceHost", "family_key"]

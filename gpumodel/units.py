@@ -139,6 +139,8 @@ def format_quantity(value: float, unit: str, binary: bool = False, digits: int =
         from gpumodel._validators import _show
 
         raise UnitError(f"unit must be text, got {_show(unit)}")
+    if not unit.strip():  # '3 T' says nothing: name the unit, 'tokens' for a count
+        raise UnitError("unit must not be empty (name it, e.g. 'B/s' or 'tokens')")
     if value == 0:
         return f"0 {unit}"
     steps = (

@@ -834,3 +834,32 @@ def test_fuzz_final_rerun_findings(capsys):
     code, _, err = run(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100",
                        "--tokens", "inf")  # fmt: skip
     assert code == 2 and "--tokens is for --mode training" in err
+
+
+def test_fuzz_leftovers_of_the_final_rerun_closed(capsys, tmp_path):
+    """The final re-run's last findings: an attention sequence of 10^12 tokens (5.7 x 10^13 s),
+    empty calibration metadata (``host_profile: {}``, an empty power architecture or
+    unavailable family), an empty unit, and validate arguments it ignored (a re-fit given
+    --families or a number as --backend; --out - wrote a file named '-')."""
+    from gpumodel.units import format_quantity
+
+    refused(capsys, "predict", "attention", "--seq", "1e12", "--gpu", "h100", match="2**30 tokens")
+    assert gm.predict(ops.Attention(seq=2**20), "h100").time_s > 0  # a million tokens is fine
+    with pytest.raises(GpumodelError, match="unit must not be empty"):
+        format_quantity(3e12, "")
+    text = H100_CAL.read_text(encoding="utf-8")
+    for name, edit in (("host_profile", text.replace("\nhost_profile: null\n", "\nhost_profile: {}\n", 1)),
+                       ("architecture", text.replace("  power:\n    architecture: hopper",
+                                                     "  power:\n    architecture: ''", 1))):  # fmt: skip
+        assert edit != text
+        bad = tmp_path / f"{name}.yaml"
+        bad.write_text(edit, encoding="utf-8")
+        with pytest.raises(GpumodelError, match=name):
+            gm.load_calibration(bad)
+    argv = ("validate", "--from-measurements", str(H100_CAL), "--out", str(tmp_path / "c.yaml"))
+    refused(capsys, *argv, "--backend", "9007199254740993", match="backend must be one of")
+    refused(capsys, *argv, "--families", "gemm", match="leave out --families")
+    refused(capsys, "validate", "--backend", "numpy", "--families", "1_000", match="family must")
+    refused(capsys, "validate", "--from-measurements", str(H100_CAL), "--out", "-",
+            match="not standard output")  # fmt: skip
+    assert not (Path.cwd() / "-").exists()

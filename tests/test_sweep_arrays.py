@@ -166,7 +166,8 @@ def test_sweep_still_rejects_what_the_scalar_rejects():
 def test_collective_over_sizes_equals_predict(gpu):
     """``collectives.time_array`` (one op, many sizes) against ``predict`` size by size: measured
     NCCL lines (H100/H200 calibrations), transferred ones and the datasheet's algorithm choice,
-    across the sizes where the fastest algorithm changes."""
+    across the sizes where the fastest algorithm changes; and over several nodes (the training
+    step's gradient sync), where one node's collective is the floor."""
     from gpumodel.calibration import resolve
     from gpumodel.llm._comm import AllGather, AllReduce, ReduceScatter, collective_kernel, placed
     from gpumodel.ops.collectives import time_array
@@ -181,6 +182,13 @@ def test_collective_over_sizes_equals_predict(gpu):
                 for i, v in enumerate(sizes.tolist()):
                     one = type(op)(**{**op.__dict__, "bytes": v})
                     assert close(got[i], collective_kernel(one, g, cal).time_s), (cls, tp, v)
+            for dp, inner in ((16, 1), (24, 2), (64, 8), (512, 4)):
+                op = placed(cls, 1024.0, dp, "bf16", inner=inner)
+                assert op.nodes > 1
+                got = time_array(op, g, cal, sizes[::4])
+                for i, v in enumerate(sizes[::4].tolist()):
+                    one = type(op)(**{**op.__dict__, "bytes": v})
+                    assert close(got[i], collective_kernel(one, g, cal).time_s), (cls, dp, v)
 
 
 def test_prompts_across_a_sliding_window_equal_predict():

@@ -80,7 +80,7 @@ def validate(
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
-    _check_targets(out, report)  # before any measuring: a bad path fails in a second, not later
+    _check_targets(out, report, host_out)  # before any measuring: a bad path fails in a second, not later
     if conditions:
         _conditions(report, out, from_measurements, quick, as_json)
         return
@@ -129,8 +129,7 @@ def validate(
         host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if host:
         _host_profile(host_out, as_json, no_progress)
-    if fails:
-        raise typer.Exit(1)
+    _exit_if_missed(fails)
 
 
 def _torch_sees_gpu() -> bool:
@@ -202,11 +201,11 @@ class _progress:
             self.bar.__exit__(*exc)
 
 
-def _check_targets(out: str | None, report: str | None) -> None:
+def _check_targets(out: str | None, report: str | None, host_out: str | None = None) -> None:
     """--out must be a writable file path, --report a directory (or one that can be made)."""
     from gpumodel._io import InputFileError, OutputFileError, as_path, check_target
 
-    for value, what in ((out, "--out"), (report, "--report")):
+    for value, what in ((out, "--out"), (report, "--report"), (host_out, "--host-out")):
         if value:  # NUL bytes, over-long names: one line before any os call sees them
             try:
                 as_path(value, what)
@@ -278,11 +277,12 @@ def _extra_checks(
                 console().print(f"saved where predictions find it: "
                                 f"{result['found_by_predictions_at']}", highlight=False,
                                 markup=False)  # fmt: skip
-    failed = results.get("occupancy", {}).get("n_mismatches", 0) or (
-        results.get("collectives", {}).get("passed") is False
-    )
-    if failed:
-        raise typer.Exit(1)
+    missed = []
+    if results.get("occupancy", {}).get("n_mismatches", 0):
+        missed.append(f"occupancy: {results['occupancy']['n_mismatches']} mismatches")
+    if results.get("collectives", {}).get("passed") is False:
+        missed.append("collectives: outside their tolerance")
+    _exit_if_missed(missed)
 
 
 def _conditions(
@@ -388,5 +388,15 @@ def _transfer_check(
         console().print(table)
         for f in fails:
             console().print(f"FAIL {f}", highlight=False, markup=False)
-    if fails:
+    _exit_if_missed(fails)
+
+
+def _exit_if_missed(missed: list[str]) -> None:
+    """Exit 1 (not 2: the input was fine, the measurements missed) when a target was missed,
+    with one line on stderr saying which, also under --json/--csv where stdout is data."""
+    if missed:
+        import sys
+
+        more = f" (+{len(missed) - 1} more)" if len(missed) > 1 else ""
+        print(f"validate: {len(missed)} target(s) missed: {missed[0]}{more}", file=sys.stderr)
         raise typer.Exit(1)

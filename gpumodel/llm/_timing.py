@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from gpumodel.calibration import Calibration, calibration_label, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
+from gpumodel.ops.collectives import time_array
 from gpumodel.predict import predict
 from gpumodel.prediction import Bound, KernelPrediction, Term
 from gpumodel.specs import GPUSpec
@@ -115,6 +116,7 @@ class Timer:
         self.op_times = dict(op_times or {})
         self.stream_floor_s = stream_floor_s
         self._cache: dict[Any, tuple[KernelPrediction, ...]] = {}
+        self._collective_s: dict[Collective, float] = {}
 
     @property
     def label(self) -> str:
@@ -143,6 +145,17 @@ class Timer:
             )
             for k in kernels
         )
+
+    def collective_time_s(self, entry: LayerOp) -> float:
+        """``kernels(entry)``'s time for a collective, without the explanation ``predict``
+        builds (the training step's gradient sync, per layout in the sweeps)."""
+        measured = self.op_times.get(entry.name)
+        if measured is not None:
+            return float(measured)
+        op = entry.op
+        if op not in self._collective_s:
+            self._collective_s[op] = float(time_array(op, self.gpu, self.calibration, op.bytes))
+        return self._collective_s[op]
 
     def time(self, entry: LayerOp) -> Timed:
         return Timed(entry, self.kernels(entry))

@@ -298,8 +298,40 @@ def memory(
                fragmentation=fragmentation, dtype=dtype)  # fmt: skip
     if kv_dtype is not None:
         check_args(dtype=kv_dtype)
-    spec = get_model(model)
-    g = get_gpu(gpu)
+    return memory_of(get_model(model), get_gpu(gpu), batch=batch, seq=seq, dtype=dtype,
+                     train=train, tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute,
+                     sequence_parallel=sequence_parallel, attention=attention,
+                     microbatches=microbatches, kv_dtype=kv_dtype, prefill_tokens=prefill_tokens,
+                     overhead_bytes=overhead_bytes, phase=phase, policy=policy,
+                     activation_model=activation_model, fragmentation=fragmentation)  # fmt: skip
+
+
+def memory_of(
+    spec: ModelSpec,
+    g: GPUSpec,
+    *,
+    batch: int,
+    seq: int,
+    dtype: str = "bf16",
+    train: bool = False,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    zero: int = 0,
+    recompute: Recompute = "none",
+    sequence_parallel: bool | None = None,
+    attention: AttentionImpl = "flash",
+    microbatches: int | None = None,
+    kv_dtype: str | None = None,
+    prefill_tokens: int | None = None,
+    overhead_bytes: float = DEFAULT_OVERHEAD_BYTES,
+    phase: Phase | None = None,
+    policy: Policy | None = None,
+    activation_model: ActivationModel = "megatron",
+    fragmentation: float | None = None,
+) -> MemoryBreakdown:
+    """:func:`memory` of arguments already checked at their boundary (``memory`` itself, the
+    training step, the vectorised sweeps, which call it once per distinct layout)."""
     if train:
         if phase not in (None, "train"):
             raise SpecError(f"train=True is the training phase, got phase='{phase}'")

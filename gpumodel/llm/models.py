@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from gpumodel import _paths
-from gpumodel._validators import Checked, NonEmptyStr, Size
+from gpumodel._validators import Checked, NonEmptyStr, SeqTokens, Size
 from gpumodel.errors import SpecError, UnknownModelError
 from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
@@ -81,7 +81,7 @@ class ModelSpec(_Frozen):
     norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
     position: Literal["rope", "learned"] = "rope"
     bias: bool = Field(False, description="linear layers carry biases (GPT-2/GPT-3)")
-    max_context: Size
+    max_context: SeqTokens
     sliding_window: Size | None = Field(
         None, description="attention window: keys and KV cache are capped at this length"
     )

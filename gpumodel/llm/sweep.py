@@ -63,7 +63,7 @@ from gpumodel.llm._comm import Collective
 from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timed, Timer
 from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
-from gpumodel.llm.memory import Policy, Recompute, memory
+from gpumodel.llm.memory import Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags
 from gpumodel.llm.training import (
@@ -310,6 +310,10 @@ def sweep_inference(
                     groups.append((sub, _array_ops(spec, uniq[sub], flags)))
                 except MixedKernels:
                     groups.append((sub, None))
+    # bytes per GPU do not depend on the GPU (only its capacity does): once per layout
+    need = np.array([memory_of(spec, gpus[0], batch=b, seq=c, dtype=dtype, tp=t, phase=phase,
+                               attention=attention, prefill_tokens=b * s).total_bytes
+                     for t, b, s, c in uniq.tolist()])  # fmt: skip
     for g in gpus:
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
@@ -326,10 +330,8 @@ def sweep_inference(
             if times is None:  # one step at a time (MoE, repeated K/V, mixed kernels)
                 times = _scalar_steps(spec, timer, rt, hp, uniq[idx], flags, hosts)
             step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
-        for i, (t, b, s, c) in enumerate(uniq.tolist()):
-            mb = memory(spec, g, batch=b, seq=c, dtype=dtype, tp=t, phase=phase,
-                        attention=attention, prefill_tokens=b * s)  # fmt: skip
-            mem[i], cap[i], fits[i] = mb.total_bytes, mb.capacity_bytes, mb.fits
+        mem[:], cap[:] = need, g.memory.capacity_bytes
+        fits[:] = need <= cap  # MemoryBreakdown.fits
         if not np.all(np.isfinite(step) & (step >= 0)):
             raise SpecError(f"{spec.id} on {g.id}: the model gives a non-finite step time; the "
                             "inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
@@ -428,6 +430,7 @@ def sweep_training(
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
     prices: dict[str, Price | None] = {}
+    need_by_layout: dict[tuple, float] = {}  # bytes per GPU by layout and fragmentation
     for g in gpus:
         peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector") or 0.0
         if not peak:
@@ -463,12 +466,16 @@ def sweep_training(
         mkey = np.stack([pts["tp"], pts["pp"], pts["dp"], pts["micro_batch"], pts["seq"],
                          np.minimum(pts["pp"], m)], axis=1)  # fmt: skip
         muniq, minv = _group_rows(mkey)
-        mvals = np.empty((len(muniq), 3))
+        need = np.empty(len(muniq))
         for i, (t, p, d, b, s, inflight) in enumerate(muniq.tolist()):
-            mb = training_memory(spec, g, micro_batch=b, seq=s, dtype=dtype, tp=t, pp=p, dp=d,
-                                 zero=zero, recompute=recompute, microbatches=inflight,
-                                 fusion=fusion, policy=policy, fragmentation=frag)  # fmt: skip
-            mvals[i] = (mb.total_bytes, mb.capacity_bytes, mb.fits)
+            key = (t, p, d, b, s, inflight, frag)  # bytes do not depend on the GPU
+            if key not in need_by_layout:
+                need_by_layout[key] = training_memory(
+                    spec, g, micro_batch=b, seq=s, dtype=dtype, tp=t, pp=p, dp=d, zero=zero,
+                    recompute=recompute, microbatches=inflight, fusion=fusion, policy=policy,
+                    fragmentation=frag).total_bytes  # fmt: skip
+            need[i] = need_by_layout[key]
+        cap = g.memory.capacity_bytes
         n_gpus = pts["tp"] * pts["pp"] * pts["dp"]
         tokens_step = gb * pts["seq"]
         seqs, seq_inv = np.unique(pts["seq"], return_inverse=True)  # once per distinct seq
@@ -482,8 +489,8 @@ def sweep_training(
             "pp": pts["pp"], "dp": pts["dp"], "gpus": n_gpus, "global_batch": gb,
             "microbatches": m, "time_s": step, "tokens_per_s": tokens_per_s,
             "mfu": tokens_step * flops_token / (step * n_gpus * peak),
-            "memory_bytes": mvals[minv, 0], "capacity_bytes": mvals[minv, 1],
-            "fits": mvals[minv, 2].astype(bool), "usd_per_gpu_hour": usd,
+            "memory_bytes": need[minv], "capacity_bytes": np.full(n, cap),
+            "fits": need[minv] <= cap, "usd_per_gpu_hour": usd,
             "usd_per_hour": per_hour,
         }  # fmt: skip
         if tokens is not None:

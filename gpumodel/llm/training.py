@@ -60,7 +60,7 @@ from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
-from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory
+from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -482,10 +482,10 @@ def training_memory(
     for eager modules (``memory.hf_eager_activation_bytes_per_token``); otherwise Megatron's
     (Korthikanti et al. 2022)."""
     act_model = "hf-eager" if fusion == "unfused" and policy is not None else "megatron"
-    return memory(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp, pp=pp,
-                  dp=dp, zero=zero, recompute=recompute, microbatches=microbatches,
-                  policy=policy, activation_model=act_model,
-                  fragmentation=fragmentation)  # fmt: skip
+    return memory_of(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp,
+                     pp=pp, dp=dp, zero=zero, recompute=recompute, microbatches=microbatches,
+                     policy=policy, activation_model=act_model,
+                     fragmentation=fragmentation)  # fmt: skip
 
 
 def stage_times(
@@ -590,7 +590,7 @@ def sync_times(
     dp_comm = 0.0
     if dp > 1:
         sync = placed(AllReduce, grad_bytes, dp, dtype, inner=tp)
-        dp_comm = timer.kernels(LayerOp("dp_grad_sync", sync, kind="comm"))[0].time_s
+        dp_comm = timer.collective_time_s(LayerOp("dp_grad_sync", sync, kind="comm"))
         if zero == 3:
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
     shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from gpumodel._validators import Size
+from gpumodel._validators import SeqTokens, Size
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model.scheduling import TileWork
 from gpumodel.ops.base import (
@@ -57,14 +57,14 @@ class Attention(Op):
     op_name: ClassVar[str] = "attention"
     batch: Size = 1
     heads: Size = 32
-    seq: Size
+    seq: SeqTokens
     head_dim: Size = 128
     dtype: Dtype = "bf16"
     causal: bool = False
     impl: Literal["flash", "cudnn", "naive"] = "flash"
     backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
     kv_heads: Size | None = None
-    kv_seq: Size | None = None
+    kv_seq: SeqTokens | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Attention:

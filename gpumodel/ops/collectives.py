@@ -520,17 +520,35 @@ def _transferred_line(op: Collective, donor: Any, topo: comm.Topology) -> tuple:
 
 def time_array(op: Collective, gpu: GPUSpec, calibration: Any, nbytes: Any) -> Any:
     """``predict(op).time_s`` for each of a numpy array of sizes ``nbytes`` (the LLM sweeps:
-    one tensor-parallel all-reduce over many token counts), one node. The same branches as
-    ``_predict``: a measured line, a transferred one, or the fastest NCCL algorithm."""
+    one tensor-parallel all-reduce over many token counts; a gradient sync per layout), without
+    the explanation ``predict`` builds. The same branches as ``predict_on``: a measured line, a
+    transferred one, or the fastest NCCL algorithm; over several nodes never below one node's."""
     import numpy as np
 
     n = np.asarray(nbytes, dtype=float)
-    if op.nodes > 1:
-        raise UnsupportedError("time_array: one node only (several: predict each size)")
     if op.gpus == 1:
         return np.zeros_like(n)
+    one_node_cal = calibration
     if calibration is not None:
         calibration = op.with_system_calibration(gpu, calibration)
+    t = _time_array(op, gpu, calibration, n)
+    per_node = op.gpus // op.nodes
+    if op.nodes == 1 or per_node < 2:
+        return t
+    # Collective._not_below_one_node: the same exchange among one node's GPUs is the floor
+    shard = per_node / op.gpus if op.collective == "all_gather" else 1.0
+    inner = op.model_copy(update={"gpus": per_node, "nodes": 1, "gpus_per_node": None,
+                                  "bytes": op.bytes * shard})  # fmt: skip
+    try:
+        floor = time_array(inner, gpu, one_node_cal, n * shard)
+    except (ValueError, UnsupportedError):
+        return t
+    return np.maximum(t, floor)
+
+
+def _time_array(op: Collective, gpu: GPUSpec, calibration: Any, n: Any) -> Any:
+    import numpy as np
+
     exact, donor, _, _, topo, _ = _setup(op, gpu, calibration)
     factor = op.bus_factor()
     if exact is not None and topo.nodes == 1:

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpumodel.calibrate import calibrate, failures
 from gpumodel.calibration import Calibration, atomic_write_text
-from gpumodel.errors import DeviceError, GpumodelError
+from gpumodel.errors import DeviceError, GpumodelError, SpecError
 from gpumodel.specs import GPUSpec, get_gpu, list_gpus
 from gpumodel.validate.tasks import Progress
 
@@ -87,7 +87,10 @@ def run_validate(
     progress: Progress | None = None,
     from_measurements: str | None = None,
 ) -> tuple[Calibration, list[str], list[str]]:
-    """Measure (or load raw measurements), calibrate, and return (calibration, failures, notes)."""
+    """Measure (or load raw measurements), calibrate, and return (calibration, failures, notes).
+    ``families`` picks what to measure (names as ``validate --families`` lists them); a re-fit
+    from saved measurements fits everything they hold, so the two are not combined."""
+    check_validate_args(backend, families, from_measurements)
     info, records, unavailable = load_or_measure(
         backend, quick, from_measurements, families, progress
     )
@@ -100,6 +103,28 @@ def run_validate(
     cal, skipped = build_calibration(spec, info, records, unavailable,
                                      "numpy" if backend == "numpy" else "cupy")  # fmt: skip
     return cal, failures(cal.errors), skipped
+
+
+BACKENDS = ("cupy", "numpy")
+
+
+def check_validate_args(
+    backend: Any, families: set[str] | None, from_measurements: str | None
+) -> None:
+    """The boundary of a validate run: a known backend, known family names, no family choice
+    on a re-fit (it would be ignored)."""
+    from gpumodel._validators import check_choice
+    from gpumodel.validate.families import names
+
+    check_choice(backend, "backend", BACKENDS)
+    if families is None:
+        return
+    if from_measurements:
+        raise SpecError("--families picks what to measure; a re-fit from saved measurements "
+                        "fits all they hold (leave out --families)")  # fmt: skip
+    known = tuple(names())
+    for name in sorted(families):
+        check_choice(name, "family", known)
 
 
 def load_or_measure(
