@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -82,11 +83,12 @@ def _efficiency(tile_work: TileWork | Sequence[float], groups: int, slots: int) 
     works = list(tile_work)  # fewer than 64 x slots blocks (above), so a bounded list
     if min(works) == max(works):  # equal blocks: whole waves, no need to simulate
         return blocks / (-(-blocks // slots) * slots)
-    finish = [0.0] * min(slots, blocks)
+    # the first ``slots`` blocks start at once; each later one where a slot frees first
+    order = itertools.chain.from_iterable(itertools.repeat(works, groups))
+    finish = list(itertools.islice(order, slots))
     heapq.heapify(finish)
     replace = heapq.heapreplace
-    for _ in range(groups):
-        for w in works:
-            replace(finish, finish[0] + w)
+    for w in order:
+        replace(finish, finish[0] + w)
     makespan = max(finish)
     return total / (makespan * slots)
