@@ -594,7 +594,24 @@ def main(argv: list[str] | None = None) -> int:
         help="steps-*.json files (default validation/results/steps-*/steps-*.json)",
     )
     ap.add_argument("--json-out", default=None, help="also write every scored row as JSON")
+    ap.add_argument(
+        "--calibration",
+        action="append",
+        default=[],
+        metavar="GPU=PATH",
+        help="also score that GPU's data with this calibration, named 'same machine' (a "
+        "validate run on the machine that measured the set, in the same device call)",
+    )
     args = ap.parse_args(argv)
+    extra: dict[str, Any] = {}
+    for item in args.calibration:
+        gpu_id, _, path = item.partition("=")
+        if not path or not Path(path).is_file():
+            print(f"error: --calibration wants GPU=PATH of a file, got {item!r}", file=sys.stderr)
+            return 2
+        import gpumodel as gm
+
+        extra[gpu_id] = gm.load_calibration(str(Path(path).resolve()))
     res = ROOT / "validation" / "results"
     kpaths = [Path(p).resolve() for p in (args.kernels if args.kernels is not None else
                                           sorted(glob.glob(str(res / "unseen-*" / "unseen.json"))))]  # fmt: skip
@@ -610,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
         out = [(f"{gpu_id} own", calibration(gpu_id))]
         if gpu_id != "h100-sxm":
             out.append(("from h100-sxm", calibration(gpu_id, "h100-sxm")))
+        if gpu_id in extra:
+            out.append(("same machine", extra[gpu_id]))
         for name, cal in out:
             cal_names.setdefault(f"{gpu_id}: {name}", calibration_text(cal))
         return out
