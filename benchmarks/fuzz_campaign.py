@@ -499,7 +499,7 @@ def hostile_python() -> list[tuple[str, Any, str]]:
 LIB_SKIP = {"llm", "ops", "__version__"}
 # (function, parameter) pairs where a huge finite number or an empty mapping is a valid input:
 # formatting and unit helpers format any finite number; an empty dict of calibration
-# parameters or prices means "none given"
+# parameters, prices or measured op times means "none given"
 _HUGE = {"1e300", "2**70", "2**63", "1e12"}
 LIB_VALID_ODDITIES = {
     ("format_quantity", "value"): _HUGE,
@@ -509,6 +509,8 @@ LIB_VALID_ODDITIES = {
     ("littles_law", "latency"): _HUGE,
     ("concurrency", "calibration"): {"{}"},
     ("price_for", "price"): {"{}"},
+    # op_times maps op names to measured seconds; empty: nothing measured (as None)
+    ("predict_inference", "op_times"): {"{}"},
 }
 
 

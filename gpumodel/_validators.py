@@ -119,8 +119,18 @@ Percent = _float_type(ge=0, le=1e6)  # an error statistic, %
 SignedPercent = _float_type(ge=-1e6, le=1e6)
 Seconds = _float_type(ge=0, le=MAX_SECONDS)
 PositiveSeconds = _float_type(gt=0, le=MAX_SECONDS)
-ByteCount = _float_type(ge=0, le=MAX_BYTES)
-PositiveBytes = _float_type(gt=0, le=MAX_BYTES)
+
+
+def _whole_byte(value: float) -> float:
+    """A byte count is 0 or at least one byte: 1e-300 B gave an infinite arithmetic intensity."""
+    if 0 < value < 1:
+        raise ValueError(f"a byte count is 0 or at least 1 byte, got {value:g}")
+    return value
+
+
+ByteCount = Annotated[float, BeforeValidator(_no_bool), _bounds(ge=0, le=MAX_BYTES),
+                      AfterValidator(_whole_byte)]  # fmt: skip
+PositiveBytes = _float_type(ge=1, le=MAX_BYTES)
 FlopCount = _float_type(ge=0, le=MAX_FLOPS)
 Rate = _float_type(gt=0, le=1e21)  # FLOP/s or bytes/s: a zetta-rate is far past any machine
 MAX_USD_PER_GPU_HOUR = 1e6  # a price per GPU-hour past this is a typo, not a quote
@@ -376,6 +386,8 @@ def check_array(values: Any, name: str, *, whole: bool = True, ge: float = 1,
         arr = np.asarray(values, dtype=float)
     except (TypeError, ValueError, OverflowError):
         raise SpecError(f"{name} must be numbers, got {_show(values)}") from None
+    if arr.size == 0:
+        raise SpecError(f"{name}: give at least one value")
     bad = ~np.isfinite(arr) | (arr < ge) | (arr > le)
     if whole:
         bad |= np.isfinite(arr) & (arr != np.floor(arr))
@@ -406,6 +418,8 @@ _NUMBER_ARGS: dict[str, dict[str, float]] = {
     "tokens": {"gt": 0, "le": MAX_TOKENS},
 }
 _INT_ARGS = {"zero": (0, 3), "limit": (1, 2**31)}
+# arguments whose default is a value: None given for them was a mistake, not "not given"
+_NEVER_NONE = frozenset({"zero", "recompute", "attention", "dtype"})
 
 
 def _llm_choices() -> dict[str, tuple[str, ...]]:
@@ -433,6 +447,8 @@ def check_args(**values: Any) -> None:
     choices = None
     for name, value in values.items():
         if value is None:
+            if name in _NEVER_NONE:  # these have a default, not an "unset"
+                raise SpecError(f"{name} must be given (leave it out for the default), got None")
             continue
         if name in _NUMBER_ARGS:
             bounds = _NUMBER_ARGS[name]

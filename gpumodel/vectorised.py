@@ -73,7 +73,7 @@ def sweep(
         transpose_b = params.pop("transpose_b", False)
         if not isinstance(transpose_b, bool):
             raise SpecError(f"sweep gemm: transpose_b must be true or false, got {transpose_b!r}")
-        m, n, k, batch = np.broadcast_arrays(
+        m, n, k, batch = _broadcast(
             *(check_array(params.pop(x, 1 if x == "batch" else None), x)
               for x in ("m", "n", "k", "batch"))
         )  # fmt: skip
@@ -92,10 +92,12 @@ def sweep(
     elif op in ELEMENTWISE or op == "kernel":
         dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
         if op == "kernel":
-            flops, nbytes = np.broadcast_arrays(
+            flops, nbytes = _broadcast(
                 check_array(params.pop("flops"), "flops", whole=False, ge=0, le=MAX_FLOPS),
                 check_array(params.pop("bytes"), "bytes", whole=False, ge=0, le=MAX_BYTES),
             )
+            if np.any((nbytes > 0) & (nbytes < 1)):
+                raise SpecError("sweep kernel: a byte count is 0 or at least 1 byte")
             fma = params.pop("fma", True)
             written = None  # a described kernel's read/write mix is not known
         else:
@@ -418,3 +420,12 @@ def _check_array_work(op: Op, k: KernelWork, n: int) -> None:
     if np.any(flops > MAX_FLOPS) or np.any(np.asarray(k.bytes) > MAX_BYTES):
         raise SpecError(f"{op.op_name}: {k.name} exceeds the sizes any kernel has "
                         "(docs/limits.md)")  # fmt: skip
+
+
+def _broadcast(*arrays: Any) -> list[Any]:
+    """numpy's broadcast of the swept axes, a mismatch of lengths as a one-line error."""
+    try:
+        return np.broadcast_arrays(*arrays)
+    except ValueError:
+        shapes = " x ".join(str(a.shape) for a in arrays)
+        raise SpecError(f"sweep: the value lists do not broadcast together ({shapes})") from None

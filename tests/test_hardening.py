@@ -863,3 +863,34 @@ def test_fuzz_leftovers_of_the_final_rerun_closed(capsys, tmp_path):
     refused(capsys, "validate", "--from-measurements", str(H100_CAL), "--out", "-",
             match="not standard output")  # fmt: skip
     assert not (Path.cwd() / "-").exists()
+
+
+def test_fuzz_evening_rerun_findings(capsys, tmp_path):
+    """The campaign re-run of the evening (9,704 cases): a bucket of 1e-9 B (a 7.8 x 10^12 s
+    step), a scaling curve without compute (infinite speedup), a kernel of 1e-300 B (infinite
+    intensity), sweep axes that do not broadcast or are empty (numpy tracebacks), zero=None
+    in the training planners, a 5000-digit runtime name and allow_oversubscribe, and a
+    conditions re-fit from a file that is not JSON."""
+    refused(capsys, "dp-step", "--compute-ms", "100", "--grad-bytes", "1GB", "--gpus", "1,8",
+            "--bucket", "1e-9", "--gpu", "h100", match="bucket size (bytes)")  # fmt: skip
+    with pytest.raises(SpecError, match="compute time"):
+        gm.scaling_curve(0, 1e9, [1, 2], "h100")
+    with pytest.raises(SpecError, match="at least 1 byte"):
+        ops.Kernel(flops=1e10, bytes=1e-300)
+    with pytest.raises(SpecError, match="at least 1 byte"):
+        gm.sweep("kernel", "h100", flops=[1e10], bytes=[1e-300])
+    assert gm.sweep("kernel", "h100", flops=[1e10], bytes=[1.0])["time_s"][0] > 0
+    with pytest.raises(SpecError, match="give at least one value"):
+        gm.sweep("gemm", "h100", m=[1, 2], n=[], k=[4])
+    with pytest.raises(SpecError, match="do not broadcast"):
+        gm.sweep("gemm", "h100", m=[1, 2], n=[1, 2, 3], k=[4])
+    with pytest.raises(SpecError, match="zero must be given"):
+        gm.search_training("llama-2-7b", "h100", 1e12, zero=None)
+    with pytest.raises(SpecError, match="5001-digit number"):
+        gm.predict_inference("llama-3-8b", "h100", runtime=10**5000)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="allow_oversubscribe"):
+        gm.predict_inference("llama-3-8b", "h100", allow_oversubscribe=1)  # type: ignore[arg-type]
+    not_json = tmp_path / "m.json"
+    not_json.write_text("", encoding="utf-8")
+    refused(capsys, "validate", "--conditions", "--from-measurements", str(not_json),
+            "--out", str(tmp_path / "c.yaml"), match="not valid JSON")  # fmt: skip

@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from gpumodel._validators import check_args, check_choice, check_counts, check_dtype
+from gpumodel._validators import check_args, check_bool, check_choice, check_counts, check_dtype
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
@@ -437,6 +437,7 @@ def predict_inference(
     """
     check_counts(batch=batch, seq=seq, context=context, gpus=gpus, tp=tp)
     check_dtype(dtype)
+    check_bool(allow_oversubscribe, "allow_oversubscribe")
     check_choice(phase, "phase", ("prefill", "decode"))
     check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
                host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,

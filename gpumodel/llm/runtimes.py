@@ -84,9 +84,12 @@ RUNTIMES: dict[str, Runtime] = {
 
 def get_runtime(name: str | None) -> Runtime:
     """The runtime called ``name`` (``None``: the default; "eager"/"graph": the old names)."""
-    key = DEFAULT_RUNTIME if name is None else LEGACY_RUNTIMES.get(name, name)
-    if key not in RUNTIMES:
-        raise SpecError(f"runtime must be one of {', '.join(RUNTIME_NAMES)}, got '{name}'")
+    from gpumodel._validators import _show
+
+    key = name if name is None or not isinstance(name, str) else LEGACY_RUNTIMES.get(name, name)
+    key = DEFAULT_RUNTIME if key is None else key
+    if not isinstance(key, str) or key not in RUNTIMES:
+        raise SpecError(f"runtime must be one of {', '.join(RUNTIME_NAMES)}, got {_show(name)}")
     return RUNTIMES[key]
 
 

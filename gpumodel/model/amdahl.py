@@ -278,10 +278,11 @@ def data_parallel_step(
     grad_bytes = check_number(grad_bytes, "gradient bytes", ge=0, le=MAX_BYTES)
     gpus = check_int(gpus, "gpus", ge=1, le=MAX_GPUS)
     backward_fraction = check_number(backward_fraction, "backward fraction", ge=0, le=1)
-    bucket_bytes = check_number(bucket_bytes, "bucket size", gt=0, le=MAX_BYTES)
+    # a bucket holds at least one byte (1e-9 B made 10^17 buckets and a 7.8 x 10^12 s step)
+    bucket_bytes = check_number(bucket_bytes, "bucket size (bytes)", ge=1, le=MAX_BYTES)
     if first_bucket_bytes is not None:
         first_bucket_bytes = check_number(
-            first_bucket_bytes, "first bucket size", gt=0, le=MAX_BYTES
+            first_bucket_bytes, "first bucket size (bytes)", ge=1, le=MAX_BYTES
         )
     if scaling not in ("weak", "strong"):
         raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
@@ -389,6 +390,8 @@ def scaling_curve(
     if not len(gpu_counts):
         raise SpecError("give at least one GPU count")
     gpu_counts = [check_int(n, "GPU count", ge=1, le=MAX_GPUS) for n in gpu_counts]
+    # speedup is a ratio to one GPU's step: without compute that step is empty (0 / 0)
+    check_number(compute_s, "compute time", gt=0, le=MAX_SECONDS)
     scaling = kwargs.get("scaling", "weak")
     t1 = data_parallel_step(compute_s, grad_bytes, 1, gpu, **kwargs).step_none_s
     points = []

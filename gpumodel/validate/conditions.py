@@ -738,7 +738,13 @@ def run_conditions(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     if from_file:
-        data = json.loads(Path(from_file).read_text())
+        from gpumodel._io import read_json
+        from gpumodel.errors import GpumodelError
+
+        data = read_json(from_file, "conditions measurements")
+        if not isinstance(data, dict) or not isinstance(data.get("device"), dict):
+            raise GpumodelError(f"{from_file}: expected the conditions measurements JSON that "
+                                "validate --conditions writes (an object with 'device')")  # fmt: skip
     else:
         t0 = time.perf_counter()
         data = measure(quick)
