@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpumodel._validators import MAX_BYTES, MAX_FLOPS, check_array, check_dtype
+from gpumodel._validators import MAX_BYTES, MAX_FLOPS, check_array, check_bool, check_dtype
 from gpumodel.calibration import CalibrationParams, resolve
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
@@ -96,9 +96,10 @@ def sweep(
                 check_array(params.pop("flops"), "flops", whole=False, ge=0, le=MAX_FLOPS),
                 check_array(params.pop("bytes"), "bytes", whole=False, ge=0, le=MAX_BYTES),
             )
-            if np.any((nbytes > 0) & (nbytes < 1)):
-                raise SpecError("sweep kernel: a byte count is 0 or at least 1 byte")
-            fma = params.pop("fma", True)
+            if np.any(((nbytes > 0) & (nbytes < 1)) | ((nbytes == 0) & (flops > 0))):
+                raise SpecError("sweep kernel: a kernel with FLOPs moves at least 1 byte, and a "
+                                "byte count is 0 or at least 1")  # fmt: skip
+            fma = check_bool(params.pop("fma", True), "fma")
             written = None  # a described kernel's read/write mix is not known
         else:
             per, inputs = ELEMENTWISE[op]

@@ -668,11 +668,15 @@ def test_fuzz_llm_planner_arguments_checked_once():
 
 
 def test_fuzz_infinite_intensity_is_not_json(capsys):
-    # a kernel moving 0 bytes printed "arithmetic_intensity": Infinity (not JSON)
-    code, out, _ = run(capsys, "predict", "kernel", "--flops", "1e12", "--bytes", "0", "--json")
+    # a kernel moving 0 bytes printed "arithmetic_intensity": Infinity (not JSON); later runs
+    # found the same infinity in the library's result, so such a kernel is refused: FLOPs are
+    # computed from and into memory (an empty kernel, no FLOPs and no bytes, stays valid)
+    refused(capsys, "predict", "kernel", "--flops", "1e12", "--bytes", "0", "--json",
+            match="moves at least 1 byte")  # fmt: skip
+    code, out, _ = run(capsys, "predict", "kernel", "--flops", "1e12", "--bytes", "1", "--json")
     assert code == 0
     data = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in JSON output"))
-    assert data["arithmetic_intensity"] is None and data["time_s"] > 0
+    assert data["arithmetic_intensity"] == pytest.approx(1e12) and data["time_s"] > 0
 
 
 @pytest.mark.parametrize("field, value", [("memory.bus_width_bits", True),
@@ -880,6 +884,14 @@ def test_fuzz_evening_rerun_findings(capsys, tmp_path):
     with pytest.raises(SpecError, match="at least 1 byte"):
         gm.sweep("kernel", "h100", flops=[1e10], bytes=[1e-300])
     assert gm.sweep("kernel", "h100", flops=[1e10], bytes=[1.0])["time_s"][0] > 0
+    # and none: a kernel that moves no byte has an infinite intensity (the second re-run)
+    with pytest.raises(SpecError, match="moves at least 1 byte"):
+        ops.Kernel(flops=1e10, bytes=0)
+    with pytest.raises(SpecError, match="moves at least 1 byte"):
+        gm.sweep("kernel", "h100", flops=[1e10], bytes=[0.0])
+    assert gm.predict(ops.Kernel(flops=0, bytes=0), "h100").time_s > 0  # the empty kernel
+    with pytest.raises(SpecError, match="fma"):
+        gm.sweep("kernel", "h100", flops=[1e10], bytes=[8.0], fma=10**5000)
     with pytest.raises(SpecError, match="give at least one value"):
         gm.sweep("gemm", "h100", m=[1, 2], n=[], k=[4])
     with pytest.raises(SpecError, match="do not broadcast"):

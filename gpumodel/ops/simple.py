@@ -28,7 +28,7 @@ class Kernel(Op):
 
     op_name: ClassVar[str] = "kernel"
     flops: FlopCount
-    bytes: ByteCount
+    bytes: ByteCount  # 0 only for an empty kernel (the launch floor): see _moves_its_result
     dtype: Dtype = "fp32"
     fma: bool = True
     threads: Size | None = None
@@ -41,6 +41,14 @@ class Kernel(Op):
     bytes_written: ByteCount | None = Field(
         None, description="the part of bytes that is written (read/write mix)"
     )
+
+    @model_validator(mode="after")
+    def _moves_its_result(self) -> Kernel:
+        """A kernel that computes writes its result somewhere: FLOPs over no bytes would be an
+        infinite arithmetic intensity. An empty kernel (no FLOPs, no bytes) times the launch."""
+        if self.flops > 0 and self.bytes == 0:
+            raise SpecError("a kernel with FLOPs moves at least 1 byte (give its bytes)")
+        return self
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         if self.unit == "tensor":
