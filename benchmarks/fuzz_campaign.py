@@ -503,6 +503,7 @@ LIB_SKIP = {"llm", "ops", "__version__"}
 _HUGE = {"1e300", "2**70", "2**63", "1e12"}
 LIB_VALID_ODDITIES = {
     ("format_quantity", "value"): _HUGE,
+    ("format_quantity", "unit"): {"'١٢'", "'abc'"},  # a unit is any non-empty text
     ("format_time", "seconds"): _HUGE,
     ("parse_quantity", "value"): _HUGE,
     ("littles_law", "throughput"): _HUGE,
@@ -1080,6 +1081,8 @@ def mutation_cases(rng: random.Random, budget: int) -> list[Case]:
         invalid = strength == "never" and (numeric or label in ("[]", "{}", "''"))
         if label == "''" and not numeric and not _identifies(path):
             invalid = False  # free-text metadata (titles, notes, environment strings) may be empty
+        if label == "{}" and path[-1:] == ("notes",):
+            invalid = False  # a host profile's notes are free text or a free mapping
         tokens = {"@nan": ".nan", "@inf": ".inf", "@-inf": "-.inf", "@big": "9" * 5000}
         written = (
             {".nan": "@nan", ".inf": "@inf", "-.inf": "@-inf"}.get(value, value)

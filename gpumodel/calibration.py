@@ -496,7 +496,15 @@ def load_calibration(
         if path.suffix in (".yaml", ".yml", ".json") or path.exists():
             cal = read_calibration_file(path)
         else:
-            gpu = get_gpu(text)
+            from gpumodel.errors import UnknownGPUError
+
+            try:
+                gpu = get_gpu(text)
+            except UnknownGPUError:
+                raise CalibrationError(
+                    f"calibration {text!r} is neither a file nor a GPU id (give a calibration "
+                    "YAML, a GPU id from `gpumodel specs list`, or 'none')"
+                ) from None
             found = default_calibration(gpu)
             if found is None:
                 raise CalibrationError(

@@ -906,3 +906,16 @@ def test_fuzz_evening_rerun_findings(capsys, tmp_path):
     not_json.write_text("", encoding="utf-8")
     refused(capsys, "validate", "--conditions", "--from-measurements", str(not_json),
             "--out", str(tmp_path / "c.yaml"), match="not valid JSON")  # fmt: skip
+
+
+def test_fuzz_seed21_calibration_name_is_checked_up_front(capsys):
+    """Seed 21's campaign: `plan serve --calibration inf` printed a plan with every GPU
+    infeasible ("unknown GPU 'inf'") and exit 0; a calibration that is neither a file nor a GPU
+    id is the user's input error, said once, exit 2, on every command."""
+    for argv in (["plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--rate", "5"],
+                 ["predict", "gemm", "--m", "64", "--n", "64", "--k", "64", "--gpu", "h100"]):  # fmt: skip
+        refused(capsys, *argv, "--calibration", "inf", match="neither a file nor a GPU id")
+    with pytest.raises(GpumodelError, match="neither a file nor a GPU id"):
+        gm.plan_serving("llama-3-8b", ["h100", "a100"], rate=5, calibration="-inf")
+    plan = gm.plan_serving("llama-3-8b", ["h100", "a100"], rate=5, calibration="none")
+    assert all(o.feasible for o in plan.options)  # 'none' still means the datasheet for all

@@ -351,6 +351,7 @@ def plan_serving(
         info = price_for(g, price)
         prices[g.id] = info.to_dict() if info else None
         cal = choose_calibration(g, calibration, calibration_from)
+        resolve(cal, g)  # an unknown or mismatched calibration is an input error, not infeasible
         try:
             opt = serve_on(spec, g, prompt=prompt, output=output, rate=rate, dtype=dtype,
                            runtime=runtime, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s,
