@@ -80,7 +80,7 @@ def validate(
     from gpumodel.validate.pipeline import run_validate, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
-    _check_targets(out, report, host_out)  # before any measuring: a bad path fails in a second, not later
+    _check_targets(out, report, host_out)  # before any measuring: a bad path fails at once
     if conditions:
         _conditions(report, out, from_measurements, quick, as_json)
         return
