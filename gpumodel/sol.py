@@ -84,12 +84,16 @@ def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
         roof = max_clock_peak_flops(gpu, part.dtype, part.unit)
         if not roof:
             raise UnsupportedError(f"{gpu.id} has no {part.unit} {part.dtype} rate in its spec")
-        # a stream without FMA still cannot beat the FMA roof: the bound keeps it
-        t = part.flops / roof
+        # a stream without FMA still cannot beat the FMA roof: the bound keeps it; a kernel
+        # whose result an algorithm of less arithmetic gives (fast convolutions) is bounded by
+        # that algorithm's FLOPs
+        t = part.flops * kw.min_flops_fraction / roof
         t_compute += t
+        fewer = (f"; {kw.min_flops_fraction:.3g} of the stated FLOPs (the fewest a fast "
+                 "algorithm needs)" if kw.min_flops_fraction < 1 else "")  # fmt: skip
         terms.append(Term(name=f"compute roof ({part.unit} {part.dtype})", value=t,
                           note=f"{format_quantity(roof, 'FLOP/s')} at the max clock "
-                               f"{gpu.boost_clock_hz / 1e6:.0f} MHz"))  # fmt: skip
+                               f"{gpu.boost_clock_hz / 1e6:.0f} MHz{fewer}"))  # fmt: skip
     l2_roof = l2_roof_bytes_per_s(gpu)
     t_l2 = kw.bytes / l2_roof
     dram_bytes = max(0.0, kw.bytes - 2 * gpu.l2_cache_bytes)

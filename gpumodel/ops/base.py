@@ -91,6 +91,10 @@ class KernelWork:
     notes: tuple[str, ...] = field(default=())
     # the calibrated kernel family that runs this kernel when it is not the op's own
     family: str | None = None
+    # the fewest FLOPs, as a fraction of ``flops``, any algorithm computing the same result
+    # needs (fast convolutions multiply less than the direct form); only the speed of light
+    # uses it, the time model prices the kernels as described
+    min_flops_fraction: float = 1.0
 
     @property
     def total_flops(self) -> float:
