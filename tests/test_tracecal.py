@@ -326,3 +326,26 @@ def test_a_synchronising_wait_is_not_host_time(tmp_path):
     assert calibrate_from_trace(path).trace.profiler.profiled_host_step_s == pytest.approx(
         base, rel=1e-6
     )
+
+
+def test_in_call_helper_kernels_do_not_dilute_the_host_time():
+    """A traced HF eager decode step launches cuBLAS split-K and cuDNN split-KV reductions inside
+    the GEMM and SDPA calls (192 of an H200 step's 1,493 kernels) that the model folds into those
+    ops; the host time per kernel is the step's host time over the kernels the model counts, so
+    the calibration reproduces its own traced point through ``predict_inference``."""
+    root = Path(__file__).resolve().parents[1] / "validation" / "results" / "steps-h200-run4"
+    steps = json.loads((root / "steps-llama-eager.json").read_text())
+    traced = next(t for t in steps["traces"] if t["name"] == "trace-llama3-8b-decode-eager")
+    point = traced["point"]
+    rec = next(r for r in steps["records"] if r.get("phase") == "decode"
+               and r.get("batch") == point["batch"] and r.get("context") == point["context"])  # fmt: skip
+    step_s = rec["step_s"]["median"]
+    cal = gm.calibrate_from_trace(root / traced["file"], step_ms=step_s * 1e3)
+    fit = cal.trace
+    assert fit.kernels_per_step == 1493
+    p = gm.predict_inference("llama-3-8b", "h200", batch=point["batch"], context=point["context"],
+                             runtime="hf-eager", calibration=cal)  # fmt: skip
+    assert p.kernels_per_step == 1301
+    assert fit.host_per_kernel_s * p.kernels_per_step == pytest.approx(
+        fit.profiler.host_step_s, rel=1e-9)  # fmt: skip
+    assert p.time_s == pytest.approx(step_s, rel=0.05)
