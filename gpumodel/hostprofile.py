@@ -28,10 +28,15 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     kernel_launch_s: float         # a bare kernel launch (no framework)
     hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
     hf_decoder_layer_kernels: int | null   # kernels that forward launched
+    hf_model_step_s: float | null  # an HF Llama model's own host time per decode step, beside
+                                   # its layers (embedding, rotary tables, mask, lm head)
+    hf_model_layer_s: float | null # host time per decoder layer inside that model's forward
     graph_replay_s: float          # cudaGraphLaunch of a captured graph, host side
     graph_replay_per_kernel_s: float       # GPU time per kernel inside a replayed graph
     compiled_step_launch_s: float  # host time of a torch.compile(mode="reduce-overhead") call
                                    # around its graph replay (guards, cudagraph trees)
+    profiler_event_s: float | null # host time torch.profiler adds per cpu_op / runtime event
+                                   # it records (CPU + CUDA activities, record_shapes=True)
     spread: {field: [p10, p90]}    # measured spread of the fields above
     notes: str | null              # optional: provenance in words
 
@@ -107,6 +112,9 @@ class HostProfile(Checked):
     kernel_launch_s: HostSeconds | None = None
     hf_decoder_layer_s: HostSeconds | None = None
     hf_decoder_layer_kernels: int | None = Field(None, ge=1)
+    hf_model_step_s: HostSecondsOrZero | None = None
+    hf_model_layer_s: HostSeconds | None = None
+    profiler_event_s: HostSecondsOrZero | None = None
     # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used
     graph_replay_s: HostSecondsOrZero | None = None
     graph_replay_per_kernel_s: HostSecondsOrZero | None = None

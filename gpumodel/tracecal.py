@@ -13,8 +13,10 @@ What a trace of one training or inference step says, and what is fitted from it:
   top-level call. The profiler itself slows the host: each recorded event costs
   ``overhead_per_event_s``. With the unprofiled step time (``step_ms``, from the user's own
   logs) that cost is solved for: (profiled step - unprofiled step) / events per step, when
-  the profiled step is host-bound. Without it a default per-event cost is removed (see
-  ``DEFAULT_PROFILER_EVENT_S``). The result says which of the two was done and how large the
+  the profiled step is host-bound. Without it, the per-event cost that ``gpumodel validate
+  --host-only`` measured on the trace's machine (``host=``, ``--host``: the profile's
+  ``profiler_event_s``) is removed, else a default one (``DEFAULT_PROFILER_EVENT_S``). The
+  result says which of the two was done and how large the
   correction was.
 * **The runtime.** Named from what the trace shows: CUDA-graph launches, compiled (Triton)
   kernels, the dynamic KV cache's concatenations, a backward pass, optimizer kernels.
@@ -33,13 +35,16 @@ import statistics
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.diagnose.parse import CpuEvent, Trace, TraceFormatError, load_trace
 from gpumodel.diagnose.timeline import Timeline, build_timeline, short_name
 from gpumodel.specs import GPUSpec
 from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
+
+if TYPE_CHECKING:
+    from gpumodel.hostprofile import HostProfile
 
 # A family/bound pair must carry this share of the matched GPU time to be fitted: a ratio from
 # a handful of microseconds is noise, not a property of the runtime.
@@ -115,6 +120,7 @@ def calibrate_from_trace(
     model: str | None = None,
     step_ms: float | None = None,
     calibration: Calibration | str | None = None,
+    host: HostProfile | str | Path | None = None,
 ) -> Calibration:
     """Fit a calibration to one torch.profiler Chrome trace (``.json`` or ``.json.gz``).
 
@@ -123,7 +129,9 @@ def calibrate_from_trace(
     provenance). ``step_ms``: the
     step time measured without the profiler (e.g. from your training logs), used to take the
     profiler's own host cost out exactly. ``calibration``: the base the family scales apply to
-    (None: the best found for the GPU).
+    (None: the best found for the GPU). ``host``: the host profile of the machine that recorded
+    the trace (a name, file or ``HostProfile``); without ``step_ms``, its measured
+    ``profiler_event_s`` is the profiler's cost per event (else ``DEFAULT_PROFILER_EVENT_S``).
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
@@ -135,6 +143,9 @@ def calibrate_from_trace(
         raise TraceFormatError(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
+    event_s = _profiler_event_s(host)  # a --host that names nothing is an error either way
+    if step_ms is not None:
+        event_s = None
     tr = load_trace(path)
     if tr.format != "torch_chrome_trace":
         raise TraceFormatError(
@@ -222,7 +233,7 @@ def calibrate_from_trace(
     notes.append(model_evidence)
 
     # --- host ------------------------------------------------------------------------------
-    host = _host_side(tr, tl, step_ms, periods)
+    host = _host_side(tr, tl, step_ms, periods, event_s)
     runtime, evidence = identify_runtime(tr, tl)
 
     # --- the fitted model on the traced step ----------------------------------------------
@@ -343,7 +354,25 @@ def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
     ]
 
 
-def _host_side(tr: Trace, tl: Timeline, step_ms: float | None, periods: int) -> dict[str, Any]:
+def _profiler_event_s(host: HostProfile | str | Path | None) -> tuple[float, str] | None:
+    """(seconds per event, where from) of the host profile's measured profiler cost, if any."""
+    if host is None:
+        return None
+    from gpumodel.hostprofile import load_host
+
+    hp = load_host(host)
+    if hp.profiler_event_s is None:
+        return None
+    return hp.profiler_event_s, f"host profile {hp.name}: measured per-event cost"
+
+
+def _host_side(
+    tr: Trace,
+    tl: Timeline,
+    step_ms: float | None,
+    periods: int,
+    event_s: tuple[float, str] | None = None,
+) -> dict[str, Any]:
     """Host time per step, per kernel and per operator kind, with the profiler's cost removed."""
     steps = [e for e in tr.cpu if e.cat == "user_annotation" and e.name.startswith("ProfilerStep#")]
     if steps:
@@ -387,10 +416,12 @@ def _host_side(tr: Trace, tl: Timeline, step_ms: float | None, periods: int) -> 
         per_event = removed / events if events else 0.0
         method = "step-ms: solved from the unprofiled step time"
     else:
-        per_event = DEFAULT_PROFILER_EVENT_S
+        per_event, method = event_s or (
+            DEFAULT_PROFILER_EVENT_S,
+            "default per-event cost (no --step-ms given)",
+        )
         removed = min(per_event * events, 0.9 * host_step_prof)
         per_event = removed / events if events else 0.0
-        method = "default per-event cost (no --step-ms given)"
     host_step = host_step_prof - removed
     correction = ProfilerCorrection(
         method=method, per_event_s=per_event, events_per_step=events,

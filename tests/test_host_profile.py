@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 import yaml
 
+import gpumodel as gm
 from gpumodel.errors import GpumodelError, SpecError
 from gpumodel.validate.host import (
     EAGER_OP_KINDS,
     SCALAR_KEYS,
     build_profile,
+    model_step_and_layer,
     profile_yaml,
     quantile,
     summarize,
@@ -139,3 +142,45 @@ def test_measure_on_cpu_gives_a_complete_profile(tmp_path):
 
 def test_gpumodel_error_is_the_root():
     assert issubclass(SpecError, GpumodelError)
+
+
+def test_model_step_and_layer_is_the_intercept_and_slope_per_round():
+    # round 1: a 2-layer forward 2.6 ms, a 10-layer one 8.2 ms -> 0.7 ms per layer, 1.2 ms of
+    # the model's own; round 2 noise makes the intercept negative -> 0, never a negative time
+    steps, layers = model_step_and_layer([2.6e-3, 1.0e-3], [8.2e-3, 9.0e-3], 2, 10)
+    assert layers == pytest.approx([0.7e-3, 1.0e-3])
+    assert steps == pytest.approx([1.2e-3, 0.0])
+    with pytest.raises(SpecError):
+        model_step_and_layer([1e-3], [2e-3, 3e-3], 2, 10)
+    with pytest.raises(SpecError):
+        model_step_and_layer([1e-3], [2e-3], 10, 2)
+
+
+def _reference_with(tmp_path, **fields) -> Path:
+    data = yaml.safe_load((Path(gm.__file__).parent.parent / "specs/hosts/reference-h100.yaml")
+                          .read_text())  # fmt: skip
+    data.update(fields, name="measured-test")
+    path = tmp_path / "measured-test.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_measured_hf_model_prices_its_layers_and_its_own_step(tmp_path):
+    """hf-eager: with the whole model measured, the host time of a Llama-3-8B decode step is
+    the model's own per step + 32 layers at the in-model figure (the ops before and after the
+    layers are inside the model's own); the explanation names both terms."""
+    host = _reference_with(tmp_path, hf_model_step_s=1.0e-3, hf_model_layer_s=0.8e-3,
+                           hf_decoder_layer_s=0.6e-3, hf_decoder_layer_kernels=41)  # fmt: skip
+    r = gm.predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512,
+                             runtime="hf-eager", host=str(host))  # fmt: skip
+    assert r.host_time_s == pytest.approx(1.0e-3 + 32 * 0.8e-3, rel=1e-9)
+    assert any("1000 us per step + 800 us per decoder layer" in n for n in r.notes)
+    # the layer alone (no model measured): 32 x 0.6 ms + the eager costs of the ops around it
+    alone = _reference_with(tmp_path, hf_decoder_layer_s=0.6e-3, hf_decoder_layer_kernels=41)
+    r2 = gm.predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512,
+                              runtime="hf-eager", host=str(alone))  # fmt: skip
+    assert 32 * 0.6e-3 < r2.host_time_s < 32 * 0.6e-3 + 1.0e-3
+    # graph runtimes do not use it
+    g = gm.predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512,
+                             runtime="fused-graph", host=str(host))  # fmt: skip
+    assert g.host_time_s < 1e-4

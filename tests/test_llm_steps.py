@@ -538,6 +538,8 @@ def test_validate_host_only_writer_output_loads_and_predicts(tmp_path):
     samples: dict = {f"eager_op_s.{k}": [8e-6, 10e-6, 12e-6] for k in EAGER_OP_KINDS}
     samples.update({k: [2e-5, 2e-5, 2e-5] for k in SCALAR_KEYS})
     samples["compiled_step_launch_s"] = None  # not measured: written as null
+    # whole models not measured: the layer timed alone prices the layers
+    samples["hf_model_step_s"] = samples["hf_model_layer_s"] = None
     meta = {"name": "measured-box-20261124", "measured_at": "2026-11-24T12:00:00Z",
             "cpu_model": "X", "cpu_cores": 2, "python": "3.11", "torch": "2.13.0",
             "transformers": "5.24.0", "cuda_driver": None, "gpu": "none (cpu)"}  # fmt: skip

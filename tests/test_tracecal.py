@@ -349,3 +349,42 @@ def test_in_call_helper_kernels_do_not_dilute_the_host_time():
     assert fit.host_per_kernel_s * p.kernels_per_step == pytest.approx(
         fit.profiler.host_step_s, rel=1e-9)  # fmt: skip
     assert p.time_s == pytest.approx(step_s, rel=0.05)
+
+
+def test_without_step_ms_a_host_profiles_measured_event_cost_is_used(tmp_path):
+    """`--host` names the trace machine's profile: its measured profiler cost per event
+    replaces the default, and the result says so; a profile without one keeps the default."""
+    import yaml
+
+    ref = yaml.safe_load((Path(gm.__file__).parent.parent / "specs/hosts/reference-h100.yaml")
+                         .read_text())  # fmt: skip
+    path = tmp_path / "box.yaml"
+    path.write_text(yaml.safe_dump({**ref, "name": "box", "profiler_event_s": 2.0e-6}))
+    name = "transformer_eager.json.gz"
+    p = calibrate_from_trace(FIXTURES / name, host=str(path)).trace.profiler
+    assert p.method == "host profile box: measured per-event cost"
+    assert p.per_event_s == pytest.approx(2.0e-6)
+    assert p.removed_per_step_s == pytest.approx(2.0e-6 * _events_per_step(name), rel=1e-9)
+    assert fitted(name).trace.profiler.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S)
+    # a profile that did not measure it: the default, as without --host
+    q = calibrate_from_trace(FIXTURES / name, host="reference-h100").trace.profiler
+    assert q.method.startswith("default") and q.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S)
+    # --step-ms still wins: the host's figure is not used then
+    unprof = PLANTED[name]["step_ms"]
+    s = calibrate_from_trace(FIXTURES / name, step_ms=unprof, host=str(path)).trace.profiler
+    assert s.method.startswith("step-ms")
+
+
+def test_cli_calibrate_takes_the_traces_host(tmp_path, capsys):
+    out = tmp_path / "c.yaml"
+    rc = main(["calibrate", "--trace", str(FIXTURES / "transformer_eager.json.gz"),
+               "--host", "reference-h100", "--out", str(out)])  # fmt: skip
+    assert rc == 0 and out.is_file()
+    assert "default per-event cost" in capsys.readouterr().out
+    rc = main(["calibrate", "--trace", str(FIXTURES / "transformer_eager.json.gz"),
+               "--host", "no-such-host", "--out", str(out)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no-such-host" in err
+    rc = main(["calibrate", "--trace", str(FIXTURES / "transformer_eager.json.gz"),
+               "--step-ms", "10", "--host", "no-such-host", "--out", str(out)])  # fmt: skip
+    assert rc == 2 and "no-such-host" in capsys.readouterr().err

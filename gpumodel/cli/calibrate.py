@@ -23,6 +23,12 @@ def calibrate_command(
     step_ms: float = typer.Option(
         None, "--step-ms", help="step time measured WITHOUT the profiler (your logs), ms"
     ),
+    host: str = typer.Option(
+        None,
+        help="host profile of the machine that recorded the trace (name or file; `gpumodel "
+        "validate --host-only` measures it): without --step-ms its measured profiler cost per "
+        "event is removed",
+    ),
     out: Path = typer.Option(
         None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
     ),
@@ -37,7 +43,7 @@ def calibrate_command(
     from gpumodel.tracecal import calibrate_from_trace
 
     with input_limit_mb(max_input_mb):
-        cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms)
+        cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms, host=host)
     target = out if out is not None else Path(_stem(trace) + ".calibration.yaml")
     cal.save(target)
     if as_json:

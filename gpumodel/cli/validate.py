@@ -169,6 +169,13 @@ def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> Non
         out_console.print(f"HF decoder layer: {layer * 1e6:.0f} us host, "
                           f"{profile['hf_decoder_layer_kernels']} kernels", highlight=False,
                           markup=False)  # fmt: skip
+    if profile["hf_model_layer_s"] is not None:
+        out_console.print(f"HF model decode step: {profile['hf_model_step_s'] * 1e6:.0f} us of "
+                          f"its own + {profile['hf_model_layer_s'] * 1e6:.0f} us per decoder "
+                          "layer", highlight=False, markup=False)  # fmt: skip
+    if profile["profiler_event_s"] is not None:
+        out_console.print(f"torch.profiler: {profile['profiler_event_s'] * 1e6:.2f} us of host "
+                          "per recorded event", highlight=False, markup=False)  # fmt: skip
     out_console.print(f"wrote {target}", highlight=False, markup=False)
 
 

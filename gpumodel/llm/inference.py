@@ -19,7 +19,11 @@ kernel are done). Each step starts with an empty queue: generation synchronises 
 Host cost of an hf-eager kernel: the profile's eager cost of its op kind (``eager_op_s``:
 matmul, sdpa, cat, copy, index, reduction, elementwise, norm) plus the layer's views
 (``HF_VIEWS_PER_LAYER`` x ``eager_op_s.view``) spread over its kernels; when the profile
-measured an HF decoder layer (``hf_decoder_layer_s``), a layer's kernels share that instead.
+measured an HF decoder layer (``hf_decoder_layer_s``), a layer's kernels share that instead;
+when it measured whole HF models (``hf_model_layer_s``, ``hf_model_step_s``: the slope and
+intercept of two small Llamas' decode forwards over their layer counts), a layer's kernels share
+the per-layer figure and the model's own work is host time per step, spent before the first
+layer (a real step's trace spends ~1 ms there: validation/results/steps-h200-run4).
 ``host_per_kernel_s`` / ``host_per_step_s`` override it with one figure per kernel (experts).
 The reference host ``reference-h100`` carries the figures the model assumed before hosts were
 measured: 26.64 us per eager kernel (the H100 calibration's bare launch 6.14 us + 20.5 us of
@@ -269,6 +273,11 @@ def host_terms(
     kinds: dict[str, float] = {}
     per_kernel: list[list[float]] = []
     measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
+    # the whole model measured (intercept + slope over its layer count): its own per-step work
+    # is spent before the first layer, its layers cost what they cost inside it
+    in_model = fusion == "unfused" and hp.hf_model_layer_s is not None
+    if in_model:
+        measured_layer = hp.hf_model_layer_s
     for i, timed in enumerate(blocks):
         reps = layers if i == 1 else 1
         costs: list[float] = []
@@ -282,7 +291,10 @@ def host_terms(
                 block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
         if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
             costs = [measured_layer / len(costs)] * len(costs)
-            block_kinds = {"HF decoder layer (measured)": measured_layer}
+            label = "in the model" if in_model else "alone"
+            block_kinds = {f"HF decoder layer (measured {label})": measured_layer}
+        elif i != 1 and in_model:  # the model's own host time, per step below
+            costs, block_kinds = [0.0] * len(costs), {}
         elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
             extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
             block_kinds["view"] = block_kinds.get("view", 0.0) + extra
@@ -300,12 +312,12 @@ def host_terms(
             launch, source = graph_launch_s, "given (graph_launch_s)"
         zeros = ([0.0] * len(pk[0]), [0.0] * len(pk[1]), [0.0] * len(pk[2]))
         return HostTerms(False, zeros, 0.0, launch, {}, counts, source)
+    notes: list[str] = []
     per_step = 0.0 if host_per_step_s is None else host_per_step_s
     if per_step < 0:
         raise SpecError("host_per_step_s must be >= 0")
-    notes: list[str] = []
-    source = f"host profile {hp.name}"
     uniform = host_per_kernel_s
+    source = f"host profile {hp.name}"
     if uniform is not None:
         if uniform < 0:
             raise SpecError("host_per_kernel_s must be >= 0")
@@ -314,6 +326,12 @@ def host_terms(
         uniform, note = eager_host_per_kernel(cal)
         source = f"trace {cal.trace.trace_path}"
         notes.append(note + f" (beats the host profile {hp.name})")
+    elif in_model:
+        own = hp.hf_model_step_s or 0.0
+        per_step += own
+        kinds["HF model, outside its layers (measured)"] = own
+        notes.append(f"host: HF model measured on {hp.name}: {own * 1e6:.4g} us per step + "
+                     f"{measured_layer * 1e6:.4g} us per decoder layer")  # fmt: skip
     elif measured_layer is not None:
         notes.append(f"host: HF decoder layer measured at {measured_layer * 1e6:.4g} us per "
                      f"layer on {hp.name}")  # fmt: skip

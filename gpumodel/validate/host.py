@@ -13,8 +13,9 @@ The file format (schema version 1) is the contract with ``gpumodel.hostprofile``
     cuda_driver, gpu
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
                  optimizer_step}            # host seconds per call, medians
-    kernel_launch_s, hf_decoder_layer_s, hf_decoder_layer_kernels, graph_replay_s,
-    graph_replay_per_kernel_s, compiled_step_launch_s
+    kernel_launch_s, hf_decoder_layer_s, hf_decoder_layer_kernels, hf_model_step_s,
+    hf_model_layer_s, graph_replay_s, graph_replay_per_kernel_s, compiled_step_launch_s,
+    profiler_event_s
     spread: {key: [p10, p90]}               # eager ops as "eager_op_s.<kind>"
 
 Method: each figure is sampled ``repeats`` times, the samples of all figures interleaved (one
@@ -22,6 +23,18 @@ round measures every figure once) so that drift of a shared machine spreads over
 each sample is the host (perf_counter) time of ``calls`` back-to-back calls divided by the
 number of ops they issue, with no synchronisation inside the timed loop. The figure is the
 median of its samples; p10 and p90 go to ``spread``.
+
+A whole HF model costs the host more than its layers timed one at a time: on an H200 machine
+whose decoder layer timed 607 us alone, a Llama-3-8B eager decode step took 24.0 ms, 750 us per
+layer, and its trace spent ~1 ms before the first layer's first projection (embedding, rotary
+tables, mask; validation/results/steps-h200-run4). So two small Llama models of
+``HF_MODEL_LAYERS`` decoder layers are timed whole, one decode forward each over a DynamicCache
+(cut back after each call), as a user calls them: the slope over their layer counts is the host time per
+layer inside a model (``hf_model_layer_s``), the intercept the model's own per step
+(``hf_model_step_s``), both from the samples of one round. ``profiler_event_s`` is what
+torch.profiler (CPU + CUDA activities, ``record_shapes=True``) adds to the host per event it
+records (cpu_op and CUDA runtime events, counted as ``gpumodel calibrate --trace`` counts
+them): the smaller model's forward profiled against not, over the events one forward records.
 
 torch is imported inside ``measure_host_samples`` only; the aggregation and the writer are pure
 and need no torch (they are unit-tested on a CPU-only machine).
@@ -62,10 +75,17 @@ EAGER_OP_KINDS: tuple[str, ...] = (
 SCALAR_KEYS: tuple[str, ...] = (
     "kernel_launch_s",
     "hf_decoder_layer_s",
+    "hf_model_step_s",
+    "hf_model_layer_s",
     "graph_replay_s",
     "graph_replay_per_kernel_s",
     "compiled_step_launch_s",
+    "profiler_event_s",
 )
+
+#: Decoder-layer counts of the two small HF Llama models whose decode forwards give the
+#: model's own host time per step (intercept) and per layer (slope).
+HF_MODEL_LAYERS: tuple[int, int] = (2, 10)
 
 NO_TORCH_MESSAGE = "measuring the host needs PyTorch: pip install torch (a CUDA build)"
 NO_CUDA_MESSAGE = (
@@ -302,6 +322,9 @@ def measure_host_samples(
     layer = _hf_decoder_layer(torch, device, notes)
     if layer is not None:
         bench["hf_decoder_layer_s"] = (layer[0], 1, max(10, calls // 4))
+    models = {n: _hf_model(torch, device, n) for n in HF_MODEL_LAYERS} if layer else {}
+    for n, fn in models.items():
+        bench[f"hf_model.{n}"] = (fn, 1, max(5, calls // (2 * n)))
     compiled = _compiled_step(torch, notes) if (on_cuda and compile_step) else None
     if compiled is not None:
         bench["compiled_step_launch_s"] = (compiled, 1, max(10, calls // 4))
@@ -337,10 +360,34 @@ def measure_host_samples(
         out[f"eager_op_s.{kind}"] = samples[f"eager_op_s.{kind}"]
     for key in SCALAR_KEYS:
         out[key] = samples.get(key)
+    if models:
+        lo, hi = HF_MODEL_LAYERS
+        small, big = samples[f"hf_model.{lo}"], samples[f"hf_model.{hi}"]
+        assert small is not None and big is not None
+        out["hf_model_step_s"], out["hf_model_layer_s"] = model_step_and_layer(small, big, lo, hi)
+        say("host: the profiler's cost per event")
+        out["profiler_event_s"] = [
+            _profiler_event_cost(torch, models[lo], max(10, calls // (2 * lo)), sync)
+            for _ in range(3)
+        ]
     out["graph_replay_per_kernel_s"] = gap_samples if gap_graphs is not None else None
     notes["repeats"] = repeats
     notes["calls_per_sample"] = {k: v[2] for k, v in bench.items()}
     return out, counts, notes
+
+
+def model_step_and_layer(
+    small: Sequence[float], big: Sequence[float], small_layers: int, big_layers: int
+) -> tuple[list[float], list[float]]:
+    """Per round, the host seconds of a model's own work per step (intercept) and per decoder
+    layer (slope) from the forward times of a ``small_layers`` and a ``big_layers`` model:
+    slope = (big - small) / (big_layers - small_layers), intercept = small - small_layers x
+    slope; a round whose noise would make either negative gives 0 there."""
+    if len(small) != len(big) or not small or big_layers <= small_layers:
+        raise SpecError("model samples: one per round for each model, and more layers in big")
+    slopes = [max((b - a) / (big_layers - small_layers), 0.0) for a, b in zip(small, big)]
+    steps = [max(a - small_layers * k, 0.0) for a, k in zip(small, slopes)]
+    return steps, slopes
 
 
 def measure_host_profile(
@@ -375,6 +422,10 @@ def measure_host_profile(
             "hf_decoder_layer": "LlamaDecoderLayer hidden 1024, 8 heads x 128, 2 kv heads, ffn "
             "2816, bf16, sdpa, batch 1, 1 new token over a 128-token DynamicCache (cropped back "
             "after each call)",
+            "hf_model": f"LlamaForCausalLM of {HF_MODEL_LAYERS} such layers, vocab 1000, "
+            "bf16, batch 1, one decode forward over a 128-token DynamicCache (cropped back "
+            "after each call); profiler_event_s: the smaller one under torch.profiler (CPU + CUDA, "
+            "record_shapes=True) against without",
             "compiled_step": "torch.compile(mode='reduce-overhead') Linear(256,256)-SiLU-"
             "Linear(256,256), bf16, input 64x256",
         },
@@ -465,11 +516,49 @@ def _graph_gap(torch: Any, g_small: Any, g_big: Any, n_small: int, n_big: int) -
     return max(0.0, (times[1] - times[0]) / (n_big - n_small))
 
 
+def _llama_config(layers: int) -> Any:
+    """The small Llama config of the layer and model benchmarks (transformers imported here)."""
+    from transformers import LlamaConfig
+
+    # Llama's head_dim (128): at head_dim 32 torch 2.11 routes SDPA to cuDNN, whose plan is
+    # rebuilt for every new cache length (~50 ms a call on an H100), which is not host overhead
+    heads, kv_heads, head_dim = 8, 2, 128
+    return LlamaConfig(hidden_size=heads * head_dim, intermediate_size=2816,
+                       num_attention_heads=heads, num_key_value_heads=kv_heads,
+                       head_dim=head_dim, num_hidden_layers=layers, vocab_size=1000,
+                       attn_implementation="sdpa")  # fmt: skip
+
+
+def _ready(torch: Any, module: Any, device: str) -> Any:
+    """``module`` in bf16 on ``device``, eval mode, weights drawn (a module built outside
+    from_pretrained holds uninitialised memory)."""
+    with torch.no_grad():
+        for param in module.parameters():
+            param.normal_(0.0, 0.02)
+    return module.to(device=device, dtype=torch.bfloat16).eval()
+
+
+def _filled_cache(torch: Any, cfg: Any, layers: int, ctx: int, device: str) -> Any:
+    from transformers import DynamicCache
+
+    shape = (1, cfg.num_key_value_heads, ctx, cfg.head_dim)
+    kv = torch.randn(*shape, device=device, dtype=torch.bfloat16)
+    cache = DynamicCache(config=cfg)
+    for i in range(layers):
+        cache.update(kv.clone(), kv.clone(), i)
+    return cache
+
+
+def _cache_arg(forward: Callable[..., Any]) -> str:
+    """transformers 5.2x renamed the cache argument of layers and models from past_key_values
+    to cache (the old name warns)."""
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
 def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, Callable] | None:
     """(call, kernel_counter) for one HF LlamaDecoderLayer decode forward; None without
     transformers."""
     try:
-        from transformers import DynamicCache, LlamaConfig
         from transformers.models.llama.modeling_llama import (
             LlamaDecoderLayer,
             LlamaRotaryEmbedding,
@@ -477,31 +566,15 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
     except Exception as exc:
         notes["hf_decoder_layer"] = f"not measured: transformers unavailable ({exc})"
         return None
-    # Llama's head_dim (128): at head_dim 32 torch 2.11 routes SDPA to cuDNN, whose plan is
-    # rebuilt for every new cache length (~50 ms a call on an H100), which is not host overhead
-    heads, kv_heads, head_dim = 8, 2, 128
-    hidden_size = heads * head_dim
-    cfg = LlamaConfig(hidden_size=hidden_size, intermediate_size=2816, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, head_dim=head_dim, num_hidden_layers=1,
-                      vocab_size=1000, attn_implementation="sdpa")  # fmt: skip
-    dt = torch.bfloat16
-    layer = LlamaDecoderLayer(cfg, layer_idx=0)
-    with torch.no_grad():  # a module built outside from_pretrained holds uninitialised memory
-        for param in layer.parameters():
-            param.normal_(0.0, 0.02)
-    layer = layer.to(device=device, dtype=dt).eval()
+    cfg = _llama_config(1)
+    layer = _ready(torch, LlamaDecoderLayer(cfg, layer_idx=0), device)
     rope = LlamaRotaryEmbedding(cfg).to(device)
-    hidden = torch.randn(1, 1, hidden_size, device=device, dtype=dt)
+    hidden = torch.randn(1, 1, cfg.hidden_size, device=device, dtype=torch.bfloat16)
     ctx = 128
     pos = torch.tensor([[ctx]], device=device)
     pe = rope(hidden, pos)
-    kv = torch.randn(1, kv_heads, ctx, head_dim, device=device, dtype=dt)
-    cache = DynamicCache(config=cfg)
-    cache.update(kv, kv.clone(), 0)
-    # transformers 5.2x renamed the layer's cache argument from past_key_values to cache
-    cache_arg = (
-        "cache" if "cache" in inspect.signature(layer.forward).parameters else "past_key_values"
-    )
+    cache = _filled_cache(torch, cfg, 1, ctx, device)
+    cache_arg = _cache_arg(layer.forward)
 
     @torch.no_grad()
     def call() -> None:
@@ -515,6 +588,69 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
         return _count_kernels(torch, call, 5)
 
     return call, count_kernels
+
+
+def _hf_model(torch: Any, device: str, layers: int) -> Callable[[], Any]:
+    """One decode forward of a small HF LlamaForCausalLM of ``layers`` decoder layers, as a
+    user's decode loop calls it: one new token over a 128-token DynamicCache, which is then cut
+    back (two slicing views per layer, under 1% of a layer's host time). A cache left to grow
+    made every call of these small models ~60 ms on an H100 (torch 2.11 rebuilt its cuDNN
+    attention plan for each new length), which is no host overhead of a real step: a
+    Llama-3-8B decode step's 32 cuDNN attention calls took 130-180 us each in its trace."""
+    from transformers import LlamaForCausalLM
+
+    cfg = _llama_config(layers)
+    model = _ready(torch, LlamaForCausalLM(cfg), device)
+    cache = _filled_cache(torch, cfg, layers, 128, device)
+    ids = torch.tensor([[1]], device=device)
+    arg = _cache_arg(model.forward)
+
+    @torch.no_grad()
+    def call() -> None:
+        model(input_ids=ids, use_cache=True, **{arg: cache})
+        cache.crop(-1)  # drop the token just added: every call sees the same shapes
+
+    return call
+
+
+def _profiler_event_cost(
+    torch: Any, fn: Callable[[], Any], calls: int, sync: Callable[[], None]
+) -> float:
+    """Host seconds torch.profiler adds per recorded event while ``fn`` runs: ``calls`` calls
+    timed without and then under the profiler (CPU + CUDA activities, record_shapes=True, as
+    users record steps), the difference over the cpu_op and CUDA runtime events recorded."""
+    import json
+    import tempfile
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from gpumodel.diagnose.parse import RUNTIME_CATS
+
+    def timed() -> float:
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        sync()
+        return (t1 - t0) / calls
+
+    plain = timed()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    warm = 2
+    with profile(activities=acts, record_shapes=True) as prof:
+        for _ in range(warm):
+            fn()
+        profiled = timed()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.json"
+        prof.export_chrome_trace(str(path))
+        raw = json.loads(path.read_text(encoding="utf-8")).get("traceEvents", [])
+    # the events `calibrate --trace` charges the profiler for (gpumodel.tracecal._host_side)
+    events = sum(1 for e in raw if e.get("cat") == "cpu_op" or e.get("cat") in RUNTIME_CATS)
+    per_call = events / (calls + warm)
+    return max(profiled - plain, 0.0) / per_call if per_call else 0.0
 
 
 def _count_kernels(torch: Any, fn: Callable[[], Any], n_calls: int) -> int:

@@ -135,7 +135,10 @@ def evaluate(machines: list[Machine]) -> str:
             model = MODEL_OF[traced["workload"]]
             cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model,
                                              step_ms=traced["step_s"]["median"] * 1e3)  # fmt: skip
-            cal_no = gm.calibrate_from_trace(path, gpu=m.gpu, model=model)
+            # without --step-ms: the profiler cost per event measured on the trace's machine
+            # (its host profile's profiler_event_s, where it has one), else the default
+            own_host = str(usable_host_profile(m.host)) if m.host else None
+            cal_no = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, host=own_host)
             for target in machines:
                 pts = [r for r in target.records if workload_key(r) == wl
                        and not (target is m and point_key(r) == point_key(traced))]  # fmt: skip
