@@ -310,7 +310,6 @@ def measure_host_samples(
     say = progress or (lambda _msg: None)
     on_cuda = device == "cuda"
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
-    import time
 
     torch.manual_seed(0)
     notes: dict[str, Any] = {}
@@ -340,13 +339,7 @@ def measure_host_samples(
     gap_samples: list[float] = []
     for r in range(repeats):
         for name, (fn, per_call, n) in bench.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            t1 = time.perf_counter()
-            sync()
-            samples[name].append((t1 - t0) / (n * per_call))  # type: ignore[union-attr]
+            samples[name].append(host_s_per_call(fn, n, sync) / per_call)  # type: ignore[union-attr]
         if gap_graphs is not None:
             gap_samples.append(_graph_gap(torch, *gap_graphs, 10, 110))
         say(f"host: round {r + 1}/{repeats}")
@@ -613,6 +606,21 @@ def _hf_model(torch: Any, device: str, layers: int) -> Callable[[], Any]:
     return call
 
 
+def host_s_per_call(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> float:
+    """Host seconds per call of ``calls`` back-to-back calls of ``fn``: synchronised before,
+    timed (perf_counter) without synchronising inside, then synchronised after the clock stops,
+    so the figure is what the host spends issuing, not what the GPU spends running."""
+    import time
+
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    sync()
+    return (t1 - t0) / calls
+
+
 def _profiler_event_cost(
     torch: Any, fn: Callable[[], Any], calls: int, sync: Callable[[], None]
 ) -> float:
@@ -621,28 +629,18 @@ def _profiler_event_cost(
     users record steps), the difference over the cpu_op and CUDA runtime events recorded."""
     import json
     import tempfile
-    import time
 
     from torch.profiler import ProfilerActivity, profile
 
     from gpumodel.diagnose.parse import RUNTIME_CATS
 
-    def timed() -> float:
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        sync()
-        return (t1 - t0) / calls
-
-    plain = timed()
+    plain = host_s_per_call(fn, calls, sync)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     warm = 2
     with profile(activities=acts, record_shapes=True) as prof:
         for _ in range(warm):
             fn()
-        profiled = timed()
+        profiled = host_s_per_call(fn, calls, sync)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "t.json"
         prof.export_chrome_trace(str(path))
