@@ -133,7 +133,7 @@ def predict_points(points: list[Point], gpu: GPUSpec, params: CalibrationParams)
                      for p in points])  # fmt: skip
 
 
-def _measured(points: list[Point]) -> np.ndarray:
+def measured_times(points: list[Point]) -> np.ndarray:
     return np.array([p.measured_s for p in points])
 
 
@@ -147,7 +147,7 @@ def fit_parameters(
     """Minimise the log error of ``points`` over the parameter vector that ``build`` maps."""
     if not points:
         return base
-    meas = _measured(points)
+    meas = measured_times(points)
 
     def loss(x: np.ndarray) -> float:
         try:
@@ -246,7 +246,7 @@ def evaluate(
         return {}
     calibrated = predict_points(points, gpu, params)
     datasheet = predict_points(points, gpu, CalibrationParams())
-    meas = _measured(points)
+    meas = measured_times(points)
     out: dict[str, FamilyError] = {}
     for name, (select, tol_median, _tol_p90) in groups().items():
         idx = [i for i, p in enumerate(points) if select(p)]

@@ -39,6 +39,7 @@ from gpumodel._validators import (
     GpuCount,
     Multiplier,
     NonEmptyStr,
+    NonNegativeFloat,
     NonNegativeSize,
     Percent,
     PerSMCycle,
@@ -176,6 +177,9 @@ class CalibrationParams(_Frozen):
         description="per op family, elements one SM completes per clock when the kernel is "
         "bound by per-element instructions (index arithmetic); carries to GPUs by SMs x clock",
     )
+    conv_half_fill_tiles_per_sm: NonNegativeFloat | None = Field(
+        None, le=64, description="output tiles (128 x 128) per SM at which a convolution kernel "
+        "runs at half its full-machine rate (gpumodel.model.scheduling.fill_efficiency)")  # fmt: skip
     host: HostLinkParams = HostLinkParams()
     dram_latency_cycles: Cycles | None = None
     l2_latency_cycles: Cycles | None = None
@@ -190,6 +194,9 @@ class CalibrationParams(_Frozen):
     # host<->device copies as a user's code waits for them (torch copy_ + synchronise, wall
     # clock): what the in-workload condition prices; ``host`` is the harness's (CUDA events)
     host_wall: HostLinkParams | None = None
+    # a device-to-host copy into a new pageable tensor above the C allocator's reuse size
+    # first touches every page (gpumodel.predict.FIRST_TOUCH_MIN_BYTES): host time per byte
+    pageable_first_touch_s_per_byte: PositiveFloat | None = Field(None, le=1e-6)
     published_floor_scale: dict[str, float] = Field(
         default_factory=dict,
         description="'family:dtype' -> factor by which a transfer raised that family's "

@@ -32,7 +32,7 @@ from gpumodel.calibration import Calibration, CalibrationParams, calibration_lab
 from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
-from gpumodel.model.scheduling import schedule_efficiency
+from gpumodel.model.scheduling import FILL_TILE, fill_efficiency, schedule_efficiency
 from gpumodel.ops.base import KernelWork, Op
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu
@@ -282,6 +282,14 @@ def kernel_time(
                                    "in launch order: the last blocks finish alone"))  # fmt: skip
         elif eff != 1.0:
             note += f" x efficiency {eff:.3g}"
+        half_fill = params.conv_half_fill_tiles_per_sm
+        if kw.output_tiles and half_fill and part is kw.flops[0]:
+            fill = fill_efficiency(kw.output_tiles, gpu.sm_count, half_fill)
+            eff *= fill
+            terms.append(Term(name="SM fill", value=fill, unit="x",
+                              note=f"{kw.output_tiles:,} output tiles of {FILL_TILE}x{FILL_TILE} "
+                                   f"on {gpu.sm_count} SMs (half rate at {half_fill:.3g} tiles "
+                                   "per SM, calibrated)"))  # fmt: skip
         if fam_compute != 1.0 and family != "gemm":
             # how far this op family's kernels (cuDNN, flash attention...) are from that
             eff *= fam_compute
@@ -671,11 +679,39 @@ def _transfer_time(
         Term(name="host link time", value=t_link, note=note),
         Term(name="transfer overhead", value=overhead, note=fixed),
     )
+    t_touch = _first_touch_time(kw, params)
+    if t_touch is not None:
+        terms += (t_touch,)
     bound: Bound = "latency" if overhead > t_link else "memory"
     return KernelPrediction(
-        name=kw.name, time_s=overhead + t_link, bound=bound, flops=0.0, bytes=kw.bytes,
-        terms=terms,
+        name=kw.name, time_s=overhead + t_link + (t_touch.value if t_touch else 0.0),
+        bound=bound, flops=0.0, bytes=kw.bytes, terms=terms,
     )  # fmt: skip
+
+
+# glibc's malloc serves blocks above its mmap threshold from new mappings, and that threshold
+# adapts upward to at most 32 MiB on 64-bit systems (mallopt(3), M_MMAP_THRESHOLD): a new
+# pageable tensor larger than this (PyTorch's CPU allocator is posix_memalign) gets pages the
+# process has never touched, each faulted in (and zeroed) by the kernel as the copy writes it
+FIRST_TOUCH_MIN_BYTES = 32 * 2**20
+
+
+def _first_touch_time(kw: KernelWork, params: CalibrationParams) -> Term | None:
+    """The first touch of a new pageable destination's pages (``Tensor.cpu()`` of a large
+    tensor): measured on an H100 VM at 2.2-3.3 us per 4 KB page, which made a 1 GB ``.cpu()``
+    take 728 ms where the link alone needs ~100 ms (validation/results/unseen-h100-run3)."""
+    if not kw.fresh_host_pages or kw.bytes <= FIRST_TOUCH_MIN_BYTES:
+        return None
+    per_byte = params.pageable_first_touch_s_per_byte
+    if per_byte is None:
+        return Term(name="first touch of new pages", value=0.0, note="not calibrated: run "
+                    "gpumodel validate on this machine (a new pageable tensor's pages are "
+                    "faulted in as the copy writes them)")  # fmt: skip
+    return Term(name="first touch of new pages", value=kw.bytes * per_byte,
+                note=f"a new pageable tensor above {FIRST_TOUCH_MIN_BYTES >> 20} MiB: every "
+                     f"page faulted in, {per_byte * 4096 * 1e6:.2f} us per 4 KB page "
+                     "(calibrated); copy into a tensor that exists, or a pinned one, to avoid "
+                     "it")  # fmt: skip
 
 
 def _advice(kernels: list[KernelPrediction], work: list[KernelWork], gpu: GPUSpec) -> list[str]:

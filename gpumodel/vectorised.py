@@ -16,7 +16,12 @@ from gpumodel.calibration import CalibrationParams, resolve
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time
-from gpumodel.model.scheduling import BALANCED_BLOCKS_PER_SLOT, TileWork, schedule_efficiency
+from gpumodel.model.scheduling import (
+    BALANCED_BLOCKS_PER_SLOT,
+    TileWork,
+    fill_efficiency,
+    schedule_efficiency,
+)
 from gpumodel.ops import ELEMENTWISE, from_row
 from gpumodel.ops.base import (
     GemmShape,
@@ -248,6 +253,9 @@ def _kernel_array(
                                               transpose_b=g.transpose_b)  # fmt: skip
         if kw.tile_work is not None and np.all(kw.tile_work.count) and part is kw.flops[0]:
             eff = eff * _schedule_array(kw, gpu.sm_count * kw.tile_blocks_per_sm, n)
+        half_fill = params.conv_half_fill_tiles_per_sm
+        if kw.output_tiles and half_fill and part is kw.flops[0]:
+            eff = eff * fill_efficiency(kw.output_tiles, gpu.sm_count, half_fill)
         if fam_compute != 1.0 and family != "gemm":
             eff = eff * fam_compute
         t_compute = t_compute + np.asarray(part.flops, dtype=float) / (rate * eff * clock_ratio)

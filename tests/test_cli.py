@@ -1,6 +1,7 @@
 import json
 
 import pytest
+import yaml
 
 from gpumodel.cli import main
 
@@ -183,10 +184,11 @@ def test_from_measurements_reads_a_calibration_yaml(capsys, tmp_path):
 
     shipped = validation_dir() / "results" / "h100-sxm"
     info, records, unavailable = load_or_measure("cupy", False, str(shipped / "calibration.yaml"))
-    raw = json.loads((shipped / "raw-measurements-2026-11-24.json").read_text())
-    assert records == raw["records"] and len(records) == 2125  # one full validate run
+    # the file the device's validate run wrote (validate-2026-11-24-run4), measurements inside
+    saved = yaml.safe_load((shipped / "validate-2026-11-24-run4" / "calibration.yaml").read_text())
+    assert records == saved["measurements"] and len(records) == 2309  # one full validate run
     assert info["device_name"] == "NVIDIA H100 80GB HBM3"
-    assert unavailable == raw["unavailable"]
+    assert unavailable == saved["unavailable"]
     bare = tmp_path / "bare.yaml"
     cal = gm.load_calibration(shipped / "calibration.yaml")
     cal.model_copy(update={"measurements": []}).save(bare)
@@ -204,20 +206,21 @@ def test_shipped_h100_calibration_refits_from_its_measurements(capsys, tmp_path)
     shipped = validation_dir() / "results" / "h100-sxm"
     out = tmp_path / "cal.yaml"
     code, stdout, err = run(capsys, "validate", "--from-measurements",
-                            str(shipped / "raw-measurements-2026-11-24.json"), "--gpu", "h100-sxm",
-                            "--out", str(out), "--report", str(tmp_path), "--json")  # fmt: skip
-    # the one family this run misses (exit 1): cuDNN's fp32 CUDA-core convolutions (22.4%),
+                            str(shipped / "validate-2026-11-24-run4" / "calibration.yaml"),
+                            "--gpu", "h100-sxm", "--out", str(out), "--report", str(tmp_path),
+                            "--json")  # fmt: skip
+    # the one family this run misses (exit 1): cuDNN's fp32 CUDA-core convolutions (12.7%),
     # named in one stderr line even though stdout is JSON
     failures = [f.split(":")[0] for f in json.loads(stdout)["failures"]]
     assert code == 1 and failures == ["conv2d fp32 (cuDNN, CUDA cores)"]
     assert err.strip().splitlines() == [
-        "validate: 1 target(s) missed: conv2d fp32 (cuDNN, CUDA cores): median 22.4% > 10%"
+        "validate: 1 target(s) missed: conv2d fp32 (cuDNN, CUDA cores): median 12.7% > 10%"
     ]
     refit, ships = gm.load_calibration(out), gm.load_calibration(shipped / "calibration.yaml")
     assert refit.errors.keys() == ships.errors.keys()
     for name, e in ships.errors.items():
         assert refit.errors[name].median_abs_pct == pytest.approx(e.median_abs_pct, rel=1e-6)
-    assert "fitted_from_measurements: raw-measurements-2026-11-24.json" in (
+    assert "fitted_from_measurements: calibration.yaml" in (
         tmp_path / "report.md").read_text()  # fmt: skip
 
 

@@ -125,8 +125,12 @@ def test_conv_families_per_layout():
 
     assert conv().layout == "nchw"  # PyTorch's default memory format
     assert conv(layout="nchw").family == conv(layout="channels_last").family
-    assert conv(dtype="fp32").family == "conv2d:fp32:nchw:implicit"
-    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:implicit"
+    # a window at stride 1 is where cuDNN may run Winograd or FFT on CUDA cores
+    assert conv(dtype="fp32").family == "conv2d:fp32:nchw:fast"
+    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:fast"
+    assert conv(dtype="fp32", stride=2).family == "conv2d:fp32:nchw:implicit"
+    assert conv(dtype="fp32", layout="channels_last", stride=2).family == "conv2d:fp32:implicit"
+    assert conv(dtype="tf32").family == "conv2d:tf32:implicit"  # tensor cores: no fast class
     assert conv(dtype="fp32", kernel=1, padding=0).family == "conv2d:fp32:nchw:gemm"
     assert conv(kernel=1, padding=0).family == "conv2d:bf16:nchw:gemm"
     assert conv(kernel=1, padding=0, layout="channels_last").family == "conv2d:bf16:gemm"

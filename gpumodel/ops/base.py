@@ -86,7 +86,11 @@ class KernelWork:
     tile_work: TileWork | None = None
     tile_groups: int = 1
     tile_blocks_per_sm: int = 1  # thread blocks of this kernel resident per SM
+    # output tiles of FILL_TILE x FILL_TILE an implicit-GEMM kernel (cuDNN's convolutions) has
+    # to spread over the SMs; few tiles leave SMs idle (gpumodel.model.scheduling.fill_efficiency)
+    output_tiles: int | None = None
     pinned: bool = True
+    fresh_host_pages: bool = False  # a transfer into a new pageable tensor (Tensor.cpu())
     # what the op wants the user told about this kernel (shown with the advice)
     notes: tuple[str, ...] = field(default=())
     # the calibrated kernel family that runs this kernel when it is not the op's own

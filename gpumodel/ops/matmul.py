@@ -8,6 +8,7 @@ from pydantic import model_validator
 
 from gpumodel._validators import NonNegativeSize, Size
 from gpumodel.errors import SpecError
+from gpumodel.model.scheduling import output_tiles
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -129,6 +130,18 @@ class Conv2d(Op):
         return self.layout == "nchw" and self.dtype != "fp32" and not self.plain_gemm
 
     @property
+    def fast_algorithms(self) -> bool:
+        """On CUDA cores cuDNN also runs Winograd and FFT algorithms for windows at stride 1,
+        which multiply less than the direct form: minimal filtering F(m x m, r x r) takes
+        (m + r - 1)^2 products for m^2 outputs where the direct form takes m^2 r^2 (Lavin &
+        Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016), so none goes
+        below 1 / r^2 of the direct count. Tensor-core kernels keep the direct count (none
+        measured above it)."""
+        return self.dtype == "fp32" and self.channels_aligned and self.stride == 1 and (
+            self.kernel > 1
+        )
+
+    @property
     def family(self) -> str:
         """cuDNN runs different kernel classes per precision and shape, calibrated apart: a 1x1
         filter at stride 1 is a plain GEMM over the channels-last tensor (``gemm``); a window or
@@ -146,7 +159,7 @@ class Conv2d(Op):
         if not self.channels_aligned:
             # plain fp32 ran the stem 1.7x slower than bf16/TF32 did (H100, 2026-11-24)
             return f"conv2d:{'fp32:' if self.dtype == 'fp32' else ''}unaligned-channels"
-        kind = "gemm" if self.plain_gemm else "implicit"
+        kind = "gemm" if self.plain_gemm else "fast" if self.fast_algorithms else "implicit"
         if self.layout == "nchw" and not self.layout_transposes:
             return f"conv2d:{self.dtype}:nchw:{kind}"  # cuDNN's native NCHW kernels
         return f"conv2d:{self.dtype}:{kind}"
@@ -190,13 +203,9 @@ class Conv2d(Op):
         # (a 1x1 stride-2 convolution reads a quarter of its input)
         touched = min(1.0, (self.kernel / self.stride) ** 2)
         nbytes = in_bytes * touched + filter_bytes + out_bytes
-        # On CUDA cores cuDNN also runs Winograd and FFT algorithms, which multiply less than
-        # the direct form: minimal filtering F(m x m, r x r) takes (m + r - 1)^2 products for
-        # m^2 outputs where the direct form takes m^2 r^2 (Lavin & Gray, "Fast Algorithms for
-        # Convolutional Neural Networks", CVPR 2016), so no algorithm of that family goes below
-        # 1 / r^2 of the direct count. Measured: an fp32 3x3 256-channel convolution at 132% of
-        # the direct count's roof (validation/results/unseen-h100-run3). Tensor-core kernels
-        # keep the direct count (none measured above it).
+        # fast algorithms (Winograd, FFT) bound the speed of light at 1 / r^2 of the direct
+        # count: an fp32 3x3 256-channel convolution ran at 132% of the direct count's roof
+        # (validation/results/unseen-h100-run3)
         fast = unit == "vector" and self.stride == 1 and self.kernel > 1
         conv = KernelWork(
             name="conv2d (implicit gemm)" if aligned else "conv2d (CUDA cores: unaligned channels)",
@@ -207,6 +216,7 @@ class Conv2d(Op):
             # a tensor-core implicit GEMM, or CUDA-core code when the channels are unaligned
             gemm=self._gemm_shape(g) if aligned else None,
             min_flops_fraction=1.0 / self.kernel**2 if fast else 1.0,
+            output_tiles=output_tiles(g.m, g.n),
             notes=()
             if aligned
             else (

@@ -394,15 +394,27 @@ class HostTransfer(Op):
     bytes: PositiveBytes
     direction: Literal["h2d", "d2h"] = "h2d"
     pinned: bool = True
+    # a device-to-host copy into a new pageable tensor (``Tensor.cpu()``, ``.to("cpu")``)
+    # rather than into memory that exists (``copy_``): large ones touch new pages
+    fresh_destination: bool = False
+
+    @model_validator(mode="after")
+    def _fresh_is_pageable_d2h(self) -> HostTransfer:
+        if self.fresh_destination and (self.direction != "d2h" or self.pinned):
+            raise SpecError("fresh_destination describes a device-to-host copy into a new "
+                            "pageable tensor (Tensor.cpu()): use it with direction='d2h' and "
+                            "pinned=False")  # fmt: skip
+        return self
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         kind = "pinned" if self.pinned else "pageable"
         return [
             KernelWork(
-                name=f"{self.direction} ({kind})",
+                name=f"{self.direction} ({kind}{', new tensor' if self.fresh_destination else ''})",
                 bytes=self.bytes,
                 transfer=self.direction,
                 pinned=self.pinned,
+                fresh_host_pages=self.fresh_destination,
             )
         ]
 

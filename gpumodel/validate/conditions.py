@@ -384,7 +384,7 @@ def _convs(
 
                 op = {"op": "conv2d", "batch": batch, "in_channels": cin, "out_channels": cout,
                       "height": hw, "width": hw, "kernel": kern, "stride": stride,
-                      "padding": pad, "dtype": dtype}  # fmt: skip
+                      "padding": pad, "dtype": dtype, "layout": layout}  # fmt: skip
                 meta = {"engine": "torch", "layout": layout, "cudnn_benchmark": True}
                 # back to back: the largest ResNet-50 layer of the list, per dtype and layout
                 back = (batch, cin, hw) == (128, 64, 56)
@@ -397,40 +397,62 @@ def _convs(
 
 
 def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[dict[str, Any]]:
-    """host<->device tensor copies (copy_, what tensor.to(device) runs), pinned and pageable,
-    4 KB up, timed by wall clock with the synchronisation a user needs to use the result."""
+    """Host<->device copies as PyTorch code makes them, 4 KB up, timed by wall clock with the
+    synchronisation a user needs before using the result: ``host.to('cuda')`` (non_blocking
+    from pinned memory), ``pinned.copy_(dev)``, and ``dev.cpu()``, which returns a new pageable
+    tensor each call; at the largest size also a pageable ``copy_`` into memory that exists,
+    which tells the link from the first touch of new pages. Host buffers hold data:
+    never-written pages all read the kernel's one zero page, which made the first runs'
+    pageable host-to-device copies of 256 MB look 2x faster than a user's filled tensor."""
+    from torch.utils.benchmark import Timer
+
     from gpumodel.validate.timing import time_host
 
+    sync = torch.cuda.synchronize
+    sizes = HOST_COPY_BYTES[::2] if quick else HOST_COPY_BYTES
     out = []
-    for nbytes in HOST_COPY_BYTES[::2] if quick else HOST_COPY_BYTES:
+    for nbytes in sizes:
         for pinned in (True, False):
             host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
+            host.fill_(7)  # every page written (and so backed by its own memory)
             dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-            for direction in ("h2d", "d2h"):
 
-                def fn(h: Any = host, d: Any = dev, direction: str = direction) -> None:
-                    if direction == "h2d":
-                        d.copy_(h, non_blocking=True)
-                    else:
-                        h.copy_(d, non_blocking=True)
-                    torch.cuda.synchronize()
+            def to_device(h: Any = host, nb: bool = pinned) -> None:
+                h.to("cuda", non_blocking=nb)
+                sync()
 
-                # what a user sees: wall clock around the copy and its synchronisation
-                t, spread, _ = time_host(fn, repeats=30, warmup=3)
+            def into_host(h: Any = host, d: Any = dev) -> None:
+                h.copy_(d, non_blocking=True)
+                sync()
+
+            def new_host(d: Any = dev) -> None:
+                d.cpu()
+
+            cases: list[tuple[str, bool, str, Callable[[], None]]] = [
+                ("h2d", False, "Tensor.to('cuda')", to_device)]
+            if pinned:
+                cases.append(("d2h", False, "pinned.copy_(cuda_tensor)", into_host))
+            else:
+                cases.append(("d2h", True, "Tensor.cpu()", new_host))
+                if nbytes == sizes[-1]:
+                    cases.append(("d2h", False, "pageable.copy_(cuda_tensor)", into_host))
+            for direction, fresh, api, fn in cases:
                 op = {"op": "host_transfer", "bytes": float(nbytes), "direction": direction,
-                      "pinned": pinned}  # fmt: skip
+                      "pinned": pinned, "fresh_destination": fresh}  # fmt: skip
+                meta = {"engine": "torch", "method": "wall clock", "api": api}
+                # what a user sees: wall clock around the call and its synchronisation
+                t, spread, _ = time_host(fn, repeats=30 if nbytes <= 16 << 20 else 8, warmup=3)
                 out.append({"family": "host_transfer", "condition": "isolated", "op": op,
-                            "time_s": t, "spread": spread, "meta": {"engine": "torch", "method": "wall clock"}})  # fmt: skip
+                            "time_s": t, "spread": spread, "meta": meta})  # fmt: skip
                 # the independent method for host copies: torch.utils.benchmark (do_bench
                 # times device events, which miss the host side a user waits for)
-                from torch.utils.benchmark import Timer
-
                 ti = Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.05)
                 out.append({"family": "host_transfer", "condition": "do_bench", "op": op,
-                            "time_s": float(ti.median), "meta": {"engine": "torch", "flush": "none",
+                            "time_s": float(ti.median), "meta": {**meta, "flush": "none",
                             "method": "torch.utils.benchmark"}})  # fmt: skip
-                log(f"host copy {nbytes} B {direction} pinned={pinned}: {t * 1e6:.1f} us, "
+                log(f"host copy {nbytes} B {api} pinned={pinned}: {t * 1e6:.1f} us, "
                     f"torch.utils.benchmark {ti.median * 1e6:.1f} us")  # fmt: skip
+            del host, dev
     return out
 
 
@@ -498,6 +520,11 @@ def fit_conditions(
     def pred(op: Any, p: Any, condition: str = "isolated", l2: str = "cold") -> float:
         return predict_with_params(op, gpu, p, l2=l2, condition=condition).time_s  # type: ignore[arg-type]
 
+    from gpumodel.validate.families.conv import adapt_row
+
+    # conditions runs before the conv op named its layout kept it in the meta only, which
+    # merged the NCHW and channels-last records of a shape here (one of them was scored)
+    records = [{**r, "op": adapt_row(dict(r["op"]), r.get("meta") or {})} for r in records]
     by: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in records:
         flush = (r.get("meta") or {}).get("flush", "")
@@ -555,9 +582,10 @@ def fit_conditions(
     dirty = min(1.0, fraction) if fraction is not None else None
     host_pts = [(from_row(dict(r["op"])), r) for (fam, _, cond), r in by.items()
                 if fam == "host_transfer" and cond == "isolated|"]  # fmt: skip
-    host_wall, held_h = fit_host_wall(host_pts)
+    host_wall, first_touch, held_h = fit_host_wall(host_pts)
     fitted = base.model_copy(update={"power": power, "dirty_l2_writeback_fraction": dirty,
-                                     "host_wall": host_wall})  # fmt: skip
+                                     "host_wall": host_wall,
+                                     "pageable_first_touch_s_per_byte": first_touch})  # fmt: skip
 
     report: dict[str, Any] = {
         "power": power.model_dump() if power else None,
@@ -615,20 +643,29 @@ def fit_conditions(
     return fitted, report
 
 
-def fit_host_wall(points: list[tuple[Any, dict[str, Any]]]) -> tuple[Any, list[Any]]:
-    """Host<->device copies as the user waits for them (torch ``copy_`` + synchronise, wall
-    clock): per direction and memory kind, t = fixed cost + bytes / rate, fitted by least
-    squares on the relative error over every other size (in order of size); the others are
-    held out. Returns (HostLinkParams or None, held-out (op, record) pairs)."""
+def fit_host_wall(
+    points: list[tuple[Any, dict[str, Any]]],
+) -> tuple[Any, float | None, list[Any]]:
+    """Host<->device copies as the user waits for them (wall clock, synchronised): per
+    direction and memory kind, t = fixed cost + bytes / rate, fitted by least squares on the
+    relative error over every other size (in order of size); the others are held out. Copies
+    into a new pageable tensor above ``FIRST_TOUCH_MIN_BYTES`` fit apart: their time beyond the
+    link's is the first touch of new pages, per byte (median). Returns (HostLinkParams or None,
+    first-touch seconds per byte or None, held-out (op, record) pairs)."""
     import numpy as np
 
     from gpumodel.calibration import HostLinkParams
+    from gpumodel.predict import FIRST_TOUCH_MIN_BYTES
+
+    def touches(op: Any) -> bool:
+        return bool(getattr(op, "fresh_destination", False)) and op.bytes > FIRST_TOUCH_MIN_BYTES
 
     fields: dict[str, float] = {}
     held: list[Any] = []
     groups: dict[tuple[str, bool], list[Any]] = {}
     for op, r in points:
-        groups.setdefault((op.direction, op.pinned), []).append((op, r))
+        if not touches(op):
+            groups.setdefault((op.direction, op.pinned), []).append((op, r))
     for (direction, pinned), pts in sorted(groups.items()):
         fit, out = _split(pts, lambda t: t[0].bytes)
         if len(fit) < 2:
@@ -644,7 +681,11 @@ def fit_host_wall(points: list[tuple[Any, dict[str, Any]]]) -> tuple[Any, list[A
         fields[f"{direction}_{kind}_bytes_per_s"] = float(1 / g)
         fields[f"{direction}_{kind}_overhead_s"] = float(max(o, 0.0))
         held += out
-    return (HostLinkParams(**fields) if fields else None), held
+    rate, fixed = fields.get("d2h_pageable_bytes_per_s"), fields.get("d2h_pageable_overhead_s", 0.0)
+    extra = [(r["time_s"] - fixed - op.bytes / rate) / op.bytes
+             for op, r in points if touches(op) and rate]  # fmt: skip
+    first_touch = float(np.median(extra)) if extra and np.median(extra) > 0 else None
+    return (HostLinkParams(**fields) if fields else None), first_touch, held
 
 
 def nvml_by_family(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

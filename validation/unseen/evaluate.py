@@ -199,8 +199,11 @@ def kernel_op(rec: dict):
                              head_dim=s["head_dim"], dtype=DTYPES[rec["dtype"]],
                              causal=bool(rec.get("causal")), impl=impl)  # fmt: skip
     if fam == "copy":
-        return ops.HostTransfer(bytes=s["bytes"], direction=rec["direction"],
-                                pinned=rec["host_memory"] == "pinned")  # fmt: skip
+        kw = dict(bytes=s["bytes"], direction=rec["direction"],
+                  pinned=rec["host_memory"] == "pinned")  # fmt: skip
+        if "fresh_destination" in ops.HostTransfer.model_fields:  # the record's own API says it
+            kw["fresh_destination"] = rec["op"] == "Tensor.cpu()"
+        return ops.HostTransfer(**kw)
     raise ValueError(f"unknown family {fam!r}")
 
 

@@ -83,9 +83,10 @@ def conv2d_op(
 def conv_points(
     quick: bool,
 ) -> list[tuple[tuple[int, int, int, int, int, int], int, str, str]]:
-    """(shape, batch, dtype, layout) points: every ResNet-50 convolution in bf16 and TF32
-    channels-last at four batches; PyTorch's default NCHW layout (where cuDNN's tensor-core
-    kernels need layout transposes) and plain fp32 (CUDA cores, both layouts) at two."""
+    """(shape, batch, dtype, layout) points: every ResNet-50 convolution at batches 1, 8, 32
+    and 128 in bf16 and TF32 channels-last and in plain fp32 (CUDA cores, both layouts), and
+    in PyTorch's default NCHW layout (where cuDNN's tensor-core kernels need layout
+    transposes) at 1, 32 and 128: one image leaves most SMs idle, which the fit must see."""
     if quick:
         pts = [(shape, 32, "bf16", "channels_last") for shape in RESNET50_CONVS]
         pts += [(shape, 128, "bf16", "channels_last") for shape in RESNET50_CONVS[::4]]
@@ -95,18 +96,15 @@ def conv_points(
                 for layout in ("nchw", "channels_last")]  # fmt: skip
         return pts
     pts = [
-        (shape, batch, dtype, "channels_last")
-        for dtype in ("bf16", "tf32")
-        for shape in RESNET50_CONVS
-        for batch in (1, 8, 32, 128)
-    ]
-    pts += [
         (shape, batch, dtype, layout)
-        for dtype, layout in (("bf16", "nchw"), ("tf32", "nchw"),
+        for dtype, layout in (("bf16", "channels_last"), ("tf32", "channels_last"),
                               ("fp32", "nchw"), ("fp32", "channels_last"))
         for shape in RESNET50_CONVS
-        for batch in (8, 32)
+        for batch in (1, 8, 32, 128)
     ]  # fmt: skip
+    # NCHW tensor-core kernels are the channels-last ones between layout transposes
+    pts += [(shape, batch, dtype, "nchw") for dtype in ("bf16", "tf32")
+            for shape in RESNET50_CONVS for batch in (1, 32, 128)]  # fmt: skip
     return pts
 
 
@@ -161,15 +159,32 @@ def _compute(family: str) -> bool:
     return family.startswith("conv2d") and family != LAYOUT_TRANSPOSE_FAMILY
 
 
+# candidate tiles per SM at half rate (gpumodel.model.scheduling.fill_efficiency); None: no
+# fill term (the model before it)
+HALF_FILL_GRID: tuple[float | None, ...] = (None, 0.15, 0.3, 0.45, 0.7, 1.0)
+
+
 def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    """NCHW convolutions are fitted last: their layout transposes wrap a compute kernel whose
-    family the channels-last points fit first."""
-    from gpumodel.calibrate import fit_kernel_families
+    """Per kernel family the efficiencies and floor, for each candidate SM-fill constant; the
+    constant whose fit has the least log error on the fitted points is kept. NCHW convolutions
+    are fitted last: their layout transposes wrap a compute kernel whose family the
+    channels-last points fit first."""
+    from gpumodel.calibrate import fit_kernel_families, measured_times, predict_points
+    from gpumodel.fitting import log_loss
     from gpumodel.ops.matmul import LAYOUT_TRANSPOSE_FAMILY
 
-    return fit_kernel_families(
-        fam.get("conv2d", []), gpu, params, compute=_compute, last=(LAYOUT_TRANSPOSE_FAMILY,)
-    )
+    pts = fam.get("conv2d", [])
+    if not pts:
+        return params
+    best: tuple[float, CalibrationParams] | None = None
+    for half_fill in HALF_FILL_GRID:
+        start = params.model_copy(update={"conv_half_fill_tiles_per_sm": half_fill})
+        fitted = fit_kernel_families(pts, gpu, start, compute=_compute,
+                                     last=(LAYOUT_TRANSPOSE_FAMILY,))  # fmt: skip
+        loss = log_loss(predict_points(pts, gpu, fitted), measured_times(pts))
+        if best is None or loss < best[0]:
+            best = (loss, fitted)
+    return best[1]
 
 
 def adapt_row(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
