@@ -80,6 +80,9 @@ class GemmParams(_Frozen):
     small_m_bandwidth_efficiency: DatasheetRatio = Field(
         1.0, description="achieved / datasheet DRAM bandwidth for weight-bound GEMMs"
     )
+    gemv_bandwidth_efficiency: DatasheetRatio | None = Field(
+        None, description="the same for M = 1 (cuBLAS's GEMV kernels); None: as M > 1"
+    )
     overhead_s: Seconds | None = Field(None, description="fixed cost of one cuBLAS call")
     overlap_exponent: FiniteFloat | None = Field(None, ge=1, le=100)
 

@@ -529,7 +529,9 @@ def memory_bandwidth(
         slow = stream_factor(kw.gemm, params.gemm.get(gemm_dtype))  # type: ignore[arg-type]
         if slow != 1.0:
             eff *= slow
-            note += f" x {slow:.3g} (misaligned x @ W.T, M > 1: cuBLAS's slow kernels)"
+            why = ("M = 1: cuBLAS's GEMV kernels" if kw.gemm.m == 1
+                   else "misaligned x @ W.T, M > 1: cuBLAS's slow kernels")  # fmt: skip
+            note += f" x {slow:.3g} ({why})"
     return bandwidth * eff, note
 
 

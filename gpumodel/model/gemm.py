@@ -89,20 +89,32 @@ def efficiency(
 
 
 def stream_factor(shape: GemmShape, fitted: GemmParams | None):
-    """Multiplier on the DRAM bandwidth of a misaligned x @ W.T product with M > 1 (works on
-    numpy arrays of shapes): on an H100, bf16 LM heads of 50257 x 1024 and 32001 x 4096 at
-    M = 16-64 streamed their weights at 0.75-1.0 TB/s where M = 1 (a GEMV) reached 2.4 TB/s
-    (validate's gemm family, 2026-11-24)."""
-    f = fitted.misaligned_transposed_stream if fitted is not None else None
-    if f is None or not shape.transpose_b or not shape.needs_alignment:
+    """Multiplier on a GEMM's weight-streaming bandwidth (works on numpy arrays of shapes):
+
+    - M = 1 runs cuBLAS's GEMV kernels, at their own calibrated rate where one was measured: on
+      an H100 fp32 M = 1 streamed its weights at 2.5-2.9 TB/s where M = 2-16 reached 0.8-2.3
+      (validate's gemm family, 2026-11-24 run4); the 16-bit types streamed alike at both;
+    - misaligned x @ W.T at M > 1: bf16/fp16 LM heads of 50257 x 1024 and 32001 x 4096 at
+      M = 16-64 streamed at 0.75-1.0 TB/s where M = 1 reached 2.4 TB/s (H100, 2026-11-24)."""
+    if fitted is None:
         return 1.0
+    # never below the M > 1 rate: a GEMM with one row never takes longer than with two (the
+    # 16-bit types' fits put M = 1 within noise of M > 1, on either side)
+    gemv = (max(1.0, fitted.gemv_bandwidth_efficiency / fitted.small_m_bandwidth_efficiency)
+            if fitted.gemv_bandwidth_efficiency is not None else 1.0)  # fmt: skip
+    f = fitted.misaligned_transposed_stream
+    slow = f is not None and shape.transpose_b and shape.needs_alignment
     if all(isinstance(v, int) for v in (shape.m, shape.n, shape.k)):
-        return f if misaligned(shape) and shape.m > 1 else 1.0
+        if shape.m == 1:
+            return gemv
+        return f if slow and misaligned(shape) else 1.0
     import numpy as np
 
+    m = np.asarray(shape.m)
     a = ALIGN_ELEMENTS.get(shape.dtype, 8)
     bad = (np.asarray(shape.n) % a != 0) | (np.asarray(shape.k) % a != 0)
-    return np.where(bad & (np.asarray(shape.m) > 1), f, 1.0)
+    other = np.where(bad, f, 1.0) if slow else 1.0
+    return np.where(m == 1, gemv, other)
 
 
 def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:

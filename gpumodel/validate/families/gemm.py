@@ -308,7 +308,20 @@ def fit_gemm(
     x0 = [math.log(0.75), math.log(0.8), math.log(8e-6), math.log(3.0), math.log(0.5)]
     x0 += [math.log(0.5)] if has_bad_t else []
     x0 += [math.log(0.5)] if has_stream else []
-    return fit_parameters(pts, gpu, params, build, x0)
+    params = fit_parameters(pts, gpu, params, build, x0)
+    # M = 1 runs cuBLAS's GEMV kernels: their streaming rate, fitted on the M = 1 points alone
+    # once the rest is fixed, at least the M > 1 rate (gpumodel.model.gemm.stream_factor)
+    gemv = [p for p in pts if p.op.m == 1]  # type: ignore[attr-defined]
+    if not gemv:
+        return params
+    fitted = params.gemm[dtype]
+
+    def build_gemv(x: np.ndarray) -> CalibrationParams:
+        rate = min(1.2, fitted.small_m_bandwidth_efficiency * (1 + math.exp(x[0])))
+        g = fitted.model_copy(update={"gemv_bandwidth_efficiency": float(rate)})
+        return params.model_copy(update={"gemm": {**params.gemm, dtype: g}})
+
+    return fit_parameters(gemv, gpu, params, build_gemv, [math.log(0.1)])
 
 
 def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
