@@ -29,6 +29,9 @@ Timing conditions (each record names its own):
   isolated     one call after a read-only flush (a sum over a buffer of 4x the L2), events
                around the call; repeated, median (the GPU is not idled before it)
   per-call     (copies) CUDA events around each single copy; host wall time also recorded
+  per-call-wall (copies; added for the fifth runs) host wall clock around the copy and a
+               synchronize, nothing else (what time.perf_counter around `x.to('cuda')` reads);
+               the events of per-call cost ~10-20 us per call on a slow host
   back-to-back (copies) many copies enqueued in a row, events between chunks
 
 NVML (pynvml, else `nvidia-smi -lms`) is sampled in a background thread during the whole run;
@@ -1277,6 +1280,23 @@ class Run:
             None,
             nbytes,
         )
+        t0 = time.time()
+        plain = []
+        for _ in range(reps):
+            h0 = time.perf_counter()
+            fn()
+            self.timer.sync()
+            plain.append(time.perf_counter() - h0)
+        t1 = time.time()
+        pm, p10, p90 = quantiles(plain)
+        self.add(
+            base,
+            "per-call-wall",
+            {"time_s_median": pm, "time_s_p10": p10, "time_s_p90": p90, "n_calls": reps,
+             **self.sampler.window(t0, t1)},
+            None,
+            nbytes,
+        )  # fmt: skip
         if nbytes <= (16 << 20):
             w = self.timer.in_workload([fn], 0.005, 0.05 if not self.args.smoke else 0.005)
             self.add(base, "back-to-back", w, None, nbytes)
