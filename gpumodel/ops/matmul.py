@@ -137,9 +137,8 @@ class Conv2d(Op):
         Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016), so none goes
         below 1 / r^2 of the direct count. Tensor-core kernels keep the direct count (none
         measured above it)."""
-        return self.dtype == "fp32" and self.channels_aligned and self.stride == 1 and (
-            self.kernel > 1
-        )
+        window = self.kernel > 1 and self.stride == 1
+        return window and self.dtype == "fp32" and self.channels_aligned
 
     @property
     def family(self) -> str:
