@@ -86,7 +86,8 @@ def conv_points(
     """(shape, batch, dtype, layout) points: every ResNet-50 convolution at batches 1, 8, 32
     and 128 in bf16 and TF32 channels-last and in plain fp32 (CUDA cores, both layouts), and
     in PyTorch's default NCHW layout (where cuDNN's tensor-core kernels need layout
-    transposes) at 1, 32 and 128: one image leaves most SMs idle, which the fit must see."""
+    transposes) at 1 and 32: one image leaves most SMs idle, which the fit must see. (The full
+    run stays under 5 minutes on an H100: 293 s with NCHW at 128 too.)"""
     if quick:
         pts = [(shape, 32, "bf16", "channels_last") for shape in RESNET50_CONVS]
         pts += [(shape, 128, "bf16", "channels_last") for shape in RESNET50_CONVS[::4]]
@@ -104,7 +105,7 @@ def conv_points(
     ]  # fmt: skip
     # NCHW tensor-core kernels are the channels-last ones between layout transposes
     pts += [(shape, batch, dtype, "nchw") for dtype in ("bf16", "tf32")
-            for shape in RESNET50_CONVS for batch in (1, 32, 128)]  # fmt: skip
+            for shape in RESNET50_CONVS for batch in (1, 32)]  # fmt: skip
     return pts
 
 
