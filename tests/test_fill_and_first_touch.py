@@ -8,7 +8,8 @@ import pytest
 
 import gpumodel as gm
 from gpumodel.errors import SpecError
-from gpumodel.model.scheduling import fill_efficiency, output_tiles
+from gpumodel.model.quantization import tile_count
+from gpumodel.model.scheduling import fill_efficiency
 from gpumodel.ops import HostTransfer
 from gpumodel.ops.matmul import Conv2d
 from gpumodel.predict import FIRST_TOUCH_MIN_BYTES, predict_with_params
@@ -28,7 +29,7 @@ def _conv(**kw) -> Conv2d:
 
 def test_fill_efficiency_by_hand():
     # ResNet-50's last 3x3 at one image: M = 7 x 7 = 49 outputs, N = 512 channels
-    assert output_tiles(49, 512) == 1 * 4
+    assert tile_count(49, 512, (128, 128)) == 1 * 4
     assert fill_efficiency(4, 132, 0.45) == pytest.approx(4 / (4 + 0.45 * 132))
     assert fill_efficiency(784, 132, 0.45) == pytest.approx(784 / 843.4)
     assert fill_efficiency(10, 132, 0.0) == 1.0

@@ -19,13 +19,8 @@ from gpumodel.errors import SpecError
 # Beyond this many blocks per slot the greedy schedule balances to within ~1%: skip simulating.
 BALANCED_BLOCKS_PER_SLOT = 64
 # the output tile that ``fill_efficiency`` counts in (a unit of parallel work, not a claim
-# about the tile a library picks)
+# about the tile a library picks; count with gpumodel.model.quantization.tile_count)
 FILL_TILE = 128
-
-
-def output_tiles(m: int, n: int) -> int:
-    """FILL_TILE x FILL_TILE tiles covering an M x N product's output."""
-    return -(-m // FILL_TILE) * -(-n // FILL_TILE)
 
 
 def fill_efficiency(tiles: int, sm_count: int, half_fill_tiles_per_sm: float) -> float:

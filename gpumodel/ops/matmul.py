@@ -8,7 +8,8 @@ from pydantic import model_validator
 
 from gpumodel._validators import NonNegativeSize, Size
 from gpumodel.errors import SpecError
-from gpumodel.model.scheduling import output_tiles
+from gpumodel.model.quantization import tile_count
+from gpumodel.model.scheduling import FILL_TILE
 from gpumodel.ops.base import (
     Dtype,
     FlopPart,
@@ -215,7 +216,7 @@ class Conv2d(Op):
             # a tensor-core implicit GEMM, or CUDA-core code when the channels are unaligned
             gemm=self._gemm_shape(g) if aligned else None,
             min_flops_fraction=1.0 / self.kernel**2 if fast else 1.0,
-            output_tiles=output_tiles(g.m, g.n),
+            output_tiles=tile_count(g.m, g.n, (FILL_TILE, FILL_TILE)),
             notes=()
             if aligned
             else (

@@ -658,7 +658,7 @@ def fit_host_wall(
     from gpumodel.predict import FIRST_TOUCH_MIN_BYTES
 
     def touches(op: Any) -> bool:
-        return bool(getattr(op, "fresh_destination", False)) and op.bytes > FIRST_TOUCH_MIN_BYTES
+        return op.fresh_destination and op.bytes > FIRST_TOUCH_MIN_BYTES
 
     fields: dict[str, float] = {}
     held: list[Any] = []
