@@ -24,7 +24,8 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     cuda_driver: str | null
     gpu: str                       # the GPU of the machine it was measured on
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
-                 optimizer_step}   # host time of one eager aten call of that kind, back to back
+                 optimizer_step, conv}  # host time of one eager aten call of that kind, back
+                                   # to back (conv: optional, newer profiles)
     kernel_launch_s: float         # a bare kernel launch (no framework)
     hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
     hf_decoder_layer_kernels: int | null   # kernels that forward launched
@@ -37,6 +38,10 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
                                    # around its graph replay (guards, cudagraph trees)
     profiler_event_s: float | null # host time torch.profiler adds per cpu_op / runtime event
                                    # it records (CPU + CUDA activities, record_shapes=True)
+    sdpa_graph_build_s: float | null  # host time of an attention call at shapes the process
+                                   # has not run before, where SDPA runs cuDNN (torch builds
+                                   # one cuDNN graph per shape: a decode step at a new KV
+                                   # length pays it once)
     spread: {field: [p10, p90]}    # measured spread of the fields above
     notes: str | null              # optional: provenance in words
 
@@ -74,6 +79,12 @@ DEFAULT_HOST = "reference-h100"
 REFERENCE_GRAPH_REPLAY_S = 20e-6
 REFERENCE_GRAPH_KERNEL_S = 1.21e-6
 LOCAL_HOST = "local"
+# Host time torch's cuDNN attention spends building its graph for a shape it has not run:
+# 50.2 ms, the median of 28 samples (42-62 ms p10-p90) of an HF Llama decode forward at a new
+# KV length minus the same forward at a length seen, two model widths, batch 1 and 8 (H100 VM,
+# torch 2.11.0+cu130, 2026-11-25; validation/results/h100-sxm/host-gap-2026-11-25). Used where
+# a profile did not measure ``sdpa_graph_build_s``.
+REFERENCE_SDPA_GRAPH_BUILD_S = 50.2e-3
 
 
 class EagerOpCosts(Checked):
@@ -92,6 +103,9 @@ class EagerOpCosts(Checked):
     index: HostSeconds
     sdpa: HostSeconds
     optimizer_step: HostSeconds
+    # F.conv2d (cuDNN, channels_last: one kernel); profiles measured before it was: None
+    # (``cost_s`` uses matmul's)
+    conv: HostSeconds | None = None
 
 
 class HostProfile(Checked):
@@ -115,6 +129,7 @@ class HostProfile(Checked):
     hf_model_step_s: HostSecondsOrZero | None = None
     hf_model_layer_s: HostSeconds | None = None
     profiler_event_s: HostSecondsOrZero | None = None
+    sdpa_graph_build_s: HostSecondsOrZero | None = None
     # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used
     graph_replay_s: HostSecondsOrZero | None = None
     graph_replay_per_kernel_s: HostSecondsOrZero | None = None
@@ -157,6 +172,13 @@ class HostProfile(Checked):
         v = self.compiled_step_launch_s
         return self.replay_s if v is None else v
 
+    @property
+    def graph_build_s(self) -> float:
+        """Host time of a cuDNN attention call at new shapes (``sdpa_graph_build_s``, else the
+        reference)."""
+        v = self.sdpa_graph_build_s
+        return REFERENCE_SDPA_GRAPH_BUILD_S if v is None else v
+
     def label(self) -> str:
         """'reference-h100 (Intel Xeon ..., 2026-11-22, torch 2.11)'."""
         return (f"{self.name} ({self.cpu_model}, {self.gpu}, {self.measured_at[:10]}, "
@@ -179,7 +201,10 @@ class HostProfile(Checked):
                 "--host-only)")  # fmt: skip
 
     def cost_s(self, kind: str) -> float:
-        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``)."""
+        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``); ``conv`` of a
+        profile that did not measure it: ``matmul``'s (both are one cuBLAS/cuDNN call)."""
+        if kind == "conv" and self.eager_op_s.conv is None:
+            kind = "matmul"
         return float(getattr(self.eager_op_s, "copy_" if kind == "copy" else kind))
 
     def to_yaml(self) -> str:

@@ -39,6 +39,11 @@ from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.tracefit import family_key
 from gpumodel.units import format_quantity
 
+# A bare kernel launch, host side, back to back, where no calibration measured one
+# (``launch_host_s``): the CuPy RawKernel launch of `gpumodel validate` on the H100 host of
+# validation/results/h100-sxm, 2026-11-22: 4.62 us (an earlier host measured 7.01 us).
+DEFAULT_LAUNCH_HOST_S = 4.6e-6
+
 # GPU-side cost of one kernel when nothing is calibrated: an empty kernel timed with CUDA
 # events takes a few microseconds (seeds 002 and 004: "5-10 us" host launch, "a few us").
 DEFAULT_KERNEL_OVERHEAD_S = 2.5e-6
@@ -60,6 +65,7 @@ def predict(
     *,
     l2: L2Mode = "cold",
     condition: Condition = "in-workload",
+    host: Any = None,
 ) -> Prediction:
     """Predict the time of ``op`` on ``gpu``.
 
@@ -73,6 +79,11 @@ def predict(
     and inference: the power-limited sustained clock) or ``"isolated"`` (one call at the
     short-burst boost clock: what validate's harness times). The in-workload term needs a
     calibration that measured it (``gpumodel validate --conditions``).
+    ``host``: the op called from eager PyTorch on that host (a host profile: name, file or
+    ``HostProfile``; ``gpumodel validate --host-only`` measures one): one call takes at least
+    the profile's host time for the call's kind (``eager_op_s``: F.conv2d, matmul, ...) and a
+    bare launch (the calibration's ``launch_host_s``) per further kernel it launches, since
+    back to back the GPU waits for the host when the kernels are shorter (``eager_floor``).
     """
     check_condition(condition, l2)
     if not isinstance(op, Op):
@@ -82,11 +93,46 @@ def predict(
     custom = getattr(op, "predict_on", None)
     if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
         cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
+    hp = None
+    if host is not None:
+        from gpumodel.hostprofile import load_host
+
+        if op.eager_kind is None:
+            raise SpecError(f"host= prices one eager PyTorch call; {op.op_name} is not one "
+                            "(collectives and host copies price their own host side)")  # fmt: skip
+        hp = load_host(host)
     if custom is not None:
-        return _finite_result(custom(gpu, cal))
-    params = cal.parameters if cal else CalibrationParams()
-    label = calibration_label(cal)
-    return _finite_result(predict_with_params(op, gpu, params, label, l2, condition))
+        p = custom(gpu, cal)
+    else:
+        params = cal.parameters if cal else CalibrationParams()
+        label = calibration_label(cal)
+        p = predict_with_params(op, gpu, params, label, l2, condition)
+    if hp is None:
+        return _finite_result(p)
+    launch_s = cal.parameters.launch_host_s if cal else None
+    return _finite_result(eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None
+                                      else launch_s))  # fmt: skip
+
+
+def eager_floor(p: Prediction, op: Op, hp: Any, launch_s: float) -> Prediction:
+    """``p`` as one call of an eager PyTorch loop on host ``hp``. Back to back, the host issues
+    one call every ``hp.cost_s(kind)`` seconds, plus ``launch_s`` (a bare launch) for each
+    further kernel the call launches from inside the library (cuDNN's NCHW transposes), so a
+    call takes max(GPU time, that): the GPU drains the queue faster than the host fills it.
+    Shown as the term "eager dispatch"; where it binds the bound is "launch"."""
+    kind = op.eager_kind or ""
+    launches = sum(k.launches for k in p.kernels) or 1
+    floor_s = hp.cost_s(kind) + (launches - 1) * launch_s
+    measured = kind != "conv" or hp.eager_op_s.conv is not None
+    what = kind if measured else "matmul (conv not measured)"
+    extra = f" + {launches - 1} more launches" if launches > 1 else ""
+    binds = floor_s > p.time_s
+    note = (f"host profile {hp.name}: one eager {what} call{extra}; "
+            f"{'the GPU waits for the host' if binds else 'below the GPU time'}")  # fmt: skip
+    terms = (*p.terms, Term(name="eager dispatch", value=floor_s, note=note))
+    if not binds:
+        return p.model_copy(update={"terms": terms})
+    return p.model_copy(update={"terms": terms, "time_s": floor_s, "bound": "launch"})
 
 
 def check_condition(condition: str, l2: str = "cold") -> None:

@@ -71,8 +71,8 @@ def test_build_profile_schema_and_values():
     assert p["spread"]["eager_op_s.matmul"] == pytest.approx([1.9e-6, 9.1e-6])
     # elementwise is figure 2: twice that
     assert p["eager_op_s"]["elementwise"] == pytest.approx(11e-6)
-    # kernel_launch_s is figure 11
-    assert p["kernel_launch_s"] == pytest.approx(11 * 5.5e-6)
+    # kernel_launch_s is figure 12 (after the 11 eager kinds)
+    assert p["kernel_launch_s"] == pytest.approx(12 * 5.5e-6)
     assert p["hf_decoder_layer_s"] is None
     assert "hf_decoder_layer_s" not in p["spread"]
     assert p["hf_decoder_layer_kernels"] is None
@@ -85,8 +85,8 @@ def test_build_profile_refuses_missing_and_unknown_keys():
     with pytest.raises(SpecError, match=r"eager_op_s\.sdpa"):
         build_profile(s, META)
     s = fake_samples()
-    s["eager_op_s.conv"] = [1e-6]
-    with pytest.raises(SpecError, match="conv"):
+    s["eager_op_s.pool"] = [1e-6]
+    with pytest.raises(SpecError, match="pool"):
         build_profile(s, META)
     with pytest.raises(SpecError, match="cpu_model"):
         build_profile(fake_samples(), {k: v for k, v in META.items() if k != "cpu_model"})
@@ -135,6 +135,7 @@ def test_measure_on_cpu_gives_a_complete_profile(tmp_path):
     assert p["kernel_launch_s"] > 0
     assert p["graph_replay_s"] is None and p["graph_replay_per_kernel_s"] is None
     assert p["compiled_step_launch_s"] is None
+    assert p["sdpa_graph_build_s"] is None  # cuDNN attention: CUDA only
     assert p["device"] == "cpu" and p["cuda_driver"] is None
     out = write_host_profile(p, tmp_path / "h.yaml")
     assert yaml.safe_load(out.read_text())["eager_op_s"] == p["eager_op_s"]
@@ -184,3 +185,69 @@ def test_a_measured_hf_model_prices_its_layers_and_its_own_step(tmp_path):
     g = gm.predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512,
                              runtime="fused-graph", host=str(host))  # fmt: skip
     assert g.host_time_s < 1e-4
+
+
+def test_new_shapes_add_one_cudnn_graph_build_per_step(tmp_path):
+    """A step at attention shapes new to the process: where SDPA runs cuDNN eagerly (hf-eager on
+    compute capability 9.0/10.0, or attention="cudnn"), the host spends the profile's
+    sdpa_graph_build_s once per step (one shape for all layers: 40 ms here, not 32 x 40);
+    flash GPUs, graph runtimes and the naive kernels pay nothing; the steady state (default)
+    pays nothing but says what a new shape would add."""
+    host = str(_reference_with(tmp_path, hf_model_step_s=1.0e-3, hf_model_layer_s=0.8e-3,
+                               sdpa_graph_build_s=0.04))  # fmt: skip
+    kw = dict(phase="decode", batch=1, context=512, host=host)
+
+    def pair(gpu, **extra):
+        args = {**kw, "runtime": "hf-eager", **extra}
+        return (gm.predict_inference("llama-3-8b", gpu, **args),
+                gm.predict_inference("llama-3-8b", gpu, new_shapes=True, **args))  # fmt: skip
+
+    steady, new = pair("h100")
+    assert steady.host_time_s == pytest.approx(1.0e-3 + 32 * 0.8e-3, rel=1e-9)
+    assert new.host_time_s - steady.host_time_s == pytest.approx(0.04, rel=1e-9)
+    assert new.time_s - steady.time_s == pytest.approx(0.04, rel=1e-9)  # host-bound: all of it
+    assert any("adds 40 ms of cuDNN graph build" in n for n in steady.notes)
+    assert "cuDNN attention graph build (new shapes) 40 ms" in new.explain().replace("\n", " ")
+    for gpu in ("h200", "b200"):  # the other GPUs torch prefers cuDNN on
+        s, n = pair(gpu)
+        assert n.host_time_s - s.host_time_s == pytest.approx(0.04, rel=1e-9)
+    for gpu, extra, paid in (("a100", {}, 0.0), ("a100", {"attention": "cudnn"}, 0.04),
+                             ("h100", {"attention": "naive"}, 0.0)):  # fmt: skip
+        s, n = pair(gpu, **extra)
+        assert n.host_time_s - s.host_time_s == pytest.approx(paid, abs=1e-12), (gpu, extra)
+    for runtime, phase, paid in (("fused-graph", "decode", 0.0),
+                                 ("hf-static-compiled", "decode", 0.0),
+                                 ("hf-static-compiled", "prefill", 0.04)):  # fmt: skip
+        args = {**kw, "runtime": runtime, "phase": phase}
+        if phase == "prefill":
+            args.update(seq=256, context=None)
+        s = gm.predict_inference("llama-3-8b", "h100", **args)
+        n = gm.predict_inference("llama-3-8b", "h100", new_shapes=True, **args)
+        assert n.host_time_s - s.host_time_s == pytest.approx(paid, abs=1e-12), runtime
+    # a profile that did not measure it: the reference build time (50.2 ms, H100 VM)
+    ref = gm.predict_inference("llama-3-8b", "h100", runtime="hf-eager", new_shapes=True,
+                               **{**kw, "host": "reference-h100"})  # fmt: skip
+    base = gm.predict_inference("llama-3-8b", "h100", runtime="hf-eager",
+                                **{**kw, "host": "reference-h100"})  # fmt: skip
+    assert ref.host_time_s - base.host_time_s == pytest.approx(50.2e-3, rel=1e-9)
+    # the sweep prices it the same way
+    sw = gm.sweep_inference("llama-3-8b", "h100", batch=[1], context=[512], runtime="hf-eager",
+                            host=host, new_shapes=True)  # fmt: skip
+    assert sw["time_s"][0] == pytest.approx(new.time_s, rel=1e-6)
+    with pytest.raises(SpecError):
+        gm.predict_inference("llama-3-8b", "h100", runtime="hf-eager", new_shapes="yes")
+
+
+def test_cli_new_shapes(tmp_path, capsys):
+    from gpumodel.cli import main
+
+    host = str(_reference_with(tmp_path, sdpa_graph_build_s=0.04))
+    args = ["infer", "--model", "llama-3-8b", "--gpu", "h100", "--runtime", "hf-eager",
+            "--host", host, "--json"]  # fmt: skip
+    import json
+
+    assert main(args) == 0
+    steady = json.loads(capsys.readouterr().out)
+    assert main([*args, "--new-shapes"]) == 0
+    new = json.loads(capsys.readouterr().out)
+    assert new["host_time_s"] - steady["host_time_s"] == pytest.approx(0.04, rel=1e-6)

@@ -32,6 +32,7 @@ def predict_on_gpus(
     calibration_from: str | None,
     l2: str = "cold",
     condition: str = "in-workload",
+    host: str | None = None,
 ) -> list[gm.Prediction]:
     return [
         gm.predict(
@@ -40,6 +41,7 @@ def predict_on_gpus(
             calibration_for(g, calibration, calibration_from),
             l2=l2,  # type: ignore[arg-type]
             condition=condition,
+            host=host,
         )  # type: ignore[arg-type]
         for g in gpus
     ]

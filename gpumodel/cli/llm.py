@@ -137,6 +137,12 @@ def infer(
     allow_oversubscribe: bool = typer.Option(
         False, "--allow-oversubscribe", help="predict a step even if its memory does not fit"
     ),
+    new_shapes: bool = typer.Option(
+        False,
+        "--new-shapes",
+        help="price the first step at its attention shapes in the process (a decode step at a "
+        "new KV length): hf-eager on H100/H200/B200 pays torch's cuDNN attention graph build",
+    ),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     calibration_from: str = typer.Option(
         None, help="carry another GPU's calibration (id or file) to this one"
@@ -163,7 +169,7 @@ def infer(
         calibration=calibration_for(gm.get_gpu(gpu), calibration, calibration_from),
         attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,  # type: ignore[arg-type]
         host_per_kernel_s=host_us * 1e-6 if host_us is not None else None, host=host,
-        allow_oversubscribe=allow_oversubscribe,
+        allow_oversubscribe=allow_oversubscribe, new_shapes=new_shapes,
     )  # fmt: skip
     _warn(r.host_warning)
     if plot:

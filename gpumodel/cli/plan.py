@@ -263,6 +263,9 @@ def sweep_llm(
         help="host profile: a name or a YAML file (default: the "
         "measured one of this machine, else reference-h100)",
     ),
+    new_shapes: bool = typer.Option(
+        False, "--new-shapes", help="inference: price steps at attention shapes new to the "
+        "process (as infer --new-shapes)"),
     policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
     fusion: str = typer.Option(None, help="training: fused (default) or unfused (eager HF)"),
     dtype: str = typer.Option("bf16"),
@@ -318,8 +321,10 @@ def sweep_llm(
             fail("--tokens is for --mode training (the tokens to train on)")
         r = gm.sweep_inference(model, gpus, phase=phase, batch=counts["batch"], seq=seqs,  # type: ignore[arg-type]
                                context=ctx, tp=counts["tp"], pp=counts["pp"], dp=counts["dp"],
-                               runtime=runtime, host=host, **common)  # type: ignore[arg-type]  # fmt: skip
+                               runtime=runtime, host=host, new_shapes=new_shapes, **common)  # type: ignore[arg-type]  # fmt: skip
     else:
+        if new_shapes:
+            fail("--new-shapes is for --mode inference")
         if context is not None:
             fail("--context is for --mode inference (training: --seq)")
         if recompute not in ("none", "selective", "full"):

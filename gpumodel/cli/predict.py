@@ -39,6 +39,8 @@ _COMMON = [
      "dirty: L2 full of unpaid dirty lines (after do_bench's writing flush)")),
     ("condition", str, typer.Option("in-workload", help="in-workload (back to back: the "
      "power-limited sustained clock) or isolated (one call at the boost clock: validate's harness)")),
+    ("host", str | None, typer.Option(None, help="the op as one eager PyTorch call on this host "
+     "profile (name or YAML; gpumodel validate --host-only): no faster than the host issues it")),
     ("specs_dir", list[str], typer.Option([], "--specs-dir", help="extra GPU spec directory")),
 ]  # fmt: skip
 
@@ -103,7 +105,7 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
         op = gm.ops.from_row(row)
         gpus = resolve_gpus(common["gpu"], common["specs_dir"])
         preds = predict_on_gpus(op, gpus, common["calibration"], common["calibration_from"],
-                                common["l2"], common["condition"])  # fmt: skip
+                                common["l2"], common["condition"], common["host"])  # fmt: skip
         print_predictions(preds, common["as_json"], common["explain"], common["as_csv"])
 
     params = [_parameter(k, f) for k, f in fields.items()]

@@ -68,14 +68,12 @@ from gpumodel.llm.runtimes import (
     get_runtime,
     host_kind,
     kernel_flags,
+    sdpa_graph_build_s,
 )
+from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
-# Bare launch of one kernel, host side, back to back (cupy RawKernel, ``gpumodel validate`` on
-# the H100 host of validation/results/h100-sxm, 2026-11-22: 4.62 us; an earlier host measured
-# 7.01 us); calibration.parameters.launch_host_s replaces it.
-DEFAULT_LAUNCH_HOST_S = 4.6e-6
 # Eager PyTorch + HF transformers host time per kernel beyond the bare launch: 25.1 us per
 # modelled kernel (4.545 ms host issue time / 181 kernels, tiny-width 4-layer Llama decode, H100
 # host, torch 2.11, transformers 5.17) minus the 4.62 us bare launch of that host. See the
@@ -88,6 +86,8 @@ DEFAULT_EAGER_HOST_PER_KERNEL_S = DEFAULT_LAUNCH_HOST_S + EAGER_FRAMEWORK_HOST_P
 DEFAULT_EAGER_HOST_PER_STEP_S = 0.0
 # One CUDA graph replay plus the per-step Python around it (cudaGraphLaunch is a few us).
 DEFAULT_GRAPH_LAUNCH_S = 20e-6
+# The host term of a step at new attention shapes (``new_shapes``; runtimes.sdpa_graph_build_s).
+BUILD_TERM = "cuDNN attention graph build (new shapes)"
 
 # Shown when no calibration applies: the roofline on datasheet peaks is a lower bound on time.
 DATASHEET_NOTE = (
@@ -255,6 +255,7 @@ def host_terms(
     host_per_step_s: float | None = None,
     graph_launch_s: float | None = None,
     host_given: bool = False,
+    graph_build_s: float = 0.0,
 ) -> HostTerms:
     """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
     runtime ``rt``. Eager, per kernel, the first that applies:
@@ -268,7 +269,10 @@ def host_terms(
                                                      kernels; or the measured HF decoder layer
 
     Graph runtimes: one launch per step (``graph_launch_s``, else the profile's replay or its
-    compiled-call launch). The one rule ``predict_inference`` and ``sweep_inference`` share."""
+    compiled-call launch). ``graph_build_s``: host time of the step's cuDNN attention graph
+    builds (``runtimes.sdpa_graph_build_s``), spent per step before its kernels issue (the
+    first layer's SDPA call blocks the host while the GPU has only a few kernels queued). The
+    one rule ``predict_inference`` and ``sweep_inference`` share."""
     counts: dict[str, int] = {}
     kinds: dict[str, float] = {}
     per_kernel: list[list[float]] = []
@@ -339,6 +343,11 @@ def host_terms(
         n = len(pk[0]) + layers * len(pk[1]) + len(pk[2])
         pk = ([uniform] * len(pk[0]), [uniform] * len(pk[1]), [uniform] * len(pk[2]))
         kinds = {source: uniform * n}
+    if graph_build_s > 0:
+        per_step += graph_build_s
+        kinds[BUILD_TERM] = graph_build_s
+        notes.append(f"new attention shapes: torch's cuDNN attention builds a graph for them, "
+                     f"{format_time(graph_build_s)} of host per step ({hp.name})")  # fmt: skip
     return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes))
 
 
@@ -432,6 +441,7 @@ def predict_inference(
     op_times: Mapping[str, float] | None = None,
     stream_floor_s: float | None = None,
     allow_oversubscribe: bool = False,
+    new_shapes: bool = False,
 ) -> InferenceResult:
     """Predict one prefill or decode step of ``model`` on ``gpu``.
 
@@ -450,12 +460,20 @@ def predict_inference(
     time); ``op_times`` replaces the op model's time of named layer ops by measured seconds
     per execution (e.g. ``{"lm_head": 2e-3}``).
 
+    ``new_shapes=True`` prices the step as the first the process runs at its attention shapes
+    (every decode step of the longest generation so far: its KV length is new; a prefill at a
+    new batch x prompt length): where SDPA runs cuDNN eagerly (hf-eager on an H100/H200/B200
+    with torch 2.5+), torch builds a cuDNN graph for it, the host profile's
+    ``sdpa_graph_build_s`` (~50 ms on an H100 VM, torch 2.11). The default prices the steady
+    state, shapes the process has run before.
+
     A step whose memory (``memory(phase=...)``) does not fit raises InfeasibleError unless
     ``allow_oversubscribe=True``.
     """
     check_counts(batch=batch, seq=seq, context=context, gpus=gpus, tp=tp)
     check_dtype(dtype)
     check_bool(allow_oversubscribe, "allow_oversubscribe")
+    check_bool(new_shapes, "new_shapes")
     check_choice(phase, "phase", ("prefill", "decode"))
     check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
                host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
@@ -503,10 +521,16 @@ def predict_inference(
     if floor is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
+    build = sdpa_graph_build_s(rt, g.compute_capability, attention, hp.graph_build_s, True)
     ht = host_terms(rt, hp, cal, (pre, layer, post), spec.layers, fusion,
                     host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                    graph_launch_s=graph_launch_s, host_given=host is not None)  # fmt: skip
+                    graph_launch_s=graph_launch_s, host_given=host is not None,
+                    graph_build_s=build if new_shapes else 0.0)  # fmt: skip
     notes += ht.notes
+    if build and not new_shapes:
+        notes.append(f"steady state: attention shapes this process has run before; a step at "
+                     f"new ones (a decode step at a new KV length) adds {format_time(build)} "
+                     f"of cuDNN graph build (new_shapes=True, --new-shapes)")  # fmt: skip
     one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
     times = step_times(*one[:2], spec.layers, one[2], eager=ht.eager,
                        host_per_kernel_s=tuple(np.array([h]) for h in ht.per_kernel),

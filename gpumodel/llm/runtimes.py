@@ -82,6 +82,29 @@ RUNTIMES: dict[str, Runtime] = {
 }  # fmt: skip
 
 
+# Compute capabilities on which torch's SDPA tries cuDNN attention first (torch 2.5+ with cuDNN
+# >= 9.9: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, check_prefer_cudnn_attention:
+# major 9 or 10 with minor 0, i.e. H100/H200 and B200/GB200). Elsewhere flash runs first.
+CUDNN_SDPA_PREFERRED_CC = ("9.0", "10.0")
+
+
+def sdpa_graph_build_s(
+    rt: Runtime, compute_capability: str | None, attention: str, build_s: float, new_shapes: bool
+) -> float:
+    """Host seconds one step spends building cuDNN attention graphs: ``build_s`` (the host
+    profile's ``graph_build_s``) when the step runs its attention at shapes the process has not
+    run before (``new_shapes``: an eager decode step at a new KV length, a prefill at a new
+    prompt shape), the step issues SDPA eagerly (``hf-eager``, ``hf-static-compiled``'s
+    prefill) and SDPA runs cuDNN there (``attention="cudnn"``, or the default on a GPU where
+    torch prefers cuDNN). torch keeps one built graph per shape (batch, heads, both lengths;
+    aten/src/ATen/native/cudnn/MHA.cpp), and a step's layers share one shape: one build per
+    step. Graph runtimes replay a graph captured at fixed shapes: none."""
+    if not new_shapes or rt.host != "eager" or attention == "naive":
+        return 0.0
+    cudnn = attention == "cudnn" or compute_capability in CUDNN_SDPA_PREFERRED_CC
+    return build_s if cudnn else 0.0
+
+
 def get_runtime(name: str | None) -> Runtime:
     """The runtime called ``name`` (``None``: the default; "eager"/"graph": the old names)."""
     from gpumodel._validators import _show

@@ -65,7 +65,7 @@ from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_ti
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags
+from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags, sdpa_graph_build_s
 from gpumodel.llm.training import (
     combine_step,
     default_global_batch,
@@ -237,6 +237,7 @@ def sweep_inference(
     stream_floor_s: float | None = None,
     price: PriceArg = None,
     grid: bool = True,
+    new_shapes: bool = False,
 ) -> SweepResult:
     """``predict_inference`` over a grid: each point is a replica of ``tp`` GPUs stepping
     ``batch`` sequences of ``seq`` new tokens attending to ``context``, ``dp`` replicas
@@ -246,7 +247,8 @@ def sweep_inference(
     cache of ``context`` tokens, buffers, overhead; ``gpumodel.memory``), capacity_bytes, fits,
     usd_per_gpu_hour, usd_per_hour, usd_per_million_tokens (NaN without a price).
 
-    ``runtime`` (default ``DEFAULT_RUNTIME``) and ``host`` as ``predict_inference``. Points
+    ``runtime`` (default ``DEFAULT_RUNTIME``), ``host`` and ``new_shapes`` as
+    ``predict_inference``. Points
     whose memory does not fit are kept, with ``fits`` False (the sweep answers "what fits";
     ``predict_inference`` refuses them unless ``allow_oversubscribe``).
 
@@ -258,6 +260,7 @@ def sweep_inference(
     check_choice(phase, "phase", ("prefill", "decode"))
     check_dtype(dtype)
     check_bool(grid, "grid")
+    check_bool(new_shapes, "new_shapes")
     # the same declared constraints as predict_inference's
     check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
                host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
@@ -321,8 +324,11 @@ def sweep_inference(
         m = len(uniq)
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
+        build = sdpa_graph_build_s(rt, g.compute_capability, attention, hp.graph_build_s,
+                                   new_shapes)  # fmt: skip
         hosts = {"host_per_kernel_s": host_per_kernel_s, "host_per_step_s": host_per_step_s,
-                 "graph_launch_s": graph_launch_s, "host_given": host is not None}  # fmt: skip
+                 "graph_launch_s": graph_launch_s, "host_given": host is not None,
+                 "graph_build_s": build}  # fmt: skip
         for idx, ops in groups:
             times = None
             if ops is not None:
@@ -354,7 +360,7 @@ def sweep_inference(
         prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
         settings={"phase": phase, "runtime": rt.name, "dtype": dtype, "fusion": fusion,
                   "kv_cache": kv_cache, "attention": attention, "gqa": gqa,
-                  "host": host_dict(hp)},
+                  "new_shapes": new_shapes, "host": host_dict(hp)},
     )  # fmt: skip
 
 

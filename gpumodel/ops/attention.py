@@ -55,6 +55,7 @@ class Attention(Op):
     """
 
     op_name: ClassVar[str] = "attention"
+    eager_kind: ClassVar[str | None] = "sdpa"
     batch: Size = 1
     heads: Size = 32
     seq: SeqTokens

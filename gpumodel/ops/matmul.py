@@ -54,6 +54,7 @@ class Gemm(Op):
     """
 
     op_name: ClassVar[str] = "gemm"
+    eager_kind: ClassVar[str | None] = "matmul"
     m: Size
     n: Size
     k: Size
@@ -88,6 +89,7 @@ class Conv2d(Op):
     """
 
     op_name: ClassVar[str] = "conv2d"
+    eager_kind: ClassVar[str | None] = "conv"
     batch: Size
     in_channels: Size
     out_channels: Size

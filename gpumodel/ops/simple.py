@@ -93,6 +93,7 @@ class Elementwise(Op):
     the output once."""
 
     op_name: ClassVar[str] = "elementwise"
+    eager_kind: ClassVar[str | None] = "elementwise"
     op: Literal["copy", "add", "mul", "relu", "exp", "silu", "gelu", "gelu_tanh"]
     n: Size
     dtype: Dtype = "bf16"
@@ -123,6 +124,7 @@ class Reduction(Op):
     """Sum of ``n`` elements to one value: reads the input once."""
 
     op_name: ClassVar[str] = "reduction"
+    eager_kind: ClassVar[str | None] = "reduction"
     n: Size
     dtype: Dtype = "bf16"
 
@@ -226,6 +228,7 @@ class LayerNorm(_BlockPerRowNorm):
     ~8 FLOPs per element (mean, variance, normalise, scale, shift)."""
 
     op_name: ClassVar[str] = "layernorm"
+    eager_kind: ClassVar[str | None] = "norm"
     hidden: Size
     flops_per_element: ClassVar[float] = 8.0
     params_per_column: ClassVar[int] = 2
@@ -239,6 +242,7 @@ class RMSNorm(_BlockPerRowNorm):
     """RMS norm (Zhang & Sennrich 2019) with a weight: ~5 FLOPs per element."""
 
     op_name: ClassVar[str] = "rmsnorm"
+    eager_kind: ClassVar[str | None] = "norm"
     hidden: Size
     flops_per_element: ClassVar[float] = 5.0
     params_per_column: ClassVar[int] = 1
@@ -252,6 +256,7 @@ class Softmax(_RowOp):
     """Row softmax: max, subtract, exp, sum, divide: ~5 FLOPs per element."""
 
     op_name: ClassVar[str] = "softmax"
+    eager_kind: ClassVar[str | None] = "reduction"
     columns_field: ClassVar[str] = "cols"
     cols: Size
     flops_per_element: ClassVar[float] = 5.0
@@ -265,6 +270,7 @@ class Copy(Op):
     """Device-to-device copy of ``bytes``: reads and writes them (2x bytes moved)."""
 
     op_name: ClassVar[str] = "copy"
+    eager_kind: ClassVar[str | None] = "copy"
     bytes: PositiveBytes
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
@@ -294,6 +300,7 @@ class ExpandCopy(Op):
     clock."""
 
     op_name: ClassVar[str] = "expand_copy"
+    eager_kind: ClassVar[str | None] = "copy"
     n: Size = Field(description="output elements of one tensor")
     repeat: Size = Field(1, description="times each source element is repeated")
     tensors: Size = Field(1, description="tensors copied, one kernel each")
@@ -339,6 +346,7 @@ class StridedElementwise(Op):
     ``bytes_per_element``: reads plus writes per output element."""
 
     op_name: ClassVar[str] = "strided_elementwise"
+    eager_kind: ClassVar[str | None] = "elementwise"
     kind: Literal["cast", "broadcast"]
     n: Size = Field(description="output elements")
     # an element moves a few times its size (at most 8 bytes): 1 KB per element cannot be meant
@@ -374,6 +382,7 @@ class AdamW(Op):
     parameters), so validate measures it as its own family."""
 
     op_name: ClassVar[str] = "adamw"
+    eager_kind: ClassVar[str | None] = "optimizer_step"
     params: Size = Field(description="parameters this rank updates")
     master_copy: bool = False
 
@@ -423,6 +432,7 @@ class Embedding(Op):
     """Gather ``tokens`` rows of width ``hidden`` from an embedding table."""
 
     op_name: ClassVar[str] = "embedding"
+    eager_kind: ClassVar[str | None] = "index"
     tokens: Size
     hidden: Size
     dtype: Dtype = "bf16"

@@ -12,10 +12,10 @@ The file format (schema version 1) is the contract with ``gpumodel.hostprofile``
     name, measured_at (ISO 8601 UTC), cpu_model, cpu_cores, python, torch, transformers,
     cuda_driver, gpu
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
-                 optimizer_step}            # host seconds per call, medians
+                 optimizer_step, conv}      # host seconds per call, medians
     kernel_launch_s, hf_decoder_layer_s, hf_decoder_layer_kernels, hf_model_step_s,
     hf_model_layer_s, graph_replay_s, graph_replay_per_kernel_s, compiled_step_launch_s,
-    profiler_event_s
+    profiler_event_s, sdpa_graph_build_s
     spread: {key: [p10, p90]}               # eager ops as "eager_op_s.<kind>"
 
 Method: each figure is sampled ``repeats`` times, the samples of all figures interleaved (one
@@ -35,6 +35,15 @@ layer inside a model (``hf_model_layer_s``), the intercept the model's own per s
 torch.profiler (CPU + CUDA activities, ``record_shapes=True``) adds to the host per event it
 records (cpu_op and CUDA runtime events, counted as ``gpumodel calibrate --trace`` counts
 them): the smaller model's forward profiled against not, over the events one forward records.
+
+``sdpa_graph_build_s`` is what an attention call costs the host the first time the process
+sees its shapes when SDPA runs cuDNN (what torch prefers on compute capability 9.0 and 10.0):
+torch caches one built cuDNN graph per problem, keyed by batch, heads and both sequence
+lengths (aten/src/ATen/native/cudnn/MHA.cpp), so an eager decode step at a KV length it has
+not run before builds one (~50 ms on an H100 VM, torch 2.11: validation/results/h100-sxm/
+host-gap-2026-11-25). Measured under ``sdpa_kernel(CUDNN_ATTENTION)`` (so on any GPU cuDNN
+attention runs on) as the smaller model's decode forward at a new KV length minus the same
+forward at a length it has run.
 
 torch is imported inside ``measure_host_samples`` only; the aggregation and the writer are pure
 and need no torch (they are unit-tested on a CPU-only machine).
@@ -69,6 +78,7 @@ EAGER_OP_KINDS: tuple[str, ...] = (
     "index",
     "sdpa",
     "optimizer_step",
+    "conv",
 )
 
 #: Scalar timing figures (seconds), in file order.
@@ -81,6 +91,7 @@ SCALAR_KEYS: tuple[str, ...] = (
     "graph_replay_per_kernel_s",
     "compiled_step_launch_s",
     "profiler_event_s",
+    "sdpa_graph_build_s",
 )
 
 #: Decoder-layer counts of the two small HF Llama models whose decode forwards give the
@@ -337,11 +348,15 @@ def measure_host_samples(
     samples: dict[str, list[float] | None] = {k: [] for k in bench}
     gap_graphs = (_graph(torch, 10), _graph(torch, 110)) if on_cuda else None
     gap_samples: list[float] = []
+    build = _sdpa_graph_build(torch, device, models[HF_MODEL_LAYERS[0]], notes) if models else None
+    build_samples: list[float] = []
     for r in range(repeats):
         for name, (fn, per_call, n) in bench.items():
             samples[name].append(host_s_per_call(fn, n, sync) / per_call)  # type: ignore[union-attr]
         if gap_graphs is not None:
             gap_samples.append(_graph_gap(torch, *gap_graphs, 10, 110))
+        if build is not None:
+            build_samples.append(build())
         say(f"host: round {r + 1}/{repeats}")
 
     if layer is not None:
@@ -364,6 +379,7 @@ def measure_host_samples(
             for _ in range(3)
         ]
     out["graph_replay_per_kernel_s"] = gap_samples if gap_graphs is not None else None
+    out["sdpa_graph_build_s"] = build_samples if build is not None else None
     notes["repeats"] = repeats
     notes["calls_per_sample"] = {k: v[2] for k, v in bench.items()}
     return out, counts, notes
@@ -411,7 +427,7 @@ def measure_host_profile(
         },
         "shapes": {
             "eager_ops": "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; "
-            "sdpa: q 1x8x1x64, k/v 1x8x128x64)",
+            "sdpa: q 1x8x1x64, k/v 1x8x128x64; conv: F.conv2d 1x64x14x14 * 64x64x3x3 channels_last, pad 1)",
             "hf_decoder_layer": "LlamaDecoderLayer hidden 1024, 8 heads x 128, 2 kv heads, ffn "
             "2816, bf16, sdpa, batch 1, 1 new token over a 128-token DynamicCache (cropped back "
             "after each call)",
@@ -421,6 +437,9 @@ def measure_host_profile(
             "record_shapes=True) against without",
             "compiled_step": "torch.compile(mode='reduce-overhead') Linear(256,256)-SiLU-"
             "Linear(256,256), bf16, input 64x256",
+            "sdpa_graph_build": f"the {HF_MODEL_LAYERS[0]}-layer hf_model under cuDNN "
+            "attention, one synchronised decode forward over a cache that grows from 1024 "
+            "tokens (a new KV length each call) minus one over the 128-token cache cut back",
         },
     }
     if notes:
@@ -445,6 +464,11 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
     k = torch.randn(1, 8, 128, 64, device=device, dtype=dt)
     v = torch.randn(1, 8, 128, 64, device=device, dtype=dt)
     one = torch.zeros(1, device=device)
+    # channels_last: cuDNN's native layout, one kernel per call (NCHW adds transposes, which
+    # ``gpumodel.predict.eager_floor`` prices as further launches)
+    cl = torch.channels_last
+    img = torch.randn(1, 64, 14, 14, device=device, dtype=dt).to(memory_format=cl)
+    filt = torch.randn(64, 64, 3, 3, device=device, dtype=dt).to(memory_format=cl)
     params = [torch.randn(64, 64, device=device, requires_grad=True) for _ in range(8)]
     for p in params:
         p.grad = torch.randn_like(p)
@@ -466,6 +490,7 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
         "index": (index, 2),
         "sdpa": (lambda: F.scaled_dot_product_attention(q, k, v), 1),
         "optimizer_step": (opt.step, 1),
+        "conv": (lambda: F.conv2d(img, filt, padding=1), 1),
     }
     for kind, (fn, per) in ops.items():
         n = max(10, calls // 4) if kind == "optimizer_step" else calls
@@ -583,7 +608,9 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
     return call, count_kernels
 
 
-def _hf_model(torch: Any, device: str, layers: int) -> Callable[[], Any]:
+def _hf_model(
+    torch: Any, device: str, layers: int, ctx: int = 128, crop: bool = True
+) -> Callable[[], Any]:
     """One decode forward of a small HF LlamaForCausalLM of ``layers`` decoder layers, as a
     user's decode loop calls it: one new token over a 128-token DynamicCache, which is then cut
     back (two slicing views per layer, under 1% of a layer's host time). A cache left to grow
@@ -594,16 +621,58 @@ def _hf_model(torch: Any, device: str, layers: int) -> Callable[[], Any]:
 
     cfg = _llama_config(layers)
     model = _ready(torch, LlamaForCausalLM(cfg), device)
-    cache = _filled_cache(torch, cfg, layers, 128, device)
+    cache = _filled_cache(torch, cfg, layers, ctx, device)
     ids = torch.tensor([[1]], device=device)
     arg = _cache_arg(model.forward)
 
     @torch.no_grad()
     def call() -> None:
         model(input_ids=ids, use_cache=True, **{arg: cache})
-        cache.crop(-1)  # drop the token just added: every call sees the same shapes
+        if crop:
+            cache.crop(-1)  # drop the token just added: every call sees the same shapes
 
     return call
+
+
+def _sdpa_graph_build(
+    torch: Any, device: str, crop_call: Callable[[], Any], notes: dict
+) -> Callable[[], float] | None:
+    """A sampler of ``sdpa_graph_build_s``: host seconds of one decode forward of the small
+    2-layer HF Llama over a cache that grows (a KV length the process has not run) minus one
+    over the cache cut back (``crop_call``, a length it has), each call synchronised so the
+    first holds the graph build and the second what every call costs; under
+    ``sdpa_kernel(CUDNN_ATTENTION)``, so any GPU cuDNN attention runs on measures it. The HF
+    path, not a bare SDPA call: HF's q/k/v layouts and GQA are part of the graph's key (a bare
+    call with 8 K/V heads read 59 ms where the decode steps of the same process paid ~45).
+    None without CUDA or where cuDNN attention cannot run."""
+    import time
+
+    if device != "cuda":
+        return None
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    grow_call = _hf_model(torch, device, HF_MODEL_LAYERS[0], ctx=1024, crop=False)
+
+    def timed(fn: Callable[[], Any]) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            fn()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    try:
+        timed(grow_call)
+        timed(crop_call)
+        timed(crop_call)
+    except Exception as exc:  # no cuDNN attention on this GPU or build (RuntimeError, ...)
+        notes["sdpa_graph_build_s"] = f"not measured: cuDNN attention unavailable ({exc})"[:300]
+        return None
+
+    def sample() -> float:
+        return max(timed(grow_call) - timed(crop_call), 0.0)
+
+    return sample
 
 
 def host_s_per_call(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> float:

@@ -207,10 +207,33 @@ def kernel_op(rec: dict):
     raise ValueError(f"unknown family {fam!r}")
 
 
-def predict_kernel(rec: dict, gpu_id: str, cal) -> float:
+# The condition measured as an eager PyTorch loop (one torch call after another, no graph): the
+# host issues each call, so with a host profile of the same machine its eager cost is a floor.
+EAGER_LOOP = "in-workload"
+
+
+def kernel_host_profile(path: Path) -> Path | None:
+    """The host profile measured in the same device call as an unseen kernel set (``host-before.yaml``
+    beside ``unseen.json`` or one folder up), if the API can use one (``gm.predict(host=)``)."""
+    import gpumodel as gm
+
+    if not accepts(gm.predict, "host"):
+        return None
+    for where in (path.parent, path.parent.parent):
+        if (where / "host-before.yaml").exists():
+            return where / "host-before.yaml"
+    return None
+
+
+def predict_kernel(rec: dict, gpu_id: str, cal, host: Path | None = None) -> float:
+    """The predicted time of a kernel record; ``host``: the host profile that floors an eager
+    loop's calls (records of the ``EAGER_LOOP`` condition only)."""
     import gpumodel as gm
 
     op = kernel_op(rec)
+    if host is not None and rec["condition"] == EAGER_LOOP and op.eager_kind is not None:
+        condition, l2 = CONDITION_OF_METHOD[EAGER_LOOP]
+        return gm.predict(op, gpu_id, cal, condition=condition, l2=l2, host=str(host)).time_s
     if not accepts(gm.predict, "condition"):
         opt = {"l2": "cold"}  # every unseen condition streams its inputs from memory
         return call_supported(gm.predict, (op, gpu_id, cal), {}, opt).time_s
@@ -262,16 +285,23 @@ def evaluate_kernels(
     for path in paths:
         data = json.loads(path.read_text())
         gpu_id = gpu_id_of(data.get("env") or {})
+        host = kernel_host_profile(path)
         for rec in data.get("records", []):
             meas = rec.get("time_s_median")
-            for cal_name, cal in cal_for(gpu_id):
+            hosts = [("", None)]
+            if host is not None and rec["condition"] == EAGER_LOOP:
+                hosts.insert(0, (" + host profile", host))
+            for (cal_name0, cal), (host_name, host_path) in (
+                (c, h) for c in cal_for(gpu_id) for h in hosts
+            ):
+                cal_name = cal_name0 + host_name
                 row = {"source": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
                        "gpu": gpu_id, "calibration": cal_name, "group": kernel_group(rec),
                        "done_when": kernel_done_when(rec), "condition": rec["condition"],
                        "measured_s": meas, "predicted_s": None, "error": None, "why": None,
                        "launch_bound": bool(rec.get("launch_bound"))}  # fmt: skip
                 try:
-                    row["predicted_s"] = predict_kernel(rec, gpu_id, cal)
+                    row["predicted_s"] = predict_kernel(rec, gpu_id, cal, host_path)
                     row["error"] = rel_error(row["predicted_s"], meas)
                 except Exception as exc:
                     row["why"] = f"{type(exc).__name__}: {exc}"[:160]
@@ -339,9 +369,10 @@ def call_with_host(fn: Callable, args: tuple, req: dict, opt: dict, host_path: P
 
 
 def predict_step(
-    rec: dict, gpu_id: str, cal, host_path: Path | None
+    rec: dict, gpu_id: str, cal, host_path: Path | None, new_shapes: bool = False
 ) -> tuple[float, float | None, str]:
-    """(predicted step seconds, predicted peak bytes or None, the runtime name passed or '-')."""
+    """(predicted step seconds, predicted peak bytes or None, the runtime name passed or '-');
+    ``new_shapes``: the step is the first at its attention shapes in the process."""
     import gpumodel as gm
 
     if rec["phase"] in ("decode", "prefill"):
@@ -354,6 +385,10 @@ def predict_step(
         else:
             req["seq"] = rec["seq"]
         opt = {"kv_cache": "static" if "static" in rec["runtime"] else "concat"}
+        if new_shapes:
+            if not accepts(fn, "new_shapes"):
+                raise TypeError("this gpumodel cannot price new attention shapes")
+            opt["new_shapes"] = True
         try:
             res = call_with_host(fn, (rec["workload"], gpu_id), req, opt, host_path)
         except Exception:
@@ -381,6 +416,36 @@ def predict_step(
     if mem is not None:
         peak = getattr(mem, "allocated_bytes", None) or getattr(mem, "total_bytes", None)
     return res.step_time_s, peak, rt
+
+
+# The decode rounds' first: every step of the first round runs at a KV length the process has
+# not run before (each round restarts its cache at ``context``, so later rounds revisit them).
+FIRST_ROUND = "decode hf-eager, first round (new KV lengths)"
+
+
+def _eager_decode_rounds(rec: dict) -> list[list[float]] | None:
+    rounds = rec.get("steps_s")
+    if rec["phase"] != "decode" or rec["runtime"] != "hf-eager" or not rounds or not rounds[0]:
+        return None
+    return rounds
+
+
+def first_round_s(rec: dict) -> float | None:
+    """Median of the first round's steps of an hf-eager decode record; None for the rest."""
+    rounds = _eager_decode_rounds(rec)
+    return None if rounds is None else quantile(rounds[0], 0.5)
+
+
+def steady_s(rec: dict) -> float | None:
+    """The measured steady-state step: for an hf-eager decode record with rounds, the median of
+    the steps after the first round (lengths the process has run: the prediction's default),
+    else the record's median over all its steps."""
+    st = rec.get("step_s")
+    rounds = _eager_decode_rounds(rec)
+    later = [x for r in (rounds or [])[1:] for x in r]
+    if later:
+        return quantile(later, 0.5)
+    return st["median"] if st else None
 
 
 def step_done_when(rec: dict) -> list[str]:
@@ -422,7 +487,7 @@ def evaluate_steps(
                         "policy": rec.get("policy"), "batch": rec["batch"], "seq": rec["seq"],
                         "context": rec.get("context"), "status": rec.get("status")}  # fmt: skip
                 row = {**base, "metric": "time", "group": None, "done_when": step_done_when(rec),
-                       "measured": st["median"] if st else None, "predicted": None,
+                       "measured": steady_s(rec), "predicted": None,
                        "error": None, "why": None, "runtime_passed": None}  # fmt: skip
                 mrow = None
                 if rec["phase"] == "train" and rec.get("peak_allocated_bytes"):
@@ -435,7 +500,7 @@ def evaluate_steps(
                 else:
                     try:
                         t, peak, rt = predict_step(rec, gpu_id, cal, host_path)
-                        row.update(predicted=t, error=rel_error(t, st["median"]), runtime_passed=rt)
+                        row.update(predicted=t, error=rel_error(t, row["measured"]), runtime_passed=rt)
                         if mrow is not None:
                             if peak is None:
                                 mrow["why"] = "no memory prediction"
@@ -449,6 +514,17 @@ def evaluate_steps(
                 rows.append(row)
                 if mrow is not None:
                     rows.append(mrow)
+                first = first_round_s(rec)
+                if first is not None:
+                    frow = {**base, "metric": "time, first round", "group": None,
+                            "done_when": [FIRST_ROUND], "measured": first, "predicted": None,
+                            "error": None, "why": None, "runtime_passed": None}  # fmt: skip
+                    try:
+                        t, _, rt = predict_step(rec, gpu_id, cal, host_path, new_shapes=True)
+                        frow.update(predicted=t, error=rel_error(t, first), runtime_passed=rt)
+                    except Exception as exc:
+                        frow["why"] = f"{type(exc).__name__}: {exc}"[:160]
+                    rows.append(frow)
     return rows
 
 
@@ -555,9 +631,9 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
     lines = ["| gpu | calibration | workload | runtime (passed) | phase | policy | batch | seq | "
              "metric | measured | predicted | error |", "|---|---|---|---|---|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
     for r in srows:
-        unit = 1e3 if r["metric"] == "time" else 1 / 2**30
+        unit = 1e3 if r["metric"].startswith("time") else 1 / 2**30
         fmt = functools.partial(_num, unit=unit)
-        suffix = " ms" if r["metric"] == "time" else " GiB"
+        suffix = " ms" if r["metric"].startswith("time") else " GiB"
         lines.append(f"| {r['gpu']} | {r['calibration']} | {r['workload']} | {r['runtime']}"
                      f" ({r['runtime_passed'] or '-'}) | {r['phase']} | {r['policy']} | {r['batch']}"
                      f" | {r['seq']} | {r['metric']} | {fmt(r['measured'])}{suffix} |"

@@ -14,8 +14,9 @@ without) and predict:
   measured in the same call, no trace.
 
 Errors are (predicted - measured) / measured against each point's median over interleaved
-rounds; the measured spread (p10-p90 of the pooled steps) is printed beside them. Training
-points also score the peak allocated memory. Writes a markdown report.
+rounds (hf-eager decode: over the rounds after the first, whose steps run at new KV
+lengths; ``evaluate.steady_s``); the measured spread (p10-p90 of the pooled steps) is printed
+beside them. Training points also score the peak allocated memory. Writes a markdown report.
 
 usage (from the checkout, gpumodel importable):
        PYTHONPATH=. python validation/unseen/evaluate_traces.py validation/results/steps-h100 \
@@ -31,7 +32,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluate import quantile, usable_host_profile
+from evaluate import quantile, steady_s, usable_host_profile
 from evaluate import rel_error as rel
 
 import gpumodel as gm
@@ -134,7 +135,7 @@ def evaluate(machines: list[Machine]) -> str:
             wl = workload_key(traced)
             model = MODEL_OF[traced["workload"]]
             cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model,
-                                             step_ms=traced["step_s"]["median"] * 1e3)  # fmt: skip
+                                             step_ms=steady_s(traced) * 1e3)  # fmt: skip
             # without --step-ms: the profiler cost per event measured on the trace's machine
             # (its host profile's profiler_event_s, where it has one), else the default
             own_host = str(usable_host_profile(m.host)) if m.host else None
@@ -158,7 +159,7 @@ def evaluate(machines: list[Machine]) -> str:
                     for r in pts:
                         c = None if cal == "shipped" else cal
                         t_s, mem = predict(r, target.gpu, c, h)
-                        e = rel(t_s, r["step_s"]["median"])
+                        e = rel(t_s, steady_s(r))
                         e_t.append(e)
                         rows.setdefault(point_key(r), {})[variant] = e
                         if mem is not None and r.get("peak_allocated_bytes"):
