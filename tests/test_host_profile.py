@@ -251,3 +251,19 @@ def test_cli_new_shapes(tmp_path, capsys):
     assert main([*args, "--new-shapes"]) == 0
     new = json.loads(capsys.readouterr().out)
     assert new["host_time_s"] - steady["host_time_s"] == pytest.approx(0.04, rel=1e-6)
+
+
+def test_host_only_summary_names_the_graph_build(tmp_path, monkeypatch, capsys):
+    """`validate --host-only` prints what it measured, the cuDNN graph build included (the
+    measurement itself needs CUDA; here it is replaced by a built profile)."""
+    import gpumodel.validate.host as host_mod
+    from gpumodel.cli.validate import _host_profile
+
+    samples = fake_samples()
+    samples["sdpa_graph_build_s"] = [0.05, 0.06, 0.07]
+    monkeypatch.setattr(host_mod, "measure_host_profile",
+                        lambda progress=None: build_profile(samples, META))  # fmt: skip
+    _host_profile(str(tmp_path / "h.yaml"), as_json=False, no_progress=True)
+    out = capsys.readouterr().out
+    assert "cuDNN attention graph build: 60.0 ms of host per new shape" in out
+    assert gm.load_host(str(tmp_path / "h.yaml")).graph_build_s == pytest.approx(0.06)

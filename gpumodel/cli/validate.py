@@ -176,6 +176,10 @@ def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> Non
     if profile["profiler_event_s"] is not None:
         out_console.print(f"torch.profiler: {profile['profiler_event_s'] * 1e6:.2f} us of host "
                           "per recorded event", highlight=False, markup=False)  # fmt: skip
+    if profile.get("sdpa_graph_build_s") is not None:
+        out_console.print(f"cuDNN attention graph build: {profile['sdpa_graph_build_s'] * 1e3:.1f} "
+                          "ms of host per new shape (infer --new-shapes)", highlight=False,
+                          markup=False)  # fmt: skip
     out_console.print(f"wrote {target}", highlight=False, markup=False)
 
 
