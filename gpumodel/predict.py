@@ -66,6 +66,7 @@ def predict(
     l2: L2Mode = "cold",
     condition: Condition = "in-workload",
     host: Any = None,
+    activity: float | None = None,
 ) -> Prediction:
     """Predict the time of ``op`` on ``gpu``.
 
@@ -84,10 +85,15 @@ def predict(
     the profile's host time for the call's kind (``eager_op_s``: F.conv2d, matmul, ...) and a
     bare launch (the calibration's ``launch_host_s``) per further kernel it launches, since
     back to back the GPU waits for the host when the kernels are shorter (``eager_floor``).
+    ``activity`` (0..1, in-workload only): the tensor activity the power limit sees, when the
+    kernel runs inside a step whose time-weighted average is that (``gpumodel.llm`` passes
+    it); None: the kernel's own, as back to back with itself.
     """
     check_condition(condition, l2)
     if not isinstance(op, Op):
         raise SpecError(f"predict needs an op (gpumodel.ops.*), got {type(op).__name__}")
+    if activity is not None and not (isinstance(activity, (int, float)) and 0 <= activity <= 1):
+        raise SpecError(f"activity must be a number in [0, 1], got {activity!r}")
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
@@ -106,7 +112,7 @@ def predict(
     else:
         params = cal.parameters if cal else CalibrationParams()
         label = calibration_label(cal)
-        p = predict_with_params(op, gpu, params, label, l2, condition)
+        p = predict_with_params(op, gpu, params, label, l2, condition, activity=activity)
     if hp is None:
         return _finite_result(p)
     launch_s = cal.parameters.launch_host_s if cal else None
@@ -171,19 +177,23 @@ def predict_with_params(
     label: str = "parameters",
     l2: L2Mode = "cold",
     condition: Condition = "in-workload",
+    *,
+    activity: float | None = None,
 ) -> Prediction:
     """``predict`` with explicit model parameters (what the calibration fit iterates on: the
     fit passes ``condition="isolated"``, the condition its measurements were taken in)."""
     work = op.kernels(gpu)
     _check_work(op, work)
-    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition) for k in work]
+    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition, activity=activity)
+               for k in work]  # fmt: skip
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once
     unscaled = (
         params.model_copy(update={"family_time_scale": {}}) if params.family_time_scale else params
     )
     if floor_op is not None:
-        floor = predict_with_params(floor_op, gpu, unscaled, label, l2, condition).time_s
+        floor = predict_with_params(floor_op, gpu, unscaled, label, l2, condition,
+                                    activity=activity).time_s  # fmt: skip
         gap = floor - sum(k.time_s for k in kernels)
         if gap > 0:
             i = max(range(len(kernels)), key=lambda j: kernels[j].time_s)
@@ -280,14 +290,14 @@ def kernel_time(
     condition: Condition = "isolated",
     *,
     clock_ratio: float = 1.0,
+    activity: float | None = None,
 ) -> KernelPrediction:
     """Time of one kernel from its work and the GPU, as a sum/max of named terms
     (``kw.repeats`` identical kernels: one priced, times the count). ``clock_ratio`` (sustained
     / max clock) is what ``in_workload_time`` passes for the in-workload condition."""
     if kw.repeats != 1:
-        one = kernel_time(
-            replace(kw, repeats=1), gpu, params, family, l2, condition, clock_ratio=clock_ratio
-        )
+        one = kernel_time(replace(kw, repeats=1), gpu, params, family, l2, condition,
+                          clock_ratio=clock_ratio, activity=activity)  # fmt: skip
         n = kw.repeats
         return one.model_copy(update={
             "name": f"{one.name} x {n:,}", "time_s": one.time_s * n, "flops": one.flops * n,
@@ -298,7 +308,7 @@ def kernel_time(
     if kw.transfer:
         return _transfer_time(kw, gpu, params, condition)
     if condition == "in-workload":
-        return in_workload_time(kw, gpu, params, family, l2)
+        return in_workload_time(kw, gpu, params, family, l2, activity)
     terms: list[Term] = []
     t_compute = 0.0
     fam_compute = params.family_efficiency.get(family, 1.0)
@@ -462,34 +472,46 @@ def power_watts(params: CalibrationParams, gpu: GPUSpec) -> tuple[float, float] 
 
 
 def sustained_clock(
-    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, isolated_s: float
+    kw: KernelWork,
+    gpu: GPUSpec,
+    params: CalibrationParams,
+    isolated_s: float,
+    activity: float | None = None,
 ) -> tuple[float, Term | None]:
-    """(sustained / max clock, its term) for ``kw`` back to back under ``gpu``'s power limit
-    (gpumodel.model.power); (1, None) without calibrated power behaviour."""
+    """(sustained / max clock, its term) for ``kw`` under ``gpu``'s power limit
+    (gpumodel.model.power): at its own tensor activity (back to back with itself), or at
+    ``activity``, a step's average; (1, None) without calibrated power behaviour."""
     from gpumodel.model.power import sustained_clock_ratio
 
     pw = params.power
     if pw is None or pw.architecture != gpu.architecture or not kw.total_flops:
         return 1.0, None
-    u = tensor_activity(kw, gpu, isolated_s)
+    own = activity is None
+    u = tensor_activity(kw, gpu, isolated_s) if own else activity
     full_w = (
         pw.tensor_power_w_per_sm * gpu.sm_count * (gpu.boost_clock_hz / pw.reference_clock_hz) ** 3
     )
     static_w = pw.static_power_fraction * gpu.tdp_watts
     ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w)
     mhz, max_mhz = ratio * gpu.boost_clock_hz / 1e6, gpu.boost_clock_hz / 1e6
+    whose = "tensor activity" if own else "the step's average tensor activity"
     if ratio < 1.0:
-        why = (f"power-limited at {gpu.tdp_watts:.0f} W for this intensity: tensor activity "
+        why = (f"power-limited at {gpu.tdp_watts:.0f} W for this intensity: {whose} "
                f"{u:.2f} would draw {static_w + u * full_w:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
     else:
-        why = (f"not power-limited: tensor activity {u:.2f} draws "
+        why = (f"not power-limited: {whose} {u:.2f} draws "
                f"{static_w + u * full_w:.0f} W of {gpu.tdp_watts:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
     note = f"{mhz:.0f} MHz of {max_mhz:.0f} MHz ({why}; compute time x {1 / ratio:.3g})"
     return ratio, Term(name="sustained clock", value=ratio, unit="x", note=note)
 
 
 def in_workload_time(
-    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: L2Mode
+    kw: KernelWork,
+    gpu: GPUSpec,
+    params: CalibrationParams,
+    family: str,
+    l2: L2Mode,
+    activity: float | None = None,
 ) -> KernelPrediction:
     """The in-workload time of one kernel: its isolated time's compute at the sustained clock
     (the tensor activity is read from the isolated time: the clock the power limit allows).
@@ -500,7 +522,7 @@ def in_workload_time(
     transformer traces (+12% and +40% on their mapped kernels, vs +4% and +19% without).
     ``l2="dirty"`` prices the case where nobody paid: after do_bench's writing flush."""
     iso = kernel_time(kw, gpu, params, family, l2, "isolated")
-    ratio, clock_term = sustained_clock(kw, gpu, params, iso.time_s)
+    ratio, clock_term = sustained_clock(kw, gpu, params, iso.time_s, activity)
     kp = iso
     if ratio != 1.0:
         kp = kernel_time(kw, gpu, params, family, l2, "isolated", clock_ratio=ratio)

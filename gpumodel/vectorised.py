@@ -324,9 +324,11 @@ def _latency_limit(
 
 
 def _kernel_in_workload(
-    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: str, n: int
-) -> tuple[np.ndarray, float]:
-    """``predict.in_workload_time`` over the points: the compute at the sustained clock."""
+    kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: str, n: int,
+    activity: Any = None,
+) -> tuple[np.ndarray, float]:  # fmt: skip
+    """``predict.in_workload_time`` over the points: the compute at the sustained clock, of
+    the kernel's own tensor activity or of ``activity`` (a step's average, per point)."""
     iso, floor = _kernel_array(kw, gpu, params, family, l2, n)
     watts = power_watts(params, gpu)
     tensor = [p for p in kw.flops if p.unit == "tensor"]
@@ -335,6 +337,14 @@ def _kernel_in_workload(
     from gpumodel.model.power import sustained_clock_ratio_array
     from gpumodel.sol import max_clock_peak_flops
 
+    if activity is not None:  # as predict.sustained_clock: every kernel that computes
+        total = sum(np.asarray(p.flops, dtype=float) for p in kw.flops)
+        u = np.broadcast_to(np.asarray(activity, dtype=float), (n,))
+        ratio = np.where(np.broadcast_to(total, (n,)) > 0,
+                         sustained_clock_ratio_array(u, gpu.tdp_watts, *watts), 1.0)  # fmt: skip
+        if np.all(ratio == 1.0):
+            return iso, floor
+        return _kernel_array(kw, gpu, params, family, l2, n, clock_ratio=ratio)[0], floor
     u: Any = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         for part in tensor:
@@ -354,25 +364,31 @@ def _take(op: Op, idx: np.ndarray) -> Op:
 
 def op_kernel_times(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, *, l2: str = "cold",
-    condition: str = "in-workload", stream_floor_s: float | None = None,
+    condition: str = "in-workload", stream_floor_s: float | None = None, activity: Any = None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     """Each kernel of ``op`` (built over arrays of ``n`` points: ``ops.base.build``) as
     (its time at every point, its launches, its name): what ``predict(op).kernels`` gives
     point by point, the family floor included, then (``stream_floor_s``)
     ``_timing.in_stream``. Points that run different kernels are split and joined again (the
     name is the first points' kernel's); MixedKernels when their kernels differ in number or
-    launches (the sweep then times them one by one)."""
+    launches (the sweep then times them one by one). ``activity``: as ``predict``'s, one value
+    or one per point."""
     try:
-        return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s)
+        return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s, activity)
     except ScalarOnly:
         raise
     except MixedKernels:
         if n < 2:
             raise
     half = np.arange(n) < n // 2
+
+    def part_activity(idx: np.ndarray) -> Any:
+        return activity if activity is None or np.ndim(activity) == 0 else np.asarray(activity)[idx]
+
     parts = [(np.flatnonzero(m), op_kernel_times(_take(op, np.flatnonzero(m)), gpu, params,
                                                  int(m.sum()), l2=l2, condition=condition,
-                                                 stream_floor_s=stream_floor_s))
+                                                 stream_floor_s=stream_floor_s,
+                                                 activity=part_activity(np.flatnonzero(m))))
              for m in (half, ~half)]  # fmt: skip
     (ia, ka), (ib, kb) = parts
     if [x[1] for x in ka] != [x[1] for x in kb]:
@@ -387,7 +403,7 @@ def op_kernel_times(
 
 def _op_kernels(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, l2: str, condition: str,
-    stream_floor_s: float | None,
+    stream_floor_s: float | None, activity: Any = None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     if params.family_time_scale:
         raise ScalarOnly("trace-fitted family scales: timed point by point")
@@ -399,7 +415,7 @@ def _op_kernels(
             raise ScalarOnly("host transfers: timed point by point")
         fam = k.family or op.family
         if condition == "in-workload":
-            t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n)
+            t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n, activity)
         else:
             t, floor = _kernel_array(k, gpu, params, fam, l2, n)
         _check_array_work(op, k, n)
@@ -409,7 +425,7 @@ def _op_kernels(
     floor_op = op.monotone_floor(gpu)
     if floor_op is not None and out:
         floor = sum(t for t, _, _ in op_kernel_times(floor_op, gpu, params, n, l2=l2,
-                                                   condition=condition))  # fmt: skip
+                                                   condition=condition, activity=activity))  # fmt: skip
         times = np.stack(out)
         gap = floor - times.sum(axis=0)
         slowest = np.argmax(times, axis=0)

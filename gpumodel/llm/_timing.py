@@ -110,11 +110,16 @@ class Timer:
         calibration: Any,
         op_times: Mapping[str, float] | None = None,
         stream_floor_s: float | None = None,
+        *,
+        condition: str = "in-workload",
+        activity: float | None = None,
     ):
         self.gpu = gpu
         self.calibration: Calibration | None = resolve(calibration, gpu)
         self.op_times = dict(op_times or {})
         self.stream_floor_s = stream_floor_s
+        self.condition = condition
+        self.activity = activity
         self._cache: dict[Any, tuple[KernelPrediction, ...]] = {}
         self._collective_s: dict[Collective, float] = {}
 
@@ -129,7 +134,8 @@ class Timer:
                 self._cache[key] = (collective_kernel(entry.op, self.gpu, self.calibration),)
             else:
                 cal = self.calibration if self.calibration is not None else "none"
-                ks = predict(entry.op, self.gpu, cal, l2=entry.l2).kernels
+                ks = predict(entry.op, self.gpu, cal, l2=entry.l2, condition=self.condition,  # type: ignore[arg-type]
+                             activity=self.activity).kernels  # fmt: skip
                 if self.stream_floor_s is not None and entry.kind not in KEEP_ISOLATED_FLOOR:
                     ks = tuple(in_stream(k, self.stream_floor_s) for k in ks)
                 self._cache[key] = ks
@@ -157,11 +163,77 @@ class Timer:
             self._collective_s[op] = float(time_array(op, self.gpu, self.calibration, op.bytes))
         return self._collective_s[op]
 
+    def at(self, *, condition: str = "in-workload", activity: float | None = None) -> Timer:
+        """A timer of the same GPU, calibration and measured ops under another condition or
+        step activity."""
+        return Timer(self.gpu, self.calibration if self.calibration is not None else "none",
+                     self.op_times, self.stream_floor_s, condition=condition,
+                     activity=activity)  # fmt: skip
+
     def time(self, entry: LayerOp) -> Timed:
         return Timed(entry, self.kernels(entry))
 
     def time_all(self, entries: Iterable[LayerOp]) -> list[Timed]:
         return [self.time(e) for e in entries]
+
+
+def tensor_roof_s(entry: LayerOp, gpu: GPUSpec, n: int = 1) -> Any:
+    """Time the tensor cores would take for ``entry``'s tensor FLOPs at their peak and the
+    maximum clock (``count`` executions): a step's tensor activity is the sum of this over its
+    ops divided by its GPU time. A number, or an array over the ``n`` points of an op built
+    over arrays (points that run different kernels are split, as ``op_kernel_times`` does)."""
+    if isinstance(entry.op, Collective):
+        return 0.0
+    return _roof(entry.op, gpu, n) * entry.count
+
+
+def _roof(op: Any, gpu: GPUSpec, n: int) -> Any:
+    from gpumodel.ops.base import MixedKernels
+    from gpumodel.sol import max_clock_peak_flops
+    from gpumodel.vectorised import _take
+
+    try:
+        work = op.kernels(gpu)
+    except MixedKernels:
+        if n < 2:
+            raise
+        out = np.empty(n)
+        half = np.arange(n) < n // 2
+        for m in (half, ~half):
+            idx = np.flatnonzero(m)
+            out[idx] = np.broadcast_to(_roof(_take(op, idx), gpu, len(idx)), (len(idx),))
+        return out
+    total: Any = 0.0
+    for kw in work:
+        for part in kw.flops:
+            roof = max_clock_peak_flops(gpu, part.dtype, "tensor") if part.unit == "tensor" else 0
+            if roof:
+                total = total + np.asarray(part.flops, dtype=float) * kw.repeats / roof
+    return total
+
+
+def step_activity(gpu_s: Any, roof_s: Any) -> Any:
+    """A step's tensor activity as the power limit sees it: the time-weighted average of its
+    kernels' activities, sum(u_i t_i) / sum(t_i) = (tensor work at the max-clock roof) / (GPU
+    time at the max clock), at most 1 (``gpumodel.model.power``). The power controller
+    averages over a window longer than one kernel: in an H100 prefill trace (2048 tokens) the
+    GEMMs ran at 758 TFLOP/s, where their own back-to-back power limit gives 668 and the
+    maximum clock 787, and the step's average activity, 0.45, is under the limit
+    (docs/time-model.md)."""
+    gpu_s = np.asarray(gpu_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.where(gpu_s > 0, np.minimum(1.0, np.asarray(roof_s, dtype=float) / gpu_s), 0.0)
+    return float(u) if u.ndim == 0 else u
+
+
+def step_activity_of(timer: Timer, blocks: Sequence[Sequence[LayerOp]], layers: int) -> float:
+    """``step_activity`` of a step of ``blocks`` (pre, one layer repeated ``layers`` times,
+    post) timed at the maximum clock (``isolated``) with ``timer``'s GPU and calibration."""
+    iso = timer.at(condition="isolated")
+    reps = (1, layers, 1)
+    gpu = sum(r * sum(iso.time(e).time_s for e in b) for r, b in zip(reps, blocks))
+    roof = sum(r * sum(tensor_roof_s(e, timer.gpu) for e in b) for r, b in zip(reps, blocks))
+    return step_activity(gpu, roof)
 
 
 def summarize(groups: Sequence[tuple[list[Timed], int]]) -> list[OpTime]:

@@ -57,7 +57,15 @@ from gpumodel._validators import check_args, check_bool, check_choice, check_cou
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
-from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, queue_time_blocks, summarize
+from gpumodel.llm._timing import (
+    OpTime,
+    StepResult,
+    Timed,
+    Timer,
+    queue_time_blocks,
+    step_activity_of,
+    summarize,
+)
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
@@ -505,6 +513,9 @@ def predict_inference(
     if floor is None and rt.host != "eager":
         floor = hp.in_graph_kernel_s
     timer = Timer(g, calibration, op_times, stream_floor_s=floor)
+    # one clock for the whole step: the power limit sees the step's average tensor activity
+    activity = step_activity_of(timer, (ops.pre, ops.layer, ops.post), spec.layers)
+    timer = timer.at(activity=activity)
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
     if unknown:
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
@@ -518,6 +529,8 @@ def predict_inference(
         notes.append(DATASHEET_NOTE)
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
+    notes.append(f"sustained clock: the step's tensor activity {activity:.2f} (time-weighted over "
+                 "its kernels) sets the power-limited clock of all of them")  # fmt: skip
     if floor is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip

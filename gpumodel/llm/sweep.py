@@ -60,7 +60,14 @@ from gpumodel.calibration import (
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import Collective
-from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timed, Timer
+from gpumodel.llm._timing import (
+    KEEP_ISOLATED_FLOOR,
+    Timed,
+    Timer,
+    step_activity,
+    step_activity_of,
+    tensor_roof_s,
+)
 from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory_of
@@ -544,7 +551,10 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
     by_shape: dict[tuple[int, ...], list[tuple[int, tuple]]] = {}
     for i, (t, b, s, c) in enumerate(shapes.tolist()):
         ops = model_ops(spec, b, s, c, tp=t, **flags)
-        timed = (timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post))
+        # as predict_inference: the step's average tensor activity sets its clock
+        at = timer.at(activity=step_activity_of(timer, (ops.pre, ops.layer, ops.post),
+                                                spec.layers))  # fmt: skip
+        timed = (at.time_all(ops.pre), at.time_all(ops.layer), at.time_all(ops.post))
         blocks = kernel_blocks(*timed)
         ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)
         by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
@@ -572,13 +582,23 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
     (``vectorised.op_kernel_times``), the host's costs (``host_terms``) from the kernels' kinds,
     names and launches, which the points share. None where they do not run the same kernels."""
     params = timer.calibration.parameters if timer.calibration else CalibrationParams()
+    # as predict_inference: the step's average tensor activity at the max clock sets its clock
+    reps, steps = (1, spec.layers, 1), (ops.pre, ops.layer, ops.post)
+    try:
+        gpu_s = sum(r * sum(sum(t for t, _, _ in _entry_times(e, timer, params, n, "isolated"))
+                            * e.count for e in b) for r, b in zip(reps, steps))  # fmt: skip
+        roof_s = sum(r * sum(tensor_roof_s(e, timer.gpu, n) for e in b)
+                     for r, b in zip(reps, steps))  # fmt: skip
+    except MixedKernels:
+        return None
+    activity = step_activity(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(roof_s, (n,)))
     blocks, timed = [], []
     for entries in (ops.pre, ops.layer, ops.post):
         cols: list[np.ndarray] = []
         block = []
         for e in entries:
             try:
-                kernels = _entry_times(e, timer, params, n)
+                kernels = _entry_times(e, timer, params, n, activity=activity)
             except MixedKernels:
                 return None
             cols += [
@@ -595,8 +615,12 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
                       host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
 
 
-def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple]:
-    """(time at every point, launches, name) of each kernel of one op built over arrays."""
+def _entry_times(
+    e: LayerOp, timer: Timer, params: Any, n: int, condition: str = "in-workload",
+    activity: Any = None,
+) -> list[tuple]:  # fmt: skip
+    """(time at every point, launches, name) of each kernel of one op built over arrays, under
+    ``condition`` (and a step's ``activity`` per point)."""
     if isinstance(e.op, Collective) and e.op.nodes == 1:  # the collective model over sizes
         sizes = np.broadcast_to(np.asarray(e.op.bytes, dtype=float), (n,))
         launches = 1 if e.op.gpus > 1 else 0  # as _comm.collective_kernel
@@ -608,7 +632,8 @@ def _entry_times(e: LayerOp, timer: Timer, params: Any, n: int) -> list[tuple]:
                for v in sizes.tolist()]  # fmt: skip
         return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches, kps[0].name)]
     floor = timer.stream_floor_s if e.kind not in KEEP_ISOLATED_FLOOR else None
-    return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor)
+    return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor,
+                           condition=condition, activity=activity)  # fmt: skip
 
 
 @dataclass(frozen=True)

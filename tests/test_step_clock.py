@@ -1,0 +1,53 @@
+"""One clock for a whole LLM step: the power limit sees the step's time-weighted tensor activity,
+not each kernel's own back to back (gpumodel.llm._timing.step_activity)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import gpumodel as gm
+from gpumodel.llm._timing import step_activity
+from gpumodel.sol import max_clock_peak_flops
+
+
+def test_step_activity_is_the_time_weighted_mean():
+    # two kernels: 6 ms at activity 0.7 and 4 ms at 0 -> (0.7 * 6) / 10 = 0.42
+    assert step_activity(10e-3, 0.7 * 6e-3) == pytest.approx(0.42)
+    assert step_activity(0.0, 0.0) == 0.0
+    assert step_activity(1e-3, 5e-3) == 1.0  # never above full activity
+
+
+def test_prefill_gemms_run_at_the_steps_clock():
+    """HF eager prefill of 2048 tokens on an H100: the step's tensor activity is its tensor work
+    at the max-clock roof over its GPU time at the max clock (computed here from the GEMMs and
+    attention of the step's breakdown); every GEMM is priced at that activity's clock, which the
+    power model leaves at the maximum (0.45 < what 700 W allows), so a GEMM takes its
+    isolated time, not its own back-to-back throttled time (18% longer)."""
+    r = gm.predict_inference("llama-3-8b", "h100", "prefill", batch=4, seq=512,
+                             runtime="hf-eager")  # fmt: skip
+    note = next(n for n in r.notes if n.startswith("sustained clock"))
+    u = float(re.search(r"activity ([0-9.]+)", note).group(1))
+    # independently: the tensor FLOPs of the step (7 GEMMs per layer at 2048 tokens, 32 layers,
+    # causal attention) at the bf16 tensor peak of the max clock, over the step's GPU time
+    tokens, h, kv, ffn, layers = 2048, 4096, 1024, 14336, 32
+    gemm_flops = 2 * tokens * (h * h * 2 + h * kv * 2 + 3 * h * ffn) * layers
+    attn_flops = 4 * 4 * 32 * 512 * 512 * 128 / 2 * layers  # QK^T and PV, causal half
+    peak = max_clock_peak_flops(gm.get_gpu("h100"), "bf16", "tensor")
+    iso_gpu = sum(o.time_s for o in r.breakdown)  # the step ran at the max clock (ratio 1)
+    assert u == pytest.approx((gemm_flops + attn_flops) / peak / iso_gpu, abs=0.02)
+    assert 0.3 < u < 0.6
+    gate = gm.ops.Gemm(m=tokens, n=ffn, k=h, dtype="bf16")
+    in_step = next(o for o in r.breakdown if o.name == "gate_proj").time_s / layers
+    assert in_step == pytest.approx(gm.predict(gate, "h100", condition="isolated").time_s,
+                                    rel=1e-9)  # fmt: skip
+    own = gm.predict(gate, "h100").time_s  # back to back with itself: power-limited
+    assert own > 1.1 * in_step
+
+
+def test_activity_is_checked_at_the_boundary():
+    op = gm.ops.Gemm(m=64, n=64, k=64)
+    for bad in (-0.1, 1.5, float("nan"), "high"):
+        with pytest.raises(gm.SpecError):
+            gm.predict(op, "h100", activity=bad)
