@@ -84,8 +84,10 @@ from gpumodel.llm.training import (
     training_host,
     training_memory,
 )
+from gpumodel.model.power import sustained_clock_ratio_array
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
+from gpumodel.predict import power_watts
 from gpumodel.prediction import KernelPrediction
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
@@ -585,20 +587,27 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
     # as predict_inference: the step's average tensor activity at the max clock sets its clock
     reps, steps = (1, spec.layers, 1), (ops.pre, ops.layer, ops.post)
     try:
-        gpu_s = sum(r * sum(sum(t for t, _, _ in _entry_times(e, timer, params, n, "isolated"))
-                            * e.count for e in b) for r, b in zip(reps, steps))  # fmt: skip
+        iso = [[_entry_times(e, timer, params, n, "isolated") for e in b] for b in steps]
         roof_s = sum(r * sum(tensor_roof_s(e, timer.gpu, n) for e in b)
                      for r, b in zip(reps, steps))  # fmt: skip
     except MixedKernels:
         return None
+    gpu_s = sum(r * sum(sum(t for t, _, _ in ks) * e.count for e, ks in zip(b, kb))
+                for r, b, kb in zip(reps, steps, iso))  # fmt: skip
     activity = step_activity(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(roof_s, (n,)))
+    # where the step's clock is the maximum at every point, its kernels take their isolated
+    # times (predict.in_workload_time at ratio 1): the first pass is the answer
+    watts = power_watts(params, timer.gpu)
+    at_max = watts is None or bool(np.all(
+        sustained_clock_ratio_array(activity, timer.gpu.tdp_watts, *watts) == 1.0))  # fmt: skip
     blocks, timed = [], []
-    for entries in (ops.pre, ops.layer, ops.post):
+    for i, entries in enumerate(steps):
         cols: list[np.ndarray] = []
         block = []
-        for e in entries:
+        for j, e in enumerate(entries):
             try:
-                kernels = _entry_times(e, timer, params, n, activity=activity)
+                kernels = (iso[i][j] if at_max else
+                           _entry_times(e, timer, params, n, activity=activity))  # fmt: skip
             except MixedKernels:
                 return None
             cols += [
