@@ -29,6 +29,7 @@ runtime stay.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import statistics
@@ -170,7 +171,24 @@ def calibrate_from_trace(
         notes.append(f"fused optimizer: {n_opt} call(s) recorded no tensor lists; their parameter "
                      "tensors were taken from the step's AccumulateGrad records (or the model "
                      "preset)")  # fmt: skip
-    views, _ = _rows(_group([i for i in tl.instances if i.step is not None]), predictor)
+    from gpumodel.llm._timing import op_tensor_roof_s, step_activity
+
+    groups = _group([i for i in tl.instances if i.step is not None])
+    views, _ = _rows(groups, predictor)
+    # the model prices a step's kernels at the clock of the step's average tensor activity
+    # (gpumodel.llm._timing.step_activity): the families are fitted against that, the traced
+    # step's own (its tensor work at the max-clock roof over its measured GPU time)
+    roof = sum(op_tensor_roof_s(v.mapped.op, spec) * v.count for v in views
+               if v.mapped.op is not None and predictor(v.mapped.op) is not None)  # fmt: skip
+    activity = step_activity(sum(v.measured_s for v in views), roof)
+    predictor = _Predictor(spec, base if base is not None else "none", activity=activity)
+
+    def at_step_clock(v: Any) -> Any:
+        pred = predictor(v.mapped.op) if v.mapped.op is not None else None
+        per_call = pred.time_s * v.mapped.scale if pred is not None else None
+        return dataclasses.replace(v, predict=predictor.seconds, pred_per_call_s=per_call)
+
+    views = [at_step_clock(v) for v in views]
     periods = max(tl.steps_with_work, 1)
 
     # --- kernel families -----------------------------------------------------------------

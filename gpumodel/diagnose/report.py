@@ -228,9 +228,12 @@ def diagnose(
 class _Predictor:
     """``predict`` with a cache, turning unsupported ops into None."""
 
-    def __init__(self, gpu: GPUSpec, calibration: Calibration | str | None):
+    def __init__(
+        self, gpu: GPUSpec, calibration: Calibration | str | None, activity: float | None = None
+    ):
         self.gpu = gpu
         self.calibration = calibration
+        self.activity = activity  # the traced step's tensor activity (predict's ``activity``)
         self.cache: dict[Op, Prediction | None] = {}
         self.label = DATASHEET_LABEL
         self.errors: dict[Op, str] = {}
@@ -239,7 +242,7 @@ class _Predictor:
     def __call__(self, op: Op) -> Prediction | None:
         if op not in self.cache:
             try:
-                p = predict(op, self.gpu, self.calibration)
+                p = predict(op, self.gpu, self.calibration, activity=self.activity)
                 self.label = p.calibration
                 self.cache[op] = p
             except GpumodelError as exc:

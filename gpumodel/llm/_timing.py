@@ -184,10 +184,14 @@ def tensor_roof_s(entry: LayerOp, gpu: GPUSpec, n: int = 1) -> Any:
     over arrays (points that run different kernels are split, as ``op_kernel_times`` does)."""
     if isinstance(entry.op, Collective):
         return 0.0
-    return _roof(entry.op, gpu, n) * entry.count
+    return op_tensor_roof_s(entry.op, gpu, n) * entry.count
 
 
-def _roof(op: Any, gpu: GPUSpec, n: int) -> Any:
+def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
+    """``tensor_roof_s`` of one execution of an op (0 for ops without tensor work, and for
+    ops that price themselves: collectives)."""
+    if getattr(op, "predict_on", None) is not None:
+        return 0.0
     from gpumodel.ops.base import MixedKernels
     from gpumodel.sol import max_clock_peak_flops
     from gpumodel.vectorised import _take
@@ -201,7 +205,8 @@ def _roof(op: Any, gpu: GPUSpec, n: int) -> Any:
         half = np.arange(n) < n // 2
         for m in (half, ~half):
             idx = np.flatnonzero(m)
-            out[idx] = np.broadcast_to(_roof(_take(op, idx), gpu, len(idx)), (len(idx),))
+            out[idx] = np.broadcast_to(op_tensor_roof_s(_take(op, idx), gpu, len(idx)),
+                                       (len(idx),))  # fmt: skip
         return out
     total: Any = 0.0
     for kw in work:
