@@ -94,6 +94,9 @@ def predict(
         raise SpecError(f"predict needs an op (gpumodel.ops.*), got {type(op).__name__}")
     if activity is not None and not (isinstance(activity, (int, float)) and 0 <= activity <= 1):
         raise SpecError(f"activity must be a number in [0, 1], got {activity!r}")
+    if activity is not None and condition != "in-workload":
+        raise SpecError("activity sets the in-workload clock; an isolated call runs at the "
+                        "maximum clock (pass condition='in-workload')")  # fmt: skip
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)

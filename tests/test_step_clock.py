@@ -51,3 +51,5 @@ def test_activity_is_checked_at_the_boundary():
     for bad in (-0.1, 1.5, float("nan"), "high"):
         with pytest.raises(gm.SpecError):
             gm.predict(op, "h100", activity=bad)
+    with pytest.raises(gm.SpecError, match="in-workload"):  # never silently ignored
+        gm.predict(op, "h100", activity=0.5, condition="isolated")
