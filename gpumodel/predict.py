@@ -448,20 +448,26 @@ def kernel_time(
     )  # fmt: skip
 
 
-def tensor_activity(kw: KernelWork, gpu: GPUSpec, time_s: float) -> float:
-    """Tensor-core activity u of a kernel that takes ``time_s``: its tensor FLOP rate over the
-    tensor roof at the max clock (gpumodel.sol), summed over dtypes; 0 without tensor work."""
+def tensor_roof_time(kw: KernelWork, gpu: GPUSpec) -> Any:
+    """Seconds the tensor cores would take for one of ``kw``'s tensor FLOPs at their peak and
+    the max clock (gpumodel.sol), summed over dtypes; 0 without tensor work. numpy-ready (a
+    kernel built over arrays of sizes gives an array)."""
     from gpumodel.sol import max_clock_peak_flops
 
+    total: Any = 0.0
+    for part in kw.flops:
+        roof = max_clock_peak_flops(gpu, part.dtype, "tensor") if part.unit == "tensor" else 0
+        if roof:
+            total = total + part.flops / roof
+    return total
+
+
+def tensor_activity(kw: KernelWork, gpu: GPUSpec, time_s: float) -> float:
+    """Tensor-core activity u of a kernel that takes ``time_s``: its tensor work at the
+    max-clock roof over that time (``tensor_roof_time``), at most 1; 0 without tensor work."""
     if time_s <= 0:
         return 0.0
-    u = 0.0
-    for part in kw.flops:
-        if part.unit == "tensor" and part.flops > 0:
-            u += part.flops / (
-                time_s * (max_clock_peak_flops(gpu, part.dtype, "tensor") or math.inf)
-            )
-    return min(1.0, u)
+    return min(1.0, tensor_roof_time(kw, gpu) / time_s)
 
 
 def power_watts(params: CalibrationParams, gpu: GPUSpec) -> tuple[float, float] | None:

@@ -42,6 +42,7 @@ from gpumodel.predict import (
     predict,
     reads_dram,
     resident,
+    tensor_roof_time,
 )
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
@@ -331,11 +332,9 @@ def _kernel_in_workload(
     the kernel's own tensor activity or of ``activity`` (a step's average, per point)."""
     iso, floor = _kernel_array(kw, gpu, params, family, l2, n)
     watts = power_watts(params, gpu)
-    tensor = [p for p in kw.flops if p.unit == "tensor"]
     if watts is None or not kw.flops:
         return iso, floor
     from gpumodel.model.power import sustained_clock_ratio_array
-    from gpumodel.sol import max_clock_peak_flops
 
     if activity is not None:  # as predict.sustained_clock: every kernel that computes
         total = sum(np.asarray(p.flops, dtype=float) for p in kw.flops)
@@ -345,12 +344,9 @@ def _kernel_in_workload(
         if np.all(ratio == 1.0):
             return iso, floor
         return _kernel_array(kw, gpu, params, family, l2, n, clock_ratio=ratio)[0], floor
-    u: Any = 0.0
+    roof = np.asarray(tensor_roof_time(kw, gpu), dtype=float)  # as predict.tensor_activity
     with np.errstate(divide="ignore", invalid="ignore"):
-        for part in tensor:
-            roof = max_clock_peak_flops(gpu, part.dtype, "tensor") or math.inf
-            u = u + np.where(np.asarray(part.flops) > 0, part.flops / (iso * roof), 0.0)
-    u = np.where(iso > 0, np.minimum(1.0, u), 0.0)
+        u = np.where(iso > 0, np.minimum(1.0, roof / iso), 0.0)
     ratio = sustained_clock_ratio_array(u, gpu.tdp_watts, *watts)
     if np.all(ratio == 1.0):
         return iso, floor

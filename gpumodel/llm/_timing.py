@@ -193,7 +193,7 @@ def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
     if getattr(op, "predict_on", None) is not None:
         return 0.0
     from gpumodel.ops.base import MixedKernels
-    from gpumodel.sol import max_clock_peak_flops
+    from gpumodel.predict import tensor_roof_time
     from gpumodel.vectorised import _take
 
     try:
@@ -208,13 +208,8 @@ def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
             out[idx] = np.broadcast_to(op_tensor_roof_s(_take(op, idx), gpu, len(idx)),
                                        (len(idx),))  # fmt: skip
         return out
-    total: Any = 0.0
-    for kw in work:
-        for part in kw.flops:
-            roof = max_clock_peak_flops(gpu, part.dtype, "tensor") if part.unit == "tensor" else 0
-            if roof:
-                total = total + np.asarray(part.flops, dtype=float) * kw.repeats / roof
-    return total
+    return sum((np.asarray(tensor_roof_time(kw, gpu), dtype=float) * kw.repeats for kw in work),
+               0.0)  # fmt: skip
 
 
 def step_activity(gpu_s: Any, roof_s: Any) -> Any:

@@ -639,14 +639,12 @@ def _sdpa_graph_build(
 ) -> Callable[[], float] | None:
     """A sampler of ``sdpa_graph_build_s``: host seconds of one decode forward of the small
     2-layer HF Llama over a cache that grows (a KV length the process has not run) minus one
-    over the cache cut back (``crop_call``, a length it has), each call synchronised so the
-    first holds the graph build and the second what every call costs; under
+    over the cache cut back (``crop_call``, a length it has), each the host time of one call
+    (``host_s_per_call``): the first holds the graph build, the second what every call costs; under
     ``sdpa_kernel(CUDNN_ATTENTION)``, so any GPU cuDNN attention runs on measures it. The HF
     path, not a bare SDPA call: HF's q/k/v layouts and GQA are part of the graph's key (a bare
     call with 8 K/V heads read 59 ms where the decode steps of the same process paid ~45).
     None without CUDA or where cuDNN attention cannot run."""
-    import time
-
     if device != "cuda":
         return None
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -654,12 +652,11 @@ def _sdpa_graph_build(
     grow_call = _hf_model(torch, device, HF_MODEL_LAYERS[0], ctx=1024, crop=False)
 
     def timed(fn: Callable[[], Any]) -> float:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            fn()
-        torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        def under_cudnn() -> None:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                fn()
+
+        return host_s_per_call(under_cudnn, 1, torch.cuda.synchronize)
 
     try:
         timed(grow_call)
