@@ -43,6 +43,9 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
                                    # one cuDNN graph per shape: a decode step at a new KV
                                    # length pays it once)
     spread: {field: [p10, p90]}    # measured spread of the fields above
+    host_drift: [p10, p90] | null  # the host's speed during the measurement as factors of
+                                   # its median (the larger HF model's per-round forward
+                                   # time): a host-bound step's range (``time_range_s``)
     notes: str | null              # optional: provenance in words
 
 Profiles are looked up by name in the user cache (``$GPUMODEL_CACHE_DIR/hosts`` or
@@ -61,6 +64,7 @@ given (``host_per_kernel_s``) > a calibration fitted from the user's trace (``ca
 from __future__ import annotations
 
 import functools
+import math
 import os
 from datetime import datetime
 from pathlib import Path
@@ -85,6 +89,12 @@ LOCAL_HOST = "local"
 # torch 2.11.0+cu130, 2026-11-25; validation/results/h100-sxm/host-gap-2026-11-25). Used where
 # a profile did not measure ``sdpa_graph_build_s``.
 REFERENCE_SDPA_GRAPH_BUILD_S = 50.2e-3
+
+
+# HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
+_HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
+                     "hf_model_layer_s", "profiler_event_s", "sdpa_graph_build_s",
+                     "graph_replay_s", "compiled_step_launch_s")  # fmt: skip
 
 
 class EagerOpCosts(Checked):
@@ -135,6 +145,7 @@ class HostProfile(Checked):
     graph_replay_per_kernel_s: HostSecondsOrZero | None = None
     compiled_step_launch_s: HostSecondsOrZero | None = None
     spread: dict[str, tuple[HostSecondsOrZero, HostSecondsOrZero]] = Field(default_factory=dict)
+    host_drift: tuple[float, float] | None = None
     # provenance that `gpumodel validate --host-only` records beside the figures (named here so
     # that any other key is still an error)
     notes: str | dict[str, Any] | None = None
@@ -154,6 +165,27 @@ class HostProfile(Checked):
         except ValueError:
             raise ValueError(f"measured_at must be ISO 8601, got {value!r}") from None
         return value
+
+    @field_validator("host_drift")
+    @classmethod
+    def _drift(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None:
+            lo, hi = value
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= 1 <= hi <= 100):
+                raise ValueError(f"host_drift must be [p10, p90] factors with 0 < p10 <= 1 "
+                                 f"<= p90 <= 100, got {list(value)}")  # fmt: skip
+        return value
+
+    def scaled(self, factor: float) -> HostProfile:
+        """This profile with every host-side time multiplied by ``factor`` (the host running
+        that much slower); GPU-side figures (``graph_replay_per_kernel_s``) unchanged."""
+        data = self.model_dump(by_alias=True)
+        data["eager_op_s"] = {k: (None if v is None else v * factor)
+                              for k, v in data["eager_op_s"].items()}  # fmt: skip
+        for key in _HOST_SIDE_FIELDS:
+            if data[key] is not None:
+                data[key] *= factor
+        return HostProfile.model_validate({**data, "origin": self.origin})
 
     @property
     def replay_s(self) -> float:
@@ -334,5 +366,8 @@ def default_host() -> HostProfile:
 
 def host_dict(host: HostProfile) -> dict[str, Any]:
     """What a result records about the host it assumed."""
-    return {"name": host.name, "cpu_model": host.cpu_model, "gpu": host.gpu,
-            "measured_at": host.measured_at, "source": host.origin or "given"}  # fmt: skip
+    out = {"name": host.name, "cpu_model": host.cpu_model, "gpu": host.gpu,
+           "measured_at": host.measured_at, "source": host.origin or "given"}  # fmt: skip
+    if host.host_drift is not None:
+        out["drift"] = "{:g}-{:g}".format(*host.host_drift)
+    return out

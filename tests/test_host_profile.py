@@ -261,9 +261,98 @@ def test_host_only_summary_names_the_graph_build(tmp_path, monkeypatch, capsys):
 
     samples = fake_samples()
     samples["sdpa_graph_build_s"] = [0.05, 0.06, 0.07]
+    samples["host_drift"] = [0.02, 0.01, 0.03]  # median 20 ms; p10 12, p90 28 -> 0.6, 1.4
     monkeypatch.setattr(host_mod, "measure_host_profile",
                         lambda progress=None: build_profile(samples, META))  # fmt: skip
     _host_profile(str(tmp_path / "h.yaml"), as_json=False, no_progress=True)
     out = capsys.readouterr().out
     assert "cuDNN attention graph build: 60.0 ms of host per new shape" in out
-    assert gm.load_host(str(tmp_path / "h.yaml")).graph_build_s == pytest.approx(0.06)
+    assert "forward at x0.6 - x1.4 its median time" in out
+    loaded = gm.load_host(str(tmp_path / "h.yaml"))
+    assert loaded.graph_build_s == pytest.approx(0.06)
+    assert loaded.host_drift == pytest.approx((0.6, 1.4))
+
+
+def test_host_drift_is_the_step_like_calls_p10_p90_over_its_median():
+    """host_drift from nine per-round samples 1..9 ms: median 5, p10 1.8, p90 8.2 (type-7
+    quantiles, by hand) -> [0.36, 1.64]; absent samples write no drift."""
+    s = fake_samples()
+    s["host_drift"] = [i * 1e-3 for i in range(9, 0, -1)]
+    p = build_profile(s, META)
+    assert p["host_drift"] == pytest.approx([0.36, 1.64])
+    assert "host_drift" not in build_profile(fake_samples(), META)
+    # what `validate --host-only` writes loads back with the drift
+    from gpumodel.hostprofile import HostProfile
+
+    assert HostProfile.model_validate(p).host_drift == pytest.approx((0.36, 1.64))
+
+
+@pytest.mark.parametrize("drift", [[1.2, 1.5], [0.8, 0.9], [0.0, 1.2], [0.8, float("inf")]])
+def test_a_drift_that_is_not_p10_below_p90_above_the_median_is_refused(tmp_path, drift, capsys):
+    from gpumodel.cli import main
+
+    path = _reference_with(tmp_path, host_drift=drift)
+    with pytest.raises(SpecError, match="host_drift"):
+        gm.load_host(str(path))
+    assert main(["infer", "--model", "llama-3-8b", "--runtime", "hf-eager", "--host",
+                 str(path)]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert "host_drift" in err and len(err.splitlines()) == 1
+
+
+def test_scaled_profile_multiplies_host_times_not_gpu_times(tmp_path):
+    h = gm.load_host(str(_reference_with(tmp_path, hf_model_layer_s=0.8e-3,
+                                         sdpa_graph_build_s=0.05)))  # fmt: skip
+    s = h.scaled(1.5)
+    assert s.hf_model_layer_s == pytest.approx(1.2e-3)
+    assert s.sdpa_graph_build_s == pytest.approx(0.075)
+    assert s.cost_s("matmul") == pytest.approx(1.5 * h.cost_s("matmul"))
+    assert s.compiled_launch_s == pytest.approx(1.5 * h.compiled_launch_s)
+    assert s.in_graph_kernel_s == h.in_graph_kernel_s  # GPU time per kernel in a graph
+
+
+def test_time_range_is_the_step_with_the_host_at_its_drift(tmp_path):
+    """A host-bound eager decode (batch 1: the GPU needs a few ms, the host ~27 ms) moves with
+    the host: its range is the host term times 0.5 and 2 (plus what the GPU adds); a GPU-bound
+    step (batch 64 x 4096, KV concatenation: the GPU ~50 ms) barely moves; no drift measured
+    or a host figure given: no range."""
+    fields = dict(hf_model_step_s=1.0e-3, hf_model_layer_s=0.8e-3)
+    host = str(_reference_with(tmp_path, host_drift=[0.5, 2.0], **fields))
+    kw = dict(phase="decode", runtime="hf-eager", host=host)
+    r = gm.predict_inference("llama-3-8b", "h100", batch=1, context=512, **kw)
+    assert r.bound == "host"
+    lo, hi = r.time_range_s
+    assert lo < r.time_s < hi
+    # the step's host term is 1 ms + 32 x 0.8 ms = 26.6 ms; doubled: 53.2 ms, and the step
+    # ends a few GPU kernels after the host issues the last one
+    assert hi == pytest.approx(2 * 26.6e-3 + (r.time_s - r.host_time_s), rel=0.02)
+    assert lo == pytest.approx(max(0.5 * 26.6e-3, r.gpu_time_s), rel=0.15)
+    assert r.to_dict()["time_range_s"] == [lo, hi]
+    assert "range " in r.explain() and "0.5-2 x its median time" in r.explain().replace("\n", " ")
+    g = gm.predict_inference("llama-3-8b", "h100", batch=64, context=4096, **kw)
+    assert g.bound != "host"
+    assert g.time_range_s[0] == pytest.approx(g.time_s, rel=0.03)
+    assert g.time_range_s[1] == pytest.approx(g.time_s, rel=0.15)
+    plain = str(_reference_with(tmp_path, **fields))
+    assert gm.predict_inference("llama-3-8b", "h100", batch=1, context=512,
+                                **{**kw, "host": plain}).time_range_s is None  # fmt: skip
+    given = gm.predict_inference("llama-3-8b", "h100", batch=1, context=512,
+                                 host_per_kernel_s=20e-6, **kw)  # fmt: skip
+    assert given.time_range_s is None  # the figure given is not the profile's
+
+
+def test_training_time_range_scales_the_eager_host(tmp_path):
+    """GPT-2 small at batch 4 (amp, eager HF): host-bound on the reference host; with drift
+    [0.5, 2] its range is the host's micro-batch time at half and double speed."""
+    host = str(_reference_with(tmp_path, host_drift=[0.5, 2.0]))
+    kw = dict(micro_batch=4, global_batch=4, seq=1024, policy="amp", fusion="unfused",
+              recompute="none", host=host)  # fmt: skip
+    r = gm.predict_training_step("gpt2-small", "h100", 1, **kw)
+    lo, hi = r.time_range_s
+    assert lo <= r.time_s < hi
+    gpu_mb = r.forward_s + r.backward_s + r.recompute_s
+    assert r.host_time_s > gpu_mb  # host-bound: the step is the host's issue time + optimizer
+    assert hi - r.time_s == pytest.approx(r.host_time_s, rel=0.05)
+    assert "range " in r.explain()
+    fused = gm.predict_training_step("gpt2-small", "h100", 1, **{**kw, "fusion": "fused"})
+    assert fused.time_range_s is None  # no eager host

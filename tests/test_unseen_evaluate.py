@@ -114,3 +114,18 @@ def test_evaluate_steps_end_to_end(ev, tmp_path):
     assert rows[1]["predicted"] == pytest.approx(t_pre)
     assert [r["error"] for r in rows] == pytest.approx([t_dec / 0.05 - 1, t_pre / 0.04 - 1])
     assert "decode hf-eager" in rows[0]["done_when"]
+
+
+def test_range_table_counts_steps_inside_the_host_drift_range(ev):
+    """Two of three decode steps inside their predicted range (one at its edge counts), one
+    above; rows without a range are left out."""
+    base = {"gpu": "h100-sxm", "calibration": "own", "metric": "time",
+            "done_when": ["decode hf-eager"]}  # fmt: skip
+    rows = [dict(base, measured=0.030, range=(0.025, 0.040)),
+            dict(base, measured=0.040, range=(0.025, 0.040)),
+            dict(base, measured=0.055, range=(0.025, 0.040)),
+            dict(base, measured=0.050, range=None)]  # fmt: skip
+    text = ev.range_table(rows)
+    assert "| h100-sxm | own | decode hf-eager | time | 3 | 2 | 67% |" in text
+    assert ev._range_text(rows[2], lambda v: f"{v * 1e3:.1f}", " ms") == "25.0-40.0 ms (out)"
+    assert "no prediction gave a range" in ev.range_table(rows[3:])

@@ -180,6 +180,11 @@ def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> Non
         out_console.print(f"cuDNN attention graph build: {profile['sdpa_graph_build_s'] * 1e3:.1f} "
                           "ms of host per new shape (infer --new-shapes)", highlight=False,
                           markup=False)  # fmt: skip
+    if profile.get("host_drift") is not None:
+        lo, hi = profile["host_drift"]
+        out_console.print(f"host drift while measuring: the HF model's forward at x{lo:g} - "
+                          f"x{hi:g} its median time (p10-p90; predictions give this range)",
+                          highlight=False, markup=False)  # fmt: skip
     out_console.print(f"wrote {target}", highlight=False, markup=False)
 
 

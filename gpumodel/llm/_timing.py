@@ -16,6 +16,7 @@ from gpumodel.ops.collectives import time_array
 from gpumodel.predict import predict
 from gpumodel.prediction import Bound, KernelPrediction, Term
 from gpumodel.specs import GPUSpec
+from gpumodel.units import format_time
 
 
 class StepResult(BaseModel):
@@ -27,6 +28,13 @@ class StepResult(BaseModel):
     def step_time_s(self) -> float:
         """Alias of ``time_s``."""
         return self.time_s
+
+
+def drift_range_line(time_range_s: tuple[float, float], host: dict[str, str]) -> str:
+    """The explain() line of a step's range under the host's measured drift."""
+    lo, hi = time_range_s
+    return (f"  range {format_time(lo)} - {format_time(hi)}: the host at the p10 and p90 of its "
+            f"measured drift ({host.get('drift')} x its median time)")  # fmt: skip
 
 
 class OpTime(BaseModel):

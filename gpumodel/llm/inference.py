@@ -62,6 +62,7 @@ from gpumodel.llm._timing import (
     StepResult,
     Timed,
     Timer,
+    drift_range_line,
     queue_time_blocks,
     step_activity_of,
     summarize,
@@ -130,6 +131,9 @@ class InferenceResult(StepResult):
     host: dict[str, str]
     host_warning: str | None = None
     time_s: float
+    # the step with the host at the p10 and p90 of its profile's measured drift (host_drift);
+    # None where the profile measured none or did not price the host (a trace, a given figure)
+    time_range_s: tuple[float, float] | None = None
     gpu_time_s: float
     host_time_s: float
     host_overhead_s: float
@@ -179,6 +183,8 @@ class InferenceResult(StepResult):
             f"  step {format_time(self.time_s)} ({per}), {self.tokens_per_s:,.0f} tokens/s"
             f" over {self.replicas} replica(s); {self.bound}-bound",
         ]
+        if self.time_range_s is not None:
+            lines.append(drift_range_line(self.time_range_s, self.host))
         if self.bound == "host":
             lines.append(f"  HOST-BOUND: the host issues the step's kernels in "
                          f"{format_time(self.host_time_s)}, the GPU needs "
@@ -534,21 +540,36 @@ def predict_inference(
     if floor is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
-    build = sdpa_graph_build_s(rt, g.compute_capability, attention, hp.graph_build_s, True)
-    ht = host_terms(rt, hp, cal, (pre, layer, post), spec.layers, fusion,
-                    host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                    graph_launch_s=graph_launch_s, host_given=host is not None,
-                    graph_build_s=build if new_shapes else 0.0)  # fmt: skip
+
+    def host_of(profile: HostProfile) -> HostTerms:
+        build = sdpa_graph_build_s(rt, g.compute_capability, attention, profile.graph_build_s,
+                                   True)  # fmt: skip
+        return host_terms(rt, profile, cal, (pre, layer, post), spec.layers, fusion,
+                          host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+                          graph_launch_s=graph_launch_s, host_given=host is not None,
+                          graph_build_s=build if new_shapes else 0.0)  # fmt: skip
+
+    one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
+
+    def times_of(terms: HostTerms) -> dict[str, Any]:
+        return step_times(*one[:2], spec.layers, one[2], eager=terms.eager,
+                          host_per_kernel_s=tuple(np.array([h]) for h in terms.per_kernel),
+                          host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s)  # fmt: skip
+
+    ht = host_of(hp)
     notes += ht.notes
+    build = sdpa_graph_build_s(rt, g.compute_capability, attention, hp.graph_build_s, True)
     if build and not new_shapes:
         notes.append(f"steady state: attention shapes this process has run before; a step at "
                      f"new ones (a decode step at a new KV length) adds {format_time(build)} "
                      f"of cuDNN graph build (new_shapes=True, --new-shapes)")  # fmt: skip
-    one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
-    times = step_times(*one[:2], spec.layers, one[2], eager=ht.eager,
-                       host_per_kernel_s=tuple(np.array([h]) for h in ht.per_kernel),
-                       host_per_step_s=ht.per_step_s, graph_launch_s=ht.launch_s)  # fmt: skip
+    times = times_of(ht)
     step, gpu_time, host_time = (float(times[k][0]) for k in ("step", "gpu", "host"))
+    # the host's measured drift, where the profile priced the host: the step at its p10/p90
+    time_range: tuple[float, float] | None = None
+    if hp.host_drift is not None and ht.source.startswith("host profile"):
+        lo, hi = (float(times_of(host_of(hp.scaled(f)))["step"][0]) for f in hp.host_drift)
+        time_range = (lo, hi)
     n_kernels = int(times["kernels"])
     eager = ht.eager
     mean_host = (host_time - ht.per_step_s) / n_kernels if eager and n_kernels else 0.0
@@ -572,7 +593,7 @@ def predict_inference(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
         tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
         attention=attention, gqa=gqa, calibration=timer.label, host=host_dict(hp),
-        host_warning=hp.mismatch(), time_s=step, gpu_time_s=gpu_time,
+        host_warning=hp.mismatch(), time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
         host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,
         kernels_by_kind=ht.kernels_by_kind, host_source=ht.source,

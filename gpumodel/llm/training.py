@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -57,7 +57,7 @@ from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
-from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, summarize
+from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, drift_range_line, summarize
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
@@ -155,6 +155,9 @@ class TrainingStep(StepResult):
     host_warning: str | None = None
     host_time_s: float = 0.0
     time_s: float
+    # the step with the host at the p10 and p90 of its profile's measured drift (host_drift);
+    # None without an eager host or a measured drift
+    time_range_s: tuple[float, float] | None = None
     forward_s: float
     backward_s: float
     recompute_s: float
@@ -208,6 +211,8 @@ class TrainingStep(StepResult):
             lines.append(f"  {bound}host ({self.host['name']}) issues a micro-batch's eager "
                          f"kernels in {format_time(self.host_time_s)}; GPU "
                          f"{format_time(gpu_mb)}")  # fmt: skip
+        if self.time_range_s is not None and self.host is not None:
+            lines.append(drift_range_line(self.time_range_s, self.host))
         lines += [f"  note: {n}" for n in self.notes]
         if self.host_warning:
             lines.append(f"  warning: {self.host_warning}")
@@ -719,6 +724,17 @@ def predict_training_step(
     dp_comm, optimizer = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp)
     layers = spec.layers // pp
     t = combine_step(stage, layers, pp, m, recompute, p2p, dp_comm, optimizer)
+    time_range: tuple[float, float] | None = None
+    if hp is not None and hp.host_drift is not None:  # host times scale with the host's speed
+        time_range = tuple(  # type: ignore[assignment]
+            float(combine_step(
+                replace(stage, layer_host_s=f * stage.layer_host_s,
+                        head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s),
+                layers, pp, m, recompute, p2p,
+                *sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp.scaled(f)),
+            )["step"])
+            for f in hp.host_drift
+        )  # fmt: skip
     fwd, bwd, rec, tp_comm, t_mb, bubble, exposed, step, host_mb = (
         float(t[k]) for k in ("fwd", "bwd", "rec", "tp_comm", "t_mb", "bubble", "exposed", "step",
                               "host")
@@ -741,6 +757,7 @@ def predict_training_step(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
         micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
         dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
+        time_range_s=time_range,
         host=host_dict(hp) if hp else None,
         host_warning=hp.mismatch() if hp and not hp.name.startswith("trace-") else None,
         host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,

@@ -17,12 +17,20 @@ The file format (schema version 1) is the contract with ``gpumodel.hostprofile``
     hf_model_layer_s, graph_replay_s, graph_replay_per_kernel_s, compiled_step_launch_s,
     profiler_event_s, sdpa_graph_build_s
     spread: {key: [p10, p90]}               # eager ops as "eager_op_s.<kind>"
+    host_drift: [p10, p90]                  # the host's speed over the measurement, as
+                                            # factors of its median (see below)
 
 Method: each figure is sampled ``repeats`` times, the samples of all figures interleaved (one
 round measures every figure once) so that drift of a shared machine spreads over all of them;
 each sample is the host (perf_counter) time of ``calls`` back-to-back calls divided by the
 number of ops they issue, with no synchronisation inside the timed loop. The figure is the
 median of its samples; p10 and p90 go to ``spread``.
+
+A shared machine's host is not one speed: HF eager decode steps on one H100 VM sat at ~28, ~41
+and ~55 ms in turn, each for seconds (validation/results/steps-h100-run7). ``host_drift`` says
+how far: the p10 and p90 of the larger HF model's per-round forward time (the call most like a
+whole step) divided by their median. A prediction scales its host term by them for the range
+a host-bound step should fall in (``InferenceResult.time_range_s``).
 
 A whole HF model costs the host more than its layers timed one at a time: on an H200 machine
 whose decoder layer timed 607 us alone, a Llama-3-8B eager decode step took 24.0 ms, 750 us per
@@ -147,11 +155,12 @@ def build_profile(
     graphs): it is then written as null. Every key must be present; unknown keys are refused.
     ``meta`` holds name, measured_at, cpu_model, cpu_cores, python, torch, transformers,
     cuda_driver, gpu. ``counts`` holds hf_decoder_layer_kernels. ``extra`` adds fields after
-    the schema's own (method, hostname, ...).
+    the schema's own (method, hostname, ...). Optional ``samples["host_drift"]``: per-round
+    seconds of the most step-like call, written as ``host_drift`` [p10/median, p90/median].
     """
     expected = {f"eager_op_s.{k}" for k in EAGER_OP_KINDS} | set(SCALAR_KEYS)
     missing = sorted(expected - set(samples))
-    unknown = sorted(set(samples) - expected)
+    unknown = sorted(set(samples) - expected - {"host_drift"})
     if missing or unknown:
         raise SpecError(f"host samples: missing {missing}, unknown {unknown}")
     meta_keys = ("name", "measured_at", "cpu_model", "cpu_cores", "python", "torch",
@@ -180,6 +189,11 @@ def build_profile(
         if k == "hf_decoder_layer_s":
             profile["hf_decoder_layer_kernels"] = (counts or {}).get("hf_decoder_layer_kernels")
     profile["spread"] = {k: spread[k] for k in sorted(spread)}
+    drift = samples.get("host_drift")
+    if drift:
+        med, p10, p90 = summarize(drift)
+        if med > 0:
+            profile["host_drift"] = [_sig(p10 / med, 3), _sig(p90 / med, 3)]
     for k, v in (extra or {}).items():
         if k in profile:
             raise SpecError(f"extra field {k!r} would overwrite a schema field")
@@ -373,6 +387,7 @@ def measure_host_samples(
         small, big = samples[f"hf_model.{lo}"], samples[f"hf_model.{hi}"]
         assert small is not None and big is not None
         out["hf_model_step_s"], out["hf_model_layer_s"] = model_step_and_layer(small, big, lo, hi)
+        out["host_drift"] = list(big)
         say("host: the profiler's cost per event")
         out["profiler_event_s"] = [
             _profiler_event_cost(torch, models[lo], max(10, calls // (2 * lo)), sync)

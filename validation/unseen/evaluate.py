@@ -370,9 +370,10 @@ def call_with_host(fn: Callable, args: tuple, req: dict, opt: dict, host_path: P
 
 def predict_step(
     rec: dict, gpu_id: str, cal, host_path: Path | None, new_shapes: bool = False
-) -> tuple[float, float | None, str]:
-    """(predicted step seconds, predicted peak bytes or None, the runtime name passed or '-');
-    ``new_shapes``: the step is the first at its attention shapes in the process."""
+) -> tuple[float, float | None, str, tuple[float, float] | None]:
+    """(predicted step seconds, predicted peak bytes or None, the runtime name passed or '-',
+    the predicted range under the host's drift or None); ``new_shapes``: the step is the first
+    at its attention shapes in the process."""
     import gpumodel as gm
 
     if rec["phase"] in ("decode", "prefill"):
@@ -398,7 +399,7 @@ def predict_step(
                 raise
             rt = req["runtime"] = fallback
             res = call_with_host(fn, (rec["workload"], gpu_id), req, opt, host_path)
-        return res.step_time_s, None, rt
+        return res.step_time_s, None, rt, getattr(res, "time_range_s", None)
     fn = gm.predict_training_step
     req = {"micro_batch": rec["batch"], "global_batch": rec["batch"], "seq": rec["seq"],
            "dtype": "bf16", "calibration": cal, "recompute": "none"}  # fmt: skip
@@ -415,7 +416,7 @@ def predict_step(
     peak = None
     if mem is not None:
         peak = getattr(mem, "allocated_bytes", None) or getattr(mem, "total_bytes", None)
-    return res.step_time_s, peak, rt
+    return res.step_time_s, peak, rt, getattr(res, "time_range_s", None)
 
 
 # The decode rounds' first: every step of the first round runs at a KV length the process has
@@ -499,8 +500,9 @@ def evaluate_steps(
                     row["why"] = f"not measured ({rec.get('status')}: {rec.get('error')})"[:160]
                 else:
                     try:
-                        t, peak, rt = predict_step(rec, gpu_id, cal, host_path)
-                        row.update(predicted=t, error=rel_error(t, row["measured"]), runtime_passed=rt)
+                        t, peak, rt, rng = predict_step(rec, gpu_id, cal, host_path)
+                        row.update(predicted=t, error=rel_error(t, row["measured"]), runtime_passed=rt,
+                                   range=rng)  # fmt: skip
                         if mrow is not None:
                             if peak is None:
                                 mrow["why"] = "no memory prediction"
@@ -520,8 +522,9 @@ def evaluate_steps(
                             "done_when": [FIRST_ROUND], "measured": first, "predicted": None,
                             "error": None, "why": None, "runtime_passed": None}  # fmt: skip
                     try:
-                        t, _, rt = predict_step(rec, gpu_id, cal, host_path, new_shapes=True)
-                        frow.update(predicted=t, error=rel_error(t, first), runtime_passed=rt)
+                        t, _, rt, rng = predict_step(rec, gpu_id, cal, host_path, new_shapes=True)
+                        frow.update(predicted=t, error=rel_error(t, first), runtime_passed=rt,
+                                    range=rng)  # fmt: skip
                     except Exception as exc:
                         frow["why"] = f"{type(exc).__name__}: {exc}"[:160]
                     rows.append(frow)
@@ -546,6 +549,40 @@ def stats_table(title_cols: list[str], table: dict[tuple, dict[str, float]]) -> 
     for k, s in table.items():
         lines.append("| " + " | ".join(str(x) for x in k) + f" | {s['n']} | {_pct(s['median_abs'])}"
                      f" | {_pct(s['p90_abs'])} | {_pct(s['median_signed'])} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _inside(r: dict) -> bool:
+    lo, hi = r["range"]
+    return lo <= r["measured"] <= hi
+
+
+def _range_text(r: dict, fmt: Callable, suffix: str) -> str:
+    rng = r.get("range")
+    if not rng:
+        return "-"
+    return f"{fmt(rng[0])}-{fmt(rng[1])}{suffix} ({'in' if _inside(r) else 'out'})"
+
+
+def range_table(rows: list[dict]) -> str:
+    """How many measured steps fall inside the range the prediction gives for the host's
+    measured drift (``time_range_s``: the host at the p10 and p90 of its profile's drift),
+    per done-when group; only predictions that gave a range."""
+    groups: dict[tuple, list[bool]] = {}
+    for r in rows:
+        if r.get("range"):
+            for g in r["done_when"]:
+                groups.setdefault((r["gpu"], r["calibration"], g, r["metric"]), []).append(_inside(r))
+    lines = ["\n## Whole steps: inside the predicted host-drift range\n",
+             "The prediction's `time_range_s`: the step with the host at the p10 and p90 of the "
+             "drift its host profile measured. An honest range holds about 80% of the steps.\n",
+             "| gpu | calibration | group | metric | n | inside | share |",
+             "|---|---|---|---|---:|---:|---:|"]  # fmt: skip
+    for key in sorted(groups):
+        ins = groups[key]
+        lines.append(f"| {' | '.join(key)} | {len(ins)} | {sum(ins)} | {sum(ins) / len(ins):.0%} |")
+    if not groups:
+        lines.append("| (no prediction gave a range) | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
@@ -623,13 +660,15 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
     out.append(stats_table(["gpu", "calibration", "group", "metric"],
                            score([dict(r, _g=g) for r in ok_s for g in r["done_when"]],
                                  lambda r: (r["gpu"], r["calibration"], r["_g"], r["metric"]))))  # fmt: skip
+    out.append(range_table(ok_s))
     out.append("\n## Whole steps: per workload / runtime / phase / policy\n")
     out.append(stats_table(["gpu", "calibration", "workload", "runtime", "phase", "policy", "metric"],
                            score(ok_s, lambda r: (r["gpu"], r["calibration"], r["workload"],
                                  r["runtime"], r["phase"], r["policy"], r["metric"]))))  # fmt: skip
     out.append("\n## Whole steps: every point\n")
     lines = ["| gpu | calibration | workload | runtime (passed) | phase | policy | batch | seq | "
-             "metric | measured | predicted | error |", "|---|---|---|---|---|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
+             "metric | measured | predicted | error | host-drift range |",
+             "|---|---|---|---|---|---|---:|---:|---|---:|---:|---:|---|"]  # fmt: skip
     for r in srows:
         unit = 1e3 if r["metric"].startswith("time") else 1 / 2**30
         fmt = functools.partial(_num, unit=unit)
@@ -638,7 +677,8 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
                      f" ({r['runtime_passed'] or '-'}) | {r['phase']} | {r['policy']} | {r['batch']}"
                      f" | {r['seq']} | {r['metric']} | {fmt(r['measured'])}{suffix} |"
                      f" {fmt(r['predicted'])}{suffix} | "
-                     f"{_pct(r['error']) if r['error'] is not None else r['why']} |")  # fmt: skip
+                     f"{_pct(r['error']) if r['error'] is not None else r['why']} | "
+                     f"{_range_text(r, fmt, suffix)} |")  # fmt: skip
     out.append("\n".join(lines) + "\n")
     out.append("\n## Records not predicted\n")
     out.append(failures(krows + srows))
