@@ -13,6 +13,10 @@ W=/tmp/steps_work
 rm -rf "$W"; mkdir -p "$W"
 START=$SECONDS
 export PYTHONUNBUFFERED=1
+# torch.profiler leaves CUPTI attached after a session unless this is set, and every eager step
+# after it pays 16-27% more host time (validation/results/h200-sxm/process-state-2026-11-25);
+# the users these workloads stand for do not run a profiler before their steps
+export TEARDOWN_CUPTI=1
 {
   date -u; hostname; nvidia-smi; nproc; python3 --version
   lscpu | grep -E 'Model name|^CPU\(s\)|Hypervisor|Core\(s\)|Thread'

@@ -24,9 +24,14 @@ decode at batch 8 x 2048, eager prefill at batch 4 x 512, GPT-2 amp at batch 8 a
 at batch 2; the traced point's unprofiled step time and 5+ other points come from the same
 process.
 
-The host profile of the machine (gpumodel.validate.host, what `gpumodel validate --host-only`
-writes) is measured at the start of every process, so a workload and the host it ran on are
-measured in the same device call.
+The host profile of the machine (what `gpumodel validate --host-only` writes) is measured at the
+start of every part, so a workload and the host it ran on are measured in the same device call.
+On CUDA it runs in a child process, as a user runs it: torch.profiler leaves CUPTI attached to
+the process when it stops (unless TEARDOWN_CUPTI=1), and every eager step after it paid 16-27%
+more host time (validation/results/h200-sxm/process-state-2026-11-25). For the same reason the
+Llama part records its traces after all its timed points, and run_device.sh exports
+TEARDOWN_CUPTI=1 for the training part's traces between models. Runs before 2026-11-25 02:40
+UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
                  parts: decode, prefill, static, train (host is measured first unless --no-host)
@@ -556,6 +561,8 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
     log(f"llama-3-8b built: {n_params / 1e9:.3f} B params in {time.perf_counter() - t0:.1f} s")
     result["models"]["llama-3-8b"] = {"params": n_params, "config": cfg.to_dict()}
     deadline = T0 + args.budget_s
+    to_trace: list = []
+    eager_pts: list = []
     if "decode" in parts:
         grid = [(b, c) for c in ((16, 32) if tiny else (512, 2048, 4096))
                 for b in ((1, 2, 4) if tiny else (1, 8, 32, 64))]  # fmt: skip
@@ -564,28 +571,31 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
         traced = next(
             p for p in pts if (p.key["batch"], p.key["seq"]) == ((2, 32) if tiny else (8, 2048))
         )
-        result["traces"].append(
-            trace_point(env, traced, out_dir, "trace-llama3-8b-decode-eager", False)
-        )
-        result["records"] += [p.record() for p in pts]
+        to_trace.append((traced, "trace-llama3-8b-decode-eager"))
+        eager_pts += pts
     if "prefill" in parts:
         grid = ([(1, 16), (1, 32), (2, 16), (2, 32), (4, 32), (1, 64)] if tiny else
                 [(1, 128), (1, 512), (1, 1024), (1, 2048), (4, 512), (4, 2048), (8, 2048)])  # fmt: skip
         pts = prefill_points_eager(env, model, cfg, grid)
-        run_round_robin(env, pts, args.rounds, 1, args.steps, deadline - 0.1 * args.budget_s)
+        run_round_robin(env, pts, args.rounds, 1, args.steps, deadline - 0.15 * args.budget_s)
         traced = next(
             p for p in pts if (p.key["batch"], p.key["seq"]) == ((2, 16) if tiny else (4, 512))
         )
-        result["traces"].append(
-            trace_point(env, traced, out_dir, "trace-llama3-8b-prefill-eager", False)
-        )
-        result["records"] += [p.record() for p in pts]
+        to_trace.append((traced, "trace-llama3-8b-prefill-eager"))
+        eager_pts += pts
     if "static" in parts:
         grid = [(1, 16), (2, 16)] if tiny else [(1, 2048), (16, 2048), (16, 4096), (1, 4096)]
         pgrid = [(1, 16)] if tiny else [(1, 512)]
         pts = static_points(env, model, cfg, grid, pgrid, deadline - 45)
         run_round_robin(env, pts, args.rounds, 2, args.steps, deadline)
         result["records"] += [p.record() for p in pts]
+    # recorded before tracing (a timeout kill keeps them); traced last: a profiler session can
+    # leave the process slower (see the module docstring)
+    records = {id(p): p.record() for p in eager_pts}
+    result["records"] += list(records.values())
+    for traced, name in to_trace:
+        result["traces"].append(trace_point(env, traced, out_dir, name, False))
+        records[id(traced)]["traced"] = traced.traced
     del model
     env.fresh_memory()
 
@@ -647,6 +657,27 @@ def summary_table(records: list[dict]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
+def measure_host(tiny: bool, path: Path) -> dict:
+    """The host profile, written to ``path``: on CUDA by `gpumodel validate --host-only` in a
+    child process (this process stays clean of its profiler session); tiny (CPU) in process."""
+    if tiny:
+        from gpumodel.validate.host import measure_host_profile, write_host_profile
+
+        prof = measure_host_profile(device="cpu", repeats=3, calls=50, compile_step=False)
+        write_host_profile(prof, path)
+        return prof
+    import subprocess
+
+    import yaml
+
+    cmd = [sys.executable, "-m", "gpumodel", "validate", "--host-only", "--host-out", str(path),
+           "--no-progress"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"host profile failed ({done.returncode}): {done.stderr[-500:]}")
+    return yaml.safe_load(path.read_text())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="decode,prefill", help="decode,prefill,static,train")
@@ -688,13 +719,9 @@ def main() -> int:
                     "host_profile": None, "models": {}, "records": [], "traces": [],
                     "command": " ".join(sys.argv)}  # fmt: skip
     if not args.no_host:
-        from gpumodel.validate.host import measure_host_profile, write_host_profile
-
         t0 = time.perf_counter()
-        prof = measure_host_profile(device="cpu" if args.tiny else "cuda",
-                                    repeats=3 if args.tiny else 9, calls=50 if args.tiny else 200,
-                                    compile_step=not args.tiny)  # fmt: skip
-        path = write_host_profile(prof, out_dir / f"host-{tag}.yaml")
+        path = out_dir / f"host-{tag}.yaml"
+        prof = measure_host(args.tiny, path)
         result["host_profile"] = path.name
         result["env"]["cpu_model"] = prof["cpu_model"]
         result["env"]["cuda_driver"] = prof["cuda_driver"]
