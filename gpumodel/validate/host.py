@@ -24,7 +24,10 @@ Method: each figure is sampled ``repeats`` times, the samples of all figures int
 round measures every figure once) so that drift of a shared machine spreads over all of them;
 each sample is the host (perf_counter) time of ``calls`` back-to-back calls divided by the
 number of ops they issue, with no synchronisation inside the timed loop. The figure is the
-median of its samples; p10 and p90 go to ``spread``.
+median of its samples; p10 and p90 go to ``spread``. Two figures are measured after the
+interleaved rounds, in this order, because each leaves the process slower at eager ops and a
+user's eager step has run neither: the torch.compile'd step's launch, then the profiler's cost
+per event (``measure_host_samples``).
 
 A shared machine's host is not one speed: HF eager decode steps on one H100 VM sat at ~28, ~41
 and ~55 ms in turn, each for seconds (validation/results/steps-h100-run7). ``host_drift`` says
@@ -349,10 +352,6 @@ def measure_host_samples(
     models = {n: _hf_model(torch, device, n) for n in HF_MODEL_LAYERS} if layer else {}
     for n, fn in models.items():
         bench[f"hf_model.{n}"] = (fn, 1, max(5, calls // (2 * n)))
-    compiled = _compiled_step(torch, notes) if (on_cuda and compile_step) else None
-    if compiled is not None:
-        bench["compiled_step_launch_s"] = (compiled, 1, max(10, calls // 4))
-
     say(f"host: warming up {len(bench)} figures")
     for fn, _, _ in bench.values():
         for _ in range(3):
@@ -382,6 +381,23 @@ def measure_host_samples(
         out[f"eager_op_s.{kind}"] = samples[f"eager_op_s.{kind}"]
     for key in SCALAR_KEYS:
         out[key] = samples.get(key)
+    per_sample = {k: v[2] for k, v in bench.items()}
+    # Each of the two below leaves the process issuing eager ops slower, so they come after the
+    # eager rounds, the profiler last (a user's eager step has run neither):
+    # - torch.compile(reduce-overhead): the HF layer timed 686-702 us in a process that had
+    #   compiled first, 605-626 us in one that had not (H200 VM,
+    #   validation/results/h200-sxm/profile-order-2026-11-25);
+    # - torch.profiler keeps CUPTI attached (unless TEARDOWN_CUPTI=1): +16-27% per eager decode
+    #   step after one session (validation/results/h200-sxm/process-state-2026-11-25).
+    compiled = _compiled_step(torch, notes) if (on_cuda and compile_step) else None
+    out["compiled_step_launch_s"] = None
+    if compiled is not None:
+        say("host: the torch.compile'd step")
+        per_sample["compiled_step_launch_s"] = n = max(10, calls // 4)
+        for _ in range(3):
+            compiled()
+        sync()
+        out["compiled_step_launch_s"] = [host_s_per_call(compiled, n, sync) for _ in range(repeats)]
     if models:
         lo, hi = HF_MODEL_LAYERS
         small, big = samples[f"hf_model.{lo}"], samples[f"hf_model.{hi}"]
@@ -396,7 +412,7 @@ def measure_host_samples(
     out["graph_replay_per_kernel_s"] = gap_samples if gap_graphs is not None else None
     out["sdpa_graph_build_s"] = build_samples if build is not None else None
     notes["repeats"] = repeats
-    notes["calls_per_sample"] = {k: v[2] for k, v in bench.items()}
+    notes["calls_per_sample"] = per_sample
     return out, counts, notes
 
 
