@@ -185,7 +185,14 @@ class HostProfile(Checked):
         for key in _HOST_SIDE_FIELDS:
             if data[key] is not None:
                 data[key] *= factor
-        return HostProfile.model_validate({**data, "origin": self.origin})
+        try:
+            return HostProfile.model_validate({**data, "origin": self.origin})
+        except ValidationError as exc:
+            from gpumodel.specs import format_validation_error
+
+            what = f"host profile {self.name} x{factor:g}"
+            raise SpecError(format_validation_error(exc, what)) from None
+
 
     @property
     def replay_s(self) -> float:

@@ -356,3 +356,11 @@ def test_training_time_range_scales_the_eager_host(tmp_path):
     assert "range " in r.explain()
     fused = gm.predict_training_step("gpt2-small", "h100", 1, **{**kw, "fusion": "fused"})
     assert fused.time_range_s is None  # no eager host
+
+
+def test_a_scaled_profile_out_of_range_is_a_one_line_spec_error(tmp_path):
+    """A 1000 s graph build at 10x is past the 3600 s bound of a host time: SpecError (exit 2 on
+    the CLI), not a pydantic traceback."""
+    h = gm.load_host(str(_reference_with(tmp_path, sdpa_graph_build_s=1000.0)))
+    with pytest.raises(SpecError, match="x10: sdpa_graph_build_s"):
+        h.scaled(10.0)
