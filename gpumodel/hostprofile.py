@@ -193,7 +193,6 @@ class HostProfile(Checked):
             what = f"host profile {self.name} x{factor:g}"
             raise SpecError(format_validation_error(exc, what)) from None
 
-
     @property
     def replay_s(self) -> float:
         """Host time to launch a captured graph (``graph_replay_s``, else the reference)."""

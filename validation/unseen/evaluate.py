@@ -572,10 +572,12 @@ def range_table(rows: list[dict]) -> str:
     for r in rows:
         if r.get("range"):
             for g in r["done_when"]:
-                groups.setdefault((r["gpu"], r["calibration"], g, r["metric"]), []).append(_inside(r))
+                key = (r["gpu"], r["calibration"], g, r["metric"])
+                groups.setdefault(key, []).append(_inside(r))
     lines = ["\n## Whole steps: inside the predicted host-drift range\n",
              "The prediction's `time_range_s`: the step with the host at the p10 and p90 of the "
-             "drift its host profile measured. An honest range holds about 80% of the steps.\n",
+             "drift its host profile measured. Where the host drifts during the run as it did while "
+             "the profile measured it, about 80% of host-bound steps fall inside.\n",
              "| gpu | calibration | group | metric | n | inside | share |",
              "|---|---|---|---|---:|---:|---:|"]  # fmt: skip
     for key in sorted(groups):
