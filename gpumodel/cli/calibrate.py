@@ -21,7 +21,11 @@ def calibrate_command(
         None, help="LLM preset the trace ran (default: named from the trace's GEMM shapes)"
     ),
     step_ms: float = typer.Option(
-        None, "--step-ms", help="step time measured WITHOUT the profiler (your logs), ms"
+        None,
+        "--step-ms",
+        help="step time measured WITHOUT the profiler (your logs), ms; read it before the "
+        "profiler ran in that process, or with TEARDOWN_CUPTI=1 set: torch keeps CUPTI "
+        "attached after profiling and later eager steps run 16-27% slower",
     ),
     host: str = typer.Option(
         None,
