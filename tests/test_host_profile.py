@@ -263,7 +263,7 @@ def test_host_only_summary_names_the_graph_build(tmp_path, monkeypatch, capsys):
     samples["sdpa_graph_build_s"] = [0.05, 0.06, 0.07]
     samples["host_drift"] = [0.02, 0.01, 0.03]  # median 20 ms; p10 12, p90 28 -> 0.6, 1.4
     monkeypatch.setattr(host_mod, "measure_host_profile",
-                        lambda progress=None: build_profile(samples, META))  # fmt: skip
+                        lambda repeats=9, progress=None: build_profile(samples, META))  # fmt: skip
     _host_profile(str(tmp_path / "h.yaml"), as_json=False, no_progress=True)
     out = capsys.readouterr().out
     assert "cuDNN attention graph build: 60.0 ms of host per new shape" in out
@@ -364,3 +364,28 @@ def test_a_scaled_profile_out_of_range_is_a_one_line_spec_error(tmp_path):
     h = gm.load_host(str(_reference_with(tmp_path, sdpa_graph_build_s=1000.0)))
     with pytest.raises(SpecError, match="x10: sdpa_graph_build_s"):
         h.scaled(10.0)
+
+
+def test_host_repeats_reach_the_measurement_and_are_checked(tmp_path, monkeypatch, capsys):
+    """`validate --host-only --host-repeats 30` measures 30 interleaved rounds; out of 3-1000
+    is one line and exit 2, before anything is measured."""
+    import gpumodel.validate.host as host_mod
+    from gpumodel.cli import main
+
+    seen = []
+
+    def fake(repeats=9, progress=None):
+        seen.append(repeats)
+        return build_profile(fake_samples(), META)
+
+    monkeypatch.setattr(host_mod, "measure_host_profile", fake)
+    out = str(tmp_path / "h.yaml")
+    assert main(["validate", "--host-only", "--host-out", out, "--host-repeats", "30",
+                 "--no-progress"]) == 0  # fmt: skip
+    assert seen == [30]
+    capsys.readouterr()
+    for bad in ("2", "1001"):
+        assert main(["validate", "--host-only", "--host-repeats", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--host-repeats must be 3-1000" in err and len(err.splitlines()) == 1
+    assert seen == [30]

@@ -61,6 +61,12 @@ def validate(
     host_out: str = typer.Option(
         None, help="host profile file (default: the user cache, hosts/<name>.yaml)"
     ),
+    host_repeats: int = typer.Option(
+        9,
+        "--host-repeats",
+        help="interleaved rounds of the host measurement (3-1000; ~3 s each on an H100 VM): "
+        "more sample a drifting host over a longer window, for its medians and host_drift",
+    ),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv", help="the error table as CSV"),
     no_progress: bool = typer.Option(False, "--no-progress"),
@@ -73,8 +79,10 @@ def validate(
     if html and (collectives or occupancy or calibration_from or host_only):
         fail("--html reports a kernel validation (not --collectives, --occupancy, "
              "--calibration-from or --host-only)")  # fmt: skip
+    if not 3 <= host_repeats <= 1000:
+        fail(f"--host-repeats must be 3-1000, got {host_repeats}")
     if host_only:
-        _host_profile(host_out, as_json, no_progress)
+        _host_profile(host_out, as_json, no_progress, host_repeats)
         return
     from gpumodel.calibration import user_calibration_path
     from gpumodel.validate.pipeline import run_validate, write_outputs
@@ -128,7 +136,7 @@ def validate(
     if host is None:  # on by default where a kernel run happened on a GPU torch can see
         host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if host:
-        _host_profile(host_out, as_json, no_progress)
+        _host_profile(host_out, as_json, no_progress, host_repeats)
     _exit_if_missed(fails)
 
 
@@ -143,7 +151,7 @@ def _torch_sees_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> None:
+def _host_profile(host_out: str | None, as_json: bool, no_progress: bool, repeats: int = 9) -> None:
     """Measure the host side with torch and write the host profile YAML."""
     from gpumodel.validate.host import (
         default_profile_path,
@@ -153,7 +161,7 @@ def _host_profile(host_out: str | None, as_json: bool, no_progress: bool) -> Non
 
     quiet = no_progress or as_json
     say = None if quiet else (lambda m: console().print(m, highlight=False, markup=False))
-    profile = measure_host_profile(progress=say)
+    profile = measure_host_profile(repeats=repeats, progress=say)
     target = write_host_profile(profile, host_out or default_profile_path(profile["name"]))
     if as_json:
         print_json({"host_profile": str(target), "profile": profile})
