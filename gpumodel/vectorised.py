@@ -358,6 +358,14 @@ def _take(op: Op, idx: np.ndarray) -> Op:
     return op.model_copy(update={k: v[idx] for k, v in op.__dict__.items() if is_array(v)})
 
 
+def halves(op: Op, n: int) -> list[tuple[np.ndarray, Op]]:
+    """The ``n`` points of an op built over arrays as two parts, (indices, the op at those
+    points): how a caller whose points run different kernels (MixedKernels) splits them until
+    each part runs one kind."""
+    first = np.arange(n) < n // 2
+    return [(idx, _take(op, idx)) for idx in (np.flatnonzero(first), np.flatnonzero(~first))]
+
+
 def op_kernel_times(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, *, l2: str = "cold",
     condition: str = "in-workload", stream_floor_s: float | None = None, activity: Any = None,
@@ -376,16 +384,14 @@ def op_kernel_times(
     except MixedKernels:
         if n < 2:
             raise
-    half = np.arange(n) < n // 2
 
     def part_activity(idx: np.ndarray) -> Any:
         return activity if activity is None or np.ndim(activity) == 0 else np.asarray(activity)[idx]
 
-    parts = [(np.flatnonzero(m), op_kernel_times(_take(op, np.flatnonzero(m)), gpu, params,
-                                                 int(m.sum()), l2=l2, condition=condition,
-                                                 stream_floor_s=stream_floor_s,
-                                                 activity=part_activity(np.flatnonzero(m))))
-             for m in (half, ~half)]  # fmt: skip
+    parts = [(idx, op_kernel_times(part, gpu, params, len(idx), l2=l2, condition=condition,
+                                   stream_floor_s=stream_floor_s,
+                                   activity=part_activity(idx)))
+             for idx, part in halves(op, n)]  # fmt: skip
     (ia, ka), (ib, kb) = parts
     if [x[1] for x in ka] != [x[1] for x in kb]:
         raise MixedKernels("the points of this op run different kernels")

@@ -178,6 +178,17 @@ class Timer:
                      self.op_times, self.stream_floor_s, condition=condition,
                      activity=activity)  # fmt: skip
 
+    def at_step(self, blocks: Sequence[Sequence[LayerOp]], layers: int) -> Timer:
+        """This timer at the clock of one step of ``blocks`` (pre, one layer repeated
+        ``layers`` times, post): its ``activity`` is the step's ``step_activity``, the blocks
+        timed at the maximum clock (``isolated``). The one clock every kernel of an LLM step is
+        priced at."""
+        iso = self.at(condition="isolated")
+        reps = (1, layers, 1)
+        gpu = sum(r * sum(iso.time(e).time_s for e in b) for r, b in zip(reps, blocks))
+        roof = sum(r * sum(tensor_roof_s(e, self.gpu) for e in b) for r, b in zip(reps, blocks))
+        return self.at(activity=step_activity(gpu, roof))
+
     def time(self, entry: LayerOp) -> Timed:
         return Timed(entry, self.kernels(entry))
 
@@ -202,7 +213,7 @@ def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
         return 0.0
     from gpumodel.ops.base import MixedKernels
     from gpumodel.predict import tensor_roof_time
-    from gpumodel.vectorised import _take
+    from gpumodel.vectorised import halves
 
     try:
         work = op.kernels(gpu)
@@ -210,11 +221,8 @@ def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
         if n < 2:
             raise
         out = np.empty(n)
-        half = np.arange(n) < n // 2
-        for m in (half, ~half):
-            idx = np.flatnonzero(m)
-            out[idx] = np.broadcast_to(op_tensor_roof_s(_take(op, idx), gpu, len(idx)),
-                                       (len(idx),))  # fmt: skip
+        for idx, part in halves(op, n):
+            out[idx] = np.broadcast_to(op_tensor_roof_s(part, gpu, len(idx)), (len(idx),))
         return out
     return sum((np.asarray(tensor_roof_time(kw, gpu), dtype=float) * kw.repeats for kw in work),
                0.0)  # fmt: skip
@@ -232,16 +240,6 @@ def step_activity(gpu_s: Any, roof_s: Any) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         u = np.where(gpu_s > 0, np.minimum(1.0, np.asarray(roof_s, dtype=float) / gpu_s), 0.0)
     return float(u) if u.ndim == 0 else u
-
-
-def step_activity_of(timer: Timer, blocks: Sequence[Sequence[LayerOp]], layers: int) -> float:
-    """``step_activity`` of a step of ``blocks`` (pre, one layer repeated ``layers`` times,
-    post) timed at the maximum clock (``isolated``) with ``timer``'s GPU and calibration."""
-    iso = timer.at(condition="isolated")
-    reps = (1, layers, 1)
-    gpu = sum(r * sum(iso.time(e).time_s for e in b) for r, b in zip(reps, blocks))
-    roof = sum(r * sum(tensor_roof_s(e, timer.gpu) for e in b) for r, b in zip(reps, blocks))
-    return step_activity(gpu, roof)
 
 
 def summarize(groups: Sequence[tuple[list[Timed], int]]) -> list[OpTime]:

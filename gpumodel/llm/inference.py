@@ -64,7 +64,6 @@ from gpumodel.llm._timing import (
     Timer,
     drift_range_line,
     queue_time_blocks,
-    step_activity_of,
     summarize,
 )
 from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
@@ -520,8 +519,7 @@ def predict_inference(
         floor = hp.in_graph_kernel_s
     timer = Timer(g, calibration, op_times, stream_floor_s=floor)
     # one clock for the whole step: the power limit sees the step's average tensor activity
-    activity = step_activity_of(timer, (ops.pre, ops.layer, ops.post), spec.layers)
-    timer = timer.at(activity=activity)
+    timer = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
     if unknown:
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
@@ -535,40 +533,40 @@ def predict_inference(
         notes.append(DATASHEET_NOTE)
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
-    notes.append(f"sustained clock: the step's tensor activity {activity:.2f} (time-weighted over "
+    notes.append(f"sustained clock: the step's tensor activity {timer.activity:.2f} (time-weighted over "
                  "its kernels) sets the power-limited clock of all of them")  # fmt: skip
     if floor is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
 
-    def host_of(profile: HostProfile) -> HostTerms:
-        build = sdpa_graph_build_s(rt, g.compute_capability, attention, profile.graph_build_s,
-                                   True)  # fmt: skip
-        return host_terms(rt, profile, cal, (pre, layer, post), spec.layers, fusion,
-                          host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-                          graph_launch_s=graph_launch_s, host_given=host is not None,
-                          graph_build_s=build if new_shapes else 0.0)  # fmt: skip
-
     one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
 
-    def times_of(terms: HostTerms) -> dict[str, Any]:
-        return step_times(*one[:2], spec.layers, one[2], eager=terms.eager,
-                          host_per_kernel_s=tuple(np.array([h]) for h in terms.per_kernel),
-                          host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s)  # fmt: skip
+    def build_of(profile: HostProfile) -> float:  # cuDNN graph build, a step at new shapes
+        return sdpa_graph_build_s(rt, g.compute_capability, attention, profile.graph_build_s,
+                                  True)  # fmt: skip
 
-    ht = host_of(hp)
+    def step_on(profile: HostProfile) -> tuple[HostTerms, dict[str, Any]]:
+        """The step's host terms and times with ``profile`` as its host."""
+        terms = host_terms(rt, profile, cal, (pre, layer, post), spec.layers, fusion,
+                           host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
+                           graph_launch_s=graph_launch_s, host_given=host is not None,
+                           graph_build_s=build_of(profile) if new_shapes else 0.0)  # fmt: skip
+        return terms, step_times(*one[:2], spec.layers, one[2], eager=terms.eager,
+                                 host_per_kernel_s=tuple(np.array([h]) for h in terms.per_kernel),
+                                 host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s)  # fmt: skip
+
+    ht, times = step_on(hp)
     notes += ht.notes
-    build = sdpa_graph_build_s(rt, g.compute_capability, attention, hp.graph_build_s, True)
+    build = build_of(hp)
     if build and not new_shapes:
         notes.append(f"steady state: attention shapes this process has run before; a step at "
                      f"new ones (a decode step at a new KV length) adds {format_time(build)} "
                      f"of cuDNN graph build (new_shapes=True, --new-shapes)")  # fmt: skip
-    times = times_of(ht)
     step, gpu_time, host_time = (float(times[k][0]) for k in ("step", "gpu", "host"))
     # the host's measured drift, where the profile priced the host: the step at its p10/p90
     time_range: tuple[float, float] | None = None
     if hp.host_drift is not None and ht.source.startswith("host profile"):
-        lo, hi = (float(times_of(host_of(hp.scaled(f)))["step"][0]) for f in hp.host_drift)
+        lo, hi = (float(step_on(hp.scaled(f))[1]["step"][0]) for f in hp.host_drift)
         time_range = (lo, hi)
     n_kernels = int(times["kernels"])
     eager = ht.eager

@@ -65,7 +65,6 @@ from gpumodel.llm._timing import (
     Timed,
     Timer,
     step_activity,
-    step_activity_of,
     tensor_roof_s,
 )
 from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
@@ -554,8 +553,7 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
     for i, (t, b, s, c) in enumerate(shapes.tolist()):
         ops = model_ops(spec, b, s, c, tp=t, **flags)
         # as predict_inference: the step's average tensor activity sets its clock
-        at = timer.at(activity=step_activity_of(timer, (ops.pre, ops.layer, ops.post),
-                                                spec.layers))  # fmt: skip
+        at = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
         timed = (at.time_all(ops.pre), at.time_all(ops.layer), at.time_all(ops.post))
         blocks = kernel_blocks(*timed)
         ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)

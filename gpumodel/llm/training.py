@@ -729,15 +729,15 @@ def predict_training_step(
     t = combine_step(stage, layers, pp, m, recompute, p2p, dp_comm, optimizer)
     time_range: tuple[float, float] | None = None
     if hp is not None and hp.host_drift is not None:  # host times scale with the host's speed
-        time_range = tuple(  # type: ignore[assignment]
-            float(combine_step(
-                replace(stage, layer_host_s=f * stage.layer_host_s,
-                        head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s),
-                layers, pp, m, recompute, p2p,
-                *sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp.scaled(f)),
-            )["step"])
-            for f in hp.host_drift
-        )  # fmt: skip
+
+        def step_at(f: float) -> float:  # the step with every host time x f
+            slower = replace(stage, layer_host_s=f * stage.layer_host_s,
+                             head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s)  # fmt: skip
+            sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp.scaled(f))
+            return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync)["step"])
+
+        lo, hi = (step_at(f) for f in hp.host_drift)
+        time_range = (lo, hi)
     fwd, bwd, rec, tp_comm, t_mb, bubble, exposed, step, host_mb = (
         float(t[k]) for k in ("fwd", "bwd", "rec", "tp_comm", "t_mb", "bubble", "exposed", "step",
                               "host")
