@@ -128,9 +128,14 @@ def test_measure_on_cpu_gives_a_complete_profile(tmp_path):
     from gpumodel.validate.host import measure_host_profile
 
     try:
-        p = measure_host_profile(device="cpu", repeats=3, calls=5, compile_step=False)
+        p = measure_host_profile(device="cpu", repeats=3, calls=5, compile_step=False,
+                                 window_s=0.2)  # fmt: skip
     except DeviceError as exc:  # pragma: no cover - torch importable but broken
         pytest.skip(f"torch present but unusable: {exc}")
+    if p["hf_model_layer_s"] is not None:  # transformers installed: the window ran
+        window = p["method"]["window"]
+        assert window["seconds"] == 0.2 and window["samples"] >= 1
+        assert window["speed_factor"] > 0
     assert all(v > 0 for v in p["eager_op_s"].values())
     assert p["kernel_launch_s"] > 0
     assert p["graph_replay_s"] is None and p["graph_replay_per_kernel_s"] is None
@@ -262,12 +267,17 @@ def test_host_only_summary_names_the_graph_build(tmp_path, monkeypatch, capsys):
     samples = fake_samples()
     samples["sdpa_graph_build_s"] = [0.05, 0.06, 0.07]
     samples["host_drift"] = [0.02, 0.01, 0.03]  # median 20 ms; p10 12, p90 28 -> 0.6, 1.4
-    monkeypatch.setattr(host_mod, "measure_host_profile",
-                        lambda repeats=9, progress=None: build_profile(samples, META))  # fmt: skip
+
+    def fake(repeats=9, progress=None, window_s=0.0):
+        return build_profile(samples, META, extra={"method": {"window": {
+            "seconds": 60.0, "samples": 250, "speed_factor": 1.18}}})  # fmt: skip
+
+    monkeypatch.setattr(host_mod, "measure_host_profile", fake)
     _host_profile(str(tmp_path / "h.yaml"), as_json=False, no_progress=True)
     out = capsys.readouterr().out
     assert "cuDNN attention graph build: 60.0 ms of host per new shape" in out
     assert "forward at x0.6 - x1.4 its median time" in out
+    assert "host speed over 60 s more of the HF models: x1.18 the rounds' time" in out
     loaded = gm.load_host(str(tmp_path / "h.yaml"))
     assert loaded.graph_build_s == pytest.approx(0.06)
     assert loaded.host_drift == pytest.approx((0.6, 1.4))
@@ -374,18 +384,54 @@ def test_host_repeats_reach_the_measurement_and_are_checked(tmp_path, monkeypatc
 
     seen = []
 
-    def fake(repeats=9, progress=None):
-        seen.append(repeats)
+    def fake(repeats=9, progress=None, window_s=0.0):
+        seen.append((repeats, window_s))
         return build_profile(fake_samples(), META)
 
     monkeypatch.setattr(host_mod, "measure_host_profile", fake)
     out = str(tmp_path / "h.yaml")
     assert main(["validate", "--host-only", "--host-out", out, "--host-repeats", "30",
                  "--no-progress"]) == 0  # fmt: skip
-    assert seen == [30]
+    assert seen == [(30, 60.0)]  # the window's default: 60 s
+    assert main(["validate", "--host-only", "--host-out", out, "--host-window", "0",
+                 "--no-progress"]) == 0  # fmt: skip
+    assert seen[-1] == (9, 0.0)
     capsys.readouterr()
-    for bad in ("2", "1001"):
-        assert main(["validate", "--host-only", "--host-repeats", bad]) == 2
+    for opt, bad, msg in (("--host-repeats", "2", "--host-repeats must be 3-1000"),
+                          ("--host-repeats", "1001", "--host-repeats must be 3-1000"),
+                          ("--host-window", "-1", "--host-window must be 0-3600 seconds"),
+                          ("--host-window", "3601", "--host-window must be 0-3600 seconds"),
+                          ("--host-window", "nan", "--host-window must be 0-3600 seconds")):  # fmt: skip
+        assert main(["validate", "--host-only", opt, bad]) == 2
         err = capsys.readouterr().err.strip()
-        assert "--host-repeats must be 3-1000" in err and len(err.splitlines()) == 1
-    assert seen == [30]
+        assert msg in err and len(err.splitlines()) == 1
+    assert len(seen) == 2
+
+
+def test_window_rescales_the_rounds_host_figures_to_the_median_speed():
+    """Rounds saw the larger HF model at 10 ms, a window after them at 20 ms (x5 samples): the
+    median over both is 20 ms, so every host-side figure sampled in the rounds doubles (by
+    hand); GPU-side and model figures are left alone, a figure that was not measured stays
+    None, and an empty window changes nothing."""
+    from gpumodel.validate.host import to_window_speed
+
+    s = {"eager_op_s.matmul": [1e-6, 2e-6, 3e-6], "kernel_launch_s": [5e-6],
+         "graph_replay_per_kernel_s": [2e-6], "hf_model_layer_s": [6e-4],
+         "sdpa_graph_build_s": None}  # fmt: skip
+    note = to_window_speed(s, [0.01] * 3, [0.02] * 5)
+    assert note == {"samples": 5, "speed_factor": 2.0}
+    assert s["eager_op_s.matmul"] == pytest.approx([2e-6, 4e-6, 6e-6])
+    assert s["kernel_launch_s"] == pytest.approx([1e-5])
+    assert s["graph_replay_per_kernel_s"] == [2e-6] and s["hf_model_layer_s"] == [6e-4]
+    assert s["sdpa_graph_build_s"] is None
+    before = dict(s)
+    assert to_window_speed(s, [0.01] * 3, []) == {"samples": 0, "speed_factor": 1.0}
+    assert s == before
+
+
+@pytest.mark.parametrize("window_s", [-1.0, 3601.0, float("nan")])
+def test_measurement_refuses_a_bad_window(window_s):
+    from gpumodel.validate.host import measure_host_samples
+
+    with pytest.raises(SpecError, match="window of 0-3600 s"):
+        measure_host_samples(device="cpu", window_s=window_s)

@@ -67,6 +67,13 @@ def validate(
         help="interleaved rounds of the host measurement (3-1000; ~3 s each on an H100 VM): "
         "more sample a drifting host over a longer window, for its medians and host_drift",
     ),
+    host_window: float = typer.Option(
+        60.0,
+        "--host-window",
+        help="seconds spent after the rounds timing only the HF models, the host's speed over "
+        "a longer window (0-3600; 0: rounds only): a VM's vCPU speed changes within seconds, "
+        "and the profile's figures are set to its median over rounds + window",
+    ),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv", help="the error table as CSV"),
     no_progress: bool = typer.Option(False, "--no-progress"),
@@ -81,8 +88,10 @@ def validate(
              "--calibration-from or --host-only)")  # fmt: skip
     if not 3 <= host_repeats <= 1000:
         fail(f"--host-repeats must be 3-1000, got {host_repeats}")
+    if not 0 <= host_window <= 3600:  # also refuses NaN
+        fail(f"--host-window must be 0-3600 seconds, got {host_window:g}")
     if host_only:
-        _host_profile(host_out, as_json, no_progress, host_repeats)
+        _host_profile(host_out, as_json, no_progress, host_repeats, host_window)
         return
     from gpumodel.calibration import user_calibration_path
     from gpumodel.validate.pipeline import run_validate, write_outputs
@@ -136,7 +145,7 @@ def validate(
     if host is None:  # on by default where a kernel run happened on a GPU torch can see
         host = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if host:
-        _host_profile(host_out, as_json, no_progress, host_repeats)
+        _host_profile(host_out, as_json, no_progress, host_repeats, host_window)
     _exit_if_missed(fails)
 
 
@@ -151,7 +160,9 @@ def _torch_sees_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def _host_profile(host_out: str | None, as_json: bool, no_progress: bool, repeats: int = 9) -> None:
+def _host_profile(
+    host_out: str | None, as_json: bool, no_progress: bool, repeats: int = 9, window_s: float = 60.0
+) -> None:
     """Measure the host side with torch and write the host profile YAML."""
     from gpumodel.validate.host import (
         default_profile_path,
@@ -161,7 +172,7 @@ def _host_profile(host_out: str | None, as_json: bool, no_progress: bool, repeat
 
     quiet = no_progress or as_json
     say = None if quiet else (lambda m: console().print(m, highlight=False, markup=False))
-    profile = measure_host_profile(repeats=repeats, progress=say)
+    profile = measure_host_profile(repeats=repeats, progress=say, window_s=window_s)
     target = write_host_profile(profile, host_out or default_profile_path(profile["name"]))
     if as_json:
         print_json({"host_profile": str(target), "profile": profile})
@@ -193,6 +204,11 @@ def _host_profile(host_out: str | None, as_json: bool, no_progress: bool, repeat
         out_console.print(f"host drift while measuring: the HF model's forward at x{lo:g} - "
                           f"x{hi:g} its median time (p10-p90; predictions give this range)",
                           highlight=False, markup=False)  # fmt: skip
+    window = profile.get("method", {}).get("window") or {}
+    if window.get("samples"):
+        out_console.print(f"host speed over {window['seconds']:g} s more of the HF models: "
+                          f"x{window['speed_factor']:g} the rounds' time (figures set to the "
+                          "median over both)", highlight=False, markup=False)  # fmt: skip
     out_console.print(f"wrote {target}", highlight=False, markup=False)
 
 

@@ -69,6 +69,7 @@ import os
 import platform
 import re
 import socket
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,19 @@ SCALAR_KEYS: tuple[str, ...] = (
     "profiler_event_s",
     "sdpa_graph_build_s",
 )
+
+#: The figures sampled in the interleaved rounds that are host time (so scale with the
+#: vCPU's speed; ``to_window_speed``): every eager op kind and these.
+ROUND_HOST_KEYS: tuple[str, ...] = (
+    *(f"eager_op_s.{k}" for k in EAGER_OP_KINDS),
+    "kernel_launch_s",
+    "hf_decoder_layer_s",
+    "graph_replay_s",
+    "sdpa_graph_build_s",
+)
+
+#: Longest ``window_s`` (seconds) a host measurement takes.
+MAX_WINDOW_S = 3600.0
 
 #: Decoder-layer counts of the two small HF Llama models whose decode forwards give the
 #: model's own host time per step (intercept) and per layer (slope).
@@ -322,19 +336,22 @@ def measure_host_samples(
     calls: int = 200,
     compile_step: bool = True,
     progress: Callable[[str], None] | None = None,
+    window_s: float = 0.0,
 ) -> tuple[dict[str, list[float] | None], dict[str, int | None], dict[str, Any]]:
-    """Raw samples of every figure, interleaved over ``repeats`` rounds.
+    """Raw samples of every figure, interleaved over ``repeats`` rounds, then ``window_s``
+    seconds of the two small HF models alone (``to_window_speed``).
 
     Returns (samples, counts, notes). ``device="cpu"`` runs the eager parts on the CPU (for
     tests and smoke runs; CUDA-only figures are None there).
     """
+    if device not in ("cuda", "cpu"):
+        raise SpecError(f"device must be 'cuda' or 'cpu', got {device!r}")
+    if repeats < 3 or calls < 1 or not 0 <= window_s <= MAX_WINDOW_S:
+        raise SpecError(f"need repeats >= 3, calls >= 1 and a window of 0-{MAX_WINDOW_S:g} s, "
+                        f"got {repeats}, {calls}, {window_s}")  # fmt: skip
     torch = _import_torch()
     if device == "cuda" and not torch.cuda.is_available():
         raise DeviceError(NO_CUDA_MESSAGE)
-    if device not in ("cuda", "cpu"):
-        raise SpecError(f"device must be 'cuda' or 'cpu', got {device!r}")
-    if repeats < 3 or calls < 1:
-        raise SpecError(f"need repeats >= 3 and calls >= 1, got {repeats}, {calls}")
     say = progress or (lambda _msg: None)
     on_cuda = device == "cuda"
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
@@ -371,6 +388,14 @@ def measure_host_samples(
         if build is not None:
             build_samples.append(build())
         say(f"host: round {r + 1}/{repeats}")
+    window: tuple[list[float], list[float]] = ([], [])
+    if models and window_s > 0:
+        say(f"host: {window_s:g} s of the HF models alone (the host's speed over a window)")
+        pair = [bench[f"hf_model.{n}"] for n in HF_MODEL_LAYERS]
+        end = time.perf_counter() + window_s
+        while time.perf_counter() < end or not window[0]:
+            for got, (fn, _, n) in zip(window, pair):
+                got.append(host_s_per_call(fn, n, sync))
 
     if layer is not None:
         counts = {"hf_decoder_layer_kernels": layer[1]() if on_cuda else None}
@@ -402,6 +427,8 @@ def measure_host_samples(
         lo, hi = HF_MODEL_LAYERS
         small, big = samples[f"hf_model.{lo}"], samples[f"hf_model.{hi}"]
         assert small is not None and big is not None
+        rounds_big = list(big)
+        small, big = small + window[0], big + window[1]
         out["hf_model_step_s"], out["hf_model_layer_s"] = model_step_and_layer(small, big, lo, hi)
         out["host_drift"] = list(big)
         say("host: the profiler's cost per event")
@@ -411,9 +438,35 @@ def measure_host_samples(
         ]
     out["graph_replay_per_kernel_s"] = gap_samples if gap_graphs is not None else None
     out["sdpa_graph_build_s"] = build_samples if build is not None else None
+    if models:
+        notes["window"] = {"seconds": window_s, **to_window_speed(out, rounds_big, window[1])}
     notes["repeats"] = repeats
     notes["calls_per_sample"] = per_sample
     return out, counts, notes
+
+
+def to_window_speed(
+    samples: dict[str, list[float] | None], rounds_big: Sequence[float], window_big: Sequence[float]
+) -> dict[str, Any]:
+    """Rescale, in place, the host-side samples taken in the rounds (``ROUND_HOST_KEYS``) to
+    the host's median speed over the rounds and the window together; return what was done.
+
+    Why: a VM's vCPU runs at a speed that changes within seconds (a pure-Python loop and the
+    Llama-3-8B eager decode step slowed together, 21-40 ms per step on one H100 VM; the small
+    HF models tracked the 8B step within 4% at its median; validation/results/h100-sxm/
+    host-modes-2026-11-25), so ~30 s of rounds can sample a fast or a slow stretch. The larger
+    HF model, timed in every round and through the window, is the speed reference: factor =
+    median(rounds + window) / median(rounds) of its forward time. A window of 60 s put the
+    profile's median within 5% (p90) of a 100 s run's; 37 s of rounds alone, 9%."""
+    if not window_big:
+        return {"samples": 0, "speed_factor": 1.0}
+    both = [*rounds_big, *window_big]
+    factor = quantile(both, 0.5) / quantile(rounds_big, 0.5)
+    for key in ROUND_HOST_KEYS:
+        vals = samples.get(key)
+        if vals is not None:
+            samples[key] = [v * factor for v in vals]
+    return {"samples": len(window_big), "speed_factor": _sig(factor, 4)}
 
 
 def model_step_and_layer(
@@ -436,12 +489,13 @@ def measure_host_profile(
     calls: int = 200,
     compile_step: bool = True,
     progress: Callable[[str], None] | None = None,
+    window_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Measure this machine and return the host-profile dict (write it with write_host_profile)."""
-    import time
-
+    """Measure this machine and return the host-profile dict (write it with write_host_profile).
+    ``window_s``: seconds of the host's speed sampled after the rounds (``to_window_speed``)."""
     t0 = time.perf_counter()
-    samples, counts, notes = measure_host_samples(device, repeats, calls, compile_step, progress)
+    samples, counts, notes = measure_host_samples(device, repeats, calls, compile_step, progress,
+                                                  window_s)  # fmt: skip
     torch = _import_torch()
     meta = host_metadata(torch, device)
     extra = {
@@ -451,6 +505,7 @@ def measure_host_profile(
         "device": device,
         "method": {
             "repeats": notes.pop("repeats"),
+            "window": notes.pop("window", None),
             "calls_per_sample": notes.pop("calls_per_sample"),
             "timer": "time.perf_counter around back-to-back calls, no sync inside; "
             "graph_replay_per_kernel_s from CUDA events (slope 10 vs 110 kernels)",
@@ -707,8 +762,6 @@ def host_s_per_call(fn: Callable[[], Any], calls: int, sync: Callable[[], None])
     """Host seconds per call of ``calls`` back-to-back calls of ``fn``: synchronised before,
     timed (perf_counter) without synchronising inside, then synchronised after the clock stops,
     so the figure is what the host spends issuing, not what the GPU spends running."""
-    import time
-
     sync()
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -775,8 +828,6 @@ def _count_kernels(torch: Any, fn: Callable[[], Any], n_calls: int) -> int:
 
 def _compiled_step(torch: Any, notes: dict) -> Callable[[], Any] | None:
     """A torch.compile(mode='reduce-overhead') small MLP, one call per step; None on failure."""
-    import time
-
     mlp = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.SiLU(),
                               torch.nn.Linear(256, 256)).to("cuda", torch.bfloat16)  # fmt: skip
     x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)

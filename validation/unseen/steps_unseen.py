@@ -657,13 +657,15 @@ def summary_table(records: list[dict]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def measure_host(tiny: bool, path: Path) -> dict:
-    """The host profile, written to ``path``: on CUDA by `gpumodel validate --host-only` in a
-    child process (this process stays clean of its profiler session); tiny (CPU) in process."""
+def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
+    """The host profile, written to ``path``: on CUDA by `gpumodel validate --host-only
+    --host-window window_s` in a child process (this process stays clean of its profiler
+    session); tiny (CPU) in process, with a window of at most 1 s."""
     if tiny:
         from gpumodel.validate.host import measure_host_profile, write_host_profile
 
-        prof = measure_host_profile(device="cpu", repeats=3, calls=50, compile_step=False)
+        prof = measure_host_profile(device="cpu", repeats=3, calls=50, compile_step=False,
+                                    window_s=min(window_s, 1.0))  # fmt: skip
         write_host_profile(prof, path)
         return prof
     import subprocess
@@ -671,7 +673,7 @@ def measure_host(tiny: bool, path: Path) -> dict:
     import yaml
 
     cmd = [sys.executable, "-m", "gpumodel", "validate", "--host-only", "--host-out", str(path),
-           "--no-progress"]  # fmt: skip
+           "--no-progress", "--host-window", str(window_s)]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"host profile failed ({done.returncode}): {done.stderr[-500:]}")
@@ -688,6 +690,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--no-host", action="store_true")
+    ap.add_argument("--host-window", type=float, default=60.0,
+                    help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
     bad = parts - {"decode", "prefill", "static", "train"}
@@ -721,7 +725,7 @@ def main() -> int:
     if not args.no_host:
         t0 = time.perf_counter()
         path = out_dir / f"host-{tag}.yaml"
-        prof = measure_host(args.tiny, path)
+        prof = measure_host(args.tiny, path, args.host_window)
         result["host_profile"] = path.name
         result["env"]["cpu_model"] = prof["cpu_model"]
         result["env"]["cuda_driver"] = prof["cuda_driver"]
