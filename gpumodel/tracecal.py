@@ -56,6 +56,10 @@ MIN_FAMILY_SHARE = 0.005
 # 20.825 ms per step profiled and 13.238 ms unprofiled (planted_costs.json) over 2,063 recorded
 # events per step: 3.68 us per event.
 DEFAULT_PROFILER_EVENT_S = 3.68e-6
+# An unprofiled step no longer than this many times the GPU's work per step was set by the GPU:
+# its time says only that the host took no longer (a tenth above it: kernels timed under the
+# profiler and without differ by a few percent, and launch gaps add some).
+GPU_BOUND_MARGIN = 1.1
 # Kernels launched inside a cuBLAS or cuDNN call after its main kernel, which the model counts
 # as part of that op: cuBLASLt's split-K reduction after a skinny decode GEMM and cuDNN's
 # split-KV reduction after its flash decode kernel. An HF eager Llama-3-8B decode step on an
@@ -251,7 +255,7 @@ def calibrate_from_trace(
     notes.append(model_evidence)
 
     # --- host ------------------------------------------------------------------------------
-    host = _host_side(tr, tl, step_ms, periods, event_s)
+    host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     runtime, evidence = identify_runtime(tr, tl)
 
     # --- the fitted model on the traced step ----------------------------------------------
@@ -390,8 +394,16 @@ def _host_side(
     step_ms: float | None,
     periods: int,
     event_s: tuple[float, str] | None = None,
+    gpu_busy_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Host time per step, per kernel and per operator kind, with the profiler's cost removed."""
+    """Host time per step, per kernel and per operator kind, with the profiler's cost removed.
+
+    With ``step_ms``: where the unprofiled step took longer than the GPU's work
+    (``GPU_BOUND_MARGIN`` x ``gpu_busy_s``), the host set its pace and the profiler's cost is
+    solved for exactly. Where it did not, the step time bounds the host from above only (a
+    GPU-bound H100 prefill of 60.8 ms whose host took ~30 ms unprofiled solved for 0.43 us per
+    event, leaving 56.7 ms of host; steps-h100-run12): the per-event cost is removed as
+    without ``step_ms``, and the host is held to the step time."""
     steps = [e for e in tr.cpu if e.cat == "user_annotation" and e.name.startswith("ProfilerStep#")]
     if steps:
         lo, hi = min(s.ts for s in steps), max(s.end for s in steps)
@@ -426,20 +438,24 @@ def _host_side(
     kernels_per_step = launches / n_steps
     graphs_per_step = graphs / n_steps
     step_trace = tl.step_us * 1e-6
-    if step_ms is not None:
+    per_event, method = event_s or (DEFAULT_PROFILER_EVENT_S, "default per-event cost")
+    by_event = min(per_event * events, 0.9 * host_step_prof)
+    if step_ms is None:
+        removed = by_event
+        if event_s is None:
+            method += " (no --step-ms given)"
+    else:
         # The profiler's cost shows only while the host sets the pace: solve for it from the
         # difference, never below zero, never more than the host had.
         unprof = step_ms * 1e-3
         removed = min(max(step_trace - unprof, 0.0), host_step_prof)
-        per_event = removed / events if events else 0.0
-        method = "step-ms: solved from the unprofiled step time"
-    else:
-        per_event, method = event_s or (
-            DEFAULT_PROFILER_EVENT_S,
-            "default per-event cost (no --step-ms given)",
-        )
-        removed = min(per_event * events, 0.9 * host_step_prof)
-        per_event = removed / events if events else 0.0
+        if unprof > GPU_BOUND_MARGIN * gpu_busy_s:
+            method = "step-ms: solved from the unprofiled step time"
+        else:
+            removed = max(removed, by_event, host_step_prof - unprof)
+            method = (f"{method}; --step-ms {step_ms:g} is GPU-bound ({gpu_busy_s * 1e3:.1f} ms "
+                      "of kernels), so it bounds the host from above only")  # fmt: skip
+    per_event = removed / events if events else 0.0
     host_step = host_step_prof - removed
     correction = ProfilerCorrection(
         method=method, per_event_s=per_event, events_per_step=events,

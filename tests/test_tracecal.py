@@ -61,6 +61,24 @@ def test_profiler_cost_solved_from_the_unprofiled_step():
     assert p.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S, rel=0.01)
 
 
+def test_a_gpu_bound_step_ms_bounds_the_host_from_above_only():
+    """fp32_no_tf32 is GPU-bound (13.87 ms profiled, 13.86 unprofiled): the difference says
+    nothing of the profiler's host cost, so the per-event cost is removed as without --step-ms
+    (events counted from the JSON, x the default cost), and the host stays under the step."""
+    name = "fp32_no_tf32.json.gz"
+    unprof = PLANTED[name]["step_ms"]
+    p = fitted(name, unprof).trace.profiler
+    assert "is GPU-bound" in p.method and "bounds the host from above only" in p.method
+    events = _events_per_step(name)
+    by_event = min(DEFAULT_PROFILER_EVENT_S * events, 0.9 * p.profiled_host_step_s)
+    assert p.removed_per_step_s == pytest.approx(
+        max(by_event, p.profiled_host_step_s - unprof * 1e-3), rel=1e-9
+    )
+    assert p.host_step_s <= unprof * 1e-3 + 1e-12
+    # the solved figure would have removed only the 0.01 ms the two step times differ by
+    assert p.removed_per_step_s > 10 * (PLANTED[name]["profiled_step_ms"] - unprof) * 1e-3
+
+
 def test_without_step_ms_the_default_correction_is_stated():
     cal = fitted("transformer_compiled.json.gz")
     p = cal.trace.profiler
@@ -368,7 +386,9 @@ def test_without_step_ms_a_host_profiles_measured_event_cost_is_used(tmp_path):
     assert fitted(name).trace.profiler.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S)
     # a profile that did not measure it: the default, as without --host
     q = calibrate_from_trace(FIXTURES / name, host="reference-h100").trace.profiler
-    assert q.method.startswith("default") and q.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S)
+    assert q.method.startswith("default") and q.per_event_s == pytest.approx(
+        DEFAULT_PROFILER_EVENT_S
+    )
     # --step-ms still wins: the host's figure is not used then
     unprof = PLANTED[name]["step_ms"]
     s = calibrate_from_trace(FIXTURES / name, step_ms=unprof, host=str(path)).trace.profiler
