@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from host_gap_device import build, make_case
+from host_gap_device import warm_8b_step
 from host_modes_device import probe_s
 
 
@@ -38,11 +38,7 @@ def main() -> int:
     import torch
 
     cpus = sorted(os.sched_getaffinity(0))
-    cfg, model = build(torch, "8b", 32)
-    step = make_case(torch, cfg, model, 1, 512, grow=False)
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
+    step = warm_8b_step(torch, 1, 512)
     rows = []
     for p in range(args.passes):
         for cpu in cpus:

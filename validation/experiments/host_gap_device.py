@@ -71,6 +71,17 @@ def make_case(torch, cfg, model, batch: int, ctx: int, grow: bool):
     return call
 
 
+def warm_8b_step(torch, batch: int, ctx: int, warm: int = 5):
+    """The full 32-layer Llama-3-8B width's decode call (cache cut back after each call),
+    called ``warm`` times and synchronised: what the host experiments time."""
+    cfg, model = build(torch, "8b", 32)
+    step = make_case(torch, cfg, model, batch, ctx, grow=False)
+    for _ in range(warm):
+        step()
+    torch.cuda.synchronize()
+    return step
+
+
 def sample(torch, fn, calls: int) -> tuple[float, float]:
     """(host seconds per call, GPU-event seconds per call) over ``calls`` back-to-back calls."""
     torch.cuda.synchronize()

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from host_gap_device import build, make_case
+from host_gap_device import warm_8b_step
 
 
 def thread_cpu() -> int:
@@ -137,11 +137,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    cfg, model = build(torch, "8b", 32)
-    step = make_case(torch, cfg, model, 1, 512, grow=False)
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
+    step = warm_8b_step(torch, 1, 512)
     all_cpus = os.sched_getaffinity(0)
     threads0 = torch.get_num_threads()
     before = proc_cpu_ticks()
