@@ -31,9 +31,12 @@ per event (``measure_host_samples``).
 
 A shared machine's host is not one speed: HF eager decode steps on one H100 VM sat at ~28, ~41
 and ~55 ms in turn, each for seconds (validation/results/steps-h100-run7). ``host_drift`` says
-how far: the p10 and p90 of the larger HF model's per-round forward time (the call most like a
-whole step) divided by their median. A prediction scales its host term by them for the range
-a host-bound step should fall in (``InferenceResult.time_range_s``).
+how far: the p10 and p90 of the larger HF model's forward time (the call most like a whole
+step), over the rounds and the window below, divided by their median. A prediction scales its
+host term by them for the range a host-bound step should fall in
+(``InferenceResult.time_range_s``). After the rounds, ``window_s`` seconds of the two HF models
+alone sample the host's speed over a longer stretch, and every host figure of the rounds is
+set to the median speed over both (``to_window_speed``).
 
 A whole HF model costs the host more than its layers timed one at a time: on an H200 machine
 whose decoder layer timed 607 us alone, a Llama-3-8B eager decode step took 24.0 ms, 750 us per
