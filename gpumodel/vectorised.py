@@ -251,7 +251,8 @@ def _kernel_array(
             g = kw.gemm
             eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
                                               tile_n=g.tile_n, needs_alignment=g.needs_alignment,
-                                              transpose_b=g.transpose_b)  # fmt: skip
+                                              transpose_b=g.transpose_b,
+                                              transpose_a=g.transpose_a)  # fmt: skip
         if kw.tile_work is not None and np.all(kw.tile_work.count) and part is kw.flops[0]:
             eff = eff * _schedule_array(kw, gpu.sm_count * kw.tile_blocks_per_sm, n)
         half_fill = params.conv_half_fill_tiles_per_sm

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import gpumodel as gm
 from gpumodel.diagnose import (
     DiagnoseReport,
     TraceFormatError,
@@ -363,8 +364,40 @@ def test_map_mm_addmm_bmm_matmul_linear():
     m = map_op("aten::matmul", _args([[2, 8, 512, 64], [2, 8, 64, 512]], [BF16, BF16]))
     assert m.op == Gemm(m=512, n=512, k=64, batch=16, dtype="bf16")
     m = map_op("aten::linear", _args([[8, 512, 768], [50257, 768], []], [BF16, BF16, ""]))
-    assert m.op == Gemm(m=4096, n=50257, k=768, dtype="bf16")
+    # nn.Linear keeps its weight as [N, K]: B is stored transposed
+    assert m.op == Gemm(m=4096, n=50257, k=768, dtype="bf16", transpose_b=True)
     assert m.family == "gemm" and m.misaligned() == {"n": 50257}
+
+
+def test_map_weight_gradient_layout_as_transposed_a():
+    """The tied LM head's weight gradient as autograd calls it (GPT-2 training trace,
+    steps-h100-run12): mm(dY.T, X) with dY.T a column-major view of the [8192, 50257] logits'
+    gradient. A is stored transposed (rows of M = 50257 elements: misaligned); the dgrad
+    mm(dY, W) keeps both row-major."""
+    wgrad = map_op("aten::mm", _args([[50257, 8192], [8192, 768]], [BF16, BF16],
+                                     strides=[[1, 50257], [768, 1]]))  # fmt: skip
+    assert wgrad.op == Gemm(m=50257, n=768, k=8192, dtype="bf16", transpose_a=True)
+    assert wgrad.misaligned() == {"m": 50257}
+    dgrad = map_op("aten::mm", _args([[8192, 50257], [50257, 768]], [BF16, BF16],
+                                     strides=[[50257, 1], [768, 1]]))  # fmt: skip
+    assert dgrad.op == Gemm(m=8192, n=768, k=50257, dtype="bf16")
+
+
+def test_a_misaligned_m_costs_only_where_a_is_stored_transposed():
+    """M = 50257 is no contiguous dimension of a row-major A; stored transposed it is, and the
+    GEMM takes the calibrated misalignment factor (by hand: the efficiency ratio is exactly
+    misaligned_efficiency)."""
+    from gpumodel.model.gemm import efficiency, misaligned
+
+    cal = gm.load_calibration("h100")
+    gpu = gm.get_gpu("h100")
+    plain = Gemm(m=50257, n=768, k=8192, dtype="bf16").kernels(gpu)[0].gemm
+    trans = Gemm(m=50257, n=768, k=8192, dtype="bf16", transpose_a=True).kernels(gpu)[0].gemm
+    assert misaligned(plain) == () and misaligned(trans) == ("m",)
+    e_plain, _ = efficiency(plain, gpu, cal.parameters)
+    e_trans, terms = efficiency(trans, gpu, cal.parameters)
+    assert e_trans / e_plain == pytest.approx(cal.parameters.gemm["bf16"].misaligned_efficiency)
+    assert any("A stored transposed" in t.note for t in terms)
 
 
 def test_fp32_matmul_dtype_from_kernel_names():

@@ -275,14 +275,23 @@ def _gemm(
         return Mapped(op=None, family="gemm", dtype=dtype, shapes=(a.dims, b.dims),
                       reason=f"{dtype} matrix products are not modelled")  # fmt: skip
     op_dtype = "tf32" if tf32 else dtype
-    lead = _leading(a, "m", "k")
-    if b_is_weight_nk:  # weight [N, K] used as B^T: its rows are K long
-        lead += [(d, v, s) for d, v, s in _leading(b, "n", "k")]
-    else:
-        lead += _leading(b, "k", "n")
-    lead.append(("n", n, n))  # the output C[m, n] is written row-major
+    lead_a = _leading(a, "m", "k")
+    # B stored as its transpose: a weight [N, K] used as B^T, or a column-major view
+    lead_b = _leading(b, "n", "k") if b_is_weight_nk else _leading(b, "k", "n")
+    transpose_b = b_is_weight_nk or any(d == "k" for d, _, _ in lead_b)
+    # A stored as its transpose (a weight gradient's dY.T): its rows are M long
+    transpose_a = any(d == "m" for d, _, _ in lead_a)
+    lead = [*lead_a, *lead_b, ("n", n, n)]  # the output C[m, n] is written row-major
     return Mapped(
-        op=Gemm(m=m, n=n, k=k, batch=batch, dtype=op_dtype),  # type: ignore[arg-type]
+        op=Gemm(
+            m=m,
+            n=n,
+            k=k,
+            batch=batch,
+            dtype=op_dtype,  # type: ignore[arg-type]
+            transpose_b=transpose_b,
+            transpose_a=transpose_a,
+        ),
         family="gemm",
         dtype=label,
         shapes=(a.dims, b.dims),

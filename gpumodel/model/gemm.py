@@ -29,12 +29,13 @@ ALIGN_ELEMENTS = {
 
 
 def misaligned(shape: GemmShape) -> tuple[str, ...]:
-    """Dimensions that are not a multiple of 16 bytes (N and K are the contiguous ones for the
-    row-major operands cuBLAS sees; M matters for the transposed layouts)."""
+    """Dimensions that are not a multiple of 16 bytes among the contiguous ones: N and K for
+    row-major operands, and M where A is stored transposed (its rows are M long)."""
     if not shape.needs_alignment:
         return ()
     a = ALIGN_ELEMENTS.get(shape.dtype, 8)
-    return tuple(name for name, v in (("n", shape.n), ("k", shape.k)) if v % a)
+    dims = (("m", shape.m),) if shape.transpose_a else ()
+    return tuple(name for name, v in (*dims, ("n", shape.n), ("k", shape.k)) if v % a)
 
 
 def pad_to(value: int, multiple: int = 64) -> int:
@@ -81,7 +82,8 @@ def efficiency(
     penalty = misaligned_factor(fitted, shape.transpose_b) if fitted is not None else 1.0
     if bad and penalty != 1.0:
         factor *= penalty
-        layout = " (B stored transposed, x @ W.T)" if shape.transpose_b else ""
+        layout = (" (B stored transposed, x @ W.T)" if shape.transpose_b
+                  else " (A stored transposed, dY.T @ X)" if shape.transpose_a else "")  # fmt: skip
         terms.append(Term(name="alignment penalty", value=penalty, unit="x",
                           note=f"{', '.join(bad)} not a multiple of 16 bytes{layout}: no fast "
                                "tensor-core path"))  # fmt: skip
@@ -129,7 +131,7 @@ def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
 def efficiency_array(
     m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams, *,
     tile_m: int | None = None, tile_n: int | None = None, needs_alignment: bool = True,
-    transpose_b: bool = False,
+    transpose_b: bool = False, transpose_a: bool = False,
 ):  # fmt: skip
     """``efficiency`` over numpy arrays of shapes (same factors in the same order, no terms)."""
     import numpy as np
@@ -143,6 +145,8 @@ def efficiency_array(
     if needs_alignment and penalty != 1.0:
         a = ALIGN_ELEMENTS.get(dtype, 8)
         bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
+        if transpose_a:
+            bad = bad | (np.asarray(m) % a != 0)
         factor = factor * np.where(bad, penalty, 1.0)
     return factor
 

@@ -49,6 +49,9 @@ class GemmShape:
     needs_alignment: bool = True
     # B given as its transpose, as torch.nn.Linear stores a weight ([N, K]; y = x @ W.T)
     transpose_b: bool = False
+    # A given as its transpose ([K, M] in memory: its rows are M long, so M must be aligned),
+    # as autograd hands cuBLAS the output gradient in a weight gradient (dW = dY.T @ X)
+    transpose_a: bool = False
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,8 @@ class Gemm(Op):
     FLOPs ``2*m*n*k*batch``; minimum DRAM bytes ``(m*k + k*n)*in + m*n*out`` per product
     (NVIDIA, "Matrix Multiplication Background" user guide). ``transpose_b``: B is stored as
     its transpose, [n, k], as ``torch.nn.Linear`` stores its weight (``x @ W.T``); cuBLAS then
-    runs other kernels where N or K is misaligned.
+    runs other kernels where N or K is misaligned. ``transpose_a``: A is stored as its
+    transpose, [k, m] (a weight gradient's dY.T), so a misaligned M misaligns A's rows too.
     """
 
     op_name: ClassVar[str] = "gemm"
@@ -61,6 +62,7 @@ class Gemm(Op):
     dtype: Dtype = "bf16"
     batch: Size = 1
     transpose_b: bool = False
+    transpose_a: bool = False
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
@@ -74,7 +76,13 @@ class Gemm(Op):
                 bytes_written=self.batch * self.m * self.n * output_bytes_per_element(self.dtype),
                 working_set_bytes=nbytes,
                 gemm=GemmShape(
-                    self.m, self.n, self.k, self.batch, self.dtype, transpose_b=self.transpose_b
+                    self.m,
+                    self.n,
+                    self.k,
+                    self.batch,
+                    self.dtype,
+                    transpose_b=self.transpose_b,
+                    transpose_a=self.transpose_a,
                 ),
             )
         ]
