@@ -92,7 +92,7 @@ REFERENCE_SDPA_GRAPH_BUILD_S = 50.2e-3
 
 
 # HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
-_HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
+HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
                      "hf_model_layer_s", "profiler_event_s", "sdpa_graph_build_s",
                      "graph_replay_s", "compiled_step_launch_s")  # fmt: skip
 
@@ -182,7 +182,7 @@ class HostProfile(Checked):
         data = self.model_dump(by_alias=True)
         data["eager_op_s"] = {k: (None if v is None else v * factor)
                               for k, v in data["eager_op_s"].items()}  # fmt: skip
-        for key in _HOST_SIDE_FIELDS:
+        for key in HOST_SIDE_FIELDS:
             if data[key] is not None:
                 data[key] *= factor
         try:

@@ -78,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumodel.errors import DeviceError, SpecError
+from gpumodel.hostprofile import HOST_SIDE_FIELDS
 
 HOST_PROFILE_SCHEMA = 1
 
@@ -110,14 +111,14 @@ SCALAR_KEYS: tuple[str, ...] = (
 )
 
 #: The figures sampled in the interleaved rounds that are host time (so scale with the
-#: vCPU's speed; ``to_window_speed``): every eager op kind and these.
+#: vCPU's speed; ``to_window_speed``): every eager op kind and the profile's host-side fields
+#: (``HOST_SIDE_FIELDS``) except those derived from the HF models over rounds and window, or
+#: measured after them.
 ROUND_HOST_KEYS: tuple[str, ...] = (
     *(f"eager_op_s.{k}" for k in EAGER_OP_KINDS),
-    "kernel_launch_s",
-    "hf_decoder_layer_s",
-    "graph_replay_s",
-    "sdpa_graph_build_s",
-)
+    *(k for k in HOST_SIDE_FIELDS if k not in ("hf_model_step_s", "hf_model_layer_s",
+                                               "profiler_event_s", "compiled_step_launch_s")),
+)  # fmt: skip
 
 #: Longest ``window_s`` (seconds) a host measurement takes.
 MAX_WINDOW_S = 3600.0
@@ -426,11 +427,13 @@ def measure_host_samples(
             compiled()
         sync()
         out["compiled_step_launch_s"] = [host_s_per_call(compiled, n, sync) for _ in range(repeats)]
+    out["graph_replay_per_kernel_s"] = gap_samples if gap_graphs is not None else None
+    out["sdpa_graph_build_s"] = build_samples if build is not None else None
     if models:
         lo, hi = HF_MODEL_LAYERS
         small, big = samples[f"hf_model.{lo}"], samples[f"hf_model.{hi}"]
         assert small is not None and big is not None
-        rounds_big = list(big)
+        notes["window"] = {"seconds": window_s, **to_window_speed(out, big, window[1])}
         small, big = small + window[0], big + window[1]
         out["hf_model_step_s"], out["hf_model_layer_s"] = model_step_and_layer(small, big, lo, hi)
         out["host_drift"] = list(big)
@@ -439,10 +442,6 @@ def measure_host_samples(
             _profiler_event_cost(torch, models[lo], max(10, calls // (2 * lo)), sync)
             for _ in range(3)
         ]
-    out["graph_replay_per_kernel_s"] = gap_samples if gap_graphs is not None else None
-    out["sdpa_graph_build_s"] = build_samples if build is not None else None
-    if models:
-        notes["window"] = {"seconds": window_s, **to_window_speed(out, rounds_big, window[1])}
     notes["repeats"] = repeats
     notes["calls_per_sample"] = per_sample
     return out, counts, notes
