@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -61,6 +62,71 @@ def fit_affine_relative(x: Sequence[float], t: Sequence[float]) -> tuple[float, 
     if c < 0:
         a, c = float(np.median(t)), 0.0
     return float(a), float(c)
+
+
+@dataclass(frozen=True)
+class CopyCurve:
+    """A host<->device copy's time: ``overhead_s + bytes / bytes_per_s``, and above
+    ``large_min_bytes`` (when set) the whole copy at ``large_bytes_per_s``."""
+
+    overhead_s: float
+    bytes_per_s: float
+    large_min_bytes: float | None = None
+    large_bytes_per_s: float | None = None
+
+    def time_s(self, nbytes: float) -> float:
+        large = self.large_min_bytes is not None and nbytes > self.large_min_bytes
+        rate = self.large_bytes_per_s if large and self.large_bytes_per_s else self.bytes_per_s
+        return self.overhead_s + nbytes / rate
+
+
+# a copy is link-bound (its rate can be read from it) once it takes this many times the
+# smallest copy's time; below, its time is mostly the fixed cost
+LINK_BOUND_FACTOR = 5.0
+# a slower large-copy rate is kept only where it is at least this much slower per byte
+LARGE_RATE_STEP = 1.25
+
+
+def fit_copy_curve(sizes: Sequence[float], times: Sequence[float]) -> CopyCurve | None:
+    """Fit a copy's time against its size: the rate from the link-bound copies (medians of their
+    per-byte cost, so that the largest copies, which are the steadiest, set it rather than the
+    microsecond ones whose fixed cost jitters), the fixed cost as the median residual of the
+    others, and a step to a slower rate where the per-byte cost of every larger link-bound copy
+    is at least ``LARGE_RATE_STEP`` times the smaller ones' (a pageable source too large to
+    stay in the host's caches between copies: measured 13-16 GB/s up to 32 MB, 7-9 GB/s from
+    64 MB on H100 and H200 VMs, validation/results/h200-sxm/host-copy-method-2026-11-27).
+    Too few link-bound copies: the relative-error affine fit. None without two sizes."""
+    pts = sorted((float(b), float(t)) for b, t in zip(sizes, times) if b > 0 and t > 0)
+    if len({b for b, _ in pts}) < 2:
+        return None
+    t_min = min(t for _, t in pts)
+    link = [(b, t) for b, t in pts if t >= LINK_BOUND_FACTOR * t_min]
+    floor = [(b, t) for b, t in pts if t < LINK_BOUND_FACTOR * t_min]
+    if len(link) < 2 or not floor:
+        a, c = fit_affine_relative([b for b, _ in pts], [t for _, t in pts])
+        return CopyCurve(overhead_s=a, bytes_per_s=1.0 / c) if c > 0 else None
+    overhead = float(np.median([t for _, t in floor]))
+    split, per_byte, large = len(link), 0.0, None
+    for _ in range(100):  # fixed cost and rates settle within a few rounds
+        before = overhead
+        cost = [max(t - overhead, 0.0) / b for b, t in link]
+        split = len(link)
+        for j in range(1, len(link)):
+            small, big = float(np.median(cost[:j])), min(cost[j:])
+            if small > 0 and big >= LARGE_RATE_STEP * small and max(cost[:j]) < min(cost[j:]):
+                split = j
+                break
+        per_byte = float(np.median(cost[:split]))
+        large = float(np.median(cost[split:])) if split < len(link) else None
+        overhead = max(float(np.median([t - b * per_byte for b, t in floor])), 0.0)
+        if abs(overhead - before) <= 1e-12:
+            break
+    if per_byte <= 0:
+        return None
+    if large is None:
+        return CopyCurve(overhead_s=overhead, bytes_per_s=1.0 / per_byte)
+    return CopyCurve(overhead_s=overhead, bytes_per_s=1.0 / per_byte,
+                     large_min_bytes=link[split - 1][0], large_bytes_per_s=1.0 / large)  # fmt: skip
 
 
 def error_stats(predicted: Sequence[float], measured: Sequence[float]) -> dict[str, float]:

@@ -737,7 +737,16 @@ def _transfer_time(
         "(calibrated, wall clock)" if wall else "driver call and DMA setup"
     )  # fmt: skip
     measured = getattr(host, f"{kw.transfer}_{kind}_bytes_per_s")
-    if measured:
+    large_min = getattr(host, f"{kw.transfer}_{kind}_large_min_bytes")
+    large_rate = getattr(host, f"{kw.transfer}_{kind}_large_bytes_per_s")
+    if measured and large_min is not None and large_rate and kw.bytes > large_min:
+        bw = large_rate
+        note = (f"measured {how}{kind} {kw.transfer} {format_quantity(large_rate, 'B/s')} for "
+                f"copies above {format_quantity(large_min, 'B')} "
+                f"({format_quantity(measured, 'B/s')} below: "
+                + ("a source this large is staged from DRAM, not the host's caches)"
+                   if kind == "pageable" else "measured)"))  # fmt: skip
+    elif measured:
         bw = measured
         note = f"measured {how}{kind} {kw.transfer} {format_quantity(measured, 'B/s')}"
     elif gpu.interconnect is not None:

@@ -64,7 +64,8 @@ CONVS: list[tuple[int, int, int, int, int, int]] = [
     (32, 128, 128, 28, 3, 1), (32, 256, 256, 14, 3, 1), (32, 512, 512, 7, 3, 1),
     (128, 64, 64, 56, 3, 1),
 ]  # fmt: skip
-HOST_COPY_BYTES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20]
+HOST_COPY_BYTES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20,
+                   64 << 20, 128 << 20, 256 << 20]  # fmt: skip
 # torch.bmm: (dtype, batch, m, n, k) (attention-like batched products)
 BMMS: list[tuple[str, int, int, int, int]] = [
     ("bf16", 32, 2048, 2048, 128), ("bf16", 64, 1024, 128, 1024), ("fp16", 16, 4096, 4096, 64),
@@ -397,13 +398,15 @@ def _convs(
 
 
 def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[dict[str, Any]]:
-    """Host<->device copies as PyTorch code makes them, 4 KB up, timed by wall clock with the
-    synchronisation a user needs before using the result: ``host.to('cuda')`` (non_blocking
-    from pinned memory), ``pinned.copy_(dev)``, and ``dev.cpu()``, which returns a new pageable
-    tensor each call; at the largest size also a pageable ``copy_`` into memory that exists,
-    which tells the link from the first touch of new pages. Host buffers hold data:
-    never-written pages all read the kernel's one zero page, which made the first runs'
-    pageable host-to-device copies of 256 MB look 2x faster than a user's filled tensor."""
+    """Host<->device copies as PyTorch code makes them, 4 KB up: the plain calls with their
+    default (blocking) arguments, ``host.to('cuda')``, ``pinned.copy_(dev)`` and ``dev.cpu()``
+    (a new pageable tensor each call), at the largest size also a pageable ``copy_`` into memory
+    that exists (which tells the link from the first touch of new pages), each timed by wall
+    clock with a ``torch.cuda.synchronize()`` after it, as a user times a copy. Sizes between
+    16 and 256 MB find where a pageable source stops staying in the host's caches. Host buffers
+    hold data: never-written pages all read the kernel's one zero page, which made the first
+    runs' pageable host-to-device copies of 256 MB look 2x faster than a user's filled
+    tensor."""
     from torch.utils.benchmark import Timer
 
     from gpumodel.validate.timing import time_host
@@ -417,16 +420,17 @@ def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[di
             host.fill_(7)  # every page written (and so backed by its own memory)
             dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
 
-            def to_device(h: Any = host, nb: bool = pinned) -> None:
-                h.to("cuda", non_blocking=nb)
+            def to_device(h: Any = host) -> None:
+                h.to("cuda")
                 sync()
 
             def into_host(h: Any = host, d: Any = dev) -> None:
-                h.copy_(d, non_blocking=True)
+                h.copy_(d)
                 sync()
 
             def new_host(d: Any = dev) -> None:
                 d.cpu()
+                sync()
 
             cases: list[tuple[str, bool, str, Callable[[], None]]] = [
                 ("h2d", False, "Tensor.to('cuda')", to_device)]
@@ -441,7 +445,8 @@ def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[di
                       "pinned": pinned, "fresh_destination": fresh}  # fmt: skip
                 meta = {"engine": "torch", "method": "wall clock", "api": api}
                 # what a user sees: wall clock around the call and its synchronisation
-                t, spread, _ = time_host(fn, repeats=30 if nbytes <= 16 << 20 else 8, warmup=3)
+                t, spread, _ = time_host(fn, repeats=100 if nbytes <= 1 << 20 else 30
+                                         if nbytes <= 16 << 20 else 8, warmup=10)  # fmt: skip
                 out.append({"family": "host_transfer", "condition": "isolated", "op": op,
                             "time_s": t, "spread": spread, "meta": meta})  # fmt: skip
                 # the independent method for host copies: torch.utils.benchmark (do_bench
@@ -609,9 +614,11 @@ def fit_conditions(
         [pred(t[0], fitted) for t in held_d], [t[2]["time_s"] for t in held_d])  # fmt: skip
     # every kernel timed by the harness's method and by do_bench (never fitted)
     if held_h:
+        # priced by a fit on the other sizes (the shipped parameters fit every size)
+        half = fitted.model_copy(update={"host_wall": host_wall_held_out(host_pts)})
         meas_h = [r["time_s"] for _, r in held_h]
         err["host copies, torch wall clock (held out): in-workload"] = _stats(
-            [pred(o, fitted, "in-workload") for o, _ in held_h], meas_h)  # fmt: skip
+            [pred(o, half, "in-workload") for o, _ in held_h], meas_h)  # fmt: skip
         err["host copies, torch wall clock (held out): isolated model"] = _stats(
             [pred(o, fitted) for o, _ in held_h], meas_h)  # fmt: skip
     # (record condition|flush, model condition, l2, what the row is called)
@@ -647,45 +654,68 @@ def fit_host_wall(
     points: list[tuple[Any, dict[str, Any]]],
 ) -> tuple[Any, float | None, list[Any]]:
     """Host<->device copies as the user waits for them (wall clock, synchronised): per
-    direction and memory kind, t = fixed cost + bytes / rate, fitted by least squares on the
-    relative error over every other size (in order of size); the others are held out. Copies
-    into a new pageable tensor above ``FIRST_TOUCH_MIN_BYTES`` fit apart: their time beyond the
+    direction and memory kind, a copy curve (``gpumodel.fitting.fit_copy_curve``: fixed cost,
+    the link's rate, a slower rate for large pageable sources). The returned parameters fit
+    every size; the held-out pairs are every other size (in order of size), for the held-out
+    error, which ``host_wall_held_out`` prices with a fit on the other sizes alone. Copies into
+    a new pageable tensor above ``FIRST_TOUCH_MIN_BYTES`` fit apart: their time beyond the
     link's is the first touch of new pages, per byte (median). Returns (HostLinkParams or None,
     first-touch seconds per byte or None, held-out (op, record) pairs)."""
-    import numpy as np
-
+    fields, first_touch = _host_wall_fields(points)
     from gpumodel.calibration import HostLinkParams
+
+    held = [pair for pts in _copy_groups(points).values() for pair in _split(pts, _bytes)[1]]
+    return (HostLinkParams(**fields) if fields else None), first_touch, held
+
+
+def host_wall_held_out(points: list[tuple[Any, dict[str, Any]]]) -> Any:
+    """Host-link parameters fitted on every other size only (the complement of
+    ``fit_host_wall``'s held-out pairs): what scores them."""
+    from gpumodel.calibration import HostLinkParams
+
+    fit = [pair for pts in _copy_groups(points).values() for pair in _split(pts, _bytes)[0]]
+    fields, _ = _host_wall_fields(fit)
+    return HostLinkParams(**fields) if fields else None
+
+
+def _bytes(pair: tuple[Any, dict[str, Any]]) -> float:
+    return float(pair[0].bytes)
+
+
+def _touches(op: Any) -> bool:
     from gpumodel.predict import FIRST_TOUCH_MIN_BYTES
 
-    def touches(op: Any) -> bool:
-        return op.fresh_destination and op.bytes > FIRST_TOUCH_MIN_BYTES
+    return bool(op.fresh_destination) and op.bytes > FIRST_TOUCH_MIN_BYTES
 
-    fields: dict[str, float] = {}
-    held: list[Any] = []
+
+def _copy_groups(points: list[tuple[Any, dict[str, Any]]]) -> dict[tuple[str, bool], list[Any]]:
     groups: dict[tuple[str, bool], list[Any]] = {}
     for op, r in points:
-        if not touches(op):
+        if not _touches(op):
             groups.setdefault((op.direction, op.pinned), []).append((op, r))
-    for (direction, pinned), pts in sorted(groups.items()):
-        fit, out = _split(pts, lambda t: t[0].bytes)
-        if len(fit) < 2:
-            continue
-        t = np.array([r["time_s"] for _, r in fit])
-        b = np.array([op.bytes for op, _ in fit])
-        # (o + b g) / t = 1 for every point: o the fixed cost, g = 1 / rate
-        (o, g), *_ = np.linalg.lstsq(np.stack([1 / t, b / t], axis=1), np.ones_like(t),
-                                     rcond=None)  # fmt: skip
-        if g <= 0:
-            continue
-        kind = "pinned" if pinned else "pageable"
-        fields[f"{direction}_{kind}_bytes_per_s"] = float(1 / g)
-        fields[f"{direction}_{kind}_overhead_s"] = float(max(o, 0.0))
-        held += out
-    rate, fixed = fields.get("d2h_pageable_bytes_per_s"), fields.get("d2h_pageable_overhead_s", 0.0)
-    extra = [(r["time_s"] - fixed - op.bytes / rate) / op.bytes
-             for op, r in points if touches(op) and rate]  # fmt: skip
+    return groups
+
+
+def _host_wall_fields(
+    points: list[tuple[Any, dict[str, Any]]],
+) -> tuple[dict[str, float], float | None]:
+    import numpy as np
+
+    from gpumodel.fitting import fit_copy_curve
+    from gpumodel.validate.families.host_link import copy_curve_fields
+
+    fields: dict[str, float] = {}
+    curves = {}
+    for (direction, pinned), pts in sorted(_copy_groups(points).items()):
+        curve = fit_copy_curve([op.bytes for op, _ in pts], [r["time_s"] for _, r in pts])
+        if curve is not None:
+            curves[(direction, pinned)] = curve
+            fields.update(copy_curve_fields(direction, pinned, curve))
+    into_new = curves.get(("d2h", False))
+    extra = [(r["time_s"] - into_new.time_s(op.bytes)) / op.bytes
+             for op, r in points if _touches(op) and into_new is not None]  # fmt: skip
     first_touch = float(np.median(extra)) if extra and np.median(extra) > 0 else None
-    return (HostLinkParams(**fields) if fields else None), first_touch, held
+    return fields, first_touch
 
 
 def nvml_by_family(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -1,5 +1,6 @@
 """Host <-> device copies (cudaMemcpyAsync), pinned and pageable, both directions, 4 KB to 1 GB.
-It fits one affine time (overhead + bytes / bandwidth) per direction and memory kind.
+It fits a copy curve per direction and memory kind (gpumodel.fitting.fit_copy_curve): a fixed
+cost plus bytes over the link's rate, and a slower rate for large pageable sources.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gpumodel.validate.timing import log_sizes
 if TYPE_CHECKING:
     from gpumodel.calibrate import Point
     from gpumodel.calibration import CalibrationParams
+    from gpumodel.fitting import CopyCurve
     from gpumodel.specs import GPUSpec
 
 
@@ -105,11 +107,21 @@ def _host_point(
 # --------------------------------------------------------------------------- fit
 
 
+def copy_curve_fields(direction: str, pinned: bool, curve: CopyCurve) -> dict[str, float]:
+    """The ``HostLinkParams`` fields of one direction and memory kind's fitted copy curve."""
+    key = f"{direction}_{'pinned' if pinned else 'pageable'}"
+    out = {f"{key}_bytes_per_s": curve.bytes_per_s, f"{key}_overhead_s": curve.overhead_s}
+    if curve.large_min_bytes is not None and curve.large_bytes_per_s is not None:
+        out[f"{key}_large_min_bytes"] = curve.large_min_bytes
+        out[f"{key}_large_bytes_per_s"] = curve.large_bytes_per_s
+    return out
+
+
 def fit_host(pts: list[Point], params: CalibrationParams) -> CalibrationParams:
     import numpy as np
 
     from gpumodel.calibration import HostLinkParams
-    from gpumodel.fitting import fit_affine_relative
+    from gpumodel.fitting import fit_copy_curve
 
     if not pts:
         return params
@@ -118,14 +130,11 @@ def fit_host(pts: list[Point], params: CalibrationParams) -> CalibrationParams:
     for direction in ("h2d", "d2h"):
         for pinned in (True, False):
             sel = [p for p in pts if p.op.direction == direction and p.op.pinned == pinned]  # type: ignore[attr-defined]
-            if len(sel) < 2:
+            curve = fit_copy_curve([p.op.bytes for p in sel], [p.measured_s for p in sel])  # type: ignore[attr-defined]
+            if curve is None:
                 continue
-            a, c = fit_affine_relative([p.op.bytes for p in sel], [p.measured_s for p in sel])  # type: ignore[attr-defined]
-            kind = "pinned" if pinned else "pageable"
-            if c > 0:
-                update[f"{direction}_{kind}_bytes_per_s"] = 1.0 / c
-            update[f"{direction}_{kind}_overhead_s"] = a
-            overheads.append(a)
+            update.update(copy_curve_fields(direction, pinned, curve))
+            overheads.append(curve.overhead_s)
     if overheads:
         update["overhead_s"] = float(np.median(overheads))
     return params.model_copy(update={"host": HostLinkParams(**update)})
