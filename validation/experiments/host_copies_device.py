@@ -53,7 +53,8 @@ def fit(measurements: Path, calibration: Path, out: Path) -> None:
     cal = read_calibration_file(str(calibration), measurements=True)
     params = cal.parameters.model_copy(update={"host_wall": host_wall,
                                                "pageable_first_touch_s_per_byte": first_touch})  # fmt: skip
-    cal.model_copy(update={"parameters": params}).save(str(out))
+    # the base calibration's raw measurements stay with it: this file holds its parameters
+    cal.model_copy(update={"parameters": params, "measurements": []}).save(str(out))
     print(f"wrote {out}")
 
 
