@@ -28,6 +28,7 @@ def test_a_planted_affine_copy_is_recovered_without_a_step():
 
 def test_a_planted_step_is_found_where_it_is():
     """14 GB/s up to 32 MB, then the whole copy at 7.5 GB/s (the H100 VM's pageable h2d)."""
+
     def t(b: int) -> float:
         return 30e-6 + b / (14e9 if b <= 32 << 20 else 7.5e9)
 
@@ -86,7 +87,8 @@ def test_prediction_takes_the_large_rate_above_the_step_and_says_so():
                           h2d_pageable_large_min_bytes=32 << 20,
                           h2d_pageable_large_bytes_per_s=7.5e9)  # fmt: skip
     params = gm.load_calibration("h100-sxm").parameters.model_copy(
-        update={"host": link, "host_wall": link})
+        update={"host": link, "host_wall": link}
+    )
     gpu = gm.get_gpu("h100-sxm")
     small = predict_with_params(HostTransfer(bytes=16 << 20, pinned=False), gpu, params)
     big = predict_with_params(HostTransfer(bytes=1 << 30, pinned=False), gpu, params)

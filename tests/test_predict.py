@@ -127,9 +127,11 @@ def test_conv_families_per_layout():
     assert conv(layout="nchw").family == conv(layout="channels_last").family
     # a window at stride 1 is where cuDNN may run Winograd or FFT on CUDA cores
     assert conv(dtype="fp32").family == "conv2d:fp32:nchw:fast"
-    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:fast"
+    # fp32 runs cuDNN's NCHW CUDA-core kernels in either layout (channels-last: transposed)
+    assert conv(dtype="fp32", layout="channels_last").family == "conv2d:fp32:nchw:fast"
     assert conv(dtype="fp32", stride=2).family == "conv2d:fp32:nchw:implicit"
-    assert conv(dtype="fp32", layout="channels_last", stride=2).family == "conv2d:fp32:implicit"
+    assert conv(dtype="fp32", layout="channels_last", stride=2).family == (
+        "conv2d:fp32:nchw:implicit")
     assert conv(dtype="tf32").family == "conv2d:tf32:implicit"  # tensor cores: no fast class
     assert conv(dtype="fp32", kernel=1, padding=0).family == "conv2d:fp32:nchw:gemm"
     assert conv(kernel=1, padding=0).family == "conv2d:bf16:nchw:gemm"
@@ -166,6 +168,34 @@ def test_nchw_convolution_layout_transposes():
     stem = Conv2d(batch=8, in_channels=3, out_channels=64, height=224, width=224, kernel=7,
                   stride=2, padding=3)  # fmt: skip
     assert len(stem.kernels(h100)) == 4
+
+
+def test_channels_last_fp32_convolution_runs_the_nchw_kernel_between_transposes():
+    """fp32, channels-last, batch 128, 1x1 256 -> 64 on 56x56: cuDNN runs its NCHW fp32 kernel
+    between an NHWC->NCHW input transpose (128*256*56*56*4 B = 411,041,792 B) and an
+    NCHW->NHWC output transpose (102,760,448 B); a 1x1 filter needs none. The shipped H100
+    calibration's own measurements put channels-last at 695.1 us and NCHW at 341.5 us: the
+    353.6 us difference is the transposes' 1.03 GB of traffic at 2.9 TB/s, 87% of the
+    3.35 TB/s HBM3 peak (no faster than the peak allows, and not far below it)."""
+    h100 = gm.get_gpu("h100")
+    last = Conv2d(batch=128, in_channels=256, out_channels=64, height=56, width=56, kernel=1,
+                  dtype="fp32", layout="channels_last")  # fmt: skip
+    nchw = last.model_copy(update={"layout": "nchw"})
+    ks = last.kernels(h100)
+    assert [k.name for k in ks] == ["NHWC->NCHW input transpose", "conv2d (implicit gemm)",
+                                    "NCHW->NHWC output transpose"]  # fmt: skip
+    assert [ks[0].bytes, ks[2].bytes] == [2 * 411_041_792, 2 * 102_760_448]
+    assert ks[1] == nchw.kernels(h100)[0]
+    traffic_s = (ks[0].bytes + ks[2].bytes) / 3.35e12
+    assert 1.0 < (695.1e-6 - 341.5e-6) / traffic_s < 1.3
+    # a window's filter is transposed too (K x R x S x C -> K x C x R x S)
+    window = last.model_copy(update={"kernel": 3, "padding": 1})
+    assert [k.name for k in window.kernels(h100)][1] == "filter transpose"
+    # an unaligned stem runs in either layout
+    stem = last.model_copy(update={"in_channels": 3, "kernel": 7, "stride": 2, "padding": 3})
+    assert len(stem.kernels(h100)) == 1
+    t = gm.predict(last, h100, condition="isolated")
+    assert t.time_s > gm.predict(nchw, h100, condition="isolated").time_s + traffic_s * 0.9
 
 
 def test_conv_output_channel_tile_quantization():

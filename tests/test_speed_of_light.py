@@ -159,9 +159,9 @@ def test_fast_convolution_bound_by_hand():
     """An fp32 3x3 stride-1 convolution runs on CUDA cores, where Winograd/FFT algorithms
     multiply less than the direct form: its compute roof is the direct count / r^2 (minimal
     filtering, Lavin & Gray 2016) at the max-clock FP32 peak; 1x1, strided and tensor-core
-    convolutions keep the direct count."""
+    convolutions keep the direct count. (NCHW: cuDNN's fp32 kernel layout, so no transposes.)"""
     conv = gm.ops.Conv2d(batch=128, in_channels=256, out_channels=256, height=14, width=14,
-                         kernel=3, padding=1, dtype="fp32", layout="channels_last")  # fmt: skip
+                         kernel=3, padding=1, dtype="fp32", layout="nchw")  # fmt: skip
     h100 = gm.get_gpu("h100-sxm")
     direct = 2.0 * 128 * 14 * 14 * 256 * 256 * 9
     roof = max_clock_peak_flops(h100, "fp32", "vector")

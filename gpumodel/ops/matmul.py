@@ -131,14 +131,29 @@ class Conv2d(Op):
         return self.channels_aligned and self.kernel == 1 and self.stride == 1
 
     @property
+    def kernel_layout(self) -> Literal["nchw", "channels_last"]:
+        """The layout of the kernel cuDNN runs. Its tensor-core kernels are NHWC, except the
+        plain 1x1 GEMMs, which it runs on NCHW directly. Its fp32 CUDA-core kernels over aligned
+        channels are NCHW: a channels-last fp32 convolution ran the NCHW kernel between
+        NHWC->NCHW and NCHW->NHWC transposes (3-4 kernels per call in torch.profiler, H200,
+        cuDNN 9.19), and on an H100 took the NCHW time plus that copy traffic at every batch
+        (e.g. 1x1 256->64 on 56x56 at batch 128: 695 us against 342 us NCHW, the transposes'
+        bytes at 3 TB/s being 343 us; validation/results/h100-sxm/calibration.yaml). fp32 over
+        unaligned channels (an RGB stem) runs in either layout."""
+        if self.dtype == "fp32":
+            return "nchw" if self.channels_aligned else self.layout
+        return "nchw" if self.layout == "nchw" and self.plain_gemm else "channels_last"
+
+    @property
     def layout_transposes(self) -> bool:
-        """cuDNN's tensor-core convolution kernels are NHWC; given NCHW tensors it transposes
-        the input, the filter and the output around them (NVIDIA, "Convolutional Layers User's
-        Guide", Tensor Layouts: "NCHW ... incur transposes"). On an H100 (cuDNN 9.19, torch
-        2.11) bf16/TF32 NCHW convolutions ran 1.3-2.2x the channels-last time except the plain
-        1x1 GEMMs, which cuDNN runs on NCHW directly, and fp32, which has native NCHW CUDA-core
-        kernels (validation/results/h100-sxm/conditions-2026-11-24-standalone)."""
-        return self.layout == "nchw" and self.dtype != "fp32" and not self.plain_gemm
+        """cuDNN transposes the tensors it is given when its kernel's layout differs
+        (``kernel_layout``): NCHW tensors around an NHWC tensor-core kernel (NVIDIA,
+        "Convolutional Layers User's Guide", Tensor Layouts: "NCHW ... incur transposes"; on
+        an H100, cuDNN 9.19, torch 2.11, bf16/TF32 NCHW convolutions ran 1.3-2.2x the
+        channels-last time except the plain 1x1 GEMMs, validation/results/h100-sxm/
+        conditions-2026-11-24-standalone), and channels-last fp32 tensors around an NCHW
+        CUDA-core kernel."""
+        return self.kernel_layout != self.layout
 
     @property
     def fast_algorithms(self) -> bool:
@@ -170,7 +185,7 @@ class Conv2d(Op):
             # plain fp32 ran the stem 1.7x slower than bf16/TF32 did (H100, 2026-11-24)
             return f"conv2d:{'fp32:' if self.dtype == 'fp32' else ''}unaligned-channels"
         kind = "gemm" if self.plain_gemm else "fast" if self.fast_algorithms else "implicit"
-        if self.layout == "nchw" and not self.layout_transposes:
+        if self.kernel_layout == "nchw":
             return f"conv2d:{self.dtype}:nchw:{kind}"  # cuDNN's native NCHW kernels
         return f"conv2d:{self.dtype}:{kind}"
 
@@ -195,7 +210,7 @@ class Conv2d(Op):
         channels 128 wide; a plain 1x1 over NCHW is one product per image, W[Cout, Cin] @
         X[Cin, H*W] (so a 7x7 map gives 49-column products); its fp32 CUDA-core kernels pick
         their tiles per shape, as cuBLAS does."""
-        if self.layout == "nchw" and self.plain_gemm:
+        if self.kernel_layout == "nchw" and self.plain_gemm:
             hw = self.height * self.width
             return GemmShape(self.out_channels, hw, self.in_channels, self.batch, self.dtype)
         tile_n = None if self.dtype == "fp32" else CONV_TILE_N
@@ -238,6 +253,20 @@ class Conv2d(Op):
         )
         if not self.layout_transposes:
             return [conv]
+        if self.kernel_layout == "nchw":
+            note = (
+                "channels_last fp32 tensors: cuDNN's fp32 CUDA-core kernels are NCHW, so it "
+                "transposes the input and output around one; keep fp32 convolutions NCHW, or "
+                "allow TF32 (torch.backends.cudnn.allow_tf32) for channels-last tensor cores",
+            )
+            # a 1x1 filter reads the same in both layouts: no filter transpose
+            window = [_transpose("filter transpose", filter_bytes, ())] if self.kernel > 1 else []
+            return [
+                _transpose("NHWC->NCHW input transpose", in_bytes, note),
+                *window,
+                conv,
+                _transpose("NCHW->NHWC output transpose", out_bytes, ()),
+            ]
         note = (
             "NCHW tensors: cuDNN transposes input, filter and output around its NHWC "
             "tensor-core kernel; channels_last tensors (x.to(memory_format="
