@@ -184,32 +184,42 @@ def fit_kernel_families(
     params: CalibrationParams,
     compute: Callable[[str], bool] | None = None,
     last: tuple[str, ...] = (),
+    memory_roof: dict[str, str] | None = None,
 ) -> CalibrationParams:
     """Efficiency and floor per kernel family of ``pts`` (an op's ``family``: attention vs
     attention_decode, convolutions per dtype, ...), in name order with ``last`` after the
-    rest; ``compute(family)`` says which have compute-bound kernels."""
+    rest; ``compute(family)`` says which have compute-bound kernels; ``memory_roof`` maps a
+    family to another whose fitted bandwidth efficiency it takes as its own (see
+    ``fit_kernel_family``)."""
     groups: dict[str, list[Point]] = {}
     for p in pts:
         groups.setdefault(kernel_family(p.op, gpu), []).append(p)
+    roofs = memory_roof or {}
     for family, fam_pts in sorted(groups.items(), key=lambda g: (g[0] in last, g[0])):
         is_compute = compute is not None and compute(family)
-        params = fit_kernel_family(fam_pts, gpu, params, family, is_compute)
+        roof = params.family_bandwidth_efficiency.get(roofs.get(family, ""))
+        params = fit_kernel_family(fam_pts, gpu, params, family, is_compute, roof)
     return params
 
 
 def fit_kernel_family(
-    pts: list[Point], gpu: GPUSpec, params: CalibrationParams, family: str, compute: bool
-) -> CalibrationParams:
+    pts: list[Point], gpu: GPUSpec, params: CalibrationParams, family: str, compute: bool,
+    bandwidth_efficiency: float | None = None,
+) -> CalibrationParams:  # fmt: skip
     """Per op family: bandwidth efficiency and fixed cost per kernel, plus a compute efficiency
     for families with compute-bound kernels (attention, convolution) and elements per
     SM-cycle for families whose kernels count their elements (issue-bound row ops and
-    strided copies)."""
+    strided copies). ``bandwidth_efficiency`` given, it is the family's memory roof and not
+    fitted: an issue-bound family's bandwidth and per-element rate both explain a time that
+    grows with its bytes, and only a roof measured apart (a plain copy's) tells which binds,
+    which decides how the family carries to a GPU with faster memory."""
     issue_bound = any(k.elements for k in pts[0].op.kernels(gpu))
+    fixed = bandwidth_efficiency is not None and issue_bound
 
     def build(x: np.ndarray) -> CalibrationParams:
+        bw = bandwidth_efficiency if fixed else float(min(50.0, math.exp(x[0])))
         update: dict[str, Any] = {
-            "family_bandwidth_efficiency": {**params.family_bandwidth_efficiency,
-                                            family: float(min(50.0, math.exp(x[0])))},
+            "family_bandwidth_efficiency": {**params.family_bandwidth_efficiency, family: bw},
             "family_overhead_s": {**params.family_overhead_s, family: math.exp(x[1])},
         }  # fmt: skip
         if compute:

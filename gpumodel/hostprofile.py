@@ -238,6 +238,16 @@ class HostProfile(Checked):
                 f"{here}: host-bound steps may differ (measure it: gpumodel validate "
                 "--host-only)")  # fmt: skip
 
+    def probe_launches(self, kind: str) -> int:
+        """Kernels the profile's own probe of ``kind`` launched per call. Profiles written
+        before 2026-11-25 timed ``conv`` on an NCHW bf16 ``F.conv2d`` (their ``shapes`` name no
+        layout), which runs cuDNN's three layout transposes around the convolution: 4 kernels.
+        Later ones time channels-last, one kernel."""
+        probe = str((self.shapes or {}).get("eager_ops", ""))
+        if kind == "conv" and self.eager_op_s.conv is not None and "F.conv2d" in probe:
+            return 1 if "channels_last" in probe else 4
+        return 1
+
     def cost_s(self, kind: str) -> float:
         """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``); ``conv`` of a
         profile that did not measure it: ``matmul``'s (both are one cuBLAS/cuDNN call)."""

@@ -131,9 +131,13 @@ def eager_floor(p: Prediction, op: Op, hp: Any, launch_s: float) -> Prediction:
     Shown as the term "eager dispatch"; where it binds the bound is "launch"."""
     kind = op.eager_kind or ""
     launches = sum(k.launches for k in p.kernels) or 1
-    floor_s = hp.cost_s(kind) + (launches - 1) * launch_s
+    # the profile's figure is a call of its own probe, which may itself launch several kernels
+    probe = hp.probe_launches(kind)
+    floor_s = max(hp.cost_s(kind) + (launches - probe) * launch_s, launch_s)
     measured = kind != "conv" or hp.eager_op_s.conv is not None
     what = kind if measured else "matmul (conv not measured)"
+    if probe > 1:
+        what += f" (its probe launched {probe} kernels)"
     extra = f" + {launches - 1} more launches" if launches > 1 else ""
     binds = floor_s > p.time_s
     note = (f"host profile {hp.name}: one eager {what} call{extra}; "

@@ -60,6 +60,33 @@ def test_library_launches_inside_one_call_add_bare_launches(tmp_path):
         20e-6 + 3 * launch, rel=1e-12)
 
 
+def test_a_profile_whose_conv_probe_was_nchw_counts_its_transposes_once(tmp_path):
+    """Profiles written before 2026-11-25 timed `conv` on an NCHW bf16 F.conv2d, which launches
+    4 kernels (validation/results/unseen-h200-run5/host-before.yaml: 35.8 us, its shapes name
+    no layout). Their figure already holds the 3 transposes' launches: a channels-last call is
+    that figure less 3 bare launches, an NCHW call the figure itself."""
+    data = yaml.safe_load(REFERENCE.read_text())
+    data["eager_op_s"]["conv"] = 35.8e-6
+    probe = "64x64 bf16 (conv: F.conv2d 1x64x14x14 * 64x64x3x3, pad 1)"  # as that file says
+    data["shapes"] = {"eager_ops": probe}
+    data["name"] = "nchw-probe"
+    path = tmp_path / "nchw-probe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    kw = dict(batch=1, in_channels=64, out_channels=64, height=14, width=14, kernel=3, padding=1,
+              dtype="bf16")  # fmt: skip
+    cl = gm.predict(gm.ops.Conv2d(layout="channels_last", **kw), "h100", "none", host=str(path))
+    nchw = gm.predict(gm.ops.Conv2d(layout="nchw", **kw), "h100", "none", host=str(path))
+    assert cl.time_s == pytest.approx(35.8e-6 - 3 * 4.6e-6, rel=1e-12)
+    assert nchw.time_s == pytest.approx(35.8e-6, rel=1e-12)
+    assert "its probe launched 4 kernels" in next(t.note for t in cl.terms
+                                                  if t.name == "eager dispatch")  # fmt: skip
+    # a profile that names its channels-last probe: the figure is one kernel's call
+    data["shapes"] = {"eager_ops": probe.replace("3x3,", "3x3 channels_last,")}
+    path.write_text(yaml.safe_dump(data))
+    cl = gm.predict(gm.ops.Conv2d(layout="channels_last", **kw), "h100", "none", host=str(path))
+    assert cl.time_s == pytest.approx(35.8e-6, rel=1e-12)
+
+
 def test_a_profile_without_conv_uses_matmul_and_says_so(tmp_path):
     data = yaml.safe_load(REFERENCE.read_text())
     data["eager_op_s"].pop("conv")

@@ -462,3 +462,28 @@ def test_cudnn_attention_is_its_own_calibrated_family():
     points, skipped = points_from_records([rec, math])
     assert [p.op.impl for p in points] == ["cudnn"]
     assert skipped == ["attention backend math (reported, not fitted)"]
+
+
+def test_layout_transposes_run_at_a_rate_the_sms_set():
+    """cuDNN's layout transposes count their elements, and validate pins their memory roof at
+    the plain copy's efficiency (gpumodel.validate.families.conv.fit): what they take beyond a
+    copy is per-element work. Fitted on each GPU's own measurements, that rate agrees within
+    5% between the H100 (3.35 TB/s) and the H200 (4.8 TB/s), the same SMs at the same clock;
+    so a transpose carried from the H100 to the H200 is no faster than on the H100."""
+    from gpumodel.ops.matmul import LAYOUT_TRANSPOSE_FAMILY as T
+
+    h100 = gm.load_calibration("h100-sxm").parameters
+    h200 = gm.load_calibration("h200-sxm").parameters
+    for p in (h100, h200):
+        assert p.family_bandwidth_efficiency[T] == pytest.approx(
+            p.family_bandwidth_efficiency["copy"], rel=1e-12)
+    r100, r200 = (p.family_elements_per_sm_cycle[T] for p in (h100, h200))
+    assert r200 == pytest.approx(r100, rel=0.05)
+    conv = Conv2d(batch=128, in_channels=256, out_channels=64, height=56, width=56, kernel=1,
+                  stride=2, dtype="bf16", layout="nchw")  # fmt: skip
+    (tin,) = [k for k in conv.kernels(gm.get_gpu("h100")) if k.name.startswith("NCHW->NHWC")]
+    assert tin.elements == 128 * 256 * 56 * 56
+    carried = gm.load_calibration("h100-sxm", for_gpu="h200-sxm")
+    on_h100 = gm.predict(conv, "h100-sxm", condition="isolated").kernels[0].time_s
+    on_h200 = gm.predict(conv, "h200-sxm", carried, condition="isolated").kernels[0].time_s
+    assert on_h200 == pytest.approx(on_h100, rel=0.02)
