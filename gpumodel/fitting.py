@@ -87,7 +87,9 @@ LINK_BOUND_FACTOR = 5.0
 LARGE_RATE_STEP = 1.25
 
 
-def fit_copy_curve(sizes: Sequence[float], times: Sequence[float]) -> CopyCurve | None:
+def fit_copy_curve(
+    sizes: Sequence[float], times: Sequence[float], step: bool = True
+) -> CopyCurve | None:
     """Fit a copy's time against its size: the rate from the link-bound copies (medians of their
     per-byte cost, so that the largest copies, which are the steadiest, set it rather than the
     microsecond ones whose fixed cost jitters), the fixed cost as the median residual of the
@@ -95,7 +97,10 @@ def fit_copy_curve(sizes: Sequence[float], times: Sequence[float]) -> CopyCurve 
     is at least ``LARGE_RATE_STEP`` times the smaller ones' (a pageable source too large to
     stay in the host's caches between copies: measured 13-16 GB/s up to 32 MB, 7-9 GB/s from
     64 MB on H100 and H200 VMs, validation/results/h200-sxm/host-copy-method-2026-11-27).
-    Too few link-bound copies: the relative-error affine fit. None without two sizes."""
+    ``step=False`` fits one rate: a pinned copy is DMA from memory the driver already holds,
+    with no CPU copy to fall out of the caches (one slow 256 MB pinned copy on an H100 VM had
+    made a step of one point at 128 MB). Too few link-bound copies: the relative-error affine
+    fit. None without two sizes."""
     pts = sorted((float(b), float(t)) for b, t in zip(sizes, times) if b > 0 and t > 0)
     if len({b for b, _ in pts}) < 2:
         return None
@@ -111,7 +116,7 @@ def fit_copy_curve(sizes: Sequence[float], times: Sequence[float]) -> CopyCurve 
         before = overhead
         cost = [max(t - overhead, 0.0) / b for b, t in link]
         split = len(link)
-        for j in range(1, len(link)):
+        for j in range(1, len(link) if step else 1):
             small, big = float(np.median(cost[:j])), min(cost[j:])
             if small > 0 and big >= LARGE_RATE_STEP * small and max(cost[:j]) < min(cost[j:]):
                 split = j

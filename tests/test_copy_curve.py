@@ -111,3 +111,14 @@ def test_shipped_calibrations_price_a_1gb_pageable_upload_at_the_measured_rate()
     132-168 ms); the affine fit had priced 1 GB at 102 ms."""
     t = gm.predict(HostTransfer(bytes=1 << 30, pinned=False), "h100-sxm").time_s
     assert 0.13 < t < 0.17
+
+
+def test_a_pinned_copy_fits_one_rate():
+    """A pinned copy has no CPU staging to fall out of the caches: one slow last point (the
+    H100 VM's 256 MB pinned d2h of 2026-11-27 ran at 37 GB/s where 64-128 MB ran at 52-55)
+    must not make a step of it."""
+    times = [15e-6 + b / 55e9 for b in SIZES[:-1]] + [15e-6 + SIZES[-1] / 37e9]
+    assert fit_copy_curve(SIZES, times).large_min_bytes == 256 << 20
+    one = fit_copy_curve(SIZES, times, step=False)
+    assert one.large_min_bytes is None and one.large_bytes_per_s is None
+    assert one.bytes_per_s == pytest.approx(55e9, rel=0.01)

@@ -707,7 +707,8 @@ def _host_wall_fields(
     fields: dict[str, float] = {}
     curves = {}
     for (direction, pinned), pts in sorted(_copy_groups(points).items()):
-        curve = fit_copy_curve([op.bytes for op, _ in pts], [r["time_s"] for _, r in pts])
+        curve = fit_copy_curve([op.bytes for op, _ in pts], [r["time_s"] for _, r in pts],
+                               step=not pinned)
         if curve is not None:
             curves[(direction, pinned)] = curve
             fields.update(copy_curve_fields(direction, pinned, curve))

@@ -130,7 +130,8 @@ def fit_host(pts: list[Point], params: CalibrationParams) -> CalibrationParams:
     for direction in ("h2d", "d2h"):
         for pinned in (True, False):
             sel = [p for p in pts if p.op.direction == direction and p.op.pinned == pinned]  # type: ignore[attr-defined]
-            curve = fit_copy_curve([p.op.bytes for p in sel], [p.measured_s for p in sel])  # type: ignore[attr-defined]
+            curve = fit_copy_curve([p.op.bytes for p in sel], [p.measured_s for p in sel],  # type: ignore[attr-defined]
+                                   step=not pinned)
             if curve is None:
                 continue
             update.update(copy_curve_fields(direction, pinned, curve))
