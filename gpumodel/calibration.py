@@ -102,7 +102,8 @@ class HostLinkParams(_Frozen):
     d2h_pageable_overhead_s: Seconds | None = Field(None)
     # a copy larger than ``*_large_min_bytes`` runs, whole, at ``*_large_bytes_per_s``: a
     # pageable source too large to stay in the host's caches between copies is staged at DRAM
-    # speed (gpumodel.fitting.fit_copy_curve); None where the measurements show no such step
+    # speed (gpumodel.fitting.fit_copy_curve); None where the measurements show no such step.
+    # Pinned copies fit one rate; their fields are read from files of the fit's first version
     h2d_pinned_large_min_bytes: PositiveBytes | None = Field(None)
     d2h_pinned_large_min_bytes: PositiveBytes | None = Field(None)
     h2d_pageable_large_min_bytes: PositiveBytes | None = Field(None)
