@@ -25,7 +25,8 @@ def validate(
     from_measurements: str = typer.Option(
         None,
         help="re-fit from saved measurements instead of measuring: a raw measurements JSON or "
-        "a calibration YAML (it carries its run's measurements)",
+        "a calibration YAML (it carries its run's measurements); with --conditions, several "
+        "machines' conditions-measurements.json, comma-separated, pool (median per point)",
     ),
     calibration_from: str = typer.Option(
         None, help="score another GPU's calibration, transferred, on these measurements (no fit)"
@@ -334,9 +335,11 @@ def _conditions(
     a full validate run that prints its own JSON/CSV)."""
     from gpumodel.validate.conditions import run_conditions
 
-    if from_measurements and not Path(from_measurements).is_file():
-        fail(f"no such measurements file: {from_measurements}")
-    if not from_measurements:
+    files = split_list(from_measurements)
+    for f in files:
+        if not Path(f).is_file():
+            fail(f"no such measurements file: {f}")
+    if not files:
         try:
             import torch
         except ImportError:
@@ -348,7 +351,7 @@ def _conditions(
     if "cupy" in sys.modules:  # after a CuPy run: hand its pooled memory back before torch's
         sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
     merge = out if out and Path(out).is_file() else None
-    result = run_conditions(Path(report or "."), merge, from_measurements, quick)
+    result = run_conditions(Path(report or "."), merge, files, quick)
     if quiet:
         return
     if as_json:

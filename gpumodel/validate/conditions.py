@@ -751,6 +751,7 @@ def conditions_markdown(
         f" torch {facts.get('torch')}, CUDA {facts.get('cuda')}, cuDNN {facts.get('cudnn')}, "
         f"Triton {facts.get('triton')}; measured {facts.get('date')}.",
         "",
+        *_pooled_lines(facts.get("pooled_from")),
         "Isolated: the harness's timing (short batch, L2 flushed by a read before each call). "
         "In-workload: back to back for 2 s (steady power-limited clock; SM clock and power "
         "sampled by nvidia-smi every 50 ms). Dirty L2: after a flush that writes. "
@@ -793,10 +794,11 @@ def conditions_markdown(
 
 
 def run_conditions(
-    out_dir: Path, calibration_file: str | None = None, from_file: str | None = None,
-    quick: bool = False,
+    out_dir: Path, calibration_file: str | None = None,
+    from_file: str | list[str] | None = None, quick: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """``gpumodel validate --conditions``: measure (or load ``from_file``), fit, write
+    """``gpumodel validate --conditions``: measure (or load ``from_file``: one saved run, or
+    several machines' runs pooled by ``pool_measurements``), fit, write
     conditions-measurements.json and conditions-report.md into ``out_dir``; with
     ``calibration_file``, merge the fitted parameters into it (its other parameters and raw
     measurements are kept)."""
@@ -809,14 +811,13 @@ def run_conditions(
     from gpumodel.validate.pipeline import gpu_for_device_name
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    if from_file:
-        from gpumodel._io import read_json
-        from gpumodel.errors import GpumodelError
-
-        data = read_json(from_file, "conditions measurements")
-        if not isinstance(data, dict) or not isinstance(data.get("device"), dict):
-            raise GpumodelError(f"{from_file}: expected the conditions measurements JSON that "
-                                "validate --conditions writes (an object with 'device')")  # fmt: skip
+    files = [from_file] if isinstance(from_file, str) else list(from_file or [])
+    if files:
+        datas = [_read_conditions_file(f) for f in files]
+        data = datas[0] if len(datas) == 1 else pool_measurements(datas, files)
+        if len(datas) > 1:  # the pooled run, from which the calibration re-fits alone
+            atomic_write_text(out_dir / "conditions-measurements.json",
+                              json.dumps(data, indent=1))  # fmt: skip
     else:
         t0 = time.perf_counter()
         data = measure(quick)
@@ -841,6 +842,71 @@ def run_conditions(
         cal.model_copy(update={"parameters": fitted}).save(calibration_file)
     return {"gpu": gpu.id, "wall_s": data.get("wall_s"), **{k: v for k, v in report.items()
                                                            if k != "points"}}  # fmt: skip
+
+
+def _pooled_lines(pooled: list[dict[str, Any]] | None) -> list[str]:
+    """The runs a pooled fit took its points from (the device line above is the first's)."""
+    if not pooled:
+        return []
+    runs = [f"`{p['path']}` ({p['records']} points, {p.get('date')})" for p in pooled]
+    return [f"Pooled from {len(pooled)} runs, the median of each point over the runs that "
+            "measured it: " + "; ".join(runs) + ".", ""]  # fmt: skip
+
+
+def _read_conditions_file(path: str) -> dict[str, Any]:
+    from gpumodel._io import read_json
+    from gpumodel.errors import GpumodelError
+
+    data = read_json(path, "conditions measurements")
+    if not isinstance(data, dict) or not isinstance(data.get("device"), dict):
+        raise GpumodelError(f"{path}: expected the conditions measurements JSON that "
+                            "validate --conditions writes (an object with 'device')")  # fmt: skip
+    if not isinstance(data.get("records"), list):
+        raise GpumodelError(f"{path}: no 'records' list in these conditions measurements")
+    return data
+
+
+def _device_gpu(data: dict[str, Any]) -> str:
+    from gpumodel.validate.pipeline import gpu_for_device_name
+
+    return gpu_for_device_name(str(data["device"].get("nvidia_smi", "")).split(",")[0]).id
+
+
+def pool_measurements(datas: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """Several machines' conditions runs of one GPU type as one: each measured point (family,
+    op, condition, flush) takes the median of its times over the runs that measured it, so
+    the fit describes the typical machine of the pool rather than one machine's host. The
+    point's other fields (NVML readings) are those of the run at that median (the lower one
+    of an even count); ``meta.pooled_times_s`` keeps every run's time. Runs of different
+    GPUs refuse to pool."""
+    from gpumodel.errors import GpumodelError
+    from gpumodel.validate.families.conv import adapt_row
+
+    gpus = {_device_gpu(d) for d in datas}
+    if len(gpus) > 1:
+        raise GpumodelError(f"cannot pool conditions runs of different GPUs: {sorted(gpus)}")
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for d in datas:
+        for r in d["records"]:
+            meta = r.get("meta") or {}
+            op = adapt_row(dict(r["op"]), meta)
+            key = (r["family"], _key(op), r["condition"], str(meta.get("flush", "")))
+            groups.setdefault(key, []).append({**r, "op": op})
+    records = []
+    for rs in groups.values():
+        times = sorted(float(r["time_s"]) for r in rs)
+        at = sorted(rs, key=lambda r: float(r["time_s"]))[(len(rs) - 1) // 2]
+        meta = {**(at.get("meta") or {}), "pooled_times_s": times}
+        records.append({**at, "time_s": statistics.median(times), "meta": meta})
+    idle = [float(d["device"]["idle_power_w"]) for d in datas if d["device"].get("idle_power_w")]
+    device = {
+        **datas[0]["device"],
+        "idle_power_w": statistics.median(idle) if idle else None,
+        "pooled_from": [{"file": Path(n).name, "path": str(n), "date": d["device"].get("date"),
+                         "nvidia_smi": d["device"].get("nvidia_smi"),
+                         "records": len(d["records"])} for n, d in zip(names, datas)],
+    }  # fmt: skip
+    return {"device": device, "records": records}
 
 
 def main() -> int:
