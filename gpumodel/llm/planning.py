@@ -302,6 +302,7 @@ def fastest_layout(
             recompute=kwargs.get("recompute", "selective"),
             microbatches=int(least["microbatches"]), fusion=kwargs.get("fusion", "fused"),
             policy=kwargs.get("policy"), fragmentation=kwargs.get("fragmentation"),
+            accumulation=int(least["microbatches"]),
         )  # fmt: skip
         raise InfeasibleError(
             infeasible_message(mem) + "; try more GPUs, --zero 3, --recompute full",

@@ -477,17 +477,18 @@ def sweep_training(
         res = combine_step(stage, layers, pts["pp"], m, recompute, p2p, dp_comm, opt)
         step = res["step"]
         # memory per (tp, pp, dp, micro-batch, seq, microbatches in flight)
+        # (whether gradients accumulate over micro-batches: min(m, 2))
         mkey = np.stack([pts["tp"], pts["pp"], pts["dp"], pts["micro_batch"], pts["seq"],
-                         np.minimum(pts["pp"], m)], axis=1)  # fmt: skip
+                         np.minimum(pts["pp"], m), np.minimum(m, 2)], axis=1)  # fmt: skip
         muniq, minv = _group_rows(mkey)
         need = np.empty(len(muniq))
-        for i, (t, p, d, b, s, inflight) in enumerate(muniq.tolist()):
-            key = (t, p, d, b, s, inflight, frag)  # bytes do not depend on the GPU
+        for i, (t, p, d, b, s, inflight, acc) in enumerate(muniq.tolist()):
+            key = (t, p, d, b, s, inflight, acc, frag)  # bytes do not depend on the GPU
             if key not in need_by_layout:
                 need_by_layout[key] = training_memory(
                     spec, g, micro_batch=b, seq=s, dtype=dtype, tp=t, pp=p, dp=d, zero=zero,
                     recompute=recompute, microbatches=inflight, fusion=fusion, policy=policy,
-                    fragmentation=frag).total_bytes  # fmt: skip
+                    fragmentation=frag, accumulation=int(acc)).total_bytes  # fmt: skip
             need[i] = need_by_layout[key]
         cap = g.memory.capacity_bytes
         n_gpus = pts["tp"] * pts["pp"] * pts["dp"]

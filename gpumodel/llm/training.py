@@ -483,6 +483,7 @@ def training_memory(
     fusion: Fusion = "fused",
     policy: Policy | None = None,
     fragmentation: float | None = None,
+    accumulation: int = 1,
 ) -> MemoryBreakdown:
     """The training peak per GPU: the one accounting ``predict_training_step``,
     ``sweep_training``, ``plan train`` and ``memory --train --policy`` share. An eager HF
@@ -493,7 +494,7 @@ def training_memory(
     return memory_of(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp,
                      pp=pp, dp=dp, zero=zero, recompute=recompute, microbatches=microbatches,
                      policy=policy, activation_model=act_model,
-                     fragmentation=fragmentation)  # fmt: skip
+                     fragmentation=fragmentation, accumulation=accumulation)  # fmt: skip
 
 
 def stage_times(
@@ -717,7 +718,7 @@ def predict_training_step(
         fragmentation = trace_fragmentation(timer.calibration)
     mem = training_memory(spec, g, micro_batch=micro_batch, seq=seq, dtype=dtype, tp=tp, pp=pp,
                           dp=dp, zero=zero, recompute=recompute, microbatches=m, fusion=fusion,
-                          policy=policy, fragmentation=fragmentation)  # fmt: skip
+                          policy=policy, fragmentation=fragmentation, accumulation=m)  # fmt: skip
     if host is not None and fusion != "unfused":
         load_host(host)  # checked even when the fused step does not use it (never ignored)
     hp = training_host(host, timer.calibration, fusion)
