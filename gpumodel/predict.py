@@ -143,9 +143,14 @@ def eager_floor(p: Prediction, op: Op, hp: Any, launch_s: float) -> Prediction:
     note = (f"host profile {hp.name}: one eager {what} call{extra}; "
             f"{'the GPU waits for the host' if binds else 'below the GPU time'}")  # fmt: skip
     terms = (*p.terms, Term(name="eager dispatch", value=floor_s, note=note))
-    if not binds:
-        return p.model_copy(update={"terms": terms})
-    return p.model_copy(update={"terms": terms, "time_s": floor_s, "bound": "launch"})
+    update: dict[str, Any] = {"terms": terms}
+    if hp.host_drift is not None:  # the host's speed moves: so does a host-bound call
+        lo, hi = hp.host_drift
+        update["time_range_s"] = (max(p.time_s, floor_s * lo), max(p.time_s, floor_s * hi))
+        update["host_drift"] = f"{lo:g}-{hi:g}"
+    if binds:
+        update.update(time_s=floor_s, bound="launch")
+    return p.model_copy(update=update)
 
 
 def check_condition(condition: str, l2: str = "cold") -> None:

@@ -11,6 +11,14 @@ from gpumodel.units import format_quantity, format_time
 Bound = Literal["memory", "compute", "issue", "latency", "launch", "network"]
 
 
+def drift_range_line(time_range_s: tuple[float, float], drift: str | None) -> str:
+    """The explain() line of a time's range under the host's measured drift (``drift``: the
+    profile's 'p10-p90' factors as text)."""
+    lo, hi = time_range_s
+    return (f"  range {format_time(lo)} - {format_time(hi)}: the host at the p10 and p90 of its "
+            f"measured drift ({drift} x its median time)")  # fmt: skip
+
+
 class Term(BaseModel):
     """One named contribution to a prediction (a time, a factor or a rate)."""
 
@@ -76,6 +84,10 @@ class Prediction(BaseModel):
     # the condition priced: "in-workload" (back to back, sustained clock, dirty L2) or
     # "isolated" (one call after a clean L2 at the boost clock); "" where it does not apply
     condition: str = ""
+    # an eager call priced with a host profile that measured its drift: the time with the
+    # host at the p10 and p90 of its speeds (gpumodel.predict.eager_floor)
+    time_range_s: tuple[float, float] | None = None
+    host_drift: str | None = None
 
     @property
     def achieved_flops(self) -> float:
@@ -140,6 +152,8 @@ class Prediction(BaseModel):
             for k in self.kernels:
                 lines.append(f"    {k.name}: {format_time(k.time_s)} ({k.bound})")
                 lines += [f"      {t.pretty()}" for t in k.terms]
+        if self.time_range_s is not None:
+            lines.append(drift_range_line(self.time_range_s, self.host_drift))
         if self.advice:
             lines.append("  what would help:")
             lines += [f"    - {a}" for a in self.advice]

@@ -122,3 +122,39 @@ def test_cli_host_option(tmp_path, capsys):
     assert main(["predict", "all_reduce", "--bytes", "1e6", "--gpus", "8", "--host", host]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "one eager PyTorch call" in err
+
+
+def test_a_host_bound_call_gives_the_range_of_its_hosts_drift(tmp_path, capsys):
+    """A profile that measured its host at 0.8-1.5 x its median speed prices a 30 us eager
+    matmul dispatch at 24-45 us; a long kernel the host never binds keeps its GPU time at both
+    ends; a profile without a drift gives no range."""
+    path = _host(tmp_path, matmul=30e-6)
+    data = yaml.safe_load(Path(path).read_text())
+    data["host_drift"] = [0.8, 1.5]
+    Path(path).write_text(yaml.safe_dump(data))
+    small = gm.ops.Gemm(m=8, n=256, k=256, dtype="bf16")
+    p = gm.predict(small, "h100", "none", host=path)
+    assert p.time_range_s == pytest.approx((24e-6, 45e-6), rel=1e-12)
+    assert "range 24 µs - 45 µs: the host at the p10 and p90 of its measured drift (0.8-1.5" in (
+        p.explain())  # fmt: skip
+    big = gm.ops.Gemm(m=8192, n=8192, k=8192, dtype="bf16")
+    long = gm.predict(big, "h100", "none", host=path)
+    assert long.time_range_s == pytest.approx((long.time_s, long.time_s))
+    data["host_drift"] = None
+    Path(path).write_text(yaml.safe_dump(data))
+    assert gm.predict(small, "h100", "none", host=path).time_range_s is None
+    from gpumodel.cli import main
+
+    data["host_drift"] = [0.8, 1.5]
+    Path(path).write_text(yaml.safe_dump(data))
+    assert main(["predict", "gemm", "--m", "8", "--n", "256", "--k", "256", "--host", path,
+                 "--calibration", "none", "--json"]) == 0  # fmt: skip
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    row = out[0] if isinstance(out, list) else out
+    assert row["time_range_s"] == pytest.approx([24e-6, 45e-6])
+    assert main(["predict", "gemm", "--m", "8", "--n", "256", "--k", "256", "--host", path,
+                 "--calibration", "none"]) == 0  # fmt: skip
+    table = capsys.readouterr().out
+    assert "host drift range" in table and "24 µs - 45 µs" in table

@@ -64,8 +64,13 @@ def prediction_table(preds: list[gm.Prediction]):
         short = calibration_short(p.calibration)
         return short.rsplit(" ", 1)[1] if " 20" in short else "-"
 
+    def time_range(p: gm.Prediction) -> str:
+        r = p.time_range_s
+        return f"{ft(r[0])} - {ft(r[1])}" if r else "-"
+
     rows = [
         ("time", lambda p: ft(p.time_s)),
+        *([("host drift range", time_range)] if any(p.time_range_s for p in preds) else []),
         ("bound", lambda p: p.bound),
         ("FLOPs", lambda p: fq(p.flops, "FLOP")),
         ("bytes moved", lambda p: fq(p.bytes, "B")),

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from gpumodel import prediction
 from gpumodel.calibration import Calibration, calibration_label, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
@@ -16,7 +17,6 @@ from gpumodel.ops.collectives import time_array
 from gpumodel.predict import predict
 from gpumodel.prediction import Bound, KernelPrediction, Term
 from gpumodel.specs import GPUSpec
-from gpumodel.units import format_time
 
 
 class StepResult(BaseModel):
@@ -32,9 +32,7 @@ class StepResult(BaseModel):
 
 def drift_range_line(time_range_s: tuple[float, float], host: dict[str, str]) -> str:
     """The explain() line of a step's range under the host's measured drift."""
-    lo, hi = time_range_s
-    return (f"  range {format_time(lo)} - {format_time(hi)}: the host at the p10 and p90 of its "
-            f"measured drift ({host.get('drift')} x its median time)")  # fmt: skip
+    return prediction.drift_range_line(time_range_s, host.get("drift"))
 
 
 class OpTime(BaseModel):

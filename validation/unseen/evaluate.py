@@ -228,12 +228,27 @@ def kernel_host_profile(path: Path) -> Path | None:
 def predict_kernel(rec: dict, gpu_id: str, cal, host: Path | None = None) -> float:
     """The predicted time of a kernel record; ``host``: the host profile that floors an eager
     loop's calls (records of the ``EAGER_LOOP`` condition only)."""
+    return predict_kernel_range(rec, gpu_id, cal, host)[0]
+
+
+def predict_kernel_range(
+    rec: dict, gpu_id: str, cal, host: Path | None = None
+) -> tuple[float, tuple[float, float] | None]:
+    """``predict_kernel`` and the range the prediction gives for its host's measured drift
+    (``time_range_s``, where the API has it and a host profile floors the call), else None."""
     import gpumodel as gm
 
     op = kernel_op(rec)
     if host is not None and rec["condition"] == EAGER_LOOP and op.eager_kind is not None:
         condition, l2 = CONDITION_OF_METHOD[EAGER_LOOP]
-        return gm.predict(op, gpu_id, cal, condition=condition, l2=l2, host=str(host)).time_s
+        p = gm.predict(op, gpu_id, cal, condition=condition, l2=l2, host=str(host))
+        return p.time_s, getattr(p, "time_range_s", None)
+    return _predict_kernel_bare(rec, op, gpu_id, cal), None
+
+
+def _predict_kernel_bare(rec: dict, op, gpu_id: str, cal) -> float:
+    import gpumodel as gm
+
     if not accepts(gm.predict, "condition"):
         opt = {"l2": "cold"}  # every unseen condition streams its inputs from memory
         return call_supported(gm.predict, (op, gpu_id, cal), {}, opt).time_s
@@ -301,7 +316,8 @@ def evaluate_kernels(
                        "measured_s": meas, "predicted_s": None, "error": None, "why": None,
                        "launch_bound": bool(rec.get("launch_bound"))}  # fmt: skip
                 try:
-                    row["predicted_s"] = predict_kernel(rec, gpu_id, cal, host_path)
+                    row["predicted_s"], row["range"] = predict_kernel_range(rec, gpu_id, cal,
+                                                                            host_path)  # fmt: skip
                     row["error"] = rel_error(row["predicted_s"], meas)
                 except Exception as exc:
                     row["why"] = f"{type(exc).__name__}: {exc}"[:160]
@@ -554,7 +570,8 @@ def stats_table(title_cols: list[str], table: dict[tuple, dict[str, float]]) -> 
 
 def _inside(r: dict) -> bool:
     lo, hi = r["range"]
-    return lo <= r["measured"] <= hi
+    measured = r["measured"] if "measured" in r else r["measured_s"]  # a step's, a kernel's
+    return lo <= measured <= hi
 
 
 def _range_text(r: dict, fmt: Callable, suffix: str) -> str:
@@ -564,20 +581,20 @@ def _range_text(r: dict, fmt: Callable, suffix: str) -> str:
     return f"{fmt(rng[0])}-{fmt(rng[1])}{suffix} ({'in' if _inside(r) else 'out'})"
 
 
-def range_table(rows: list[dict]) -> str:
-    """How many measured steps fall inside the range the prediction gives for the host's
-    measured drift (``time_range_s``: the host at the p10 and p90 of its profile's drift),
-    per done-when group; only predictions that gave a range."""
+def range_table(rows: list[dict], what: str = "Whole steps", unit: str = "step") -> str:
+    """How many measured steps (or eager kernel loops) fall inside the range the prediction
+    gives for the host's measured drift (``time_range_s``: the host at the p10 and p90 of its
+    profile's drift), per done-when group; only predictions that gave a range."""
     groups: dict[tuple, list[bool]] = {}
     for r in rows:
         if r.get("range"):
             for g in r["done_when"]:
-                key = (r["gpu"], r["calibration"], g, r["metric"])
+                key = (r["gpu"], r["calibration"], g, r.get("metric", r.get("condition")))
                 groups.setdefault(key, []).append(_inside(r))
-    lines = ["\n## Whole steps: inside the predicted host-drift range\n",
-             "The prediction's `time_range_s`: the step with the host at the p10 and p90 of the "
-             "drift its host profile measured. Where the host drifts during the run as it did while "
-             "the profile measured it, about 80% of host-bound steps fall inside.\n",
+    lines = [f"\n## {what}: inside the predicted host-drift range\n",
+             f"The prediction's `time_range_s`: the {unit} with the host at the p10 and p90 of "
+             "the drift its host profile measured. Where the host drifts during the run as it did "
+             f"while the profile measured it, about 80% of host-bound {unit}s fall inside.\n",
              "| gpu | calibration | group | metric | n | inside | share |",
              "|---|---|---|---|---:|---:|---:|"]  # fmt: skip
     for key in sorted(groups):
@@ -658,6 +675,9 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
     out.append(stats_table(["gpu", "calibration", "condition"],
                            score([r for r in ok_k if r["launch_bound"]],
                                  lambda r: (r["gpu"], r["calibration"], r["condition"]))))  # fmt: skip
+    if any(r.get("range") for r in ok_k):
+        out.append(range_table([r for r in ok_k if r["launch_bound"]],
+                               "Launch-bound eager loops", "call"))  # fmt: skip
     out.append("\n## Whole steps: the issue's done-when groups\n")
     out.append(stats_table(["gpu", "calibration", "group", "metric"],
                            score([dict(r, _g=g) for r in ok_s for g in r["done_when"]],
