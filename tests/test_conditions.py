@@ -354,3 +354,22 @@ def test_shipped_h100_conditions_refit_from_the_pooled_file_alone(tmp_path):
         p = read_calibration_file(path).parameters
         assert p.host_wall == ship.host_wall and p.power == ship.power
         assert p.dirty_l2_writeback_fraction == ship.dirty_l2_writeback_fraction
+
+
+@pytest.mark.parametrize("bad", [{"time_s": float("nan")}, {"time_s": -1.0}, {"op": "gemm"},
+                                 {"time_s": True}])  # fmt: skip
+def test_a_malformed_point_is_refused_in_one_line(capsys, tmp_path, bad):
+    from gpumodel.cli import main
+
+    good = _run("NVIDIA H100 80GB HBM3", {4096: 20e-6})
+    broken = _run("NVIDIA H100 80GB HBM3", {4096: 20e-6, 8192: 21e-6})
+    broken["records"][1].update(bad)
+    files = [tmp_path / "good.json", tmp_path / "broken.json"]
+    files[0].write_text(json.dumps(good), encoding="utf-8")
+    files[1].write_text(json.dumps(broken), encoding="utf-8")
+    code = main(["validate", "--conditions", "--from-measurements", ",".join(map(str, files)),
+                 "--report", str(tmp_path / "r")])  # fmt: skip
+    _, err = capsys.readouterr()
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {files[1]}: record 1 is not a measured point (family, op, condition and a "
+        "finite time_s > 0)"]

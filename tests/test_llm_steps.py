@@ -351,7 +351,7 @@ def test_policy_state_bytes_per_parameter():
     )
 
 
-def test_eager_step_holds_gradients_or_activations_not_both():
+def test_eager_step_holds_gradients_or_activations_not_both(capsys):
     """An eager HF step with zero_grad(set_to_none=True) and no accumulation peaks at the
     larger of its activations (start of the backward) and its gradients (end): amp TinyLlama
     at micro-batch 1 x 2048 carries 4 B/parameter of fp32 gradients only where they exceed the
@@ -379,6 +379,12 @@ def test_eager_step_holds_gradients_or_activations_not_both():
                 "tinyllama-1.1b" and r["policy"] == "amp" and r["batch"] == 1)  # fmt: skip
     assert peak == pytest.approx(21.02e9, rel=1e-3)
     assert one.allocated_bytes == pytest.approx(peak, rel=0.02)
+    # the memory command agrees, and takes the accumulation a step would have
+    for extra, same in (([], one), (["--accumulation", "4"], acc)):
+        tm = _cli_json(capsys, "memory", "--model", "tinyllama-1.1b", "--gpu", "h100", "--train",
+                       "--batch", "1", "--seq", "2048", "--policy", "amp", "--fusion",
+                       "unfused", *extra)  # fmt: skip
+        assert tm["total_bytes"] == pytest.approx(same.total_bytes)
 
 
 def test_hf_eager_activations_by_hand():

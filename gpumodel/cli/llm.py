@@ -236,6 +236,11 @@ def memory(
         help="default: on when training with --tp > 1",
     ),
     attention: str = typer.Option("flash"),
+    accumulation: int = typer.Option(
+        1,
+        help="training: micro-batches per optimizer step (above 1 an eager step's gradients "
+        "live through the next forward)",
+    ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     plot: str = typer.Option(None, help="write the memory breakdown to FILE.png/.svg"),
 ) -> None:
@@ -249,13 +254,16 @@ def memory(
         fail("--phase is for inference; --train is the training peak")
     if policy is not None and not train:
         fail("--policy is a training precision policy: add --train")
-    for opt, v in (("--batch", batch), ("--seq", seq), ("--dp", dp), ("--tp", tp), ("--pp", pp)):
+    for opt, v in (("--batch", batch), ("--seq", seq), ("--dp", dp), ("--tp", tp), ("--pp", pp),
+                   ("--accumulation", accumulation)):  # fmt: skip
         _at_least(opt, v)
+    if accumulation != 1 and not train:
+        fail("--accumulation is a training option: add --train")
     if zero not in (0, 1, 2, 3):
         fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
     kw: dict[str, Any] = dict(dtype=dtype, train=train, tp=tp, pp=pp, dp=dp, zero=zero,
                               recompute=recompute, sequence_parallel=sequence_parallel,
-                              attention=attention, policy=policy,
+                              attention=attention, policy=policy, accumulation=accumulation,
                               phase=None if train else (phase or "decode"))  # fmt: skip
     if policy is not None and fusion == "unfused":  # as plan train / predict_training_step
         kw["activation_model"] = "hf-eager"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import statistics
 import subprocess
 import tempfile
@@ -863,6 +864,14 @@ def _read_conditions_file(path: str) -> dict[str, Any]:
                             "validate --conditions writes (an object with 'device')")  # fmt: skip
     if not isinstance(data.get("records"), list):
         raise GpumodelError(f"{path}: no 'records' list in these conditions measurements")
+    for i, r in enumerate(data["records"]):
+        ok = (isinstance(r, dict) and isinstance(r.get("family"), str)
+              and isinstance(r.get("op"), dict) and isinstance(r.get("condition"), str)
+              and isinstance(r.get("time_s"), (int, float)) and not isinstance(r["time_s"], bool)
+              and math.isfinite(r["time_s"]) and r["time_s"] > 0)  # fmt: skip
+        if not ok:
+            raise GpumodelError(f"{path}: record {i} is not a measured point (family, op, "
+                                "condition and a finite time_s > 0)")  # fmt: skip
     return data
 
 
