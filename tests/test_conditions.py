@@ -328,6 +328,8 @@ def test_runs_of_different_gpus_refuse_to_pool(capsys, tmp_path):
     _, err = capsys.readouterr()
     assert code == 2 and err.strip().splitlines() == [
         "error: cannot pool conditions runs of different GPUs: ['h100-sxm', 'h200-sxm']"]
+    assert main(["validate", "--conditions", "--from-measurements", " , "]) == 2
+    assert capsys.readouterr().err.strip() == "error: --from-measurements names no file"
     missing = tmp_path / "nope.json"
     code = main(["validate", "--conditions", "--from-measurements", f"{files[0]},{missing}"])
     _, err = capsys.readouterr()

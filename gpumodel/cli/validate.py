@@ -336,6 +336,8 @@ def _conditions(
     from gpumodel.validate.conditions import run_conditions
 
     files = split_list(from_measurements)
+    if from_measurements is not None and not files:
+        fail("--from-measurements names no file")
     for f in files:
         if not Path(f).is_file():
             fail(f"no such measurements file: {f}")
