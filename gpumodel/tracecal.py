@@ -148,6 +148,7 @@ def calibrate_from_trace(
         raise TraceFormatError(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
+    host_arg = host
     event_s = _profiler_event_s(host)  # a --host that names nothing is an error either way
     if step_ms is not None:
         event_s = None
@@ -257,6 +258,9 @@ def calibrate_from_trace(
     # --- host ------------------------------------------------------------------------------
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     runtime, evidence = identify_runtime(tr, tl)
+    slow = _slow_trace_note(host["host_per_kernel_s"], runtime, step_ms, host_arg)
+    if slow:
+        notes.append(slow)
 
     # --- the fitted model on the traced step ----------------------------------------------
     fitted_gpu = sum(
@@ -374,6 +378,40 @@ def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
     return [
         e for e in events if e.cat == "cpu_op" and (e.parent is None or e.parent.cat != "cpu_op")
     ]
+
+
+# An eager inference trace whose host time per kernel, the profiler's cost taken out, is this
+# many times the host profile's own (an HF decoder layer's host time per kernel) was recorded
+# while the host ran slower than the profile saw, or while the profiler cost more than it
+# measured: on the H100 and H200 VMs of 2026-11-25/27 the decode traces gave 0.9-1.3x in steady
+# stretches and 2.5-2.8x in slow ones, whose calibrations without --step-ms priced the other
+# points 30-120% slow (validation/results/trace-calibration-errors-run14.md). A warning, not a
+# correction: the trace alone cannot say which.
+SLOW_TRACE_RATIO = 2.0
+
+
+def _slow_trace_note(
+    host_per_kernel_s: float | None, runtime: str, step_ms: float | None,
+    host: HostProfile | str | Path | None,
+) -> str | None:  # fmt: skip
+    """The warning for a trace recorded in a slow stretch (``SLOW_TRACE_RATIO``), if any."""
+    if step_ms is not None or host is None or host_per_kernel_s is None:
+        return None
+    if runtime != "hf-eager":  # training (autograd's backward) and graphs cost otherwise
+        return None
+    from gpumodel.hostprofile import load_host
+
+    hp = load_host(host)
+    if not hp.hf_decoder_layer_s or not hp.hf_decoder_layer_kernels:
+        return None
+    own = hp.hf_decoder_layer_s / hp.hf_decoder_layer_kernels
+    ratio = host_per_kernel_s / own
+    if ratio < SLOW_TRACE_RATIO:
+        return None
+    return (f"warning: the trace's host time per kernel, {host_per_kernel_s * 1e6:.1f} us, is "
+            f"{ratio:.1f}x what host profile {hp.name} measured ({own * 1e6:.1f} us per kernel "
+            "of an HF decoder layer): the host was slower, or the profiler cost more, while "
+            "this trace was recorded; pass --step-ms (the step time from your logs)")  # fmt: skip
 
 
 def _profiler_event_s(host: HostProfile | str | Path | None) -> tuple[float, str] | None:

@@ -408,3 +408,36 @@ def test_cli_calibrate_takes_the_traces_host(tmp_path, capsys):
     rc = main(["calibrate", "--trace", str(FIXTURES / "transformer_eager.json.gz"),
                "--step-ms", "10", "--host", "no-such-host", "--out", str(out)])  # fmt: skip
     assert rc == 2 and "no-such-host" in capsys.readouterr().err
+
+
+def test_a_trace_recorded_in_a_slow_stretch_is_flagged(tmp_path, capsys):
+    """H100 run 14's decode trace (77.6 ms per profiled step; the point's rounds ran 24-58 ms)
+    leaves 38.7 us of host per kernel with its own host profile's profiler cost removed, 2.6x
+    the profile's HF decoder layer (618 us / 41 kernels): without --step-ms the calibration
+    says so. A profile that measured a host that slow, --step-ms, or a training trace: no
+    warning."""
+    import yaml
+
+    from gpumodel.tracecal import SLOW_TRACE_RATIO
+
+    run = Path(gm.__file__).parent.parent / "validation/results/steps-h100-run14"
+    trace, host = run / "trace-llama3-8b-decode-eager.json.gz", run / "host-llama-eager.yaml"
+    prof = yaml.safe_load(host.read_text())
+    own = prof["hf_decoder_layer_s"] / prof["hf_decoder_layer_kernels"]
+    fit = calibrate_from_trace(trace, host=str(host)).trace
+    ratio = fit.host_per_kernel_s / own
+    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > SLOW_TRACE_RATIO
+    warn = [n for n in fit.notes if n.startswith("warning: the trace's host time per kernel")]
+    assert len(warn) == 1 and f"{ratio:.1f}x" in warn[0] and "--step-ms" in warn[0]
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(yaml.safe_dump({**prof, "hf_decoder_layer_s": 2 * prof["hf_decoder_layer_s"]}))
+    for kw in ({"host": str(slow)}, {"host": str(host), "step_ms": 35.13}):
+        notes = calibrate_from_trace(trace, **kw).trace.notes
+        assert not any(n.startswith("warning: the trace's host") for n in notes)
+    train = calibrate_from_trace(FIXTURES / "transformer_eager.json.gz", host=str(host)).trace
+    assert train.runtime.startswith("train-") and not any(
+        n.startswith("warning: the trace's host") for n in train.notes)  # fmt: skip
+    assert main(["calibrate", "--trace", str(trace), "--host", str(host),
+                 "--out", str(tmp_path / "c.yaml")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "\n  warning: the trace's host time per kernel" in out

@@ -111,7 +111,8 @@ def render(cal: Calibration, target: Path) -> None:
             f"the profiler ({sc['step_profiled_s'] * 1e3:.3f} ms profiled; pass --step-ms with "
             "the unprofiled time to check it)"
         )
-    lines += [f"  note: {n}" for n in fit.notes if not n.startswith("model:")]
+    lines += [f"  {n}" if n.startswith("warning:") else f"  note: {n}"
+              for n in fit.notes if not n.startswith("model:")]  # fmt: skip
     lines.append(f"wrote {target}")
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
