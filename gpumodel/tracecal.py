@@ -148,8 +148,8 @@ def calibrate_from_trace(
         raise TraceFormatError(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
-    host_arg = host
-    event_s = _profiler_event_s(host)  # a --host that names nothing is an error either way
+    hp = _load_host_arg(host)  # a --host that names nothing is an error either way
+    event_s = _profiler_event_s(hp)
     if step_ms is not None:
         event_s = None
     tr = load_trace(path)
@@ -258,7 +258,7 @@ def calibrate_from_trace(
     # --- host ------------------------------------------------------------------------------
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     runtime, evidence = identify_runtime(tr, tl)
-    slow = _slow_trace_note(host["host_per_kernel_s"], runtime, step_ms, host_arg)
+    slow = _slow_trace_note(host["host_per_kernel_s"], runtime, step_ms, hp)
     if slow:
         notes.append(slow)
 
@@ -391,17 +391,13 @@ SLOW_TRACE_RATIO = 2.0
 
 
 def _slow_trace_note(
-    host_per_kernel_s: float | None, runtime: str, step_ms: float | None,
-    host: HostProfile | str | Path | None,
-) -> str | None:  # fmt: skip
+    host_per_kernel_s: float | None, runtime: str, step_ms: float | None, hp: HostProfile | None
+) -> str | None:
     """The warning for a trace recorded in a slow stretch (``SLOW_TRACE_RATIO``), if any."""
-    if step_ms is not None or host is None or host_per_kernel_s is None:
+    if step_ms is not None or hp is None or host_per_kernel_s is None:
         return None
     if runtime != "hf-eager":  # training (autograd's backward) and graphs cost otherwise
         return None
-    from gpumodel.hostprofile import load_host
-
-    hp = load_host(host)
     if not hp.hf_decoder_layer_s or not hp.hf_decoder_layer_kernels:
         return None
     own = hp.hf_decoder_layer_s / hp.hf_decoder_layer_kernels
@@ -414,14 +410,17 @@ def _slow_trace_note(
             "this trace was recorded; pass --step-ms (the step time from your logs)")  # fmt: skip
 
 
-def _profiler_event_s(host: HostProfile | str | Path | None) -> tuple[float, str] | None:
-    """(seconds per event, where from) of the host profile's measured profiler cost, if any."""
+def _load_host_arg(host: HostProfile | str | Path | None) -> HostProfile | None:
     if host is None:
         return None
     from gpumodel.hostprofile import load_host
 
-    hp = load_host(host)
-    if hp.profiler_event_s is None:
+    return load_host(host)
+
+
+def _profiler_event_s(hp: HostProfile | None) -> tuple[float, str] | None:
+    """(seconds per event, where from) of the host profile's measured profiler cost, if any."""
+    if hp is None or hp.profiler_event_s is None:
         return None
     return hp.profiler_event_s, f"host profile {hp.name}: measured per-event cost"
 

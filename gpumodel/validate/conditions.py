@@ -809,8 +809,6 @@ def run_conditions(
         atomic_write_text,
         read_calibration_file,
     )
-    from gpumodel.validate.pipeline import gpu_for_device_name
-
     out_dir.mkdir(parents=True, exist_ok=True)
     files = [from_file] if isinstance(from_file, str) else list(from_file or [])
     if files:
@@ -825,7 +823,7 @@ def run_conditions(
         data["wall_s"] = time.perf_counter() - t0
         atomic_write_text(out_dir / "conditions-measurements.json", json.dumps(data, indent=1))
     facts = data["device"]
-    gpu = gpu_for_device_name(str(facts.get("nvidia_smi", "")).split(",")[0])
+    gpu = _device_gpu(data)
     cal = read_calibration_file(calibration_file, measurements=True) if calibration_file else None
     if cal is None:
         found = gm.calibration.default_calibration(gpu)
@@ -875,10 +873,11 @@ def _read_conditions_file(path: str) -> dict[str, Any]:
     return data
 
 
-def _device_gpu(data: dict[str, Any]) -> str:
+def _device_gpu(data: dict[str, Any]) -> Any:
+    """The spec of the GPU a conditions run measured (its nvidia-smi name)."""
     from gpumodel.validate.pipeline import gpu_for_device_name
 
-    return gpu_for_device_name(str(data["device"].get("nvidia_smi", "")).split(",")[0]).id
+    return gpu_for_device_name(str(data["device"].get("nvidia_smi", "")).split(",")[0])
 
 
 def pool_measurements(datas: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
@@ -891,7 +890,7 @@ def pool_measurements(datas: list[dict[str, Any]], names: list[str]) -> dict[str
     from gpumodel.errors import GpumodelError
     from gpumodel.validate.families.conv import adapt_row
 
-    gpus = {_device_gpu(d) for d in datas}
+    gpus = {_device_gpu(d).id for d in datas}
     if len(gpus) > 1:
         raise GpumodelError(f"cannot pool conditions runs of different GPUs: {sorted(gpus)}")
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
@@ -903,8 +902,9 @@ def pool_measurements(datas: list[dict[str, Any]], names: list[str]) -> dict[str
             groups.setdefault(key, []).append({**r, "op": op})
     records = []
     for rs in groups.values():
-        times = sorted(float(r["time_s"]) for r in rs)
-        at = sorted(rs, key=lambda r: float(r["time_s"]))[(len(rs) - 1) // 2]
+        rs = sorted(rs, key=lambda r: float(r["time_s"]))
+        times = [float(r["time_s"]) for r in rs]
+        at = rs[(len(rs) - 1) // 2]
         meta = {**(at.get("meta") or {}), "pooled_times_s": times}
         records.append({**at, "time_s": statistics.median(times), "meta": meta})
     idle = [float(d["device"]["idle_power_w"]) for d in datas if d["device"].get("idle_power_w")]

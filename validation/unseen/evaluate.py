@@ -225,17 +225,13 @@ def kernel_host_profile(path: Path) -> Path | None:
     return None
 
 
-def predict_kernel(rec: dict, gpu_id: str, cal, host: Path | None = None) -> float:
-    """The predicted time of a kernel record; ``host``: the host profile that floors an eager
-    loop's calls (records of the ``EAGER_LOOP`` condition only)."""
-    return predict_kernel_range(rec, gpu_id, cal, host)[0]
-
-
 def predict_kernel_range(
     rec: dict, gpu_id: str, cal, host: Path | None = None
 ) -> tuple[float, tuple[float, float] | None]:
-    """``predict_kernel`` and the range the prediction gives for its host's measured drift
-    (``time_range_s``, where the API has it and a host profile floors the call), else None."""
+    """The predicted time of a kernel record, and the range the prediction gives for its
+    host's measured drift (``time_range_s``, where the API has it and a host profile floors
+    the call), else None. ``host``: the host profile that floors an eager loop's calls
+    (records of the ``EAGER_LOOP`` condition only)."""
     import gpumodel as gm
 
     op = kernel_op(rec)
