@@ -208,11 +208,63 @@ def read_text(path: str | Path, what: str = "file", limit: int | None = None) ->
 
 
 def json_depth(text: str | bytes, limit: int = MAX_DEPTH) -> int:
-    """Deepest bracket nesting of a JSON text outside strings, stopping once past ``limit``.
+    """Deepest bracket nesting of a JSON text outside strings (the scan may stop once past
+    ``limit``).
 
-    A chunked numpy scan: quotes not escaped (an even run of backslashes before them) toggle
-    the in-string state; brackets outside strings count +1/-1."""
+    Without a backslash before any quote (the usual trace), every quote delimits a string, and
+    the scan is three vectorised passes: a bracket lies outside every string when an even
+    number of quotes precede it, and the depth is the running sum of +1 per opening and -1 per
+    closing bracket outside (~0.4 s for 54 MB, against ~2 s for the general scan)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
+    if b'\\"' in data:
+        return _json_depth_escaped(data, limit)
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(arr == 34)
+    table = np.zeros(256, dtype=np.int8)  # per byte: +1 for [ and {, -1 for ] and }
+    table[[91, 123]] = 1
+    table[[93, 125]] = -1
+    step = table[arr]
+    where = np.flatnonzero(step)
+    outside = np.searchsorted(quotes, where) % 2 == 0
+    levels = np.cumsum(step[where[outside]], dtype=np.int64)
+    return max(int(levels.max()), 0) if len(levels) else 0
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while a large document becomes many small objects,
+    none of them garbage until the parse is done: otherwise the collector walks the growing
+    heap again and again (1.0 s of json.loads' 1.7 s on a 54 MB trace, this 2-core CPU)."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def longest_digit_run(data: bytes) -> int:
+    """The longest run of ASCII digits in ``data``: where it is short, no number in a JSON text
+    can be long, and ``json.loads`` may parse integers with plain ``int`` (a Python callback
+    per integer cost 0.5 s of a 54 MB trace's 1.4 million)."""
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    digit = ((arr >= 48) & (arr <= 57)).view(np.int8)
+    edges = np.diff(digit, prepend=np.int8(0), append=np.int8(0))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return int((ends - starts).max()) if len(starts) else 0
+
+
+def _json_depth_escaped(data: bytes, limit: int) -> int:
+    """``json_depth`` of a text with escaped quotes, stopping once past ``limit``: a chunked
+    numpy scan: quotes not escaped (an even run of backslashes before them) toggle
+    the in-string state; brackets outside strings count +1/-1."""
     import numpy as np
 
     arr = np.frombuffer(data, dtype=np.uint8)
@@ -537,12 +589,14 @@ __all__ = [
     "check_target",
     "check_yaml_shape",
     "decode_utf8",
+    "gc_paused",
     "gunzip",
     "input_limit_mb",
     "iter_lines",
     "json_depth",
     "loads_json",
     "loads_yaml",
+    "longest_digit_run",
     "make_dir",
     "max_input_bytes",
     "read_bytes",

@@ -30,6 +30,7 @@ runtime stay.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import re
 import statistics
@@ -38,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpumodel._io import gc_paused
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.diagnose.parse import CpuEvent, Trace, TraceFormatError, load_trace
 from gpumodel.diagnose.timeline import Timeline, build_timeline, short_name
@@ -100,6 +102,7 @@ _LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "c
 _GRAPH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch")
 
 
+@functools.lru_cache(maxsize=1 << 12)  # a trace names a few hundred operators many times
 def host_kind(name: str) -> str:
     """The host-profile kind of an operator name (default: elementwise)."""
     for kind, keys in _KIND_RULES:
@@ -119,6 +122,7 @@ def file_sha256(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@gc_paused()  # a trace is millions of objects: see gc_paused
 def calibrate_from_trace(
     path: str | Path,
     gpu: GPUSpec | str | None = None,

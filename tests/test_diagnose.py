@@ -24,7 +24,7 @@ from gpumodel.diagnose import (
     gpu_from_device_name,
     load_trace,
 )
-from gpumodel.diagnose.mapping import map_memory, map_op
+from gpumodel.diagnose.mapping import map_memory, map_op, map_op_cached
 from gpumodel.ops import (
     Attention,
     Conv2d,
@@ -199,6 +199,22 @@ def test_gzip_and_plain_chrome_traces_read_alike(tmp_path):
     assert len(a.gpu) == len(b.gpu) > 0 and not a.truncated and not b.truncated
 
 
+def test_long_integers_are_refused_outside_strings_only(tmp_path):
+    # the trace reader parses integers with plain int() unless a digit run longer than 100 is
+    # somewhere in the text; one inside a string (a name) must still read, one as a number not
+    doc = item_every_step().to_dict()
+    doc["traceEvents"][0]["name"] = "7" * 150
+    named = tmp_path / "named.json"
+    named.write_text(json.dumps(doc))
+    assert len(load_trace(named).gpu) == len(load_trace(item_every_step().write(
+        tmp_path / "plain.json")).gpu) > 0  # fmt: skip
+    doc["traceEvents"][0]["ts"] = int("7" * 150)
+    numbered = tmp_path / "numbered.json"
+    numbered.write_text(json.dumps(doc))
+    with pytest.raises(TraceFormatError, match="150-digit"):
+        load_trace(numbered)
+
+
 def test_random_csv_is_rejected_naming_what_was_expected(tmp_path):
     p = tmp_path / "data.csv"
     p.write_text("a,b,c\n1,2,3\n4,5,6\n")
@@ -367,6 +383,22 @@ def test_map_mm_addmm_bmm_matmul_linear():
     # nn.Linear keeps its weight as [N, K]: B is stored transposed
     assert m.op == Gemm(m=4096, n=50257, k=768, dtype="bf16", transpose_b=True)
     assert m.family == "gemm" and m.misaligned() == {"n": 50257}
+
+
+def test_mapping_once_per_distinct_call_keeps_absent_and_null_shapes_apart():
+    cache: dict = {}
+    mm = _args([[64, 128], [128, 256]], [BF16, BF16])
+    first = map_op_cached(cache, "aten::mm", mm, ["k"])
+    assert first.op == Gemm(m=64, n=256, k=128, dtype="bf16")
+    assert map_op_cached(cache, "aten::mm", dict(mm), ["k"]) is first  # the same call: one mapping
+    other = map_op_cached(cache, "aten::mm", _args([[64, 128], [128, 512]], [BF16, BF16]), ["k"])
+    assert other.op == Gemm(m=64, n=512, k=128, dtype="bf16")
+    # no "Input Dims" at all means the profiler recorded no shapes; a null one does not
+    absent = map_op_cached(cache, "aten::mm", {}, [])
+    null = map_op_cached(cache, "aten::mm", {"Input Dims": None}, [])
+    assert absent == map_op("aten::mm", {}) and "record_shapes" in (absent.reason or "")
+    assert null == map_op("aten::mm", {"Input Dims": None}) and null != absent
+    assert len(cache) == 4
 
 
 def test_map_weight_gradient_layout_as_transposed_a():

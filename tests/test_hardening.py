@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import os
+import random
 import signal
 import stat
 import subprocess
@@ -21,7 +22,13 @@ import pytest
 
 import gpumodel as gm
 from gpumodel import ops
-from gpumodel._io import OutputFileError, atomic_write_bytes, atomic_write_text, read_json
+from gpumodel._io import (
+    OutputFileError,
+    atomic_write_bytes,
+    atomic_write_text,
+    json_depth,
+    read_json,
+)
 from gpumodel.cli import main
 from gpumodel.errors import GpumodelError, SpecError
 
@@ -84,6 +91,55 @@ def test_recursion_error_on_deep_json(capsys, tmp_path):
     refused(capsys, "diagnose", str(deep), match="deeper")
     with pytest.raises(SpecError, match="deeper"):
         read_json(deep)
+
+
+def _depth_by_hand(text: str) -> int:
+    """JSON nesting depth, one character at a time: the reference for json_depth."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+@pytest.mark.parametrize("text, depth", [
+    ('{"a": "[[[[", "b": [[1]]}', 3),  # brackets inside a string do not count
+    ('{"a": "]]]]]", "b": [[[1]]]}', 4),
+    ('{"a": "x\\"[[[", "b": [1]}', 2),  # an escaped quote does not end the string
+    ('{"a": "x\\\\", "b": [[1]]}', 3),  # an escaped backslash does not escape the quote
+    ("[]", 1), ("1", 0), ("", 0),
+])  # fmt: skip
+def test_json_depth_by_hand(text, depth):
+    assert json_depth(text) == depth == _depth_by_hand(text)
+
+
+def test_json_depth_agrees_with_a_character_walk():
+    rng = random.Random(7)
+
+    def value(level: int) -> object:
+        roll = rng.random()
+        if level > 8 or roll < 0.3:  # strings full of what the scan must see through
+            return "".join(rng.choice('[]{}"\\a') for _ in range(rng.randint(0, 6)))
+        if roll < 0.65:
+            return [value(level + 1) for _ in range(rng.randint(0, 3))]
+        return {str(i): value(level + 1) for i in range(rng.randint(0, 3))}
+
+    for _ in range(1000):
+        text = json.dumps(value(0))
+        assert json_depth(text, 10**9) == _depth_by_hand(text), text
 
 
 def test_deep_yaml_segfault(tmp_path):

@@ -226,14 +226,22 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def _parse_chrome_text(text: str, path: Path, warnings: list[str], truncated: bool) -> Trace:
-    from gpumodel._io import MAX_DEPTH, json_depth
+    from gpumodel._io import MAX_DEPTH, gc_paused, json_depth, longest_digit_run
 
     data = text.encode("utf-8", "surrogatepass")
     if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
         raise TraceFormatError(f"{path}: the JSON nests deeper than {MAX_DEPTH} levels")
+    parse_int = _bounded_int if longest_digit_run(data) > _MAX_INT_DIGITS else None
     del data
+    with gc_paused():
+        return _chrome_doc(text, path, warnings, truncated, parse_int)
+
+
+def _chrome_doc(
+    text: str, path: Path, warnings: list[str], truncated: bool, parse_int: Any
+) -> Trace:
     try:
-        doc = json.loads(text, parse_int=_bounded_int)
+        doc = json.loads(text, parse_int=parse_int)
     except ValueError as exc:
         if not isinstance(exc, json.JSONDecodeError):
             raise TraceFormatError(f"{path}: not a usable trace ({exc})") from None
@@ -251,8 +259,11 @@ def _parse_chrome_text(text: str, path: Path, warnings: list[str], truncated: bo
     return _from_chrome(doc, path, truncated=truncated, warnings=warnings)
 
 
+_MAX_INT_DIGITS = 100
+
+
 def _bounded_int(text: str) -> int:
-    if len(text) > 100:
+    if len(text) > _MAX_INT_DIGITS:
         raise ValueError(f"a {len(text)}-digit number")
     return int(text)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpumodel._io import gc_paused
 from gpumodel.calibration import DATASHEET_LABEL, Calibration
 from gpumodel.diagnose.findings import FIXES, Draft, GroupView, idle_findings, kernel_findings
 from gpumodel.diagnose.gpus import gpu_from_device_name
@@ -179,6 +180,7 @@ class DiagnoseReport(_Frozen):
 # ---------------------------------------------------------------------------------------------
 
 
+@gc_paused()  # a trace is millions of objects: see gc_paused
 def diagnose(
     trace: str | Path | dict[str, Any] | Trace,
     gpu: GPUSpec | str | None = None,

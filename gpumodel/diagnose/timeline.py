@@ -28,12 +28,14 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpumodel.diagnose.mapping import Mapped, family_of, map_memory, map_op
+from gpumodel._io import gc_paused
+from gpumodel.diagnose.mapping import Mapped, family_of, map_memory, map_op_cached
 from gpumodel.diagnose.parse import CpuEvent, GpuEvent, Trace
 
 SHORT_KERNEL_US = 10.0  # "many short kernels": shorter than a launch costs (seeds 002, 004)
@@ -127,6 +129,7 @@ class Timeline:
         return self.window_us / self.periods if self.periods else self.window_us
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a trace repeats a few hundred names thousands of times
 def short_name(kernel: str) -> str:
     """``void at::native::foo<float, 4>(...)`` -> ``at::native::foo``."""
     s = kernel.strip().replace("(anonymous namespace)", "\0")
@@ -218,6 +221,7 @@ def _charge_node(launcher: CpuEvent | None) -> CpuEvent | None:
     return None
 
 
+@gc_paused()  # a trace is millions of objects: see gc_paused
 def build_timeline(trace: Trace) -> Timeline:
     _link_launchers(trace)
     notes: list[str] = []
@@ -300,11 +304,12 @@ def build_timeline(trace: Trace) -> Timeline:
                      "before the profiled steps, still running when they began) were left out")  # fmt: skip
 
     shapes = trace.has_shapes
+    mapped: dict[str, Mapped] = {}
     for inst in instances:
         if inst.kind == "op":
             assert inst.node is not None
             inst.name = inst.node.name
-            inst.mapped = map_op(inst.node.name, inst.node.args, inst.kernel_names)
+            inst.mapped = map_op_cached(mapped, inst.node.name, inst.node.args, inst.kernel_names)
         elif inst.kind == "kernel":
             g = inst.gpu[0]
             inst.name = short_name(g.name)
