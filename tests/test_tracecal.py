@@ -410,12 +410,12 @@ def test_cli_calibrate_takes_the_traces_host(tmp_path, capsys):
     assert rc == 2 and "no-such-host" in capsys.readouterr().err
 
 
-def test_a_trace_recorded_in_a_slow_stretch_is_flagged(tmp_path, capsys):
+def test_a_trace_recorded_in_a_slow_stretch_is_taken_at_the_profiles_speed(tmp_path, capsys):
     """H100 run 14's decode trace (77.6 ms per profiled step; the point's rounds ran 24-58 ms)
     leaves 38.7 us of host per kernel with its own host profile's profiler cost removed, 2.6x
     the profile's HF decoder layer (618 us / 41 kernels): without --step-ms the calibration
-    says so. A profile that measured a host that slow, --step-ms, or a training trace: no
-    warning."""
+    says so and takes the trace's host times at the profile's speed. A profile that measured a
+    host that slow, --step-ms, or a training trace: the trace's own host, no warning."""
     import yaml
 
     from gpumodel.tracecal import SLOW_TRACE_RATIO
@@ -424,13 +424,18 @@ def test_a_trace_recorded_in_a_slow_stretch_is_flagged(tmp_path, capsys):
     trace, host = run / "trace-llama3-8b-decode-eager.json.gz", run / "host-llama-eager.yaml"
     prof = yaml.safe_load(host.read_text())
     own = prof["hf_decoder_layer_s"] / prof["hf_decoder_layer_kernels"]
-    fit = calibrate_from_trace(trace, host=str(host)).trace
-    ratio = fit.host_per_kernel_s / own
-    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > SLOW_TRACE_RATIO
-    warn = [n for n in fit.notes if n.startswith("warning: the trace's host time per kernel")]
-    assert len(warn) == 1 and f"{ratio:.1f}x" in warn[0] and "--step-ms" in warn[0]
     slow = tmp_path / "slow.yaml"
     slow.write_text(yaml.safe_dump({**prof, "hf_decoder_layer_s": 2 * prof["hf_decoder_layer_s"]}))
+    kept = calibrate_from_trace(trace, host=str(slow)).trace  # 1.3x its profile: kept as traced
+    ratio = kept.host_per_kernel_s / own
+    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > SLOW_TRACE_RATIO
+    fit = calibrate_from_trace(trace, host=str(host)).trace
+    warn = [n for n in fit.notes if n.startswith("warning: the trace's host time per kernel")]
+    assert len(warn) == 1 and f"{ratio:.1f}x" in warn[0] and "--step-ms" in warn[0]
+    assert fit.host_per_kernel_s == pytest.approx(own)
+    assert fit.profiler.host_step_s == pytest.approx(kept.profiler.host_step_s / ratio)
+    assert all(fit.host_op_s[k] == pytest.approx(v / ratio) for k, v in kept.host_op_s.items())
+    assert f"x{1 / ratio:.3g}, to host profile {prof['name']}" in fit.profiler.method
     for kw in ({"host": str(slow)}, {"host": str(host), "step_ms": 35.13}):
         notes = calibrate_from_trace(trace, **kw).trace.notes
         assert not any(n.startswith("warning: the trace's host") for n in notes)
