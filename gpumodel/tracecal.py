@@ -265,7 +265,7 @@ def calibrate_from_trace(
     slow = _slow_trace(host["host_per_kernel_s"], runtime, step_ms, hp)
     if slow is not None:
         assert hp is not None
-        host = _at_profile_speed(host, slow, hp)
+        host = _at_profile_speed(host, slow)
         notes.append(
             f"warning: the trace's host time per kernel, {slow[0] * 1e6:.1f} us, is "
             f"{slow[0] / slow[1]:.1f}x what host profile {hp.name} measured ({slow[1] * 1e6:.1f} "
@@ -418,16 +418,12 @@ def _slow_trace(
     return (host_per_kernel_s, own) if host_per_kernel_s >= SLOW_TRACE_RATIO * own else None
 
 
-def _at_profile_speed(
-    host: dict[str, Any], slow: tuple[float, float], hp: HostProfile
-) -> dict[str, Any]:
+def _at_profile_speed(host: dict[str, Any], slow: tuple[float, float]) -> dict[str, Any]:
     """``_host_side``'s figures with every host time scaled by profile / trace per kernel."""
     factor = slow[1] / slow[0]
     corr = host["correction"]
-    corr = corr.model_copy(update={
-        "host_step_s": corr.host_step_s * factor,
-        "method": f"{corr.method}; host times x{factor:.3g}, to host profile {hp.name}'s speed",
-    })  # fmt: skip
+    corr = corr.model_copy(update={"host_step_s": corr.host_step_s * factor,
+                                   "host_speed_factor": factor})  # fmt: skip
     return {**host, "correction": corr, "host_step_s": host["host_step_s"] * factor,
             "host_per_kernel_s": slow[1],
             "op_s": {k: v * factor for k, v in host["op_s"].items()}}  # fmt: skip

@@ -15,6 +15,7 @@ from gpumodel._validators import (
     HostSecondsOrZero,
     NonEmptyStr,
     NonNegativeFloat,
+    PositiveFloat,
     PositiveSeconds,
     Seconds,
     SmallCount,
@@ -52,7 +53,10 @@ class ProfilerCorrection(_Frozen):
     events_per_step: NonNegativeFloat
     removed_per_step_s: Seconds
     profiled_host_step_s: Seconds
-    host_step_s: Seconds  # after the correction
+    host_step_s: Seconds  # after the correction (and the rescale below)
+    # a slow-stretch trace's host times scaled to the --host profile's speed (tracecal's
+    # SLOW_TRACE_RATIO): host_step_s = (profiled_host_step_s - removed_per_step_s) x this
+    host_speed_factor: PositiveFloat = 1.0
 
 
 class TraceFit(_Frozen):

@@ -435,7 +435,8 @@ def test_a_trace_recorded_in_a_slow_stretch_is_taken_at_the_profiles_speed(tmp_p
     assert fit.host_per_kernel_s == pytest.approx(own)
     assert fit.profiler.host_step_s == pytest.approx(kept.profiler.host_step_s / ratio)
     assert all(fit.host_op_s[k] == pytest.approx(v / ratio) for k, v in kept.host_op_s.items())
-    assert f"x{1 / ratio:.3g}, to host profile {prof['name']}" in fit.profiler.method
+    assert fit.profiler.host_speed_factor == pytest.approx(1 / ratio)
+    assert kept.profiler.host_speed_factor == 1.0
     for kw in ({"host": str(slow)}, {"host": str(host), "step_ms": 35.13}):
         notes = calibrate_from_trace(trace, **kw).trace.notes
         assert not any(n.startswith("warning: the trace's host") for n in notes)
@@ -446,3 +447,9 @@ def test_a_trace_recorded_in_a_slow_stretch_is_taken_at_the_profiles_speed(tmp_p
                  "--out", str(tmp_path / "c.yaml")]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "\n  warning: the trace's host time per kernel" in out
+    # the profiler line adds up: profiled host - removed, then the rescale, each shown
+    p = fit.profiler
+    assert (f"(host {p.profiled_host_step_s * 1e3:.3f} -> "
+            f"{(p.profiled_host_step_s - p.removed_per_step_s) * 1e3:.3f} ms/step, "
+            f"x{p.host_speed_factor:.3g} to the --host profile's speed: "
+            f"{p.host_step_s * 1e3:.3f} ms/step)") in out  # fmt: skip

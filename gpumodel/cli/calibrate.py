@@ -69,6 +69,10 @@ def render(cal: Calibration, target: Path) -> None:
     out = console()
     p = fit.profiler
     sc = fit.self_check
+    host_after = f"{p.host_step_s * 1e3:.3f} ms/step"
+    if p.host_speed_factor != 1.0:  # a slow-stretch trace taken at the --host profile's speed
+        host_after = (f"{p.host_step_s / p.host_speed_factor * 1e3:.3f} ms/step, "
+                      f"x{p.host_speed_factor:.3g} to the --host profile's speed: {host_after}")  # fmt: skip
     lines = [
         f"{fit.trace_path}: {cal.device_name} ({fit.gpu_id}), runtime {fit.runtime}; "
         f"{fit.steps} steps, {fit.kernels_per_step:.0f} kernel launches and "
@@ -78,7 +82,7 @@ def render(cal: Calibration, target: Path) -> None:
         f"  matched to modelled ops: {100 * fit.matched_fraction:.1f}% of the step's GPU time",
         f"  profiler's own host cost: {p.method}: {p.per_event_s * 1e6:.2f} us x "
         f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
-        f"(host {p.profiled_host_step_s * 1e3:.3f} -> {p.host_step_s * 1e3:.3f} ms/step)",
+        f"(host {p.profiled_host_step_s * 1e3:.3f} -> {host_after})",
         f"  host per launched kernel: {fit.host_per_kernel_s * 1e6:.2f} us",
         *(
             [
