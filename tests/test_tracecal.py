@@ -410,12 +410,12 @@ def test_cli_calibrate_takes_the_traces_host(tmp_path, capsys):
     assert rc == 2 and "no-such-host" in capsys.readouterr().err
 
 
-def test_a_trace_recorded_in_a_slow_stretch_is_taken_at_the_profiles_speed(tmp_path, capsys):
+def test_an_eager_trace_without_step_ms_takes_the_host_profiles_speed(tmp_path, capsys):
     """H100 run 14's decode trace (77.6 ms per profiled step; the point's rounds ran 24-58 ms)
     leaves 38.7 us of host per kernel with its own host profile's profiler cost removed, 2.6x
-    the profile's HF decoder layer (618 us / 41 kernels): without --step-ms the calibration
-    says so and takes the trace's host times at the profile's speed. A profile that measured a
-    host that slow, --step-ms, or a training trace: the trace's own host, no warning."""
+    the profile's HF decoder layer (618 us / 41 kernels). Without --step-ms the calibration
+    keeps the trace's host at the profile's speed, and warns outside 1/2-2x. With --step-ms,
+    or for a training trace, the trace's own host is kept."""
     import yaml
 
     from gpumodel.tracecal import SLOW_TRACE_RATIO
@@ -424,25 +424,29 @@ def test_a_trace_recorded_in_a_slow_stretch_is_taken_at_the_profiles_speed(tmp_p
     trace, host = run / "trace-llama3-8b-decode-eager.json.gz", run / "host-llama-eager.yaml"
     prof = yaml.safe_load(host.read_text())
     own = prof["hf_decoder_layer_s"] / prof["hf_decoder_layer_kernels"]
+    fit = calibrate_from_trace(trace, host=str(host)).trace
+    ratio = 1 / fit.profiler.host_speed_factor  # the trace's host per kernel over the profile's
+    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > SLOW_TRACE_RATIO
+    assert fit.host_per_kernel_s == pytest.approx(own)
+    warn = [n for n in fit.notes if n.startswith("warning: the trace's host time per kernel")]
+    assert len(warn) == 1 and f"{ratio:.2g}x" in warn[0] and "--step-ms" in warn[0]
+    # a profile that measured the host half as fast: 1.3x, inside 1/2-2x: no warning, a note,
+    # and every host time twice the first calibration's (the same trace at half the speed)
     slow = tmp_path / "slow.yaml"
     slow.write_text(yaml.safe_dump({**prof, "hf_decoder_layer_s": 2 * prof["hf_decoder_layer_s"]}))
-    kept = calibrate_from_trace(trace, host=str(slow)).trace  # 1.3x its profile: kept as traced
-    ratio = kept.host_per_kernel_s / own
-    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > SLOW_TRACE_RATIO
-    fit = calibrate_from_trace(trace, host=str(host)).trace
-    warn = [n for n in fit.notes if n.startswith("warning: the trace's host time per kernel")]
-    assert len(warn) == 1 and f"{ratio:.1f}x" in warn[0] and "--step-ms" in warn[0]
-    assert fit.host_per_kernel_s == pytest.approx(own)
-    assert fit.profiler.host_step_s == pytest.approx(kept.profiler.host_step_s / ratio)
-    assert all(fit.host_op_s[k] == pytest.approx(v / ratio) for k, v in kept.host_op_s.items())
-    assert fit.profiler.host_speed_factor == pytest.approx(1 / ratio)
-    assert kept.profiler.host_speed_factor == 1.0
-    for kw in ({"host": str(slow)}, {"host": str(host), "step_ms": 35.13}):
-        notes = calibrate_from_trace(trace, **kw).trace.notes
-        assert not any(n.startswith("warning: the trace's host") for n in notes)
+    half = calibrate_from_trace(trace, host=str(slow)).trace
+    assert not any(n.startswith("warning:") for n in half.notes)
+    assert any(n.startswith("host: the trace's host time per kernel") for n in half.notes)
+    assert half.host_per_kernel_s == pytest.approx(2 * own)
+    assert half.profiler.host_step_s == pytest.approx(2 * fit.profiler.host_step_s)
+    assert all(half.host_op_s[k] == pytest.approx(2 * v) for k, v in fit.host_op_s.items())
+    timed = calibrate_from_trace(trace, host=str(host), step_ms=35.13).trace
     train = calibrate_from_trace(FIXTURES / "transformer_eager.json.gz", host=str(host)).trace
-    assert train.runtime.startswith("train-") and not any(
-        n.startswith("warning: the trace's host") for n in train.notes)  # fmt: skip
+    assert train.runtime.startswith("train-")
+    for kept in (timed, train):
+        assert kept.profiler.host_speed_factor == 1.0
+        assert not any(n.startswith(("warning: the trace's host", "host: the trace's host"))
+                       for n in kept.notes)  # fmt: skip
     assert main(["calibrate", "--trace", str(trace), "--host", str(host),
                  "--out", str(tmp_path / "c.yaml")]) == 0  # fmt: skip
     out = capsys.readouterr().out
