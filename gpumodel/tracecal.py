@@ -285,7 +285,7 @@ def calibrate_from_trace(
     ) + (total - matched) / periods  # fmt: skip
     step_pred = max(fitted_gpu, host["host_step_s"])
     self_check = {
-        "step_profiled_s": tl.step_us * 1e-6,
+        "step_profiled_s": host["step_profiled_s"],
         "step_predicted_s": step_pred,
         "gpu_busy_measured_s": total / periods,
         "gpu_busy_predicted_s": fitted_gpu,
@@ -481,10 +481,15 @@ def _host_side(
             )
             * 1e-6
         )
+        # the profiled step as the same statistic over the same ranges: the timeline's mean
+        # over its GPU window mixed a slow first step (53 of 43-45 ms, H100 run 16's decode)
+        # into what --step-ms is subtracted from, and took 4 ms too many off the host
+        step_prof = statistics.median(s.dur for s in steps) * 1e-6
     else:
         lo, hi = float("-inf"), float("inf")
         n_steps = 1
         host_step_prof = tl.window_us * 1e-6
+        step_prof = tl.step_us * 1e-6
 
     def inside(ts: float) -> bool:
         return lo <= ts <= hi
@@ -500,7 +505,6 @@ def _host_side(
     events = (len(cpu_ops) + len(runtime)) / n_steps
     kernels_per_step = launches / n_steps
     graphs_per_step = graphs / n_steps
-    step_trace = tl.step_us * 1e-6
     per_event, method = event_s or (DEFAULT_PROFILER_EVENT_S, "default per-event cost")
     by_event = min(per_event * events, 0.9 * host_step_prof)
     if step_ms is None:
@@ -511,7 +515,7 @@ def _host_side(
         # The profiler's cost shows only while the host sets the pace: solve for it from the
         # difference, never below zero, never more than the host had.
         unprof = step_ms * 1e-3
-        removed = min(max(step_trace - unprof, 0.0), host_step_prof)
+        removed = min(max(step_prof - unprof, 0.0), host_step_prof)
         if unprof > GPU_BOUND_MARGIN * gpu_busy_s:
             method = "step-ms: solved from the unprofiled step time"
         else:
@@ -545,6 +549,7 @@ def _host_side(
     return {
         "correction": correction,
         "host_step_s": host_step,
+        "step_profiled_s": step_prof,
         "host_per_kernel_s": host_step / issued if issued else host_step,
         "kernels_per_step": kernels_per_step,
         "graphs_per_step": graphs_per_step,

@@ -61,6 +61,25 @@ def test_profiler_cost_solved_from_the_unprofiled_step():
     assert p.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S, rel=0.01)
 
 
+def test_step_ms_is_subtracted_from_the_same_statistic_of_the_profiled_steps():
+    """H100 run 16's decode trace: three ProfilerSteps of 53.2, 43.4 and 44.6 ms (the first in
+    a slow moment); the point ran 22.49 ms unprofiled. The profiled step --step-ms is taken
+    from is their median, as the host time is; with the GPU window's mean (48.3 ms) the
+    calibration took 4 ms too many off the host and priced the traced point itself 16% fast."""
+    run = Path(gm.__file__).parent.parent / "validation/results/steps-h100-run16"
+    trace = run / "trace-llama3-8b-decode-eager.json.gz"
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    steps = sorted(e["dur"] for e in events if e.get("cat") == "user_annotation"
+                   and str(e.get("name", "")).startswith("ProfilerStep#"))  # fmt: skip
+    assert len(steps) == 3
+    cal = calibrate_from_trace(trace, gpu="h100", model="llama-3-8b", step_ms=22.489)
+    assert cal.trace.self_check["step_profiled_s"] == pytest.approx(steps[1] * 1e-6)
+    assert cal.trace.self_check["error_pct"] == pytest.approx(0.0, abs=2.0)
+    traced = gm.predict_inference("llama-3-8b", "h100", phase="decode", batch=8, context=2048,
+                                  runtime="hf-eager", calibration=cal)  # fmt: skip
+    assert traced.time_s == pytest.approx(22.489e-3, rel=0.02)
+
+
 def test_a_gpu_bound_step_ms_bounds_the_host_from_above_only():
     """fp32_no_tf32 is GPU-bound (13.87 ms profiled, 13.86 unprofiled): the difference says
     nothing of the profiler's host cost, so the per-event cost is removed as without --step-ms
