@@ -54,8 +54,9 @@ class ProfilerCorrection(_Frozen):
     removed_per_step_s: Seconds
     profiled_host_step_s: Seconds
     host_step_s: Seconds  # after the correction (and the rescale below)
-    # a slow-stretch trace's host times scaled to the --host profile's speed (tracecal's
-    # SLOW_TRACE_RATIO): host_step_s = (profiled_host_step_s - removed_per_step_s) x this
+    # an eager inference trace calibrated with --host and without --step-ms: its host times
+    # scaled to the profile's speed (tracecal._at_profile_speed);
+    # host_step_s = (profiled_host_step_s - removed_per_step_s) x this
     host_speed_factor: PositiveFloat = 1.0
 
 

@@ -70,7 +70,7 @@ def render(cal: Calibration, target: Path) -> None:
     p = fit.profiler
     sc = fit.self_check
     host_after = f"{p.host_step_s * 1e3:.3f} ms/step"
-    if p.host_speed_factor != 1.0:  # a slow-stretch trace taken at the --host profile's speed
+    if p.host_speed_factor != 1.0:  # the trace's host taken at the --host profile's speed
         host_after = (f"{p.host_step_s / p.host_speed_factor * 1e3:.3f} ms/step, "
                       f"x{p.host_speed_factor:.3g} to the --host profile's speed: {host_after}")  # fmt: skip
     lines = [

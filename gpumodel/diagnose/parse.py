@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gpumodel._io import gc_paused
 from gpumodel.errors import SpecError
 
 TraceFormat = Literal["torch_chrome_trace", "nsys_kern_sum_csv"]
@@ -166,6 +167,7 @@ class Trace:
 # entry point
 
 
+@gc_paused()  # a trace is millions of objects: see gc_paused
 def load_trace(source: str | Path | dict[str, Any] | list[Any] | Trace) -> Trace:
     """Read a profile file (or an already-loaded Chrome trace dict) into a :class:`Trace`."""
     if isinstance(source, Trace):
@@ -226,20 +228,13 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def _parse_chrome_text(text: str, path: Path, warnings: list[str], truncated: bool) -> Trace:
-    from gpumodel._io import MAX_DEPTH, gc_paused, json_depth, longest_digit_run
+    from gpumodel._io import MAX_DEPTH, json_depth, longest_digit_run
 
     data = text.encode("utf-8", "surrogatepass")
     if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
         raise TraceFormatError(f"{path}: the JSON nests deeper than {MAX_DEPTH} levels")
     parse_int = _bounded_int if longest_digit_run(data) > _MAX_INT_DIGITS else None
     del data
-    with gc_paused():
-        return _chrome_doc(text, path, warnings, truncated, parse_int)
-
-
-def _chrome_doc(
-    text: str, path: Path, warnings: list[str], truncated: bool, parse_int: Any
-) -> Trace:
     try:
         doc = json.loads(text, parse_int=parse_int)
     except ValueError as exc:
