@@ -3,10 +3,13 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static]
+#   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
+#   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
 set -u
 OUT=$1
 TOTAL=${2:-570}
+PLAN=${3:-all}
 HERE=$(cd "$(dirname "$0")" && pwd)
 S=$HERE/steps_unseen.py
 W=/tmp/steps_work
@@ -26,14 +29,14 @@ export TEARDOWN_CUPTI=1
 cat "$W/env.txt" >>"$OUT/log.txt"
 
 part() {  # name, parts, seconds, host window seconds
-  local name=$1 parts=$2 secs=$3 window=$4
+  local name=$1 parts=$2 secs=$3 window=$4 extra=${5:-}
   local left=$((TOTAL - (SECONDS - START)))
   ((secs > left)) && secs=$left
   if ((secs < 60)); then echo "skip $name: $left s left" | tee -a "$OUT/log.txt"; return; fi
   mkdir -p "$W/$name"
   echo "=== $name ($parts) budget $secs s at $((SECONDS - START)) s" | tee -a "$OUT/log.txt"
   timeout -k 10 "$secs" python3 "$S" --part "$parts" --tag "$name" --budget-s $((secs - 25)) \
-    --host-window "$window" --out "$W/$name" 2>&1 | tee -a "$OUT/log.txt"
+    --host-window "$window" --out "$W/$name" $extra 2>&1 | tee -a "$OUT/log.txt"
   mv "$W/$name"/trace-*.json.gz "$OUT/" 2>/dev/null
   cp "$W/env.txt" "$W/$name/"
   tar czf "$OUT/$name.tar.gz" -C "$W/$name" .
@@ -42,8 +45,12 @@ part() {  # name, parts, seconds, host window seconds
 # the host profile samples the host's speed for a window after its rounds (validate
 # --host-window): 60 s before the eager decode/prefill points, whose host time it prices
 # most; 30 s before the others, to stay inside one device call
-part llama-eager decode,prefill 250 60
-part train train 200 30
-part static static 400 30
+if [ "$PLAN" = static ]; then
+  part static static $((TOTAL - 20)) 60 "--static-grid wide --rounds 5"
+else
+  part llama-eager decode,prefill 250 60
+  part train train 200 30
+  part static static 400 30
+fi
 echo "done at $((SECONDS - START)) s" | tee -a "$OUT/log.txt"
 ls -la "$OUT" | tee -a "$OUT/log.txt"

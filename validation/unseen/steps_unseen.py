@@ -8,7 +8,8 @@ on the device), timed as a user runs them with HF transformers:
   eager prefill at batch 1 x 128/512/1024/2048, batch 4 x 512/2048, batch 8 x 2048;
 - Llama-3-8B `hf-static-compiled` decode (StaticCache + torch.compile(mode="reduce-overhead"),
   as HF documents for fast generation) at batch 1/16 x context 2048/4096, and one prefill point
-  into a StaticCache (HF runs prefill uncompiled);
+  into a StaticCache (HF runs prefill uncompiled); with --static-grid wide (a device call of its
+  own) also batch 8 x 1024 and 32 x 2048, and prefill at batch 1 x 128/512/2048 and 4 x 512;
 - training steps (fwd + bwd + fused AdamW step + zero_grad, loss through labels=) of GPT-2 small
   (batch 4/8/16/24, seq 1024) and a TinyLlama-1.1B-shaped Llama (batch 1/2/4/8, seq 2048), each
   in the policies `amp` (fp32 weights + bf16 autocast) and `bf16` (model.to(bfloat16)).
@@ -586,6 +587,9 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
     if "static" in parts:
         grid = [(1, 16), (2, 16)] if tiny else [(1, 2048), (16, 2048), (16, 4096), (1, 4096)]
         pgrid = [(1, 16)] if tiny else [(1, 512)]
+        if args.static_grid == "wide" and not tiny:  # a call of its own: room for more compiles
+            grid += [(8, 1024), (32, 2048)]
+            pgrid = [(1, 128), (1, 512), (1, 2048), (4, 512)]
         pts = static_points(env, model, cfg, grid, pgrid, deadline - 45)
         run_round_robin(env, pts, args.rounds, 2, args.steps, deadline)
         result["records"] += [p.record() for p in pts]
@@ -690,6 +694,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--no-host", action="store_true")
+    ap.add_argument("--static-grid", choices=("short", "wide"), default="short",
+                    help="hf-static-compiled points: short (4 decode, 1 prefill; shares a call "
+                    "with the other parts) or wide (6 decode, 4 prefill; a call of its own)")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
