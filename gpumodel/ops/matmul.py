@@ -94,6 +94,11 @@ class Conv2d(Op):
 
     ``layout`` is the memory format of the tensors PyTorch hands cuDNN: ``nchw`` (PyTorch's
     default, contiguous) or ``channels_last`` (NHWC, ``x.to(memory_format=torch.channels_last)``).
+
+    The calibrated families price the algorithm ``torch.backends.cudnn.benchmark = True`` picks
+    (validate times them so). With benchmark off, PyTorch's default, cuDNN's heuristic can pick a
+    slower one: on an H100 some fp32 3x3 layers ran 1.3-1.4x slower
+    (validation/results/h100-sxm/cudnn-benchmark-2026-11-27).
     """
 
     op_name: ClassVar[str] = "conv2d"

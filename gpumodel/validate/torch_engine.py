@@ -30,6 +30,7 @@ class Ctx:
         self.sm_clock_hz = float(clock_khz) * 1e3 if clock_khz else 2.0e9
         self._flush: Any = None
         self.prev_tf32 = False  # cuDNN's TF32 setting when the run began (restored by close)
+        self.prev_benchmark = False  # cudnn.benchmark when the run began (restored by close)
 
     @property
     def reps(self) -> dict[str, Any]:
@@ -105,6 +106,13 @@ def start(quick: bool) -> Ctx | list[dict[str, Any]]:
         return [{"family": "torch", "what": "all", "reason": "PyTorch sees no CUDA GPU"}]
     ctx = Ctx(torch, quick)
     ctx.prev_tf32 = bool(torch.backends.cudnn.allow_tf32)
+    ctx.prev_benchmark = bool(torch.backends.cudnn.benchmark)
+    # cuDNN convolutions as users who tune them run them: benchmark mode times cuDNN's
+    # algorithms at each new shape and keeps the fastest. It is set before the run's first
+    # convolution because PyTorch keeps one cuDNN plan per shape for the process, whichever mode
+    # chose it (aten/src/ATen/native/cudnn/Conv_v8.cpp, run_single_conv: the plan cache is looked
+    # up before the benchmark flag), so turning it on after a convolution changes nothing
+    torch.backends.cudnn.benchmark = True
     return ctx
 
 
@@ -117,7 +125,9 @@ def sync(ctx: Ctx) -> None:
 
 
 def close(ctx: Ctx) -> None:
-    """After the run: cuDNN's TF32 setting as found, the flush buffer and cached memory freed."""
+    """After the run: cuDNN's TF32 and benchmark settings as found, the flush buffer and cached
+    memory freed."""
     set_cudnn_tf32(ctx.torch, ctx.prev_tf32)
+    ctx.torch.backends.cudnn.benchmark = ctx.prev_benchmark
     ctx._flush = None
     ctx.torch.cuda.empty_cache()
