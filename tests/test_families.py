@@ -188,3 +188,27 @@ def test_the_documented_example_family_plugs_in(monkeypatch):
     assert params.family_bandwidth_efficiency["embedding"] == pytest.approx(eff, rel=1e-3)
     assert params.family_overhead_s["embedding"] == pytest.approx(5e-6, rel=1e-3)
     assert errors["embedding gather"].median_abs_pct < 0.1
+
+
+
+def test_the_torch_engine_runs_cudnn_in_benchmark_mode_and_restores_the_settings(monkeypatch):
+    """Convolutions are timed with cudnn.benchmark on from the run's first one (PyTorch reuses
+    a shape's cuDNN plan for the whole process, whichever mode chose it), and the user's
+    settings come back when the run closes."""
+    import sys
+    from types import SimpleNamespace
+
+    from gpumodel.validate import torch_engine
+
+    cudnn = SimpleNamespace(benchmark=False, allow_tf32=True)
+    props = SimpleNamespace(L2_cache_size=50 << 20, clock_rate=1_980_000)
+    cuda = SimpleNamespace(is_available=lambda: True, empty_cache=lambda: None,
+                           get_device_properties=lambda _: props)  # fmt: skip
+    monkeypatch.setitem(sys.modules, "torch",
+                        SimpleNamespace(backends=SimpleNamespace(cudnn=cudnn), cuda=cuda))  # fmt: skip
+    ctx = torch_engine.start(quick=True)
+    assert isinstance(ctx, torch_engine.Ctx)
+    assert cudnn.benchmark is True
+    cudnn.allow_tf32 = False  # a family switches TF32 off for its fp32 points
+    torch_engine.close(ctx)
+    assert (cudnn.benchmark, cudnn.allow_tf32) == (False, True)
