@@ -121,3 +121,31 @@ def test_sliding_window_caps_the_cache():
     r = predict_inference("mistral-7b", "h100", "decode", batch=1, context=16384,
                           calibration="none")  # fmt: skip
     assert r.kv_cache_bytes == get_model("mistral-7b").kv_cache_bytes_per_token(2) * 4096
+
+
+def test_hf_decode_prices_the_attention_kernel_torch_runs_on_the_gpu():
+    """torch's SDPA runs cuDNN's attention first on compute capability 9.0/10.0, and an HF
+    decode step's attention there is cuDNN's memory-bound 16-row-tile kernel (the decode
+    breakdown: 8.11 ms at 4.2 TB/s for batch 64 x 4096 on an H200): the HF runtimes' decode
+    prices cuDNN's kernel by default on those GPUs, FlashAttention elsewhere, in prefill and in
+    fused-graph engines; a named kernel always wins."""
+    from gpumodel.llm.runtimes import get_runtime, runtime_attention
+
+    eager, static, fused = (get_runtime(n) for n in ("hf-eager", "hf-static-compiled",
+                                                      "fused-graph"))  # fmt: skip
+    assert runtime_attention(eager, "9.0", None, "decode") == "cudnn"
+    assert runtime_attention(static, "10.0", None, "decode") == "cudnn"
+    assert runtime_attention(eager, "9.0", None, "prefill") == "flash"
+    assert runtime_attention(eager, "8.0", None, "decode") == "flash"
+    assert runtime_attention(fused, "9.0", None, "decode") == "flash"
+    assert runtime_attention(eager, "9.0", "flash", "decode") == "flash"
+    kw = dict(batch=64, context=4096, phase="decode", runtime="hf-eager")
+    for gpu, kernel in (("h200", "cudnn"), ("a100", "flash")):
+        default = predict_inference("llama-3-8b", gpu, **kw)
+        named = predict_inference("llama-3-8b", gpu, attention=kernel, **kw)
+        assert default.step_time_s == named.step_time_s
+    # on the H200 FlashAttention's compute-bound 128-row decode tile would take longer
+    h200 = predict_inference("llama-3-8b", "h200", **kw)
+    assert predict_inference("llama-3-8b", "h200", attention="flash", **kw).gpu_time_s > (
+        h200.gpu_time_s + 2e-3
+    )

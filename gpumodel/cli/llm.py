@@ -124,7 +124,11 @@ def infer(
     gpus: int = typer.Option(1, help="GPUs in total (replicas of --tp GPUs)"),
     tp: int = typer.Option(None, help="tensor-parallel size (default: --gpus)"),
     runtime: str = typer.Option(DEFAULT_RUNTIME, help=RUNTIME_HELP),
-    attention: str = typer.Option("flash"),
+    attention: str = typer.Option(
+        None,
+        help="flash, cudnn or naive (default: the runtime's own: cudnn for hf-eager and "
+        "hf-static-compiled decode on H100/H200/B200, where torch's SDPA runs it; else flash)",
+    ),
     fusion: str = typer.Option(None, help="expert: override the runtime's fusion"),
     kv_cache: str = typer.Option(None, help="expert: override the runtime's KV cache"),
     gqa: str = typer.Option(

@@ -76,6 +76,7 @@ from gpumodel.llm.runtimes import (
     get_runtime,
     host_kind,
     kernel_flags,
+    runtime_attention,
     sdpa_graph_build_s,
 )
 from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
@@ -178,7 +179,8 @@ class InferenceResult(StepResult):
             host_line += " (" + ", ".join(f"{k} {format_time(v)}" for k, v in kinds[:5]) + ")"
         lines = [
             f"{self.model} {self.phase} on {self.gpu} (tp={self.tp}, {self.runtime}, "
-            f"batch {self.batch}, seq {self.seq}, context {self.context}, {self.dtype})",
+            f"{self.attention} attention, batch {self.batch}, seq {self.seq}, "
+            f"context {self.context}, {self.dtype})",
             f"  step {format_time(self.time_s)} ({per}), {self.tokens_per_s:,.0f} tokens/s"
             f" over {self.replicas} replica(s); {self.bound}-bound",
         ]
@@ -443,7 +445,7 @@ def predict_inference(
     runtime: RuntimeName | None = None,
     calibration: Any = None,
     *,
-    attention: AttentionImpl = "flash",
+    attention: AttentionImpl | None = None,
     fusion: Fusion | None = None,
     kv_cache: KVCache | None = None,
     gqa: GQA | None = None,
@@ -466,7 +468,9 @@ def predict_inference(
     ``runtime``: ``"hf-eager"``, ``"hf-static-compiled"`` or ``"fused-graph"`` (default; see
     ``gpumodel.llm.runtimes``; ``"eager"``/``"graph"`` are the old names of the first and last).
     ``host``: the host profile (name, file or HostProfile; default: the locally measured one,
-    else ``reference-h100``). Expert overrides: ``fusion``/``kv_cache``/``gqa`` replace the
+    else ``reference-h100``). ``attention``: ``"flash"``, ``"cudnn"`` or ``"naive"`` (default:
+    the runtime's own, ``runtimes.runtime_attention``: cuDNN for the HF runtimes' decode on an
+    H100/H200/B200, else FlashAttention). Expert overrides: ``fusion``/``kv_cache``/``gqa`` replace the
     runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager host cost
     (one figure per kernel); ``graph_launch_s`` the graph runtimes' launch; ``stream_floor_s``
     the GPU time per small kernel back to back (default: the profile's in-graph per-kernel
@@ -488,12 +492,14 @@ def predict_inference(
     check_bool(allow_oversubscribe, "allow_oversubscribe")
     check_bool(new_shapes, "new_shapes")
     check_choice(phase, "phase", ("prefill", "decode"))
-    check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
-               host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-               graph_launch_s=graph_launch_s, op_times=op_times, stream_floor_s=stream_floor_s)  # fmt: skip
+    check_args(attention="flash" if attention is None else attention, fusion=fusion,
+               kv_cache=kv_cache, gqa=gqa, host_per_kernel_s=host_per_kernel_s,
+               host_per_step_s=host_per_step_s, graph_launch_s=graph_launch_s, op_times=op_times,
+               stream_floor_s=stream_floor_s)  # fmt: skip
     spec = get_model(model)
     g = get_gpu(gpu)
     rt = get_runtime(runtime)
+    attention = runtime_attention(rt, g.compute_capability, attention, phase)  # type: ignore[assignment]
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp

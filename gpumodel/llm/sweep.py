@@ -71,7 +71,13 @@ from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_ti
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags, sdpa_graph_build_s
+from gpumodel.llm.runtimes import (
+    for_phase,
+    get_runtime,
+    kernel_flags,
+    runtime_attention,
+    sdpa_graph_build_s,
+)
 from gpumodel.llm.training import (
     combine_step,
     default_global_batch,
@@ -232,7 +238,7 @@ def sweep_inference(
     dp: Any = 1,
     dtype: str = "bf16",
     runtime: str | None = None,
-    attention: AttentionImpl = "flash",
+    attention: AttentionImpl | None = None,
     fusion: Fusion | None = None,
     kv_cache: Any = None,
     gqa: Any = None,
@@ -270,9 +276,10 @@ def sweep_inference(
     check_bool(grid, "grid")
     check_bool(new_shapes, "new_shapes")
     # the same declared constraints as predict_inference's
-    check_args(attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,
-               host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
-               graph_launch_s=graph_launch_s, stream_floor_s=stream_floor_s)  # fmt: skip
+    check_args(attention="flash" if attention is None else attention, fusion=fusion,
+               kv_cache=kv_cache, gqa=gqa, host_per_kernel_s=host_per_kernel_s,
+               host_per_step_s=host_per_step_s, graph_launch_s=graph_launch_s,
+               stream_floor_s=stream_floor_s)  # fmt: skip
     gpus = _gpus(gpu)
     pp_arr = _ints("pp", pp)
     if np.any(pp_arr != 1):
@@ -305,35 +312,29 @@ def sweep_inference(
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
     prices: dict[str, Price | None] = {}
-    flags = {"dtype": dtype, "attention": attention, "fusion": fusion, "kv_cache": kv_cache,
-             "logits": "last", "gqa": gqa}  # fmt: skip
-    # the ops of a step depend on the shape, not on the GPU: built once for every GPU, over
-    # arrays of batch, seq and context for each tp (``ops.base.build``)
-    groups: list[tuple[np.ndarray, Any]] = []
-    for t in np.unique(uniq[:, 0]).tolist():
-        idx = np.flatnonzero(uniq[:, 0] == t)
-        try:
-            groups.append((idx, _array_ops(spec, uniq[idx], flags)))
-        except MixedKernels:  # e.g. prompts both longer and shorter than a sliding window
-            for s in np.unique(uniq[idx, 2]).tolist():
-                sub = idx[uniq[idx, 2] == s]
-                try:
-                    groups.append((sub, _array_ops(spec, uniq[sub], flags)))
-                except MixedKernels:
-                    groups.append((sub, None))
-    # bytes per GPU do not depend on the GPU (only its capacity does): once per layout
+    # the ops of a step depend on the shape and the attention kernel, not on the GPU: built
+    # once per kernel the GPUs run (``runtime_attention``), over arrays of batch, seq and
+    # context for each tp (``ops.base.build``)
+    built: dict[str, tuple[dict[str, Any], list[tuple[np.ndarray, Any]]]] = {}
+    for att in {runtime_attention(rt, g.compute_capability, attention, phase) for g in gpus}:
+        flags = {"dtype": dtype, "attention": att, "fusion": fusion, "kv_cache": kv_cache,
+                 "logits": "last", "gqa": gqa}  # fmt: skip
+        built[att] = (flags, _shape_groups(spec, uniq, flags))
+    # bytes per GPU do not depend on the GPU (only its capacity does) nor on which fused
+    # attention kernel runs (neither keeps the scores): once per layout
     need = np.array([memory_of(spec, gpus[0], batch=b, seq=c, dtype=dtype, tp=t, phase=phase,
-                               attention=attention, prefill_tokens=b * s).total_bytes
+                               attention=next(iter(built)), prefill_tokens=b * s).total_bytes
                      for t, b, s, c in uniq.tolist()])  # fmt: skip
     for g in gpus:
+        flags, groups = built[runtime_attention(rt, g.compute_capability, attention, phase)]
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
         calibrations[g.id] = timer.label
         m = len(uniq)
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
         mem, cap, fits = np.empty(m), np.empty(m), np.empty(m, dtype=bool)
-        build = sdpa_graph_build_s(rt, g.compute_capability, attention, hp.graph_build_s,
-                                   new_shapes)  # fmt: skip
+        build = sdpa_graph_build_s(rt, g.compute_capability, flags["attention"],
+                                   hp.graph_build_s, new_shapes)  # fmt: skip
         hosts = {"host_per_kernel_s": host_per_kernel_s, "host_per_step_s": host_per_step_s,
                  "graph_launch_s": graph_launch_s, "host_given": host is not None,
                  "graph_build_s": build}  # fmt: skip
@@ -367,8 +368,11 @@ def sweep_inference(
         kind="inference", model=spec.id, table=_table(columns), calibrations=calibrations,
         prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
         settings={"phase": phase, "runtime": rt.name, "dtype": dtype, "fusion": fusion,
-                  "kv_cache": kv_cache, "attention": attention, "gqa": gqa,
-                  "new_shapes": new_shapes, "host": host_dict(hp)},
+                  "kv_cache": kv_cache, "gqa": gqa, "new_shapes": new_shapes,
+                  "host": host_dict(hp),
+                  # per GPU: the kernel each runs (the runtime's own where none was named)
+                  "attention": {g.id: runtime_attention(rt, g.compute_capability, attention, phase)
+                                for g in gpus}},
     )  # fmt: skip
 
 
@@ -533,6 +537,26 @@ def _check_shapes(spec: ModelSpec, phase: str, shapes: np.ndarray) -> None:
         _defaults(spec, phase, s, c)
     for t in np.unique(shapes[:, 0]).tolist():
         tp_shape(spec, t)
+
+
+def _shape_groups(
+    spec: ModelSpec, uniq: np.ndarray, flags: dict[str, Any]
+) -> list[tuple[np.ndarray, Any]]:
+    """(row indices of ``uniq``, their ops built over arrays) per tp; None where the rows do
+    not build together (``_scalar_steps`` then prices them one at a time)."""
+    groups: list[tuple[np.ndarray, Any]] = []
+    for t in np.unique(uniq[:, 0]).tolist():
+        idx = np.flatnonzero(uniq[:, 0] == t)
+        try:
+            groups.append((idx, _array_ops(spec, uniq[idx], flags)))
+        except MixedKernels:  # e.g. prompts both longer and shorter than a sliding window
+            for s in np.unique(uniq[idx, 2]).tolist():
+                sub = idx[uniq[idx, 2] == s]
+                try:
+                    groups.append((sub, _array_ops(spec, uniq[sub], flags)))
+                except MixedKernels:
+                    groups.append((sub, None))
+    return groups
 
 
 def _array_ops(spec: ModelSpec, shapes: np.ndarray, flags: dict[str, Any]) -> Any:
