@@ -9,13 +9,7 @@
 set -u
 OUT=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-export TEARDOWN_CUPTI=1 PYTHONUNBUFFERED=1
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
-  lscpu | grep -E 'Model name|^CPU\(s\)|Hypervisor|L3'; python3 --version
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
-} >"$OUT/env.txt" 2>&1
-step() { echo "=== $* at $(date -u +%T)" | tee -a "$OUT/log.txt"; "$@" 2>&1 | tail -40 >>"$OUT/log.txt"; }
+source "$ROOT/validation/unseen/device_common.sh"
 W=$(mktemp -d)
 step python3 -m gpumodel validate --families conv2d --no-torch --no-host --no-progress \
   --out "$OUT/conv-calibration.yaml" --report "$W/rep"

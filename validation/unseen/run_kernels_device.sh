@@ -9,15 +9,7 @@ set -u
 OUT=$1
 FAM=${2:-conv2d,copy}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-# the profiler's CUPTI stays attached after a session unless told otherwise, and slows every
-# eager call after it (validation/results/h200-sxm/process-state-2026-11-25)
-export TEARDOWN_CUPTI=1 PYTHONUNBUFFERED=1
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
-  lscpu | grep -E 'Model name|^CPU\(s\)|Hypervisor|L3'; python3 --version
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-} >"$OUT/env.txt" 2>&1
-step() { echo "=== $* at $(date -u +%T)" | tee -a "$OUT/log.txt"; "$@" 2>&1 | tail -40 >>"$OUT/log.txt"; }
+source "$ROOT/validation/unseen/device_common.sh"
 step python3 -m gpumodel validate --host-only --host-window 30 --host-out "$OUT/host-before.yaml"
 W=$(mktemp -d)
 step python3 "$ROOT/validation/unseen/kernels_unseen.py" --families "$FAM" --out "$W/first"
