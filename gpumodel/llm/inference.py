@@ -470,8 +470,8 @@ def predict_inference(
     ``host``: the host profile (name, file or HostProfile; default: the locally measured one,
     else ``reference-h100``). ``attention``: ``"flash"``, ``"cudnn"`` or ``"naive"`` (default:
     the runtime's own, ``runtimes.runtime_attention``: cuDNN for the HF runtimes' decode on an
-    H100/H200/B200, else FlashAttention). Expert overrides: ``fusion``/``kv_cache``/``gqa`` replace the
-    runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager host cost
+    H100/H200/B200, else FlashAttention). Expert overrides: ``fusion``/``kv_cache``/``gqa``
+    replace the runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager host cost
     (one figure per kernel); ``graph_launch_s`` the graph runtimes' launch; ``stream_floor_s``
     the GPU time per small kernel back to back (default: the profile's in-graph per-kernel
     time); ``op_times`` replaces the op model's time of named layer ops by measured seconds
@@ -499,7 +499,7 @@ def predict_inference(
     spec = get_model(model)
     g = get_gpu(gpu)
     rt = get_runtime(runtime)
-    attention = runtime_attention(rt, g.compute_capability, attention, phase)  # type: ignore[assignment]
+    kernel = runtime_attention(rt, g.compute_capability, attention, phase)
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp
@@ -510,11 +510,11 @@ def predict_inference(
     rt = for_phase(rt, phase)
     fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa)
     mem = memory(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp, phase=phase,
-                 attention=attention, prefill_tokens=batch * seq)  # fmt: skip
+                 attention=kernel, prefill_tokens=batch * seq)  # fmt: skip
     if not allow_oversubscribe and not mem.fits:
         require_fit(mem, what_fits(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp,
-                                   phase=phase, attention=attention))  # fmt: skip
-    ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
+                                   phase=phase, attention=kernel))  # fmt: skip
+    ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=kernel,
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
@@ -548,7 +548,7 @@ def predict_inference(
     one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
 
     def build_of(profile: HostProfile) -> float:  # cuDNN graph build, a step at new shapes
-        return sdpa_graph_build_s(rt, g.compute_capability, attention, profile.graph_build_s,
+        return sdpa_graph_build_s(rt, g.compute_capability, kernel, profile.graph_build_s,
                                   True)  # fmt: skip
 
     def step_on(profile: HostProfile) -> tuple[HostTerms, dict[str, Any]]:
@@ -596,7 +596,7 @@ def predict_inference(
     return InferenceResult(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
         tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
-        attention=attention, gqa=gqa, calibration=timer.label, host=host_dict(hp),
+        attention=kernel, gqa=gqa, calibration=timer.label, host=host_dict(hp),
         host_warning=hp.mismatch(), time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
         host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,
