@@ -3,10 +3,10 @@
 
 The shipped file keeps everything else: its other families' measurements and parameters, and
 the sections merged into it after its fit (conditions, host copies). The family's records that
-the new run measured again are replaced by the new ones (the others stay), the whole measurement
-set is refitted with `gpumodel validate
---from-measurements`, and only the parameters whose names carry the family's prefix (and the
-errors of its report groups) are taken from the refit. It refuses when the refit moved any
+the new run measured again are replaced by the new ones (the others stay), the whole
+measurement set is refitted with `gpumodel validate --from-measurements`, and only the
+parameters whose names carry the family's name (and the errors of its report groups) are taken
+from the refit. It refuses when the refit moved any
 other fitted parameter, which would mean the families were not independent.
 
 usage: python validation/experiments/refit_family.py SHIPPED.yaml NEW_RUN.yaml FAMILY OUT.yaml
