@@ -404,9 +404,9 @@ def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
 # 8.4 us between calls, and the profile's own measurement of it did not follow. The profile,
 # measured for the purpose on the same machine, is the better guide to the host's speed, so an
 # eager inference trace calibrated with --host and without --step-ms keeps the trace's mix of
-# host work per operator kind at the profile's speed (``_at_profile_speed``). Outside 1/2-2x the output also
-# warns: the trace was recorded in a slow (or fast) stretch, or its profiler cost was unusual.
-# Both the rule and the threshold were decided after reading those traces' scores
+# host work per operator kind at the profile's speed (``_at_profile_speed``). Outside 1/2-2x
+# the output also warns: the trace was recorded in a slow (or fast) stretch, or its profiler
+# cost was unusual. Both the rule and the threshold were decided after reading those traces' scores
 # (validation/results/trace-calibration-errors-run14.md, -run15.md; docs/trace-calibration.md).
 SLOW_TRACE_RATIO = 2.0
 

@@ -471,8 +471,8 @@ def predict_inference(
     else ``reference-h100``). ``attention``: ``"flash"``, ``"cudnn"`` or ``"naive"`` (default:
     the runtime's own, ``runtimes.runtime_attention``: cuDNN for the HF runtimes' decode on an
     H100/H200/B200, else FlashAttention). Expert overrides: ``fusion``/``kv_cache``/``gqa``
-    replace the runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager host cost
-    (one figure per kernel); ``graph_launch_s`` the graph runtimes' launch; ``stream_floor_s``
+    replace the runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager
+    host cost (one figure per kernel); ``graph_launch_s`` the graph runtimes' launch; ``stream_floor_s``
     the GPU time per small kernel back to back (default: the profile's in-graph per-kernel
     time); ``op_times`` replaces the op model's time of named layer ops by measured seconds
     per execution (e.g. ``{"lm_head": 2e-3}``).

@@ -315,8 +315,10 @@ def sweep_inference(
     # the ops of a step depend on the shape and the attention kernel, not on the GPU: built
     # once per kernel the GPUs run (``runtime_attention``), over arrays of batch, seq and
     # context for each tp (``ops.base.build``)
+    # per GPU: the kernel each runs (the runtime's own where none was named)
+    kernel_of = {g.id: runtime_attention(rt, g.compute_capability, attention, phase) for g in gpus}
     built: dict[str, tuple[dict[str, Any], list[tuple[np.ndarray, Any]]]] = {}
-    for att in {runtime_attention(rt, g.compute_capability, attention, phase) for g in gpus}:
+    for att in set(kernel_of.values()):
         flags = {"dtype": dtype, "attention": att, "fusion": fusion, "kv_cache": kv_cache,
                  "logits": "last", "gqa": gqa}  # fmt: skip
         built[att] = (flags, _shape_groups(spec, uniq, flags))
@@ -326,7 +328,7 @@ def sweep_inference(
                                attention=next(iter(built)), prefill_tokens=b * s).total_bytes
                      for t, b, s, c in uniq.tolist()])  # fmt: skip
     for g in gpus:
-        flags, groups = built[runtime_attention(rt, g.compute_capability, attention, phase)]
+        flags, groups = built[kernel_of[g.id]]
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
                       stream_floor_s=floor)  # fmt: skip
         calibrations[g.id] = timer.label
@@ -369,10 +371,7 @@ def sweep_inference(
         prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
         settings={"phase": phase, "runtime": rt.name, "dtype": dtype, "fusion": fusion,
                   "kv_cache": kv_cache, "gqa": gqa, "new_shapes": new_shapes,
-                  "host": host_dict(hp),
-                  # per GPU: the kernel each runs (the runtime's own where none was named)
-                  "attention": {g.id: runtime_attention(rt, g.compute_capability, attention, phase)
-                                for g in gpus}},
+                  "host": host_dict(hp), "attention": kernel_of},
     )  # fmt: skip
 
 
