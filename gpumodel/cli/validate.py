@@ -95,7 +95,7 @@ def validate(
         _host_profile(host_out, as_json, no_progress, host_repeats, host_window)
         return
     from gpumodel.calibration import user_calibration_path
-    from gpumodel.validate.pipeline import run_validate, write_outputs
+    from gpumodel.validate.pipeline import run_validate, timing_line, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
     _check_targets(out, report, host_out)  # before any measuring: a bad path fails at once
@@ -110,7 +110,9 @@ def validate(
         return
     fam = set(split_list(families)) or None
     with _progress(disabled=no_progress or as_json or as_csv) as progress:
-        cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements)
+        # the fit's independent parts on the host's cores (GPUMODEL_FIT_WORKERS overrides)
+        cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements,
+                                           workers="auto")  # fmt: skip
     target = Path(out) if out else user_calibration_path(cal.gpu_id)
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
     if html:
@@ -139,6 +141,9 @@ def validate(
             out_console.print(f"wrote {w}", highlight=False, markup=False)
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
+        timing = timing_line(cal.environment)
+        if timing:
+            out_console.print(timing, highlight=False, markup=False)
     if torch_families is None:
         torch_families = backend != "numpy" and from_measurements is None and _torch_sees_gpu()
     if torch_families:

@@ -40,7 +40,8 @@ from typing import Any
 MIN_BACK_TO_BACK_S = 150e-6  # shorter kernels: the Python loop's gaps show in the timing
 STATIC_POWER_FRACTION_DEFAULT = 0.1  # H100: 70 W idle of a 700 W limit (nvidia-smi -q)
 IDLE_MAX_FRACTION = 0.2  # an "idle" power reading above this share of the limit is not idle
-BACK_TO_BACK_S = 2.0  # long enough for the power controller to settle (seen: < 0.5 s on H100)
+# long enough for the power controller to settle (seen: < 0.5 s on H100), timing the second half
+BACK_TO_BACK_S = 1.2
 SAMPLE_MS = 50
 QUERY = "clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active"
 
@@ -190,9 +191,24 @@ def _do_bench(fn: Callable[[], Any]) -> float | None:
 
 
 def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Every kernel of the stage in each condition, with the device's facts; the caller's
+    torch flags (cuDNN benchmark mode and TF32, cuBLAS TF32) are as found afterwards."""
     import torch
 
+    from gpumodel.validate.torch_engine import user_settings_kept
+
+    with user_settings_kept(torch):
+        return _measure(torch, quick, log)
+
+
+def _measure(torch: Any, quick: bool, log: Callable[[str], None]) -> dict[str, Any]:
     from gpumodel.validate.timing import time_torch
+
+    started = time.perf_counter()
+    seconds: dict[str, float] = {}
+
+    def lap(section: str) -> None:  # wall seconds of each section, in the log
+        seconds[section] = time.perf_counter() - started - sum(seconds.values())
 
     facts = device_facts(torch)  # first: the idle power reading before any work
     props = torch.cuda.get_device_properties(0)
@@ -245,10 +261,13 @@ def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str
                                      "method": "triton.testing.do_bench"}})  # fmt: skip
             line += f" do_bench {t_bench * 1e6:.1f} us"
         log(line)
-
+    lap("gemm")
     records += _bmms(torch, flush["read"], log, quick)
+    lap("bmm")
     records += _sdpas(torch, flush["read"], log, quick)
+    lap("sdpa")
     records += _convs(torch, flush["read"], log, quick)
+    lap("conv2d")
     records += _host_copies(torch, log, quick)
     src = torch.empty(COPY_BYTES // 2, device="cuda", dtype=torch.bfloat16)
     dst = torch.empty_like(src)
@@ -257,6 +276,9 @@ def measure(quick: bool = False, log: Callable[[str], None] = print) -> dict[str
                     "op": {"op": "copy", "bytes": float(COPY_BYTES)},
                     "time_s": b2b.pop("time_s"), "meta": b2b})  # fmt: skip
     log(f"copy 1 GiB back to back: {b2b['sm_clock_mhz_median']} MHz {b2b['power_w_median']} W")
+    lap("copies")
+    log(f"conditions measured in {sum(seconds.values()):.1f} s ("
+        + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()) + ")")
     return {"device": facts, "records": records}
 
 
@@ -394,7 +416,6 @@ def _convs(
                 out += recs
                 log(f"conv2d {batch}x{cin}->{cout} {hw}^2 k{kern}s{stride} {dtype} {layout}: "
                     f"{line}")  # fmt: skip
-    torch.backends.cudnn.allow_tf32 = True
     return out
 
 

@@ -261,14 +261,9 @@ def default_profile_path(name: str) -> Path:
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux, platform.processor() elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        m = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
-        if m:
-            return m.group(1).strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+    from gpumodel.hostprofile import local_cpu_model
+
+    return local_cpu_model() or platform.processor() or platform.machine() or "unknown"
 
 
 def cuda_driver_version() -> str | None:

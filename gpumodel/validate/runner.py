@@ -24,10 +24,12 @@ def run(
     families: set[str] | None = None,
     quick: bool = False,
     progress: Progress | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Measure the selected families of ``engine`` (all of them when None; other engines'
     names are ignored). Raises DeviceError where the engine needs a GPU it cannot find (CuPy);
-    an engine that is merely absent (PyTorch) is reported in ``unavailable``."""
+    an engine that is merely absent (PyTorch) is reported in ``unavailable``. ``seconds``
+    gains each family's wall seconds (tasks.run_tasks)."""
     if engine not in ENGINES:
         from gpumodel.errors import SpecError
 
@@ -53,7 +55,8 @@ def run(
             done.release(ctx)
 
     try:
-        records = run_tasks(tasks, unavailable, progress, new_family, lambda: eng.sync(ctx))
+        records = run_tasks(tasks, unavailable, progress, new_family, lambda: eng.sync(ctx),
+                            seconds)
     finally:
         eng.close(ctx)
     return records, unavailable

@@ -32,14 +32,19 @@ def run_tasks(
     progress: Progress | None,
     new_family: Callable[[str | None], None],
     resync: Callable[[], None],
+    seconds: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``tasks`` in order and return their records. ``new_family(previous)`` runs before
     the first task of each family (free the last family's buffers, restore its settings); a task
-    that raises is appended to ``unavailable`` and the device is resynchronised."""
+    that raises is appended to ``unavailable`` and the device is resynchronised. ``seconds``,
+    where given, gains each family's wall seconds (added to what it holds)."""
+    import time
+
     records: list[dict[str, Any]] = []
     total = len(tasks)
     current: str | None = None
     for i, task in enumerate(tasks):
+        began = time.perf_counter()
         if task.family != current:
             new_family(current)
             current = task.family
@@ -55,6 +60,8 @@ def run_tasks(
                 resync()
             except Exception:
                 pass
+        if seconds is not None:
+            seconds[task.family] = seconds.get(task.family, 0.0) + time.perf_counter() - began
     if progress is not None:
         progress("done", total, total)
     return records

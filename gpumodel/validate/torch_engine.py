@@ -11,7 +11,8 @@ is checked against a float64 reference computed through PyTorch on a sample of i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 TORCH_MISSING = {"family": "torch", "what": "all", "reason": "PyTorch not importable"}
@@ -29,8 +30,7 @@ class Ctx:
         clock_khz = getattr(props, "clock_rate", None)
         self.sm_clock_hz = float(clock_khz) * 1e3 if clock_khz else 2.0e9
         self._flush: Any = None
-        self.prev_tf32 = False  # cuDNN's TF32 setting when the run began (restored by close)
-        self.prev_benchmark = False  # cudnn.benchmark when the run began (restored by close)
+        self.user_flags: dict[str, bool] = {}  # torch's flags when the run began (close restores)
 
     @property
     def reps(self) -> dict[str, Any]:
@@ -93,6 +93,50 @@ def set_cudnn_tf32(torch: Any, on: bool) -> None:
         torch.backends.cudnn.allow_tf32 = on
 
 
+# (module, attribute) of the torch flags a run changes: cuDNN's benchmark mode and TF32, and
+# cuBLAS's TF32 (the conditions stage times TF32 GEMMs through it)
+USER_FLAGS = (("cudnn", "benchmark"), ("cudnn", "allow_tf32"), ("cuda.matmul", "allow_tf32"))
+
+
+def _flag_owner(torch: Any, path: str) -> Any:
+    owner = torch.backends
+    for part in path.split("."):
+        owner = getattr(owner, part, None)
+    return owner
+
+
+def saved_flags(torch: Any) -> dict[str, bool]:
+    """The user's torch flags that a measurement run changes, as they are now."""
+    out = {}
+    for path, name in USER_FLAGS:
+        owner = _flag_owner(torch, path)
+        if owner is not None and hasattr(owner, name):
+            out[f"{path}.{name}"] = bool(getattr(owner, name))
+    return out
+
+
+def restore_flags(torch: Any, flags: dict[str, bool]) -> None:
+    """Put back what ``saved_flags`` read (TF32 setters warn on newer torch: silenced)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, value in flags.items():
+            path, name = key.rsplit(".", 1)
+            setattr(_flag_owner(torch, path), name, value)
+
+
+@contextmanager
+def user_settings_kept(torch: Any) -> Iterator[None]:
+    """Inside the block a measurement may set torch's flags as it needs; the caller's come
+    back when it ends, however it ends."""
+    flags = saved_flags(torch)
+    try:
+        yield
+    finally:
+        restore_flags(torch, flags)
+
+
 # --------------------------------------------------------------------------- engine
 
 
@@ -105,8 +149,7 @@ def start(quick: bool) -> Ctx | list[dict[str, Any]]:
     if not torch.cuda.is_available():
         return [{"family": "torch", "what": "all", "reason": "PyTorch sees no CUDA GPU"}]
     ctx = Ctx(torch, quick)
-    ctx.prev_tf32 = bool(torch.backends.cudnn.allow_tf32)
-    ctx.prev_benchmark = bool(torch.backends.cudnn.benchmark)
+    ctx.user_flags = saved_flags(torch)
     # cuDNN convolutions as users who tune them run them: benchmark mode times cuDNN's
     # algorithms at each new shape and keeps the fastest. It is set before the run's first
     # convolution because PyTorch keeps one cuDNN plan per shape for the process, whichever mode
@@ -125,9 +168,8 @@ def sync(ctx: Ctx) -> None:
 
 
 def close(ctx: Ctx) -> None:
-    """After the run: cuDNN's TF32 and benchmark settings as found, the flush buffer and cached
+    """After the run: torch's flags as found (``USER_FLAGS``), the flush buffer and cached
     memory freed."""
-    set_cudnn_tf32(ctx.torch, ctx.prev_tf32)
-    ctx.torch.backends.cudnn.benchmark = ctx.prev_benchmark
+    restore_flags(ctx.torch, ctx.user_flags)
     ctx._flush = None
     ctx.torch.cuda.empty_cache()

@@ -91,10 +91,10 @@ def conv_points(
     quick: bool,
 ) -> list[tuple[tuple[int, int, int, int, int, int], int, str, str]]:
     """(shape, batch, dtype, layout) points: every ResNet-50 convolution at batches 1, 8, 32
-    and 128 in bf16 and TF32 channels-last and in plain fp32 (CUDA cores, both layouts), and
-    in PyTorch's default NCHW layout (where cuDNN's tensor-core kernels need layout
-    transposes) at 1 and 32: one image leaves most SMs idle, which the fit must see. (The full
-    run stays under 5 minutes on an H100: 293 s with NCHW at 128 too.)"""
+    and 128 in bf16 and TF32 channels-last and in plain fp32 NCHW (CUDA cores), and at 1 and
+    32 where a layout transpose wraps a kernel those points fit (bf16/TF32 in PyTorch's
+    default NCHW, fp32 channels-last): one image leaves most SMs idle, which the fit must
+    see. (The full run stays under 5 minutes on an H100: benchmarks/validate-full-run.md.)"""
     if quick:
         pts = [(shape, 32, "bf16", "channels_last") for shape in RESNET50_CONVS]
         pts += [(shape, 128, "bf16", "channels_last") for shape in RESNET50_CONVS[::4]]
@@ -106,12 +106,15 @@ def conv_points(
     pts = [
         (shape, batch, dtype, layout)
         for dtype, layout in (("bf16", "channels_last"), ("tf32", "channels_last"),
-                              ("fp32", "nchw"), ("fp32", "channels_last"))
+                              ("fp32", "nchw"))
         for shape in RESNET50_CONVS
         for batch in (1, 8, 32, 128)
     ]  # fmt: skip
-    # NCHW tensor-core kernels are the channels-last ones between layout transposes
-    pts += [(shape, batch, dtype, "nchw") for dtype in ("bf16", "tf32")
+    # NCHW tensor-core kernels are the channels-last ones between layout transposes, and
+    # cuDNN runs fp32 channels-last as the NCHW kernel between transposes (the model prices it
+    # so): both need only the two ends of the SM-fill range
+    pts += [(shape, batch, dtype, layout)
+            for dtype, layout in (("bf16", "nchw"), ("tf32", "nchw"), ("fp32", "channels_last"))
             for shape in RESNET50_CONVS for batch in (1, 32)]  # fmt: skip
     return pts
 
@@ -172,30 +175,37 @@ def _compute(family: str) -> bool:
 HALF_FILL_GRID: tuple[float | None, ...] = (None, 0.15, 0.3, 0.45, 0.7, 1.0)
 
 
-def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    """Per kernel family the efficiencies and floor, for each candidate SM-fill constant; the
-    constant whose fit has the least log error on the fitted points is kept. NCHW convolutions
-    are fitted last: their layout transposes wrap a compute kernel whose family the
-    channels-last points fit first."""
+def _fit_with_fill(
+    half_fill: float | None, pts: list[Point], gpu: GPUSpec, params: CalibrationParams
+) -> tuple[float, CalibrationParams]:
+    """The family fit at one SM-fill constant: (log error on ``pts``, parameters)."""
     from gpumodel.calibrate import fit_kernel_families, measured_times, predict_points
     from gpumodel.fitting import log_loss
     from gpumodel.ops.matmul import LAYOUT_TRANSPOSE_FAMILY
 
+    start = params.model_copy(update={"conv_half_fill_tiles_per_sm": half_fill})
+    # the layout transposes move bytes no faster than a plain copy does; what they
+    # take beyond it is their per-element work (gpumodel.ops.matmul._transpose)
+    fitted = fit_kernel_families(pts, gpu, start, compute=_compute,
+                                 last=(LAYOUT_TRANSPOSE_FAMILY,),
+                                 memory_roof={LAYOUT_TRANSPOSE_FAMILY: "copy"})  # fmt: skip
+    return log_loss(predict_points(pts, gpu, fitted), measured_times(pts)), fitted
+
+
+def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
+    """Per kernel family the efficiencies and floor, for each candidate SM-fill constant; the
+    constant whose fit has the least log error on the fitted points is kept (the first in grid
+    order on a tie). The candidates are independent fits, run in worker processes where there
+    are cores for them (gpumodel.parallel). NCHW convolutions are fitted last: their layout
+    transposes wrap a compute kernel whose family the channels-last points fit first."""
+    from gpumodel.parallel import map_independent
+
     pts = fam.get("conv2d", [])
     if not pts:
         return params
-    best: tuple[float, CalibrationParams] | None = None
-    for half_fill in HALF_FILL_GRID:
-        start = params.model_copy(update={"conv_half_fill_tiles_per_sm": half_fill})
-        # the layout transposes move bytes no faster than a plain copy does; what they
-        # take beyond it is their per-element work (gpumodel.ops.matmul._transpose)
-        fitted = fit_kernel_families(pts, gpu, start, compute=_compute,
-                                     last=(LAYOUT_TRANSPOSE_FAMILY,),
-                                     memory_roof={LAYOUT_TRANSPOSE_FAMILY: "copy"})  # fmt: skip
-        loss = log_loss(predict_points(pts, gpu, fitted), measured_times(pts))
-        if best is None or loss < best[0]:
-            best = (loss, fitted)
-    return best[1]
+    fits = map_independent(_fit_with_fill, [(h, pts, gpu, params) for h in HALF_FILL_GRID])
+    best = min(range(len(fits)), key=lambda i: (fits[i][0], i))
+    return fits[best][1]
 
 
 def adapt_row(row: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gpumodel.calibrate import Point
-    from gpumodel.calibration import CalibrationParams
+    from gpumodel.calibration import CalibrationParams, GemmParams
     from gpumodel.specs import GPUSpec
 
 
@@ -324,14 +324,25 @@ def fit_gemm(
     return fit_parameters(gemv, gpu, params, build_gemv, [math.log(0.1)])
 
 
+def _fit_one_dtype(
+    dtype: str, pts: list[Point], gpu: GPUSpec, params: CalibrationParams
+) -> GemmParams:
+    return fit_gemm(dtype, pts, gpu, params).gemm[dtype]
+
+
 def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
-    """GEMM per dtype, in dtype order."""
+    """GEMM per dtype: each dtype's kernels are priced by its own parameters alone, so the
+    dtypes are fitted independently, in worker processes where there are cores for them
+    (gpumodel.parallel), and merged in dtype order."""
+    from gpumodel.parallel import map_independent
+
     gemm_by_dtype: dict[str, list[Point]] = {}
     for p in fam.get("gemm", []):
         gemm_by_dtype.setdefault(p.op.dtype, []).append(p)  # type: ignore[attr-defined]
-    for dtype, pts in sorted(gemm_by_dtype.items()):
-        params = fit_gemm(dtype, pts, gpu, params)
-    return params
+    dtypes = sorted(gemm_by_dtype)
+    fitted = map_independent(_fit_one_dtype,
+                             [(d, gemm_by_dtype[d], gpu, params) for d in dtypes])  # fmt: skip
+    return params.model_copy(update={"gemm": {**params.gemm, **dict(zip(dtypes, fitted))}})
 
 
 def _points(quick: bool) -> list[tuple[int, int, int, str, str]]:
