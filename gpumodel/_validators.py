@@ -112,7 +112,8 @@ Efficiency = _float_type(ge=MIN_RATIO, le=1)  # a true fraction: achieved / poss
 # its GEMM and stream efficiencies at 1.2)
 DatasheetRatio = _float_type(ge=MIN_RATIO, le=1.5)
 Fraction = _float_type(ge=0, le=1)
-Multiplier = _float_type(ge=MIN_RATIO, le=1e3)  # a fitted per-family multiplier on a rate
+MAX_MULTIPLIER = 1e3
+Multiplier = _float_type(ge=MIN_RATIO, le=MAX_MULTIPLIER)  # a fitted per-family multiplier
 Cycles = _float_type(gt=0, le=1e9)  # a latency in clock cycles (DRAM ~600-900)
 PerSMCycle = _float_type(ge=1e-6, le=1e6)  # elements one SM completes per clock
 Percent = _float_type(ge=0, le=1e6)  # an error statistic, %

@@ -24,9 +24,16 @@ import os
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from gpumodel import _paths
 from gpumodel._io import dump_yaml
@@ -144,6 +151,16 @@ class PowerParams(_Frozen):
     source: str = ""
 
 
+def _smallest_first(span: tuple[float, float]) -> tuple[float, float]:
+    if span[0] > span[1]:
+        raise ValueError(f"a span is (smallest, largest) seconds; {span[0]:g} is above {span[1]:g}")
+    return span
+
+
+# (smallest, largest) seconds, both > 0 and finite
+SecondsSpan = Annotated[tuple[PositiveSeconds, PositiveSeconds], AfterValidator(_smallest_first)]
+
+
 class CalibrationParams(_Frozen):
     """Everything the time model takes from a calibration; None means 'use the datasheet'."""
 
@@ -217,11 +234,26 @@ class CalibrationParams(_Frozen):
         description="'family:dtype' -> factor by which a transfer raised that family's "
         "efficiency to the target generation's published kernels (gpumodel.published)",
     )
-    family_time_scale: dict[str, float] = Field(
+    family_time_scale: dict[str, Multiplier] = Field(
         default_factory=dict,
         description="'family/bound' (e.g. 'gemm/memory') or 'family' -> measured / predicted "
         "kernel time in a user's own trace (gpumodel calibrate --trace); 1 when absent",
     )
+    family_time_scale_span_s: dict[str, SecondsSpan] = Field(
+        default_factory=dict,
+        description="key of family_time_scale -> (smallest, largest) model-predicted time in "
+        "seconds of one kernel of the traced ops that fitted the scale (each op's largest, "
+        "gpumodel.predict.kernel_size_s); outside it the scale fades to 1 "
+        "(gpumodel.predict.scale_at_size); a key without one: the scale holds at every size",
+    )
+
+    @model_validator(mode="after")
+    def _spans_have_scales(self) -> CalibrationParams:
+        orphans = sorted(set(self.family_time_scale_span_s) - set(self.family_time_scale))
+        if orphans:
+            raise ValueError(f"family_time_scale_span_s: {', '.join(map(repr, orphans))} has no "
+                             "scale in family_time_scale")  # fmt: skip
+        return self
 
 
 class FamilyError(_Frozen):

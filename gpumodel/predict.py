@@ -24,6 +24,7 @@ measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -37,7 +38,7 @@ from gpumodel.ops.base import KernelWork, Op
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.tracefit import family_key
-from gpumodel.units import format_quantity
+from gpumodel.units import format_quantity, format_time
 
 # A bare kernel launch, host side, back to back, where no calibration measured one
 # (``launch_host_s``): the CuPy RawKernel launch of `gpumodel validate` on the H100 host of
@@ -56,6 +57,14 @@ L2_MODES: tuple[str, ...] = ("cold", "warm", "dirty")
 # in-workload: back to back with other kernels (the power-limited sustained clock)
 Condition = Literal["in-workload", "isolated"]
 CONDITIONS: tuple[str, ...] = ("in-workload", "isolated")
+
+# A trace-fitted family scale holds between the smallest and largest kernel of the traced ops
+# that fitted it (its span, in predicted time per kernel: ``kernel_size_s``); beyond the nearer
+# edge it fades to 1 linearly in log10 distance and is 1 from this factor beyond it on. Set a
+# priori, before any scoring: an order of magnitude in a kernel's time puts it in another
+# tile/grid regime (another cuBLAS kernel, a grid that fills the GPU where the traced one did
+# not), where the ratio the trace measured says nothing.
+SCALE_FADE_FACTOR = 10.0
 
 
 def predict(
@@ -221,20 +230,71 @@ def predict_with_params(
     return pred.model_copy(update={"condition": condition})
 
 
+def kernel_size_s(kernels: Sequence[KernelPrediction]) -> float:
+    """The size a trace-fitted scale is held to: the op's largest kernel, seconds per launch.
+
+    Per kernel, not the op's sum: the LLM step model prices an eager RMSNorm as one op of 8
+    kernels, each one traced call of ~5 us; ``N`` identical kernels priced as one
+    (``KernelWork.repeats``) count as ``N`` launches."""
+    return max((k.time_s / max(k.launches, 1) for k in kernels), default=0.0)
+
+
+def scale_at_size(scale: float, span: tuple[float, float] | None, time_s: float) -> float:
+    """A trace-fitted family ``scale`` at a kernel the model prices at ``time_s`` before it.
+
+    Inside ``span`` (the smallest and largest traced kernel's predicted time; None: no span
+    recorded) the whole scale; outside, the scale moves toward 1 linearly in the log10
+    distance d from the nearer edge, in units of ``SCALE_FADE_FACTOR``:
+    ``scale + (1 - scale) * min(1, d)``, d = |log10(time_s / edge)| / log10(factor). A kernel
+    with no time (``time_s <= 0``) gets 1.
+    """
+    if span is None:
+        return scale
+    lo, hi = span
+    if lo <= time_s <= hi:
+        return scale
+    if time_s <= 0:
+        return 1.0
+    edge = lo if time_s < lo else hi
+    d = abs(math.log10(time_s / edge)) / math.log10(SCALE_FADE_FACTOR)
+    return 1.0 if d >= 1 else scale + (1 - scale) * d
+
+
+def span_text(span: tuple[float, float]) -> str:
+    """A scale's span for a note or a table: 'kernels of 14.4 µs to 17 µs' ('kernels of 9.3 µs'
+    for one size)."""
+    lo, hi = format_time(span[0]), format_time(span[1])
+    return f"kernels of {lo}" if lo == hi else f"kernels of {lo} to {hi}"
+
+
 def trace_scaled(
     kernels: list[KernelPrediction], params: CalibrationParams, family: str
 ) -> list[KernelPrediction]:
     """Apply the family/bound scale fitted from a user's own trace (``calibrate --trace``):
-    measured / predicted time of that family's kernels in the traced runtime."""
+    measured / predicted time of that family's kernels in the traced runtime, at the op's size
+    (``scale_at_size``). The size is ``kernel_size_s`` of the op's kernels before the scale:
+    the figure ``calibrate --trace`` took from each traced call's prediction for the span, so a
+    kernel of a traced shape lies inside it."""
     if not params.family_time_scale or not kernels:
         return kernels
     bound = max(kernels, key=lambda k: k.time_s).bound
     key = family_key(family, bound)
-    scale = params.family_time_scale.get(key, params.family_time_scale.get(family))
-    if scale is None or scale == 1.0:
+    name = key if key in params.family_time_scale else family
+    fitted = params.family_time_scale.get(name)
+    if fitted is None:
         return kernels
-    term = Term(name="trace-fitted family scale", value=scale, unit="x",
-                note=f"{key} kernels ran {scale:.3g}x the model's time in the traced step")  # fmt: skip
+    span = params.family_time_scale_span_s.get(name)
+    size_s = kernel_size_s(kernels)
+    scale = scale_at_size(fitted, span, size_s)
+    if scale == 1.0:
+        return kernels
+    note = f"{key} kernels ran {fitted:.3g}x the model's time in the traced step"
+    if span is not None:
+        note += f" ({span_text(span)})"
+        if scale != fitted:
+            note += (f"; this op's largest kernel ({format_time(size_s)}) is outside that span: "
+                     f"{scale:.3g}x")  # fmt: skip
+    term = Term(name="trace-fitted family scale", value=scale, unit="x", note=note)
     return [k.model_copy(update={"time_s": k.time_s * scale, "terms": (*k.terms, term)})
             for k in kernels]  # fmt: skip
 

@@ -7,7 +7,11 @@ What a trace of one training or inference step says, and what is fitted from it:
   bound (``gemm/memory``, ``attention/compute``, ...) the fit is the time-weighted ratio
   sum(measured) / sum(predicted) over the steady-state steps; it is stored as
   ``family_time_scale`` and applied by ``predict`` as a named term. A family/bound pair with
-  less than ``MIN_FAMILY_SHARE`` of the matched GPU time keeps the base calibration.
+  less than ``MIN_FAMILY_SHARE`` of the matched GPU time keeps the base calibration. Beside
+  each scale, ``family_time_scale_span_s``: the smallest and largest predicted kernel of the
+  ops that fitted it (each op's largest kernel, ``gpumodel.predict.kernel_size_s``, backward
+  multiple included); an op whose kernels are priced outside that span gets a scale faded
+  toward 1 (``gpumodel.predict.scale_at_size``).
 * **The host.** Per step: the CPU time of the step, the operators it ran and the kernels it
   launched. Per operator kind (matmul, elementwise, cat, ...): the median host time of one
   top-level call. The profiler itself slows the host: each recorded event costs
@@ -40,9 +44,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumodel._io import gc_paused
+from gpumodel._validators import MAX_MULTIPLIER, MIN_RATIO
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.diagnose.parse import CpuEvent, Trace, TraceFormatError, load_trace
 from gpumodel.diagnose.timeline import Timeline, build_timeline, short_name
+from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
 from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
 
@@ -171,10 +177,13 @@ def calibrate_from_trace(
     notes = list(tr.warnings) + list(tl.notes)
     spec, info = _resolve_gpu(tr, gpu, tl.device, notes)
     base = resolve(calibration, spec)
+    # the trace is fitted against the model's own times: a base that is itself a trace
+    # calibration lends its kernel parameters, not its scales
+    unscaled = _model_times(base) if base is not None else "none"
     if not tr.has_shapes:
         notes.append("no shapes recorded (record_shapes=False): kernels are matched by name "
                      "only where possible; record with record_shapes=True to fit families")  # fmt: skip
-    predictor = _Predictor(spec, base if base is not None else "none")
+    predictor = _Predictor(spec, unscaled)
     n_opt = match_optimizer(tr, tl, model)
     if n_opt:
         notes.append(f"fused optimizer: {n_opt} call(s) recorded no tensor lists; their parameter "
@@ -190,7 +199,7 @@ def calibrate_from_trace(
     roof = sum(op_tensor_roof_s(v.mapped.op, spec) * v.count for v in views
                if v.mapped.op is not None and predictor(v.mapped.op) is not None)  # fmt: skip
     activity = step_activity(sum(v.measured_s for v in views), roof)
-    predictor = _Predictor(spec, base if base is not None else "none", activity=activity)
+    predictor = _Predictor(spec, unscaled, activity=activity)
 
     def at_step_clock(v: Any) -> Any:
         pred = predictor(v.mapped.op) if v.mapped.op is not None else None
@@ -204,6 +213,8 @@ def calibrate_from_trace(
     fam_meas: dict[str, float] = defaultdict(float)
     fam_pred: dict[str, float] = defaultdict(float)
     fam_count: dict[str, int] = defaultdict(int)
+    # (smallest, largest) predicted time of one kernel of the key's ops: where its scale holds
+    fam_span: dict[str, tuple[float, float]] = {}
     unmatched: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     reasons: dict[tuple[str, str], str] = {}
     matched = total = 0.0
@@ -229,19 +240,35 @@ def calibrate_from_trace(
         fam_meas[key] += measured
         fam_pred[key] += v.pred_per_call_s * v.count
         fam_count[key] += sum(len(i.gpu) for i in v.instances)
+        # the size predict holds the scale to (its kernel_size_s), x the backward multiple: a
+        # fused backward kernel (attention, norm) is that many times the forward's (a
+        # convolution's two gradient kernels are each about the forward's: the span reaches
+        # up to 2x above them)
+        size = kernel_size_s(pred.kernels) * v.mapped.scale
+        if size > 0:
+            lo, hi = fam_span.get(key, (size, size))
+            fam_span[key] = (min(lo, size), max(hi, size))
     if total <= 0:
         raise TraceFormatError(f"{path}: no GPU kernel of the trace falls inside a profiled step")
     families = []
     scales: dict[str, float] = {}
+    spans: dict[str, tuple[float, float]] = {}
     for key in sorted(fam_meas, key=lambda k: -fam_meas[k]):
         m, p = fam_meas[key], fam_pred[key]
         scale = m / p if p > 0 else 1.0
-        fitted = p > 0 and m >= MIN_FAMILY_SHARE * matched
+        # a ratio outside what a calibration file holds (a Multiplier) is a broken match, not
+        # a fit: that family keeps the base calibration
+        fitted = p > 0 and m >= MIN_FAMILY_SHARE * matched and MIN_RATIO <= scale <= MAX_MULTIPLIER
+        span = fam_span.get(key)
         if fitted:
             scales[key] = scale
+            if span is not None:
+                spans[key] = span
         families.append(FamilyFit(key=key, kernels_per_step=fam_count[key] / periods,
                                   measured_s=m / periods, predicted_s=p / periods,
-                                  scale=scale, fitted=fitted))  # fmt: skip
+                                  scale=scale, fitted=fitted,
+                                  span_lo_s=span[0] if span else None,
+                                  span_hi_s=span[1] if span else None))  # fmt: skip
     top_unmatched = sorted(unmatched.items(), key=lambda kv: -kv[1][0])[:10]
     unmatched_rows = [
         {"kernel": k[0], "family": k[1], "s_per_step": v[0] / periods,
@@ -272,7 +299,7 @@ def calibrate_from_trace(
                 f"({pair[1] * 1e6:.1f} us per kernel of an HF decoder layer)")  # fmt: skip
         tail = ("its host times are taken at the profile's speed; pass --step-ms (the step "
                 "time from your logs) to keep the trace's own")  # fmt: skip
-        if ratio >= SLOW_TRACE_RATIO or ratio <= 1 / SLOW_TRACE_RATIO:
+        if ratio >= HOST_SPEED_WARN_RATIO or ratio <= 1 / HOST_SPEED_WARN_RATIO:
             notes.append(f"warning: {head}: the host ran at another speed, or the profiler cost "
                          f"{'more' if ratio > 1 else 'less'} than the profile measured, while "
                          f"this trace was recorded; {tail}")  # fmt: skip
@@ -295,8 +322,13 @@ def calibrate_from_trace(
         self_check["step_measured_s"] = step_ms * 1e-3
         self_check["error_pct"] = 100.0 * (step_pred - step_ms * 1e-3) / (step_ms * 1e-3)
     base_params = base.parameters if base is not None else CalibrationParams()
-    params = base_params.model_copy(update={"family_time_scale": {
-        **base_params.family_time_scale, **scales}})  # fmt: skip
+    # a key this trace fits takes its scale and span (or none) from it; the base's other
+    # trace-fitted keys stay as they were
+    kept_spans = {k: v for k, v in base_params.family_time_scale_span_s.items() if k not in scales}
+    params = base_params.model_copy(update={
+        "family_time_scale": {**base_params.family_time_scale, **scales},
+        "family_time_scale_span_s": {**kept_spans, **spans},
+    })  # fmt: skip
     fit = TraceFit(
         trace_path=str(path), trace_sha256=file_sha256(path), gpu_id=spec.id,
         device_name=info.device_name, runtime=runtime, runtime_evidence=evidence,
@@ -408,7 +440,7 @@ def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
 # the output also warns: the trace was recorded in a slow (or fast) stretch, or its profiler
 # cost was unusual. Both the rule and the threshold were decided after reading those traces' scores
 # (validation/results/trace-calibration-errors-run14.md, -run15.md; docs/trace-calibration.md).
-SLOW_TRACE_RATIO = 2.0
+HOST_SPEED_WARN_RATIO = 2.0
 
 
 def _trace_and_profile_host(
@@ -434,6 +466,15 @@ def _at_profile_speed(host: dict[str, Any], pair: tuple[float, float]) -> dict[s
     return {**host, "correction": corr, "host_step_s": host["host_step_s"] * factor,
             "host_per_kernel_s": pair[1],
             "op_s": {k: v * factor for k, v in host["op_s"].items()}}  # fmt: skip
+
+
+def _model_times(cal: Calibration) -> Calibration:
+    """``cal`` without its trace-fitted family scales (and their spans)."""
+    params = cal.parameters
+    if not params.family_time_scale:
+        return cal
+    bare = params.model_copy(update={"family_time_scale": {}, "family_time_scale_span_s": {}})
+    return cal.model_copy(update={"parameters": bare})
 
 
 def _load_host_arg(host: HostProfile | str | Path | None) -> HostProfile | None:

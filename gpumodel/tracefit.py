@@ -43,6 +43,10 @@ class FamilyFit(_Frozen):
     predicted_s: Seconds  # per step, base calibration
     scale: NonNegativeFloat  # measured / predicted (stored when fitted)
     fitted: bool
+    # smallest and largest predicted kernel of the family's traced ops (each op's largest,
+    # seconds): where the scale holds (family_time_scale_span_s when fitted; predict.scale_at_size)
+    span_lo_s: PositiveSeconds | None = None
+    span_hi_s: PositiveSeconds | None = None
 
 
 class ProfilerCorrection(_Frozen):

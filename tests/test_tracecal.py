@@ -437,7 +437,7 @@ def test_an_eager_trace_without_step_ms_takes_the_host_profiles_speed(tmp_path, 
     or for a training trace, the trace's own host is kept."""
     import yaml
 
-    from gpumodel.tracecal import SLOW_TRACE_RATIO
+    from gpumodel.tracecal import HOST_SPEED_WARN_RATIO
 
     run = Path(gm.__file__).parent.parent / "validation/results/steps-h100-run14"
     trace, host = run / "trace-llama3-8b-decode-eager.json.gz", run / "host-llama-eager.yaml"
@@ -445,7 +445,7 @@ def test_an_eager_trace_without_step_ms_takes_the_host_profiles_speed(tmp_path, 
     own = prof["hf_decoder_layer_s"] / prof["hf_decoder_layer_kernels"]
     fit = calibrate_from_trace(trace, host=str(host)).trace
     ratio = 1 / fit.profiler.host_speed_factor  # the trace's host per kernel over the profile's
-    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > SLOW_TRACE_RATIO
+    assert ratio == pytest.approx(2.56, abs=0.05) and ratio > HOST_SPEED_WARN_RATIO
     assert fit.host_per_kernel_s == pytest.approx(own)
     warn = [n for n in fit.notes if n.startswith("warning: the trace's host time per kernel")]
     assert len(warn) == 1 and f"{ratio:.2g}x" in warn[0] and "--step-ms" in warn[0]
