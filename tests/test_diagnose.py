@@ -495,6 +495,32 @@ def test_map_attention_layouts_and_backward():
     assert isinstance(bwd.op, Attention) and bwd.op.causal and bwd.scale == 2.5
 
 
+CUDNN_DECODE_KERNEL = (
+    "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_"
+    "16x128x128_1x4x1_cga1x1x1_kernel0"
+)  # H100, HF eager decode (run 16)
+
+
+def test_cudnn_decode_attention_is_priced_as_cudnns_kernel():
+    """One query per sequence on cuDNN's kernel maps to the cuDNN decode family, the one the
+    HF decode step prices on H100/H200 (llm.runtimes.runtime_attention), so a trace-fitted
+    scale lands where the step looks it up; prefill and other kernels keep FlashAttention's."""
+    from gpumodel.llm.runtimes import get_runtime, runtime_attention
+
+    def sdpa(seq: int, kernels: tuple[str, ...]):
+        return map_op("aten::_scaled_dot_product_cudnn_attention", _args(
+            [[8, 32, seq, 128], [8, 8, 2048, 128], [8, 8, 2048, 128]] + [[]] * 6,
+            [BF16] * 3 + ["", "Scalar", "Scalar", "Scalar", "", ""],
+            [""] * 6 + ["False", "", ""]), kernels).op  # fmt: skip
+
+    decode = sdpa(1, (CUDNN_DECODE_KERNEL, "void cudnn::fusion::lean_reduction_kernel<false>"))
+    impl = runtime_attention(get_runtime("hf-eager"), "9.0", None, "decode")
+    assert decode.impl == impl == "cudnn" and decode.family == "attention_decode:cudnn"
+    assert sdpa(1, ("flash_fwd_splitkv_kernel",)).impl == "flash"
+    assert sdpa(16, (CUDNN_DECODE_KERNEL,)).impl == "flash"
+    assert runtime_attention(get_runtime("hf-eager"), "9.0", None, "prefill") == "flash"
+
+
 def test_map_norms_and_softmax():
     m = map_op("aten::native_layer_norm", _args(
         [[8, 512, 768], [], [768], [768], []], [BF16, "ScalarList", BF16, BF16, "Scalar"],

@@ -494,8 +494,15 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
         notes.append("explicit attention mask: dense (non-causal) work assumed")
     if q.dtype not in MODEL_DTYPES:
         return unmapped("attention", f"{q.dtype} attention is not modelled", a, q.dtype)
+    # one query per sequence on cuDNN's kernel is priced as cuDNN's decode kernel, as the LLM
+    # step model prices HF decode on the GPUs where torch prefers cuDNN
+    # (gpumodel.llm.runtimes.runtime_attention): a trace-fitted scale then lands on the family
+    # the step prices. Prefill and backward keep FlashAttention's families there too.
+    cudnn = s == 1 and not backward and any("cudnn" in k.lower() for k in kn)
     op = Attention(batch=b, heads=h, seq=s, head_dim=d, dtype=q.dtype,  # type: ignore[arg-type]
-                   causal=causal, kv_heads=hk, kv_seq=sk)  # fmt: skip
+                   causal=causal, kv_heads=hk, kv_seq=sk, impl="cudnn" if cudnn else "flash")  # fmt: skip
+    if cudnn:
+        notes.append("cuDNN's decode kernel (one query per sequence): priced as cuDNN's")
     scale = 1.0
     if backward:
         scale = BACKWARD_ATTENTION_SCALE
