@@ -48,6 +48,7 @@ def main() -> int:
     parallel_s, parallel = timed_fit(records, cal.gpu_id, args.workers)
     same = serial == parallel
     result = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "calibration": args.calibration, "records": len(records), "gpu": cal.gpu_id,
         "host_cpu": cpu_model(), "cores": available_cores(), "python": platform.python_version(),
         "serial_s": round(serial_s, 1), "workers": args.workers,
