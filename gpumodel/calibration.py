@@ -617,6 +617,7 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "collectives": {},  # topology-specific: never carried
             # power per SM-clock^3 is an architecture's; another generation draws differently
             "power": p.power if p.power and p.power.architecture == target.architecture else None,
+            "family_time_scale_span_s": carried_spans(p.family_time_scale_span_s, source, target),
         }
     )
     if source.architecture != target.architecture:
@@ -634,6 +635,26 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
             "measurements": [],
         }
     )
+
+
+def carried_spans(
+    spans: dict[str, tuple[float, float]], source: GPUSpec, target: GPUSpec
+) -> dict[str, tuple[float, float]]:
+    """Trace-fitted scales' spans on ``target``. A span is the traced kernels' predicted time
+    on ``source``; the same kernels are priced on ``target`` in the ratio of the roof their
+    bound names: memory by DRAM bandwidth, compute by SMs x boost clock; latency-bound ones
+    (launch and floor) as they were. So a kernel of a traced shape stays inside its span on
+    another GPU (the ratio is the roofs', not the calibrated efficiencies', which also carry)."""
+    ratio = {
+        "memory": source.memory_bandwidth_bytes_per_s / target.memory_bandwidth_bytes_per_s,
+        "compute": (source.sm_count * source.boost_clock_hz)
+        / (target.sm_count * target.boost_clock_hz),
+    }
+    out = {}
+    for key, (lo, hi) in spans.items():
+        f = ratio.get(key.rsplit("/", 1)[-1], 1.0)
+        out[key] = (lo * f, hi * f)
+    return out
 
 
 # What a prediction says it used when no calibration applies.

@@ -251,3 +251,24 @@ def test_a_trace_calibration_as_the_base_lends_parameters_not_scales(tmp_path):
             first.parameters.family_time_scale_span_s[key], rel=1e-9)  # fmt: skip
     assert again.parameters.family_time_scale["made_up/memory"] == 1.7
     assert again.parameters.family_time_scale_span_s["made_up/memory"] == (1e-6, 2e-6)
+
+
+def test_spans_carry_to_another_gpu_by_the_roof_their_bound_names():
+    """H200 -> H100: a memory-bound span grows by the DRAM ratio (4.8 / 3.35 TB/s, the two
+    datasheets), a compute-bound one by SMs x boost clock (132 x 1.98 GHz on both: unchanged),
+    a latency-bound one stays."""
+    from gpumodel.calibration import carried_spans
+
+    spans = {"gemm/memory": (10e-6, 20e-6), "attention/compute": (1e-4, 2e-4),
+             "kernel/latency": (5e-6, 6e-6)}  # fmt: skip
+    out = carried_spans(spans, gm.get_gpu("h200-sxm"), gm.get_gpu("h100-sxm"))
+    assert out["gemm/memory"] == pytest.approx((10e-6 * 4.8 / 3.35, 20e-6 * 4.8 / 3.35))
+    assert out["attention/compute"] == pytest.approx((1e-4, 2e-4))
+    assert out["kernel/latency"] == (5e-6, 6e-6)
+    # the transfer applies it: a trace calibration carried to the H200 holds its memory spans
+    # at 3.35 / 4.8 of the H100's
+    cal = fitted("transformer_eager.json.gz")
+    moved = gm.load_calibration(cal, for_gpu="h200-sxm")
+    for key, (lo, hi) in cal.parameters.family_time_scale_span_s.items():
+        f = 3.35 / 4.8 if key.endswith("/memory") else 1.0
+        assert moved.parameters.family_time_scale_span_s[key] == pytest.approx((lo * f, hi * f))
