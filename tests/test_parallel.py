@@ -125,7 +125,7 @@ def test_the_task_loop_adds_up_each_familys_seconds():
 
 
 def test_timing_line_reads_the_calibrations_environment():
-    from gpumodel.validate.pipeline import _measuring_seconds, timing_line
+    from gpumodel.validate.pipeline import _measuring_seconds, run_seconds, timing_line
 
     env = {**_measuring_seconds({"gemm": 19.74, "conv2d": 34.1, "attention": 33.0, "copy": 2.0}),
            "seconds_fitting": "28.3", "fit_workers": "16"}  # fmt: skip
@@ -139,6 +139,10 @@ def test_timing_line_reads_the_calibrations_environment():
         "fitted in 3.0 s on 1 worker"
     )
     assert timing_line({}) is None
+    assert run_seconds(env) == {
+        "measuring_s": 88.8, "fitting_s": 28.3, "fit_workers": 16,
+        "by_family_s": {"conv2d": 34.1, "attention": 33.0, "gemm": 19.7, "copy": 2.0},
+    }  # fmt: skip
 
 
 def test_a_numpy_validate_records_its_seconds(monkeypatch, tmp_path):
@@ -150,6 +154,22 @@ def test_a_numpy_validate_records_its_seconds(monkeypatch, tmp_path):
     assert float(env["seconds_fitting"]) >= 0 and env["fit_workers"] == "1"
     assert float(env["seconds_measuring"]) > 0
     assert env["seconds_by_family"].startswith("numpy_stream ")
+
+
+def test_validate_json_says_where_the_time_went(monkeypatch, capsys, tmp_path):
+    import json
+
+    from gpumodel.cli import main
+
+    monkeypatch.delenv(FIT_WORKERS_ENV, raising=False)
+    code = main(["validate", "--backend", "numpy", "--quick", "--families", "numpy_stream",
+                 "--no-host", "--out", str(tmp_path / "c.yaml"), "--json"])  # fmt: skip
+    out, _ = capsys.readouterr()
+    seconds = json.loads(out)["seconds"]
+    assert code in (0, 1)  # 1: a missed target on this shared CPU, still reported
+    assert set(seconds) == {"measuring_s", "by_family_s", "fitting_s", "fit_workers"}
+    assert list(seconds["by_family_s"]) == ["numpy_stream"]
+    assert seconds["fit_workers"] == parse_workers("auto")
 
 
 def _fake_torch(benchmark: bool, cudnn_tf32: bool, matmul_tf32: bool) -> SimpleNamespace:

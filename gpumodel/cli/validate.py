@@ -95,7 +95,7 @@ def validate(
         _host_profile(host_out, as_json, no_progress, host_repeats, host_window)
         return
     from gpumodel.calibration import user_calibration_path
-    from gpumodel.validate.pipeline import run_validate, timing_line, write_outputs
+    from gpumodel.validate.pipeline import run_seconds, run_validate, timing_line, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
     _check_targets(out, report, host_out)  # before any measuring: a bad path fails at once
@@ -121,7 +121,8 @@ def validate(
         written.append(write_report("validate", cal, html))
     if as_json:
         print_json({"calibration": str(target), "errors": {k: v.model_dump() for k, v in
-                    cal.errors.items()}, "failures": fails, "written": [str(w) for w in written]})  # fmt: skip
+                    cal.errors.items()}, "failures": fails, "written": [str(w) for w in written],
+                    "seconds": run_seconds(cal.environment)})  # fmt: skip
     elif as_csv:
         from gpumodel.cli.tables import write_csv
 

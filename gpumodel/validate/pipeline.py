@@ -69,20 +69,33 @@ def _measuring_seconds(seconds: dict[str, float]) -> dict[str, str]:
             "seconds_by_family": ", ".join(f"{k} {v:.1f}" for k, v in ranked)}  # fmt: skip
 
 
+def run_seconds(env: dict[str, str]) -> dict[str, Any]:
+    """Where a validate run's time went, from its calibration's environment: measuring_s,
+    by_family_s (slowest first), fitting_s and fit_workers, each where the run recorded it."""
+    out: dict[str, Any] = {}
+    if "seconds_measuring" in env:
+        out["measuring_s"] = float(env["seconds_measuring"])
+        pairs = [part.strip().rsplit(" ", 1) for part in env.get("seconds_by_family", "").split(",")]
+        out["by_family_s"] = {name: float(s) for name, s in (p for p in pairs if len(p) == 2)}
+    if "seconds_fitting" in env:
+        out["fitting_s"] = float(env["seconds_fitting"])
+        out["fit_workers"] = int(env.get("fit_workers", "1"))
+    return out
+
+
 def timing_line(env: dict[str, str]) -> str | None:
     """'measured in 114.9 s (conv2d 34.1 s, attention 33.0 s, gemm 19.7 s), fitted in 28.3 s
     on 16 workers' from a calibration's environment; None where the run did not record it."""
-    if "seconds_fitting" not in env:
+    t = run_seconds(env)
+    if "fitting_s" not in t:
         return None
     head = ""
-    if "seconds_measuring" in env:
-        top = [part.strip() + " s" for part in env.get("seconds_by_family", "").split(",")[:3]
-               if part.strip()]  # fmt: skip
-        head = f"measured in {env['seconds_measuring']} s" + (f" ({', '.join(top)})" if top else "")
+    if "measuring_s" in t:
+        top = [f"{name} {s:.1f} s" for name, s in list(t["by_family_s"].items())[:3]]
+        head = f"measured in {t['measuring_s']:.1f} s" + (f" ({', '.join(top)})" if top else "")
         head += ", "
-    workers = env.get("fit_workers", "1")
-    return f"{head}fitted in {env['seconds_fitting']} s on {workers} worker" + (
-        "s" if workers != "1" else "")
+    n = t["fit_workers"]
+    return f"{head}fitted in {t['fitting_s']:.1f} s on {n} worker{'s' if n != 1 else ''}"
 
 
 def build_calibration(
