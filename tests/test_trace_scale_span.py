@@ -272,3 +272,27 @@ def test_spans_carry_to_another_gpu_by_the_roof_their_bound_names():
     for key, (lo, hi) in cal.parameters.family_time_scale_span_s.items():
         f = 3.35 / 4.8 if key.endswith("/memory") else 1.0
         assert moved.parameters.family_time_scale_span_s[key] == pytest.approx((lo * f, hi * f))
+
+
+def test_infer_prices_the_runtime_the_trace_ran_in_unless_told(tmp_path, capsys):
+    """`infer --calibration mystep.yaml` without --runtime prices the runtime of the traced
+    step (a training trace: the runtime of its forward), says so, and --runtime still wins."""
+    from gpumodel.cli import main
+    from gpumodel.llm.runtimes import DEFAULT_RUNTIME, traced_runtime
+
+    cal = fitted("transformer_eager.json.gz")
+    assert cal.trace.runtime == "train-hf-eager" and traced_runtime(cal) == "hf-eager"
+    assert traced_runtime(gm.load_calibration("h100-sxm")) is None
+    r = gm.predict_inference("llama-3-8b", "h100", batch=8, context=2048, calibration=cal)
+    assert r.runtime == "hf-eager"
+    assert any("the one the trace calibration was recorded in" in n for n in r.notes)
+    told = gm.predict_inference("llama-3-8b", "h100", batch=8, context=2048, calibration=cal,
+                                runtime="fused-graph")  # fmt: skip
+    assert told.runtime == "fused-graph" and told.time_s < r.time_s
+    assert gm.predict_inference("llama-3-8b", "h100").runtime == DEFAULT_RUNTIME
+
+    path = cal.save(tmp_path / "mystep.yaml")
+    code = main(["infer", "--model", "llama-3-8b", "--gpu", "h100", "--batch", "8",
+                 "--context", "2048", "--calibration", str(path), "--json"])  # fmt: skip
+    out, _ = capsys.readouterr()
+    assert code == 0 and json.loads(out)["runtime"] == "hf-eager"

@@ -97,12 +97,13 @@ def render(cal: Calibration, target: Path) -> None:
         "  fitted families (measured / predicted GPU time per step, scale, and the predicted "
         "kernels it was fitted on: outside them the scale fades to 1):",
     ]
+    width = max([28, *(len(f.key) for f in fit.families)])  # the keys in one column
     for f in fit.families:
         mark = "" if f.fitted else "  (too small to fit; base kept)"
         if f.fitted and f.span_lo_s is not None and f.span_hi_s is not None:
             # where the scale holds: outside these kernel times it fades to 1
             mark = f"  {span_text((f.span_lo_s, f.span_hi_s))}"
-        lines.append(f"    {f.key:<28} {f.measured_s * 1e3:9.3f} ms / {f.predicted_s * 1e3:9.3f} ms"
+        lines.append(f"    {f.key:<{width}} {f.measured_s * 1e3:9.3f} ms / {f.predicted_s * 1e3:9.3f} ms"
                      f"  x{f.scale:.3f}{mark}")  # fmt: skip
     if fit.unmatched:
         lines.append("  not matched (largest first):")

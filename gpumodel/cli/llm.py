@@ -43,6 +43,9 @@ RUNTIME_HELP = (
     "StaticCache + torch.compile reduce-overhead) or fused-graph (vLLM/TensorRT-LLM "
     f"style); default {DEFAULT_RUNTIME}"
 )
+INFER_RUNTIME_HELP = RUNTIME_HELP + (
+    ", or the runtime a trace calibration (--calibration from `calibrate --trace`) ran in"
+)
 HOST_HELP = (
     "host profile: a name (`gpumodel validate --host-only` writes 'local') or a YAML "
     "file; default: the local one if measured, else reference-h100"
@@ -123,7 +126,7 @@ def infer(
     dtype: str = typer.Option("bf16", help="weights and activations dtype"),
     gpus: int = typer.Option(1, help="GPUs in total (replicas of --tp GPUs)"),
     tp: int = typer.Option(None, help="tensor-parallel size (default: --gpus)"),
-    runtime: str = typer.Option(DEFAULT_RUNTIME, help=RUNTIME_HELP),
+    runtime: str = typer.Option(None, help=INFER_RUNTIME_HELP),
     attention: str = typer.Option(
         None,
         help="flash, cudnn or naive (default: the runtime's own: cudnn for hf-eager and "
@@ -156,8 +159,9 @@ def infer(
 ) -> None:
     """Time of one prefill or decode step of an LLM: TTFT/TPOT, tokens/s, per-op breakdown.
 
-    Default runtime: fused-graph. A step whose memory does not fit exits 2 (needs N GB, has M
-    GB; what fits) unless --allow-oversubscribe."""
+    Default runtime: fused-graph, or the one a trace calibration (--calibration) ran in. A step
+    whose memory does not fit exits 2 (needs N GB, has M GB; what fits) unless
+    --allow-oversubscribe."""
     _choice(phase, "--phase", PHASES)
     _choice(runtime, "--runtime", RUNTIMES)
     _choice(attention, "--attention", ATTENTION)

@@ -78,6 +78,7 @@ from gpumodel.llm.runtimes import (
     kernel_flags,
     runtime_attention,
     sdpa_graph_build_s,
+    traced_runtime,
 )
 from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -467,6 +468,8 @@ def predict_inference(
 
     ``runtime``: ``"hf-eager"``, ``"hf-static-compiled"`` or ``"fused-graph"`` (default; see
     ``gpumodel.llm.runtimes``; ``"eager"``/``"graph"`` are the old names of the first and last).
+    Left out with a ``calibration`` fitted from a trace (``calibrate --trace``), the runtime that
+    trace ran in (``runtimes.traced_runtime``), said in the notes.
     ``host``: the host profile (name, file or HostProfile; default: the locally measured one,
     else ``reference-h100``). ``attention``: ``"flash"``, ``"cudnn"`` or ``"naive"`` (default:
     the runtime's own, ``runtimes.runtime_attention``: cuDNN for the HF runtimes' decode on an
@@ -498,6 +501,11 @@ def predict_inference(
                stream_floor_s=stream_floor_s)  # fmt: skip
     spec = get_model(model)
     g = get_gpu(gpu)
+    traced = None
+    if runtime is None:  # a calibration from the user's trace prices the runtime it ran in
+        from gpumodel.calibration import resolve
+
+        runtime = traced = traced_runtime(resolve(calibration, g))
     rt = get_runtime(runtime)
     kernel = runtime_attention(rt, g.compute_capability, attention, phase)
     if batch < 1 or gpus < 1:
@@ -535,6 +543,9 @@ def predict_inference(
 
     cal = timer.calibration
     notes = list(ops.notes)
+    if traced is not None:
+        notes.append(f"runtime {traced}: the one the trace calibration was recorded in "
+                     "(name a runtime to price another)")  # fmt: skip
     if cal is None:
         notes.append(DATASHEET_NOTE)
     if op_times:

@@ -39,7 +39,7 @@ isolated-kernel floor of the calibration (``gpumodel.llm._timing.in_stream``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpumodel.errors import SpecError
 from gpumodel.llm.layers import GQA, Fusion, KVCache
@@ -133,6 +133,18 @@ def get_runtime(name: str | None) -> Runtime:
     if not isinstance(key, str) or key not in RUNTIMES:
         raise SpecError(f"runtime must be one of {', '.join(RUNTIME_NAMES)}, got {_show(name)}")
     return RUNTIMES[key]
+
+
+def traced_runtime(calibration: Any) -> RuntimeName | None:
+    """The named runtime a trace calibration (``calibrate --trace``) was recorded in: its
+    identified runtime, a training step's (``train-hf-eager``) as the runtime of its forward;
+    None for any other calibration, or a trace of a runtime without a name here
+    (``compiled-eager``)."""
+    trace = getattr(calibration, "trace", None)
+    if trace is None:
+        return None
+    name = trace.runtime.removeprefix("train-")
+    return name if name in RUNTIMES else None  # type: ignore[return-value]
 
 
 def for_phase(rt: Runtime, phase: str) -> Runtime:
