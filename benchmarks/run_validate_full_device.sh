@@ -4,6 +4,7 @@
 # run_kernels_device.sh: convolutions and copies between two host profiles) and, with what time
 # is left, the fit benchmark (serial against the machine's cores, on this run's measurements).
 # usage: bash benchmarks/run_validate_full_device.sh OUTDIR [TOTAL_S]
+# (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 # Writes three tarballs and log.txt into OUTDIR (the device returns at most 8 files).
 set -u
 OUT=$1

@@ -4,6 +4,7 @@
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
 # usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static]
+#   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
 set -u
