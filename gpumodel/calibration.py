@@ -247,6 +247,12 @@ class CalibrationParams(_Frozen):
         "(gpumodel.predict.scale_at_size); a key without one: the scale holds at every size",
     )
 
+    def without_trace_scales(self) -> CalibrationParams:
+        """These parameters as the model's own: no trace-fitted scales, no spans."""
+        if not self.family_time_scale and not self.family_time_scale_span_s:
+            return self
+        return self.model_copy(update={"family_time_scale": {}, "family_time_scale_span_s": {}})
+
     @model_validator(mode="after")
     def _spans_have_scales(self) -> CalibrationParams:
         orphans = sorted(set(self.family_time_scale_span_s) - set(self.family_time_scale))

@@ -46,13 +46,19 @@ def parse_workers(value: str | int, what: str = FIT_WORKERS_ENV) -> int:
     return int(text)
 
 
+def _from_environment() -> int | None:
+    """``GPUMODEL_FIT_WORKERS`` parsed, or None where it is unset or blank."""
+    raw = os.environ.get(FIT_WORKERS_ENV)
+    return parse_workers(raw) if raw is not None and raw.strip() else None
+
+
 def fit_workers() -> int:
     """Workers for independent fits: the scoped value, else the environment's, else 1."""
     scoped = _scoped.get()
     if scoped is not None:
         return scoped
-    raw = os.environ.get(FIT_WORKERS_ENV)
-    return parse_workers(raw) if raw is not None and raw.strip() else 1
+    env = _from_environment()
+    return 1 if env is None else env
 
 
 def check_fit_workers() -> None:
@@ -64,8 +70,8 @@ def check_fit_workers() -> None:
 def workers_scope(value: str | int) -> Iterator[int]:
     """Fit with ``value`` workers inside the block (``auto``: the host's cores); the
     environment variable, where set, wins, so a user can still ask for a serial fit."""
-    raw = os.environ.get(FIT_WORKERS_ENV)
-    n = parse_workers(raw) if raw is not None and raw.strip() else parse_workers(value, "workers")
+    env = _from_environment()
+    n = parse_workers(value, "workers") if env is None else env
     token = _scoped.set(n)
     try:
         yield n

@@ -209,9 +209,7 @@ def predict_with_params(
                for k in work]  # fmt: skip
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once
-    unscaled = (
-        params.model_copy(update={"family_time_scale": {}}) if params.family_time_scale else params
-    )
+    unscaled = params.without_trace_scales()
     if floor_op is not None:
         floor = predict_with_params(floor_op, gpu, unscaled, label, l2, condition,
                                     activity=activity).time_s  # fmt: skip

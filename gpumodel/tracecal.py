@@ -470,11 +470,8 @@ def _at_profile_speed(host: dict[str, Any], pair: tuple[float, float]) -> dict[s
 
 def _model_times(cal: Calibration) -> Calibration:
     """``cal`` without its trace-fitted family scales (and their spans)."""
-    params = cal.parameters
-    if not params.family_time_scale:
-        return cal
-    bare = params.model_copy(update={"family_time_scale": {}, "family_time_scale_span_s": {}})
-    return cal.model_copy(update={"parameters": bare})
+    bare = cal.parameters.without_trace_scales()
+    return cal if bare is cal.parameters else cal.model_copy(update={"parameters": bare})
 
 
 def _load_host_arg(host: HostProfile | str | Path | None) -> HostProfile | None:
