@@ -163,11 +163,11 @@ def eager_floor(p: Prediction, op: Op, hp: Any, launch_s: float) -> Prediction:
 
 
 def check_condition(condition: str, l2: str = "cold") -> None:
-    if condition not in CONDITIONS:
-        raise SpecError(f"unknown condition {condition!r}: use {' or '.join(CONDITIONS)}")
-    if l2 not in L2_MODES:
-        from gpumodel._validators import _show
+    from gpumodel._validators import _show
 
+    if condition not in CONDITIONS:
+        raise SpecError(f"unknown condition {_show(condition)}: use {' or '.join(CONDITIONS)}")
+    if l2 not in L2_MODES:
         raise SpecError(f"unknown l2 state {_show(l2)}: use {', '.join(L2_MODES)}")
 
 

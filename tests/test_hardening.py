@@ -975,3 +975,14 @@ def test_fuzz_seed21_calibration_name_is_checked_up_front(capsys):
         gm.plan_serving("llama-3-8b", ["h100", "a100"], rate=5, calibration="-inf")
     plan = gm.plan_serving("llama-3-8b", ["h100", "a100"], rate=5, calibration="none")
     assert all(o.feasible for o in plan.options)  # 'none' still means the datasheet for all
+
+
+def test_fuzz_seed28_required_counts_and_huge_condition():
+    """Seed 28's campaign: a required count given as None passed the "None: not given" check
+    and failed later with a TypeError; a 5000-digit ``condition`` broke its own message."""
+    with pytest.raises(SpecError, match="prompt"):
+        gm.plan_serving("llama-3-8b", "h100", prompt=None, rate=5)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="gpus"):
+        gm.plan_training("llama-3-8b", "h100", None, 1e9)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="5001-digit number"):
+        gm.predict(ops.Gemm(m=64, n=64, k=64), "h100", condition=10**5000)  # type: ignore[arg-type]

@@ -47,7 +47,6 @@ from pydantic import BaseModel, ConfigDict
 from gpumodel._validators import (
     _show,
     check_args,
-    check_counts,
     check_dtype,
     check_int,
     check_number,
@@ -323,7 +322,7 @@ def plan_serving(
     scenario), ``"server"`` (2 s, 200 ms, MLPerf's Llama-2-70B server scenario) or ``"none"``.
     A GPU whose best configuration misses the targets is never the best buy.
     """
-    check_counts(prompt=prompt)
+    check_int(prompt, "prompt")  # required: None is an error, not 'not given'
     check_int(output, "output", ge=0)
     rate = check_number(rate, "rate (requests/s)", gt=0, le=1e12)
     check_dtype(dtype)

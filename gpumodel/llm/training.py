@@ -804,6 +804,7 @@ def plan_training(
     with the vectorised sweep, ``gpumodel.llm.planning.fastest_layout``).
     Price: ``price`` ($/GPU-hour, or a mapping GPU -> $/GPU-hour) or the GPU spec's.
     """
+    check_int(gpus, "gpus", le=MAX_GPUS)  # required: None is an error, not 'not given'
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
