@@ -12,7 +12,7 @@ to disk is the one fitted on the fit half, so the errors it carries are honest f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,6 +147,16 @@ def fit_parameters(
     """Minimise the log error of ``points`` over the parameter vector that ``build`` maps."""
     if not points:
         return base
+    return build(fit_vector(points, gpu, build, x0)[0])
+
+
+def fit_vector(
+    points: list[Point],
+    gpu: GPUSpec,
+    build: Callable[[np.ndarray], CalibrationParams],
+    x0: Sequence[float],
+) -> tuple[np.ndarray, float]:
+    """``fit_parameters``' minimiser: the best vector from ``x0`` and its log loss."""
     meas = measured_times(points)
 
     def loss(x: np.ndarray) -> float:
@@ -155,8 +165,8 @@ def fit_parameters(
         except (ValueError, OverflowError):
             return 1e9
 
-    best = nelder_mead(loss, x0, step=0.4, iterations=250)
-    return build(best)
+    best = nelder_mead(loss, list(x0), step=0.4, iterations=250)
+    return best, loss(best)
 
 
 def fit(
