@@ -334,9 +334,10 @@ MISALIGNED_T_STARTS = [(e, r) for e in (0.1, 0.25, 0.6) for r in (0.15, 0.3, 0.6
 def _restart_misaligned_transposed(
     x: np.ndarray, loss: float, pts: list[Point], gpu: GPUSpec, build: Any, has_stream: bool
 ) -> np.ndarray:
-    """The joint fit's vector, or a better one found by refitting the misaligned x @ W.T pair
-    (entries 5 and 6) from ``MISALIGNED_T_STARTS`` on its own points and polishing the whole
-    vector from the best pair.
+    """The joint fit's vector, or a better one: the misaligned x @ W.T efficiency (entry 5)
+    and, for the 16-bit types, streaming rate (entry 6) are refitted on their own points from
+    ``MISALIGNED_T_STARTS``; where the best of them lowers the dtype's whole log loss by more
+    than 2%, the vector is polished from there and kept if it stays lower.
 
     Why: the joint simplex has seven parameters and six fitted misaligned x @ W.T points; it
     can stop where the pair's efficiency sits above its 1.2 cap, a flat region, with the
@@ -346,7 +347,8 @@ def _restart_misaligned_transposed(
     (validation/results/h100-sxm/validate-2026-11-27-run9)."""
     import numpy as np
 
-    from gpumodel.calibrate import fit_vector
+    from gpumodel.calibrate import fit_vector, measured_times, predict_points
+    from gpumodel.fitting import log_loss
     from gpumodel.model.gemm import misaligned
     from gpumodel.ops.base import GemmShape
 
@@ -360,8 +362,11 @@ def _restart_misaligned_transposed(
 
     starts = {tuple(math.log(v) for v in start[:width]) for start in MISALIGNED_T_STARTS}
     fits = [fit_vector(own, gpu, pair_build, list(s)) for s in sorted(starts)]
-    pair = min(fits, key=lambda f: f[1])[0]
-    polished, polished_loss = fit_vector(pts, gpu, build, np.concatenate([rest, pair]))
+    candidate = np.concatenate([rest, min(fits, key=lambda f: f[1])[0]])
+    # the joint fit stands unless the pair alone improves on it by more than noise
+    if log_loss(predict_points(pts, gpu, build(candidate)), measured_times(pts)) >= loss * 0.98:
+        return x
+    polished, polished_loss = fit_vector(pts, gpu, build, candidate)
     return polished if polished_loss < loss else x
 
 
