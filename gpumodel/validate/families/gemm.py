@@ -310,7 +310,8 @@ def fit_gemm(
     x0 += [math.log(0.5)] if has_stream else []
     x, loss = fit_vector(pts, gpu, build, x0)
     if has_bad_t:
-        x = _restart_misaligned_transposed(x, loss, pts, gpu, build, has_stream)
+        own = [p for p in bad if p.op.transpose_b]  # type: ignore[attr-defined]
+        x = _restart_misaligned_transposed(x, loss, pts, own, gpu, build, has_stream)
     params = build(x)
     # M = 1 runs cuBLAS's GEMV kernels: their streaming rate, fitted on the M = 1 points alone
     # once the rest is fixed, at least the M > 1 rate (gpumodel.model.gemm.stream_factor)
@@ -332,12 +333,14 @@ MISALIGNED_T_STARTS = [(e, r) for e in (0.1, 0.25, 0.6) for r in (0.15, 0.3, 0.6
 
 
 def _restart_misaligned_transposed(
-    x: np.ndarray, loss: float, pts: list[Point], gpu: GPUSpec, build: Any, has_stream: bool
-) -> np.ndarray:
+    x: np.ndarray, loss: float, pts: list[Point], own: list[Point], gpu: GPUSpec, build: Any,
+    has_stream: bool,
+) -> np.ndarray:  # fmt: skip
     """The joint fit's vector, or a better one: the misaligned x @ W.T efficiency (entry 5)
-    and, for the 16-bit types, streaming rate (entry 6) are refitted on their own points from
-    ``MISALIGNED_T_STARTS``; where the best of them lowers the dtype's whole log loss by more
-    than 2%, the vector is polished from there and kept if it stays lower.
+    and, for the 16-bit types, streaming rate (entry 6) are refitted on ``own`` (the misaligned
+    x @ W.T points of ``pts``) from ``MISALIGNED_T_STARTS``; where the best of them lowers the
+    dtype's whole log loss by more than 2%, the vector is polished from there and kept if it
+    stays lower.
 
     Why: the joint simplex has seven parameters and six fitted misaligned x @ W.T points; it
     can stop where the pair's efficiency sits above its 1.2 cap, a flat region, with the
@@ -349,11 +352,7 @@ def _restart_misaligned_transposed(
 
     from gpumodel.calibrate import fit_vector, measured_times, predict_points
     from gpumodel.fitting import log_loss
-    from gpumodel.model.gemm import misaligned
-    from gpumodel.ops.base import GemmShape
 
-    own = [p for p in pts if p.op.transpose_b  # type: ignore[attr-defined]
-           and misaligned(GemmShape(p.op.m, p.op.n, p.op.k, p.op.batch, p.op.dtype))]  # type: ignore[attr-defined]  # fmt: skip
     width = 2 if has_stream else 1
     rest = x[:5]
 
