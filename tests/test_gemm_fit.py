@@ -8,23 +8,20 @@ starts (gpumodel/validate/families/gemm.py, ``_restart_misaligned_transposed``).
 from pathlib import Path
 
 import pytest
-import yaml
 
 import gpumodel.calibrate as cal
-from gpumodel.calibration import load_calibration
+from gpumodel.calibration import read_calibration_file
 from gpumodel.specs import get_gpu
 from gpumodel.validate.families.gemm import fit_gemm
 
-Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 RUNS = Path(__file__).resolve().parents[1] / "validation" / "results" / "h100-sxm"
 
 
 @pytest.fixture(scope="module")
 def run9_bf16():
     path = RUNS / "validate-2026-11-27-run9" / "calibration.yaml"
-    loaded = load_calibration(path)  # read without its raw measurements, which are:
-    records = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader)["measurements"]
-    points, _ = cal.points_from_records(records)
+    loaded = read_calibration_file(str(path), measurements=True)
+    points, _ = cal.points_from_records(loaded.measurements)
     fit_half, held = cal.split(points)
     bf16 = [p for p in fit_half if p.family == "gemm" and p.op.dtype == "bf16"]
     params = fit_gemm("bf16", bf16, get_gpu("h100"), loaded.parameters)
