@@ -124,6 +124,9 @@ def evaluate(machines: list[Machine]) -> str:
     detail = ["", "## Every point", "",
               "| trace | GPU | point | measured ms (p10-p90) | baseline | trace, --step-ms | trace |",
               "|---|---|---|---|---:|---:|---:|"]  # fmt: skip
+    # issue 18's done-when figures: every other point of the four traced workloads together,
+    # per run whose traces were calibrated, GPU predicted on and variant
+    pooled: dict[tuple[str, str, str], list[float]] = {}
     for m in machines:
         for t in m.traces:
             path = Path(t["dir"]) / t["file"]
@@ -165,6 +168,7 @@ def evaluate(machines: list[Machine]) -> str:
                         if mem is not None and r.get("peak_allocated_bytes"):
                             e_m.append(rel(mem, r["peak_allocated_bytes"]))
                 for variant, (e_t, e_m) in errs.items():
+                    pooled.setdefault((Path(t["dir"]).name, target.gpu, variant), []).extend(e_t)
                     table.append(f"| {name} | {target.gpu} | {variant} | {summary(e_t)} | "
                                  f"{summary(e_m)} |")  # fmt: skip
                 for r in pts:
@@ -179,7 +183,14 @@ def evaluate(machines: list[Machine]) -> str:
                                       "trace, no --step-ms"))
                         + " |"
                     )  # fmt: skip
-    return "\n".join(lines + table + detail) + "\n"
+    pool = ["", "## Pooled over each run's traces", "",
+            "Every other point of the traced workloads together (issue 18's done-when figures: "
+            "same GPU, and the other GPU from this GPU's traces).", "",
+            "| traces of | predicted on | calibration | step time: median | p90 | n |",
+            "|---|---|---|---:|---:|---:|"]  # fmt: skip
+    pool += [f"| {run} | {gpu} | {variant} | {summary(e)} |"
+             for (run, gpu, variant), e in pooled.items()]  # fmt: skip
+    return "\n".join(lines + table + pool + detail) + "\n"
 
 
 def _same_point(r: dict, key: dict) -> bool:
