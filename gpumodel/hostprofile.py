@@ -42,6 +42,11 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
                                    # has not run before, where SDPA runs cuDNN (torch builds
                                    # one cuDNN graph per shape: a decode step at a new KV
                                    # length pays it once)
+    host_copy_s: {h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable} | null
+                                   # wall clock of a 4 KB host<->device copy and its
+                                   # synchronisation (pinned/pageable .to('cuda'),
+                                   # pinned.copy_(dev), dev.cpu()): the fixed cost of a copy
+                                   # on this host (newer profiles; ``gm.predict(host=)``)
     spread: {field: [p10, p90]}    # measured spread of the fields above
     host_drift: [p10, p90] | null  # the host's speed during the measurement as factors of
                                    # its median (the larger HF model's per-round forward
@@ -118,6 +123,26 @@ class EagerOpCosts(Checked):
     conv: HostSeconds | None = None
 
 
+#: The host copies a profile times (``host_copy_s``): direction and host memory.
+HOST_COPY_KINDS = ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
+#: The size of those copies: small enough that the link's time is a rounding error of the
+#: fixed cost (4 KB at 12 GB/s pageable: 0.3 us of ~15-35 us).
+HOST_COPY_PROBE_BYTES = 4096
+
+
+class HostCopyCosts(Checked):
+    """Wall-clock seconds of one 4 KB host<->device copy and its synchronisation, per direction
+    and host memory, on this host. The fixed cost of a small copy is the host's, not the
+    GPU's: 4 KB pinned ``.to('cuda')`` took 15.6-29.5 us on eight H100/H200 VMs of one type
+    (validate's copies, ``validation/results/unseen-h*-run*/host-copies.json``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    h2d_pinned: HostSeconds
+    h2d_pageable: HostSeconds
+    d2h_pinned: HostSeconds
+    d2h_pageable: HostSeconds
+
+
 class HostProfile(Checked):
     """One machine's host-side costs (see the module docstring)."""
 
@@ -144,6 +169,7 @@ class HostProfile(Checked):
     graph_replay_s: HostSecondsOrZero | None = None
     graph_replay_per_kernel_s: HostSecondsOrZero | None = None
     compiled_step_launch_s: HostSecondsOrZero | None = None
+    host_copy_s: HostCopyCosts | None = None
     spread: dict[str, tuple[HostSecondsOrZero, HostSecondsOrZero]] = Field(default_factory=dict)
     host_drift: tuple[float, float] | None = None
     # provenance that `gpumodel validate --host-only` records beside the figures (named here so
@@ -216,6 +242,12 @@ class HostProfile(Checked):
         reference)."""
         v = self.sdpa_graph_build_s
         return REFERENCE_SDPA_GRAPH_BUILD_S if v is None else v
+
+    def copy_cost_s(self, direction: str, pinned: bool) -> float | None:
+        """Wall seconds of a 4 KB copy of that direction and host memory, if measured."""
+        costs = self.host_copy_s
+        kind = f"{direction}_{'pinned' if pinned else 'pageable'}"
+        return None if costs is None else float(getattr(costs, kind))
 
     def label(self) -> str:
         """'reference-h100 (Intel Xeon ..., 2026-11-22, torch 2.11)'."""

@@ -440,3 +440,45 @@ def test_measurement_refuses_a_bad_window(window_s):
 
     with pytest.raises(SpecError, match="window of 0-3600 s"):
         measure_host_samples(device="cpu", window_s=window_s)
+
+
+def test_conv_probe_note_compares_the_old_single_shape_with_the_figure():
+    """notes.conv_probe: each shape's median in microseconds, and the single heuristic-planned
+    shape of earlier profiles over the profile's figure (medians: 20 us / 25 us = 0.8)."""
+    from gpumodel.validate.host import CONV_PROBE_LABELS, _conv_probe_note
+
+    samples = {"eager_op_s.conv": [24e-6, 25e-6, 30e-6],
+               "conv_shape.heuristic 64x14x14 3x3": [19e-6, 20e-6, 21e-6],
+               f"conv_shape.{CONV_PROBE_LABELS[0]}": [22e-6, 23e-6, 40e-6],
+               "eager_op_s.matmul": [1e-5]}  # fmt: skip
+    note = _conv_probe_note(samples)
+    assert note["host_us_per_call"] == {"heuristic 64x14x14 3x3": 20.0, CONV_PROBE_LABELS[0]: 23.0}
+    assert note["heuristic_single_over_figure"] == pytest.approx(0.8)
+    assert _conv_probe_note({"eager_op_s.conv": None}) == {"host_us_per_call": {}}
+
+
+def test_a_profile_of_the_new_conv_probe_counts_one_launch_per_call():
+    """The probe's description still names F.conv2d and channels_last: one kernel a call, so the
+    eager floor adds nothing for a channels-last conv and two launches for an NCHW one."""
+    from gpumodel.hostprofile import HostProfile
+    from gpumodel.validate.host import EAGER_OPS_PROBES
+
+    hp = HostProfile.model_validate(build_profile(fake_samples(), META, extra={
+        "shapes": {"eager_ops": EAGER_OPS_PROBES}}))  # fmt: skip
+    assert "cudnn.benchmark" in EAGER_OPS_PROBES and hp.probe_launches("conv") == 1
+
+
+def test_build_profile_writes_the_copies_when_measured_and_null_when_not():
+    """Samples 1..10 us per copy kind: median 5.5 us, p10 1.9, p90 9.1 (numpy's linear rule)."""
+    from gpumodel.hostprofile import HostProfile
+
+    samples = fake_samples()
+    assert build_profile(samples, META)["host_copy_s"] is None
+    for kind in ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"):
+        samples[f"host_copy_s.{kind}"] = [i * 1e-6 for i in range(1, 11)]
+    prof = build_profile(samples, META)
+    assert prof["host_copy_s"] == {k: pytest.approx(5.5e-6) for k in
+                                     ("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")}
+    assert prof["spread"]["host_copy_s.h2d_pinned"] == [pytest.approx(1.9e-6),
+                                                        pytest.approx(9.1e-6)]  # fmt: skip
+    assert HostProfile.model_validate(prof).copy_cost_s("d2h", False) == pytest.approx(5.5e-6)

@@ -40,7 +40,8 @@ _COMMON = [
     ("condition", str, typer.Option("in-workload", help="in-workload (back to back: the "
      "power-limited sustained clock) or isolated (one call at the boost clock: validate's harness)")),
     ("host", str | None, typer.Option(None, help="the op as one eager PyTorch call on this host "
-     "profile (name or YAML; gpumodel validate --host-only): no faster than the host issues it")),
+     "profile (name or YAML; gpumodel validate --host-only): no faster than the host issues it; "
+     "a host-transfer's fixed cost from that host's own 4 KB copies")),
     ("specs_dir", list[str], typer.Option([], "--specs-dir", help="extra GPU spec directory")),
 ]  # fmt: skip
 

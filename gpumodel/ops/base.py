@@ -114,8 +114,8 @@ class Op(Checked):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     op_name: ClassVar[str] = "op"
     # the host profile's eager op kind (a key of ``eager_op_s``) of the PyTorch call that runs
-    # this op, for ``predict(host=...)``; None: no single eager call (raw kernels, collectives,
-    # host copies, which price their own host side)
+    # this op, for ``predict(host=...)``; None: no single eager call (raw kernels, collectives;
+    # host copies take their fixed cost from the profile's own copies instead)
     eager_kind: ClassVar[str | None] = None
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:

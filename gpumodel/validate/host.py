@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from gpumodel.errors import DeviceError, SpecError
-from gpumodel.hostprofile import HOST_SIDE_FIELDS
+from gpumodel.hostprofile import HOST_COPY_KINDS, HOST_COPY_PROBE_BYTES, HOST_SIDE_FIELDS
 
 HOST_PROFILE_SCHEMA = 1
 
@@ -95,6 +95,14 @@ EAGER_OP_KINDS: tuple[str, ...] = (
     "sdpa",
     "optimizer_step",
     "conv",
+)
+
+#: What the eager op probes run (a profile's ``shapes.eager_ops``; ``HostProfile.probe_launches``
+#: reads the conv part).
+EAGER_OPS_PROBES = (
+    "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; sdpa: q 1x8x1x64, k/v "
+    "1x8x128x64; conv: F.conv2d channels_last, batch 1, cuDNN plans chosen in cudnn.benchmark "
+    "mode, mean over 64->64 16x16 3x3, 128->128 16x16 1x1, 256->256 8x8 3x3, 512->128 8x8 1x1)"
 )
 
 #: Scalar timing figures (seconds), in file order.
@@ -180,8 +188,9 @@ def build_profile(
     seconds of the most step-like call, written as ``host_drift`` [p10/median, p90/median].
     """
     expected = {f"eager_op_s.{k}" for k in EAGER_OP_KINDS} | set(SCALAR_KEYS)
+    copies = [f"host_copy_s.{k}" for k in HOST_COPY_KINDS]  # optional: CUDA hosts only
     missing = sorted(expected - set(samples))
-    unknown = sorted(set(samples) - expected - {"host_drift"})
+    unknown = sorted(set(samples) - expected - {"host_drift", *copies})
     if missing or unknown:
         raise SpecError(f"host samples: missing {missing}, unknown {unknown}")
     meta_keys = ("name", "measured_at", "cpu_model", "cpu_cores", "python", "torch",
@@ -209,6 +218,14 @@ def build_profile(
         profile[k] = medians[k]
         if k == "hf_decoder_layer_s":
             profile["hf_decoder_layer_kernels"] = (counts or {}).get("hf_decoder_layer_kernels")
+    copy_vals = [samples.get(k) for k in copies]
+    profile["host_copy_s"] = None
+    if all(copy_vals):
+        profile["host_copy_s"] = {}
+        for kind, key, vals in zip(HOST_COPY_KINDS, copies, copy_vals):
+            med, p10, p90 = summarize(vals)  # type: ignore[arg-type]
+            profile["host_copy_s"][kind] = _sig(med)
+            spread[key] = [_sig(p10), _sig(p90)]
     profile["spread"] = {k: spread[k] for k in sorted(spread)}
     drift = samples.get("host_drift")
     if drift:
@@ -362,6 +379,7 @@ def measure_host_samples(
     _eager_ops(torch, device, calls, bench)
     if on_cuda:
         bench["graph_replay_s"] = (_graph(torch, 20).replay, 1, calls)
+        _host_copy_probes(torch, max(10, calls // 4), bench)
     layer = _hf_decoder_layer(torch, device, notes)
     if layer is not None:
         bench["hf_decoder_layer_s"] = (layer[0], 1, max(10, calls // 4))
@@ -405,6 +423,8 @@ def measure_host_samples(
         out[f"eager_op_s.{kind}"] = samples[f"eager_op_s.{kind}"]
     for key in SCALAR_KEYS:
         out[key] = samples.get(key)
+    for kind in HOST_COPY_KINDS:
+        out[f"host_copy_s.{kind}"] = samples.get(f"host_copy_s.{kind}")
     per_sample = {k: v[2] for k, v in bench.items()}
     # Each of the two below leaves the process issuing eager ops slower, so they come after the
     # eager rounds, the profiler last (a user's eager step has run neither):
@@ -437,9 +457,24 @@ def measure_host_samples(
             _profiler_event_cost(torch, models[lo], max(10, calls // (2 * lo)), sync)
             for _ in range(3)
         ]
+    notes["conv_probe"] = _conv_probe_note(samples)
     notes["repeats"] = repeats
     notes["calls_per_sample"] = per_sample
     return out, counts, notes
+
+
+def _conv_probe_note(samples: Mapping[str, list[float] | None]) -> dict[str, Any]:
+    """Median host microseconds a call per conv probe shape (rounds, before any window
+    rescaling), and the earlier profiles' single heuristic-planned shape against the profile's
+    figure (the mean over the shapes): how much the probe change moved it on this machine."""
+    us = {k.removeprefix("conv_shape."): _sig(quantile(v, 0.5) * 1e6, 4)
+          for k, v in samples.items() if k.startswith("conv_shape.") and v}  # fmt: skip
+    figure = samples.get("eager_op_s.conv")
+    note: dict[str, Any] = {"host_us_per_call": us}
+    if figure and us.get("heuristic 64x14x14 3x3"):
+        note["heuristic_single_over_figure"] = _sig(
+            us["heuristic 64x14x14 3x3"] / (quantile(figure, 0.5) * 1e6), 4)
+    return note
 
 
 def to_window_speed(
@@ -509,8 +544,7 @@ def measure_host_profile(
             "seconds_taken": round(time.perf_counter() - t0, 2),
         },
         "shapes": {
-            "eager_ops": "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; "
-            "sdpa: q 1x8x1x64, k/v 1x8x128x64; conv: F.conv2d 1x64x14x14 * 64x64x3x3 channels_last, pad 1)",
+            "eager_ops": EAGER_OPS_PROBES,
             "hf_decoder_layer": "LlamaDecoderLayer hidden 1024, 8 heads x 128, 2 kv heads, ffn "
             "2816, bf16, sdpa, batch 1, 1 new token over a 128-token DynamicCache (cropped back "
             "after each call)",
@@ -518,6 +552,9 @@ def measure_host_profile(
             "bf16, batch 1, one decode forward over a 128-token DynamicCache (cropped back "
             "after each call); profiler_event_s: the smaller one under torch.profiler (CPU + CUDA, "
             "record_shapes=True) against without",
+            "host_copy": f"{HOST_COPY_PROBE_BYTES} B uint8, each call followed by "
+            "torch.cuda.synchronize(): pinned and pageable .to('cuda'), pinned.copy_(cuda), "
+            "cuda.cpu()",
             "compiled_step": "torch.compile(mode='reduce-overhead') Linear(256,256)-SiLU-"
             "Linear(256,256), bf16, input 64x256",
             "sdpa_graph_build": f"the {HF_MODEL_LAYERS[0]}-layer hf_model under cuDNN "
@@ -547,11 +584,7 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
     k = torch.randn(1, 8, 128, 64, device=device, dtype=dt)
     v = torch.randn(1, 8, 128, 64, device=device, dtype=dt)
     one = torch.zeros(1, device=device)
-    # channels_last: cuDNN's native layout, one kernel per call (NCHW adds transposes, which
-    # ``gpumodel.predict.eager_floor`` prices as further launches)
-    cl = torch.channels_last
-    img = torch.randn(1, 64, 14, 14, device=device, dtype=dt).to(memory_format=cl)
-    filt = torch.randn(64, 64, 3, 3, device=device, dtype=dt).to(memory_format=cl)
+    convs, single = _conv_probes(torch, device, dt)
     params = [torch.randn(64, 64, device=device, requires_grad=True) for _ in range(8)]
     for p in params:
         p.grad = torch.randn_like(p)
@@ -573,12 +606,87 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
         "index": (index, 2),
         "sdpa": (lambda: F.scaled_dot_product_attention(q, k, v), 1),
         "optimizer_step": (opt.step, 1),
-        "conv": (lambda: F.conv2d(img, filt, padding=1), 1),
+        "conv": (lambda: [F.conv2d(x, f, padding=pad) for x, f, pad in convs], len(convs)),
     }
     for kind, (fn, per) in ops.items():
         n = max(10, calls // 4) if kind == "optimizer_step" else calls
         bench[f"eager_op_s.{kind}"] = (fn, per, n)
     bench["kernel_launch_s"] = (lambda: one.add_(1.0), 1, calls)
+    # beside the profile's figure, not in it: each probe shape alone, and the single shape that
+    # profiles before 2026-11-28 timed, on the plan cuDNN's heuristic picks (notes.conv_probe)
+    for (x, f, pad), label in zip(convs, CONV_PROBE_LABELS):
+        bench[f"conv_shape.{label}"] = (lambda x=x, f=f, pad=pad: F.conv2d(x, f, padding=pad), 1,
+                                        calls)  # fmt: skip
+    bench["conv_shape.heuristic 64x14x14 3x3"] = (lambda: F.conv2d(*single, padding=1), 1, calls)
+
+
+def _host_copy_probes(torch: Any, calls: int, bench: dict) -> None:
+    """Register the 4 KB host<->device copies of ``host_copy_s`` in ``bench``: calls PyTorch
+    code makes, each followed by the ``synchronize`` a user waits on, as validate's host-copy
+    family makes them (``gpumodel.validate.conditions._host_copies``): ``.to('cuda')`` of a
+    pinned and a pageable tensor, ``pinned.copy_(dev)`` and ``dev.cpu()`` (a new pageable
+    tensor). Host buffers hold data (never-written pages all map the kernel's zero page). Like
+    every figure here, a round's sample is the mean of back-to-back calls."""
+    sync = torch.cuda.synchronize
+    pinned = torch.full((HOST_COPY_PROBE_BYTES,), 7, dtype=torch.uint8).pin_memory()
+    pageable = torch.full((HOST_COPY_PROBE_BYTES,), 7, dtype=torch.uint8)
+    dev = torch.empty(HOST_COPY_PROBE_BYTES, dtype=torch.uint8, device="cuda")
+
+    def timed(fn: Callable[[], Any]) -> Callable[[], None]:
+        def call() -> None:
+            fn()
+            sync()
+
+        return call
+
+    fns = {"h2d_pinned": lambda: pinned.to("cuda"), "h2d_pageable": lambda: pageable.to("cuda"),
+           "d2h_pinned": lambda: pinned.copy_(dev), "d2h_pageable": dev.cpu}  # fmt: skip
+    for kind in HOST_COPY_KINDS:
+        bench[f"host_copy_s.{kind}"] = (timed(fns[kind]), 1, calls)
+
+
+#: The conv probe's shapes (bf16, channels_last, batch 1; small maps so that the GPU time of each
+#: stays under its host time): in channels, out channels, map side, kernel side.
+CONV_PROBE_SHAPES: tuple[tuple[int, int, int, int], ...] = (
+    (64, 64, 16, 3), (128, 128, 16, 1), (256, 256, 8, 3), (512, 128, 8, 1),
+)  # fmt: skip
+CONV_PROBE_LABELS = tuple(f"{c}->{k} {hw}x{hw} {r}x{r}" for c, k, hw, r in CONV_PROBE_SHAPES)
+
+
+def _conv_probes(torch: Any, device: str, dt: Any) -> tuple[list[tuple[Any, Any, int]], tuple]:
+    """The conv probe's (input, filter, padding) per shape, each with its cuDNN plan chosen by
+    ``cudnn.benchmark`` (the setting convolutional training and inference run with, and the one
+    validate times under), and the one shape earlier profiles timed, planned by the heuristic.
+
+    Why several shapes, planned in benchmark mode: one call's host time depends on the shape
+    and the plan, and profiles before 2026-11-28 timed one 64-channel 14x14 3x3 layer on the
+    heuristic's plan. The change was neutral where it was measured: on an H100 VM that single
+    shape ran at 0.97-0.99 of this mean, and the unseen convolutions scored the same with
+    either (validation/results/unseen-h100-run17). PyTorch keeps one plan per shape for the
+    process and looks it up before it reads the flag (aten/src/ATen/native/cudnn/Conv_v8.cpp,
+    run_single_conv), so the plans are made here, once, and the user's flag is restored."""
+    import torch.nn.functional as F
+
+    cl = torch.channels_last
+
+    def conv(c: int, k: int, hw: int, r: int) -> tuple[Any, Any, int]:
+        x = torch.randn(1, c, hw, hw, device=device, dtype=dt).to(memory_format=cl)
+        f = (torch.randn(k, c, r, r, device=device, dtype=dt) / (c * r * r) ** 0.5).to(
+            memory_format=cl)
+        return x, f, r // 2
+
+    single = conv(64, 64, 14, 3)[:2]
+    flag = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = False
+        F.conv2d(*single, padding=1)
+        torch.backends.cudnn.benchmark = True
+        convs = [conv(*shape) for shape in CONV_PROBE_SHAPES]
+        for x, f, pad in convs:
+            F.conv2d(x, f, padding=pad)
+    finally:
+        torch.backends.cudnn.benchmark = flag
+    return convs, single
 
 
 def _graph(torch: Any, n_kernels: int) -> Any:

@@ -210,6 +210,29 @@ def kernel_op(rec: dict):
 # The condition measured as an eager PyTorch loop (one torch call after another, no graph): the
 # host issues each call, so with a host profile of the same machine its eager cost is a floor.
 EAGER_LOOP = "in-workload"
+# A host copy timed by wall clock as a user waits for it: a host profile that timed its own 4 KB
+# copies (``host_copy_s``, profiles from 2026-11-28) gives its fixed cost.
+COPY_WALL = "per-call-wall"
+
+
+def host_prices(rec: dict, host: Path | None) -> bool:
+    """Whether the same call's host profile prices this record (an eager loop's call, or a
+    wall-clock copy where the profile timed copies)."""
+    if host is None:
+        return False
+    if rec["condition"] == EAGER_LOOP:
+        try:
+            return kernel_op(rec).eager_kind is not None
+        except Exception:  # a record gpumodel cannot describe: scored (and failed) bare
+            return False
+    return rec["condition"] == COPY_WALL and _times_copies(host)
+
+
+@functools.cache
+def _times_copies(host: Path) -> bool:
+    import yaml
+
+    return bool((yaml.safe_load(host.read_text()) or {}).get("host_copy_s"))
 
 
 def kernel_host_profile(path: Path) -> Path | None:
@@ -231,12 +254,13 @@ def predict_kernel_range(
     """The predicted time of a kernel record, and the range the prediction gives for its
     host's measured drift (``time_range_s``, where the API has it and a host profile floors
     the call), else None. ``host``: the host profile that floors an eager loop's calls
-    (records of the ``EAGER_LOOP`` condition only)."""
+    (records of the ``EAGER_LOOP`` condition), or a wall-clock copy's fixed cost
+    (``COPY_WALL``, where the profile timed copies)."""
     import gpumodel as gm
 
     op = kernel_op(rec)
-    if host is not None and rec["condition"] == EAGER_LOOP and op.eager_kind is not None:
-        condition, l2 = CONDITION_OF_METHOD[EAGER_LOOP]
+    if host_prices(rec, host):
+        condition, l2 = CONDITION_OF_METHOD[rec["condition"]]
         p = gm.predict(op, gpu_id, cal, condition=condition, l2=l2, host=str(host))
         return p.time_s, getattr(p, "time_range_s", None)
     return _predict_kernel_bare(rec, op, gpu_id, cal), None
@@ -300,7 +324,7 @@ def evaluate_kernels(
         for rec in data.get("records", []):
             meas = rec.get("time_s_median")
             hosts = [("", None)]
-            if host is not None and rec["condition"] == EAGER_LOOP:
+            if host_prices(rec, host):
                 hosts.insert(0, (" + host profile", host))
             for (cal_name0, cal), (host_name, host_path) in (
                 (c, h) for c in cal_for(gpu_id) for h in hosts
