@@ -210,18 +210,19 @@ def test_from_measurements_reads_a_calibration_yaml(capsys, tmp_path):
     assert code == 2 and "holds no measurements" in err and "Traceback" not in err
 
 
-def test_shipped_h100_calibration_refits_from_its_measurements(capsys, tmp_path):
-    """The shipped H100 profile is what this version of the model fits to its own measurements
-    (a model change that is not re-fitted fails here), every family within its target since
-    the convolutions were re-timed in benchmark mode, and the report says the fit came from
-    saved measurements."""
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm"])
+def test_shipped_calibrations_refit_from_their_measurements(capsys, tmp_path, gpu):
+    """Each shipped profile is what this version of the model fits to its own measurements
+    (a model change that is not re-fitted fails here: bring the file to it with
+    validation/experiments/refit_family.py FILE FILE all FILE), every family within its
+    target, and the report says the fit came from saved measurements."""
     import gpumodel as gm
     from gpumodel._paths import validation_dir
 
-    shipped = validation_dir() / "results" / "h100-sxm"
+    shipped = validation_dir() / "results" / gpu
     out = tmp_path / "cal.yaml"
     code, stdout, err = run(capsys, "validate", "--from-measurements",
-                            str(shipped / "calibration.yaml"), "--gpu", "h100-sxm",
+                            str(shipped / "calibration.yaml"), "--gpu", gpu,
                             "--out", str(out), "--report", str(tmp_path), "--json")  # fmt: skip
     assert code == 0 and json.loads(stdout)["failures"] == [] and err == ""
     refit, ships = gm.load_calibration(out), gm.load_calibration(shipped / "calibration.yaml")

@@ -9,8 +9,13 @@ parameters whose names carry the family's name (and the errors of its report gro
 from the refit. It refuses when the refit moved any
 other fitted parameter, which would mean the families were not independent.
 
+FAMILY ``all`` refits every family from the shipped file's own measurements (NEW_RUN.yaml is then
+the shipped file too): every fitted parameter and error is the refit's, the merged-in sections are
+kept. That is how a shipped calibration is brought to what a changed fit makes of its data.
+
 usage: python validation/experiments/refit_family.py SHIPPED.yaml NEW_RUN.yaml FAMILY OUT.yaml
        e.g. validation/results/h100-sxm/calibration.yaml conv-calibration.yaml conv2d cal.yaml
+            validation/results/h200-sxm/calibration.yaml (the same) all cal.yaml
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 # fitted scalars of a family whose names do not carry the family's name
@@ -48,7 +54,8 @@ def main() -> int:
     shipped_path, new_path, family, out_path = sys.argv[1:]
     shipped = read_calibration_file(shipped_path, measurements=True)
     new = read_calibration_file(new_path, measurements=True)
-    fresh = [r for r in new.measurements if r["family"] == family]
+    every = family == "all"
+    fresh = [r for r in new.measurements if every or r["family"] == family]
     if not fresh:
         print(f"error: {new_path} has no {family} measurements", file=sys.stderr)
         return 2
@@ -56,7 +63,8 @@ def main() -> int:
     # (validate's point list has shrunk over time: the shipped fit may hold points it no longer
     # times, and dropping them would refit those families on less data)
     remeasured = {op_key(r) for r in fresh}
-    kept = [r for r in shipped.measurements if r["family"] != family or op_key(r) not in remeasured]
+    kept = [r for r in shipped.measurements
+            if not every and (r["family"] != family or op_key(r) not in remeasured)]  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "measurements.json"
         raw.write_text(json.dumps({"device": shipped.environment, "records": kept + fresh,
@@ -68,7 +76,11 @@ def main() -> int:
         refit = read_calibration_file(refit_path)
     params = shipped.parameters.model_dump(mode="json")
     old, fitted = flat(params), flat(refit.parameters.model_dump(mode="json"))
-    ours = {k for k in fitted if family in k.split(".")[-1] or k in FAMILY_SCALARS.get(family, ())}
+    if every:  # what the refit set; what it leaves unset was merged in after a fit
+        ours = {k for k in fitted if fitted[k] is not None}
+    else:
+        ours = {k for k in fitted
+                if family in k.split(".")[-1] or k in FAMILY_SCALARS.get(family, ())}  # fmt: skip
     # a refit from measurements leaves the sections merged in after a fit (conditions, host
     # copies) unset: those are kept as shipped
     moved = [k for k in fitted
@@ -84,9 +96,13 @@ def main() -> int:
         node[leaf] = fitted[key]
     errors = {**shipped.errors,
               **{g: FamilyError.model_validate(e.model_dump()) for g, e in refit.errors.items()
-                 if g.startswith(family)}}  # fmt: skip
-    environment = {**shipped.environment, "refit": f"{family} from {Path(new_path).name} "
-                   f"({new.created:%Y-%m-%d %H:%M} UTC), the rest as shipped"}  # fmt: skip
+                 if every or g.startswith(family)}}  # fmt: skip
+    now = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
+    what = (f"every family from its own measurements ({now} UTC), the merged-in sections as "
+            "shipped") if every else (
+            f"{family} from {Path(new_path).name} ({new.created:%Y-%m-%d %H:%M} UTC), the rest "
+            "as shipped")  # fmt: skip
+    environment = {**shipped.environment, "refit": what}
     merged = shipped.model_copy(update={"parameters": CalibrationParams.model_validate(params),
                                         "errors": errors, "environment": environment,
                                         "measurements": kept + fresh})  # fmt: skip
