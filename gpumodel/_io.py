@@ -498,6 +498,20 @@ def _interrupts_as_exceptions() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (delivered when the block ends) where the platform can."""
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
 def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> Iterator[Path]:
     """A temp path beside ``path`` to write to; renamed over ``path`` when the block ends
     without error, removed on any error (incl. KeyboardInterrupt and SIGTERM)."""
@@ -511,21 +525,25 @@ def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> 
         except OSError as exc:
             raise OutputFileError(f"{path}: cannot create {path.parent} ({exc.strerror})") from None
         check_target(path, what)
-    try:
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OutputFileError(f"{path}: cannot write {what} ({exc.strerror})") from None
-    os.close(fd)
-    tmp = Path(tmp_name)
+    # Ctrl-C or SIGTERM between creating the temp file and the cleanup below being in place
+    # left it behind (fuzz seed 30): the signals wait until the file is known, then raise
+    # inside the block that removes it
+    tmp: Path | None = None
     try:
         with _interrupts_as_exceptions():
+            with _signals_held():
+                fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                                suffix=".tmp")  # fmt: skip
+                os.close(fd)
+                tmp = Path(tmp_name)
             yield tmp
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() follows umask
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         if isinstance(exc, GpumodelError):
             raise
         reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
@@ -533,7 +551,8 @@ def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> 
             f"{path}: cannot write {what} ({reason}); the old file is kept"
         ) from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise
 
 

@@ -99,6 +99,9 @@ def resolve_price_keys(price: PriceArg) -> PriceArg:
     names are an error, not a silently unused price."""
     if not isinstance(price, Mapping):
         return price
+    if not price:  # it would price no GPU, silently: the specs' prices would be used instead
+        raise SpecError("price: an empty mapping prices no GPU; give $ per GPU-hour for every "
+                        "GPU, or GPU -> $ per GPU-hour pairs like {'h100': 2.49}")  # fmt: skip
     from gpumodel.specs import get_gpu
 
     return {get_gpu(k).id: v for k, v in price.items()}

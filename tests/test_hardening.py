@@ -509,6 +509,38 @@ def test_tmp_litter_after_kill(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.yaml"]
 
 
+def test_ctrl_c_right_after_the_temp_file_is_made_leaves_no_litter(tmp_path, monkeypatch):
+    """Fuzz seed 30: SIGINT landing between mkstemp and the cleanup's try left the temp file.
+    Here the signal is raised inside mkstemp, the worst moment: it must surface as the
+    KeyboardInterrupt, with the old file kept and nothing beside it."""
+    import tempfile
+
+    import gpumodel._io as io_mod
+
+    target = tmp_path / "cal.yaml"
+    target.write_text("old\n", encoding="utf-8")
+    real = tempfile.mkstemp
+
+    def mkstemp_then_sigint(*args, **kwargs):
+        made = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return made
+
+    monkeypatch.setattr(io_mod.tempfile, "mkstemp", mkstemp_then_sigint)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_bytes(target, b"new")
+    assert target.read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.yaml"]
+
+
+def test_an_empty_price_mapping_is_refused():
+    """Fuzz seed 30: price={} priced no GPU and the sweep silently used the specs' prices."""
+    with pytest.raises(SpecError, match="empty mapping prices no GPU"):
+        gm.sweep_inference("llama-3-8b", "h100", batch=[1], context=[512], price={})
+    with pytest.raises(SpecError, match="empty mapping prices no GPU"):
+        gm.plan_training("llama-2-7b", "h100", 64, 1e12, price={})
+
+
 def test_write_under_full_disk_keeps_old_file(tmp_path, monkeypatch):
     target = tmp_path / "out.yaml"
     target.write_text("old\n", encoding="utf-8")
