@@ -19,9 +19,9 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import signal
 import stat
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -497,18 +497,9 @@ def _interrupts_as_exceptions() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM held back (delivered when the block ends) where the platform can."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+def _create_new(path: Path) -> None:
+    """Create ``path``, empty, mode 0600 (as mkstemp does); an existing file is an error."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 @contextlib.contextmanager
@@ -525,17 +516,14 @@ def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> 
         except OSError as exc:
             raise OutputFileError(f"{path}: cannot create {path.parent} ({exc.strerror})") from None
         check_target(path, what)
-    # Ctrl-C or SIGTERM between creating the temp file and the cleanup below being in place
-    # left it behind (fuzz seed 30): the signals wait until the file is known, then raise
-    # inside the block that removes it
+    # The temp file's name is known before the file exists, inside the block that removes
+    # it: Ctrl-C between tempfile.mkstemp creating it and the cleanup being in place left it
+    # behind (fuzz seed 30). 64 random bits: no other writer's file has the name.
     tmp: Path | None = None
     try:
         with _interrupts_as_exceptions():
-            with _signals_held():
-                fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                                suffix=".tmp")  # fmt: skip
-                os.close(fd)
-                tmp = Path(tmp_name)
+            tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+            _create_new(tmp)
             yield tmp
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() follows umask
             with open(tmp, "rb") as fh:

@@ -510,23 +510,21 @@ def test_tmp_litter_after_kill(tmp_path):
 
 
 def test_ctrl_c_right_after_the_temp_file_is_made_leaves_no_litter(tmp_path, monkeypatch):
-    """Fuzz seed 30: SIGINT landing between mkstemp and the cleanup's try left the temp file.
-    Here the signal is raised inside mkstemp, the worst moment: it must surface as the
-    KeyboardInterrupt, with the old file kept and nothing beside it."""
-    import tempfile
-
+    """Fuzz seed 30: SIGINT landing between tempfile.mkstemp creating the temp file and the
+    cleanup's try left the file. Here the signal lands the moment the file exists: it must
+    surface as the KeyboardInterrupt, with the old file kept and nothing beside it."""
     import gpumodel._io as io_mod
 
     target = tmp_path / "cal.yaml"
     target.write_text("old\n", encoding="utf-8")
-    real = tempfile.mkstemp
+    real = io_mod._create_new
 
-    def mkstemp_then_sigint(*args, **kwargs):
-        made = real(*args, **kwargs)
+    def create_then_sigint(path):
+        real(path)
+        assert path.exists()
         os.kill(os.getpid(), signal.SIGINT)
-        return made
 
-    monkeypatch.setattr(io_mod.tempfile, "mkstemp", mkstemp_then_sigint)
+    monkeypatch.setattr(io_mod, "_create_new", create_then_sigint)
     with pytest.raises(KeyboardInterrupt):
         atomic_write_bytes(target, b"new")
     assert target.read_text(encoding="utf-8") == "old\n"
