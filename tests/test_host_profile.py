@@ -267,6 +267,8 @@ def test_host_only_summary_names_the_graph_build(tmp_path, monkeypatch, capsys):
     samples = fake_samples()
     samples["sdpa_graph_build_s"] = [0.05, 0.06, 0.07]
     samples["host_drift"] = [0.02, 0.01, 0.03]  # median 20 ms; p10 12, p90 28 -> 0.6, 1.4
+    for n, kind in enumerate(("h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")):
+        samples[f"host_copy_s.{kind}"] = [(20 + n) * 1e-6] * 3  # 20, 21, 22, 23 us
 
     def fake(repeats=9, progress=None, window_s=0.0):
         return build_profile(samples, META, extra={"method": {"window": {
@@ -278,7 +280,10 @@ def test_host_only_summary_names_the_graph_build(tmp_path, monkeypatch, capsys):
     assert "cuDNN attention graph build: 60.0 ms of host per new shape" in out
     assert "forward at x0.6 - x1.4 its median time" in out
     assert "host speed over 60 s more of the HF models: x1.18 the rounds' time" in out
+    assert ("4 KB host copies with their sync, us: h2d pinned 20.0, h2d pageable 21.0, "
+            "d2h pinned 22.0, d2h pageable 23.0") in out
     loaded = gm.load_host(str(tmp_path / "h.yaml"))
+    assert loaded.copy_cost_s("d2h", True) == pytest.approx(22e-6)
     assert loaded.graph_build_s == pytest.approx(0.06)
     assert loaded.host_drift == pytest.approx((0.6, 1.4))
 

@@ -202,6 +202,11 @@ def _host_profile(
     if profile["profiler_event_s"] is not None:
         out_console.print(f"torch.profiler: {profile['profiler_event_s'] * 1e6:.2f} us of host "
                           "per recorded event", highlight=False, markup=False)  # fmt: skip
+    copies = profile.get("host_copy_s")
+    if copies:
+        each = ", ".join(f"{k.replace('_', ' ')} {v * 1e6:.1f}" for k, v in copies.items())
+        out_console.print(f"4 KB host copies with their sync, us: {each} (predict host_transfer "
+                          "--host uses them)", highlight=False, markup=False)  # fmt: skip
     if profile.get("sdpa_graph_build_s") is not None:
         out_console.print(f"cuDNN attention graph build: {profile['sdpa_graph_build_s'] * 1e3:.1f} "
                           "ms of host per new shape (infer --new-shapes)", highlight=False,
