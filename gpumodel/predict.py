@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpumodel._validators import MAX_BYTES, MAX_FLOPS
 from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
@@ -39,6 +39,10 @@ from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.tracefit import family_key
 from gpumodel.units import format_quantity, format_time
+
+if TYPE_CHECKING:
+    from gpumodel.hostprofile import HostProfile
+    from gpumodel.ops.simple import HostTransfer
 
 # A bare kernel launch, host side, back to back, where no calibration measured one
 # (``launch_host_s``): the CuPy RawKernel launch of `gpumodel validate` on the H100 host of
@@ -136,7 +140,7 @@ def predict(
     if hp is None:
         return _finite_result(p)
     if op.op_name == "host_transfer":
-        return _finite_result(host_copy_cost(p, op, hp))
+        return _finite_result(host_copy_cost(p, op, hp))  # type: ignore[arg-type]
     launch_s = cal.parameters.launch_host_s if cal else None
     return _finite_result(eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None
                                       else launch_s))  # fmt: skip
@@ -172,7 +176,7 @@ def eager_floor(p: Prediction, op: Op, hp: Any, launch_s: float) -> Prediction:
     return p.model_copy(update=update)
 
 
-def host_copy_cost(p: Prediction, op: Op, hp: Any) -> Prediction:
+def host_copy_cost(p: Prediction, op: HostTransfer, hp: HostProfile) -> Prediction:
     """``p``, a host copy, with its fixed cost taken from host ``hp``'s own 4 KB copies (the
     same call, direction and host memory, with its synchronisation) instead of the
     calibration's, which carries the host of the machine it was fitted on: a 4 KB pinned
@@ -183,9 +187,10 @@ def host_copy_cost(p: Prediction, op: Op, hp: Any) -> Prediction:
 
     terms = {t.name: t for t in p.terms}
     link, fixed = terms["host link time"], terms["transfer overhead"]
-    probe_link_s = link.value * HOST_COPY_PROBE_BYTES / op.bytes  # type: ignore[attr-defined]
-    kind = f"{op.direction} {'pinned' if op.pinned else 'pageable'}"  # type: ignore[attr-defined]
-    measured = hp.copy_cost_s(op.direction, op.pinned)  # type: ignore[attr-defined]
+    probe_link_s = link.value * HOST_COPY_PROBE_BYTES / op.bytes
+    kind = f"{op.direction} {'pinned' if op.pinned else 'pageable'}"
+    measured = hp.copy_cost_s(op.direction, op.pinned)
+    assert measured is not None  # predict() refuses a profile without copies
     cost = max(measured - probe_link_s, 0.0)
     new = Term(name="transfer overhead", value=cost,
                note=f"host profile {hp.name}: a {HOST_COPY_PROBE_BYTES} B {kind} copy and its "
