@@ -116,10 +116,10 @@ def predict(
     if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
         cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
     hp = None
+    copy = op.op_name == "host_transfer"  # a host profile prices its fixed cost, not a floor
     if host is not None:
         from gpumodel.hostprofile import load_host
 
-        copy = op.op_name == "host_transfer"
         if op.eager_kind is None and not copy:
             raise SpecError(f"host= prices one eager PyTorch call or a host copy; {op.op_name} "
                             "is neither (collectives price their own host side)")  # fmt: skip
@@ -139,7 +139,7 @@ def predict(
         p = predict_with_params(op, gpu, params, label, l2, condition, activity=activity)
     if hp is None:
         return _finite_result(p)
-    if op.op_name == "host_transfer":
+    if copy:
         return _finite_result(host_copy_cost(p, op, hp))  # type: ignore[arg-type]
     launch_s = cal.parameters.launch_host_s if cal else None
     return _finite_result(eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None
