@@ -375,3 +375,58 @@ def test_a_malformed_point_is_refused_in_one_line(capsys, tmp_path, bad):
     assert code == 2 and err.strip().splitlines() == [
         f"error: {files[1]}: record 1 is not a measured point (family, op, condition and a "
         "finite time_s > 0)"]
+
+
+def test_host_profile_copies_are_the_copy_familys_calls():
+    """The host profile's four 4 KB copies call what validate's host-copy family times (one
+    ``copy_calls``): each kind on the right tensor, in the right direction, then synchronised."""
+    from gpumodel.validate.host import _host_copy_probes
+
+    log: list[str] = []
+
+    class Tensor:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def pin_memory(self) -> Tensor:
+            return Tensor("pinned")
+
+        def to(self, device: str) -> None:
+            log.append(f"{self.name}.to({device})")
+
+        def copy_(self, src: Tensor) -> None:
+            log.append(f"{self.name}.copy_({src.name})")
+
+        def cpu(self) -> None:
+            log.append(f"{self.name}.cpu()")
+
+    class Cuda:
+        @staticmethod
+        def synchronize() -> None:
+            log.append("sync")
+
+    class FakeTorch:
+        uint8 = "uint8"
+        cuda = Cuda
+
+        @staticmethod
+        def full(shape, value, dtype):
+            return Tensor("pageable")
+
+        @staticmethod
+        def empty(n, dtype, device):
+            return Tensor(device)
+
+    bench: dict = {}
+    _host_copy_probes(FakeTorch, 10, bench)
+    done = {}
+    for key, (fn, per_call, calls) in bench.items():
+        log.clear()
+        fn()
+        done[key] = (list(log), per_call, calls)
+    assert done == {
+        "host_copy_s.h2d_pinned": (["pinned.to(cuda)", "sync"], 1, 10),
+        "host_copy_s.h2d_pageable": (["pageable.to(cuda)", "sync"], 1, 10),
+        "host_copy_s.d2h_pinned": (["pinned.copy_(cuda)", "sync"], 1, 10),
+        "host_copy_s.d2h_pageable": (["cuda.cpu()", "sync"], 1, 10),
+    }

@@ -419,6 +419,30 @@ def _convs(
     return out
 
 
+def copy_calls(torch: Any, host: Any, dev: Any) -> dict[str, Callable[[], None]]:
+    """The host<->device copy calls PyTorch code makes between ``host`` (a CPU tensor, pinned or
+    pageable) and ``dev`` (a CUDA tensor of the same size), with their default (blocking)
+    arguments, each followed by the ``torch.cuda.synchronize()`` a user waits on:
+    ``"to_device"`` ``host.to('cuda')``, ``"into_host"`` ``host.copy_(dev)`` (into memory that
+    exists), ``"new_host"`` ``dev.cpu()`` (a new pageable tensor each call). The host-copy family
+    here and the host profile's 4 KB copies (``validate.host``) both time these."""
+    sync = torch.cuda.synchronize
+
+    def to_device() -> None:
+        host.to("cuda")
+        sync()
+
+    def into_host() -> None:
+        host.copy_(dev)
+        sync()
+
+    def new_host() -> None:
+        dev.cpu()
+        sync()
+
+    return {"to_device": to_device, "into_host": into_host, "new_host": new_host}
+
+
 def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[dict[str, Any]]:
     """Host<->device copies as PyTorch code makes them, 4 KB up: the plain calls with their
     default (blocking) arguments, ``host.to('cuda')``, ``pinned.copy_(dev)`` and ``dev.cpu()``
@@ -433,7 +457,6 @@ def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[di
 
     from gpumodel.validate.timing import time_host
 
-    sync = torch.cuda.synchronize
     sizes = HOST_COPY_BYTES[::2] if quick else HOST_COPY_BYTES
     out = []
     for nbytes in sizes:
@@ -441,27 +464,15 @@ def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[di
             host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned)
             host.fill_(7)  # every page written (and so backed by its own memory)
             dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-
-            def to_device(h: Any = host) -> None:
-                h.to("cuda")
-                sync()
-
-            def into_host(h: Any = host, d: Any = dev) -> None:
-                h.copy_(d)
-                sync()
-
-            def new_host(d: Any = dev) -> None:
-                d.cpu()
-                sync()
-
+            calls = copy_calls(torch, host, dev)
             cases: list[tuple[str, bool, str, Callable[[], None]]] = [
-                ("h2d", False, "Tensor.to('cuda')", to_device)]
+                ("h2d", False, "Tensor.to('cuda')", calls["to_device"])]
             if pinned:
-                cases.append(("d2h", False, "pinned.copy_(cuda_tensor)", into_host))
+                cases.append(("d2h", False, "pinned.copy_(cuda_tensor)", calls["into_host"]))
             else:
-                cases.append(("d2h", True, "Tensor.cpu()", new_host))
+                cases.append(("d2h", True, "Tensor.cpu()", calls["new_host"]))
                 if nbytes == sizes[-1]:
-                    cases.append(("d2h", False, "pageable.copy_(cuda_tensor)", into_host))
+                    cases.append(("d2h", False, "pageable.copy_(cuda_tensor)", calls["into_host"]))
             for direction, fresh, api, fn in cases:
                 op = {"op": "host_transfer", "bytes": float(nbytes), "direction": direction,
                       "pinned": pinned, "fresh_destination": fresh}  # fmt: skip
@@ -479,7 +490,7 @@ def _host_copies(torch: Any, log: Callable[[str], None], quick: bool) -> list[di
                             "method": "torch.utils.benchmark"}})  # fmt: skip
                 log(f"host copy {nbytes} B {api} pinned={pinned}: {t * 1e6:.1f} us, "
                     f"torch.utils.benchmark {ti.median * 1e6:.1f} us")  # fmt: skip
-            del host, dev
+            del host, dev, calls
     return out
 
 

@@ -621,28 +621,22 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
 
 
 def _host_copy_probes(torch: Any, calls: int, bench: dict) -> None:
-    """Register the 4 KB host<->device copies of ``host_copy_s`` in ``bench``: calls PyTorch
-    code makes, each followed by the ``synchronize`` a user waits on, as validate's host-copy
-    family makes them (``gpumodel.validate.conditions._host_copies``): ``.to('cuda')`` of a
-    pinned and a pageable tensor, ``pinned.copy_(dev)`` and ``dev.cpu()`` (a new pageable
-    tensor). Host buffers hold data (never-written pages all map the kernel's zero page). Like
-    every figure here, a round's sample is the mean of back-to-back calls."""
-    sync = torch.cuda.synchronize
+    """Register the 4 KB host<->device copies of ``host_copy_s`` in ``bench``: the calls
+    validate's host-copy family times (``gpumodel.validate.conditions.copy_calls``), each with
+    its ``synchronize``: ``.to('cuda')`` of a pinned and a pageable tensor, ``pinned.copy_(dev)``
+    and ``dev.cpu()`` (a new pageable tensor). Host buffers hold data (never-written pages all
+    map the kernel's zero page). Like every figure here, a round's sample is the mean of
+    back-to-back calls."""
+    from gpumodel.validate.conditions import copy_calls
+
     pinned = torch.full((HOST_COPY_PROBE_BYTES,), 7, dtype=torch.uint8).pin_memory()
     pageable = torch.full((HOST_COPY_PROBE_BYTES,), 7, dtype=torch.uint8)
     dev = torch.empty(HOST_COPY_PROBE_BYTES, dtype=torch.uint8, device="cuda")
-
-    def timed(fn: Callable[[], Any]) -> Callable[[], None]:
-        def call() -> None:
-            fn()
-            sync()
-
-        return call
-
-    fns = {"h2d_pinned": lambda: pinned.to("cuda"), "h2d_pageable": lambda: pageable.to("cuda"),
-           "d2h_pinned": lambda: pinned.copy_(dev), "d2h_pageable": dev.cpu}  # fmt: skip
+    of_pinned, of_pageable = copy_calls(torch, pinned, dev), copy_calls(torch, pageable, dev)
+    fns = {"h2d_pinned": of_pinned["to_device"], "h2d_pageable": of_pageable["to_device"],
+           "d2h_pinned": of_pinned["into_host"], "d2h_pageable": of_pageable["new_host"]}  # fmt: skip
     for kind in HOST_COPY_KINDS:
-        bench[f"host_copy_s.{kind}"] = (timed(fns[kind]), 1, calls)
+        bench[f"host_copy_s.{kind}"] = (fns[kind], 1, calls)
 
 
 #: The conv probe's shapes (bf16, channels_last, batch 1; small maps so that the GPU time of each
