@@ -148,17 +148,41 @@ def format_quantity(value: float, unit: str, binary: bool = False, digits: int =
         if binary
         else [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1)]
     )
-    for prefix, scale in steps:
+    number, prefix = _scaled(value, steps, digits)
+    return f"{number} {prefix}{unit}"
+
+
+def _scaled(value: float, steps: list[tuple[str, float]], digits: int) -> tuple[str, str]:
+    """``value`` in the largest of ``steps`` (prefix, scale; largest first, the last 1) it
+    reaches, with ``digits`` significant digits: the number's text and the prefix."""
+    for i, (prefix, scale) in enumerate(steps):
         if abs(value) >= scale:
-            return f"{value / scale:.{digits}g} {prefix}{unit}"
-    return f"{value:.{digits}g} {unit}"
+            # the next prefix up where the digits shown reach 1000 (999.96 GB is "1 TB", and
+            # 1000-1023 KiB, which three digits cannot show without an exponent, is in MiB)
+            if i > 0 and abs(float(f"{value / scale:.{digits}g}")) >= 1000:
+                prefix, scale = steps[i - 1]
+            return f"{value / scale:.{digits}g}", prefix
+    return f"{value:.{digits}g}", ""
+
+
+def format_count(value: float, digits: int = 3) -> str:
+    """A count with the suffixes :func:`parse_count` reads: ``format_count(1e12) -> '1T'``,
+    ``format_count(3e11) -> '300B'`` (tokens, parameters: B for billion, as ML writes them)."""
+    from gpumodel._validators import check_int, check_number
+
+    value = check_number(value, "count")
+    digits = check_int(digits, "digits", ge=1, le=17)
+    steps = [("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0)]
+    number, suffix = _scaled(value, steps, digits)
+    return number + suffix if "e" not in number else f"{value:.{digits}g}"  # past 999T: 2e+15
 
 
 def format_time(seconds: float) -> str:
     """Human time: ns, µs, ms, s, min, h or days, three significant digits."""
     from gpumodel._validators import check_number
 
-    seconds = check_number(seconds, "seconds")
+    # rounded first, so that the unit is the one the shown digits need (999.96 us is "1 ms")
+    seconds = float(f"{check_number(seconds, 'seconds'):.3g}")
     if seconds < 1e-6:
         return f"{seconds * 1e9:.3g} ns"
     if seconds < 1e-3:

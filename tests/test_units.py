@@ -61,3 +61,62 @@ def test_parse_count():
     assert parse_count("7B") == 7e9
     with pytest.raises(UnitError):
         parse_count("lots")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0009996, "1 ms"),  # 999.6 us shown with three digits is 1000 us: the next unit
+        (0.000999, "999 µs"),
+        (9.996e-7, "1 µs"),
+        (0.99996, "1 s"),
+        (119.96, "2 min"),
+        (2.5e-3, "2.5 ms"),
+    ],
+)
+def test_format_time_picks_the_unit_its_digits_need(seconds, text):
+    from gpumodel.units import format_time
+
+    assert format_time(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "binary", "text"),
+    [
+        (999.96e9, False, "1 TB"),
+        (999.4e9, False, "999 GB"),
+        (999.6, False, "1 kB"),
+        (1000 * 1024, True, "0.977 MiB"),  # 1000 KiB: three digits cannot show it in KiB
+        (3.35e12, False, "3.35 TB"),
+    ],
+)
+def test_format_quantity_picks_the_prefix_its_digits_need(value, binary, text):
+    assert format_quantity(value, "B", binary=binary) == text
+
+
+@given(st.floats(min_value=1.0, max_value=999e15), st.floats(min_value=1e-9, max_value=900 * 86400),
+       st.booleans())
+def test_formatted_numbers_never_show_an_exponent(x, seconds, binary):
+    from gpumodel.units import format_time
+
+    assert "e" not in format_quantity(x, "B", binary=binary).split()[0]
+    assert "e" not in format_time(seconds).split()[0]
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [(1e12, "1T"), (3e11, "300B"), (7e9, "7B"), (4096, "4.1k"), (999.96e9, "1T"), (12, "12"),
+     (2e15, "2e+15")],
+)
+def test_format_count_writes_what_parse_count_reads(count, text):
+    from gpumodel.units import format_count
+
+    assert format_count(count) == text
+    assert parse_count(text) == pytest.approx(count, rel=0.01)
+
+
+def test_the_html_report_shows_times_in_the_unit_their_digits_need():
+    from gpumodel.report._html import fmt
+
+    assert [fmt(v, "s") for v in (0.0009996, 0.000999, 9.996e-7, -0.0009996)] == [
+        "1 ms", "999 µs", "1 µs", "-1 ms"]

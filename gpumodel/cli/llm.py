@@ -17,7 +17,7 @@ import typer
 import gpumodel as gm
 from gpumodel.cli._app import app, console, fail, print_json, split_list
 from gpumodel.cli.common import calibration_for
-from gpumodel.units import format_quantity, format_time, parse_count
+from gpumodel.units import format_count, format_quantity, format_time, parse_count
 
 
 def _llm():
@@ -472,7 +472,7 @@ def _plot_search(s: Any, path: str) -> None:
                   label="choice")  # fmt: skip
     ax.set_xlabel("GPUs")
     ax.set_ylabel("days")
-    ax.set_title(f"{s.model} on {s.tokens:.3g} tokens, {s.gpu}", fontsize=9)
+    ax.set_title(f"{s.model} on {format_count(s.tokens)} tokens, {s.gpu}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -502,7 +502,7 @@ def _plot_scaling(model: str, gpu: str, gpus: int, tokens: float, kw: dict, path
     ax2 = ax.twinx()
     ax2.plot(xs, mfus, "s--", color="tab:orange", label="MFU %")
     ax2.set_ylabel("MFU %")
-    ax.set_title(f"{model} on {tokens:.3g} tokens, {gpu}", fontsize=9)
+    ax.set_title(f"{model} on {format_count(tokens)} tokens, {gpu}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     from gpumodel._io import save_figure

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpumodel.cli._app import fail
 from gpumodel.cli.tables import Table, dollars
-from gpumodel.units import format_quantity, format_time
+from gpumodel.units import format_count, format_quantity, format_time
 
 MAX_VALUES = 100_000
 MAX_VALUE = 2**53
@@ -98,7 +98,7 @@ def training_search_table(s: Any) -> Table:
     from gpumodel.calibration import calibration_short
 
     t = Table(
-        title=f"train {s.model} on {s.tokens:.3g} tokens ({s.seq}-token sequences) on {s.gpu}: "
+        title=f"train {s.model} on {format_count(s.tokens)} tokens ({s.seq}-token sequences) on {s.gpu}: "
         f"{s.answer}",
         columns=["", "GPUs", "tp", "pp", "dp", "days", "cost", "MFU", "mem/GPU", "calibration"],
         right={"GPUs", "tp", "pp", "dp", "days", "cost", "MFU", "mem/GPU"},

@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 
 from gpumodel.errors import SpecError
+from gpumodel.units import format_quantity, format_time
 
 Collective = Literal[
     "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"
@@ -796,7 +797,7 @@ def choose(
     pool = [c for c in cands if c.nccl] or cands
     ranked = sorted(pool, key=lambda c: float(c.time_s))
     best = ranked[0]
-    size = _fmt_bytes(float(n))
+    size = format_quantity(float(n), "B")
     if len(ranked) == 1:
         if len(pool) < len(cands):
             return best, f"{best.algorithm}: the only NCCL algorithm for {collective}"
@@ -804,7 +805,7 @@ def choose(
     other = ranked[1]
     kind = "latency-bound" if best.latency_bound else "bandwidth-bound"
     where = f" over {topo.nodes} nodes" if topo.nodes > 1 else ""
-    tb, to = _fmt_time(float(best.time_s)), _fmt_time(float(other.time_s))
+    tb, to = format_time(float(best.time_s)), format_time(float(other.time_s))
     if best.latency_bound and best.cost.steps < other.cost.steps:
         why = (
             f"{kind}: {size} message{where}; {best.algorithm}'s {best.cost.steps:g} steps beat "
@@ -816,21 +817,6 @@ def choose(
             f"{other.algorithm} ({other.summary}): {tb} vs {to}"
         )
     return best, why  # fmt: skip
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.3g} B"
-
-
-def _fmt_time(t: float) -> str:
-    if t < 1e-3:
-        return f"{t * 1e6:.3g} us"
-    if t < 1:
-        return f"{t * 1e3:.3g} ms"
-    return f"{t:.3g} s"
 
 
 def with_efficiency(link: Link, efficiency: float, note: str = "") -> Link:

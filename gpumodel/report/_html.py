@@ -54,6 +54,7 @@ def fmt(value: Any, unit: str) -> str:
     if unit == "pct":
         return f"{v:.1f}%"
     if unit == "s":
+        v = float(f"{v:.3g}")  # the unit its shown digits need: 999.96 us is "1 ms"
         for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
             if abs(v) >= scale or name == "ns":
                 return f"{v / scale:.3g} {name}"
