@@ -525,8 +525,14 @@ def test_ctrl_c_right_after_the_temp_file_is_made_leaves_no_litter(tmp_path, mon
         os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(io_mod, "_create_new", create_then_sigint)
-    with pytest.raises(KeyboardInterrupt):
-        atomic_write_bytes(target, b"new")
+    # Python's own SIGINT handler, also where the suite runs in the background (`pytest &`
+    # starts with SIGINT ignored, and then the signal would never arrive)
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write_bytes(target, b"new")
+    finally:
+        signal.signal(signal.SIGINT, old_handler)
     assert target.read_text(encoding="utf-8") == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cal.yaml"]
 
@@ -537,6 +543,15 @@ def test_an_empty_price_mapping_is_refused():
         gm.sweep_inference("llama-3-8b", "h100", batch=[1], context=[512], price={})
     with pytest.raises(SpecError, match="empty mapping prices no GPU"):
         gm.plan_training("llama-2-7b", "h100", 64, 1e12, price={})
+
+
+def test_a_huge_scaling_and_missing_tokens_are_one_line_errors():
+    """Fuzz seed 31: a 5000-digit ``scaling`` broke its own error message (int to str), and
+    ``search_training(tokens=None)`` raised TypeError from math.isfinite."""
+    with pytest.raises(SpecError, match="scaling must be one of weak, strong; got a 5001-digit"):
+        gm.data_parallel_step(1.0, 1e9, 8, "h100", scaling=10**5000)
+    with pytest.raises(SpecError, match="tokens must be a number, got None"):
+        gm.search_training("llama-2-7b", "h100", None)
 
 
 def test_write_under_full_disk_keeps_old_file(tmp_path, monkeypatch):

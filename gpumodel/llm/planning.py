@@ -40,7 +40,7 @@ from gpumodel.llm.sweep import SweepResult, sweep_training
 from gpumodel.llm.training import default_global_batch
 from gpumodel.prices import PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
-from gpumodel.units import format_quantity
+from gpumodel.units import format_count, format_quantity
 
 TP_SIZES = (1, 2, 4, 8)
 # costs within 1% are a tie, which the fewer GPUs win (a plan's cost is not known to 1%)
@@ -155,13 +155,14 @@ def search_training(
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
     option that meets ``days`` and/or ``budget`` (see the module docstring)."""
-    from gpumodel._validators import _show, check_args, check_int
+    from gpumodel._validators import _show, check_args, check_int, check_number
 
     check_int(micro_batch, "micro_batch")
     if host is not None:
         from gpumodel.hostprofile import load_host
 
         load_host(host)  # checked even where the plan does not use it
+    check_number(tokens, "tokens", gt=0)  # required: None is an error, not 'not given'
     check_args(tokens=tokens, days=days, budget=budget, tp=tp, pp=pp, zero=zero,
                micro_batch=micro_batch, global_batch=global_batch, seq=seq, dtype=dtype,
                recompute=recompute, fusion=fusion, attention=attention, policy=policy,
@@ -314,7 +315,7 @@ def fastest_layout(
 
 def explain_search(s: TrainingSearch) -> str:
     """Plain-text summary (the CLI renders the table itself)."""
-    lines = [f"train {s.model} on {s.tokens:.3g} tokens on {s.gpu}: {s.answer}"]
+    lines = [f"train {s.model} on {format_count(s.tokens)} tokens on {s.gpu}: {s.answer}"]
     for o in s.options:
         mark = " *" if o.frontier else ""
         cost = f"${o.cost_usd:,.0f}" if o.cost_usd is not None else "-"

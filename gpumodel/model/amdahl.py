@@ -31,7 +31,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from gpumodel._validators import MAX_BYTES, MAX_GPUS, MAX_SECONDS, _show, check_int, check_number
+from gpumodel._validators import (
+    MAX_BYTES,
+    MAX_GPUS,
+    MAX_SECONDS,
+    _show,
+    check_choice,
+    check_int,
+    check_number,
+)
 from gpumodel.errors import SpecError
 
 OverlapMode = Literal["none", "perfect", "bucketed"]
@@ -284,8 +292,7 @@ def data_parallel_step(
         first_bucket_bytes = check_number(
             first_bucket_bytes, "first bucket size (bytes)", ge=1, le=MAX_BYTES
         )
-    if scaling not in ("weak", "strong"):
-        raise SpecError(f"scaling must be 'weak' or 'strong', got {scaling!r}")
+    check_choice(scaling, "scaling", ("weak", "strong"))
     if allreduce_time is not None and not callable(allreduce_time):
         raise SpecError(
             f"allreduce_time must be a function (bytes, gpus) -> s, got {_show(allreduce_time)}"
