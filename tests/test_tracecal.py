@@ -476,3 +476,21 @@ def test_an_eager_trace_without_step_ms_takes_the_host_profiles_speed(tmp_path, 
             f"{(p.profiled_host_step_s - p.removed_per_step_s) * 1e3:.3f} ms/step, "
             f"x{p.host_speed_factor:.3g} to the --host profile's speed: "
             f"{p.host_step_s * 1e3:.3f} ms/step)") in out  # fmt: skip
+
+
+def test_a_traced_host_is_not_warned_about_as_the_reference_profile(monkeypatch):
+    """With a trace calibration the eager host is the traced machine's, not the reference
+    profile's: the "measured on another CPU" warning about that profile would name a host the
+    step does not use. It stays where the profile prices something (no trace; --new-shapes)."""
+    import gpumodel.hostprofile as hostprofile
+
+    monkeypatch.setattr(hostprofile, "local_cpu_model", lambda: "Some Other CPU")
+    run = Path(gm.__file__).parent.parent / "validation/results/steps-h100-run16"
+    cal = calibrate_from_trace(run / "trace-llama3-8b-decode-eager.json.gz", gpu="h100",
+                               model="llama-3-8b", step_ms=22.489)  # fmt: skip
+    kw = dict(phase="decode", batch=8, context=2048, runtime="hf-eager")
+    traced = gm.predict_inference("llama-3-8b", "h100", calibration=cal, **kw)
+    assert traced.host_source.startswith("trace ") and traced.host_warning is None
+    assert "Some Other CPU" in gm.predict_inference("llama-3-8b", "h100", **kw).host_warning
+    built = gm.predict_inference("llama-3-8b", "h100", calibration=cal, new_shapes=True, **kw)
+    assert "Some Other CPU" in built.host_warning
