@@ -364,6 +364,10 @@ def assemble(
     unit, dtype = main.split(":")
     peak = gpu.peak_flops(dtype, unit) or 0.0
     bw = gpu.memory_bandwidth_bytes_per_s
+    if work and all(kw.transfer for kw in work):  # a host copy: the host link is its memory
+        from gpumodel.sol import host_link_roof_bytes_per_s
+
+        bw = host_link_roof_bytes_per_s(gpu)
     ai = arithmetic_intensity(flops, nbytes)
     ridge = ridge_point(peak, bw) if peak else 0.0
     attainable = min(peak, ai * bw) if math.isfinite(ai) else peak

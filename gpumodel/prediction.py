@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpumodel.units import format_quantity, format_time
+from gpumodel.units import format_number, format_quantity, format_time
 
 Bound = Literal["memory", "compute", "issue", "latency", "launch", "network"]
 
@@ -132,10 +132,10 @@ class Prediction(BaseModel):
             f"(calibration: {self.calibration}"
             + (f"; condition: {self.condition})" if self.condition else ")"),
             f"  work: {format_quantity(self.flops, 'FLOP')} and {format_quantity(self.bytes, 'B')}"
-            f" -> arithmetic intensity {self.arithmetic_intensity:.3g} FLOP/B",
+            f" -> arithmetic intensity {format_number(self.arithmetic_intensity)} FLOP/B",
             f"  roof: {self.unit} {self.dtype} peak {format_quantity(self.peak_flops, 'FLOP/s')}, "
             f"memory {format_quantity(self.bandwidth_bytes_per_s, 'B/s')}, ridge point "
-            f"{self.ridge_point:.3g} FLOP/B -> attainable "
+            f"{format_number(self.ridge_point)} FLOP/B -> attainable "
             f"{format_quantity(self.attainable_flops, 'FLOP/s')}",
         ]
         if self.time_s > 0 and self.flops:

@@ -65,11 +65,17 @@ def l2_roof_bytes_per_s(gpu: GPUSpec) -> float:
     return gpu.sm_count * L1_BYTES_PER_CLOCK_PER_SM * gpu.boost_clock_hz
 
 
+def host_link_roof_bytes_per_s(gpu: GPUSpec) -> float:
+    """A host copy's roof: the host link's datasheet line rate per direction (its memory bandwidth
+    where the spec names no host link)."""
+    link = gpu.interconnect.pcie.per_direction_bytes_per_s if gpu.interconnect else None
+    return link or gpu.memory_bandwidth_bytes_per_s
+
+
 def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
     """The speed-of-light time of one kernel (see the module docstring)."""
     if kw.transfer:
-        link = gpu.interconnect.pcie.per_direction_bytes_per_s if gpu.interconnect else None
-        bw = link or gpu.memory_bandwidth_bytes_per_s
+        bw = host_link_roof_bytes_per_s(gpu)
         t = kw.bytes / bw
         term = Term(name="host link roof", value=t,
                     note=f"{format_quantity(kw.bytes, 'B')} / {format_quantity(bw, 'B/s')} line rate "

@@ -177,6 +177,13 @@ def format_count(value: float, digits: int = 3) -> str:
     return number + suffix if "e" not in number else f"{value:.{digits}g}"  # past 999T: 2e+15
 
 
+def format_number(x: float) -> str:
+    """A plain number for humans: three significant digits, written out (with thousands
+    separators) from 1,000 to 999,999 where ``.3g`` would switch to an exponent (a ridge point
+    of 1,062 FLOP/B, not 1.06e+03)."""
+    return f"{x:,.0f}" if 1e3 <= abs(x) < 1e6 else f"{x:.3g}"
+
+
 def format_time(seconds: float) -> str:
     """Human time: ns, µs, ms, s, min, h or days, three significant digits."""
     from gpumodel._validators import check_number

@@ -487,3 +487,25 @@ def test_layout_transposes_run_at_a_rate_the_sms_set():
     on_h100 = gm.predict(conv, "h100-sxm", condition="isolated").kernels[0].time_s
     on_h200 = gm.predict(conv, "h200-sxm", carried, condition="isolated").kernels[0].time_s
     assert on_h200 == pytest.approx(on_h100, rel=0.02)
+
+
+def test_a_host_copy_is_roofed_by_the_host_link_not_hbm():
+    """A host copy's table and explanation show the link it crosses: PCIe 5.0 x16 per direction
+    is 32 GT/s x 16 lanes x 128/130 / 8 = 63.0 GB/s (the H100 SXM spec's host link), and its
+    roofline time is the bytes over that rate (was HBM's 3.35 TB/s: 19.6 ns for 64 KiB)."""
+    gpu = gm.get_gpu("h100")
+    p = gm.predict(gm.ops.HostTransfer(bytes=65536), gpu)
+    link = 32e9 * 16 * 128 / 130 / 8
+    assert p.bandwidth_bytes_per_s == pytest.approx(link, rel=1e-3)
+    assert p.roofline_time_s == pytest.approx(65536 / link, rel=1e-3)
+    assert "memory 63 GB/s" in p.explain()
+    # a kernel's memory roof stays HBM
+    g = gm.predict(gm.ops.Gemm(m=4096, n=4096, k=4096, dtype="bf16"), gpu)
+    assert g.bandwidth_bytes_per_s == gpu.memory_bandwidth_bytes_per_s
+
+
+def test_format_number_writes_thousands_out():
+    from gpumodel.units import format_number
+
+    assert [format_number(x) for x in (1062.4, 295.3, 2731.0, 0.0, 2.5e6)] == [
+        "1,062", "295", "2,731", "0", "2.5e+06"]

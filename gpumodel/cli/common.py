@@ -52,6 +52,7 @@ def prediction_table(preds: list[gm.Prediction]):
     in full in a footnote. CSV: one row per GPU with the raw values."""
     from gpumodel.calibration import calibration_short, mixed_calibration_warning
     from gpumodel.cli.tables import Table
+    from gpumodel.units import format_number
 
     fq, ft = gm.format_quantity, gm.format_time
     table = Table(title=preds[0].op, columns=["", *[p.gpu for p in preds]],
@@ -74,11 +75,11 @@ def prediction_table(preds: list[gm.Prediction]):
         ("bound", lambda p: p.bound),
         ("FLOPs", lambda p: fq(p.flops, "FLOP")),
         ("bytes moved", lambda p: fq(p.bytes, "B")),
-        ("AI (FLOP/B)", lambda p: f"{p.arithmetic_intensity:.3g}"),
+        ("AI (FLOP/B)", lambda p: format_number(p.arithmetic_intensity)),
         ("roof", lambda p: f"{p.unit} {p.dtype}"),
         ("peak", lambda p: fq(p.peak_flops, "FLOP/s")),
         ("memory BW", lambda p: fq(p.bandwidth_bytes_per_s, "B/s")),
-        ("ridge (FLOP/B)", lambda p: f"{p.ridge_point:.3g}"),
+        ("ridge (FLOP/B)", lambda p: format_number(p.ridge_point)),
         ("attainable", lambda p: fq(p.attainable_flops, "FLOP/s")),
         ("achieved", lambda p: fq(p.achieved_flops, "FLOP/s")),
         ("% of peak", lambda p: f"{100 * p.achieved_flops / p.peak_flops:.3g}%" if p.peak_flops else "-"),
