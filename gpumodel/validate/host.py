@@ -97,12 +97,19 @@ EAGER_OP_KINDS: tuple[str, ...] = (
     "conv",
 )
 
+#: The conv probe's shapes (bf16, channels_last, batch 1; small maps so that the GPU time of each
+#: stays under its host time): in channels, out channels, map side, kernel side.
+CONV_PROBE_SHAPES: tuple[tuple[int, int, int, int], ...] = (
+    (64, 64, 16, 3), (128, 128, 16, 1), (256, 256, 8, 3), (512, 128, 8, 1),
+)  # fmt: skip
+CONV_PROBE_LABELS = tuple(f"{c}->{k} {hw}x{hw} {r}x{r}" for c, k, hw, r in CONV_PROBE_SHAPES)
+
 #: What the eager op probes run (a profile's ``shapes.eager_ops``; ``HostProfile.probe_launches``
 #: reads the conv part).
 EAGER_OPS_PROBES = (
     "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; sdpa: q 1x8x1x64, k/v "
     "1x8x128x64; conv: F.conv2d channels_last, batch 1, cuDNN plans chosen in cudnn.benchmark "
-    "mode, mean over 64->64 16x16 3x3, 128->128 16x16 1x1, 256->256 8x8 3x3, 512->128 8x8 1x1)"
+    f"mode, mean over {', '.join(CONV_PROBE_LABELS)})"
 )
 
 #: Scalar timing figures (seconds), in file order.
@@ -637,14 +644,6 @@ def _host_copy_probes(torch: Any, calls: int, bench: dict) -> None:
            "d2h_pinned": of_pinned["into_host"], "d2h_pageable": of_pageable["new_host"]}  # fmt: skip
     for kind in HOST_COPY_KINDS:
         bench[f"host_copy_s.{kind}"] = (fns[kind], 1, calls)
-
-
-#: The conv probe's shapes (bf16, channels_last, batch 1; small maps so that the GPU time of each
-#: stays under its host time): in channels, out channels, map side, kernel side.
-CONV_PROBE_SHAPES: tuple[tuple[int, int, int, int], ...] = (
-    (64, 64, 16, 3), (128, 128, 16, 1), (256, 256, 8, 3), (512, 128, 8, 1),
-)  # fmt: skip
-CONV_PROBE_LABELS = tuple(f"{c}->{k} {hw}x{hw} {r}x{r}" for c, k, hw, r in CONV_PROBE_SHAPES)
 
 
 def _conv_probes(torch: Any, device: str, dt: Any) -> tuple[list[tuple[Any, Any, int]], tuple]:
