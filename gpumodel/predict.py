@@ -58,9 +58,12 @@ DEFAULT_TRANSFER_OVERHEAD_S = 10e-6
 L2Mode = Literal["cold", "warm", "dirty"]
 L2_MODES: tuple[str, ...] = ("cold", "warm", "dirty")
 # isolated: one call at the short-burst boost clock (what validate's harness times);
-# in-workload: back to back with other kernels (the power-limited sustained clock)
-Condition = Literal["in-workload", "isolated"]
-CONDITIONS: tuple[str, ...] = ("in-workload", "isolated")
+# in-workload: back to back with other kernels (the power-limited sustained clock);
+# in-graph: in-workload's clock and L2, the kernels replayed from a captured CUDA graph
+# (torch.compile mode="reduce-overhead", an engine's decode graphs): no launch gap between them
+Condition = Literal["in-workload", "isolated", "in-graph"]
+CONDITIONS: tuple[str, ...] = ("in-workload", "isolated", "in-graph")
+
 
 # A trace-fitted family scale holds between the smallest and largest kernel of the traced ops
 # that fitted it (its span, in predicted time per kernel: ``kernel_size_s``); beyond the nearer
@@ -92,7 +95,10 @@ def predict(
     ``condition``: ``"in-workload"`` (default: back to back with other kernels, as in training
     and inference: the power-limited sustained clock) or ``"isolated"`` (one call at the
     short-burst boost clock: what validate's harness times). The in-workload term needs a
-    calibration that measured it (``gpumodel validate --conditions``).
+    calibration that measured it (``gpumodel validate --conditions``). ``"in-graph"``: the
+    in-workload kernel replayed from a CUDA graph: its launch floor is the GPU time per kernel
+    of a replayed graph hides each launch's latency (``in_graph``; the ``host`` profile's
+    ``graph_replay_per_kernel_s``, else the reference host's).
     ``host``: the op called from eager PyTorch on that host (a host profile: name, file or
     ``HostProfile``; ``gpumodel validate --host-only`` measures one): one call takes at least
     the profile's host time for the call's kind (``eager_op_s``: F.conv2d, matmul, ...) and a
@@ -107,7 +113,7 @@ def predict(
         raise SpecError(f"predict needs an op (gpumodel.ops.*), got {type(op).__name__}")
     if activity is not None and not (isinstance(activity, (int, float)) and 0 <= activity <= 1):
         raise SpecError(f"activity must be a number in [0, 1], got {activity!r}")
-    if activity is not None and condition != "in-workload":
+    if activity is not None and condition == "isolated":
         raise SpecError("activity sets the in-workload clock; an isolated call runs at the "
                         "maximum clock (pass condition='in-workload')")  # fmt: skip
     gpu = get_gpu(gpu)
@@ -117,10 +123,13 @@ def predict(
         cal = op.with_system_calibration(gpu, None)  # a system fit even without a device one
     hp = None
     copy = op.op_name == "host_transfer"  # a host profile prices its fixed cost, not a floor
+    if copy and condition == "in-graph":
+        raise SpecError("in-graph prices kernels replayed from a CUDA graph; a host copy is "
+                        "priced in-workload (as your code waits for it) or isolated")  # fmt: skip
     if host is not None:
         from gpumodel.hostprofile import load_host
 
-        if op.eager_kind is None and not copy:
+        if op.eager_kind is None and not copy and condition != "in-graph":
             raise SpecError(f"host= prices one eager PyTorch call or a host copy; {op.op_name} "
                             "is neither (collectives price their own host side)")  # fmt: skip
         hp = load_host(host)
@@ -136,8 +145,10 @@ def predict(
     else:
         params = cal.parameters if cal else CalibrationParams()
         label = calibration_label(cal)
-        p = predict_with_params(op, gpu, params, label, l2, condition, activity=activity)
-    if hp is None:
+        graph_s = None if hp is None else hp.in_graph_kernel_s
+        p = predict_with_params(op, gpu, params, label, l2, condition, activity=activity,
+                                graph_kernel_s=graph_s)  # fmt: skip
+    if hp is None or condition == "in-graph":  # a graph's kernels wait for no eager dispatch
         return _finite_result(p)
     if copy:
         return _finite_result(host_copy_cost(p, op, hp))  # type: ignore[arg-type]
@@ -213,7 +224,8 @@ def check_condition(condition: str, l2: str = "cold") -> None:
     from gpumodel._validators import _show
 
     if condition not in CONDITIONS:
-        raise SpecError(f"unknown condition {_show(condition)}: use {' or '.join(CONDITIONS)}")
+        raise SpecError(f"unknown condition {_show(condition)}: use "
+                        f"{', '.join(CONDITIONS[:-1])} or {CONDITIONS[-1]}")  # fmt: skip
     if l2 not in L2_MODES:
         raise SpecError(f"unknown l2 state {_show(l2)}: use {', '.join(L2_MODES)}")
 
@@ -238,6 +250,20 @@ def _check_work(op: Op, work: list[KernelWork]) -> None:
                             "(1 EiB) (docs/limits.md)")  # fmt: skip
 
 
+def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: float) -> float:
+    """A launch's floor when its kernel is replayed from a captured CUDA graph.
+
+    A graph hides each launch's latency: the host's launch and the GPU front end's fetch of the
+    next kernel overlap the kernel before it (CUDA Programming Guide, "CUDA Graphs"). What it
+    hides is an empty kernel's isolated time (``empty_kernel_s``, the calibration's
+    ``kernel_overhead_s``: launch and CUDA events included) less an empty kernel's time in a
+    replayed graph (``graph_kernel_s``, the host profile's ``graph_replay_per_kernel_s``). The
+    launch's isolated floor ``isolated_s`` loses that, and stays between ``graph_kernel_s`` and
+    ``isolated_s``: a kernel's own fixed work (a cuDNN convolution's prologue) stays."""
+    hidden = max(0.0, empty_kernel_s - graph_kernel_s)
+    return min(isolated_s, max(graph_kernel_s, isolated_s - hidden))
+
+
 def predict_with_params(
     op: Op,
     gpu: GPUSpec,
@@ -247,19 +273,22 @@ def predict_with_params(
     condition: Condition = "in-workload",
     *,
     activity: float | None = None,
+    graph_kernel_s: float | None = None,
 ) -> Prediction:
     """``predict`` with explicit model parameters (what the calibration fit iterates on: the
-    fit passes ``condition="isolated"``, the condition its measurements were taken in)."""
+    fit passes ``condition="isolated"``, the condition its measurements were taken in).
+    ``graph_kernel_s`` (in-graph only): the GPU time per kernel of a replayed graph (None: the
+    reference host's ``REFERENCE_GRAPH_KERNEL_S``)."""
     work = op.kernels(gpu)
     _check_work(op, work)
-    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition, activity=activity)
-               for k in work]  # fmt: skip
+    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition,
+                           activity=activity, graph_kernel_s=graph_kernel_s) for k in work]  # fmt: skip
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once
     unscaled = params.without_trace_scales()
     if floor_op is not None:
         floor = predict_with_params(floor_op, gpu, unscaled, label, l2, condition,
-                                    activity=activity).time_s  # fmt: skip
+                                    activity=activity, graph_kernel_s=graph_kernel_s).time_s  # fmt: skip
         gap = floor - sum(k.time_s for k in kernels)
         if gap > 0:
             i = max(range(len(kernels)), key=lambda j: kernels[j].time_s)
@@ -412,13 +441,17 @@ def kernel_time(
     *,
     clock_ratio: float = 1.0,
     activity: float | None = None,
+    graph_kernel_s: float | None = None,
 ) -> KernelPrediction:
     """Time of one kernel from its work and the GPU, as a sum/max of named terms
     (``kw.repeats`` identical kernels: one priced, times the count). ``clock_ratio`` (sustained
-    / max clock) is what ``in_workload_time`` passes for the in-workload condition."""
+    / max clock) is what ``in_workload_time`` passes for the in-workload condition.
+    ``graph_kernel_s``: an empty kernel's GPU time in a replayed graph, for ``"in-graph"`` (None:
+    the reference host's); ``in_workload_time`` passes it with ``"isolated"`` for the floor."""
     if kw.repeats != 1:
         one = kernel_time(replace(kw, repeats=1), gpu, params, family, l2, condition,
-                          clock_ratio=clock_ratio, activity=activity)  # fmt: skip
+                          clock_ratio=clock_ratio, activity=activity,
+                          graph_kernel_s=graph_kernel_s)  # fmt: skip
         n = kw.repeats
         return one.model_copy(update={
             "name": f"{one.name} x {n:,}", "time_s": one.time_s * n, "flops": one.flops * n,
@@ -430,6 +463,11 @@ def kernel_time(
         return _transfer_time(kw, gpu, params, condition)
     if condition == "in-workload":
         return in_workload_time(kw, gpu, params, family, l2, activity)
+    if condition == "in-graph":
+        from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
+
+        graph = REFERENCE_GRAPH_KERNEL_S if graph_kernel_s is None else graph_kernel_s
+        return in_workload_time(kw, gpu, params, family, l2, activity, graph_kernel_s=graph)
     terms: list[Term] = []
     t_compute = 0.0
     fam_compute = params.family_efficiency.get(family, 1.0)
@@ -535,11 +573,22 @@ def kernel_time(
                  note=f"(t_c^p + t_m^p)^(1/p), p = {p:.3g}: compute and memory overlap imperfectly")
         )  # fmt: skip
     overhead, source = kernel_overhead(params, family, fitted_gemm)
-    t_floor = kw.launches * overhead
-    terms.append(
-        Term(name="launch floor", value=t_floor,
-             note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
-    )  # fmt: skip
+    if graph_kernel_s is None:
+        t_floor = kw.launches * overhead
+        terms.append(
+            Term(name="launch floor", value=t_floor,
+                 note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
+        )  # fmt: skip
+    else:
+        empty_s = params.kernel_overhead_s or DEFAULT_KERNEL_OVERHEAD_S
+        per = graph_floor_s(overhead, graph_kernel_s, empty_s)
+        t_floor = kw.launches * per
+        terms.append(Term(
+            name="in-graph floor", value=t_floor,
+            note=f"{kw.launches} kernel(s) x {per * 1e6:.3g} us replayed from a graph: the "
+                 f"isolated {overhead * 1e6:.3g} us ({source}) less the launch latency a graph "
+                 f"hides (an empty kernel: {empty_s * 1e6:.3g} us isolated, "
+                 f"{graph_kernel_s * 1e6:.3g} us in a graph)"))  # fmt: skip
     if reads_dram(kw.bytes, kw.bytes_written) and params.dram_first_load_s and not in_l2:
         t_floor += params.dram_first_load_s
         terms.append(Term(name="first DRAM load", value=params.dram_first_load_s,
@@ -639,9 +688,12 @@ def in_workload_time(
     family: str,
     l2: L2Mode,
     activity: float | None = None,
+    *,
+    graph_kernel_s: float | None = None,
 ) -> KernelPrediction:
     """The in-workload time of one kernel: its isolated time's compute at the sustained clock
     (the tensor activity is read from the isolated time: the clock the power limit allows).
+    ``graph_kernel_s``: replayed from a CUDA graph (``graph_floor_s``), the clock read as above.
 
     No dirty-L2 term here: in a real step the lines a kernel wrote were paid for as that
     kernel's own DRAM writes (every op counts its output bytes), so a later write-back moves
@@ -651,8 +703,9 @@ def in_workload_time(
     iso = kernel_time(kw, gpu, params, family, l2, "isolated")
     ratio, clock_term = sustained_clock(kw, gpu, params, iso.time_s, activity)
     kp = iso
-    if ratio != 1.0:
-        kp = kernel_time(kw, gpu, params, family, l2, "isolated", clock_ratio=ratio)
+    if ratio != 1.0 or graph_kernel_s is not None:
+        kp = kernel_time(kw, gpu, params, family, l2, "isolated", clock_ratio=ratio,
+                         graph_kernel_s=graph_kernel_s)  # fmt: skip
     if clock_term is not None:
         kp = kp.model_copy(update={"terms": (clock_term, *kp.terms)})
     return kp
@@ -927,10 +980,9 @@ def _advice(kernels: list[KernelPrediction], work: list[KernelWork], gpu: GPUSpe
             out += gemm_model.advice(kw.gemm, gpu)
         out += [f"{kp.name}: {note}" for note in kw.notes]
         if kp.bound == "launch":
-            out.append(
-                f"{kp.name}: the fixed per-kernel cost dominates; fuse small kernels or replay "
-                "them with CUDA graphs"
-            )
+            graph = any(t.name == "in-graph floor" for t in kp.terms)  # replayed already
+            out.append(f"{kp.name}: the fixed per-kernel cost dominates; fuse small kernels"
+                       + ("" if graph else " or replay them with CUDA graphs"))  # fmt: skip
         if kp.bound == "issue":
             out.append(f"{kp.name}: bound by per-element instructions (index arithmetic, type "
                        "conversions), not by DRAM: more bandwidth will not help; fusing it into "

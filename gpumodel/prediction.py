@@ -81,8 +81,9 @@ class Prediction(BaseModel):
     kernels: tuple[KernelPrediction, ...] = ()
     advice: tuple[str, ...] = ()
     details: dict[str, Any] = Field(default_factory=dict)
-    # the condition priced: "in-workload" (back to back, sustained clock, dirty L2) or
-    # "isolated" (one call after a clean L2 at the boost clock); "" where it does not apply
+    # the condition priced: "in-workload" (back to back, sustained clock, dirty L2),
+    # "isolated" (one call after a clean L2 at the boost clock) or "in-graph" (in-workload,
+    # replayed from a CUDA graph); "" where it does not apply
     condition: str = ""
     # an eager call priced with a host profile that measured its drift: the time with the
     # host at the p10 and p90 of its speeds (gpumodel.predict.eager_floor)

@@ -34,9 +34,11 @@ from gpumodel.ops.base import (
 )
 from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
+    DEFAULT_KERNEL_OVERHEAD_S,
     bandwidth_efficiency,
     check_condition,
     compute_efficiency,
+    graph_floor_s,
     kernel_overhead,
     power_watts,
     predict,
@@ -60,7 +62,8 @@ def sweep(
 ) -> dict[str, np.ndarray]:
     """Predict ``op`` ('gemm', an elementwise name, or 'kernel') over broadcast arrays of its
     numeric fields. Returns arrays: time_s, flops, bytes, arithmetic_intensity, bound.
-    ``condition`` and ``l2`` as for ``predict`` (in-workload: the sustained clock; l2 "cold"
+    ``condition`` and ``l2`` as for ``predict`` (in-workload: the sustained clock; in-graph:
+    that and the reference host's replayed-graph launch floor; l2 "cold"
     or "dirty": the write-back of a writing flush's lines; "warm" is predict's only).
 
     ``kernel`` sweeps take no launch geometry, so the Little's-law limit of ``predict`` (which
@@ -138,9 +141,14 @@ def sweep(
         t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
-    if condition == "in-workload":  # as predict.in_workload_time
+    if condition != "isolated":  # as predict.in_workload_time
         t_compute = _sustained(p, gpu, unit, dt, flops, t_floor + t_core, t_compute)
         t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
+    if condition == "in-graph":  # as predict.in_graph (after the clock), the reference host's
+        from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
+
+        empty_s = p.kernel_overhead_s or DEFAULT_KERNEL_OVERHEAD_S
+        t_floor = t_floor - overhead + graph_floor_s(overhead, REFERENCE_GRAPH_KERNEL_S, empty_s)
     bound = np.where(t_floor >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {
         "time_s": t_floor + t_core,

@@ -132,7 +132,7 @@ def test_power_carries_within_an_architecture_only():
 
 
 @pytest.mark.parametrize("l2", ["cold", "dirty"])
-@pytest.mark.parametrize("condition", ["in-workload", "isolated"])
+@pytest.mark.parametrize("condition", ["in-workload", "isolated", "in-graph"])
 def test_sweep_agrees_with_predict(condition, l2):
     cal = gm.load_calibration("h100-sxm")
     # the sweep leaves out the calibrated first-DRAM-load wait (handled on another branch)
@@ -193,7 +193,7 @@ def test_cli_condition(capsys):
     assert code == 0 and json.loads(out)["condition"] == "isolated"
     code = main(["predict", "gemm", "--m", "8", "--n", "8", "--k", "8", "--condition", "sometimes"])
     _, err = capsys.readouterr()
-    assert code == 2 and "error: --condition must be in-workload or isolated" in err
+    assert code == 2 and "error: unknown condition 'sometimes': use in-workload, isolated or in-graph" in err
 
 
 def test_llm_steps_price_kernels_in_workload():
@@ -259,7 +259,7 @@ def test_cli_batch_condition_and_dirty_l2(capsys, tmp_path):
         times[condition] = json.loads(capsys.readouterr()[0])[0]["time_s"]
     assert times["in-workload"] > 1.1 * times["isolated"]
     assert main(["batch", str(rows), "--condition", "warm"]) == 2
-    assert "error: --condition must be in-workload or isolated" in capsys.readouterr()[1]
+    assert "error: unknown condition 'warm': use in-workload, isolated or in-graph\n" == capsys.readouterr()[1]
     code = main(["predict", "gemm", "--m", "16", "--n", "4096", "--k", "4096", "--l2", "dirty",
                  "--explain"])  # fmt: skip
     assert code == 0 and "dirty-L2 write-back" in capsys.readouterr()[0]

@@ -35,7 +35,8 @@ def batch(
     as_csv: bool = typer.Option(False, "--csv", help="one CSV row per op (raw values)"),
     condition: str = typer.Option(
         "in-workload",
-        help="in-workload (back to back: the power-limited sustained clock) or isolated (one call)",
+        help="in-workload (back to back: the power-limited sustained clock), isolated (one call) "
+        "or in-graph (in-workload, replayed from a CUDA graph)",
     ),
     max_input_mb: float = typer.Option(
         None, "--max-input-mb", help="read limit for the batch file, MB (default 512)"
@@ -52,8 +53,6 @@ def batch(
 
     if as_json and as_csv:
         fail("pass --json or --csv, not both")
-    if condition not in ("in-workload", "isolated"):
-        fail(f"--condition must be in-workload or isolated, got {condition!r}")
     spec = gm.get_gpu(gpu)
     label = calibration_label(resolve(calibration, spec))
     predicted = (

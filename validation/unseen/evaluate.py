@@ -213,13 +213,26 @@ EAGER_LOOP = "in-workload"
 # A host copy timed by wall clock as a user waits for it: a host profile that timed its own 4 KB
 # copies (``host_copy_s``, profiles from 2026-11-28) gives its fixed cost.
 COPY_WALL = "per-call-wall"
+# The same back-to-back loop captured in a CUDA graph and replayed: the API's "in-graph"
+# condition where it has one (2026-11-28), with the same call's host profile's GPU time per
+# kernel in a replayed graph; an older API prices it in-workload.
+GRAPH_LOOP = "in-workload-graph"
+
+
+def api_has_in_graph() -> bool:
+    import importlib
+
+    module = importlib.import_module("gpumodel.predict")  # the module, not gm.predict
+    return "in-graph" in getattr(module, "CONDITIONS", ())
 
 
 def host_prices(rec: dict, host: Path | None) -> bool:
     """Whether the same call's host profile prices this record (an eager loop's call, or a
-    wall-clock copy where the profile timed copies)."""
+    wall-clock copy where the profile timed copies, or a graph replay's kernel)."""
     if host is None:
         return False
+    if rec["condition"] == GRAPH_LOOP:
+        return api_has_in_graph()
     if rec["condition"] == EAGER_LOOP:
         try:
             return kernel_op(rec).eager_kind is not None
@@ -276,6 +289,8 @@ def _predict_kernel_bare(rec: dict, op, gpu_id: str, cal) -> float:
     # measurement method maps to one of them and an L2 state: do_bench times back-to-back
     # repetitions after a flush that writes (L2 full of unpaid dirty lines)
     condition, l2 = CONDITION_OF_METHOD.get(rec["condition"], ("in-workload", "cold"))
+    if condition == "in-graph" and not api_has_in_graph():
+        condition = "in-workload"
     return gm.predict(op, gpu_id, cal, condition=condition, l2=l2).time_s
 
 
@@ -284,6 +299,7 @@ CONDITION_OF_METHOD = {
     "in-workload": ("in-workload", "cold"),
     "do_bench": ("in-workload", "dirty"),
     "per-call-wall": ("in-workload", "cold"),  # a copy's wall clock, as a user times it
+    GRAPH_LOOP: ("in-graph", "cold"),  # inputs rotate over >= 3x the L2, as in-workload
 }
 
 
