@@ -96,9 +96,9 @@ def predict(
     and inference: the power-limited sustained clock) or ``"isolated"`` (one call at the
     short-burst boost clock: what validate's harness times). The in-workload term needs a
     calibration that measured it (``gpumodel validate --conditions``). ``"in-graph"``: the
-    in-workload kernel replayed from a CUDA graph: its launch floor is the GPU time per kernel
-    of a replayed graph hides each launch's latency (``in_graph``; the ``host`` profile's
-    ``graph_replay_per_kernel_s``, else the reference host's).
+    in-workload kernel replayed from a CUDA graph, which hides each launch's latency
+    (``graph_floor_s``, with the ``host`` profile's ``graph_replay_per_kernel_s``, else the
+    reference host's).
     ``host``: the op called from eager PyTorch on that host (a host profile: name, file or
     ``HostProfile``; ``gpumodel validate --host-only`` measures one): one call takes at least
     the profile's host time for the call's kind (``eager_op_s``: F.conv2d, matmul, ...) and a
