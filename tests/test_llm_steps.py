@@ -595,6 +595,23 @@ def test_validate_host_only_writer_output_loads_and_predicts(tmp_path):
 TRAIN_TRACE = TRACE.with_name("hf-train-cpu-trace.json")
 
 
+def test_train_host_factor_is_the_fit_of_its_committed_fit_sets():
+    """TRAIN_HOST_FACTOR is what validation/fitset/fit_host_factor.py makes of the three
+    committed fit sets (narrow steps over traced kernels x the same call's host profile), to the
+    two decimals shipped: llama 1.38, gpt2 1.52, other families 1.49."""
+    import sys
+
+    from gpumodel.llm.training import TRAIN_HOST_FACTOR, TRAIN_HOST_FACTOR_OTHER
+
+    root = Path(__file__).parents[1]
+    sys.path.insert(0, str(root / "validation" / "fitset"))
+    from fit_host_factor import FIT_SETS, fit
+
+    fitted = fit([root / "validation" / "results" / d for d in FIT_SETS])
+    assert fitted == {**TRAIN_HOST_FACTOR, "other": TRAIN_HOST_FACTOR_OTHER}
+    assert fitted == {"llama": 1.38, "gpt2": 1.52, "other": 1.49}
+
+
 FIT_COUNTS = (Path(__file__).parents[1] / "validation" / "results" / "train-fitset-h100"
               / "kernel-counts.json")  # fmt: skip
 
