@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation" / "unseen"))
 
-from evaluate import kernel_op, quantile  # noqa: E402
+from evaluate import atomic_write, kernel_op, quantile  # noqa: E402
 
 import gpumodel as gm  # noqa: E402
 
@@ -72,9 +72,7 @@ def main() -> int:
     text = ("Median |error| (p90), signed median; H100 calibration (carried to the H200).\n\n"
             + "\n".join(lines) + "\n")  # fmt: skip
     if args.out:
-        tmp = args.out.with_name(f".{args.out.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(args.out)
+        atomic_write(args.out, text)
     print(text)
     return 0
 

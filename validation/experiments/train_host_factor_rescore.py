@@ -24,7 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation" / "unseen"))
 
-from evaluate import calibration, gpu_id_of, predict_step, quantile, steady_s  # noqa: E402
+from evaluate import (  # noqa: E402
+    atomic_write,
+    calibration,
+    gpu_id_of,
+    predict_step,
+    quantile,
+    steady_s,
+)
 
 import gpumodel.llm.training as training  # noqa: E402
 
@@ -66,8 +73,11 @@ def main() -> int:
     ap.add_argument("--llama", type=float, required=True)
     ap.add_argument("--gpt2", type=float, required=True)
     ap.add_argument("--other", type=float, required=True)
-    ap.add_argument("--before", default=None,
-                    help="llama,gpt2,other factors to compare with (default: the shipped ones)")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="llama,gpt2,other factors to compare with (default: the shipped ones)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     shipped = (training.TRAIN_HOST_FACTOR["llama"], training.TRAIN_HOST_FACTOR["gpt2"],
@@ -94,9 +104,7 @@ def main() -> int:
                  f"| {cell(pooled['hb'])} | {cell(pooled['ha'])} |")  # fmt: skip
     text = "\n".join(lines) + "\n"
     if args.out:
-        tmp = args.out.with_name(f".{args.out.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(args.out)
+        atomic_write(args.out, text)
     print(text)
     return 0
 
