@@ -144,7 +144,7 @@ def sweep(
     if condition != "isolated":  # as predict.in_workload_time
         t_compute = _sustained(p, gpu, unit, dt, flops, t_floor + t_core, t_compute)
         t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
-    if condition == "in-graph":  # as predict.in_graph (after the clock), the reference host's
+    if condition == "in-graph":  # as predict.kernel_time (after the clock), the reference host's
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
 
         empty_s = p.kernel_overhead_s or DEFAULT_KERNEL_OVERHEAD_S
