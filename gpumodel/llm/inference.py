@@ -165,7 +165,7 @@ class InferenceResult(StepResult):
     def explain(self, top: int = 12) -> str:
         per = "TTFT" if self.phase == "prefill" else "TPOT"
         who = self.host["name"]
-        if self.host_source and not self.host_source.startswith("host profile"):
+        if self.host_source and not self.host_source.startswith(PROFILE_SOURCE):
             who = f"{self.host_source}; profile {who}"  # a trace or a given figure won
         host_line = (
             f"  host ({who}): "
@@ -258,6 +258,16 @@ class HostTerms:
     source: str = ""
     notes: tuple[str, ...] = ()
 
+    @property
+    def from_profile(self) -> bool:
+        """Whether the host profile priced the host (not a trace's figure or a given one): its
+        drift range and its machine-mismatch warning apply."""
+        return self.source.startswith(PROFILE_SOURCE)
+
+
+# ``HostTerms.source`` when the host profile priced the host
+PROFILE_SOURCE = "host profile"
+
 
 def host_terms(
     rt: Runtime,
@@ -325,7 +335,7 @@ def host_terms(
     pk = (per_kernel[0], per_kernel[1], per_kernel[2])
     if rt.host != "eager":
         launch = hp.compiled_launch_s if rt.host == "compiled-graph" else hp.replay_s
-        source = f"host profile {hp.name}"
+        source = f"{PROFILE_SOURCE} {hp.name}"
         if graph_launch_s is not None:
             if graph_launch_s < 0:
                 raise SpecError(f"graph_launch_s must be >= 0, got {graph_launch_s}")
@@ -337,7 +347,7 @@ def host_terms(
     if per_step < 0:
         raise SpecError("host_per_step_s must be >= 0")
     uniform = host_per_kernel_s
-    source = f"host profile {hp.name}"
+    source = f"{PROFILE_SOURCE} {hp.name}"
     if uniform is not None:
         if uniform < 0:
             raise SpecError("host_per_kernel_s must be >= 0")
@@ -582,7 +592,7 @@ def predict_inference(
     step, gpu_time, host_time = (float(times[k][0]) for k in ("step", "gpu", "host"))
     # the host's measured drift, where the profile priced the host: the step at its p10/p90
     time_range: tuple[float, float] | None = None
-    if hp.host_drift is not None and ht.source.startswith("host profile"):
+    if hp.host_drift is not None and ht.from_profile:
         lo, hi = (float(step_on(hp.scaled(f))[1]["step"][0]) for f in hp.host_drift)
         time_range = (lo, hi)
     n_kernels = int(times["kernels"])
@@ -608,7 +618,7 @@ def predict_inference(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
         tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
         attention=kernel, gqa=gqa, calibration=timer.label, host=host_dict(hp),
-        host_warning=hp.mismatch() if ht.source.startswith("host profile") or new_shapes else None,
+        host_warning=hp.mismatch() if ht.from_profile or new_shapes else None,
         time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
         host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,

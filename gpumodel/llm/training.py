@@ -418,7 +418,7 @@ def train_host_per_kernel(spec: ModelSpec, host: HostProfile) -> float:
     """Host seconds per kernel of an eager HF training step of ``spec`` on ``host``: the
     family's ``TRAIN_HOST_FACTOR`` x the host's eager HF time per kernel (the measured decoder
     layer's, else the mean eager op cost); a traced host's own figure as it is."""
-    if host.name.startswith("trace-"):
+    if is_trace_host(host):
         return host.cost_s("elementwise")
     per = host.per_layer_host_s()
     if per is None:
@@ -441,6 +441,16 @@ def trace_fragmentation(cal: Any) -> float | None:
     return max(1.0, fit.peak_reserved_bytes / fit.peak_allocated_bytes)
 
 
+# ``trace_host``'s profiles are named this and the trace's hash: the traced machine's own
+# figure per kernel, which no training factor scales and no mismatch warning applies to
+TRACE_HOST_PREFIX = "trace-"
+
+
+def is_trace_host(hp: HostProfile) -> bool:
+    """Whether ``hp`` is a traced step's host (``trace_host``), not a measured or named profile."""
+    return hp.name.startswith(TRACE_HOST_PREFIX)
+
+
 def trace_host(cal: Any) -> HostProfile | None:
     """The host of the user's own traced step (``calibrate --trace``): its host time per
     launched kernel with the profiler's cost removed, for every eager kernel kind, as a host
@@ -451,7 +461,7 @@ def trace_host(cal: Any) -> HostProfile | None:
         return None
     costs = {k: per for k in ("matmul", "elementwise", "reduction", "norm", "view", "cat",
                               "copy", "index", "sdpa", "optimizer_step")}  # fmt: skip
-    return HostProfile(host_profile=1, name=f"trace-{fit.trace_sha256[:12]}",
+    return HostProfile(host_profile=1, name=f"{TRACE_HOST_PREFIX}{fit.trace_sha256[:12]}",
                        measured_at=fit.created.isoformat(), cpu_model="the traced machine",
                        cpu_cores=1, python="-", torch="-", gpu=fit.device_name or fit.gpu_id,
                        eager_op_s=costs, origin=f"trace {fit.trace_path}")  # fmt: skip
@@ -766,7 +776,7 @@ def predict_training_step(
         dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
         time_range_s=time_range,
         host=host_dict(hp) if hp else None,
-        host_warning=hp.mismatch() if hp and not hp.name.startswith("trace-") else None,
+        host_warning=hp.mismatch() if hp and not is_trace_host(hp) else None,
         host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
         bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
         dp_comm_exposed_s=exposed, step_time_no_overlap_s=float(t["no_overlap"]),
