@@ -104,7 +104,7 @@ def predict(
     the profile's host time for the call's kind (``eager_op_s``: F.conv2d, matmul, ...) and a
     bare launch (the calibration's ``launch_host_s``) per further kernel it launches, since
     back to back the GPU waits for the host when the kernels are shorter (``eager_floor``).
-    ``activity`` (0..1, in-workload only): the tensor activity the power limit sees, when the
+    ``activity`` (0..1, in-workload or in-graph): the tensor activity the power limit sees, when the
     kernel runs inside a step whose time-weighted average is that (``gpumodel.llm`` passes
     it); None: the kernel's own, as back to back with itself.
     """
