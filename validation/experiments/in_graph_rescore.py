@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation" / "unseen"))
 
-from evaluate import atomic_write, kernel_op, quantile  # noqa: E402
+from evaluate import atomic_write, kernel_op, stats_cell  # noqa: E402
 
 import gpumodel as gm  # noqa: E402
 
@@ -53,12 +52,6 @@ def scores() -> dict[tuple[str, str, str], dict[str, list[float]]]:
     return out
 
 
-def cell(errors: list[float]) -> str:
-    a = [abs(e) for e in errors]
-    return (f"{100 * statistics.median(a):.1f}% ({100 * quantile(a, 0.9):.1f}%), "
-            f"{100 * statistics.median(errors):+.1f}%")  # fmt: skip
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None)
@@ -67,7 +60,7 @@ def main() -> int:
              "|---|---|---|---:|---|---|---|"]  # fmt: skip
     for (gpu, family, host), row in sorted(scores().items()):
         lines.append(f"| {gpu} | {family} | {host} | {len(row['in-graph'])} | "
-                     f"{cell(row['in-workload'])} | {cell(row['in-graph'])} | "
+                     f"{stats_cell(row['in-workload'])} | {stats_cell(row['in-graph'])} | "
                      f"{', '.join(row['runs'])} |")  # fmt: skip
     text = ("Median |error| (p90), signed median; H100 calibration (carried to the H200).\n\n"
             + "\n".join(lines) + "\n")  # fmt: skip

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from evaluate import (  # noqa: E402
     calibration,
     gpu_id_of,
     predict_step,
-    quantile,
+    stats_cell,
     steady_s,
 )
 
@@ -58,14 +57,6 @@ def errors(factors: tuple[float, float, float]) -> dict[str, list[tuple[bool, fl
             bound = (rec["workload"], rec["batch"]) in HOST_BOUND
             out.setdefault(path.parent.name, []).append((bound, t / steady_s(rec) - 1))
     return out
-
-
-def cell(errs: list[float]) -> str:
-    if not errs:
-        return "-"
-    a = [abs(e) for e in errs]
-    return (f"{100 * statistics.median(a):.1f}% ({100 * quantile(a, 0.9):.1f}%), "
-            f"{100 * statistics.median(errs):+.1f}%")  # fmt: skip
 
 
 def main() -> int:
@@ -98,10 +89,10 @@ def main() -> int:
         pooled["a"] += [e for _, e in a]
         pooled["hb"] += hb
         pooled["ha"] += ha
-        lines.append(f"| {run} | {len(b)} | {cell([e for _, e in b])} | {cell([e for _, e in a])} "
-                     f"| {cell(hb)} | {cell(ha)} |")  # fmt: skip
-    lines.append(f"| **pooled** | {len(pooled['b'])} | {cell(pooled['b'])} | {cell(pooled['a'])} "
-                 f"| {cell(pooled['hb'])} | {cell(pooled['ha'])} |")  # fmt: skip
+        lines.append(f"| {run} | {len(b)} | {stats_cell([e for _, e in b])} | {stats_cell([e for _, e in a])} "
+                     f"| {stats_cell(hb)} | {stats_cell(ha)} |")  # fmt: skip
+    lines.append(f"| **pooled** | {len(pooled['b'])} | {stats_cell(pooled['b'])} | {stats_cell(pooled['a'])} "
+                 f"| {stats_cell(pooled['hb'])} | {stats_cell(pooled['ha'])} |")  # fmt: skip
     text = "\n".join(lines) + "\n"
     if args.out:
         atomic_write(args.out, text)

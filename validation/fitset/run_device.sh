@@ -15,18 +15,8 @@ ROOT=$(cd "$HERE/../.." && pwd)
 W=/tmp/fitset_work
 rm -rf "$W"; mkdir -p "$W/fit" "$W/train"
 START=$SECONDS
-export PYTHONUNBUFFERED=1
-# torch.profiler keeps CUPTI attached after a session unless this is set (+16-27% per eager
-# step after it: validation/results/h200-sxm/process-state-2026-11-25)
-export TEARDOWN_CUPTI=1
-{
-  date -u; hostname; nvidia-smi; nproc; python3 --version
-  lscpu | grep -E 'Model name|^CPU\(s\)|Hypervisor|Core\(s\)|Thread'
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-  git -C "$ROOT" rev-parse HEAD 2>/dev/null
-} >"$W/fit/env.txt" 2>&1
-cat "$W/fit/env.txt" >>"$OUT/log.txt"
+source "$ROOT/validation/unseen/step_env.sh"  # also sets TEARDOWN_CUPTI=1 (why: there)
+step_env "$W/fit/env.txt"
 
 echo "=== host profile at $((SECONDS - START)) s" | tee -a "$OUT/log.txt"
 timeout -k 10 170 python3 -m gpumodel validate --host-only --host-window 30 --no-progress \

@@ -86,6 +86,15 @@ def error_stats(errors: list[float]) -> dict[str, float]:
             "median_signed": statistics.median(errors) if errors else math.nan}  # fmt: skip
 
 
+def stats_cell(errors: list[float]) -> str:
+    """``error_stats`` of ``errors`` as one table cell: 'median% (p90%), signed%' ('-' if none)."""
+    if not errors:
+        return "-"
+    s = error_stats(errors)
+    return (f"{100 * s['median_abs']:.1f}% ({100 * s['p90_abs']:.1f}%), "
+            f"{100 * s['median_signed']:+.1f}%")  # fmt: skip
+
+
 def score(rows: list[dict], key: Callable[[dict], tuple]) -> dict[tuple, dict[str, float]]:
     """Group rows that carry ``error`` by ``key(row)`` and give each group's ``error_stats``."""
     groups: dict[tuple, list[float]] = {}

@@ -16,18 +16,8 @@ S=$HERE/steps_unseen.py
 W=/tmp/steps_work
 rm -rf "$W"; mkdir -p "$W"
 START=$SECONDS
-export PYTHONUNBUFFERED=1
-# torch.profiler leaves CUPTI attached after a session unless this is set, and every eager step
-# after it pays 16-27% more host time (validation/results/h200-sxm/process-state-2026-11-25);
-# the users these workloads stand for do not run a profiler before their steps
-export TEARDOWN_CUPTI=1
-{
-  date -u; hostname; nvidia-smi; nproc; python3 --version
-  lscpu | grep -E 'Model name|^CPU\(s\)|Hypervisor|Core\(s\)|Thread'
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-} >"$W/env.txt" 2>&1
-cat "$W/env.txt" >>"$OUT/log.txt"
+source "$HERE/step_env.sh"  # also sets TEARDOWN_CUPTI=1 (why: there)
+step_env "$W/env.txt"
 
 part() {  # name, parts, seconds, host window seconds
   local name=$1 parts=$2 secs=$3 window=$4 extra=${5:-}
