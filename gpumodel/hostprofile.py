@@ -121,6 +121,10 @@ class EagerOpCosts(Checked):
     # F.conv2d (cuDNN, channels_last: one kernel); profiles measured before it was: None
     # (``cost_s`` uses matmul's)
     conv: HostSeconds | None = None
+    # torch._scaled_mm (fp8: its scale tensors and cuBLASLt descriptors cost more host time
+    # than torch.matmul's call); profiles measured before it was, or GPUs without fp8: None
+    # (``cost_s`` uses matmul's)
+    scaled_mm: HostSeconds | None = None
 
 
 #: The host copies a profile times (``host_copy_s``): direction and host memory.
@@ -280,10 +284,16 @@ class HostProfile(Checked):
             return 1 if "channels_last" in probe else 4
         return 1
 
+    def measured(self, kind: str) -> bool:
+        """Whether this profile timed eager calls of ``kind`` itself (``conv`` and
+        ``scaled_mm`` may be missing: ``cost_s`` then stands in matmul's)."""
+        return kind not in ("conv", "scaled_mm") or getattr(self.eager_op_s, kind) is not None
+
     def cost_s(self, kind: str) -> float:
-        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``); ``conv`` of a
-        profile that did not measure it: ``matmul``'s (both are one cuBLAS/cuDNN call)."""
-        if kind == "conv" and self.eager_op_s.conv is None:
+        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``); ``conv`` or
+        ``scaled_mm`` of a profile that did not measure it: ``matmul``'s (all one cuBLAS/cuDNN
+        call)."""
+        if not self.measured(kind):
             kind = "matmul"
         return float(getattr(self.eager_op_s, "copy_" if kind == "copy" else kind))
 

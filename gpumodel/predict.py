@@ -129,7 +129,7 @@ def predict(
     if host is not None:
         from gpumodel.hostprofile import load_host
 
-        if op.eager_kind is None and not copy and condition != "in-graph":
+        if op.host_kind is None and not copy and condition != "in-graph":
             raise SpecError(f"host= prices one eager PyTorch call or a host copy; {op.op_name} "
                             "is neither (collectives price their own host side)")  # fmt: skip
         hp = load_host(host)
@@ -154,25 +154,29 @@ def predict(
         return _finite_result(host_copy_cost(p, op, hp))  # type: ignore[arg-type]
     launch_s = cal.parameters.launch_host_s if cal else None
     return _finite_result(eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None
-                                      else launch_s))  # fmt: skip
+                                      else launch_s, op.host_call_factor(gpu)))  # fmt: skip
 
 
-def eager_floor(p: Prediction, op: Op, hp: Any, launch_s: float) -> Prediction:
+def eager_floor(
+    p: Prediction, op: Op, hp: Any, launch_s: float, call_factor: float = 1.0
+) -> Prediction:
     """``p`` as one call of an eager PyTorch loop on host ``hp``. Back to back, the host issues
-    one call every ``hp.cost_s(kind)`` seconds, plus ``launch_s`` (a bare launch) for each
-    further kernel the call launches from inside the library (cuDNN's NCHW transposes), so a
-    call takes max(GPU time, that): the GPU drains the queue faster than the host fills it.
-    Shown as the term "eager dispatch"; where it binds the bound is "launch"."""
-    kind = op.eager_kind or ""
+    one call every ``hp.cost_s(kind)`` x ``call_factor`` seconds (``Op.host_call_factor``:
+    cuBLAS's split-K reduction launch), plus ``launch_s`` (a bare launch) for each further
+    kernel the call launches from inside the library (cuDNN's NCHW transposes), so a call takes
+    max(GPU time, that): the GPU drains the queue faster than the host fills it. Shown as the
+    term "eager dispatch"; where it binds the bound is "launch"."""
+    kind = op.host_kind or ""
     launches = sum(k.launches for k in p.kernels) or 1
     # the profile's figure is a call of its own probe, which may itself launch several kernels
     probe = hp.probe_launches(kind)
-    floor_s = max(hp.cost_s(kind) + (launches - probe) * launch_s, launch_s)
-    measured = kind != "conv" or hp.eager_op_s.conv is not None
-    what = kind if measured else "matmul (conv not measured)"
+    floor_s = max(hp.cost_s(kind) * call_factor + (launches - probe) * launch_s, launch_s)
+    what = kind if hp.measured(kind) else f"matmul ({kind} not measured)"
     if probe > 1:
         what += f" (its probe launched {probe} kernels)"
     extra = f" + {launches - 1} more launches" if launches > 1 else ""
+    if call_factor != 1.0:
+        extra += f" x {call_factor:g} (cuBLAS splits K: its reduction's launch)"
     binds = floor_s > p.time_s
     note = (f"host profile {hp.name}: one eager {what} call{extra}; "
             f"{'the GPU waits for the host' if binds else 'below the GPU time'}")  # fmt: skip

@@ -118,6 +118,17 @@ class Op(Checked):
     # host copies take their fixed cost from the profile's own copies instead)
     eager_kind: ClassVar[str | None] = None
 
+    @property
+    def host_kind(self) -> str | None:
+        """The eager op kind of this op's PyTorch call (``eager_kind``, unless the op's own
+        fields pick another call: an fp8 GEMM is ``torch._scaled_mm``)."""
+        return self.eager_kind
+
+    def host_call_factor(self, gpu: GPUSpec) -> float:
+        """Host time of this op's eager call / its kind's probe in the host profile: 1, unless
+        the library launches more for it than the probe did (``Gemm``: cuBLAS's split-K)."""
+        return 1.0
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         raise NotImplementedError
 

@@ -64,6 +64,19 @@ class Gemm(Op):
     transpose_b: bool = False
     transpose_a: bool = False
 
+    @property
+    def host_kind(self) -> str | None:
+        """PyTorch runs fp8 products through ``torch._scaled_mm``, not ``torch.matmul``."""
+        return "scaled_mm" if self.dtype.startswith("fp8") else self.eager_kind
+
+    def host_call_factor(self, gpu: GPUSpec) -> float:
+        """``SPLIT_HOST_FACTOR`` where cuBLAS splits this product along K and launches a
+        reduction after it (gpumodel.model.splitk; one product, not a batch), else 1."""
+        from gpumodel.model.splitk import SPLIT_HOST_FACTOR, split_k
+
+        one = self.batch == 1 and split_k(self.m, self.n, self.k, self.dtype, gpu.sm_count)
+        return SPLIT_HOST_FACTOR if one else 1.0
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
         flops = 2.0 * self.m * self.n * self.k * self.batch

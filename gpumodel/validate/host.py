@@ -95,6 +95,7 @@ EAGER_OP_KINDS: tuple[str, ...] = (
     "sdpa",
     "optimizer_step",
     "conv",
+    "scaled_mm",
 )
 
 #: The conv probe's shapes (bf16, channels_last, batch 1; small maps so that the GPU time of each
@@ -109,7 +110,8 @@ CONV_PROBE_LABELS = tuple(f"{c}->{k} {hw}x{hw} {r}x{r}" for c, k, hw, r in CONV_
 EAGER_OPS_PROBES = (
     "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; sdpa: q 1x8x1x64, k/v "
     "1x8x128x64; conv: F.conv2d channels_last, batch 1, cuDNN plans chosen in cudnn.benchmark "
-    f"mode, mean over {', '.join(CONV_PROBE_LABELS)})"
+    f"mode, mean over {', '.join(CONV_PROBE_LABELS)}; scaled_mm: torch._scaled_mm fp8 e4m3, "
+    "unit scales, bf16 out)"
 )
 
 #: Scalar timing figures (seconds), in file order.
@@ -427,7 +429,7 @@ def measure_host_samples(
         counts = {"hf_decoder_layer_kernels": None}
     out: dict[str, list[float] | None] = {}
     for kind in EAGER_OP_KINDS:
-        out[f"eager_op_s.{kind}"] = samples[f"eager_op_s.{kind}"]
+        out[f"eager_op_s.{kind}"] = samples.get(f"eager_op_s.{kind}")  # scaled_mm: fp8 GPUs
     for key in SCALAR_KEYS:
         out[key] = samples.get(key)
     for kind in HOST_COPY_KINDS:
@@ -615,6 +617,11 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
         "optimizer_step": (opt.step, 1),
         "conv": (lambda: [F.conv2d(x, f, padding=pad) for x, f, pad in convs], len(convs)),
     }
+    if device == "cuda" and torch.cuda.get_device_capability() >= (8, 9):  # fp8 tensor cores
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = b.to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm requires
+        scale = torch.ones((), device=device)
+        ops["scaled_mm"] = (lambda: torch._scaled_mm(a8, b8, scale, scale, out_dtype=dt), 1)
     for kind, (fn, per) in ops.items():
         n = max(10, calls // 4) if kind == "optimizer_step" else calls
         bench[f"eager_op_s.{kind}"] = (fn, per, n)

@@ -244,7 +244,7 @@ def host_prices(rec: dict, host: Path | None) -> bool:
         return api_has_in_graph()
     if rec["condition"] == EAGER_LOOP:
         try:
-            return kernel_op(rec).eager_kind is not None
+            return kernel_op(rec).host_kind is not None
         except Exception:  # a record gpumodel cannot describe: scored (and failed) bare
             return False
     return rec["condition"] == COPY_WALL and _times_copies(host)

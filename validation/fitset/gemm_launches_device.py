@@ -1,0 +1,187 @@
+"""Fit set: what one eager PyTorch GEMM call costs the host, and which kernels it launches.
+
+For a grid of GEMM shapes chosen apart from the unseen set's (validation/unseen/
+kernels_unseen.py: its N and K are 768, 1024, 4096, 6144, 14336, 28672, 50257, 128256 and its
+squares 256-8192; none of them is here), on the local GPU:
+
+- host seconds per call of ``torch.matmul(x, W.t())`` / ``torch.matmul(A, B)`` (fp32 with TF32
+  off, TF32, fp16, bf16) and ``torch._scaled_mm`` (fp8 e4m3, bf16 out), issued back to back
+  without synchronising (a loop short enough that the launch queue never fills, so the host's
+  time is what is timed), each beside the host profile's own probe (a 64x64 bf16 matmul, and a
+  64x64 fp8 _scaled_mm) timed right before it, so a ratio cancels the vCPU's drift;
+- the kernels one call launches (torch.profiler, after every host loop: the profiler's CUPTI
+  slows eager calls made after it), by name.
+
+The model's question: which products cuBLAS splits along K with a separate reduction kernel
+(``cublasLt::splitKreduce_kernel``), a second launch the host pays for. Never scored against;
+the unseen set is measured by its own script.
+
+usage: python3 validation/fitset/gemm_launches_device.py --out gemm-launches.json [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+LAUNCH_NAMES = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC",
+                "cudaMemsetAsync")
+
+
+def grid(quick: bool) -> list[dict]:
+    """The shapes: bf16 densely, the other dtypes on a coarser grid, a few A@B squares."""
+    ms = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    ns = [512, 2048, 3072, 5120, 8192, 11008, 16384]
+    ks = [2048, 5120, 8192]
+    coarse_m, coarse_n, coarse_k = [1, 4, 16, 64, 256, 1024], [2048, 5120, 11008], [2048, 8192]
+    if quick:
+        ms, ns, ks = [1, 16, 256], [2048, 11008], [2048]
+        coarse_m, coarse_n, coarse_k = [1, 256], [2048], [2048]
+    pts = [dict(dtype="bf16", M=m, N=n, K=k, layout="x@W.T") for m in ms for n in ns for k in ks]
+    for dt in ("fp16", "fp32", "tf32", "fp8_e4m3"):
+        pts += [dict(dtype=dt, M=m, N=n, K=k, layout="x@W.T")
+                for m in coarse_m for n in coarse_n for k in coarse_k]  # fmt: skip
+    for dt in ("bf16", "fp32", "fp8_e4m3"):
+        pts += [dict(dtype=dt, M=s, N=s, K=s, layout="A@B") for s in (384, 768, 1536, 3072)]
+    return pts
+
+
+def make_call(torch, p: dict):
+    """A zero-argument function running one product of point ``p``."""
+    dev, m, n, k = "cuda", p["M"], p["N"], p["K"]
+    dts = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+           "tf32": torch.float32, "fp8_e4m3": torch.bfloat16}  # fmt: skip
+    dt = dts[p["dtype"]]
+    a = torch.randn(m, k, device=dev, dtype=dt)
+    w = torch.randn(n, k, device=dev, dtype=dt) if p["layout"] == "x@W.T" else None
+    b = w.t() if w is not None else torch.randn(k, n, device=dev, dtype=dt)
+    if p["dtype"] == "fp8_e4m3":
+        f8 = torch.float8_e4m3fn
+        a8 = a.to(f8)
+        # _scaled_mm wants B column-major: W (N,K) row-major seen as (K,N), as nn.Linear holds it
+        b8 = (w if w is not None else b.t().contiguous()).to(f8).t()
+        one = torch.ones((), device=dev)
+        return lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16)
+    return lambda: torch.matmul(a, b)
+
+
+def host_per_call(torch, fn, calls: int) -> float:
+    """Host seconds per call of ``calls`` back-to-back calls (no sync inside the loop)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls
+
+
+def kernels_per_call(torch, calls: dict, reps: int = 3) -> dict:
+    """{point index: kernel names of one call} from one torch.profiler session."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i, fn in calls.items():
+            with record_function(f"gm:{i}"):
+                for _ in range(reps):
+                    fn()
+            torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    marks = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"][3:])) for e in events
+                   if e.get("cat") == "user_annotation" and e.get("name", "").startswith("gm:"))  # fmt: skip
+    corr_to_point = {}
+    for e in events:
+        # cuBLASLt's nvjet kernels go through the driver API (cuLaunchKernelEx)
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("name") in LAUNCH_NAMES:
+            for t0, t1, i in marks:
+                if t0 <= e["ts"] <= t1:
+                    corr_to_point[e["args"]["correlation"]] = i
+                    break
+    names: dict[int, list[str]] = {i: [] for i in calls}
+    gpu = (e for e in events if e.get("cat") in ("kernel", "gpu_memset"))
+    for e in sorted(gpu, key=lambda e: e["ts"]):
+        i = corr_to_point.get(e["args"].get("correlation"))
+        if i is not None:
+            names[i].append(e["name"])
+    return {i: v[: len(v) // reps] if len(v) % reps == 0 else v for i, v in names.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    pts = grid(args.quick)
+    probe_a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    probe_b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    probe8 = make_call(torch, dict(dtype="fp8_e4m3", M=64, N=64, K=64, layout="x@W.T"))
+    probes = {"matmul": lambda: torch.matmul(probe_a, probe_b), "scaled_mm": probe8}
+    t_start = time.time()
+    calls = {}
+    for i, p in enumerate(pts):
+        torch.backends.cuda.matmul.allow_tf32 = p["dtype"] == "tf32"
+        fn = calls[i] = make_call(torch, p)
+        for _ in range(3):
+            fn()
+        probe = probes["scaled_mm" if p["dtype"] == "fp8_e4m3" else "matmul"]
+        for _ in range(3):
+            probe()
+        n = 100 if 2 * p["M"] * p["N"] * p["K"] < 2e10 else 20
+        rounds = [(host_per_call(torch, probe, n), host_per_call(torch, fn, n)) for _ in range(5)]
+        p["probe_host_s"] = statistics.median(r[0] for r in rounds)
+        p["host_s"] = statistics.median(r[1] for r in rounds)
+        p["ratio_to_probe"] = statistics.median(r[1] / r[0] for r in rounds)
+        p["calls_per_loop"] = n
+    t_host = time.time()
+    # the profiler after every host loop; the matmul flag per point set inside its call
+    wrapped = {}
+    for i, p in enumerate(pts):
+        def run(fn=calls[i], tf32=p["dtype"] == "tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            fn()
+        wrapped[i] = run
+    names = kernels_per_call(torch, wrapped)
+    for i, p in enumerate(pts):
+        p["kernels"] = names[i]
+        p["kernels_per_call"] = len(names[i])
+    probe_names = kernels_per_call(torch, {0: probes["matmul"], 1: probes["scaled_mm"]})
+    doc = {
+        "what": "eager GEMM host cost and kernels per call (fit set)",
+        "script": "validation/fitset/gemm_launches_device.py",
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cublas_note": "torch's bundled cuBLAS/cuBLASLt",
+        "python": sys.version.split()[0],
+        "host": platform.node(),
+        "probe_kernels": {"matmul": probe_names[0], "scaled_mm": probe_names[1]},
+        "seconds": {"host_loops": round(t_host - t_start, 1),
+                    "profiler": round(time.time() - t_host, 1)},
+        "points": pts,
+    }
+    tmp = args.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, args.out)
+    split = sum(1 for p in pts if p["kernels_per_call"] > 1)
+    print(f"{len(pts)} shapes; {split} launch more than one kernel; "
+          f"host loops {doc['seconds']['host_loops']} s, profiler {doc['seconds']['profiler']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
