@@ -24,8 +24,9 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     cuda_driver: str | null
     gpu: str                       # the GPU of the machine it was measured on
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
-                 optimizer_step, conv}  # host time of one eager aten call of that kind, back
-                                   # to back (conv: optional, newer profiles)
+                 optimizer_step, conv, scaled_mm}  # host time of one eager aten call of that
+                                   # kind, back to back (conv, scaled_mm: optional, newer
+                                   # profiles; scaled_mm: fp8 torch._scaled_mm, fp8 GPUs)
     kernel_launch_s: float         # a bare kernel launch (no framework)
     hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
     hf_decoder_layer_kernels: int | null   # kernels that forward launched

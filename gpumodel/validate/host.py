@@ -12,7 +12,7 @@ The file format (schema version 1) is the contract with ``gpumodel.hostprofile``
     name, measured_at (ISO 8601 UTC), cpu_model, cpu_cores, python, torch, transformers,
     cuda_driver, gpu
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
-                 optimizer_step, conv}      # host seconds per call, medians
+                 optimizer_step, conv, scaled_mm}  # host seconds per call, medians
     kernel_launch_s, hf_decoder_layer_s, hf_decoder_layer_kernels, hf_model_step_s,
     hf_model_layer_s, graph_replay_s, graph_replay_per_kernel_s, compiled_step_launch_s,
     profiler_event_s, sdpa_graph_build_s
