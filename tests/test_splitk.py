@@ -15,7 +15,8 @@ import pytest
 
 import gpumodel as gm
 from gpumodel.model import splitk
-from gpumodel.model.splitk import split_k, wave_occupancy
+from gpumodel.model.quantization import wave_efficiency
+from gpumodel.model.splitk import split_k
 from gpumodel.ops import Gemm
 from tests.conftest import uniform_host
 
@@ -24,10 +25,12 @@ RESULTS = ROOT / "validation/results"
 H100_SMS = 132  # specs/h100-sxm.yaml
 
 
-def test_wave_occupancy_by_hand():
-    assert wave_occupancy(64, H100_SMS) == pytest.approx(64 / 132)
-    assert wave_occupancy(132, H100_SMS) == 1.0
-    assert wave_occupancy(172, H100_SMS) == pytest.approx(172 / 264)  # two waves, one part-full
+def test_wave_occupancy_of_split_tiles_by_hand():
+    # s slices of K run as many tiles as a batch of s products: 64 tiles of 32x64 -> 128
+    assert wave_efficiency(8, 4096, (32, 64), H100_SMS) == pytest.approx(64 / 132)
+    assert wave_efficiency(8, 4096, (32, 64), H100_SMS, batch=2) == pytest.approx(128 / 132)
+    # 172 tiles: two waves, the second part-full
+    assert wave_efficiency(8, 11008, (32, 64), H100_SMS) == pytest.approx(172 / 264)
 
 
 def test_the_rule_by_hand():

@@ -12,7 +12,7 @@ The rule, wave quantization (NVIDIA, "Matrix Multiplication Background" user gui
 library's choice fitted to what it did:
 
     tiles    = ceil(M / TILE_M) x ceil(N / TILE_N)
-    wave(t)  = t / (ceil(t / SMs) x SMs)                  the share of the last wave's SMs busy
+    wave(t)  = t / (ceil(t / SMs) x SMs)      the busy share of the waves (quantization.py)
     split    iff some s >= 2 with K / s >= MIN_K_PER_SPLIT has
                  wave(tiles x s) > SPLIT_GAIN[dtype] x wave(tiles)
 
@@ -27,7 +27,7 @@ kernels (CUDA-core GEMV/SGEMM, sm80/sm90 xmma) whose launch pattern this does no
 
 from __future__ import annotations
 
-import math
+from gpumodel.model.quantization import wave_efficiency
 
 #: cuBLAS's output tile (rows of A, columns of B) for the products it splits
 TILE_M = 32
@@ -40,11 +40,6 @@ SPLIT_GAIN: dict[str, float] = {"bf16": 1.3, "fp16": 1.3, "fp8": 2.0}
 SPLIT_HOST_FACTOR = 1.29
 #: the largest split tried
 MAX_SPLITS = 16
-
-
-def wave_occupancy(tiles: int, sm_count: int) -> float:
-    """Share of the SMs busy over the waves ``tiles`` blocks need: t / (ceil(t / SMs) x SMs)."""
-    return tiles / (math.ceil(tiles / sm_count) * sm_count)
 
 
 def split_k(
@@ -64,11 +59,10 @@ def split_k(
     need = SPLIT_GAIN.get(dtype) if gain is None else gain
     if need is None:
         return False
-    tiles = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
-    base = wave_occupancy(tiles, sm_count)
+    base = wave_efficiency(m, n, tile, sm_count)
     s = 2
-    while s <= MAX_SPLITS and k / s >= min_k:
-        if wave_occupancy(tiles * s, sm_count) > need * base:
+    while s <= MAX_SPLITS and k / s >= min_k:  # s slices: as many tiles as a batch of s
+        if wave_efficiency(m, n, tile, sm_count, batch=s) > need * base:
             return True
         s += 1
     return False
@@ -82,5 +76,4 @@ __all__ = [
     "TILE_M",
     "TILE_N",
     "split_k",
-    "wave_occupancy",
 ]
