@@ -91,7 +91,7 @@ def sweep(
         nbytes = gemm_bytes(m, n, k, batch, dtype)
         # cuBLAS-calibrated GEMM efficiency replaces the unit's (as in predict.kernel_time)
         rate = gpu.peak_flops(dt, unit) * gemm_model.efficiency_array(
-            m, n, k, dtype, gpu, p, transpose_b=transpose_b
+            m, n, k, dtype, gpu, p, transpose_b=transpose_b, batch=batch, cublas=True
         )
         family = "gemm"
         written = batch * m * n * output_bytes_per_element(dtype)
@@ -260,7 +260,8 @@ def _kernel_array(
             eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
                                               tile_n=g.tile_n, needs_alignment=g.needs_alignment,
                                               transpose_b=g.transpose_b,
-                                              transpose_a=g.transpose_a)  # fmt: skip
+                                              transpose_a=g.transpose_a, batch=g.batch,
+                                              cublas=g.cublas)  # fmt: skip
         if kw.tile_work is not None and np.all(kw.tile_work.count) and part is kw.flops[0]:
             eff = eff * _schedule_array(kw, gpu.sm_count * kw.tile_blocks_per_sm, n)
         half_fill = params.conv_half_fill_tiles_per_sm

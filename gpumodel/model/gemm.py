@@ -38,6 +38,28 @@ def misaligned(shape: GemmShape) -> tuple[str, ...]:
     return tuple(name for name, v in (*dims, ("n", shape.n), ("k", shape.k)) if v % a)
 
 
+#: cuBLAS's kernels for misaligned 16-bit products (CUTLASS sm75 ``tensorop_s1688gemm ... align1``)
+#: are not persistent: their tiles run in waves, each tile a whole tile's work. A product then
+#: takes waves x one tile's time, which never falls as a size grows. Relative to the useful
+#: FLOPs that is a busy share of tile quantization x wave quantization (NVIDIA, "Matrix
+#: Multiplication Background"), M x N / (Mt x Nt x waves x SMs). The tile was fitted on an H100
+#: (validation/fitset/fit_gemm_misaligned.py over validation/results/h100-sxm/
+#: gemm-misaligned-2026-11-28: 40 bf16/fp16 A @ B products of 513-6143, none of the unseen
+#: set's). Only plain A @ B: TF32/fp32 and transposed operands (x @ W.T, dY.T @ X) fall back to
+#: other kernels, not fitted
+MISALIGNED_DTYPES = ("bf16", "fp16")
+MISALIGNED_TILE = (64, 128)
+
+
+def misaligned_busy_share(m: int, n: int, sm_count: int, batch: int = 1) -> float:
+    """Useful share of the tiles x waves a misaligned product's fallback kernel runs:
+    tile quantization x wave quantization over ``MISALIGNED_TILE``."""
+    from gpumodel.model.quantization import tile_efficiency, wave_efficiency
+
+    return (tile_efficiency(m, n, MISALIGNED_TILE)
+            * wave_efficiency(m, n, MISALIGNED_TILE, sm_count, batch=batch))  # fmt: skip
+
+
 def pad_to(value: int, multiple: int = 64) -> int:
     return -(-value // multiple) * multiple
 
@@ -87,6 +109,16 @@ def efficiency(
         terms.append(Term(name="alignment penalty", value=penalty, unit="x",
                           note=f"{', '.join(bad)} not a multiple of 16 bytes{layout}: no fast "
                                "tensor-core path"))  # fmt: skip
+        if (gpu.vendor == "nvidia" and shape.cublas and shape.dtype in MISALIGNED_DTYPES
+                and not (shape.transpose_a or shape.transpose_b)):
+            busy = misaligned_busy_share(shape.m, shape.n, gpu.sm_count, shape.batch)
+            if busy < 1.0:
+                factor *= busy
+                terms.append(Term(
+                    name="tiles and waves (misaligned kernel)", value=busy, unit="x",
+                    note=f"the fallback kernel runs whole {MISALIGNED_TILE[0]}x"
+                         f"{MISALIGNED_TILE[1]} tiles in waves of {gpu.sm_count}: time is waves "
+                         "x one tile's, never less as a size grows"))  # fmt: skip
     return factor, terms
 
 
@@ -131,7 +163,7 @@ def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
 def efficiency_array(
     m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams, *,
     tile_m: int | None = None, tile_n: int | None = None, needs_alignment: bool = True,
-    transpose_b: bool = False, transpose_a: bool = False,
+    transpose_b: bool = False, transpose_a: bool = False, batch=1, cublas: bool = False,
 ):  # fmt: skip
     """``efficiency`` over numpy arrays of shapes (same factors in the same order, no terms)."""
     import numpy as np
@@ -147,6 +179,13 @@ def efficiency_array(
         bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
         if transpose_a:
             bad = bad | (np.asarray(m) % a != 0)
+        if (gpu.vendor == "nvidia" and cublas and dtype in MISALIGNED_DTYPES
+                and not (transpose_a or transpose_b)):
+            from gpumodel.model.quantization import tile_efficiency_array, wave_efficiency_array
+
+            penalty = penalty * (tile_efficiency_array(m, n, MISALIGNED_TILE)
+                                 * wave_efficiency_array(m, n, MISALIGNED_TILE, gpu.sm_count,
+                                                         batch=batch))  # fmt: skip
         factor = factor * np.where(bad, penalty, 1.0)
     return factor
 

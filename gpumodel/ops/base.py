@@ -52,6 +52,10 @@ class GemmShape:
     # A given as its transpose ([K, M] in memory: its rows are M long, so M must be aligned),
     # as autograd hands cuBLAS the output gradient in a weight gradient (dW = dY.T @ X)
     transpose_a: bool = False
+    # a cuBLAS product (torch.matmul, nn.Linear): misaligned, it falls back to kernels whose
+    # tiles run in waves (gpumodel.model.gemm.misaligned_busy_share); cuDNN's and
+    # FlashAttention's products do not (False)
+    cublas: bool = False
 
 
 @dataclass(frozen=True)

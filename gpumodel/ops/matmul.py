@@ -96,6 +96,7 @@ class Gemm(Op):
                     self.dtype,
                     transpose_b=self.transpose_b,
                     transpose_a=self.transpose_a,
+                    cublas=True,
                 ),
             )
         ]

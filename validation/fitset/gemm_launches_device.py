@@ -16,7 +16,13 @@ The model's question: which products cuBLAS splits along K with a separate reduc
 (``cublasLt::splitKreduce_kernel``), a second launch the host pays for. Never scored against;
 the unseen set is measured by its own script.
 
-usage: python3 validation/fitset/gemm_launches_device.py --out gemm-launches.json [--quick]
+``--set misaligned``: products with N or K not a multiple of 16 bytes (sizes 16k+1, 8k-1 and
+odd ones apart from the unseen set's 1025, 2049, 4097 and 50257), each timed on the GPU alone
+(a CUDA graph of back-to-back calls, replayed) beside its kernels: which kernels cuBLAS falls
+back to, and their tile, for the misaligned model's wave quantization.
+
+usage: python3 validation/fitset/gemm_launches_device.py --out FILE.json [--quick]
+                                                        [--set eager|misaligned]
 """
 
 from __future__ import annotations
@@ -50,6 +56,47 @@ def grid(quick: bool) -> list[dict]:
     for dt in ("bf16", "fp32", "fp8_e4m3"):
         pts += [dict(dtype=dt, M=s, N=s, K=s, layout="A@B") for s in (384, 768, 1536, 3072)]
     return pts
+
+
+def misaligned_grid(quick: bool) -> list[dict]:
+    """Misaligned products: squares, N-only and K-only misalignment, both layouts, over a range
+    of sizes whose tile counts sit at different points of their waves."""
+    sizes = [513, 769, 1153, 1537, 1793, 2305, 3073, 3583, 5121, 6143]
+    if quick:
+        sizes = [769, 3073]
+    pts = []
+    for dt in ("bf16", "fp16", "tf32", "fp32"):
+        for s in sizes:
+            pts.append(dict(dtype=dt, M=s, N=s, K=s, layout="A@B"))
+            pts.append(dict(dtype=dt, M=s - s % 512, N=s, K=3072, layout="A@B"))
+            pts.append(dict(dtype=dt, M=2048, N=s, K=2048, layout="x@W.T"))
+    return pts
+
+
+def gpu_per_call(torch, fn, calls: int = 20, reps: int = 5) -> float:
+    """GPU seconds per call: ``calls`` back-to-back calls captured in a CUDA graph, replayed
+    ``reps`` times between CUDA events; the median replay over ``calls``."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3 / calls)
+    return statistics.median(times)
 
 
 def make_call(torch, p: dict):
@@ -120,10 +167,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--set", choices=("eager", "misaligned"), default="eager")
     args = ap.parse_args()
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.set == "misaligned":
+        return misaligned(torch, args)
     pts = grid(args.quick)
     probe_a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
     probe_b = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -173,13 +223,45 @@ def main() -> int:
                     "profiler": round(time.time() - t_host, 1)},
         "points": pts,
     }
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, args.out)
+    write(doc, args.out)
     split = sum(1 for p in pts if p["kernels_per_call"] > 1)
     print(f"{len(pts)} shapes; {split} launch more than one kernel; "
           f"host loops {doc['seconds']['host_loops']} s, profiler {doc['seconds']['profiler']} s")
+    return 0
+
+
+def write(doc: dict, path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)
+
+
+def misaligned(torch, args) -> int:
+    pts = misaligned_grid(args.quick)
+    t0 = time.time()
+    calls = {}
+    for i, p in enumerate(pts):
+        torch.backends.cuda.matmul.allow_tf32 = p["dtype"] == "tf32"
+        calls[i] = make_call(torch, p)
+        p["gpu_s"] = gpu_per_call(torch, calls[i])
+    wrapped = {}
+    for i, p in enumerate(pts):
+        def run(fn=calls[i], tf32=p["dtype"] == "tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            fn()
+        wrapped[i] = run
+    names = kernels_per_call(torch, wrapped)
+    for i, p in enumerate(pts):
+        p["kernels"] = names[i]
+    write({"what": "misaligned GEMMs: GPU time per call (CUDA graph) and kernels (fit set)",
+           "script": "validation/fitset/gemm_launches_device.py --set misaligned",
+           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "cuda": torch.version.cuda, "python": sys.version.split()[0],
+           "host": platform.node(), "seconds": round(time.time() - t0, 1),
+           "points": pts}, args.out)  # fmt: skip
+    print(f"{len(pts)} misaligned shapes in {time.time() - t0:.1f} s")
     return 0
 
 
