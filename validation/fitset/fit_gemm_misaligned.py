@@ -23,6 +23,7 @@ import gpumodel as gm
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.quantization import tile_efficiency, wave_efficiency
 from gpumodel.ops import Gemm
+from gpumodel.validate.host import quantile
 
 ROOT = Path(__file__).resolve().parents[2]
 FIT_SET = ROOT / "validation/results/h100-sxm/gemm-misaligned-2026-11-28/gemm-misaligned.json"
@@ -41,14 +42,6 @@ def points(path: Path = FIT_SET) -> list[tuple[Gemm, float]]:
                       transpose_b=p["layout"] == "x@W.T")  # fmt: skip
             out.append((op, p["gpu_s"]))
     return out
-
-
-def quantile(values: list[float], q: float) -> float:
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def busy_share(op: Gemm, tile: tuple[int, int], sm_count: int) -> float:

@@ -163,6 +163,19 @@ def kernels_per_call(torch, calls: dict, reps: int = 3) -> dict:
     return {i: v[: len(v) // reps] if len(v) % reps == 0 else v for i, v in names.items()}
 
 
+def kernels_of_points(torch, pts: list[dict], calls: dict) -> list[list[str]]:
+    """The kernels one call of each point launches, in one profiler session; each call sets
+    the TF32 flag its point needs."""
+    wrapped = {}
+    for i, p in enumerate(pts):
+        def run(fn=calls[i], tf32=p["dtype"] == "tf32"):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            fn()
+        wrapped[i] = run
+    names = kernels_per_call(torch, wrapped)
+    return [names[i] for i in range(len(pts))]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -196,17 +209,10 @@ def main() -> int:
         p["ratio_to_probe"] = statistics.median(r[1] / r[0] for r in rounds)
         p["calls_per_loop"] = n
     t_host = time.time()
-    # the profiler after every host loop; the matmul flag per point set inside its call
-    wrapped = {}
-    for i, p in enumerate(pts):
-        def run(fn=calls[i], tf32=p["dtype"] == "tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            fn()
-        wrapped[i] = run
-    names = kernels_per_call(torch, wrapped)
-    for i, p in enumerate(pts):
-        p["kernels"] = names[i]
-        p["kernels_per_call"] = len(names[i])
+    # the profiler after every host loop
+    for p, names in zip(pts, kernels_of_points(torch, pts, calls)):
+        p["kernels"] = names
+        p["kernels_per_call"] = len(names)
     probe_names = kernels_per_call(torch, {0: probes["matmul"], 1: probes["scaled_mm"]})
     doc = {
         "what": "eager GEMM host cost and kernels per call (fit set)",
@@ -245,15 +251,8 @@ def misaligned(torch, args) -> int:
         torch.backends.cuda.matmul.allow_tf32 = p["dtype"] == "tf32"
         calls[i] = make_call(torch, p)
         p["gpu_s"] = gpu_per_call(torch, calls[i])
-    wrapped = {}
-    for i, p in enumerate(pts):
-        def run(fn=calls[i], tf32=p["dtype"] == "tf32"):
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            fn()
-        wrapped[i] = run
-    names = kernels_per_call(torch, wrapped)
-    for i, p in enumerate(pts):
-        p["kernels"] = names[i]
+    for p, names in zip(pts, kernels_of_points(torch, pts, calls)):
+        p["kernels"] = names
     write({"what": "misaligned GEMMs: GPU time per call (CUDA graph) and kernels (fit set)",
            "script": "validation/fitset/gemm_launches_device.py --set misaligned",
            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
