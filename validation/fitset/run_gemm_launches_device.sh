@@ -8,7 +8,9 @@ set -u
 OUT=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/validation/unseen/device_common.sh"
-step python3 -m gpumodel validate --host-only --host-window 0 --host-out "$OUT/host-before.yaml"
+# a 30 s window (the CLI default is 60): runs 21-24 (H100) and 12-13 (H200) used 0, and on two
+# VMs the rounds alone caught a slow first minute (docs/kernel-conditions.md)
+step python3 -m gpumodel validate --host-only --host-window 30 --host-out "$OUT/host-before.yaml"
 step timeout 240 python3 "$ROOT/validation/fitset/gemm_launches_device.py" --out "$OUT/gemm-launches.json"
 W=$(mktemp -d)
 step timeout 200 python3 "$ROOT/validation/unseen/kernels_unseen.py" --families gemm --out "$W/k"
