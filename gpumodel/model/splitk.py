@@ -42,31 +42,6 @@ SPLIT_HOST_FACTOR = 1.29
 MAX_SPLITS = 16
 
 
-def best_split(
-    m: int,
-    n: int,
-    k: int,
-    sm_count: int,
-    *,
-    tile: tuple[int, int],
-    min_k: int,
-    gain: float,
-    batch: int = 1,
-) -> tuple[int, float]:
-    """(slices s, the waves' busy share) that splitting K reaches: the s >= 2 with K / s >=
-    ``min_k`` whose occupancy is highest among those beating ``gain`` x the unsplit one's,
-    else (1, the unsplit occupancy)."""
-    base = wave_efficiency(m, n, tile, sm_count, batch=batch)
-    best = (1, base)
-    s = 2
-    while s <= MAX_SPLITS and k / s >= min_k:  # s slices: as many tiles as a batch of s
-        w = wave_efficiency(m, n, tile, sm_count, batch=batch * s)
-        if w > gain * base and w > best[1]:
-            best = (s, w)
-        s += 1
-    return best
-
-
 def split_k(
     m: int,
     n: int,
@@ -84,7 +59,13 @@ def split_k(
     need = SPLIT_GAIN.get(dtype) if gain is None else gain
     if need is None:
         return False
-    return best_split(m, n, k, sm_count, tile=tile, min_k=min_k, gain=need)[0] > 1
+    base = wave_efficiency(m, n, tile, sm_count)
+    s = 2
+    while s <= MAX_SPLITS and k / s >= min_k:  # s slices: as many tiles as a batch of s
+        if wave_efficiency(m, n, tile, sm_count, batch=s) > need * base:
+            return True
+        s += 1
+    return False
 
 
 __all__ = [
@@ -94,6 +75,5 @@ __all__ = [
     "SPLIT_HOST_FACTOR",
     "TILE_M",
     "TILE_N",
-    "best_split",
     "split_k",
 ]
