@@ -28,14 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation" / "unseen"))
 
-from evaluate import atomic_write, kernel_op, stats_cell  # noqa: E402
+from evaluate import RESULTS, calibration, emit_report, kernel_op, stats_cell  # noqa: E402
 
 import gpumodel as gm  # noqa: E402
 from gpumodel.hostprofile import load_host  # noqa: E402
 from gpumodel.model import splitk  # noqa: E402
 
-RESULTS = ROOT / "validation" / "results"
-CAL = RESULTS / "h100-sxm" / "calibration.yaml"
 VARIANTS = ("neither rule", "+ scaled_mm", "+ split-K (both)")
 SUBSETS = ("all", "launch-bound", "fp8")
 
@@ -44,7 +42,7 @@ def errors(run: Path) -> dict[str, dict[str, list[float]]]:
     """{variant: {"all": errors, "launch-bound": errors, "fp8": errors}} of the run's eager
     GEMMs."""
     gpu = "h200" if "h200" in run.name else "h100"
-    cal = gm.load_calibration(str(CAL), for_gpu=gpu)
+    cal = calibration(f"{gpu}-sxm", "h100-sxm")
     hp = load_host(str(run / "host-before.yaml"))
     plain = hp.model_copy(update={"eager_op_s": hp.eager_op_s.model_copy(
         update={"scaled_mm": None})})  # fmt: skip
@@ -86,10 +84,7 @@ def main() -> int:
     text = ("Eager GEMMs back to back (in-workload) with the same call's host profile; median "
             "|error| (p90), signed median; H100 calibration (carried to the H200).\n\n"
             + "\n".join(lines) + "\n")  # fmt: skip
-    if args.out:
-        atomic_write(args.out, text)
-    print(text)
-    return 0
+    return emit_report(text, args.out)
 
 
 if __name__ == "__main__":

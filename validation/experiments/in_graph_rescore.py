@@ -23,19 +23,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation" / "unseen"))
 
-from evaluate import atomic_write, kernel_op, stats_cell  # noqa: E402
+from evaluate import RESULTS, calibration, emit_report, kernel_op, stats_cell  # noqa: E402
 
 import gpumodel as gm  # noqa: E402
-
-RESULTS = ROOT / "validation" / "results"
-CAL = RESULTS / "h100-sxm" / "calibration.yaml"
 
 
 def scores() -> dict[tuple[str, str, str], dict[str, list[float]]]:
     out: dict[tuple[str, str, str], dict[str, list[float]]] = {}
     for path in sorted(RESULTS.glob("unseen-h*/unseen.json")):
         gpu = "h200" if "h200" in path.parent.name else "h100"
-        cal = gm.load_calibration(str(CAL), for_gpu=gpu)
+        cal = calibration(f"{gpu}-sxm", "h100-sxm")
         host = path.parent / "host-before.yaml"
         host_arg = str(host) if host.exists() else None
         for r in json.loads(path.read_text())["records"]:
@@ -64,10 +61,7 @@ def main() -> int:
                      f"{', '.join(row['runs'])} |")  # fmt: skip
     text = ("Median |error| (p90), signed median; H100 calibration (carried to the H200).\n\n"
             + "\n".join(lines) + "\n")  # fmt: skip
-    if args.out:
-        atomic_write(args.out, text)
-    print(text)
-    return 0
+    return emit_report(text, args.out)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "validation" / "unseen"))
 
 from evaluate import (  # noqa: E402
-    atomic_write,
+    RESULTS,
     calibration,
+    emit_report,
     gpu_id_of,
     predict_step,
     stats_cell,
@@ -34,7 +35,6 @@ from evaluate import (  # noqa: E402
 
 import gpumodel.llm.training as training  # noqa: E402
 
-RESULTS = ROOT / "validation" / "results"
 HOST_BOUND = {("gpt2-small", 4), ("tinyllama-1.1b", 1), ("tinyllama-1.1b", 2)}
 
 
@@ -94,10 +94,7 @@ def main() -> int:
     lines.append(f"| **pooled** | {len(pooled['b'])} | {stats_cell(pooled['b'])} | {stats_cell(pooled['a'])} "
                  f"| {stats_cell(pooled['hb'])} | {stats_cell(pooled['ha'])} |")  # fmt: skip
     text = "\n".join(lines) + "\n"
-    if args.out:
-        atomic_write(args.out, text)
-    print(text)
-    return 0
+    return emit_report(text, args.out)
 
 
 if __name__ == "__main__":

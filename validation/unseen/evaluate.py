@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "validation" / "results"
 if str(ROOT) not in sys.path:  # score the gpumodel of this checkout, not an installed one
     sys.path.insert(0, str(ROOT))
 
@@ -158,7 +159,7 @@ def calibration(gpu_id: str, source_gpu: str | None = None):
     import gpumodel as gm
 
     src = source_gpu or gpu_id
-    path = ROOT / "validation" / "results" / src / "calibration.yaml"
+    path = RESULTS / src / "calibration.yaml"
     if not path.exists():
         return None
     if src == gpu_id:
@@ -752,6 +753,15 @@ def report(krows: list[dict], srows: list[dict], kpaths: list[Path], spaths: lis
     return "\n".join(out)
 
 
+def emit_report(text: str, out: Path | None) -> int:
+    """A rescoring script's ending: ``text`` printed, and written atomically to ``out`` if
+    given; returns the exit code 0."""
+    if out:
+        atomic_write(out, text)
+    print(text)
+    return 0
+
+
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -799,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
         import gpumodel as gm
 
         extra[gpu_id] = gm.load_calibration(str(Path(path).resolve()))
-    res = ROOT / "validation" / "results"
+    res = RESULTS
     kpaths = [Path(p).resolve() for p in (args.kernels if args.kernels is not None else
                                           sorted(glob.glob(str(res / "unseen-*" / "unseen.json"))))]  # fmt: skip
     spaths = [Path(p).resolve() for p in (args.steps if args.steps is not None else
