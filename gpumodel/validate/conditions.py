@@ -53,6 +53,10 @@ GEMMS: list[tuple[str, int, int, int]] = [
     *[("tf32", s, s, s) for s in (2048, 4096, 8192)],
     *[("fp32", s, s, s) for s in (2048, 4096)],
     *[("fp8", s, s, s) for s in (2048, 4096, 8192)],
+    # each tensor-core dtype off the squares too, for the per-dtype power of the sustained clock
+    *[(dt, m, n, k) for dt in ("fp16", "tf32", "fp8")
+      for m, n, k in ((3072, 3072, 3072), (6144, 6144, 6144), (8192, 11008, 4096),
+                      (8192, 4096, 11008), (16384, 8192, 1024))],
 ]  # fmt: skip
 # decode-sized products (weights stream from DRAM): read-flushed vs write-flushed L2
 DECODE: list[tuple[str, int, int, int]] = [

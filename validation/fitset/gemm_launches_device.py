@@ -21,8 +21,13 @@ odd ones apart from the unseen set's 1025, 2049, 4097 and 50257), each timed on 
 (a CUDA graph of back-to-back calls, replayed) beside its kernels: which kernels cuBLAS falls
 back to, and their tile, for the misaligned model's wave quantization.
 
+``--set lmhead``: nn.Linear-style ``x @ W.T`` products whose N is odd, as a language model's head
+over a vocabulary of odd size (N = 32001, 50277; K = 512-4096; M = 1-512), timed and listed the
+same way: at which M cuBLAS changes kernel for a misaligned output, and how fast each streams
+the weights. The unseen set's head (N = 50257, K = 768) is not among them.
+
 usage: python3 validation/fitset/gemm_launches_device.py --out FILE.json [--quick]
-                                                        [--set eager|misaligned]
+                                                        [--set eager|misaligned|lmhead]
 """
 
 from __future__ import annotations
@@ -71,6 +76,16 @@ def misaligned_grid(quick: bool) -> list[dict]:
             pts.append(dict(dtype=dt, M=s - s % 512, N=s, K=3072, layout="A@B"))
             pts.append(dict(dtype=dt, M=2048, N=s, K=2048, layout="x@W.T"))
     return pts
+
+
+def lmhead_grid(quick: bool) -> list[dict]:
+    """Odd-vocabulary heads: x @ W.T with W of N x K, N odd, over the M of decode and prefill."""
+    ms = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
+    ns, ks = [32001, 50277], [512, 1024, 2048, 4096]
+    if quick:
+        ms, ns, ks = [1, 4, 16, 128], [32001], [1024]
+    return [dict(dtype=dt, M=m, N=n, K=k, layout="x@W.T")
+            for dt in ("bf16", "fp16", "tf32", "fp32") for n in ns for k in ks for m in ms]
 
 
 def gpu_per_call(torch, fn, calls: int = 20, reps: int = 5) -> float:
@@ -180,12 +195,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--set", choices=("eager", "misaligned"), default="eager")
+    ap.add_argument("--set", choices=("eager", "misaligned", "lmhead"), default="eager")
     args = ap.parse_args()
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    if args.set == "misaligned":
+    if args.set in ("misaligned", "lmhead"):
         return misaligned(torch, args)
     pts = grid(args.quick)
     probe_a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -244,23 +259,29 @@ def write(doc: dict, path: str) -> None:
 
 
 def misaligned(torch, args) -> int:
-    pts = misaligned_grid(args.quick)
+    """GPU time per call and kernels of the misaligned or the LM-head set."""
+    pts = misaligned_grid(args.quick) if args.set == "misaligned" else lmhead_grid(args.quick)
     t0 = time.time()
-    calls = {}
-    for i, p in enumerate(pts):
-        torch.backends.cuda.matmul.allow_tf32 = p["dtype"] == "tf32"
-        calls[i] = make_call(torch, p)
-        p["gpu_s"] = gpu_per_call(torch, calls[i])
-    for p, names in zip(pts, kernels_of_points(torch, pts, calls)):
-        p["kernels"] = names
-    write({"what": "misaligned GEMMs: GPU time per call (CUDA graph) and kernels (fit set)",
-           "script": "validation/fitset/gemm_launches_device.py --set misaligned",
+    chunk = 18  # the operands of a chunk live at once (the LM-head set's weights reach 0.8 GB)
+    for lo in range(0, len(pts), chunk):
+        part = pts[lo : lo + chunk]
+        calls = {}
+        for i, p in enumerate(part):
+            torch.backends.cuda.matmul.allow_tf32 = p["dtype"] == "tf32"
+            calls[i] = make_call(torch, p)
+            p["gpu_s"] = gpu_per_call(torch, calls[i])
+        for p, names in zip(part, kernels_of_points(torch, part, calls)):
+            p["kernels"] = names
+        del calls
+        torch.cuda.empty_cache()
+    write({"what": f"{args.set} GEMMs: GPU time per call (CUDA graph) and kernels (fit set)",
+           "script": f"validation/fitset/gemm_launches_device.py --set {args.set}",
            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "python": sys.version.split()[0],
            "host": platform.node(), "seconds": round(time.time() - t0, 1),
            "points": pts}, args.out)  # fmt: skip
-    print(f"{len(pts)} misaligned shapes in {time.time() - t0:.1f} s")
+    print(f"{len(pts)} {args.set} shapes in {time.time() - t0:.1f} s")
     return 0
 
 
