@@ -569,6 +569,11 @@ def kernel_time(
     )
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         p = fitted_gemm.overlap_exponent
+    if fitted_gemm is not None:
+        from gpumodel.model.gemm import misaligned_rows
+
+        if misaligned_rows(kw.gemm):  # type: ignore[arg-type]
+            p = math.inf  # a whole tile's time, its loads included
     t_core = overlap_time(t_compute, t_memory, p)
     roof = max(t_compute, t_memory)
     if math.isfinite(p) and roof > 0:

@@ -96,7 +96,7 @@ def sweep(
         family = "gemm"
         written = batch * m * n * output_bytes_per_element(dtype)
         bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
-        shape = GemmShape(m, n, k, batch, dtype, transpose_b=transpose_b)
+        shape = GemmShape(m, n, k, batch, dtype, transpose_b=transpose_b, cublas=True)
         bw_eff = bw_eff * gemm_model.stream_factor(shape, p.gemm.get(dtype))
     elif op in ELEMENTWISE or op == "kernel":
         dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
@@ -131,19 +131,26 @@ def sweep(
     t_memory = nbytes / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
     exponent = p.overlap_exponent or math.inf
     fitted_gemm = p.gemm.get(dtype) if family == "gemm" else None
+    rows: Any = False
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         exponent = fitted_gemm.overlap_exponent
-    t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
+    if fitted_gemm is not None:  # as predict.kernel_time: the larger of the two
+        rows = gemm_model.misaligned_rows(shape)
     overhead, _ = kernel_overhead(p, family, fitted_gemm)
     if l2 == "dirty" and p.dirty_l2_writeback_fraction:  # as predict.dirty_l2_bytes
         dirty = p.dirty_l2_writeback_fraction * np.minimum(gpu.l2_cache_bytes, nbytes)
         t_memory = t_memory + dirty / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
-        t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
+
+    def core(t_compute: Any) -> Any:
+        return np.where(rows, np.maximum(t_compute, t_memory),
+                        np.asarray(overlap_time(t_compute, t_memory, exponent)))  # fmt: skip
+
+    t_core = core(t_compute)
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
     if condition != "isolated":  # as predict.in_workload_time
         t_compute = _sustained(p, gpu, unit, dt, flops, t_floor + t_core, t_compute)
-        t_core = np.asarray(overlap_time(t_compute, t_memory, exponent))
+        t_core = core(t_compute)
     if condition == "in-graph":  # as predict.kernel_time (after the clock), the reference host's
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
 
@@ -303,9 +310,13 @@ def _kernel_array(
     fitted_gemm = (
         params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
     )
+    rows: Any = False
     if fitted_gemm is not None and fitted_gemm.overlap_exponent:
         p = fitted_gemm.overlap_exponent
+    if fitted_gemm is not None:
+        rows = gemm_model.misaligned_rows(kw.gemm)  # type: ignore[arg-type]
     t_core = np.asarray(overlap_time(t_compute + 0.0 * nbytes, t_memory, p))
+    t_core = np.where(rows, np.maximum(t_compute + 0.0 * nbytes, t_memory), t_core)
     overhead, _ = kernel_overhead(params, family, fitted_gemm)
     launch_floor = kw.launches * overhead
     t_floor: Any = launch_floor

@@ -46,8 +46,10 @@ def test_misaligned_lm_heads_priced_near_their_measurement(run9_bf16):
         assert predicted == pytest.approx(measured_s, rel=0.25), (m, n, k)
 
 
-def test_misaligned_pair_matches_the_other_runs(run9_bf16):
-    # runs 3-8 of the H100 fitted (0.114-0.123, 0.233-0.276) for bf16 (their calibration.yaml)
+def test_misaligned_efficiency_matches_the_other_runs(run9_bf16):
+    # runs 3-8 of the H100 fitted 0.114-0.123 for bf16 (their calibration.yaml); the small-M
+    # heads are priced in whole tiles (model.gemm.misaligned_rows), so no streaming rate is
+    # fitted for N-misaligned heads any more (those runs fitted 0.233-0.276)
     g = run9_bf16[0].gemm["bf16"]
     assert 0.10 <= g.misaligned_transposed_efficiency <= 0.14
-    assert 0.22 <= g.misaligned_transposed_stream <= 0.30
+    assert g.misaligned_transposed_stream is None

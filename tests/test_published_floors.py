@@ -44,7 +44,8 @@ def test_a100_gemm_at_least_the_published_floor(carried, dtype, size):
 def test_the_floor_did_the_work_and_says_so(carried):
     """Without the floor the carried attention efficiency gives 34% of peak at seq 1k."""
     scale = carried.parameters.published_floor_scale
-    assert scale["attention:bf16"] == pytest.approx(1.574, rel=0.01)  # H100 run4 fit
+    # the shipped H100 fit (1.574 until the 2026-11-28 GEMM refit moved its attention 1.3%)
+    assert scale["attention:bf16"] == pytest.approx(1.554, rel=0.01)
     op = gm.ops.Attention(batch=16, heads=16, seq=1024, head_dim=128, dtype="bf16")
     raw_eff = carried.parameters.family_efficiency["attention"] / scale["attention:bf16"]
     raw = carried.parameters.model_copy(update={"family_efficiency": {

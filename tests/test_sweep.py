@@ -58,19 +58,21 @@ def test_sweep_rejects_unknown():
 
 
 def test_transposed_misaligned_gemm_sweep_matches_predict(tmp_path):
-    """nn.Linear's layout (transpose_b): its own misaligned efficiency and, at M > 1, its own
-    weight-streaming factor; sweep and predict agree point by point."""
+    """nn.Linear's layout (transpose_b): its own misaligned efficiency and, at M > 1, whole
+    tiles of rows (N off alignment) or its own weight-streaming factor (K off alignment); sweep
+    and predict agree point by point."""
     cal = _cal(tmp_path)
     g = cal.parameters.gemm["bf16"].model_copy(
         update={"misaligned_transposed_efficiency": 0.12, "misaligned_transposed_stream": 0.3}
     )
     cal = cal.model_copy(update={"parameters": cal.parameters.model_copy(
         update={"gemm": {"bf16": g}})})  # fmt: skip
-    m = np.array([1, 16, 64, 2048, 16, 2048])
-    n = np.array([50257, 50257, 50257, 50257, 50304, 50304])
-    out = sweep("gemm", "h100", cal, m=m, n=n, k=1024, dtype="bf16", transpose_b=True)
+    m = np.array([1, 2, 16, 64, 200, 2048, 16, 2048, 16])
+    n = np.array([50257, 50257, 50257, 50257, 50257, 50257, 50304, 50304, 50304])
+    k = np.array([1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1023])
+    out = sweep("gemm", "h100", cal, m=m, n=n, k=k, dtype="bf16", transpose_b=True)
     for i in range(len(m)):
-        op = gm.ops.Gemm(m=int(m[i]), n=int(n[i]), k=1024, transpose_b=True)
+        op = gm.ops.Gemm(m=int(m[i]), n=int(n[i]), k=int(k[i]), transpose_b=True)
         assert out["time_s"][i] == pytest.approx(gm.predict(op, "h100", cal).time_s, rel=1e-12)
     with pytest.raises(gm.SpecError, match="transpose_b"):
         sweep("gemm", "h100", cal, m=1, n=1, k=1, transpose_b="yes")
@@ -78,8 +80,10 @@ def test_transposed_misaligned_gemm_sweep_matches_predict(tmp_path):
 
 def test_transposed_misaligned_gemm_terms_by_hand(tmp_path):
     """Large M: compute-bound at 0.75 x 0.12 of the 989.4 TFLOP/s bf16 peak (vs 0.75 x 0.4 as
-    A @ B); M = 16: the 103 MB weight streams at 3.35 TB/s x 0.85 x 0.3; M = 1 (a GEMV) and an
-    aligned N keep the plain streaming rate."""
+    A @ B); N off alignment at M = 16: one whole 128-row tile's time x bf16's share for
+    M = 9-16 (0.89), the weight stream only a floor at the plain rate; K off alignment at
+    M = 16: the 103 MB weight streams at 3.35 TB/s x 0.85 x 0.3; M = 1 (a GEMV) and an aligned N
+    keep the plain streaming rate."""
     cal = _cal(tmp_path)
     g = cal.parameters.gemm["bf16"].model_copy(
         update={"misaligned_transposed_efficiency": 0.12, "misaligned_transposed_stream": 0.3}
@@ -97,12 +101,19 @@ def test_transposed_misaligned_gemm_terms_by_hand(tmp_path):
     assert t == pytest.approx(flops / (989.4e12 * 0.75 * 0.12), rel=0.01)
     t_ab = kernel(gm.ops.Gemm(**big))["compute time (tensor bf16)"]
     assert t_ab == pytest.approx(flops / (989.4e12 * 0.75 * 0.4), rel=0.01)
+    head = kernel(gm.ops.Gemm(m=16, n=50257, k=1024, transpose_b=True))
+    one_tile = 2 * 128 * 50257 * 1024 / (989.4e12 * 0.75 * 0.12)
+    assert head["compute time (tensor bf16)"] == pytest.approx(0.89 * one_tile, rel=0.01)
+    assert head["rows in whole tiles (misaligned x @ W.T)"] == pytest.approx(16 / (128 * 0.89))
+    assert "overlap factor" not in head  # the tile's time includes its loads
 
-    def memory(m, n, transpose_b=True):
-        return kernel(gm.ops.Gemm(m=m, n=n, k=1024, transpose_b=transpose_b))["memory time"]
+    def memory(m, n, transpose_b=True, k=1024):
+        return kernel(gm.ops.Gemm(m=m, n=n, k=k, transpose_b=transpose_b))["memory time"]
 
     weight = 2 * (16 * 1024 + 1024 * 50257) + 2 * 16 * 50257
-    assert memory(16, 50257) == pytest.approx(weight / (3.35e12 * 0.85 * 0.3), rel=0.01)
+    assert memory(16, 50257) == pytest.approx(weight / (3.35e12 * 0.85), rel=0.01)
+    weight_k = 2 * (16 * 1023 + 1023 * 50304) + 2 * 16 * 50304
+    assert memory(16, 50304, k=1023) == pytest.approx(weight_k / (3.35e12 * 0.85 * 0.3), rel=0.01)
     assert memory(16, 50257, transpose_b=False) == pytest.approx(
         weight / (3.35e12 * 0.85), rel=0.01
     )

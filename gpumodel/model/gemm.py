@@ -60,6 +60,58 @@ def misaligned_busy_share(m: int, n: int, sm_count: int, batch: int = 1) -> floa
             * wave_efficiency(m, n, MISALIGNED_TILE, sm_count, batch=batch))  # fmt: skip
 
 
+#: An nn.Linear-style product (x @ W.T) whose N is off 16 bytes, as a language model's head over
+#: an odd vocabulary (GPT-2's 50257): cuBLAS's fallback kernels run whole tiles of
+#: ``MISALIGNED_ROWS_TILE`` rows of M, so M = 129-256 takes as long as 256; below one tile, each
+#: dtype has its kernel per range of M, taking a fixed share of one tile's time whatever N and
+#: K are (not the time to stream W: bf16 at M = 2 runs a third of a tile, at M = 16 most of one).
+#: ``MISALIGNED_ROWS_SHARE[dtype]``: (largest M, share of one tile's time) per range (M of
+#: 65-128 a whole tile; M = 1 too is slower than an aligned GEMV: bf16 streams W at 0.58 of
+#: the H200's HBM rate where aligned it reaches 0.9). Fitted on an H200
+#: (validation/fitset/fit_gemm_lmhead.py over validation/results/h200-sxm/
+#: gemm-lmhead-2026-11-28: N = 32001, 50277, K = 512-4096, M = 1-512; none of the unseen set's
+#: shapes); non-decreasing in M, so time never falls as M grows.
+MISALIGNED_ROWS_TILE = 128
+MISALIGNED_ROWS_SHARE: dict[str, tuple[tuple[int, float], ...]] = {
+    "bf16": ((1, 0.27), (2, 0.36), (4, 0.57), (8, 0.68), (16, 0.89), (32, 1.0), (64, 1.0)),
+    "fp16": ((1, 0.25), (2, 0.36), (4, 0.47), (8, 0.48), (16, 0.53), (32, 0.72), (64, 0.9)),
+    "tf32": ((1, 0.5), (2, 0.69), (4, 0.69), (8, 0.69), (16, 0.71), (32, 0.74), (64, 0.76)),
+    "fp32": ((1, 0.2), (2, 0.23), (4, 0.3), (8, 0.34), (16, 0.4), (32, 0.46), (64, 0.61)),
+}  # fmt: skip
+
+
+def misaligned_rows(shape: GemmShape):
+    """Whether ``shape`` runs the misaligned-N x @ W.T kernels of ``MISALIGNED_ROWS_SHARE``:
+    a cuBLAS product, B stored transposed, N off 16 bytes, a dtype of the table. Their
+    time is a whole tile's, loads included: the weight stream is a floor, not a second phase
+    to overlap (the time model takes the larger of the two). A bool, or an array of them for a
+    shape over arrays."""
+    if not (shape.cublas and shape.transpose_b and not shape.transpose_a
+            and shape.needs_alignment and shape.dtype in MISALIGNED_ROWS_SHARE):  # fmt: skip
+        return False
+    import numpy as np
+
+    rows = np.broadcast_to(np.asarray(shape.n) % ALIGN_ELEMENTS[shape.dtype] != 0,
+                           np.broadcast(shape.m, shape.n, shape.k).shape)  # fmt: skip
+    return bool(rows) if rows.ndim == 0 else rows
+
+
+def misaligned_rows_busy_share(m, dtype: str):
+    """Useful share of the time a misaligned-N x @ W.T product of ``m`` rows runs,
+    in FLOPs of whole ``MISALIGNED_ROWS_TILE``-row tiles: M / (tile x tiles x the range's
+    share of one tile). numpy-ready."""
+    import numpy as np
+
+    table = MISALIGNED_ROWS_SHARE[dtype]
+    m_arr = np.asarray(m, dtype=float)
+    bounds = np.array([b for b, _ in table], dtype=float)
+    shares = np.array([x for _, x in table] + [1.0])
+    share = shares[np.searchsorted(bounds, m_arr, side="left")]
+    tiles = np.ceil(m_arr / MISALIGNED_ROWS_TILE)
+    busy = m_arr / (MISALIGNED_ROWS_TILE * tiles * share)
+    return float(busy) if busy.ndim == 0 else busy
+
+
 def pad_to(value: int, multiple: int = 64) -> int:
     return -(-value // multiple) * multiple
 
@@ -109,6 +161,14 @@ def efficiency(
         terms.append(Term(name="alignment penalty", value=penalty, unit="x",
                           note=f"{', '.join(bad)} not a multiple of 16 bytes{layout}: no fast "
                                "tensor-core path"))  # fmt: skip
+        if gpu.vendor == "nvidia" and misaligned_rows(shape):
+            busy = misaligned_rows_busy_share(shape.m, shape.dtype)
+            factor *= busy
+            terms.append(Term(
+                name="rows in whole tiles (misaligned x @ W.T)", value=busy, unit="x",
+                note=f"N = {shape.n} off 16 bytes: cuBLAS's kernel for M = {shape.m} runs "
+                     f"{busy * 100:.0f}% of the FLOPs of its {MISALIGNED_ROWS_TILE}-row tiles' "
+                     "time (its share of a tile is fitted per dtype and range of M)"))  # fmt: skip
         if (gpu.vendor == "nvidia" and shape.cublas and shape.dtype in MISALIGNED_DTYPES
                 and not (shape.transpose_a or shape.transpose_b)):
             busy = misaligned_busy_share(shape.m, shape.n, gpu.sm_count, shape.batch)
@@ -138,7 +198,10 @@ def stream_factor(shape: GemmShape, fitted: GemmParams | None):
             if fitted.gemv_bandwidth_efficiency is not None else 1.0)  # fmt: skip
     f = fitted.misaligned_transposed_stream
     slow = f is not None and shape.transpose_b and shape.needs_alignment
+    # the products the whole-tile rule prices (misaligned_rows) stream W at the plain rate
     if all(isinstance(v, int) for v in (shape.m, shape.n, shape.k)):
+        if misaligned_rows(shape):
+            return 1.0
         if shape.m == 1:
             return gemv
         return f if slow and misaligned(shape) else 1.0
@@ -147,8 +210,9 @@ def stream_factor(shape: GemmShape, fitted: GemmParams | None):
     m = np.asarray(shape.m)
     a = ALIGN_ELEMENTS.get(shape.dtype, 8)
     bad = (np.asarray(shape.n) % a != 0) | (np.asarray(shape.k) % a != 0)
+    rows = np.asarray(misaligned_rows(shape))
     other = np.where(bad, f, 1.0) if slow else 1.0
-    return np.where(m == 1, gemv, other)
+    return np.where(rows, 1.0, np.where(m == 1, gemv, other))
 
 
 def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
@@ -179,6 +243,11 @@ def efficiency_array(
         bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
         if transpose_a:
             bad = bad | (np.asarray(m) % a != 0)
+        if (gpu.vendor == "nvidia" and cublas and transpose_b and not transpose_a
+                and dtype in MISALIGNED_ROWS_SHARE):
+            rows = np.asarray(n) % a != 0
+            busy = misaligned_rows_busy_share(m, dtype)
+            penalty = penalty * np.where(rows, busy, 1.0)
         if (gpu.vendor == "nvidia" and cublas and dtype in MISALIGNED_DTYPES
                 and not (transpose_a or transpose_b)):
             from gpumodel.model.quantization import tile_efficiency_array, wave_efficiency_array

@@ -287,9 +287,11 @@ def fit_gemm(
     has_bad = any(not p.op.transpose_b for p in bad)  # type: ignore[attr-defined]
     has_bad_t = any(p.op.transpose_b for p in bad)  # type: ignore[attr-defined]
     # misaligned x @ W.T at M > 1 (weight-bound at small M): its streaming rate, for the 16-bit
-    # types whose kernels streamed slowly (fp32/TF32 ones kept the aligned rate within ~20%)
+    # types whose kernels streamed slowly (fp32/TF32 ones kept the aligned rate within ~20%);
+    # products with N off alignment are priced in whole tiles instead (model.gemm.
+    # misaligned_rows), so only K-misaligned ones would fit it
     has_stream = dtype in ("fp16", "bf16") and any(
-        p.op.transpose_b and p.op.m > 1
+        p.op.transpose_b and p.op.m > 1 and "n" not in misaligned(shape(p))
         for p in bad  # type: ignore[attr-defined]
     )
 
