@@ -189,7 +189,9 @@ def stream_factor(shape: GemmShape, fitted: GemmParams | None):
       an H100 fp32 M = 1 streamed its weights at 2.5-2.9 TB/s where M = 2-16 reached 0.8-2.3
       (validate's gemm family, 2026-11-24 run4); the 16-bit types streamed alike at both;
     - misaligned x @ W.T at M > 1: bf16/fp16 LM heads of 50257 x 1024 and 32001 x 4096 at
-      M = 16-64 streamed at 0.75-1.0 TB/s where M = 1 reached 2.4 TB/s (H100, 2026-11-24)."""
+      M = 16-64 streamed at 0.75-1.0 TB/s where M = 1 reached 2.4 TB/s (H100, 2026-11-24);
+      with N off alignment these are priced in whole tiles (``misaligned_rows``), W streaming
+      at the plain rate as a floor (M = 1: the GEMV's)."""
     if fitted is None:
         return 1.0
     # never below the M > 1 rate: a GEMM with one row never takes longer than with two (the
@@ -200,10 +202,10 @@ def stream_factor(shape: GemmShape, fitted: GemmParams | None):
     slow = f is not None and shape.transpose_b and shape.needs_alignment
     # the products the whole-tile rule prices (misaligned_rows) stream W at the plain rate
     if all(isinstance(v, int) for v in (shape.m, shape.n, shape.k)):
+        if shape.m == 1:  # misaligned or not, one row streams W at least at the GEMV rate
+            return gemv
         if misaligned_rows(shape):
             return 1.0
-        if shape.m == 1:
-            return gemv
         return f if slow and misaligned(shape) else 1.0
     import numpy as np
 
@@ -212,7 +214,7 @@ def stream_factor(shape: GemmShape, fitted: GemmParams | None):
     bad = (np.asarray(shape.n) % a != 0) | (np.asarray(shape.k) % a != 0)
     rows = np.asarray(misaligned_rows(shape))
     other = np.where(bad, f, 1.0) if slow else 1.0
-    return np.where(rows, 1.0, np.where(m == 1, gemv, other))
+    return np.where(m == 1, gemv, np.where(rows, 1.0, other))
 
 
 def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
