@@ -161,25 +161,35 @@ def efficiency(
         terms.append(Term(name="alignment penalty", value=penalty, unit="x",
                           note=f"{', '.join(bad)} not a multiple of 16 bytes{layout}: no fast "
                                "tensor-core path"))  # fmt: skip
-        if gpu.vendor == "nvidia" and misaligned_rows(shape):
-            busy = misaligned_rows_busy_share(shape.m, shape.dtype)
+        fallback = fallback_kernel(shape, gpu)
+        if fallback is not None:
+            busy, name, note = fallback
             factor *= busy
-            terms.append(Term(
-                name="rows in whole tiles (misaligned x @ W.T)", value=busy, unit="x",
-                note=f"N = {shape.n} off 16 bytes: cuBLAS's kernel for M = {shape.m} runs "
-                     f"{busy * 100:.0f}% of the FLOPs of its {MISALIGNED_ROWS_TILE}-row tiles' "
-                     "time (its share of a tile is fitted per dtype and range of M)"))  # fmt: skip
-        if (gpu.vendor == "nvidia" and shape.cublas and shape.dtype in MISALIGNED_DTYPES
-                and not (shape.transpose_a or shape.transpose_b)):
-            busy = misaligned_busy_share(shape.m, shape.n, gpu.sm_count, shape.batch)
-            if busy < 1.0:
-                factor *= busy
-                terms.append(Term(
-                    name="tiles and waves (misaligned kernel)", value=busy, unit="x",
-                    note=f"the fallback kernel runs whole {MISALIGNED_TILE[0]}x"
-                         f"{MISALIGNED_TILE[1]} tiles in waves of {gpu.sm_count}: time is waves "
-                         "x one tile's, never less as a size grows"))  # fmt: skip
+            terms.append(Term(name=name, value=busy, unit="x", note=note))
     return factor, terms
+
+
+def fallback_kernel(shape: GemmShape, gpu: GPUSpec) -> tuple[float, str, str] | None:
+    """(busy share, term name, note) of the fallback kernel cuBLAS runs for a misaligned
+    product (``shape`` is one): whole row tiles for x @ W.T with N off alignment, tiles in
+    waves for a plain 16-bit A @ B; None where neither applies."""
+    if gpu.vendor != "nvidia":
+        return None
+    if misaligned_rows(shape):
+        busy = misaligned_rows_busy_share(shape.m, shape.dtype)
+        return busy, "rows in whole tiles (misaligned x @ W.T)", (
+            f"N = {shape.n} off 16 bytes: cuBLAS's kernel for M = {shape.m} runs "
+            f"{busy * 100:.0f}% of the FLOPs of its {MISALIGNED_ROWS_TILE}-row tiles' time (its "
+            "share of a tile is fitted per dtype and range of M)")  # fmt: skip
+    if (shape.cublas and shape.dtype in MISALIGNED_DTYPES
+            and not (shape.transpose_a or shape.transpose_b)):  # fmt: skip
+        busy = misaligned_busy_share(shape.m, shape.n, gpu.sm_count, shape.batch)
+        if busy < 1.0:
+            return busy, "tiles and waves (misaligned kernel)", (
+                f"the fallback kernel runs whole {MISALIGNED_TILE[0]}x{MISALIGNED_TILE[1]} tiles "
+                f"in waves of {gpu.sm_count}: time is waves x one tile's, never less as a size "
+                "grows")  # fmt: skip
+    return None
 
 
 def stream_factor(shape: GemmShape, fitted: GemmParams | None):
