@@ -177,3 +177,24 @@ def test_host_wall_fit_separates_the_first_touch():
     host, first_touch, _ = fit_host_wall(pts)
     assert host.d2h_pageable_bytes_per_s == pytest.approx(10e9, rel=1e-6)
     assert first_touch == pytest.approx(6e-10, rel=1e-6)
+
+
+def test_conv_fit_takes_the_first_of_near_tied_fill_constants(monkeypatch):
+    """Candidates within HALF_FILL_TIE of the least log error are a tie, settled by grid order:
+    0.3 at 0.1078 against 0.45 at 0.1076 (the H100's refits of 2026-11-28) keeps 0.3, while a
+    real gap (0.45 1% lower) still picks 0.45."""
+    from gpumodel.validate.families import conv
+
+    monkeypatch.setenv("GPUMODEL_FIT_WORKERS", "1")
+    base = gm.load_calibration("h100-sxm").parameters
+
+    def fake(losses):
+        def fit_with_fill(h, pts, gpu, params):
+            return losses.get(h, 1.0), params.model_copy(update={"conv_half_fill_tiles_per_sm": h})
+        return fit_with_fill
+
+    gpu = gm.get_gpu("h100-sxm")
+    monkeypatch.setattr(conv, "_fit_with_fill", fake({0.3: 0.10777, 0.45: 0.10761}))
+    assert conv.fit({"conv2d": [object()]}, gpu, base).conv_half_fill_tiles_per_sm == 0.3
+    monkeypatch.setattr(conv, "_fit_with_fill", fake({0.3: 0.1090, 0.45: 0.1079}))
+    assert conv.fit({"conv2d": [object()]}, gpu, base).conv_half_fill_tiles_per_sm == 0.45
