@@ -140,17 +140,12 @@ def sweep(
     if l2 == "dirty" and p.dirty_l2_writeback_fraction:  # as predict.dirty_l2_bytes
         dirty = p.dirty_l2_writeback_fraction * np.minimum(gpu.l2_cache_bytes, nbytes)
         t_memory = t_memory + dirty / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
-
-    def core(t_compute: Any) -> Any:
-        return np.where(rows, np.maximum(t_compute, t_memory),
-                        np.asarray(overlap_time(t_compute, t_memory, exponent)))  # fmt: skip
-
-    t_core = core(t_compute)
+    t_core = _core_time(t_compute, t_memory, exponent, rows)
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
     if condition != "isolated":  # as predict.in_workload_time
         t_compute = _sustained(p, gpu, unit, dt, flops, t_floor + t_core, t_compute)
-        t_core = core(t_compute)
+        t_core = _core_time(t_compute, t_memory, exponent, rows)
     if condition == "in-graph":  # as predict.kernel_time (after the clock), the reference host's
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
 
@@ -164,6 +159,14 @@ def sweep(
         "arithmetic_intensity": np.asarray(arithmetic_intensity(flops, nbytes)),
         "bound": BOUNDS[bound],
     }
+
+
+def _core_time(t_compute: Any, t_memory: Any, exponent: float, rows: Any) -> np.ndarray:
+    """Compute and memory overlapped as predict.kernel_time does: the fitted exponent, or the
+    larger of the two where ``rows`` (gemm.misaligned_rows: a whole tile's time, its loads
+    included)."""
+    return np.where(rows, np.maximum(t_compute, t_memory),
+                    np.asarray(overlap_time(t_compute, t_memory, exponent)))  # fmt: skip
 
 
 def _sustained(
@@ -315,8 +318,7 @@ def _kernel_array(
         p = fitted_gemm.overlap_exponent
     if fitted_gemm is not None:
         rows = gemm_model.misaligned_rows(kw.gemm)  # type: ignore[arg-type]
-    t_core = np.asarray(overlap_time(t_compute + 0.0 * nbytes, t_memory, p))
-    t_core = np.where(rows, np.maximum(t_compute + 0.0 * nbytes, t_memory), t_core)
+    t_core = _core_time(t_compute + 0.0 * nbytes, t_memory, p, rows)
     overhead, _ = kernel_overhead(params, family, fitted_gemm)
     launch_floor = kw.launches * overhead
     t_floor: Any = launch_floor
