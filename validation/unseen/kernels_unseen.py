@@ -118,6 +118,23 @@ SDPA_SHAPES = [
     ("bert/gpt2-like", 16, 12, 512, 64, False),
     ("hd64 causal", 4, 16, 4096, 64, True),
     ("large non-causal", 32, 32, 1024, 128, False),
+    # added 2026-11-28 (third session), measured before the attention model saw any of them:
+    # head dims 64/80/96 as GPT-2, ViT, Phi-2 and Phi-3 use them, fp16, mid-size prefill
+    ("gpt2-medium train", 8, 16, 1024, 64, True),
+    ("vit-b/16", 64, 12, 197, 64, False),
+    ("hd64 long causal", 1, 16, 8192, 64, True),
+    ("phi-2 hd80", 8, 32, 1024, 80, False),
+    ("phi-3 hd96 causal", 4, 32, 2048, 96, True),
+    ("llama 2k full", 2, 32, 2048, 128, False),
+    ("mid causal fp16", 2, 32, 4096, 128, True, "fp16"),
+    ("gpt2 fp16", 16, 12, 1024, 64, True, "fp16"),
+    # added after the attention rules of 2026-11-28 were final, before any run measured them
+    ("sd-unet hd40", 8, 8, 4096, 40, False),
+    ("gemma hd256 causal", 2, 8, 4096, 256, True),
+    ("whisper hd64 fp16", 16, 20, 1500, 64, False, "fp16"),
+    ("llama 4k causal b1", 1, 32, 4096, 128, True),
+    ("short causal wide batch", 32, 32, 512, 128, True),
+    ("hd112 full", 4, 16, 2048, 112, False),
 ]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
@@ -137,7 +154,7 @@ GEMM_MAX_SETS = 64
 CONV_MAX_SETS = 16
 
 # rough family budgets (s); points past a family's budget are skipped and listed
-DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 30, "copy": 35}
+DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 90, "copy": 35}
 # in-workload-graph: the same back-to-back loop captured in a CUDA graph and replayed, so the
 # kernels run back to back without the eager launch gaps; only for ops under GRAPH_MAX_CALL_S
 # (larger ones are not launch-bound) and only where a single eager call is under GRAPH_PRECHECK_S
@@ -1052,9 +1069,10 @@ class Run:
         except Exception:
             SDPBackend = sdpa_kernel = None
         shapes = SDPA_SHAPES if not self.args.smoke else [("smoke", 1, 2, 64, 32, True)]
-        dt = t.bfloat16
         self.check_sdpa()
-        for label, b, h, s, d, causal in shapes:
+        for label, b, h, s, d, causal, *dtype in shapes:
+            dtype_name = dtype[0] if dtype else "bf16"
+            dt = {"bf16": t.bfloat16, "fp16": t.float16}[dtype_name]
             if time.time() > deadline:
                 self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
                 continue
@@ -1084,7 +1102,7 @@ class Run:
                     "label": label,
                     "shape": {"batch": b, "heads": h, "seq_q": s, "seq_kv": s, "head_dim": d},
                     "causal": causal,
-                    "dtype": "bf16",
+                    "dtype": dtype_name,
                     "layout": "BHSD contiguous",
                     "backend_requested": backend,
                     "n_input_sets": 1,
