@@ -482,6 +482,9 @@ def kernel_time(
         if not peak:  # ops pick units the spec has; a hand-made KernelWork might not
             raise UnsupportedError(f"{gpu.id} has no {part.unit} {part.dtype} rate in its spec")
         rate, note = peak, f"{part.unit} {part.dtype} peak {format_quantity(peak, 'FLOP/s')}"
+        if part.unit == "sfu":
+            note = (f"special function units {format_quantity(peak, 'exp/s')} (16 per SM per "
+                    "clock: the softmax's exponentials)")  # fmt: skip
         if part.unit == "vector" and not kw.fma:
             # FMA counts 2 FLOPs; a stream of separate adds and multiplies issues 1 per lane-cycle
             rate *= 0.5

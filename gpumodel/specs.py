@@ -191,6 +191,16 @@ class Peaks(_Frozen):
     vector: PeakRates
 
 
+# Transcendental results (exp2, rsqrt, log2, sin, cos) per clock per SM from the special function
+# units: 16 on compute capability 5.x-9.0 (CUDA C++ Programming Guide, "Arithmetic
+# Instructions" throughput table; the Hopper SM's 16 SFUs, ../shared/seeds H200 overview). An
+# architecture absent here (Blackwell, AMD CDNA) has no SFU rate: its ops count exponentials
+# as vector FLOPs instead.
+SFU_RESULTS_PER_CLK_PER_SM = {
+    "volta": 16, "turing": 16, "ampere": 16, "ampere-ga10x": 16, "ada": 16, "hopper": 16,
+}  # fmt: skip
+
+
 class GPUSpec(_Frozen):
     """One GPU's datasheet, parsed to SI units."""
 
@@ -216,7 +226,14 @@ class GPUSpec(_Frozen):
     origin: str | None = Field(None, exclude=True)
 
     def peak_flops(self, dtype: str, unit: str) -> float | None:
-        """Dense peak FLOP/s of ``dtype`` on ``unit`` ('tensor' or 'vector'), None if absent."""
+        """Dense peak FLOP/s of ``dtype`` on ``unit`` ('tensor' or 'vector'), None if absent;
+        'sfu' is the special function units' fp32 results per second (SMs x clock x
+        ``SFU_RESULTS_PER_CLK_PER_SM``)."""
+        if unit == "sfu":
+            per_clk = SFU_RESULTS_PER_CLK_PER_SM.get(self.architecture.lower())
+            if dtype != "fp32" or self.vendor != "nvidia" or not per_clk:
+                return None
+            return per_clk * self.sm_count * self.boost_clock_hz
         return getattr(self.peak, unit).get(dtype)
 
     @property

@@ -268,7 +268,7 @@ def _kernel_array(
         if kw.gemm is not None and part is kw.flops[0]:
             g = kw.gemm
             eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
-                                              tile_n=g.tile_n, needs_alignment=g.needs_alignment,
+                                              tile_n=g.tile_n, tile_k=g.tile_k, needs_alignment=g.needs_alignment,
                                               transpose_b=g.transpose_b,
                                               transpose_a=g.transpose_a, batch=g.batch,
                                               cublas=g.cublas)  # fmt: skip

@@ -521,6 +521,23 @@ def test_cudnn_decode_attention_is_priced_as_cudnns_kernel():
     assert runtime_attention(get_runtime("hf-eager"), "9.0", None, "prefill") == "flash"
 
 
+def test_memory_efficient_attention_is_priced_as_its_own_kernel():
+    """SDPA with an explicit mask runs xFormers' CUTLASS kernel (fmha_cutlassF_*): the aten op
+    of that backend, or its kernel under a plain SDPA call, maps to impl="efficient"; its
+    backward keeps the forward x 2.5 pricing of every backward."""
+    mask_args = _args(
+        [[4, 16, 1024, 64]] * 3 + [[4, 1, 1024, 1024], [], [], []],
+        [BF16] * 3 + [BF16, "Scalar", "Scalar", ""],
+        ["", "", "", "", "0.", "False", ""])  # fmt: skip
+    kernel = "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)"
+    by_name = map_op("aten::_scaled_dot_product_efficient_attention", mask_args)
+    by_kernel = map_op("aten::scaled_dot_product_attention", mask_args, (kernel,))
+    for m in (by_name, by_kernel):
+        assert m.op.impl == "efficient" and m.op.family == "attention:efficient"
+        assert any("memory-efficient" in n for n in m.notes)
+    assert map_op("aten::scaled_dot_product_attention", mask_args).op.impl == "flash"
+
+
 def test_map_norms_and_softmax():
     m = map_op("aten::native_layer_norm", _args(
         [[8, 512, 768], [], [768], [768], []], [BF16, "ScalarList", BF16, BF16, "Scalar"],

@@ -150,8 +150,13 @@ def test_other_point_of_the_same_runtime():
     r_base = diagnose(FIXTURES / "transformer_compiled.json.gz")
     r_cal = diagnose(FIXTURES / "transformer_compiled.json.gz", calibration=cal)
     meas = r_cal.totals.mapped_measured_s
-    assert abs(r_cal.totals.predicted_s / meas - 1) < 0.10
-    assert abs(r_base.totals.predicted_s / meas - 1) < 0.10
+    cal_err = abs(r_cal.totals.predicted_s / meas - 1)
+    base_err = abs(r_base.totals.predicted_s / meas - 1)
+    assert cal_err < 0.10 and cal_err <= base_err
+    # the shipped model prices this H100 trace's cuDNN attention kernels as FlashAttention-2's
+    # (the family the HF step prices, where a trace-fitted scale must land): 12.6% slow in all
+    # since FlashAttention-2's causal diagonal is priced (2026-11-28; 8.6% before)
+    assert base_err < 0.15
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -51,7 +51,7 @@ HOST_HELP = (
     "file; default: the local one if measured, else reference-h100"
 )
 POLICIES = ("amp", "bf16", "mixed")
-ATTENTION = ("flash", "cudnn", "naive")
+ATTENTION = ("flash", "cudnn", "efficient", "naive")
 RECOMPUTE = ("none", "selective", "full")
 FUSION = ("fused", "unfused")
 KV_CACHE = ("static", "concat")
@@ -129,7 +129,8 @@ def infer(
     runtime: str = typer.Option(None, help=INFER_RUNTIME_HELP),
     attention: str = typer.Option(
         None,
-        help="flash, cudnn or naive (default: the runtime's own: cudnn for hf-eager and "
+        help="flash, cudnn, efficient (SDPA's memory-efficient kernel, what an explicit mask "
+        "runs) or naive (default: the runtime's own: cudnn for hf-eager and "
         "hf-static-compiled decode on H100/H200/B200, where torch's SDPA runs it; else flash)",
     ),
     fusion: str = typer.Option(None, help="expert: override the runtime's fusion"),
@@ -340,7 +341,11 @@ def plan_train(
     fusion: str = typer.Option(
         "fused", help="fused (Megatron-style kernels) or unfused (eager HF)"
     ),
-    attention: str = typer.Option("flash", help="flash (FlashAttention-2) or cudnn (SDPA's cuDNN)"),
+    attention: str = typer.Option(
+        "flash",
+        help="flash (FlashAttention-2), cudnn (SDPA's cuDNN) or efficient (SDPA's "
+        "memory-efficient kernel, what an explicit attention mask runs)",
+    ),
     dtype: str = typer.Option("bf16"),
     policy: str = typer.Option(
         None,
@@ -371,7 +376,7 @@ def plan_train(
 
     _choice(recompute, "--recompute", RECOMPUTE)
     _choice(fusion, "--fusion", FUSION)
-    _choice(attention, "--attention", ("flash", "cudnn"))
+    _choice(attention, "--attention", ("flash", "cudnn", "efficient"))
     _choice(policy, "--policy", POLICIES)
     for opt, v in (("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
                    ("--global-batch", global_batch), ("--seq", seq)):  # fmt: skip

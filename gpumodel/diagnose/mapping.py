@@ -467,6 +467,10 @@ _ATTN: dict[str, tuple[int, str, int | None, bool]] = {
 }
 
 
+_EFFICIENT_FORWARD = ("aten::_scaled_dot_product_efficient_attention",
+                      "aten::_efficient_attention_forward")  # fmt: skip
+
+
 @rule("attention", *_ATTN)
 def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     qi, layout, ci, backward = _ATTN[name]
@@ -499,10 +503,17 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     # (gpumodel.llm.runtimes.runtime_attention): a trace-fitted scale then lands on the family
     # the step prices. Prefill and backward keep FlashAttention's families there too.
     cudnn = s == 1 and not backward and any("cudnn" in k.lower() for k in kn)
+    # SDPA's memory-efficient backend (an explicit mask, fp32) runs xFormers' CUTLASS kernels
+    # (fmha_cutlassF_*), about twice FlashAttention-2's time: priced as that kernel
+    efficient = not backward and (name in _EFFICIENT_FORWARD
+                                  or any("fmha_cutlassf" in k.lower() for k in kn))  # fmt: skip
+    impl = "cudnn" if cudnn else "efficient" if efficient else "flash"
     op = Attention(batch=b, heads=h, seq=s, head_dim=d, dtype=q.dtype,  # type: ignore[arg-type]
-                   causal=causal, kv_heads=hk, kv_seq=sk, impl="cudnn" if cudnn else "flash")  # fmt: skip
+                   causal=causal, kv_heads=hk, kv_seq=sk, impl=impl)  # fmt: skip
     if cudnn:
         notes.append("cuDNN's decode kernel (one query per sequence): priced as cuDNN's")
+    if efficient:
+        notes.append("memory-efficient backend (xFormers' kernel): priced as its own family")
     scale = 1.0
     if backward:
         scale = BACKWARD_ATTENTION_SCALE

@@ -74,7 +74,7 @@ from gpumodel.specs import BYTES_PER_ELEMENT
 Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache", "comm"]
 Fusion = Literal["fused", "unfused", "compiled"]
 KVCache = Literal["static", "concat", "none"]
-AttentionImpl = Literal["flash", "cudnn", "naive"]
+AttentionImpl = Literal["flash", "cudnn", "efficient", "naive"]
 GQA = Literal["native", "repeat"]
 
 # Kinds whose inputs were just written by the previous kernel and are small: predicted with

@@ -145,7 +145,8 @@ def efficiency(
                  f"{gpu.sm_count} SMs; cuBLAS on Hopper uses persistent/stream-K kernels that hide "
                  "most of it: applying it made H100 predictions worse (median 3.3% -> 5.5%)",
         ))  # fmt: skip
-    for dim, size, tile in (("M", shape.m, shape.tile_m), ("N", shape.n, shape.tile_n)):
+    for dim, size, tile in (("M", shape.m, shape.tile_m), ("N", shape.n, shape.tile_n),
+                            ("K", shape.k, shape.tile_k)):
         if tile:
             tiled = tile_quantization(size, tile)
             factor *= tiled
@@ -238,15 +239,16 @@ def misaligned_factor(fitted: GemmParams, transpose_b: bool) -> float:
 
 def efficiency_array(
     m, n, k, dtype: str, gpu: GPUSpec, params: CalibrationParams, *,
-    tile_m: int | None = None, tile_n: int | None = None, needs_alignment: bool = True,
-    transpose_b: bool = False, transpose_a: bool = False, batch=1, cublas: bool = False,
+    tile_m: int | None = None, tile_n: int | None = None, tile_k: int | None = None,
+    needs_alignment: bool = True, transpose_b: bool = False, transpose_a: bool = False, batch=1,
+    cublas: bool = False,
 ):  # fmt: skip
     """``efficiency`` over numpy arrays of shapes (same factors in the same order, no terms)."""
     import numpy as np
 
     fitted = params.gemm.get(dtype)
     factor = np.full(np.broadcast(m, n, k).shape, 1.0 if fitted is None else fitted.efficiency)
-    for size, tile in ((m, tile_m), (n, tile_n)):
+    for size, tile in ((m, tile_m), (n, tile_n), (k, tile_k)):
         if tile:
             factor = factor * tile_quantization(np.asarray(size), tile)
     penalty = misaligned_factor(fitted, transpose_b) if fitted is not None else 1.0

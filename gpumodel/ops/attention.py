@@ -24,6 +24,51 @@ from gpumodel.ops.base import (
 from gpumodel.specs import GPUSpec
 
 SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, scale
+# The exponential runs on the special function units, 16 per clock per SM against the tensor
+# cores' 4096 bf16 FLOP on Hopper: at head dim 128 the 512 FLOP of a score's two products take
+# about as long as half its one exponential (FlashAttention-3, Shah et al. 2024, section 3.1), at
+# head dim 64 as long as all of it. Where the GPU has an SFU rate
+# (``specs.SFU_RESULTS_PER_CLK_PER_SM``) the exponential is priced there and the other 4 FLOPs of
+# a score on the FP32 lanes; elsewhere all 5 on the FP32 lanes.
+EXP_PER_SCORE = 1.0
+# Head dims a fused kernel is built for: the matrix products run at the next multiple (K in
+# whole tiles). FlashAttention-2 rounds to 32 up to 192, else 256 (flash_api.cpp,
+# head_size_rounded); cuDNN's Hopper kernels run 64 or 128 wide (kernel names
+# ..._64x128x64_... at head dim 64, ..._64x128x128_... at 80, 96 and 128,
+# validation/results/unseen-h200-run16); xFormers' kernels behind SDPA's memory-efficient
+# backend are built for at most 64 or 128 (kMaxK), and loop over wider heads unpadded.
+HEAD_DIM_TILE = {"flash": 32, "cudnn": 64, "efficient": 64}
+# Query and key rows per thread block of each fused kernel, for the last, partial tiles (tile
+# quantization in M and N). FlashAttention-2's forward: 128 queries x 128 keys up to head dim
+# 64, 128 x 64 above (flash_fwd_launch_template.h, sm80 kernels, what PyTorch runs on sm90);
+# cuDNN's Hopper kernels: 64 x 128 (..._64x128x{64,128}_... kernel names); xFormers'
+# memory-efficient kernels: 64 x 64 up to head dim 64, 64 x 128 up to 128, 32 x 128 above
+# (fmha_cutlassF_*_64x64_rf, _64x128_rf, _32x128_gmem).
+def block_rows(impl: str, head_dim: int) -> tuple[int, int]:
+    """(queries, keys) per thread block of ``impl``'s forward kernel at ``head_dim``."""
+    if impl == "flash":
+        return FLASH_BLOCK_M, 128 if uniform(head_dim <= 64) else 64
+    if impl == "cudnn":
+        return 64, 128
+    if uniform(head_dim <= 64):
+        return 64, 64
+    return (64, 128) if uniform(head_dim <= 128) else (32, 128)
+
+
+# Thread blocks of 64 queries of cuDNN's and the memory-efficient kernels that share an SM, for
+# their tail (the last blocks of a causal kernel finish alone). Chosen on validate's points with
+# the diagonal below (validation/fitset/fit_attention_causal.py, mean |log error| of cuDNN /
+# memory-efficient points): 1 block 5.3% / 5.5%, 2 blocks 5.4% / 6.4%, 4 blocks 7.2% / 7.5%,
+# no tail model 5.8% / 6.1%.
+LIBRARY_BLOCKS_PER_SM = 1
+
+
+# A causal fused kernel computes each query tile's diagonal key tile whole and masks it, which
+# costs more than the half of it the exact count holds: extra work per query tile, in 128 x 128
+# tiles of scores, per kernel. Fitted on validate's prefill and backward points (H200: flash,
+# cuDNN, memory-efficient, head dims 64 and 128; H100: flash and cuDNN, 128) by
+# validation/fitset/fit_attention_causal.py.
+CAUSAL_DIAGONAL_EXTRA_TILES = {"flash": 1.75, "cudnn": 2.0, "efficient": 1.0}
 # Backward matrix products: S = Q K^T recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q:
 # 5 of the forward's 2 (Dao 2023, FlashAttention-2, section 3.1)
 BACKWARD_MATMUL_FACTOR = 2.5
@@ -51,7 +96,9 @@ class Attention(Op):
     ``naive`` also writes the score matrix, reads it for the softmax and again for PV.
     ``cudnn`` is PyTorch SDPA's cuDNN backend (what SDPA picks on an H100 with PyTorch 2.11):
     the same fused work, its own calibrated family (``attention:cudnn``; it ran 1.7-2.0x faster
-    than the FlashAttention-2 backend on an H100, validation/results/h100-sxm).
+    than the FlashAttention-2 backend on an H100, validation/results/h100-sxm). ``efficient`` is
+    SDPA's memory-efficient backend (xFormers' CUTLASS kernel), what SDPA runs with an explicit
+    ``attn_mask`` or in fp32: the same fused work, its own family (``attention:efficient``).
     """
 
     op_name: ClassVar[str] = "attention"
@@ -62,7 +109,7 @@ class Attention(Op):
     head_dim: Size = 128
     dtype: Dtype = "bf16"
     causal: bool = False
-    impl: Literal["flash", "cudnn", "naive"] = "flash"
+    impl: Literal["flash", "cudnn", "efficient", "naive"] = "flash"
     backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
     kv_heads: Size | None = None
     kv_seq: SeqTokens | None = None
@@ -94,7 +141,7 @@ class Attention(Op):
         """Decode (one query per sequence) runs different kernels (split-KV) than prefill;
         cuDNN's kernels are calibrated apart."""
         base = "attention_decode" if uniform(self.seq == 1) else "attention"
-        base = f"{base}:cudnn" if self.impl == "cudnn" else base
+        base = f"{base}:{self.impl}" if self.impl in ("cudnn", "efficient") else base
         return f"{base}:backward" if self.backward else base
 
     def monotone_floor(self, gpu: GPUSpec) -> Op | None:
@@ -112,17 +159,18 @@ class Attention(Op):
         batch = math.ceil(SPLIT_KV_FILL * gpu.sm_count / per_batch) - 1
         return self.model_copy(update={"batch": batch}) if batch >= 1 else None
 
-    def query_tiles(self) -> TileWork:
+    def query_tiles(self, block: int = FLASH_BLOCK_M) -> TileWork:
         """Work of each query tile of one head, relative to a tile attending to all keys.
 
         FlashAttention gives each thread block BLOCK_M = 128 queries (Dao 2023, FA2 forward,
-        head_dim <= 128); with a causal mask, tile i only visits keys up to its last query.
+        head_dim <= 128; cuDNN's and the memory-efficient kernels 64, ``block_rows``); with a
+        causal mask, tile i only visits keys up to its last query.
         """
-        n = -(-self.seq // FLASH_BLOCK_M)
+        n = -(-self.seq // block)
         if not self.causal:
             return TileWork(n)
         offset = self.n_kv_seq - self.seq  # queries are the last `seq` positions
-        return TileWork(n, block=FLASH_BLOCK_M, offset=offset, span=self.n_kv_seq)
+        return TileWork(n, block=block, offset=offset, span=self.n_kv_seq)
 
     def decode_rows(self) -> tuple[int, int]:
         """(query rows per block, blocks) of decode with FlashAttention-2: GQA decode packs the
@@ -142,15 +190,53 @@ class Attention(Op):
         """Number of attention scores actually computed."""
         return self.batch * self.heads * self.seq * self.n_kv_seq * self.causal_fraction
 
+    @property
+    def computed_scores(self) -> float:
+        """Scores a fused kernel computes: ``scores`` plus, when causal, the masked part of each
+        query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``; the naive path computes
+        the whole matrix as ``scores`` says)."""
+        if not self.causal or self.impl == "naive":
+            return self.scores
+        q_tiles = -(-self.seq // FLASH_BLOCK_M)
+        # a step of fewer queries than a tile fills that many rows of its one tile (decode: 1)
+        rows = self.seq - (q_tiles - 1) * FLASH_BLOCK_M if uniform(self.seq < FLASH_BLOCK_M) else (
+            FLASH_BLOCK_M)
+        extra = CAUSAL_DIAGONAL_EXTRA_TILES[self.impl] * q_tiles * rows * FLASH_BLOCK_M
+        return self.scores + self.batch * self.heads * extra
+
+    def head_dim_tile(self) -> int | None:
+        """The width the fused kernel's head dimension is padded to a multiple of (None: not
+        padded; see ``HEAD_DIM_TILE``)."""
+        d = self.head_dim
+        if self.impl == "flash" and uniform(d > 192):
+            return 256
+        if self.impl == "efficient" and uniform(d > 128):
+            return None
+        return HEAD_DIM_TILE.get(self.impl)
+
+    def softmax_parts(self, gpu: GPUSpec) -> tuple[FlopPart, ...]:
+        """The softmax's work per score: the exponential on the SFUs where the GPU has a rate
+        for them, the rest (max, subtract, sum, scale) on the FP32 lanes."""
+        vunit, vdt = vector_unit(gpu, self.dtype)
+        scores = self.computed_scores
+        if gpu.peak_flops("fp32", "sfu"):
+            return (FlopPart(vunit, vdt, (SOFTMAX_FLOPS_PER_SCORE - EXP_PER_SCORE) * scores),
+                    FlopPart("sfu", "fp32", EXP_PER_SCORE * scores))  # fmt: skip
+        return (FlopPart(vunit, vdt, SOFTMAX_FLOPS_PER_SCORE * scores),)
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
-        vunit, vdt = vector_unit(gpu, self.dtype)
+        softmax = self.softmax_parts(gpu)
+        tile_k = self.head_dim_tile()
+        block_m, block_n = block_rows(self.impl, self.head_dim)
+        if self.causal:  # the diagonal tiles, computed whole, are in ``computed_scores``
+            block_n = None
         size = element_bytes(self.dtype)
         b, h, s, d = self.batch, self.heads, self.seq, self.head_dim
         q_bytes = b * h * s * d * size
         kv_bytes = 2 * b * self.n_kv_heads * self.n_kv_seq * d * size
-        mm_flops = 4.0 * self.scores * d
-        softmax_flops = SOFTMAX_FLOPS_PER_SCORE * self.scores
+        mm_flops = 4.0 * self.computed_scores * d
+        exact = self.scores / self.computed_scores  # the speed of light counts the exact scores
         if self.backward:
             if self.impl == "naive":
                 raise UnsupportedError("attention backward is modelled for fused kernels only")
@@ -158,21 +244,28 @@ class Attention(Op):
             return [
                 KernelWork(
                     name=f"{self.impl} attention backward",
-                    flops=(FlopPart(unit, dt, BACKWARD_MATMUL_FACTOR * mm_flops),
-                           FlopPart(vunit, vdt, softmax_flops)),
+                    flops=(FlopPart(unit, dt, BACKWARD_MATMUL_FACTOR * mm_flops), *softmax),
                     bytes=4 * q_bytes + 2 * kv_bytes,
                     bytes_written=q_bytes + kv_bytes,
                     working_set_bytes=4 * q_bytes + 2 * kv_bytes,
+                    min_flops_fraction=exact,
                 )
             ]  # fmt: skip
-        if self.impl == "cudnn":  # one fused kernel; its tiling is cuDNN's own (not modelled)
+        if self.impl in ("cudnn", "efficient"):  # one fused kernel; its tiling is the library's
             return [
                 KernelWork(
-                    name="cudnn attention",
-                    flops=(FlopPart(unit, dt, mm_flops), FlopPart(vunit, vdt, softmax_flops)),
+                    name=f"{self.impl} attention",
+                    flops=(FlopPart(unit, dt, mm_flops), *softmax),
                     bytes=2 * q_bytes + kv_bytes,
                     bytes_written=q_bytes,
                     working_set_bytes=2 * q_bytes + kv_bytes,
+                    min_flops_fraction=exact,
+                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype,
+                                   tile_m=block_m if uniform(s > 1) else None, tile_n=block_n,
+                                   tile_k=tile_k, needs_alignment=False),
+                    tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
+                    tile_groups=b * h,
+                    tile_blocks_per_sm=LIBRARY_BLOCKS_PER_SM,
                 )
             ]
         if self.impl == "flash":
@@ -185,7 +278,7 @@ class Attention(Op):
                 return [
                     KernelWork(
                         name="flash attention (decode, one KV split)",
-                        flops=(FlopPart(unit, dt, mm_flops), FlopPart(vunit, vdt, softmax_flops)),
+                        flops=(FlopPart(unit, dt, mm_flops), *softmax),
                         bytes=nbytes,
                         bytes_written=q_bytes,
                         working_set_bytes=nbytes,
@@ -196,6 +289,7 @@ class Attention(Op):
                             blocks,
                             self.dtype,
                             tile_m=FLASH_BLOCK_M,
+                            tile_k=tile_k,
                             needs_alignment=False,
                         ),
                         tile_work=TileWork(1),
@@ -207,9 +301,10 @@ class Attention(Op):
             return [
                 KernelWork(
                     name="flash attention",
-                    flops=(FlopPart(unit, dt, mm_flops), FlopPart(vunit, vdt, softmax_flops)),
+                    flops=(FlopPart(unit, dt, mm_flops), *softmax),
                     bytes=nbytes,
                     bytes_written=q_bytes,  # O
+                    min_flops_fraction=exact,
                     working_set_bytes=nbytes,
                     # the last query tile of a head runs all 128 rows, filled or not (tile
                     # quantization in M): without it 129 queries (two tiles, the second of
@@ -221,6 +316,8 @@ class Attention(Op):
                         b * h,
                         self.dtype,
                         tile_m=FLASH_BLOCK_M if uniform(s > 1) else None,
+                        tile_n=block_n,
+                        tile_k=tile_k,
                         needs_alignment=False,
                     ),
                     tile_work=self.query_tiles() if uniform(s > 1) else None,
@@ -240,7 +337,7 @@ class Attention(Op):
             ),
             KernelWork(
                 name="softmax",
-                flops=(FlopPart(vunit, vdt, softmax_flops),),
+                flops=softmax,
                 bytes=2 * score_bytes,
                 bytes_written=score_bytes,
                 working_set_bytes=2 * score_bytes,

@@ -19,7 +19,7 @@ from gpumodel.model.scheduling import TileWork
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec
 
 Dtype = Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4"]
-ExecUnit = Literal["tensor", "vector", "none"]
+ExecUnit = Literal["tensor", "vector", "sfu", "none"]  # sfu: special function units (exp)
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class GemmShape:
     # attention's query block: M); None where the library picks per shape (cuBLAS)
     tile_n: int | None = None
     tile_m: int | None = None
+    # K (the reduction) in whole tiles where the kernel is built for fixed widths (attention's
+    # head dimension: FlashAttention-2 runs head_dim 80 on its 96-wide kernel)
+    tile_k: int | None = None
     # whether N and K off a 16-byte multiple push the library onto a slower kernel class
     # (cuBLAS, cuDNN); FlashAttention masks a ragged last key block instead (False)
     needs_alignment: bool = True

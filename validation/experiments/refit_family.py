@@ -45,6 +45,23 @@ def op_key(record: dict) -> str:
     return json.dumps([record["family"], record["op"]], sort_keys=True)
 
 
+def in_shipped_order(shipped: list[dict], fresh: list[dict], remeasured: set[str]) -> list[dict]:
+    """``shipped`` with the records whose op ``fresh`` measured again replaced by the fresh ones,
+    one for one in place (an op measured twice, e.g. by two backends, keeps both places); the
+    fresh records left over at the end."""
+    by_key: dict[str, list[dict]] = {}
+    for r in fresh:
+        by_key.setdefault(op_key(r), []).append(r)
+    out = []
+    for r in shipped:
+        key = op_key(r)
+        if key not in remeasured:
+            out.append(r)
+        elif by_key.get(key):
+            out.append(by_key[key].pop(0))
+    return out + [r for rs in by_key.values() for r in rs]
+
+
 def main() -> int:
     if len(sys.argv) != 5:
         print(__doc__, file=sys.stderr)
@@ -65,9 +82,12 @@ def main() -> int:
     remeasured = {op_key(r) for r in fresh}
     kept = [r for r in shipped.measurements
             if not every and (r["family"] != family or op_key(r) not in remeasured)]  # fmt: skip
+    # the measurements in the shipped file's order: records measured again take the place of
+    # the first old one, new ones go at the end (the fit's held-out split follows the order)
+    ordered = fresh if every else in_shipped_order(shipped.measurements, fresh, remeasured)
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "measurements.json"
-        raw.write_text(json.dumps({"device": shipped.environment, "records": kept + fresh,
+        raw.write_text(json.dumps({"device": shipped.environment, "records": ordered,
                                    "unavailable": shipped.unavailable}))  # fmt: skip
         refit_path = Path(tmp) / "refit.yaml"
         subprocess.run([sys.executable, "-m", "gpumodel", "validate", "--from-measurements",
@@ -105,7 +125,7 @@ def main() -> int:
     environment = {**shipped.environment, "refit": what}
     merged = shipped.model_copy(update={"parameters": CalibrationParams.model_validate(params),
                                         "errors": errors, "environment": environment,
-                                        "measurements": kept + fresh})  # fmt: skip
+                                        "measurements": ordered})  # fmt: skip
     merged.save(out_path)
     changed = {k: (old.get(k), fitted[k]) for k in sorted(ours) if old.get(k) != fitted[k]}
     print(f"{len(shipped.measurements) - len(kept)} {family} records replaced by {len(fresh)}, "

@@ -203,7 +203,10 @@ def kernel_op(rec: dict):
         return ops.Conv2d(**kw)
     if fam == "sdpa":
         used = rec.get("backend_used") or rec.get("backend_requested")
-        impl = "cudnn" if used == "cudnn" else "flash"  # flash and mem-efficient: fused kernels
+        # the memory-efficient backend as its own kernel where the API names it (2026-11-28),
+        # else as FlashAttention (both fused kernels)
+        impls = typing.get_args(ops.Attention.model_fields["impl"].annotation)
+        impl = used if used in ("cudnn", "efficient") and used in impls else "flash"
         return ops.Attention(batch=s["batch"], heads=s["heads"], seq=s["seq_q"],
                              kv_seq=s["seq_kv"] if s["seq_kv"] != s["seq_q"] else None,
                              head_dim=s["head_dim"], dtype=DTYPES[rec["dtype"]],

@@ -1,7 +1,7 @@
-"""Attention: PyTorch's scaled_dot_product_attention (bf16, head dim 128) with the flash, cuDNN
-and math backends, prefill (causal and not) and decode (GQA), and the backward of the flash
-and cuDNN prefill calls. It fits per kernel family (prefill, decode, backward, per backend)
-the compute and bandwidth efficiency and the floor.
+"""Attention: PyTorch's scaled_dot_product_attention (bf16, head dim 128, and 64 for some prefill
+shapes) with the flash, cuDNN, memory-efficient and math backends, prefill (causal and not) and
+decode (GQA), and the backward of the fused prefill calls. It fits per kernel family (prefill,
+decode, backward, per backend) the compute and bandwidth efficiency and the floor.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from gpumodel.specs import GPUSpec
 
 
-ATTN_BACKENDS = ("flash", "cudnn", "math")
+ATTN_BACKENDS = ("flash", "cudnn", "efficient", "math")
+FUSED_BACKENDS = ("flash", "cudnn", "efficient")  # one kernel each way: fitted
 HEAD_DIM = 128
 
 
@@ -57,17 +58,18 @@ class AttnPoint:
     kv_seq: int
     causal: bool
     backend: str
+    head_dim: int = HEAD_DIM
 
     def op(self) -> dict[str, Any]:
         return attention_op(
             self.batch,
             self.heads,
             self.seq,
-            HEAD_DIM,
+            self.head_dim,
             self.causal,
             self.kv_heads,
             self.kv_seq,
-            "cudnn" if self.backend == "cudnn" else "flash",
+            self.backend if self.backend in FUSED_BACKENDS else "flash",
         )
 
 
@@ -77,6 +79,7 @@ _MATH_MAX_SCORES = 1 << 30  # math backend materialises B*H*S*KVS scores: cap it
 def attention_points(quick: bool) -> list[AttnPoint]:
     if quick:
         prefill = [(1, 32, 1024), (1, 32, 4096), (1, 32, 16384), (8, 16, 2048)]
+        prefill_d64 = [(1, 16, 4096), (8, 16, 1024)]
         decode = [(b, kvs, kvh) for b in (1, 32) for kvs in (2048, 32768) for kvh in (8,)]
     else:
         prefill = (
@@ -86,6 +89,10 @@ def attention_points(quick: bool) -> list[AttnPoint]:
             + [(8, 16, s) for s in (512, 1024, 2048, 4096)]
             + [(8, 32, s) for s in (1024, 4096)]
         )
+        # head dim 64 (GPT-2, BERT, ViT): the exponentials are twice the share of the work
+        prefill_d64 = [(1, 16, s) for s in (1024, 4096, 16384)] + [
+            (8, 16, s) for s in (512, 2048)
+        ]
         decode = [
             (b, kvs, kvh) for b in (1, 8, 32) for kvs in (512, 2048, 8192, 32768) for kvh in (32, 8)
         ]
@@ -96,6 +103,10 @@ def attention_points(quick: bool) -> list[AttnPoint]:
                 if backend == "math" and b * h * s * s > _MATH_MAX_SCORES:
                     continue
                 out.append(AttnPoint("prefill", b, h, s, h, s, causal, backend))
+    for b, h, s in prefill_d64:
+        for causal in (True, False):
+            for backend in FUSED_BACKENDS:
+                out.append(AttnPoint("prefill", b, h, s, h, s, causal, backend, head_dim=64))
     for b, kvs, kvh in decode:
         for backend in ATTN_BACKENDS:
             out.append(AttnPoint("decode", b, 32, 1, kvh, kvs, False, backend))
@@ -113,9 +124,10 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
     backend = {
         "flash": SDPBackend.FLASH_ATTENTION,
         "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
         "math": SDPBackend.MATH,
     }[p.backend]
-    d = HEAD_DIM
+    d = p.head_dim
     bf = torch.bfloat16
     q = torch.randn(p.batch, p.heads, p.seq, d, device="cuda", dtype=bf)
     k = torch.randn(p.batch, p.kv_heads, p.kv_seq, d, device="cuda", dtype=bf)
@@ -156,7 +168,7 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
         "torch_version": str(torch.__version__),
     }
     records = [make_record("attention", p.op(), t, reps, spread, meta)]
-    if p.phase == "prefill" and p.backend in ("flash", "cudnn"):
+    if p.phase == "prefill" and p.backend in FUSED_BACKENDS:
         records.append(_attention_backward(ctx, p, q, k, v, kwargs, backend, footprint))
     return records
 
@@ -219,7 +231,7 @@ def adapt_op(op: Any, meta: dict[str, Any]) -> Any:
     reported, not fitted."""
     if meta.get("backend") == "cudnn":
         return op.model_copy(update={"impl": "cudnn"})  # records before the op said so
-    if meta.get("backend") not in (None, "flash", "cudnn"):
+    if meta.get("backend") not in (None, *FUSED_BACKENDS):
         return f"attention backend {meta['backend']} (reported, not fitted)"
     return op
 
@@ -228,6 +240,7 @@ def _label(p: AttnPoint) -> str:
     return (
         f"attention {p.phase} {p.backend} b={p.batch} h={p.heads} "
         f"s={p.seq} kv={p.kv_heads}x{p.kv_seq}{' causal' if p.causal else ''}"
+        f"{f' d={p.head_dim}' if p.head_dim != HEAD_DIM else ''}"
     )
 
 
@@ -262,5 +275,14 @@ ATTENTION = Family(
         Group("attention decode (cuDNN)",
               lambda p: _attn(p) and p.meta.get("backend") == "cudnn"
               and getattr(p.op, "seq", 1) == 1, 10.0, None, order=18),
+        Group("attention prefill (memory-efficient)",
+              lambda p: _attn(p) and p.meta.get("backend") == "efficient"
+              and getattr(p.op, "seq", 1) > 1 and not _backward(p), 10.0, None, order=18.1),
+        Group("attention decode (memory-efficient)",
+              lambda p: _attn(p) and p.meta.get("backend") == "efficient"
+              and getattr(p.op, "seq", 1) == 1, 10.0, None, order=18.2),
+        Group("attention backward (memory-efficient)",
+              lambda p: _backward(p) and p.meta.get("backend") == "efficient", 10.0, None,
+              order=18.3),
     ),
 )  # fmt: skip
