@@ -193,7 +193,7 @@ class Peaks(_Frozen):
 
 # Transcendental results (exp2, rsqrt, log2, sin, cos) per clock per SM from the special function
 # units: 16 on compute capability 5.x-9.0 (CUDA C++ Programming Guide, "Arithmetic
-# Instructions" throughput table; the Hopper SM's 16 SFUs, ../shared/seeds H200 overview). An
+# Instructions" throughput table; NVIDIA's Hopper SM diagram: 16 special function units). An
 # architecture absent here (Blackwell, AMD CDNA) has no SFU rate: its ops count exponentials
 # as vector FLOPs instead.
 SFU_RESULTS_PER_CLK_PER_SM = {

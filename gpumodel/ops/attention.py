@@ -16,6 +16,7 @@ from gpumodel.ops.base import (
     GemmShape,
     KernelWork,
     Op,
+    at_most,
     element_bytes,
     matmul_unit,
     uniform,
@@ -25,9 +26,9 @@ from gpumodel.specs import GPUSpec
 
 SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, scale
 # The exponential runs on the special function units, 16 per clock per SM against the tensor
-# cores' 4096 bf16 FLOP on Hopper: at head dim 128 the 512 FLOP of a score's two products take
-# about as long as half its one exponential (FlashAttention-3, Shah et al. 2024, section 3.1), at
-# head dim 64 as long as all of it. Where the GPU has an SFU rate
+# cores' 4096 bf16 FLOP on Hopper: at head dim 128 a score's one exponential takes half as long
+# as the 512 FLOP of its two products (FlashAttention-3, Shah et al. 2024, section 3.1), at head
+# dim 64 as long. Where the GPU has an SFU rate
 # (``specs.SFU_RESULTS_PER_CLK_PER_SM``) the exponential is priced there and the other 4 FLOPs of
 # a score on the FP32 lanes; elsewhere all 5 on the FP32 lanes.
 EXP_PER_SCORE = 1.0
@@ -198,9 +199,7 @@ class Attention(Op):
         if not self.causal or self.impl == "naive":
             return self.scores
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
-        # a step of fewer queries than a tile fills that many rows of its one tile (decode: 1)
-        rows = self.seq - (q_tiles - 1) * FLASH_BLOCK_M if uniform(self.seq < FLASH_BLOCK_M) else (
-            FLASH_BLOCK_M)
+        rows = at_most(self.seq, FLASH_BLOCK_M)  # fewer queries than a tile: that many (decode 1)
         extra = CAUSAL_DIAGONAL_EXTRA_TILES[self.impl] * q_tiles * rows * FLASH_BLOCK_M
         return self.scores + self.batch * self.heads * extra
 
