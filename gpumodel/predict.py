@@ -483,8 +483,9 @@ def kernel_time(
             raise UnsupportedError(f"{gpu.id} has no {part.unit} {part.dtype} rate in its spec")
         rate, note = peak, f"{part.unit} {part.dtype} peak {format_quantity(peak, 'FLOP/s')}"
         if part.unit == "sfu":
-            note = (f"special function units {format_quantity(peak, 'exp/s')} (16 per SM per "
-                    "clock: the softmax's exponentials)")  # fmt: skip
+            per_clk = peak / (gpu.sm_count * gpu.boost_clock_hz)
+            note = (f"special function units {format_quantity(peak, 'exp/s')} ({per_clk:.0f} per "
+                    "SM per clock: the softmax's exponentials)")  # fmt: skip
         if part.unit == "vector" and not kw.fma:
             # FMA counts 2 FLOPs; a stream of separate adds and multiplies issues 1 per lane-cycle
             rate *= 0.5
@@ -561,22 +562,14 @@ def kernel_time(
                                f"({params.dirty_l2_writeback_fraction:.3g} x min(L2, bytes "
                                "moved), calibrated)"))  # fmt: skip
 
-    # an issue-bound kernel's memory stream runs far below DRAM's rate and does not slow its
-    # issue: the roofline's max (fitted on H100 and H200 alike this gives the same elements per
-    # SM-cycle, 1.87 and 1.91, where the fitted overlap gave 2.47 and 2.32)
-    p = math.inf if issue is not None else params.overlap_exponent or math.inf
     # a cuBLAS GEMM's own overlap and floor; other GEMM-shaped kernels (cuDNN convolution,
     # flash attention) have their family's
     fitted_gemm = (
         params.gemm.get(kw.gemm.dtype) if kw.gemm is not None and family == "gemm" else None
     )
-    if fitted_gemm is not None and fitted_gemm.overlap_exponent:
-        p = fitted_gemm.overlap_exponent
-    if fitted_gemm is not None:
-        from gpumodel.model.gemm import misaligned_rows
-
-        if misaligned_rows(kw.gemm):  # type: ignore[arg-type]
-            p = math.inf  # a whole tile's time, its loads included
+    p, whole_tiles = core_overlap(params, fitted_gemm, kw.gemm, issue=issue is not None)
+    if whole_tiles:
+        p = math.inf
     t_core = overlap_time(t_compute, t_memory, p)
     roof = max(t_compute, t_memory)
     if math.isfinite(p) and roof > 0:
@@ -625,6 +618,27 @@ def kernel_time(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def core_overlap(
+    params: CalibrationParams, fitted_gemm: Any, shape: Any, issue: Any = False
+) -> tuple[float, Any]:
+    """How a kernel's compute and memory times overlap, as (p, whole_tiles): the exponent of
+    ``(t_c^p + t_m^p)^(1/p)`` (``model.roofline.overlap_time``) and where the larger of the two
+    holds instead.
+
+    p is the cuBLAS dtype's fitted exponent for a GEMM (``fitted_gemm``), else the
+    calibration's; infinite (the roofline's max) for an issue-bound kernel, whose memory stream
+    runs far below DRAM's rate and does not slow its issue (fitted on H100 and H200 alike this
+    gives the same elements per SM-cycle, 1.87 and 1.91, where the fitted overlap gave 2.47 and
+    2.32). ``whole_tiles``: a misaligned-N x @ W.T of ``shape`` priced in whole tiles, loads
+    included (``model.gemm.misaligned_rows``), a bool or an array over a sweep's shapes."""
+    p = math.inf if issue else params.overlap_exponent or math.inf
+    if fitted_gemm is None:
+        return p, False
+    if fitted_gemm.overlap_exponent:
+        p = fitted_gemm.overlap_exponent
+    return p, gemm_model.misaligned_rows(shape)
 
 
 def tensor_roof_time(kw: KernelWork, gpu: GPUSpec) -> Any:

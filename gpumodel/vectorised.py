@@ -38,6 +38,7 @@ from gpumodel.predict import (
     bandwidth_efficiency,
     check_condition,
     compute_efficiency,
+    core_overlap,
     graph_floor_s,
     kernel_overhead,
     power_watts,
@@ -76,6 +77,7 @@ def sweep(
     gpu = get_gpu(gpu)
     cal = resolve(calibration, gpu)
     p = cal.parameters if cal else CalibrationParams()
+    shape: GemmShape | None = None  # a GEMM's, for its overlap
     if op == "gemm":
         dtype = params.pop("dtype", "bf16")
         check_dtype(dtype)
@@ -129,13 +131,8 @@ def sweep(
         raise SpecError(f"sweep {op}: unknown parameter(s) {', '.join(params)}")
     t_compute = flops / rate
     t_memory = nbytes / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
-    exponent = p.overlap_exponent or math.inf
     fitted_gemm = p.gemm.get(dtype) if family == "gemm" else None
-    rows: Any = False
-    if fitted_gemm is not None and fitted_gemm.overlap_exponent:
-        exponent = fitted_gemm.overlap_exponent
-    if fitted_gemm is not None:  # as predict.kernel_time: the larger of the two
-        rows = gemm_model.misaligned_rows(shape)
+    exponent, rows = core_overlap(p, fitted_gemm, shape)
     overhead, _ = kernel_overhead(p, family, fitted_gemm)
     if l2 == "dirty" and p.dirty_l2_writeback_fraction:  # as predict.dirty_l2_bytes
         dirty = p.dirty_l2_writeback_fraction * np.minimum(gpu.l2_cache_bytes, nbytes)
@@ -268,7 +265,8 @@ def _kernel_array(
         if kw.gemm is not None and part is kw.flops[0]:
             g = kw.gemm
             eff = gemm_model.efficiency_array(g.m, g.n, g.k, g.dtype, gpu, params, tile_m=g.tile_m,
-                                              tile_n=g.tile_n, tile_k=g.tile_k, needs_alignment=g.needs_alignment,
+                                              tile_n=g.tile_n, tile_k=g.tile_k,
+                                              needs_alignment=g.needs_alignment,
                                               transpose_b=g.transpose_b,
                                               transpose_a=g.transpose_a, batch=g.batch,
                                               cublas=g.cublas)  # fmt: skip
@@ -309,15 +307,10 @@ def _kernel_array(
         t_memory = np.where(nbytes > 0, np.maximum(t_memory, chained / limit), t_memory)
     elif limit is not None:
         t_memory = np.where((nbytes > 0) & (limit < bandwidth), nbytes / limit, t_memory)
-    p = math.inf if issue else params.overlap_exponent or math.inf
     fitted_gemm = (
         params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
     )
-    rows: Any = False
-    if fitted_gemm is not None and fitted_gemm.overlap_exponent:
-        p = fitted_gemm.overlap_exponent
-    if fitted_gemm is not None:
-        rows = gemm_model.misaligned_rows(kw.gemm)  # type: ignore[arg-type]
+    p, rows = core_overlap(params, fitted_gemm, kw.gemm, issue)
     t_core = _core_time(t_compute + 0.0 * nbytes, t_memory, p, rows)
     overhead, _ = kernel_overhead(params, family, fitted_gemm)
     launch_floor = kw.launches * overhead

@@ -257,11 +257,11 @@ def efficiency_array(
         bad = (np.asarray(n) % a != 0) | (np.asarray(k) % a != 0)
         if transpose_a:
             bad = bad | (np.asarray(m) % a != 0)
-        if (gpu.vendor == "nvidia" and cublas and transpose_b and not transpose_a
-                and dtype in MISALIGNED_ROWS_SHARE):
-            rows = np.asarray(n) % a != 0
-            busy = misaligned_rows_busy_share(m, dtype)
-            penalty = penalty * np.where(rows, busy, 1.0)
+        rows = gpu.vendor == "nvidia" and misaligned_rows(GemmShape(
+            m, n, k, batch, dtype, transpose_b=transpose_b, transpose_a=transpose_a,
+            cublas=cublas))  # fmt: skip
+        if np.any(rows):
+            penalty = penalty * np.where(rows, misaligned_rows_busy_share(m, dtype), 1.0)
         if (gpu.vendor == "nvidia" and cublas and dtype in MISALIGNED_DTYPES
                 and not (transpose_a or transpose_b)):
             from gpumodel.model.quantization import tile_efficiency_array, wave_efficiency_array
