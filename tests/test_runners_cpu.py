@@ -104,11 +104,11 @@ def test_families_are_disjoint():
     }
 
 
-def test_strided_points_cover_casts_and_broadcasts():
-    """The four eager HF Llama kernel shapes, 256-32768 tokens of 4096 (1M-134M elements)."""
+def test_strided_points_cover_casts_broadcasts_and_the_rope_cat():
+    """The five eager HF Llama kernel shapes, 256-32768 tokens of 4096 (1M-134M elements)."""
     pts = fam.strided.strided_points(False)
-    assert len(pts) == 24 and {c for c, _ in pts} == set(fam.strided.STRIDED_CASES)
-    assert {fam.strided.STRIDED_CASES[c][0] for c, _ in pts} == {"cast", "broadcast"}
+    assert len(pts) == 30 and {c for c, _ in pts} == set(fam.strided.STRIDED_CASES)
+    assert {fam.strided.STRIDED_CASES[c][0] for c, _ in pts} == {"cast", "broadcast", "cat"}
     assert min(t for _, t in pts) * 4096 == 2**20 and max(t for _, t in pts) * 4096 == 2**27
 
 

@@ -38,6 +38,7 @@ from gpumodel.ops import (
     Reduction,
     RMSNorm,
     Softmax,
+    StridedElementwise,
 )
 
 # torch "Input type" -> (dtype name, bytes per element)
@@ -613,6 +614,46 @@ _REDUCTIONS = (
 )  # fmt: skip
 
 
+# PyTorch's elementwise launchers (aten/src/ATen/native/cuda/CUDALoops.cuh): contiguous operands
+# of one dtype get ``vectorized_elementwise_kernel``; contiguous operands that need a cast get
+# ``unrolled_elementwise_kernel``; other layouts get the offset-computing
+# ``elementwise_kernel<128, 4>``. The cast and the legacy kernel over broadcast or transposed
+# operands are the families validate measures as ``strided_elementwise:cast`` and ``:broadcast``
+# (1.3-2.3 TB/s in H100 training traces, where a vectorised kernel streams at ~3 TB/s). A legacy
+# kernel whose operands are the output's flat layout or single elements (``x / t`` of a 0-dim
+# tensor ``t``) iterates one dimension and streams: priced as a vectorised kernel.
+_NON_VECTORISED = re.compile(
+    r"at::native::(?:\(anonymous namespace\)::)?(unrolled_)?elementwise_kernel\b"
+)
+
+
+def _contiguous(t: TensorArg) -> bool:
+    """Row-major dense (or strides not recorded)."""
+    if t.strides is None:
+        return True
+    expect = 1
+    for d, s in zip(reversed(t.dims), reversed(t.strides), strict=True):
+        if d != 1 and s != expect:
+            return False
+        expect *= d
+    return True
+
+
+def _strided_kind(kernel_names: Sequence[str], ts: Sequence[TensorArg],
+                  out_dims: tuple[int, ...]) -> str | None:  # fmt: skip
+    """``"cast"`` or ``"broadcast"`` when the op ran PyTorch's non-vectorised elementwise kernel
+    (by its recorded name) over operands that do not stream as one flat array, else None."""
+    for k in kernel_names:
+        m = _NON_VECTORISED.search(k)
+        if m is None:
+            continue
+        if m.group(1):
+            return "cast"
+        flat = all(t.numel == 1 or (t.dims == out_dims and _contiguous(t)) for t in ts)
+        return None if flat else "broadcast"
+    return None
+
+
 def _base(name: str) -> str:
     base = name.removeprefix("aten::")
     return base[:-1] if base.endswith("_") and not base.endswith("__") else base
@@ -661,12 +702,18 @@ def _elementwise(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     n_inputs = ELEMENTWISE[close][1]
     simple = (same and out_dtype in MODEL_DTYPES and base not in ("copy", "fill", "zero",
               "native_dropout") and len(ts) == n_inputs and fpe == ELEMENTWISE[close][0])  # fmt: skip
-    if simple:
-        op: Op = Elementwise(op=close, n=n, dtype=dtype)  # type: ignore[arg-type]
+    kind = _strided_kind(kn, ts, out_dims)
+    if kind is not None:  # priced per element, as the non-vectorised kernel runs
+        simple = False
+        op: Op = StridedElementwise(kind=kind, n=n, bytes_per_element=(reads + writes) / n,  # type: ignore[arg-type]
+                                    written_per_element=writes / n, dtype=dtype)  # fmt: skip
+    elif simple:
+        op = Elementwise(op=close, n=n, dtype=dtype)  # type: ignore[arg-type]
     else:
         op = Kernel(flops=fpe * n, bytes=reads + writes, dtype=dtype)  # type: ignore[arg-type]
-    label = None if simple else (f"elementwise({close}-like, n={n}, "
-                                 f"bytes={reads + writes:.0f}, dtype={dtype})")  # fmt: skip
+    label = None if simple else (f"{'elementwise' if kind is None else 'strided ' + kind}"
+                                 f"({close}-like, n={n}, bytes={reads + writes:.0f}, "
+                                 f"dtype={dtype})")  # fmt: skip
     return Mapped(op=op, family="elementwise", dtype=out_dtype, shapes=a.shapes(),
                   out_dims=out_dims, out_numel=n, read_bytes=reads, write_bytes=writes,
                   flops=fpe * n, elem_dtype=dtype, label=label)  # fmt: skip
@@ -775,15 +822,27 @@ def fused_optimizer(
 CAT_ASSUMED_ELEMENT_BYTES = 2  # bf16/fp16, the dtype of the KV caches and activations it joins
 
 
+# torch.cat's kernels (aten/src/ATen/native/cuda/Shape.cu): the generic CatArrayBatchedCopy
+# (non-contiguous inputs: rotate_half's halves of the transposed q) computes offsets per
+# element; its _contig / _aligned / _vectorized variants stream
+_GENERIC_CAT = re.compile(r"CatArrayBatchedCopy<")
+
+
 @rule("copy", "aten::cat")
 def _cat(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     """``torch.cat``: every input read once and written once into the output (HF's dynamic
-    KV cache grows this way every decode step)."""
+    KV cache grows this way every decode step); on the generic kernel priced per element
+    (``StridedElementwise(kind="cat")``)."""
     lists = [lst for lst in a.tensor_lists() if lst]
     if not lists:
         return unmapped("copy", "tensor lists not recorded", a)
     elements = sum(math.prod(d) for d in lists[0])
-    return Mapped(op=Copy(bytes=float(elements * CAT_ASSUMED_ELEMENT_BYTES)), family="copy",
+    size = CAT_ASSUMED_ELEMENT_BYTES
+    op: Op = Copy(bytes=float(elements * size))
+    if elements and any(_GENERIC_CAT.search(k) for k in kn):
+        op = StridedElementwise(kind="cat", n=elements, bytes_per_element=2 * size,
+                                written_per_element=size)  # fmt: skip
+    return Mapped(op=op, family="copy",
                   shapes=tuple(tuple(d) for d in lists[0]),
                   notes=(f"{len(lists[0])} tensors joined, {elements} elements at an assumed "
                          f"{CAT_ASSUMED_ELEMENT_BYTES} bytes (a tensor list's type is not "

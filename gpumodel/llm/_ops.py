@@ -38,9 +38,10 @@ class Pass(BaseModel):
     fraction: float = Field(1.0, gt=0)
     bytes_per_element: float = Field(ge=0)
     flops_per_element: float = Field(0.0, ge=0)
-    # PyTorch's non-vectorised path: "cast" (dtype-casting copy) or "broadcast" (broadcast or
-    # transposed operands); None: a vectorised contiguous kernel (a stream)
-    strided: Literal["cast", "broadcast"] | None = None
+    # PyTorch's non-vectorised path: "cast" (dtype-casting copy), "broadcast" (broadcast or
+    # transposed operands) or "cat" (torch.cat of non-contiguous views); None: a vectorised
+    # contiguous kernel (a stream)
+    strided: Literal["cast", "broadcast", "cat"] | None = None
     written_per_element: float | None = Field(None, ge=0)
 
 

@@ -327,7 +327,8 @@ def strided_kernel(
     flops: tuple[FlopPart, ...] = (),
 ) -> KernelWork:
     """A PyTorch elementwise kernel on its non-vectorised path (``kind``: a dtype-casting copy,
-    or operands that broadcast or are non-contiguous views): priced per element
+    operands that broadcast or are non-contiguous views, or a ``torch.cat`` of such views):
+    priced per element
     (``KernelWork.elements``), calibrated as the family ``strided_elementwise:<kind>``."""
     return KernelWork(name=name, flops=flops, bytes=elements * bytes_per_element,
                       bytes_written=elements * written_per_element,
@@ -340,14 +341,16 @@ class StridedElementwise(Op):
     (``kind="cast"``: ``x.float()`` of bf16, ``unrolled_elementwise_kernel``) or a binary op on
     broadcast or transposed operands (``kind="broadcast"``: RoPE's ``q * cos`` on the
     transposed q view, RMSNorm's ``x * rsqrt(var)`` and ``weight * x``;
-    ``elementwise_kernel<128, 4>``). Eager HF Llama runs dozens per layer. Like ``ExpandCopy``
+    ``elementwise_kernel<128, 4>``) or a concatenation of non-contiguous views (``kind="cat"``:
+    RoPE's ``rotate_half``, ``torch.cat((-x2, x1), -1)`` of the transposed q's halves,
+    ``CatArrayBatchedCopy``). Eager HF Llama runs dozens per layer. Like ``ExpandCopy``
     they are priced per element: in an H100 training profile such kernels moved 1.8-2.3 TB/s,
     well below a stream (validation/results/h100-sxm/training-step/).
     ``bytes_per_element``: reads plus writes per output element."""
 
     op_name: ClassVar[str] = "strided_elementwise"
     eager_kind: ClassVar[str | None] = "elementwise"
-    kind: Literal["cast", "broadcast"]
+    kind: Literal["cast", "broadcast", "cat"]
     n: Size = Field(description="output elements")
     # an element moves a few times its size (at most 8 bytes): 1 KB per element cannot be meant
     bytes_per_element: float = Field(gt=0, le=1024)

@@ -17,7 +17,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-FAMILY_TABLES = ("family_efficiency", "family_bandwidth_efficiency", "family_overhead_s")
+FAMILY_TABLES = ("family_efficiency", "family_bandwidth_efficiency", "family_overhead_s",
+                 "family_elements_per_sm_cycle")
 
 
 def main() -> int:

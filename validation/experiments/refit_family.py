@@ -114,9 +114,11 @@ def main() -> int:
         for part in path:
             node = node.setdefault(part, {})
         node[leaf] = fitted[key]
+    # a report group is named in words: "attention ...", "strided elementwise (...)"
+    words = family.replace("_", " ")
     errors = {**shipped.errors,
               **{g: FamilyError.model_validate(e.model_dump()) for g, e in refit.errors.items()
-                 if every or g.startswith(family)}}  # fmt: skip
+                 if every or g.startswith((family, words))}}  # fmt: skip
     now = f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}"
     what = (f"every family from its own measurements ({now} UTC), the merged-in sections as "
             "shipped") if every else (

@@ -1,5 +1,5 @@
-"""Strided elementwise kernels: the casts and broadcasts eager HF Llama runs on PyTorch's
-non-vectorised path, over (tokens, 4096). It fits their kernel families.
+"""Strided elementwise kernels: the casts, broadcasts and rotate_half's cat eager HF Llama runs
+on PyTorch's non-vectorised path, over (tokens, 4096). It fits their kernel families.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ STRIDED_CASES = {
     "rope q*cos (transposed view)": ("broadcast", 4, 2),  # bf16, cos broadcast over heads
     "norm x*rsqrt (fp32)": ("broadcast", 8, 4),  # fp32 rows times a per-row scalar
     "norm weight*x (bf16)": ("broadcast", 4, 2),  # weight broadcast over rows
+    # rotate_half's torch.cat((-x2, x1), -1): -x2 is contiguous, x1 the transposed q's first
+    # half (a non-contiguous view): CatArrayBatchedCopy's generic kernel
+    "rope cat (rotate_half)": ("cat", 4, 2),
 }
 
 
@@ -47,6 +50,18 @@ def _strided_point(ctx: _Ctx, case: str, tokens: int) -> list[dict[str, Any]]:
 
         def ref(i: Any) -> Any:
             return x[i].double()
+
+    elif case.startswith("rope cat"):
+        q = x.view(1, tokens, heads, hidden // heads).transpose(1, 2)
+        half = hidden // heads // 2
+        x2n, x1 = -q[..., half:], q[..., :half]  # the neg is not timed
+        args = (x2n, x1)
+
+        def fn() -> Any:
+            return torch.cat((x2n, x1), dim=-1)
+
+        def ref(i: Any) -> Any:
+            return torch.cat((x2n[:, :, i], x1[:, :, i]), dim=-1).double()
 
     elif case.startswith("rope"):
         q = x.view(1, tokens, heads, hidden // heads).transpose(1, 2)  # (1, heads, tokens, d)
