@@ -268,6 +268,25 @@ def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: floa
     return min(isolated_s, max(graph_kernel_s, isolated_s - hidden))
 
 
+# Qualifiers of an attention family (Attention.family) that a calibration may not have
+# measured: the kernel without them is the nearest it did
+FAMILY_QUALIFIERS = (":dropout", ":gqa")
+
+
+def calibrated_family(family: str, params: CalibrationParams) -> str:
+    """``family``, or for an attention kernel with SDPA's dropout or grouped K/V heads in its
+    backward (``...:dropout...``, ``...:gqa...``) that this calibration never measured, the
+    same kernel's family without them (a datasheet-only GPU, or a calibration from before they
+    were measured)."""
+    if family in params.family_efficiency or not any(q in family for q in FAMILY_QUALIFIERS):
+        return family
+    bare = family
+    for q in FAMILY_QUALIFIERS:
+        bare = bare.replace(q, "")
+    one_less = [family.replace(q, "") for q in FAMILY_QUALIFIERS if q in family]
+    return next((f for f in one_less if f in params.family_efficiency), bare)
+
+
 def predict_with_params(
     op: Op,
     gpu: GPUSpec,
@@ -285,8 +304,17 @@ def predict_with_params(
     reference host's ``REFERENCE_GRAPH_KERNEL_S``)."""
     work = op.kernels(gpu)
     _check_work(op, work)
-    kernels = [kernel_time(k, gpu, params, k.family or op.family, l2, condition,
-                           activity=activity, graph_kernel_s=graph_kernel_s) for k in work]  # fmt: skip
+    kernels = []
+    for k in work:
+        family = calibrated_family(k.family or op.family, params)
+        kp = kernel_time(k, gpu, params, family, l2, condition, activity=activity,
+                         graph_kernel_s=graph_kernel_s)  # fmt: skip
+        if family != (k.family or op.family):
+            kp = kp.model_copy(update={"terms": (*kp.terms, Term(
+                name="nearest calibrated family", value=1.0, unit="x",
+                note=f"no {k.family or op.family} in this calibration: priced as {family} "
+                     "(dropout's random mask or the grouped heads' dK/dV sum unpriced)"))})  # fmt: skip
+        kernels.append(kp)
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once
     unscaled = params.without_trace_scales()

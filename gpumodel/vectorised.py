@@ -36,6 +36,7 @@ from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
     DEFAULT_KERNEL_OVERHEAD_S,
     bandwidth_efficiency,
+    calibrated_family,
     check_condition,
     compute_efficiency,
     core_overlap,
@@ -431,7 +432,7 @@ def _op_kernels(
     for k in work:
         if k.transfer:
             raise ScalarOnly("host transfers: timed point by point")
-        fam = k.family or op.family
+        fam = calibrated_family(k.family or op.family, params)
         if condition == "in-workload":
             t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n, activity)
         else:

@@ -494,8 +494,48 @@ def test_map_attention_layouts_and_backward():
     bwd = map_op("aten::_scaled_dot_product_flash_attention_backward", _args(
         [[8, 8, 512, 64]] * 5 + [[8, 8, 512]] + [[]] * 9,
         [BF16] * 5 + [F32] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "", "", ""],
-        [""] * 11 + ["True", "", "", ""]))  # fmt: skip
-    assert isinstance(bwd.op, Attention) and bwd.op.causal and bwd.scale == 2.5
+        [""] * 10 + ["0.", "True", "", "", ""]))  # fmt: skip
+    # the fused backward kernel, its own calibrated family (not a multiple of the forward)
+    assert bwd.op == Attention(batch=8, heads=8, seq=512, head_dim=64, causal=True,
+                               kv_heads=8, kv_seq=512, backward=True)  # fmt: skip
+    assert bwd.scale == 1.0 and bwd.op.family == "attention:backward"
+
+
+def test_map_attention_dropout_from_the_recorded_dropout_p():
+    """GPT-2's training step as torch 2.11 records it (the H100 training fit set's
+    gpt2-medium trace): SDPA with dropout_p 0.1 on cuDNN, forward and backward."""
+    fwd = map_op("aten::_scaled_dot_product_cudnn_attention", _args(
+        [[4, 16, 1024, 64]] * 3 + [[]] * 6, [BF16] * 3 + ["", "Scalar", "Scalar", "Scalar", "",
+                                                        "Scalar"],
+        ["", "", "", "", "True", "0.10000000000000001", "True", "False", "0.125"]),
+        ["cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x128x64"])  # fmt: skip
+    assert fwd.op.dropout and fwd.op.causal and fwd.op.family == "attention:cudnn:dropout"
+    bwd = map_op("aten::_scaled_dot_product_cudnn_attention_backward", _args(
+        [[4, 16, 1024, 64]] * 5 + [[4, 16, 1024]] + [[]] * 10,
+        [BF16] * 5 + [F32] + ["long int", "long int", "", "", ""] + ["Scalar"] * 5,
+        [""] * 11 + ["1024", "1024", "0.10000000000000001", "True", "0.125"]),
+        ["void cudnn::fusion::compute_dot_do_o_specialized<true, 64, 128>"])  # fmt: skip
+    assert bwd.op.dropout and bwd.op.backward and bwd.op.family == "attention:cudnn:dropout:backward"
+    # no dropout: no dropout family; GQA's backward has its own (dK, dV summed per group)
+    plain = map_op("aten::_scaled_dot_product_cudnn_attention_backward", _args(
+        [[4, 12, 2048, 128], [4, 12, 2048, 128], [4, 4, 2048, 128], [4, 4, 2048, 128],
+         [4, 12, 2048, 128], [4, 12, 2048]] + [[]] * 10,  # dO, Q, K, V, O, logsumexp
+        [BF16] * 5 + [F32] + ["long int", "long int", "", "", ""] + ["Scalar"] * 5,
+        [""] * 11 + ["2048", "2048", "0.", "True", "0.0884"]),
+        ["void cudnn::fusion::compute_dot_do_o_specialized<true, 128, 128>"])  # fmt: skip
+    assert plain.op.dropout is None and plain.op.family == "attention:cudnn:gqa:backward"
+
+
+def test_autocast_attention_is_priced_in_the_kernels_precision():
+    """Under torch.autocast(bf16) an fp32 model's SDPA is recorded with its fp32 inputs, and
+    runs cuDNN's 16-bit kernel (TinyLlama amp, steps-h100-run22): priced in fp32 it took
+    777 us on the CUDA cores against 99 us measured; in bf16, 93 us."""
+    args = _args([[2, 32, 2048, 64], [2, 4, 2048, 64], [2, 4, 2048, 64], [], [], [], [], []],
+                 [F32, F32, F32, "", "Scalar", "Scalar", "", "Scalar"],
+                 ["", "", "", "", "0.", "True", "", "True"])  # fmt: skip
+    kernel = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64"
+    assert map_op("aten::scaled_dot_product_attention", args, [kernel]).op.dtype == "bf16"
+    assert map_op("aten::scaled_dot_product_attention", args).op.dtype == "fp32"
 
 
 CUDNN_DECODE_KERNEL = (
@@ -507,7 +547,8 @@ CUDNN_DECODE_KERNEL = (
 def test_cudnn_decode_attention_is_priced_as_cudnns_kernel():
     """One query per sequence on cuDNN's kernel maps to the cuDNN decode family, the one the
     HF decode step prices on H100/H200 (llm.runtimes.runtime_attention), so a trace-fitted
-    scale lands where the step looks it up; prefill and other kernels keep FlashAttention's."""
+    scale lands where the step looks it up; cuDNN's prefill kernel to cuDNN's prefill family,
+    which HF prefill prices there too; FlashAttention's kernels to FlashAttention's."""
     from gpumodel.llm.runtimes import get_runtime, runtime_attention
 
     def sdpa(seq: int, kernels: tuple[str, ...]):
@@ -520,8 +561,9 @@ def test_cudnn_decode_attention_is_priced_as_cudnns_kernel():
     impl = runtime_attention(get_runtime("hf-eager"), "9.0", None, "decode")
     assert decode.impl == impl == "cudnn" and decode.family == "attention_decode:cudnn"
     assert sdpa(1, ("flash_fwd_splitkv_kernel",)).impl == "flash"
-    assert sdpa(16, (CUDNN_DECODE_KERNEL,)).impl == "flash"
-    assert runtime_attention(get_runtime("hf-eager"), "9.0", None, "prefill") == "flash"
+    assert sdpa(16, (CUDNN_DECODE_KERNEL,)).impl == "cudnn"
+    assert sdpa(16, ("flash_fwd_kernel",)).impl == "flash"
+    assert runtime_attention(get_runtime("hf-eager"), "9.0", None, "prefill") == "cudnn"
 
 
 def test_memory_efficient_attention_is_priced_as_its_own_kernel():

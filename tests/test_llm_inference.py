@@ -126,17 +126,24 @@ def test_sliding_window_caps_the_cache():
 def test_hf_decode_prices_the_attention_kernel_torch_runs_on_the_gpu():
     """torch's SDPA runs cuDNN's attention first on compute capability 9.0/10.0, and an HF
     decode step's attention there is cuDNN's memory-bound 16-row-tile kernel (the decode
-    breakdown: 8.11 ms at 4.2 TB/s for batch 64 x 4096 on an H200): the HF runtimes' decode
-    prices cuDNN's kernel by default on those GPUs, FlashAttention elsewhere, in prefill and in
-    fused-graph engines; a named kernel always wins."""
-    from gpumodel.llm.runtimes import get_runtime, runtime_attention
+    breakdown: 8.11 ms at 4.2 TB/s for batch 64 x 4096 on an H200): the HF runtimes price
+    cuDNN's kernel by default on those GPUs, FlashAttention elsewhere and in fused-graph
+    engines; a named kernel always wins. Prefill on those GPUs runs cuDNN's
+    kernels too (unseen-h200-run16's default backend), and so does an eager HF training step
+    (the H100 training fit set's traces), with its dropout where the model has one."""
+    from gpumodel.llm.runtimes import get_runtime, runtime_attention, training_attention
 
     eager, static, fused = (get_runtime(n) for n in ("hf-eager", "hf-static-compiled",
                                                       "fused-graph"))  # fmt: skip
     assert runtime_attention(eager, "9.0", None, "decode") == "cudnn"
     assert runtime_attention(static, "10.0", None, "decode") == "cudnn"
-    assert runtime_attention(eager, "9.0", None, "prefill") == "flash"
+    assert runtime_attention(eager, "9.0", None, "prefill") == "cudnn"
     assert runtime_attention(eager, "8.0", None, "decode") == "flash"
+    assert runtime_attention(eager, "8.0", None, "prefill") == "flash"
+    assert training_attention(None, "unfused", "9.0") == "cudnn"
+    assert training_attention(None, "fused", "9.0") == "flash"
+    assert training_attention(None, "unfused", "8.0") == "flash"
+    assert training_attention("efficient", "unfused", "9.0") == "efficient"
     assert runtime_attention(fused, "9.0", None, "decode") == "flash"
     assert runtime_attention(eager, "9.0", "flash", "decode") == "flash"
     kw = dict(batch=64, context=4096, phase="decode", runtime="hf-eager")

@@ -342,9 +342,10 @@ def plan_train(
         "fused", help="fused (Megatron-style kernels) or unfused (eager HF)"
     ),
     attention: str = typer.Option(
-        "flash",
+        None,
         help="flash (FlashAttention-2), cudnn (SDPA's cuDNN) or efficient (SDPA's "
-        "memory-efficient kernel, what an explicit attention mask runs)",
+        "memory-efficient kernel, what an explicit attention mask runs); default: what the step "
+        "runs (cudnn for --fusion unfused on an H100, H200 or B200, else flash)",
     ),
     dtype: str = typer.Option("bf16"),
     policy: str = typer.Option(

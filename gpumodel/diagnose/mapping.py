@@ -58,7 +58,6 @@ MODEL_DTYPES = {"fp64", "fp32", "fp16", "bf16", "fp8", "int8"}
 _TF32_KERNEL = re.compile(r"tf32|s1688|s16816|tensorop_s", re.I)
 _FP32_KERNEL = re.compile(r"sgemm|simt|f32f32_f32f32|gemv|gemmSN|gemmk1", re.I)
 
-BACKWARD_ATTENTION_SCALE = 2.5  # dQ, dK, dV, dS, dP: five products against two (Dao 2023, §3.1)
 BACKWARD_NORM_SCALE = 1.5  # reads dy and x, writes dx: 3 tensor passes against 2
 
 
@@ -468,8 +467,27 @@ _ATTN: dict[str, tuple[int, str, int | None, bool]] = {
 }
 
 
-_EFFICIENT_FORWARD = ("aten::_scaled_dot_product_efficient_attention",
-                      "aten::_efficient_attention_forward")  # fmt: skip
+# where each of those records its dropout_p (native_functions.yaml)
+_ATTN_DROPOUT: dict[str, int] = {
+    "aten::scaled_dot_product_attention": 4, "aten::_scaled_dot_product_flash_attention": 3,
+    "aten::_scaled_dot_product_efficient_attention": 5,
+    "aten::_scaled_dot_product_cudnn_attention": 5,
+    "aten::_scaled_dot_product_fused_attention_overrideable": 4,
+    "aten::_flash_attention_forward": 7, "aten::_efficient_attention_forward": 8,
+    "aten::_scaled_dot_product_flash_attention_backward": 10,
+    "aten::_scaled_dot_product_efficient_attention_backward": 9,
+    "aten::_scaled_dot_product_cudnn_attention_backward": 13,
+    "aten::_flash_attention_backward": 10, "aten::_efficient_attention_backward": 11,
+}  # fmt: skip
+
+# a fused attention kernel on 16-bit tensor cores, by name: cuDNN's ..._wgmma_f16_...,
+# FlashAttention's and xFormers' template arguments (cutlass::bfloat16_t, half_t, bf16, fp16)
+_HALF_KERNEL = re.compile(r"f16|bfloat16|half", re.I)
+
+_EFFICIENT = ("aten::_scaled_dot_product_efficient_attention",
+              "aten::_efficient_attention_forward",
+              "aten::_scaled_dot_product_efficient_attention_backward",
+              "aten::_efficient_attention_backward")  # fmt: skip
 
 
 @rule("attention", *_ATTN)
@@ -499,28 +517,37 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
         notes.append("explicit attention mask: dense (non-causal) work assumed")
     if q.dtype not in MODEL_DTYPES:
         return unmapped("attention", f"{q.dtype} attention is not modelled", a, q.dtype)
-    # one query per sequence on cuDNN's kernel is priced as cuDNN's decode kernel, as the LLM
-    # step model prices HF decode on the GPUs where torch prefers cuDNN
-    # (gpumodel.llm.runtimes.runtime_attention): a trace-fitted scale then lands on the family
-    # the step prices. Prefill and backward keep FlashAttention's families there too.
-    cudnn = s == 1 and not backward and any("cudnn" in k.lower() for k in kn)
-    # SDPA's memory-efficient backend (an explicit mask, fp32) runs xFormers' CUTLASS kernels
-    # (fmha_cutlassF_*), about twice FlashAttention-2's time: priced as that kernel
-    efficient = not backward and (name in _EFFICIENT_FORWARD
-                                  or any("fmha_cutlassf" in k.lower() for k in kn))  # fmt: skip
+    dtype = q.dtype
+    if dtype == "fp32" and any(_HALF_KERNEL.search(k) for k in kn):
+        # torch.autocast records SDPA with the fp32 inputs it then casts: the kernel says
+        dtype = "bf16"
+        notes.append("fp32 inputs run as a 16-bit kernel (autocast): priced in bf16")
+    # the kernel that ran, by its name: cuDNN's (what torch's SDPA runs first on an H100, H200
+    # or B200, gpumodel.llm.runtimes.CUDNN_SDPA_PREFERRED_CC, and what the LLM step model then
+    # prices), xFormers' CUTLASS kernels behind the memory-efficient backend (an explicit mask,
+    # fp32: fmha_cutlassF/B), else FlashAttention's
+    cudnn = any("cudnn" in k.lower() for k in kn)
+    efficient = not cudnn and (name in _EFFICIENT
+                               or any("fmha_cutlass" in k.lower() for k in kn))  # fmt: skip
     impl = "cudnn" if cudnn else "efficient" if efficient else "flash"
-    op = Attention(batch=b, heads=h, seq=s, head_dim=d, dtype=q.dtype,  # type: ignore[arg-type]
-                   causal=causal, kv_heads=hk, kv_seq=sk, impl=impl)  # fmt: skip
-    if cudnn:
-        notes.append("cuDNN's decode kernel (one query per sequence): priced as cuDNN's")
-    if efficient:
-        notes.append("memory-efficient backend (xFormers' kernel): priced as its own family")
-    scale = 1.0
-    if backward:
-        scale = BACKWARD_ATTENTION_SCALE
-        notes.append("backward: 2.5x the forward work (five matrix products against two)")
-    return Mapped(op=op, family="attention", dtype=q.dtype, shapes=(q.dims, k.dims),
-                  scale=scale, notes=tuple(notes))  # fmt: skip
+    dropout = False
+    di = _ATTN_DROPOUT.get(name)
+    raw = a.concrete_str(di) if di is not None else None
+    if raw is not None:
+        try:
+            dropout = float(raw) > 0
+        except ValueError:
+            notes.append(f"dropout_p not understood ({raw!r}): assumed 0")
+    op = Attention(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype,  # type: ignore[arg-type]
+                   causal=causal, kv_heads=hk, kv_seq=sk, impl=impl, backward=backward,
+                   dropout=dropout)  # fmt: skip
+    if impl != "flash":
+        notes.append({"cudnn": "cuDNN's kernel", "efficient": "the memory-efficient backend "
+                      "(xFormers' kernel)"}[impl] + ": priced as its own family")  # fmt: skip
+    if dropout:
+        notes.append("dropout: the kernel draws a random mask per score (its own family)")
+    return Mapped(op=op, family="attention", dtype=dtype, shapes=(q.dims, k.dims),
+                  notes=tuple(notes))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

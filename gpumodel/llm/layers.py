@@ -211,7 +211,8 @@ def sdpa_mask(batch: int, seq: int, kv_len: int) -> Passes:
 def _rope(name: str, elements: int, dtype: str, act_dtype: str | None = None) -> Op:
     """HF ``apply_rotary_pos_emb`` on one tensor: x*cos + rotate_half(x)*sin = 5 kernels. x is
     the transposed (batch, heads, seq, head_dim) view of the projection and cos/sin broadcast
-    over heads, so all but the cat run PyTorch's non-vectorised kernels. ``act_dtype`` fp32
+    over heads, so every kernel runs PyTorch's non-vectorised path: the cat of
+    ``rotate_half`` joins two non-contiguous halves (``CatArrayBatchedCopy``). ``act_dtype`` fp32
     (``torch.autocast`` around an fp32 model): cos/sin are fp32 (``LlamaRotaryEmbedding``
     casts them to the fp32 hidden states' dtype), so x*cos and rotate_half(x)*sin promote the
     bf16 projection to fp32 and the sum is fp32 (type promotion; mul/add are not autocast ops)."""
@@ -221,13 +222,13 @@ def _rope(name: str, elements: int, dtype: str, act_dtype: str | None = None) ->
         return passes(
             name, elements, act_dtype,
             ("mul cos", 1, b + a, 1, "broadcast", a), ("neg", 0.5, 2 * b, 1, "broadcast", b),
-            ("cat", 1, 2 * b, 0), ("mul sin", 1, b + a, 1, "broadcast", a),
+            ("cat", 1, 2 * b, 0, "cat", b), ("mul sin", 1, b + a, 1, "broadcast", a),
             ("add", 1, 3 * a, 1, "broadcast", a),
         )  # fmt: skip
     return passes(
         name, elements, dtype,
         ("mul cos", 1, 2 * b, 1, "broadcast", b), ("neg", 0.5, 2 * b, 1, "broadcast", b),
-        ("cat", 1, 2 * b, 0), ("mul sin", 1, 2 * b, 1, "broadcast", b),
+        ("cat", 1, 2 * b, 0, "cat", b), ("mul sin", 1, 2 * b, 1, "broadcast", b),
         ("add", 1, 3 * b, 1, "broadcast", b),
     )  # fmt: skip
 
@@ -245,9 +246,11 @@ def decoder_layer(
     kv_cache: KVCache = "static",
     gqa: GQA = "native",
     act_dtype: str | None = None,
+    attention_dropout: bool = False,
 ) -> list[LayerOp]:
     """The ops of one decoder layer on one GPU, in execution order. ``gqa="repeat"``: K/V are
     expanded to every query head before attention (HF ``repeat_kv`` when SDPA gets a mask).
+    ``attention_dropout``: SDPA draws a dropout mask (training a model that has one).
     ``act_dtype``: the dtype of the residual stream, the norms, the rotary embedding and
     GPT-2's GELU when it differs from the matmuls' ``dtype`` (``torch.autocast(bf16)`` around
     an fp32 model: ``"fp32"``; see ``residual_add``)."""
@@ -336,7 +339,7 @@ def decoder_layer(
     causal = gqa == "native" and uniform(1 < seq) and uniform(seq <= kv_len)
     attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
-        impl=attention, kv_heads=kv_heads, kv_seq=kv_len,
+        impl=attention, kv_heads=kv_heads, kv_seq=kv_len, dropout=attention_dropout,
     )  # fmt: skip
     ops.append(LayerOp("attention", attn, kind="attention"))
     if fusion == "unfused" and attention == "naive" and uniform(seq > 1):
@@ -500,6 +503,7 @@ def model_ops(
     logits: Literal["last", "all"] = "last",
     gqa: GQA = "native",
     act_dtype: str | None = None,
+    attention_dropout: bool = False,
 ) -> ModelOps:
     """All ops of one forward step on one GPU. ``logits="last"``: the LM head runs on the last
     token of each sequence only (generation; HF ``logits_to_keep=1``); ``"all"``: every token
@@ -537,7 +541,7 @@ def model_ops(
         pre.append(LayerOp("attention_mask", mask))
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
-        kv_cache=kv_cache, gqa=gqa, act_dtype=act_dtype,
+        kv_cache=kv_cache, gqa=gqa, act_dtype=act_dtype, attention_dropout=attention_dropout,
     )  # fmt: skip
     lm_head = _lm_head(model, batch, seq, tokens, s.vocab, dt, fusion, logits)
     post = [_norm(model, "final_norm", tokens, at, fusion), lm_head]

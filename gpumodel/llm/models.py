@@ -86,6 +86,9 @@ class ModelSpec(_Frozen):
         None, description="attention window: keys and KV cache are capped at this length"
     )
     moe: MoESpec | None = None
+    attention_dropout: float = Field(
+        0.0, ge=0, lt=1, description="dropout_p on the attention probabilities in training "
+        "(HF attn_pdrop / attention_dropout); none at inference")  # fmt: skip
     notes: str | None = None
     sources: tuple[ModelSource, ...] = Field(min_length=1)
     origin: str | None = Field(None, exclude=True)

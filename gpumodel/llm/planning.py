@@ -147,7 +147,7 @@ def search_training(
     calibration: Any = None,
     calibration_from: str | None = None,
     fusion: Fusion = "fused",
-    attention: AttentionImpl = "flash",
+    attention: AttentionImpl | None = None,
     policy: Policy | None = None,
     host: Any = None,
     fragmentation: float | None = None,
@@ -165,8 +165,8 @@ def search_training(
     check_number(tokens, "tokens", gt=0)  # required: None is an error, not 'not given'
     check_args(tokens=tokens, days=days, budget=budget, tp=tp, pp=pp, zero=zero,
                micro_batch=micro_batch, global_batch=global_batch, seq=seq, dtype=dtype,
-               recompute=recompute, fusion=fusion, attention=attention, policy=policy,
-               fragmentation=fragmentation)  # fmt: skip
+               recompute=recompute, fusion=fusion, policy=policy, fragmentation=fragmentation,
+               attention="flash" if attention is None else attention)  # fmt: skip
     if gpus is not None:
         if isinstance(gpus, (str, bytes, dict)) or not hasattr(gpus, "__iter__"):
             raise SpecError(f"gpus must be a list of GPU counts, got {_show(gpus)}")

@@ -92,19 +92,30 @@ def runtime_attention(
     rt: Runtime, compute_capability: str | None, attention: str | None, phase: str
 ) -> str:
     """The attention kernel a ``phase`` step of ``rt`` runs: ``attention`` where one is named,
-    else the runtime's own. The HF runtimes decode through torch's SDPA, which runs cuDNN's
-    fused attention first on the GPUs of ``CUDNN_SDPA_PREFERRED_CC``: one query per sequence
-    went to cuDNN's 16-row-tile kernel, memory-bound (batch 64 x context 4096: 8.11 ms at
-    4.2 TB/s on an H200, 11.59 ms at 2.97 TB/s on an H100), where FlashAttention-2's 128-row
-    decode tile is compute-bound and priced 54% / 11% slower
-    (validation/results/h200-sxm/decode-breakdown-2026-11-27). Prefill and training keep
-    FlashAttention's calibrated families, which price the HF steps measured at least as well
-    (the same README); fused-graph engines run FlashAttention-style kernels of their own."""
+    else the runtime's own. The HF runtimes call torch's SDPA, which runs cuDNN's fused
+    attention first on the GPUs of ``CUDNN_SDPA_PREFERRED_CC``, in decode and prefill alike
+    (the kernel names of validation/results/unseen-h200-run16's default backend). Decode: one
+    query per sequence goes to cuDNN's 16-row-tile kernel, memory-bound (batch 64 x context
+    4096: 8.11 ms at 4.2 TB/s on an H200, 11.59 ms at 2.97 TB/s on an H100), where
+    FlashAttention-2's 128-row decode tile is compute-bound and priced 54% / 11% slower
+    (validation/results/h200-sxm/decode-breakdown-2026-11-27). Fused-graph engines run
+    FlashAttention-style kernels of their own."""
     if attention is not None:
         return attention
     hf = rt.name in ("hf-eager", "hf-static-compiled")
-    cudnn = hf and phase == "decode" and compute_capability in CUDNN_SDPA_PREFERRED_CC
-    return "cudnn" if cudnn else "flash"
+    return "cudnn" if hf and compute_capability in CUDNN_SDPA_PREFERRED_CC else "flash"
+
+
+def training_attention(attention: str | None, fusion: str, compute_capability: str | None) -> str:
+    """The attention kernel a training step runs: ``attention`` where one is named; an eager HF
+    step (``fusion="unfused"``) calls torch's SDPA, which runs cuDNN's kernels on the GPUs of
+    ``CUDNN_SDPA_PREFERRED_CC`` (cudnn_generated_fort_native_sdpa forward, cudnn::fusion
+    backward kernels in the H100 training fit set's traces, validation/results/
+    train-fitset-h100); fused (Megatron-style) steps run FlashAttention."""
+    if attention is not None:
+        return attention
+    eager_cudnn = fusion == "unfused" and compute_capability in CUDNN_SDPA_PREFERRED_CC
+    return "cudnn" if eager_cudnn else "flash"
 
 
 def sdpa_graph_build_s(

@@ -389,7 +389,7 @@ def sweep_training(
     dtype: str = "bf16",
     recompute: Recompute = "selective",
     fusion: Fusion = "fused",
-    attention: AttentionImpl = "flash",
+    attention: AttentionImpl | None = None,
     calibration: Any = None,
     calibration_from: str | None = None,
     tokens: float | None = None,
@@ -410,7 +410,8 @@ def sweep_training(
     ``host`` and ``fragmentation`` as ``predict_training_step``."""
     spec = get_model(model)
     # the same declared constraints as predict_training_step's
-    check_args(zero=zero, recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+    check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
+               attention="flash" if attention is None else attention,
                fragmentation=fragmentation, global_batch=global_batch)  # fmt: skip
     check_bool(grid, "grid")
     hp = (

@@ -62,6 +62,7 @@ from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.runtimes import training_attention
 from gpumodel.ops import AdamW, Attention, Gemm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity, format_time
@@ -519,7 +520,7 @@ def stage_times(
     tp: int,
     dtype: str,
     fusion: Fusion,
-    attention: AttentionImpl,
+    attention: AttentionImpl | None,
     policy: Policy | None = None,
     host: HostProfile | None = None,
 ) -> StageTimes:
@@ -529,7 +530,9 @@ def stage_times(
     # autocast around an fp32 model (eager): the residual stream, norms, RoPE and GELU in fp32
     act = "fp32" if policy == "amp" and fusion == "unfused" else None
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    attention=attention, kv_cache="none", logits="all", act_dtype=act)  # fmt: skip
+                    attention=training_attention(attention, fusion, g.compute_capability),
+                    kv_cache="none", logits="all", act_dtype=act,
+                    attention_dropout=spec.attention_dropout > 0)  # fmt: skip
     vocab_tp = math.ceil(spec.vocab / tp)
     loss, loss_backward = cross_entropy(micro_batch * seq, vocab_tp, dtype, fusion, g)
     layer_entries = list(ops.layer)
@@ -684,7 +687,7 @@ def predict_training_step(
     recompute: Recompute = "selective",
     calibration: Any = None,
     fusion: Fusion = "fused",
-    attention: AttentionImpl = "flash",
+    attention: AttentionImpl | None = None,
     policy: Policy | None = None,
     host: HostProfile | str | None = None,
     fragmentation: float | None = None,
@@ -697,8 +700,11 @@ def predict_training_step(
     else the reference host). ``fragmentation``: the allocator's reserved / allocated ratio
     (default: the ratio a trace calibration measured, ``trace_fragmentation``, else 1).
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
-    instead of Megatron-style fused kernels. ``attention="cudnn"``: SDPA's cuDNN backend (what
-    PyTorch 2.11 picks on an H100) instead of FlashAttention-2."""
+    instead of Megatron-style fused kernels. ``attention``: the fused kernel (``"flash"``,
+    ``"cudnn"``, ``"efficient"``, ``"naive"``); None: what the step runs
+    (``runtimes.training_attention``: SDPA's cuDNN kernels for an eager HF step on an H100, H200
+    or B200, else FlashAttention). A model with ``attention_dropout`` (GPT-2) trains with
+    SDPA's dropout, priced as its own kernel family."""
     check_int(gpus, "gpus", le=MAX_GPUS)
     check_int(micro_batch, "micro_batch")
     check_int(tp, "tp", le=MAX_GPUS)
@@ -706,7 +712,8 @@ def predict_training_step(
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
-    check_args(zero=zero, recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+    check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
+               attention="flash" if attention is None else attention,
                fragmentation=fragmentation)  # fmt: skip
     spec = get_model(model)
     g = get_gpu(gpu)
@@ -805,7 +812,7 @@ def plan_training(
     mfu: float | None = None,
     calibration: Any = None,
     fusion: Fusion = "fused",
-    attention: AttentionImpl = "flash",
+    attention: AttentionImpl | None = None,
     policy: Policy | None = None,
     host: HostProfile | str | None = None,
     fragmentation: float | None = None,
@@ -821,7 +828,8 @@ def plan_training(
     check_counts(gpus=gpus, tp=tp, pp=pp, micro_batch=micro_batch, global_batch=global_batch,
                  seq=seq)  # fmt: skip
     check_dtype(dtype)
-    check_args(zero=zero, recompute=recompute, fusion=fusion, attention=attention, policy=policy,
+    check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
+               attention="flash" if attention is None else attention,
                fragmentation=fragmentation)  # fmt: skip
     tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
     if mfu is not None:

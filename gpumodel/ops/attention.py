@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gpumodel._validators import SeqTokens, Size
 from gpumodel.errors import SpecError, UnsupportedError
@@ -100,6 +100,13 @@ class Attention(Op):
     than the FlashAttention-2 backend on an H100, validation/results/h100-sxm). ``efficient`` is
     SDPA's memory-efficient backend (xFormers' CUTLASS kernel), what SDPA runs with an explicit
     ``attn_mask`` or in fp32: the same fused work, its own family (``attention:efficient``).
+    ``dropout``: SDPA's ``dropout_p > 0`` (HF GPT-2 trains with 0.1): the fused kernel draws a
+    Philox random number per score, and the backward draws them again, a cost its calibrated
+    family carries (``...:dropout``): cuDNN's dropout forward took 1.9-2.3x its plain forward
+    on an H200 (validation/results/h200-sxm/attention-2026-11-28-train). The backward of
+    grouped K/V heads (``kv_heads < heads``) computes dK and dV per query head and sums them
+    over each group (FlashAttention-2's ``mha_bwd``: ``dk_expanded``): 12-20% over the same
+    kernel's time without grouping there, its own family (``...:gqa:backward``).
     """
 
     op_name: ClassVar[str] = "attention"
@@ -114,6 +121,14 @@ class Attention(Op):
     backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
     kv_heads: Size | None = None
     kv_seq: SeqTokens | None = None
+    # None (not False) without dropout, so that labels and files of ops without it stay as
+    # they were
+    dropout: bool | None = Field(None, description="SDPA dropout_p > 0 (training)")
+
+    @field_validator("dropout")
+    @classmethod
+    def _no_dropout_is_none(cls, v: bool | None) -> bool | None:
+        return True if v else None
 
     @model_validator(mode="after")
     def _check(self) -> Attention:
@@ -143,6 +158,9 @@ class Attention(Op):
         cuDNN's kernels are calibrated apart."""
         base = "attention_decode" if uniform(self.seq == 1) else "attention"
         base = f"{base}:{self.impl}" if self.impl in ("cudnn", "efficient") else base
+        base = f"{base}:dropout" if self.dropout else base
+        if self.backward and self.n_kv_heads != self.heads:
+            base = f"{base}:gqa"  # dK, dV per query head, then summed over each group
         return f"{base}:backward" if self.backward else base
 
     def monotone_floor(self, gpu: GPUSpec) -> Op | None:

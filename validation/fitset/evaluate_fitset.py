@@ -37,7 +37,8 @@ def spec_from_config(name: str, cfg: dict) -> ModelSpec:
                          kv_heads=heads, head_dim=h // heads, ffn_hidden=cfg.get("n_inner") or 4 * h,
                          ffn_kind="gelu_mlp", vocab=cfg["vocab_size"], tied_embeddings=True,
                          norm="layernorm", position="learned", bias=True,
-                         max_context=cfg["n_positions"], sources=src)  # fmt: skip
+                         max_context=cfg["n_positions"], attention_dropout=cfg.get("attn_pdrop", 0),
+                         sources=src)  # fmt: skip
     h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     return ModelSpec(id=name, name=name, layers=cfg["num_hidden_layers"], hidden=h, heads=heads,
                      kv_heads=cfg["num_key_value_heads"],
@@ -45,7 +46,8 @@ def spec_from_config(name: str, cfg: dict) -> ModelSpec:
                      ffn_hidden=cfg["intermediate_size"], ffn_kind="swiglu",
                      vocab=cfg["vocab_size"], tied_embeddings=bool(cfg.get("tie_word_embeddings")),
                      norm="rmsnorm", position="rope", bias=False,
-                     max_context=cfg["max_position_embeddings"], sources=src)  # fmt: skip
+                     max_context=cfg["max_position_embeddings"],
+                     attention_dropout=cfg.get("attention_dropout", 0), sources=src)  # fmt: skip
 
 
 def rows(data_dir: Path, trace: dict | None = None) -> list[dict]:

@@ -98,8 +98,8 @@ def predict(r: dict, gpu: str, calibration, host) -> tuple[float, float | None]:
     if r["phase"] == "train":
         res = gm.predict_training_step(model, gpu, 1, micro_batch=r["batch"], global_batch=r["batch"],
                                        seq=r["seq"], policy=r["policy"], fusion="unfused",
-                                       attention="flash", recompute="none",
-                                       calibration=calibration, host=host)  # fmt: skip
+                                       recompute="none", calibration=calibration,
+                                       host=host)  # fmt: skip
         return res.time_s, res.memory.allocated_bytes
     kw = {"seq": r["seq"]} if r["phase"] == "prefill" else {"context": r["context"]}
     res = gm.predict_inference(model, gpu, r["phase"], batch=r["batch"], runtime=r["runtime"],

@@ -1,6 +1,7 @@
 """Attention: PyTorch's scaled_dot_product_attention (bf16, head dim 128, and 64 for some prefill
-shapes) with the flash, cuDNN, memory-efficient and math backends, prefill (causal and not) and
-decode (GQA), and the backward of the fused prefill calls. It fits per kernel family (prefill,
+shapes) with the flash, cuDNN, memory-efficient and math backends, prefill (causal and not; as
+HF trains and prefills: grouped K/V heads, dropout 0.1) and decode (GQA), and the backward of
+the fused prefill calls. It fits per kernel family (prefill,
 decode, backward, per backend) the compute and bandwidth efficiency and the floor.
 """
 
@@ -33,7 +34,9 @@ def attention_op(
     kv_heads: int,
     kv_seq: int,
     impl: str = "flash",
+    dropout: bool = False,
 ) -> dict[str, Any]:
+    extra = {"dropout": True} if dropout else {}
     return {
         "op": "attention",
         "batch": int(batch),
@@ -45,6 +48,7 @@ def attention_op(
         "impl": impl,
         "kv_heads": int(kv_heads),
         "kv_seq": int(kv_seq),
+        **extra,
     }
 
 
@@ -59,6 +63,7 @@ class AttnPoint:
     causal: bool
     backend: str
     head_dim: int = HEAD_DIM
+    dropout: float = 0.0  # SDPA's dropout_p
 
     def op(self) -> dict[str, Any]:
         return attention_op(
@@ -70,6 +75,7 @@ class AttnPoint:
             self.kv_heads,
             self.kv_seq,
             self.backend if self.backend in FUSED_BACKENDS else "flash",
+            dropout=self.dropout > 0,
         )
 
 
@@ -107,6 +113,21 @@ def attention_points(quick: bool) -> list[AttnPoint]:
         for causal in (True, False):
             for backend in FUSED_BACKENDS:
                 out.append(AttnPoint("prefill", b, h, s, h, s, causal, backend, head_dim=64))
+    # training and prefill as HF runs them: causal, grouped K/V heads (Llama), and dropout 0.1
+    # (GPT-2's attn_pdrop); (batch, heads, kv heads, seq, head dim)
+    gqa = [(1, 32, 8, 2048, 128), (4, 12, 4, 2048, 128), (2, 16, 8, 2048, 64),
+           (8, 16, 4, 1024, 64)]  # fmt: skip
+    drop = [(4, 16, 16, 1024, 64), (8, 12, 12, 1024, 64), (16, 12, 12, 512, 64),
+            (2, 16, 16, 2048, 64), (1, 32, 32, 2048, 128), (4, 32, 32, 1024, 128)]  # fmt: skip
+    if quick:
+        gqa, drop = gqa[:1], drop[:2]
+    for b, h, kvh, s, d in gqa:
+        for backend in FUSED_BACKENDS:
+            out.append(AttnPoint("prefill", b, h, s, kvh, s, True, backend, head_dim=d))
+    for b, h, kvh, s, d in drop:
+        for backend in FUSED_BACKENDS:
+            out.append(AttnPoint("prefill", b, h, s, kvh, s, True, backend, head_dim=d,
+                                 dropout=0.1))  # fmt: skip
     for b, kvs, kvh in decode:
         for backend in ATTN_BACKENDS:
             out.append(AttnPoint("decode", b, 32, 1, kvh, kvs, False, backend))
@@ -136,6 +157,8 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
     kwargs: dict[str, Any] = {"is_causal": p.causal}
     if gqa:
         kwargs["enable_gqa"] = True
+    if p.dropout:
+        kwargs["dropout_p"] = p.dropout
 
     def fn() -> Any:
         return F.scaled_dot_product_attention(q, k, v, **kwargs)
@@ -143,9 +166,14 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
     with sdpa_kernel([backend]):
         out = fn()
         torch.cuda.synchronize()
+        errs = []
+        if p.dropout:  # a random mask: check it against the same call without one, which the
+            # float64 reference below then checks
+            plain = F.scaled_dot_product_attention(q, k, v, **{**kwargs, "dropout_p": 0.0})
+            errs.append(_dropout_check(out, plain, p.dropout))
+            out = plain
         # reference for a few query rows of the first and last head, float64
         rows = torch.randperm(p.seq, device="cuda")[:64]
-        errs = []
         for h in (0, p.heads - 1):
             kvh = h // (p.heads // p.kv_heads)
             qh = q[0, h, rows].double()
@@ -173,6 +201,19 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
     return records
 
 
+def _dropout_check(out: Any, plain: Any, p: float) -> float:
+    """The output of a call with dropout ``p`` against the same call without: dropped scores
+    are rescaled by 1 / (1 - p), so the mean magnitude stays within a few percent (0.1 allowed)
+    while the values differ (a kernel that ignored dropout_p would be timed as if it had one).
+    Returns the relative change of the mean magnitude."""
+    diff = float((out.float() - plain.float()).abs().mean() / plain.float().abs().mean())
+    drift = abs(float(out.float().abs().mean() / plain.float().abs().mean()) - 1.0)
+    if not diff > 0.01 or not drift < 0.1:
+        raise ValueError(f"attention dropout {p}: output changed by {diff:.3g} on average, its "
+                         f"mean magnitude by {drift:.3g}")  # fmt: skip
+    return drift
+
+
 def _attention_backward(ctx: _Ctx, p: AttnPoint, q: Any, k: Any, v: Any, kwargs: dict,
                         backend: Any, footprint: int) -> dict[str, Any]:  # fmt: skip
     """The backward kernel of the same call: dQ, dK, dV for a random dO (autograd.grad on a
@@ -194,13 +235,19 @@ def _attention_backward(ctx: _Ctx, p: AttnPoint, q: Any, k: Any, v: Any, kwargs:
     # reference: the first 64 query rows of two heads of the first sequence against every key
     # (a row's dQ needs only its own q and dO and all of K, V; is_causal aligns top-left)
     rows = (slice(0, 1), slice(0, 2), slice(0, 64))
-    kvh = 2 if p.kv_heads == p.heads else 1
-    with sdpa_kernel([SDPBackend.MATH]):
-        qr = q[rows].detach().double().requires_grad_(True)
-        kr, vr = (x[:1, :kvh].detach().double() for x in (k, v))
-        ref_out = F.scaled_dot_product_attention(qr, kr, vr, **{**kwargs, "enable_gqa": kvh == 1})
-        (ref,) = torch.autograd.grad(ref_out, (qr,), dout[rows].double())
-    err = _check_close(dq[rows], ref, 3e-2, "attention backward dQ")
+    if p.dropout:  # the mask is the forward's random draw: no reference to hold dQ to
+        if not bool(torch.isfinite(dq).all()) or not float(dq.abs().mean()) > 0:
+            raise ValueError("attention backward with dropout: dQ is not finite or all zero")
+        err = 0.0
+    else:
+        kvh = 2 if p.kv_heads == p.heads else 1
+        with sdpa_kernel([SDPBackend.MATH]):
+            qr = q[rows].detach().double().requires_grad_(True)
+            kr, vr = (x[:1, :kvh].detach().double() for x in (k, v))
+            ref_out = F.scaled_dot_product_attention(qr, kr, vr,
+                                                     **{**kwargs, "enable_gqa": kvh == 1})  # fmt: skip
+            (ref,) = torch.autograd.grad(ref_out, (qr,), dout[rows].double())
+        err = _check_close(dq[rows], ref, 3e-2, "attention backward dQ")
     with sdpa_kernel([backend]):
         t, spread, reps = ctx.time(fn, 2 * footprint)
     op = {**p.op(), "backward": True}
@@ -241,6 +288,7 @@ def _label(p: AttnPoint) -> str:
         f"attention {p.phase} {p.backend} b={p.batch} h={p.heads} "
         f"s={p.seq} kv={p.kv_heads}x{p.kv_seq}{' causal' if p.causal else ''}"
         f"{f' d={p.head_dim}' if p.head_dim != HEAD_DIM else ''}"
+        f"{f' dropout={p.dropout:g}' if p.dropout else ''}"
     )
 
 
