@@ -559,6 +559,19 @@ def stage_times(
     )  # fmt: skip
 
 
+def attention_note(spec: ModelSpec, stage: StageTimes) -> list[str]:
+    """Which attention kernel the step was priced with (a note of the result; none for a
+    layer without attention)."""
+    op = next((t.entry.op for t in stage.layer_f if t.entry.kind == "attention"), None)
+    if not isinstance(op, Attention):
+        return []
+    name = {"flash": "FlashAttention-2", "cudnn": "SDPA's cuDNN kernels",
+            "efficient": "SDPA's memory-efficient kernels", "naive": "unfused matmul and softmax"}
+    drop = (f", with dropout ({spec.id} trains with attention_dropout {spec.attention_dropout:g})"
+            if op.dropout else "")  # fmt: skip
+    return [f"attention priced as {name[op.impl]}{drop}; attention= names another kernel"]
+
+
 def _stage_host(
     spec: ModelSpec,
     policy: Policy | None,
@@ -764,7 +777,7 @@ def predict_training_step(
                               "host")
     )  # fmt: skip
     layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
-    notes = []
+    notes = attention_note(spec, stage)
     if hp is not None and traced_train_kernels(spec, policy) is not None:
         notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
                      "trace (forward, loss, backward; validation/kernel_lists/"
