@@ -174,3 +174,24 @@ def test_plan_training_takes_eager_kernels_from_the_cli(capsys):
     assert f"{eager.days:.1f} days" in capsys.readouterr().out
     assert main(["plan", "train", "--model", "llama-2-7b", "--tokens", "2T", "--gpu", "h100",
                  "--gpus", "64", "--fusion", "eager"]) == 2  # fmt: skip
+
+
+def test_eager_hf_training_prices_the_attention_torch_runs():
+    """An eager HF step on an H100 runs SDPA's cuDNN kernels (the training fit set's traces),
+    with GPT-2's attn_pdrop 0.1 as dropout; Megatron-style fused steps and an A100 run
+    FlashAttention; a named kernel wins. Each result says which it priced."""
+    kw = dict(micro_batch=8, global_batch=8, seq=1024, recompute="none", policy="amp")
+    gpt2 = predict_training_step("gpt2-small", "h100", 1, fusion="unfused", **kw)
+    assert get_model("gpt2-small").attention_dropout == 0.1
+    assert "SDPA's cuDNN kernels, with dropout" in gpt2.notes[0]
+    # the layers' attention, dropout's random mask included, against the same without dropout
+    attn = sum(t.time_s for t in gpt2.breakdown if t.kind == "attention")
+    plain = predict_training_step(get_model("gpt2-small").model_copy(
+        update={"attention_dropout": 0.0}), "h100", 1, fusion="unfused", **kw)  # fmt: skip
+    assert attn > 1.3 * sum(t.time_s for t in plain.breakdown if t.kind == "attention")
+    named = predict_training_step("gpt2-small", "h100", 1, fusion="unfused", attention="flash",
+                                  **kw)  # fmt: skip
+    assert "FlashAttention-2, with dropout" in named.notes[0] and named.time_s != gpt2.time_s
+    a100 = predict_training_step("gpt2-small", "a100", 1, fusion="unfused", **kw)
+    fused = predict_training_step("tinyllama-1.1b", "h100", 1, **{**kw, "seq": 2048})
+    assert "FlashAttention-2" in a100.notes[0] and "FlashAttention-2;" in fused.notes[0]
