@@ -558,12 +558,12 @@ def test_cudnn_decode_attention_is_priced_as_cudnns_kernel():
             [""] * 6 + ["False", "", ""]), kernels).op  # fmt: skip
 
     decode = sdpa(1, (CUDNN_DECODE_KERNEL, "void cudnn::fusion::lean_reduction_kernel<false>"))
-    impl = runtime_attention(get_runtime("hf-eager"), "9.0", None, "decode")
+    impl = runtime_attention(get_runtime("hf-eager"), "9.0", None)
     assert decode.impl == impl == "cudnn" and decode.family == "attention_decode:cudnn"
     assert sdpa(1, ("flash_fwd_splitkv_kernel",)).impl == "flash"
     assert sdpa(16, (CUDNN_DECODE_KERNEL,)).impl == "cudnn"
     assert sdpa(16, ("flash_fwd_kernel",)).impl == "flash"
-    assert runtime_attention(get_runtime("hf-eager"), "9.0", None, "prefill") == "cudnn"
+    assert runtime_attention(get_runtime("hf-eager"), "9.0", None) == "cudnn"
 
 
 def test_memory_efficient_attention_is_priced_as_its_own_kernel():

@@ -135,17 +135,16 @@ def test_hf_decode_prices_the_attention_kernel_torch_runs_on_the_gpu():
 
     eager, static, fused = (get_runtime(n) for n in ("hf-eager", "hf-static-compiled",
                                                       "fused-graph"))  # fmt: skip
-    assert runtime_attention(eager, "9.0", None, "decode") == "cudnn"
-    assert runtime_attention(static, "10.0", None, "decode") == "cudnn"
-    assert runtime_attention(eager, "9.0", None, "prefill") == "cudnn"
-    assert runtime_attention(eager, "8.0", None, "decode") == "flash"
-    assert runtime_attention(eager, "8.0", None, "prefill") == "flash"
-    assert training_attention(None, "unfused", "9.0") == "cudnn"
-    assert training_attention(None, "fused", "9.0") == "flash"
-    assert training_attention(None, "unfused", "8.0") == "flash"
-    assert training_attention("efficient", "unfused", "9.0") == "efficient"
-    assert runtime_attention(fused, "9.0", None, "decode") == "flash"
-    assert runtime_attention(eager, "9.0", "flash", "decode") == "flash"
+    # decode and prefill alike
+    assert runtime_attention(eager, "9.0", None) == "cudnn"
+    assert runtime_attention(static, "10.0", None) == "cudnn"
+    assert runtime_attention(eager, "8.0", None) == "flash"
+    assert training_attention("unfused", "9.0", None) == "cudnn"
+    assert training_attention("fused", "9.0", None) == "flash"
+    assert training_attention("unfused", "8.0", None) == "flash"
+    assert training_attention("unfused", "9.0", "efficient") == "efficient"
+    assert runtime_attention(fused, "9.0", None) == "flash"
+    assert runtime_attention(eager, "9.0", "flash") == "flash"
     kw = dict(batch=64, context=4096, phase="decode", runtime="hf-eager")
     for gpu, kernel in (("h200", "cudnn"), ("a100", "flash")):
         default = predict_inference("llama-3-8b", gpu, **kw)

@@ -517,7 +517,7 @@ def predict_inference(
 
         runtime = traced = traced_runtime(resolve(calibration, g))
     rt = get_runtime(runtime)
-    kernel = runtime_attention(rt, g.compute_capability, attention, phase)
+    kernel = runtime_attention(rt, g.compute_capability, attention)
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp

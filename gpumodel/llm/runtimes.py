@@ -88,10 +88,8 @@ RUNTIMES: dict[str, Runtime] = {
 CUDNN_SDPA_PREFERRED_CC = ("9.0", "10.0")
 
 
-def runtime_attention(
-    rt: Runtime, compute_capability: str | None, attention: str | None, phase: str
-) -> str:
-    """The attention kernel a ``phase`` step of ``rt`` runs: ``attention`` where one is named,
+def runtime_attention(rt: Runtime, compute_capability: str | None, attention: str | None) -> str:
+    """The attention kernel a step of ``rt`` runs: ``attention`` where one is named,
     else the runtime's own. The HF runtimes call torch's SDPA, which runs cuDNN's fused
     attention first on the GPUs of ``CUDNN_SDPA_PREFERRED_CC``, in decode and prefill alike
     (the kernel names of validation/results/unseen-h200-run16's default backend). Decode: one
@@ -106,7 +104,7 @@ def runtime_attention(
     return "cudnn" if hf and compute_capability in CUDNN_SDPA_PREFERRED_CC else "flash"
 
 
-def training_attention(attention: str | None, fusion: str, compute_capability: str | None) -> str:
+def training_attention(fusion: str, compute_capability: str | None, attention: str | None) -> str:
     """The attention kernel a training step runs: ``attention`` where one is named; an eager HF
     step (``fusion="unfused"``) calls torch's SDPA, which runs cuDNN's kernels on the GPUs of
     ``CUDNN_SDPA_PREFERRED_CC`` (cudnn_generated_fort_native_sdpa forward, cudnn::fusion

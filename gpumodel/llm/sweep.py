@@ -316,7 +316,7 @@ def sweep_inference(
     # once per kernel the GPUs run (``runtime_attention``), over arrays of batch, seq and
     # context for each tp (``ops.base.build``)
     # per GPU: the kernel each runs (the runtime's own where none was named)
-    kernel_of = {g.id: runtime_attention(rt, g.compute_capability, attention, phase) for g in gpus}
+    kernel_of = {g.id: runtime_attention(rt, g.compute_capability, attention) for g in gpus}
     built: dict[str, tuple[dict[str, Any], list[tuple[np.ndarray, Any]]]] = {}
     for att in set(kernel_of.values()):
         flags = {"dtype": dtype, "attention": att, "fusion": fusion, "kv_cache": kv_cache,

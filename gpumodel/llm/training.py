@@ -530,7 +530,7 @@ def stage_times(
     # autocast around an fp32 model (eager): the residual stream, norms, RoPE and GELU in fp32
     act = "fp32" if policy == "amp" and fusion == "unfused" else None
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    attention=training_attention(attention, fusion, g.compute_capability),
+                    attention=training_attention(fusion, g.compute_capability, attention),
                     kv_cache="none", logits="all", act_dtype=act,
                     attention_dropout=spec.attention_dropout > 0)  # fmt: skip
     vocab_tp = math.ceil(spec.vocab / tp)
