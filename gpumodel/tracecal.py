@@ -10,8 +10,10 @@ What a trace of one training or inference step says, and what is fitted from it:
   less than ``MIN_FAMILY_SHARE`` of the matched GPU time keeps the base calibration. Beside
   each scale, ``family_time_scale_span_s``: the smallest and largest predicted kernel of the
   ops that fitted it (each op's largest kernel, ``gpumodel.predict.kernel_size_s``, backward
-  multiple included); an op whose kernels are priced outside that span gets a scale faded
-  toward 1 (``gpumodel.predict.scale_at_size``).
+  multiple included; priced both as traced and in-workload); an op whose kernels are priced
+  outside that span gets a scale faded toward 1 (``gpumodel.predict.scale_at_size``). The
+  traced kernels are priced as ``gpumodel diagnose`` prices them (its ``TRACED_CONDITION``:
+  no launch latency in a kernel's duration).
 * **The host.** Per step: the CPU time of the step, the operators it ran and the kernels it
   launched. Per operator kind (matmul, elementwise, cat, ...): the median host time of one
   top-level call. The profiler itself slows the host: each recorded event costs
@@ -200,6 +202,10 @@ def calibrate_from_trace(
                if v.mapped.op is not None and predictor(v.mapped.op) is not None)  # fmt: skip
     activity = step_activity(sum(v.measured_s for v in views), roof)
     predictor = _Predictor(spec, unscaled, activity=activity)
+    # a scale's span holds each traced op's size both as the trace is priced (diagnose) and as
+    # predict prices it by default (in-workload: the launch latency in its floor), so a traced
+    # shape lies inside it either way
+    default = _Predictor(spec, unscaled, activity=activity, traced=False)
 
     def at_step_clock(v: Any) -> Any:
         pred = predictor(v.mapped.op) if v.mapped.op is not None else None
@@ -244,10 +250,10 @@ def calibrate_from_trace(
         # fused backward kernel (attention, norm) is that many times the forward's (a
         # convolution's two gradient kernels are each about the forward's: the span reaches
         # up to 2x above them)
-        size = kernel_size_s(pred.kernels) * v.mapped.scale
-        if size > 0:
-            lo, hi = fam_span.get(key, (size, size))
-            fam_span[key] = (min(lo, size), max(hi, size))
+        sizes = [kernel_size_s(p.kernels) * v.mapped.scale for p in (pred, default(op)) if p]
+        if min(sizes) > 0:
+            lo, hi = fam_span.get(key, (min(sizes), max(sizes)))
+            fam_span[key] = (min(lo, *sizes), max(hi, *sizes))
     if total <= 0:
         raise TraceFormatError(f"{path}: no GPU kernel of the trace falls inside a profiled step")
     families = []

@@ -153,10 +153,12 @@ def test_other_point_of_the_same_runtime():
     cal_err = abs(r_cal.totals.predicted_s / meas - 1)
     base_err = abs(r_base.totals.predicted_s / meas - 1)
     assert cal_err < 0.10 and cal_err <= base_err
-    # the shipped model prices this small H100 step 12% slow in all: its kernels of 1-15 us
-    # carry the calibrated per-kernel floor (a 4-byte memset 4.1 us against 0.7 us measured,
-    # 4096 x 512 x 512 GEMMs 9.7 us against 6.2 us), which kernel durations in a trace lack
-    assert base_err < 0.15
+    # the shipped model prices this small H100 step 22% fast in all: its capturable AdamW
+    # divides each parameter by a 0-dim CUDA tensor, 52 calls a step on PyTorch's
+    # non-vectorised kernel, which took 3.9 us each even for 512 elements where a vectorised
+    # kernel of that size is traced at 1.1-1.4 us: a fixed cost of that kernel the model does
+    # not hold (diagnose prices traced kernels without the launch latency, TRACED_CONDITION)
+    assert base_err < 0.25
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:

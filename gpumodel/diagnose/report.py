@@ -2,9 +2,10 @@
 
 Per op (grouped by operator, input shapes, dtype and phase): measured time (sum over calls of
 the call's kernel durations), predicted time on the trace's GPU (``predict(op, gpu,
-calibration)``, in-workload condition), speed of light (``gpumodel.sol.speed_of_light``: roofs
-no kernel can beat, so speed-of-light % = speed of light / measured never exceeds 100), the
-bound, and recoverable time = measured - predicted (never below zero).
+calibration)`` as a trace records kernels: ``TRACED_CONDITION``, ``WARM_OPS``), speed of light
+(``gpumodel.sol.speed_of_light``: roofs no kernel can beat, so speed-of-light % = speed of
+light / measured never exceeds 100), the bound, and recoverable time = measured - predicted
+(never below zero).
 
 The JSON form (``DiagnoseReport.to_dict()``, ``gpumodel diagnose --json``) is versioned by
 ``schema_version``; its keys are documented on each model below and pinned by a test. Times are
@@ -227,15 +228,37 @@ def diagnose(
     return _assemble(tr, info, predictor.label, steps, rows, top, findings, amdahl, notes)
 
 
+# How a traced kernel is priced. A profiler records a kernel's duration on the GPU, from its
+# start to its end: the launch latency that a kernel timed alone with CUDA events carries (what
+# the calibrated per-kernel floors hold) is not in it, as it is not in a kernel replayed from a
+# CUDA graph, so kernels are priced with that condition's floor (``predict.graph_floor_s``). On
+# the H100 training fit set's traces (validation/results/train-fitset-h100, fit data), kernels
+# traced at 1-8 us were priced 2.1-2.9x their durations with the event-timed floor.
+TRACED_CONDITION = "in-graph"
+# Ops whose inputs the previous kernel just wrote: read from L2 where they fit (``l2="warm"``),
+# as the step model prices its norms and elementwise ops (``gpumodel.llm.layers.WARM_KINDS``);
+# GEMMs, attention and convolutions stream weights and caches from DRAM.
+WARM_OPS = frozenset({"elementwise", "strided_elementwise", "layernorm", "rmsnorm", "softmax",
+                      "reduction"})  # fmt: skip
+
+
 class _Predictor:
-    """``predict`` with a cache, turning unsupported ops into None."""
+    """``predict`` with a cache, turning unsupported ops into None. ``traced``: kernels priced as
+    a trace records them (``TRACED_CONDITION``, ``WARM_OPS``), a host copy as the code waits for
+    it; else as ``predict`` prices them by default (in-workload, cold L2)."""
 
     def __init__(
-        self, gpu: GPUSpec, calibration: Calibration | str | None, activity: float | None = None
+        self,
+        gpu: GPUSpec,
+        calibration: Calibration | str | None,
+        activity: float | None = None,
+        *,
+        traced: bool = True,
     ):
         self.gpu = gpu
         self.calibration = calibration
         self.activity = activity  # the traced step's tensor activity (predict's ``activity``)
+        self.traced = traced
         self.cache: dict[Op, Prediction | None] = {}
         self.label = DATASHEET_LABEL
         self.errors: dict[Op, str] = {}
@@ -244,7 +267,11 @@ class _Predictor:
     def __call__(self, op: Op) -> Prediction | None:
         if op not in self.cache:
             try:
-                p = predict(op, self.gpu, self.calibration, activity=self.activity)
+                traced = self.traced and op.op_name != "host_transfer"
+                warm = traced and op.op_name in WARM_OPS
+                p = predict(op, self.gpu, self.calibration, activity=self.activity,
+                            condition=TRACED_CONDITION if traced else "in-workload",
+                            l2="warm" if warm else "cold")  # fmt: skip
                 self.label = p.calibration
                 self.cache[op] = p
             except GpumodelError as exc:
