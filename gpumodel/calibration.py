@@ -148,7 +148,16 @@ class PowerParams(_Frozen):
         ge=1e6, le=1e11, description="max clock of the GPU it was fitted on"
     )
     static_power_fraction: float = Field(0.1, ge=0, lt=1, description="idle power / limit")
+    # each tensor-core dtype's full-activity power relative to tensor_power_w_per_sm (the 16-bit
+    # products'), fitted where validate timed that dtype back to back; 1 for the others
+    tensor_power_dtype_factor: dict[NonEmptyStr, Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=dict, description="full tensor-activity power of a dtype / the 16-bit one"
+    )
     source: str = ""
+
+    def full_power_factor(self, dtype: str | None) -> float:
+        """The ``tensor_power_dtype_factor`` of ``dtype`` (1 for None or an unfitted dtype)."""
+        return self.tensor_power_dtype_factor.get(dtype, 1.0) if dtype else 1.0
 
 
 def _smallest_first(span: tuple[float, float]) -> tuple[float, float]:

@@ -691,14 +691,24 @@ def tensor_activity(kw: KernelWork, gpu: GPUSpec, time_s: float) -> float:
     return min(1.0, tensor_roof_time(kw, gpu) / time_s)
 
 
-def power_watts(params: CalibrationParams, gpu: GPUSpec) -> tuple[float, float] | None:
+def power_watts(
+    params: CalibrationParams, gpu: GPUSpec, dtype: str | None = None
+) -> tuple[float, float] | None:
     """(static W, full tensor-activity W at the max clock) on ``gpu`` from the calibrated
-    per-SM power of its architecture, scaled by SMs x clock^3; None when not calibrated."""
+    per-SM power of its architecture, scaled by SMs x clock^3, for tensor work of ``dtype``
+    (``PowerParams.full_power_factor``; None: the 16-bit products'); None when not calibrated."""
     pw = params.power
     if pw is None or pw.architecture != gpu.architecture:
         return None
     scale = gpu.sm_count * (gpu.boost_clock_hz / pw.reference_clock_hz) ** 3
-    return pw.static_power_fraction * gpu.tdp_watts, pw.tensor_power_w_per_sm * scale
+    full_w = pw.tensor_power_w_per_sm * scale * pw.full_power_factor(dtype)
+    return pw.static_power_fraction * gpu.tdp_watts, full_w
+
+
+def tensor_dtype(kw: KernelWork) -> str | None:
+    """The dtype of a kernel's tensor-core work (its largest tensor part), None without any."""
+    parts = [p for p in kw.flops if p.unit == "tensor"]
+    return max(parts, key=lambda p: p.flops).dtype if parts else None
 
 
 def sustained_clock(
@@ -713,18 +723,19 @@ def sustained_clock(
     ``activity``, a step's average; (1, None) without calibrated power behaviour."""
     from gpumodel.model.power import sustained_clock_ratio
 
-    pw = params.power
-    if pw is None or pw.architecture != gpu.architecture or not kw.total_flops:
+    dtype = tensor_dtype(kw)
+    watts = power_watts(params, gpu, dtype)
+    if watts is None or not kw.total_flops:
         return 1.0, None
+    static_w, full_w = watts
     own = activity is None
     u = tensor_activity(kw, gpu, isolated_s) if own else activity
-    full_w = (
-        pw.tensor_power_w_per_sm * gpu.sm_count * (gpu.boost_clock_hz / pw.reference_clock_hz) ** 3
-    )
-    static_w = pw.static_power_fraction * gpu.tdp_watts
     ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w)
     mhz, max_mhz = ratio * gpu.boost_clock_hz / 1e6, gpu.boost_clock_hz / 1e6
     whose = "tensor activity" if own else "the step's average tensor activity"
+    factor = params.power.full_power_factor(dtype) if params.power else 1.0
+    if factor != 1.0:
+        whose = f"{dtype} ({factor:.3g}x the 16-bit products' power) {whose}"
     if ratio < 1.0:
         why = (f"power-limited at {gpu.tdp_watts:.0f} W for this intensity: {whose} "
                f"{u:.2f} would draw {static_w + u * full_w:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
@@ -1043,7 +1054,7 @@ def _advice(kernels: list[KernelPrediction], work: list[KernelWork], gpu: GPUSpe
                        "a neighbouring kernel saves the pass")  # fmt: skip
         if kp.bound == "memory" and kp.flops and kw.gemm is None:
             out.append(f"{kp.name}: memory-bound; fuse it with its neighbours to skip DRAM trips")
-        if not kw.fma and kp.flops:
+        if not kw.fma and kp.flops and kw.gemm is None:  # a GEMM's adds are its library's
             out.append(f"{kp.name}: use fused multiply-add (fmaf / Horner form) to double the roof")
         if kw.transfer and not kw.pinned:
             out.append("pageable host memory: pin it (pin_memory / cudaHostAlloc) for full speed")

@@ -32,7 +32,7 @@ from gpumodel.ops.base import (
     matmul_unit,
     vector_unit,
 )
-from gpumodel.ops.matmul import gemm_bytes, output_bytes_per_element
+from gpumodel.ops.matmul import fp8_promotion_flops, gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
     DEFAULT_KERNEL_OVERHEAD_S,
     bandwidth_efficiency,
@@ -46,6 +46,7 @@ from gpumodel.predict import (
     predict,
     reads_dram,
     resident,
+    tensor_dtype,
     tensor_roof_time,
 )
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -79,12 +80,17 @@ def sweep(
     cal = resolve(calibration, gpu)
     p = cal.parameters if cal else CalibrationParams()
     shape: GemmShape | None = None  # a GEMM's, for its overlap
+    extra_s: Any = 0.0  # an fp8 GEMM's accumulator promotion (Gemm.fast_accum=False)
     if op == "gemm":
         dtype = params.pop("dtype", "bf16")
         check_dtype(dtype)
         transpose_b = params.pop("transpose_b", False)
         if not isinstance(transpose_b, bool):
             raise SpecError(f"sweep gemm: transpose_b must be true or false, got {transpose_b!r}")
+        # as Gemm(fast_accum=False): fp8's accumulators promoted on the CUDA cores
+        promoted = check_bool(params.pop("fast_accum", True), "fast_accum") is False
+        if promoted and dtype != "fp8":
+            raise SpecError(f"sweep gemm: fast_accum applies to fp8 products; this one is {dtype}")
         m, n, k, batch = _broadcast(
             *(check_array(params.pop(x, 1 if x == "batch" else None), x)
               for x in ("m", "n", "k", "batch"))
@@ -101,6 +107,10 @@ def sweep(
         bw_eff = bandwidth_efficiency(p, family, dtype, np.minimum(1.0, written / nbytes))
         shape = GemmShape(m, n, k, batch, dtype, transpose_b=transpose_b, cublas=True)
         bw_eff = bw_eff * gemm_model.stream_factor(shape, p.gemm.get(dtype))
+        if promoted:  # as predict.kernel_time's vector part of a kernel without FMAs
+            vunit, vdt = vector_unit(gpu, "fp32")
+            add_rate = gpu.peak_flops(vdt, vunit) * compute_efficiency(p, vunit, vdt, False) * 0.5
+            extra_s = fp8_promotion_flops(m, n, k, batch) / add_rate
     elif op in ELEMENTWISE or op == "kernel":
         dtype = check_dtype(params.pop("dtype", "bf16" if op != "kernel" else "fp32"))
         if op == "kernel":
@@ -130,7 +140,7 @@ def sweep(
         raise SpecError(f"sweep supports 'gemm', 'kernel' and {', '.join(ELEMENTWISE)}; got {op!r}")
     if params:
         raise SpecError(f"sweep {op}: unknown parameter(s) {', '.join(params)}")
-    t_compute = flops / rate
+    t_compute = flops / rate + extra_s
     t_memory = nbytes / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
     fitted_gemm = p.gemm.get(dtype) if family == "gemm" else None
     exponent, rows = core_overlap(p, fitted_gemm, shape)
@@ -175,7 +185,7 @@ def _sustained(
     from gpumodel.model.power import sustained_clock_ratio_array
     from gpumodel.sol import max_clock_peak_flops
 
-    watts = power_watts(p, gpu)
+    watts = power_watts(p, gpu, dtype)
     if watts is not None and unit == "tensor":
         roof = max_clock_peak_flops(gpu, dtype, "tensor") or math.inf
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -348,7 +358,7 @@ def _kernel_in_workload(
     """``predict.in_workload_time`` over the points: the compute at the sustained clock, of
     the kernel's own tensor activity or of ``activity`` (a step's average, per point)."""
     iso, floor = _kernel_array(kw, gpu, params, family, l2, n)
-    watts = power_watts(params, gpu)
+    watts = power_watts(params, gpu, tensor_dtype(kw))
     if watts is None or not kw.flops:
         return iso, floor
     from gpumodel.model.power import sustained_clock_ratio_array

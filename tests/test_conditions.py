@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -169,12 +170,41 @@ def test_isolated_keeps_validate_held_out_figures(gpu):
         assert errors[name].p90_abs_pct == pytest.approx(e.p90_abs_pct, rel=1e-9), name
 
 
-def test_shipped_h100_power_is_the_fit_of_its_committed_run():
-    data = json.loads(SHIPPED_RUN.read_text())
-    cal = read_calibration_file(ROOT / "validation/results/h100-sxm/calibration.yaml")
-    fitted, report = fit_conditions(data["records"], gm.get_gpu("h100-sxm"), cal.parameters,
+def _fitted_power(run: Path, gpu: str) -> tuple[Any, Any, dict]:
+    """(the power fitted from a committed conditions run, the shipped one, the fit's report)"""
+    data = json.loads(run.read_text())
+    cal = read_calibration_file(ROOT / f"validation/results/{gpu}/calibration.yaml")
+    fitted, report = fit_conditions(data["records"], gm.get_gpu(gpu), cal.parameters,
                                     float(data["device"]["idle_power_w"]))  # fmt: skip
-    assert fitted.power == cal.parameters.power
+    return fitted, cal, report
+
+
+def _same_power(a: Any, b: Any) -> bool:
+    return a.model_copy(update={"source": ""}) == b.model_copy(update={"source": ""})
+
+
+def test_shipped_h200_power_is_the_fit_of_its_pooled_runs():
+    # five H200 runs pooled, each timing fp16, TF32 and fp8 products back to back at six sizes:
+    # enough for a full-activity power factor per dtype (fp8 draws more, TF32 less)
+    run = ROOT / "validation/results/h200-sxm/conditions-pooled-2026-11-28"
+    run = run / "conditions-measurements.json"
+    fitted, cal, _ = _fitted_power(run, "h200-sxm")
+    assert _same_power(fitted.power, cal.parameters.power)
+    factors = cal.parameters.power.tensor_power_dtype_factor
+    assert set(factors) == {"fp8", "tf32"} and factors["fp8"] > 1.05 and factors["tf32"] < 0.95
+
+
+def test_shipped_h100_power_is_the_fit_of_its_committed_run():
+    fitted, cal, report = _fitted_power(SHIPPED_RUN, "h100-sxm")
+    # its runs timed one fp8 and two TF32 products long enough to fit: their factors are the
+    # H200's (same architecture), said in the source
+    assert fitted.power.tensor_power_dtype_factor == {}
+    h200 = read_calibration_file(ROOT / "validation/results/h200-sxm/calibration.yaml")
+    carried = h200.parameters.power.tensor_power_dtype_factor
+    assert cal.parameters.power.tensor_power_dtype_factor == carried
+    assert "carried from h200-sxm" in cal.parameters.power.source
+    assert _same_power(fitted.power.model_copy(update={"tensor_power_dtype_factor": carried}),
+                       cal.parameters.power)  # fmt: skip
     assert fitted.dirty_l2_writeback_fraction == cal.parameters.dirty_l2_writeback_fraction
     e = report["errors"]
     # held out: in-workload beats the isolated model on back-to-back and dirty-L2 runs
@@ -275,9 +305,12 @@ def test_power_carries_by_sm_count_clock_cubed_and_the_spec_power_limit():
     static_w, full_w = power_watts(pcie.parameters, gm.get_gpu("h100-pcie"))
     assert static_w == pytest.approx(pw.static_power_fraction * 350)
     assert full_w == pytest.approx(pw.tensor_power_w_per_sm * 114 * (1755 / 1980) ** 3)
-    # the shipped fit: 1376 W full tensor activity at 1980 MHz on 132 SMs (two validate runs
-    # pooled, validation/results/h100-sxm/conditions-pooled-2026-11-27/conditions-report.md)
-    assert full_w == pytest.approx(1376 * 114 / 132 * (1755 / 1980) ** 3, rel=0.01)
+    # the shipped fit: 1392 W full tensor activity at 1980 MHz on 132 SMs for 16-bit products
+    # (four runs pooled, validation/results/h100-sxm/conditions-refit-2026-11-28/)
+    assert full_w == pytest.approx(1392 * 114 / 132 * (1755 / 1980) ** 3, rel=0.01)
+    # an fp8 product draws its carried factor more at the same tensor activity
+    fp8_w = power_watts(pcie.parameters, gm.get_gpu("h100-pcie"), "fp8")[1]
+    assert fp8_w == pytest.approx(full_w * pw.tensor_power_dtype_factor["fp8"])
 
 
 # --------------------------------------------------------------------------- pooled runs
@@ -354,7 +387,11 @@ def test_shipped_h100_conditions_refit_from_the_pooled_file_alone(tmp_path):
     ship = read_calibration_file(shipped).parameters
     for path in (cal, again):
         p = read_calibration_file(path).parameters
-        assert p.host_wall == ship.host_wall and p.power == ship.power
+        # the dtype factors are the H200's, carried (test_shipped_h100_power_is_the_fit_...)
+        carried = ship.power.tensor_power_dtype_factor
+        assert p.host_wall == ship.host_wall
+        assert _same_power(p.power.model_copy(update={"tensor_power_dtype_factor": carried}),
+                           ship.power)  # fmt: skip
         assert p.dirty_l2_writeback_fraction == ship.dirty_l2_writeback_fraction
 
 

@@ -59,10 +59,13 @@ def _parameter(name: str, field: Any) -> inspect.Parameter:
     flag = "--" + name.replace("_", "-")
     help_text = field.description or ""
     if annotation is bool:
-        default = bool(field.default) if not field.is_required() else False
+        # a field whose default is None (Gemm.fast_accum, Attention.dropout) stays unset when
+        # neither flag is given, so that --no-flag can say False
+        unset = not field.is_required() and field.default is None
+        default = None if unset else bool(field.default) if not field.is_required() else False
         option = typer.Option(default, f"{flag}/--no-{flag[2:]}", help=help_text)
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                 annotation=bool)  # fmt: skip
+                                 annotation=bool | None if unset else bool)  # fmt: skip
     if get_origin(annotation) is Literal:
         help_text = f"one of {', '.join(map(str, get_args(annotation)))}. {help_text}".strip()
     elif name in _BYTE_FIELDS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from gpumodel._validators import NonNegativeSize, Size
 from gpumodel.errors import SpecError
@@ -32,6 +32,23 @@ CONV_TILE_N = 128
 LAYOUT_TRANSPOSE_FAMILY = "conv2d:layout-transpose"
 
 
+# fp8 tensor cores accumulate in reduced precision; without fast accumulation cuBLASLt adds the
+# partial sums into FP32 accumulators on the CUDA cores at intervals along K (cuBLASLt,
+# CUBLASLT_MATMUL_DESC_FAST_ACCUM: without it "intermediate results ... periodically promoted
+# to a higher precision"). NVIDIA does not publish the interval; DeepSeek-V3's technical report
+# (2024, section 3.3.2) promotes every 128 products along K on H800 for the same reason. One FP32
+# add per output element per interval, priced on the CUDA cores: torch._scaled_mm without
+# use_fast_accum (PyTorch's default) ran 5-9% slower than with it on validate's back-to-back
+# points (H100 and H200; validation/results/*/validate-2026-11-2*/conditions-measurements.json).
+FP8_PROMOTION_INTERVAL_K = 256
+
+
+def fp8_promotion_flops(m, n, k, batch):
+    """FP32 adds of an fp8 product's accumulators promoted every ``FP8_PROMOTION_INTERVAL_K``
+    along K: one per output element per interval (works on arrays)."""
+    return batch * m * n * k / FP8_PROMOTION_INTERVAL_K
+
+
 def output_bytes_per_element(dtype: str) -> float:
     """fp8/int8 GEMMs write a 16-bit result (what cuBLASLt and torch._scaled_mm do by default)."""
     return 2.0 if dtype in ("fp8", "int8", "fp4") else element_bytes(dtype)
@@ -52,6 +69,10 @@ class Gemm(Op):
     its transpose, [n, k], as ``torch.nn.Linear`` stores its weight (``x @ W.T``); cuBLAS then
     runs other kernels where N or K is misaligned. ``transpose_a``: A is stored as its
     transpose, [k, m] (a weight gradient's dY.T), so a misaligned M misaligns A's rows too.
+    ``fast_accum`` (fp8 only): ``False`` is ``torch._scaled_mm``'s default
+    (``use_fast_accum=False``), whose accumulators are promoted to FP32 on the CUDA cores as
+    the product runs (``FP8_PROMOTION_INTERVAL_K``), as Transformer Engine's backward GEMMs do;
+    None (or True) is fast accumulation, what validate calibrates and fp8 inference engines run.
     """
 
     op_name: ClassVar[str] = "gemm"
@@ -63,6 +84,21 @@ class Gemm(Op):
     batch: Size = 1
     transpose_b: bool = False
     transpose_a: bool = False
+    # None (not True) for fast accumulation, so that labels and files of other ops stay as
+    # they were
+    fast_accum: bool | None = None
+
+    @field_validator("fast_accum")
+    @classmethod
+    def _fast_is_none(cls, v: bool | None) -> bool | None:
+        return None if v is None or v else False
+
+    @model_validator(mode="after")
+    def _accum_is_fp8(self) -> Gemm:
+        if self.fast_accum is False and self.dtype != "fp8":
+            raise SpecError(f"fast_accum applies to fp8 products (torch._scaled_mm); this one "
+                            f"is {self.dtype}")  # fmt: skip
+        return self
 
     @property
     def host_kind(self) -> str | None:
@@ -81,13 +117,18 @@ class Gemm(Op):
         unit, dt = matmul_unit(gpu, self.dtype)
         flops = 2.0 * self.m * self.n * self.k * self.batch
         nbytes = gemm_bytes(self.m, self.n, self.k, self.batch, self.dtype)
+        parts = (FlopPart(unit, dt, flops),)
+        if self.fast_accum is False:  # the promotion adds, after the product (kernel_time)
+            adds = fp8_promotion_flops(self.m, self.n, self.k, self.batch)
+            parts = (*parts, FlopPart(*vector_unit(gpu, "fp32"), adds))
         return [
             KernelWork(
                 name="gemm",
-                flops=(FlopPart(unit, dt, flops),),
+                flops=parts,
                 bytes=nbytes,
                 bytes_written=self.batch * self.m * self.n * output_bytes_per_element(self.dtype),
                 working_set_bytes=nbytes,
+                fma=self.fast_accum is not False,  # the promotion's adds are not FMAs
                 gemm=GemmShape(
                     self.m,
                     self.n,

@@ -166,6 +166,21 @@ def _flushers(torch: Any, l2_bytes: int) -> dict[str, Callable[[], None]]:
     }
 
 
+def _gemm_row(dtype: str, m: int, n: int, k: int) -> dict[str, Any]:
+    """The op of a product ``_gemm_fn`` times: fp8 as ``torch._scaled_mm`` runs it by default,
+    without fast accumulation (``Gemm.fast_accum``)."""
+    op: dict[str, Any] = {"op": "gemm", "m": m, "n": n, "k": k, "dtype": dtype}
+    return {**op, "fast_accum": False} if dtype == "fp8" else op
+
+
+def adapt_gemm_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Records of conditions runs before the op named fp8's accumulation: their products ran
+    ``torch._scaled_mm`` with PyTorch's default, ``use_fast_accum=False`` (``_gemm_fn``)."""
+    if row.get("op") == "gemm" and row.get("dtype") == "fp8" and "fast_accum" not in row:
+        return {**row, "fast_accum": False}
+    return row
+
+
 def _gemm_fn(torch: Any, dtype: str, m: int, n: int, k: int) -> Callable[[], Any]:
     dev = "cuda"
     if dtype == "fp8":
@@ -228,7 +243,7 @@ def _measure(torch: Any, quick: bool, log: Callable[[str], None]) -> dict[str, A
 
     for dtype, m, n, k in gemms:
         fn = _gemm_fn(torch, dtype, m, n, k)
-        op = {"op": "gemm", "m": m, "n": n, "k": k, "dtype": dtype}
+        op = _gemm_row(dtype, m, n, k)
         t_iso, spread = isolated(fn)
         b2b = back_to_back(torch, fn, 1.0 if quick else BACK_TO_BACK_S)
         t_bench = _do_bench(fn)
@@ -540,6 +555,53 @@ def _stats(pred: list[float], meas: list[float]) -> dict[str, float]:
     return error_stats(pred, meas) if meas else {"n": 0}
 
 
+# dtypes whose products set the reference full-activity power; each other tensor dtype with
+# MIN_DTYPE_POWER_POINTS fit points gets its own factor (PowerParams.tensor_power_dtype_factor)
+REFERENCE_POWER_DTYPES = ("bf16", "fp16")
+MIN_DTYPE_POWER_POINTS = 2
+
+
+def _fit_power(
+    points: list[tuple[Any, float, float, float, float]], limit_w: float, static_w: float
+) -> tuple[float, dict[str, float]]:
+    """(full tensor-activity W of the 16-bit products, {dtype: its W / that}) from back-to-back
+    points (op, activity, measured ratio, ...). fp8 products draw more per unit of tensor
+    activity: on validate's back-to-back points (H100, H200; torch._scaled_mm without fast
+    accumulation) they throttled as if at 1.3-1.5x the 16-bit products' power."""
+    from gpumodel.model.power import fit_full_power
+
+    def fit(pts: list[Any]) -> float:
+        return fit_full_power([t[1] for t in pts], [t[2] for t in pts], limit_w, static_w)
+
+    ref = [t for t in points if t[0].dtype in REFERENCE_POWER_DTYPES]
+    full_w = fit(ref or points)
+    if not ref or full_w <= 0:
+        return full_w, {}
+    return full_w, dtype_power_factors(points, full_w, limit_w, static_w)
+
+
+def dtype_power_factors(
+    points: list[tuple[Any, float, float, float, float]],
+    full_w: float,
+    limit_w: float,
+    static_w: float,
+) -> dict[str, float]:
+    """{dtype: its full-activity power / ``full_w``} for each tensor dtype outside
+    ``REFERENCE_POWER_DTYPES`` with ``MIN_DTYPE_POWER_POINTS`` back-to-back points
+    (op, activity, measured ratio, ...): the W that fits that dtype's points alone."""
+    from gpumodel.model.power import fit_full_power
+
+    factors: dict[str, float] = {}
+    for dtype in sorted({t[0].dtype for t in points} - set(REFERENCE_POWER_DTYPES)):
+        own = [t for t in points if t[0].dtype == dtype]
+        if len(own) < MIN_DTYPE_POWER_POINTS:
+            continue
+        w = fit_full_power([t[1] for t in own], [t[2] for t in own], limit_w, static_w)
+        if w > 0:
+            factors[dtype] = w / full_w
+    return factors
+
+
 def fit_conditions(
     records: list[dict[str, Any]],
     gpu: Any,
@@ -555,7 +617,6 @@ def fit_conditions(
     time for writing back min(L2, bytes) (``write-random`` flushes: lines that do not
     compress). Half of each set fits, the other half scores."""
     from gpumodel.calibration import PowerParams
-    from gpumodel.model.power import fit_full_power
     from gpumodel.ops import from_row
     from gpumodel.predict import predict_with_params, tensor_activity
 
@@ -566,7 +627,8 @@ def fit_conditions(
 
     # conditions runs before the conv op named its layout kept it in the meta only, which
     # merged the NCHW and channels-last records of a shape here (one of them was scored)
-    records = [{**r, "op": adapt_row(dict(r["op"]), r.get("meta") or {})} for r in records]
+    records = [{**r, "op": adapt_gemm_row(adapt_row(dict(r["op"]), r.get("meta") or {}))}
+               for r in records]  # fmt: skip
     by: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in records:
         flush = (r.get("meta") or {}).get("flush", "")
@@ -592,9 +654,14 @@ def fit_conditions(
             continue
         u = tensor_activity(kw, gpu, pred(op, base))
         throttle.append((op, u, iso["time_s"] / r["time_s"], iso["time_s"], r["time_s"]))
-    fit_t, held_t = _split(throttle, lambda t: t[0].m * t[0].n * t[0].k)
+    # alternate in order of work within each dtype, so each keeps half its points to fit
+    fit_t, held_t = [], []
+    for dtype in sorted({t[0].dtype for t in throttle}):
+        own = [t for t in throttle if t[0].dtype == dtype]
+        f, h = _split(own, lambda t: t[0].m * t[0].n * t[0].k)
+        fit_t, held_t = fit_t + f, held_t + h
     static_w = static_fraction * gpu.tdp_watts
-    full_w = fit_full_power([t[1] for t in fit_t], [t[2] for t in fit_t], gpu.tdp_watts, static_w)
+    full_w, factors = _fit_power(fit_t, gpu.tdp_watts, static_w)
     power = None
     if full_w > 0:
         power = PowerParams(
@@ -602,6 +669,7 @@ def fit_conditions(
             tensor_power_w_per_sm=full_w / gpu.sm_count,
             reference_clock_hz=gpu.boost_clock_hz,
             static_power_fraction=static_fraction,
+            tensor_power_dtype_factor=factors,
             source=f"{len(fit_t)} back-to-back tensor-core GEMMs on {gpu.id} "
             "(gpumodel validate --conditions)",
         )

@@ -191,6 +191,8 @@ def kernel_op(rec: dict):
         kw = dict(m=s["M"], n=s["N"], k=s["K"], dtype=DTYPES[rec["dtype"]])
         if "transpose_b" in ops.Gemm.model_fields:  # nn.Linear's layout, as the record says
             kw["transpose_b"] = rec.get("layout") == "x@W.T"
+        if "fast_accum" in ops.Gemm.model_fields and rec.get("use_fast_accum") is False:
+            kw["fast_accum"] = False  # torch._scaled_mm as the record says it was called
         return ops.Gemm(**kw)
     if fam == "conv2d":
         if s["R"] != s["S"]:
