@@ -37,9 +37,12 @@ LAYOUT_TRANSPOSE_FAMILY = "conv2d:layout-transpose"
 # CUBLASLT_MATMUL_DESC_FAST_ACCUM: without it "intermediate results ... periodically promoted
 # to a higher precision"). NVIDIA does not publish the interval; DeepSeek-V3's technical report
 # (2024, section 3.3.2) promotes every 128 products along K on H800 for the same reason. One FP32
-# add per output element per interval, priced on the CUDA cores: torch._scaled_mm without
-# use_fast_accum (PyTorch's default) ran 5-9% slower than with it on validate's back-to-back
-# points (H100 and H200; validation/results/*/validate-2026-11-2*/conditions-measurements.json).
+# add per output element per interval, priced on the CUDA cores at their add rate. Priced as
+# fast accumulation, torch._scaled_mm without it (PyTorch's default) came out 5.7-8.6% fast in
+# validate's isolated conditions timing (medians, H100 runs 9-10, H200 runs 7-8:
+# validation/results/*/validate-2026-11-2*/conditions-measurements.json); 256 is the interval
+# chosen on those points (median -1.1% to +3.1% on six runs; 128 gave +6.5% to +12%: part of
+# the adds hide under the tensor-core work).
 FP8_PROMOTION_INTERVAL_K = 256
 
 
