@@ -188,10 +188,14 @@ def test_shipped_h200_power_is_the_fit_of_its_pooled_runs():
     # enough for a full-activity power factor per dtype (fp8 draws more, TF32 less)
     run = ROOT / "validation/results/h200-sxm/conditions-pooled-2026-11-28"
     run = run / "conditions-measurements.json"
-    fitted, cal, _ = _fitted_power(run, "h200-sxm")
+    from gpumodel.validate.conditions import power_summary
+
+    fitted, cal, report = _fitted_power(run, "h200-sxm")
     assert _same_power(fitted.power, cal.parameters.power)
     factors = cal.parameters.power.tensor_power_dtype_factor
     assert set(factors) == {"fp8", "tf32"} and factors["fp8"] > 1.05 and factors["tf32"] < 0.95
+    # the report says them: "full tensor-activity power 1303 W (16-bit products; fp8 x1.16, ...)"
+    assert f"fp8 x{factors['fp8']:.3g}, tf32 x{factors['tf32']:.3g})" in power_summary(report)
 
 
 def test_shipped_h100_power_is_the_fit_of_its_committed_run():

@@ -375,9 +375,10 @@ def _conditions(
 
 def _print_conditions(result: dict, report: str | None, merge: str | None) -> None:
     c = console()
-    c.print(f"conditions on {result['gpu']}: full tensor-activity power "
-            f"{result['full_tensor_power_w']:.0f} W, dirty-L2 write-back fraction "
-            f"{result['dirty_l2_writeback_fraction']}", highlight=False, markup=False)  # fmt: skip
+    from gpumodel.validate.conditions import power_summary
+
+    c.print(f"conditions on {result['gpu']}: {power_summary(result)}, dirty-L2 write-back "
+            f"fraction {result['dirty_l2_writeback_fraction']}", highlight=False, markup=False)  # fmt: skip
     for name, e in result["errors"].items():
         if e.get("n"):
             c.print(f"  {name}: n={e['n']} median {e['median_abs_pct']:.1f}% p90 "

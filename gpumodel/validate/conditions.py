@@ -602,6 +602,14 @@ def dtype_power_factors(
     return factors
 
 
+def power_summary(report: dict[str, Any]) -> str:
+    """'full tensor-activity power 1303 W (fp8 x1.16, tf32 x0.894)' from a fit's report."""
+    factors = ((report.get("power") or {}).get("tensor_power_dtype_factor")) or {}
+    each = ", ".join(f"{d} x{f:.3g}" for d, f in sorted(factors.items()))
+    text = f"full tensor-activity power {report['full_tensor_power_w']:.0f} W"
+    return f"{text} (16-bit products; {each})" if each else text
+
+
 def fit_conditions(
     records: list[dict[str, Any]],
     gpu: Any,
@@ -862,7 +870,7 @@ def conditions_markdown(
         "sampled by nvidia-smi every 50 ms). Dirty L2: after a flush that writes. "
         "do_bench: triton.testing.do_bench (flushes by writing zeros; never fitted).",
         "",
-        f"Fitted: full tensor-activity power {report['full_tensor_power_w']:.0f} W at the max "
+        f"Fitted: {power_summary(report)} at the max "
         f"clock (static {report['static_power_w']:.0f} W); dirty-L2 write-back fraction "
         f"{report['dirty_l2_writeback_fraction']}.",
         "",
