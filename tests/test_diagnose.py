@@ -370,6 +370,22 @@ def _args(dims, types, concrete=None, strides=None):
     return a
 
 
+def test_scaled_mm_reads_its_accumulation():
+    """torch._scaled_mm's eighth argument, use_fast_accum, as record_shapes records it (a
+    Concrete Input): False (PyTorch's default) is a product that promotes its accumulators
+    (Gemm.fast_accum=False); True or not recorded is fast accumulation."""
+    fp8 = "c10::Float8_e4m3fn"
+    dims = [[4096, 8192], [8192, 4096], [], [], [], [], [], []]
+    types = [fp8, fp8, "float", "float", "", "", "ScalarType", "Scalar"]
+
+    def mapped(flag: str):
+        return map_op("aten::_scaled_mm", _args(dims, types, ["", "", "", "", "", "", "15", flag]))
+
+    assert mapped("False").op.fast_accum is False
+    assert mapped("True").op.fast_accum is None and mapped("").op.fast_accum is None
+    assert mapped("False").op.model_copy(update={"fast_accum": None}) == mapped("True").op
+
+
 def test_map_mm_addmm_bmm_matmul_linear():
     m = map_op("aten::mm", _args([[64, 128], [128, 256]], [BF16, BF16]))
     assert m.op == Gemm(m=64, n=256, k=128, dtype="bf16")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -320,6 +320,10 @@ def _gemm(
     )
 
 
+# torch._scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum)
+_SCALED_MM_FAST_ACCUM = 7
+
+
 @rule("gemm", "aten::mm", "aten::addmm", "aten::_scaled_mm", "aten::addmm_")
 def _mm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     i = 1 if name.startswith("aten::addmm") else 0
@@ -327,7 +331,14 @@ def _mm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 2:
         return unmapped("gemm", "expected two 2-D matrices", a, _first_dtype(a))
     (m, k), (_, n) = x.dims, w.dims
-    return _gemm(x, w, kn, m, n, k, 1)
+    mapped = _gemm(x, w, kn, m, n, k, 1)
+    # an fp8 product recorded with use_fast_accum=False (PyTorch's default) promotes its
+    # accumulators (Gemm.fast_accum); not recorded: priced as fast accumulation, as validate is
+    op = mapped.op
+    fast = a.flag(_SCALED_MM_FAST_ACCUM) if name == "aten::_scaled_mm" else None
+    if isinstance(op, Gemm) and op.dtype == "fp8" and fast is False:
+        return replace(mapped, op=op.model_copy(update={"fast_accum": False}))
+    return mapped
 
 
 @rule("gemm", "aten::bmm", "aten::baddbmm")
