@@ -561,20 +561,23 @@ REFERENCE_POWER_DTYPES = ("bf16", "fp16")
 MIN_DTYPE_POWER_POINTS = 2
 
 
+def _fit_w(points: list[tuple[Any, float, float, float, float]], limit_w: float,
+           static_w: float) -> float:  # fmt: skip
+    """``fit_full_power`` over back-to-back points (op, activity, measured ratio, ...)."""
+    from gpumodel.model.power import fit_full_power
+
+    return fit_full_power([t[1] for t in points], [t[2] for t in points], limit_w, static_w)
+
+
 def _fit_power(
     points: list[tuple[Any, float, float, float, float]], limit_w: float, static_w: float
 ) -> tuple[float, dict[str, float]]:
     """(full tensor-activity W of the 16-bit products, {dtype: its W / that}) from back-to-back
     points (op, activity, measured ratio, ...). fp8 products draw more per unit of tensor
-    activity: on validate's back-to-back points (H100, H200; torch._scaled_mm without fast
-    accumulation) they throttled as if at 1.3-1.5x the 16-bit products' power."""
-    from gpumodel.model.power import fit_full_power
-
-    def fit(pts: list[Any]) -> float:
-        return fit_full_power([t[1] for t in pts], [t[2] for t in pts], limit_w, static_w)
-
+    activity: five H200 runs pooled (torch._scaled_mm without fast accumulation, its promotion
+    priced) throttled as if at 1.16x the 16-bit products' power, TF32 at 0.89x."""
     ref = [t for t in points if t[0].dtype in REFERENCE_POWER_DTYPES]
-    full_w = fit(ref or points)
+    full_w = _fit_w(ref or points, limit_w, static_w)
     if not ref or full_w <= 0:
         return full_w, {}
     return full_w, dtype_power_factors(points, full_w, limit_w, static_w)
@@ -589,21 +592,17 @@ def dtype_power_factors(
     """{dtype: its full-activity power / ``full_w``} for each tensor dtype outside
     ``REFERENCE_POWER_DTYPES`` with ``MIN_DTYPE_POWER_POINTS`` back-to-back points
     (op, activity, measured ratio, ...): the W that fits that dtype's points alone."""
-    from gpumodel.model.power import fit_full_power
-
     factors: dict[str, float] = {}
     for dtype in sorted({t[0].dtype for t in points} - set(REFERENCE_POWER_DTYPES)):
         own = [t for t in points if t[0].dtype == dtype]
-        if len(own) < MIN_DTYPE_POWER_POINTS:
-            continue
-        w = fit_full_power([t[1] for t in own], [t[2] for t in own], limit_w, static_w)
-        if w > 0:
+        if len(own) >= MIN_DTYPE_POWER_POINTS and (w := _fit_w(own, limit_w, static_w)) > 0:
             factors[dtype] = w / full_w
     return factors
 
 
 def power_summary(report: dict[str, Any]) -> str:
-    """'full tensor-activity power 1303 W (fp8 x1.16, tf32 x0.894)' from a fit's report."""
+    """'full tensor-activity power 1303 W (16-bit products; fp8 x1.16, tf32 x0.894)' from a
+    fit's report ('full tensor-activity power 1303 W' without dtype factors)."""
     factors = ((report.get("power") or {}).get("tensor_power_dtype_factor")) or {}
     each = ", ".join(f"{d} x{f:.3g}" for d, f in sorted(factors.items()))
     text = f"full tensor-activity power {report['full_tensor_power_w']:.0f} W"
