@@ -25,6 +25,7 @@ from gpumodel.errors import GpumodelError
 from gpumodel.model.gemm import ALIGN_ELEMENTS
 from gpumodel.ops import (
     ELEMENTWISE,
+    AdamW,
     Attention,
     Conv2d,
     Copy,
@@ -849,10 +850,17 @@ def fused_optimizer(
     n = sum(math.prod(d) for d in params)
     adam = "adam" in name
     streams = min(lists, 4 if adam else 2)
+    note = f"{len(params)} parameter tensors, {n} elements" + (f" ({source})" if source else "")
+    if adam and streams == 4:
+        # the calibrated fused-AdamW family (validate's ``adamw``: 28 B per fp32 parameter);
+        # 16-bit states move the bytes of half as many fp32 ones, as the step model prices them
+        op: Op = AdamW(params=max(1, round(n * element_bytes / 4)))
+        if element_bytes != 4:
+            note += f", {element_bytes:g} B states: priced as {op.params} fp32 parameters"
+        return Mapped(op=op, family="optimizer", dtype="", shapes=((n,),), notes=(note,))
     writes = (3 if adam else 1) * n * element_bytes
     op = Kernel(flops=(_FUSED_ADAM_FLOPS if adam else 2.0) * n,
                 bytes=streams * n * element_bytes + writes, dtype="fp32")  # fmt: skip
-    note = f"{len(params)} parameter tensors, {n} elements" + (f" ({source})" if source else "")
     return Mapped(op=op, family="optimizer", dtype="", shapes=((n,),), notes=(note,))
 
 

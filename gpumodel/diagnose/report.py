@@ -27,6 +27,7 @@ from gpumodel.calibration import DATASHEET_LABEL, Calibration
 from gpumodel.diagnose.findings import FIXES, Draft, GroupView, idle_findings, kernel_findings
 from gpumodel.diagnose.gpus import gpu_from_device_name
 from gpumodel.diagnose.mapping import Mapped
+from gpumodel.diagnose.model_match import match_optimizer, optimizer_note
 from gpumodel.diagnose.parse import Trace, TraceFormatError, load_trace
 from gpumodel.diagnose.timeline import (
     SHORT_KERNEL_US,
@@ -207,6 +208,9 @@ def diagnose(
     tl = build_timeline(tr)
     notes += tl.notes
     spec, info = _resolve_gpu(tr, gpu, tl.device, notes)
+    n_opt = match_optimizer(tr, tl)
+    if n_opt:
+        notes.append(optimizer_note(n_opt))
     if not tr.has_shapes:
         notes.append("no shapes recorded: record with record_shapes=True for per-op speed of "
                      "light; the timeline findings below do not need them")  # fmt: skip
