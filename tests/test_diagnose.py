@@ -608,7 +608,14 @@ def test_map_norms_and_softmax():
         [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [768], [768], []],
         [BF16, BF16, "ScalarList", F32, F32, BF16, BF16, "ScalarList"],
         ["", "", "[768]", "", "", "", "", "[True, True, True]"]))  # fmt: skip
-    assert m.op == LayerNorm(rows=4096, hidden=768, dtype="bf16") and m.scale == 1.5
+    # dx reads dy and x and writes dx (3 passes), the weight gradient reads dy and x again
+    # (2 more): 5 passes against the forward's 2
+    assert m.op == LayerNorm(rows=4096, hidden=768, dtype="bf16") and m.scale == 5 / 2
+    m = map_op("aten::native_layer_norm_backward", _args(  # no weight: dx alone, 3 passes
+        [[8, 512, 768], [8, 512, 768], [], [8, 512, 1], [8, 512, 1], [], [], []],
+        [BF16, BF16, "ScalarList", F32, F32, "", "", "ScalarList"],
+        ["", "", "[768]", "", "", "", "", "[True, False, False]"]))  # fmt: skip
+    assert m.op == LayerNorm(rows=4096, hidden=768, dtype="bf16") and m.scale == 3 / 2
     m = map_op("aten::_fused_rms_norm", _args([[4096, 4096], [], [4096], []],
                                               [BF16, "ScalarList", BF16, "Scalar"],
                                               ["", "[4096]", "", ""]))  # fmt: skip

@@ -195,3 +195,18 @@ def test_eager_hf_training_prices_the_attention_torch_runs():
     a100 = predict_training_step("gpt2-small", "a100", 1, fusion="unfused", **kw)
     fused = predict_training_step("tinyllama-1.1b", "h100", 1, **{**kw, "seq": 2048})
     assert "FlashAttention-2" in a100.notes[0] and "FlashAttention-2;" in fused.notes[0]
+
+
+def test_a_norm_kernels_backward_reads_its_inputs_twice():
+    """An affine norm's backward is two kernels: dx (reads dy and x, writes dx) and the weight
+    gradient (reads dy and x again): 5 tensor passes against the forward's 2 (read x, write y).
+    An elementwise op's backward reads the saved input and dy and writes dx: 2x."""
+    from gpumodel.ops import Elementwise, LayerNorm, RMSNorm
+
+    for op in (LayerNorm(rows=4096, hidden=1024, dtype="fp32"),
+               RMSNorm(rows=4096, hidden=4096, dtype="bf16")):  # fmt: skip
+        ((bwd, factor),) = _backward(LayerOp("norm", op, 12, "norm"))
+        assert bwd.op == op and bwd.count == 12 and factor == (3 + 2) / 2
+    gelu = Elementwise(op="gelu", n=4096 * 3072, dtype="bf16")
+    ((_, factor),) = _backward(LayerOp("gelu", gelu, 12, "elementwise"))
+    assert factor == 2.0

@@ -593,9 +593,16 @@ def _norm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     rows = x.numel // hidden
     dtype = _model_dtype(x.dtype)
     op = cls(rows=rows, hidden=hidden, dtype=dtype)  # type: ignore[call-arg]
-    notes = ("backward: reads dy and x, writes dx: 1.5x the forward traffic",) if backward else ()
-    return Mapped(op=op, family="norm", dtype=x.dtype, shapes=a.shapes(),
-                  scale=BACKWARD_NORM_SCALE if backward else 1.0, notes=notes)  # fmt: skip
+    scale, notes = 1.0, ()
+    if backward and w is not None and w.dims:
+        scale = cls.backward_traffic  # dx, then the weight gradient: dy and x read again
+        notes = (f"backward: dx (reads dy and x, writes dx), then the weight gradient (reads dy "
+                 f"and x again): {scale:g}x the forward traffic",)  # fmt: skip
+    elif backward:
+        scale = BACKWARD_NORM_SCALE
+        notes = ("backward: reads dy and x, writes dx: 1.5x the forward traffic",)
+    return Mapped(op=op, family="norm", dtype=x.dtype, shapes=a.shapes(), scale=scale,
+                  notes=notes)  # fmt: skip
 
 
 _SOFTMAX = {

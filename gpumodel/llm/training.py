@@ -8,8 +8,10 @@ Per GPU and micro-batch (b sequences of s tokens, T = b*s rows), from the op mod
               dX = dY W^T (m x n by n x k) and dW = X^T dY (k x m by m x n): 2x forward FLOPs;
               fused attention's backward kernel (``Attention(backward=True)``: 2.5x the forward's
               matrix FLOPs, 5 products vs 2, Dao 2023, FlashAttention-2 section 3.1; calibrated
-              by validate); norms and elementwise ops 2x (read the saved input and the
-              incoming gradient, write the outgoing one); TP all-reduces once more each
+              by validate); elementwise ops 2x (read the saved input and the incoming
+              gradient, write the outgoing one), a norm kernel 2.5x (dx, then its weight
+              gradient reads both again: ``LayerNorm.backward_traffic``); TP all-reduces once
+              more each
     recompute full: one more forward of the layers; selective: one more attention forward
 
 Pipeline (1F1B, Narayanan et al. 2021, section 2.2): m micro-batches through p stages take
@@ -63,7 +65,7 @@ from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import training_attention
-from gpumodel.ops import AdamW, Attention, Gemm
+from gpumodel.ops import AdamW, Attention, Gemm, LayerNorm, RMSNorm
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity, format_time
 
@@ -357,6 +359,8 @@ def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
         return [(LayerOp(f"{entry.name}.bwd", bwd, entry.count, "attention"), 1.0)]
     if entry.kind == "comm":
         return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "comm"), 1.0)]
+    if isinstance(op, LayerNorm | RMSNorm):  # the native kernel: dx, then the weight gradient
+        return [(LayerOp(f"{entry.name}.bwd", op, entry.count, entry.kind), op.backward_traffic)]
     return [
         (LayerOp(f"{entry.name}.bwd", op, entry.count, entry.kind), ELEMENTWISE_BACKWARD_FACTOR)
     ]
