@@ -270,21 +270,31 @@ def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: floa
 
 # Qualifiers of an attention family (Attention.family) that a calibration may not have
 # measured: the kernel without them is the nearest it did
-FAMILY_QUALIFIERS = (":dropout", ":gqa")
+# qualifier -> what pricing a kernel as its family without it leaves out
+FAMILY_QUALIFIERS = {
+    ":dropout": "dropout's random mask",
+    ":gqa": "the grouped heads' dK/dV sum",
+    ":fp32": "the fp32 kernel's own rate",
+}
+
+
+def _calibrated(family: str, params: CalibrationParams) -> bool:
+    return (family in params.family_efficiency or family in params.family_bandwidth_efficiency
+            or family in params.family_overhead_s)  # fmt: skip
 
 
 def calibrated_family(family: str, params: CalibrationParams) -> str:
-    """``family``, or for an attention kernel with SDPA's dropout or grouped K/V heads in its
-    backward (``...:dropout...``, ``...:gqa...``) that this calibration never measured, the
-    same kernel's family without them (a datasheet-only GPU, or a calibration from before they
-    were measured)."""
-    if family in params.family_efficiency or not any(q in family for q in FAMILY_QUALIFIERS):
+    """``family``, or for a kernel that this calibration never measured with a qualifier (an
+    attention kernel with SDPA's dropout or grouped K/V heads in its backward, ``...:dropout``,
+    ``...:gqa``; an fp32 row kernel, ``...:fp32``) the same kernel's family without it (a
+    datasheet-only GPU, or a calibration from before they were measured)."""
+    if _calibrated(family, params) or not any(q in family for q in FAMILY_QUALIFIERS):
         return family
     bare = family
     for q in FAMILY_QUALIFIERS:
         bare = bare.replace(q, "")
     one_less = [family.replace(q, "") for q in FAMILY_QUALIFIERS if q in family]
-    return next((f for f in one_less if f in params.family_efficiency), bare)
+    return next((f for f in one_less if _calibrated(f, params)), bare)
 
 
 def predict_with_params(
@@ -310,10 +320,12 @@ def predict_with_params(
         kp = kernel_time(k, gpu, params, family, l2, condition, activity=activity,
                          graph_kernel_s=graph_kernel_s)  # fmt: skip
         if family != (k.family or op.family):
+            left = "; ".join(v for q, v in FAMILY_QUALIFIERS.items() if q in (k.family or op.family)
+                             and q not in family)  # fmt: skip
             kp = kp.model_copy(update={"terms": (*kp.terms, Term(
                 name="nearest calibrated family", value=1.0, unit="x",
                 note=f"no {k.family or op.family} in this calibration: priced as {family} "
-                     "(dropout's random mask or the grouped heads' dK/dV sum unpriced)"))})  # fmt: skip
+                     f"({left} unpriced)"))})  # fmt: skip
         kernels.append(kp)
     floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once

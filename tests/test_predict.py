@@ -513,3 +513,42 @@ def test_format_number_writes_thousands_out():
 
     assert [format_number(x) for x in (1062.4, 295.3, 2731.0, 0.0, 2.5e6)] == [
         "1,062", "295", "2,731", "0", "2.5e+06"]
+
+
+def test_fp32_rows_are_their_own_family_and_fall_back_to_the_bf16_one():
+    """Autocast runs norms and softmax in fp32: those kernels are calibrated apart
+    (``layernorm:fp32``, ``softmax:long-rows:fp32``); a calibration that never measured them
+    prices them as the bf16 family and says so."""
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.predict import predict_with_params
+
+    h100 = gm.get_gpu("h100")
+    ln32 = gm.ops.LayerNorm(rows=4096, hidden=1024, dtype="fp32")
+    assert ln32.family == "layernorm:fp32"
+    assert gm.ops.LayerNorm(rows=4096, hidden=1024, dtype="bf16").family == "layernorm"
+    assert gm.ops.Softmax(rows=8, cols=50257, dtype="fp32").family == "softmax:long-rows:fp32"
+    bf16_only = CalibrationParams(family_bandwidth_efficiency={"layernorm": 0.5},
+                                  family_overhead_s={"layernorm": 2e-6})  # fmt: skip
+    p = predict_with_params(ln32, h100, bf16_only)
+    (note,) = [t.note for t in p.kernels[0].terms if t.name == "nearest calibrated family"]
+    assert "no layernorm:fp32 in this calibration: priced as layernorm" in note
+    # 4096 x 1024 x 4 B read and written = 33.6 MB at half of 3.35 TB/s, plus the 2 us floor
+    assert p.time_s == pytest.approx(2 * 4096 * 1024 * 4 / (0.5 * 3.35e12) + 2e-6, rel=0.02)
+    both = bf16_only.model_copy(update={
+        "family_bandwidth_efficiency": {"layernorm": 0.5, "layernorm:fp32": 0.25},
+        "family_overhead_s": {"layernorm": 2e-6, "layernorm:fp32": 2e-6}})  # fmt: skip
+    p = predict_with_params(ln32, h100, both)
+    assert not [t for t in p.kernels[0].terms if t.name == "nearest calibrated family"]
+    assert p.time_s == pytest.approx(2 * 4096 * 1024 * 4 / (0.25 * 3.35e12) + 2e-6, rel=0.02)
+
+
+def test_shipped_fp32_norm_families_take_the_copy_roof():
+    """The fp32 row families fit their per-element rate under the plain copy's measured
+    bandwidth (validate's norm fit): an fp32 layer norm ran the same time on an H100 and an
+    H200, bound by its per-element work, so their memory roof is the copy's, not a fitted one."""
+    for gpu in ("h100", "h200"):
+        params = gm.load_calibration(gpu).parameters
+        roof = params.family_bandwidth_efficiency["copy"]
+        for fam in ("layernorm:fp32", "rmsnorm:fp32", "softmax:fp32", "softmax:long-rows:fp32"):
+            assert params.family_bandwidth_efficiency[fam] == pytest.approx(roof, rel=0.05)
+            assert params.family_elements_per_sm_cycle[fam] > 0

@@ -306,8 +306,9 @@ def test_plans_are_well_formed(quick):
         assert p.backend in fam.attention.ATTN_BACKENDS
         assert p.heads % p.kv_heads == 0
         assert p.phase == "prefill" or (p.seq == 1 and not p.causal)
-    for kind, rows, hidden in fam.norm.norm_points(quick):
+    for kind, rows, hidden, dtype in fam.norm.norm_points(quick):
         assert kind in fam.norm.NORM_OPS and rows >= 1 and hidden in (1024, 4096, 8192)
+        assert dtype in ("bf16", "fp32")
 
 
 def test_quick_plans_are_smaller():

@@ -161,8 +161,12 @@ class _RowOp(Op):
     @property
     def family(self) -> str:
         """Rows of up to 1024 elements fit one warp's registers (a warp-per-row kernel, read
-        once); longer rows take block-wide kernels with different efficiency: calibrated apart."""
-        return self.op_name if self.columns <= SHORT_ROW_COLUMNS else f"{self.op_name}:long-rows"
+        once); longer rows take block-wide kernels with different efficiency: calibrated apart.
+        fp32 rows (autocast runs norms and softmax in fp32) are calibrated apart too: PyTorch's
+        norm kernels ran fp32 rows 1.5-1.7x slower per element than bf16 ones on an H100 (the
+        training fit set's GPT-2 layer norms against validate's bf16 points)."""
+        family = self.op_name if self.columns <= SHORT_ROW_COLUMNS else f"{self.op_name}:long-rows"
+        return f"{family}:fp32" if self.dtype == "fp32" else family
 
     def monotone_floor(self, gpu: GPUSpec) -> Op | None:
         """A long row is never faster than the longest short row: the short-row family's time

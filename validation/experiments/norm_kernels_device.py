@@ -1,6 +1,6 @@
 """Which CUDA kernels does PyTorch run for the norms that ``gpumodel validate`` times?
 
-For every (op, rows, hidden) point of the validation grid (``families.norm.norm_points``) this
+For every (op, rows, hidden, dtype) point of the validation grid (``families.norm.norm_points``) this
 runs the same call as the harness (``F.layer_norm``, ``F.rms_norm``, ``torch.softmax`` on bf16)
 under ``torch.profiler`` and records each kernel it launches: name, launches per call and mean
 device time. A fused op is one kernel; a composite one is several, each paying its own launch
@@ -48,17 +48,18 @@ def main() -> None:
     from gpumodel.validate.families.norm import norm_points
 
     rows_out = []
-    for kind, rows, hidden in norm_points(False):
-        x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
-        w = torch.ones(hidden, device="cuda", dtype=torch.bfloat16)
-        b = torch.zeros(hidden, device="cuda", dtype=torch.bfloat16)
+    for kind, rows, hidden, dtype in norm_points(False):
+        dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+        x = torch.randn(rows, hidden, device="cuda", dtype=dt)
+        w = torch.ones(hidden, device="cuda", dtype=dt)
+        b = torch.zeros(hidden, device="cuda", dtype=dt)
         call = {
             "layernorm": lambda x=x, w=w, b=b, h=hidden: F.layer_norm(x, (h,), w, b, 1e-5),
             "rmsnorm": lambda x=x, w=w, h=hidden: F.rms_norm(x, (h,), w, 1e-6),
             "softmax": lambda x=x: torch.softmax(x, dim=-1),
         }[kind]
         ks = kernels_of(call, torch)
-        row = {"op": kind, "rows": rows, "hidden": hidden, "kernels": ks,
+        row = {"op": kind, "rows": rows, "hidden": hidden, "dtype": dtype, "kernels": ks,
                "launches_per_call": sum(k["per_call"] for k in ks),
                "device_us_per_call": sum(k["per_call"] * k["mean_us"] for k in ks)}  # fmt: skip
         rows_out.append(row)

@@ -29,6 +29,10 @@ from pathlib import Path
 
 # fitted scalars of a family whose names do not carry the family's name
 FAMILY_SCALARS = {"conv2d": ("conv_half_fill_tiles_per_sm",)}
+# the kernel families of a record family whose names do not carry the record family's name,
+# and the start of its report groups' names
+KERNEL_FAMILIES = {"norm": ("layernorm", "rmsnorm", "softmax")}
+GROUP_NAMES = {"norm": "layer/RMS norm"}
 
 
 def flat(d: dict, prefix: str = "") -> dict[str, object]:
@@ -99,8 +103,9 @@ def main() -> int:
     if every:  # what the refit set; what it leaves unset was merged in after a fit
         ours = {k for k in fitted if fitted[k] is not None}
     else:
-        ours = {k for k in fitted
-                if family in k.split(".")[-1] or k in FAMILY_SCALARS.get(family, ())}  # fmt: skip
+        names = KERNEL_FAMILIES.get(family, (family,))
+        ours = {k for k in fitted if any(n in k.split(".")[-1] for n in names)
+                or k in FAMILY_SCALARS.get(family, ())}  # fmt: skip
     # a refit from measurements leaves the sections merged in after a fit (conditions, host
     # copies) unset: those are kept as shipped
     moved = [k for k in fitted
@@ -115,7 +120,7 @@ def main() -> int:
             node = node.setdefault(part, {})
         node[leaf] = fitted[key]
     # a report group is named in words: "attention ...", "strided elementwise (...)"
-    words = family.replace("_", " ")
+    words = GROUP_NAMES.get(family, family.replace("_", " "))
     errors = {**shipped.errors,
               **{g: FamilyError.model_validate(e.model_dump()) for g, e in refit.errors.items()
                  if every or g.startswith((family, words))}}  # fmt: skip
