@@ -268,9 +268,9 @@ def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: floa
     return min(isolated_s, max(graph_kernel_s, isolated_s - hidden))
 
 
-# Qualifiers of an attention family (Attention.family) that a calibration may not have
-# measured: the kernel without them is the nearest it did
-# qualifier -> what pricing a kernel as its family without it leaves out
+# Qualifiers of a kernel family (an attention kernel's dropout or grouped heads, an fp32 row
+# kernel) that a calibration may not have measured: the kernel without them is the nearest it
+# did. qualifier -> what pricing a kernel as its family without it leaves out
 FAMILY_QUALIFIERS = {
     ":dropout": "dropout's random mask",
     ":gqa": "the grouped heads' dK/dV sum",

@@ -24,7 +24,6 @@ def match_optimizer(tr: Trace, tl: Timeline, model: str | None = None) -> int:
     produced the gradients; failing those, the model preset's parameter count (``model``, or
     the preset the trace's GEMM shapes name), at the element type the kernel's functor names.
     Returns the number of calls completed so."""
-
     todo = [i for i in tl.instances if i.mapped is not None and i.mapped.family == "optimizer"
             and i.mapped.op is None and i.node is not None]  # fmt: skip
     if not todo:

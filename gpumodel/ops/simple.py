@@ -162,9 +162,10 @@ class _RowOp(Op):
     def family(self) -> str:
         """Rows of up to 1024 elements fit one warp's registers (a warp-per-row kernel, read
         once); longer rows take block-wide kernels with different efficiency: calibrated apart.
-        fp32 rows (autocast runs norms and softmax in fp32) are calibrated apart too: PyTorch's
-        norm kernels ran fp32 rows 1.5-1.7x slower per element than bf16 ones on an H100 (the
-        training fit set's GPT-2 layer norms against validate's bf16 points)."""
+        fp32 rows (autocast runs norms and softmax in fp32) are calibrated apart too: an H200
+        ran PyTorch's fp32 layer norm 1.28-1.30x the time of the bf16 one of the same shape
+        (16K-256K rows of 1024; validation/results/h200-sxm/validate-2026-11-28-run9), not the
+        2x its bytes would say."""
         family = self.op_name if self.columns <= SHORT_ROW_COLUMNS else f"{self.op_name}:long-rows"
         return f"{family}:fp32" if self.dtype == "fp32" else family
 
