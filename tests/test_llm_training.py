@@ -210,3 +210,16 @@ def test_a_norm_kernels_backward_reads_its_inputs_twice():
     gelu = Elementwise(op="gelu", n=4096 * 3072, dtype="bf16")
     ((_, factor),) = _backward(LayerOp("gelu", gelu, 12, "elementwise"))
     assert factor == 2.0
+
+
+def test_adamw_over_16_bit_states_streams_half_the_fp32_bytes():
+    """A fused AdamW over bf16 weight, gradient and moments (14 B per parameter: read 4 x 2,
+    write 3 x 2) moves the bytes of the fp32 step (28 B) over half as many parameters."""
+    from gpumodel.ops import AdamW
+    from gpumodel.specs import get_gpu
+
+    h100 = get_gpu("h100")
+    (k,) = AdamW.for_states(1_000_001, 2).kernels(h100)
+    assert k.bytes == 28 * 500_001 and k.bytes == pytest.approx(14 * 1_000_001, rel=1e-5)
+    assert AdamW.for_states(1_000_001, 4, master_copy=True) == AdamW(params=1_000_001,
+                                                                     master_copy=True)

@@ -859,9 +859,9 @@ def fused_optimizer(
     streams = min(lists, 4 if adam else 2)
     note = f"{len(params)} parameter tensors, {n} elements" + (f" ({source})" if source else "")
     if adam and streams == 4:
-        # the calibrated fused-AdamW family (validate's ``adamw``: 28 B per fp32 parameter);
-        # 16-bit states move the bytes of half as many fp32 ones, as the step model prices them
-        op: Op = AdamW(params=max(1, round(n * element_bytes / 4)))
+        # the calibrated fused-AdamW family (validate's ``adamw``: 28 B per fp32 parameter),
+        # over states of the traced element size, as the step model prices them
+        op: Op = AdamW.for_states(n, element_bytes)
         if element_bytes != 4:
             note += f", {element_bytes:g} B states: priced as {op.params} fp32 parameters"
         return Mapped(op=op, family="optimizer", dtype="", shapes=((n,),), notes=(note,))

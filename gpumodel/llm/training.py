@@ -637,9 +637,9 @@ def sync_times(
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
     shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
     if policy == "bf16":
-        opt = AdamW(params=math.ceil(shard / 2))
+        opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["bf16"])
     else:
-        opt = AdamW(params=math.ceil(shard), master_copy=policy != "amp")
+        opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["fp32"], master_copy=policy != "amp")
     optimizer = sum(k.time_s for k in timer.kernels(LayerOp("optimizer_step", opt)))
     if host is not None:
         optimizer = max(optimizer, host.cost_s("optimizer_step"))

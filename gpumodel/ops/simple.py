@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -401,6 +402,13 @@ class AdamW(Op):
     eager_kind: ClassVar[str | None] = "optimizer_step"
     params: Size = Field(description="parameters this rank updates")
     master_copy: bool = False
+
+    @classmethod
+    def for_states(cls, params: float, state_bytes: float, master_copy: bool = False) -> AdamW:
+        """The step over ``params`` parameters whose weight, gradient and moments take
+        ``state_bytes`` each: it streams the bytes of the fp32 step over ``params x state_bytes
+        / 4`` (bf16 states: half as many), which is how it is priced."""
+        return cls(params=max(1, math.ceil(params * state_bytes / 4)), master_copy=master_copy)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         n = float(self.params)
