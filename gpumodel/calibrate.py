@@ -102,10 +102,16 @@ def split(points: list[Point]) -> tuple[list[Point], list[Point]]:
 
 def _split_key(p: Point) -> str:
     """Points that differ only in size share a key: family, cache state, access pattern and the
-    op's categorical fields (dtype, direction, pinned, causal, ...)."""
+    op's categorical fields (dtype, direction, pinned, causal, ...); for a family whose sizes
+    pick the kernel (``Family.split_by_kernel``), the op's kernel family too."""
+    from gpumodel.validate.families import by_name
+
     categorical = [f"{k}={v}" for k, v in p.op.model_dump().items() if isinstance(v, (str, bool))]
     decode = getattr(p.op, "seq", None) == 1
-    return "|".join([p.family, p.l2, str(p.meta.get("pattern", "")), str(decode), *categorical])
+    family = by_name(p.family)
+    kernel = p.op.family if family is not None and family.split_by_kernel else ""
+    return "|".join([p.family, kernel, p.l2, str(p.meta.get("pattern", "")), str(decode),
+                     *categorical])  # fmt: skip
 
 
 def _work(p: Point) -> float:

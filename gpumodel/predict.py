@@ -274,6 +274,9 @@ def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: floa
 FAMILY_QUALIFIERS = {
     ":dropout": "dropout's random mask",
     ":gqa": "the grouped heads' dK/dV sum",
+    ":spill": "the rate of a row kernel that reads its row three times",
+    ":smem": "the rate of a row kernel that holds its row in shared memory",
+    ":16-bit": "the 16-bit kernel's own rate",
     ":fp32": "the fp32 kernel's own rate",
 }
 

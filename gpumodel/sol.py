@@ -19,7 +19,9 @@ that are physical ceilings, not typical rates:
   banks x 4 bytes per clock (CUDA C++ Programming Guide, "Shared Memory": 128 B/clk per SM),
   so SMs x 128 B x max clock bounds every byte a kernel moves.
 * DRAM bytes: at kernel start L2 can hold at most its capacity of the inputs, and at kernel
-  end at most its capacity of dirty outputs, so at least ``bytes - 2 x L2`` cross the DRAM bus.
+  end at most its capacity of dirty outputs, so at least ``bytes - 2 x L2`` cross the DRAM bus;
+  data a kernel reads again (``KernelWork.reread_bytes``: a softmax row read three times) may
+  come from L2 and is left out.
 * host copies: bytes / the link's per-direction line rate (PCIe spec).
 
 No launch floor, no efficiency, no overlap penalty: all are things a kernel could in principle
@@ -109,12 +111,13 @@ def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
     t_compute = max(per_unit.values(), default=0.0)
     l2_roof = l2_roof_bytes_per_s(gpu)
     t_l2 = kw.bytes / l2_roof
-    dram_bytes = max(0.0, kw.bytes - 2 * gpu.l2_cache_bytes)
+    dram_bytes = max(0.0, kw.bytes - kw.reread_bytes - 2 * gpu.l2_cache_bytes)
     t_dram = dram_bytes / gpu.memory_bandwidth_bytes_per_s
     if t_dram >= t_l2:
         t_memory = t_dram
-        note = (f"at least {format_quantity(dram_bytes, 'B')} (bytes - 2 x L2) cross DRAM at "
-                f"{format_quantity(gpu.memory_bandwidth_bytes_per_s, 'B/s')}")  # fmt: skip
+        reread = " - re-reads" if kw.reread_bytes else ""
+        note = (f"at least {format_quantity(dram_bytes, 'B')} (bytes{reread} - 2 x L2) cross "
+                f"DRAM at {format_quantity(gpu.memory_bandwidth_bytes_per_s, 'B/s')}")  # fmt: skip
     else:
         t_memory = t_l2
         note = (f"could all come from L2: {gpu.sm_count} SMs x {L1_BYTES_PER_CLOCK_PER_SM} B/clk x "

@@ -623,6 +623,26 @@ def test_map_norms_and_softmax():
     m = map_op("aten::_softmax", _args([[8, 8, 512, 512], [], []], [BF16, "Scalar", "Scalar"],
                                        ["", "-1", "False"]))  # fmt: skip
     assert m.op == Softmax(rows=8 * 8 * 512, cols=512, dtype="bf16")
+    m = map_op("aten::_softmax_backward_data", _args(  # held on chip: dy, y read, dx written
+        [[4096, 4096], [4096, 4096], [], []], [BF16, BF16, "Scalar", "Scalar"],
+        ["", "", "-1", "15"]))  # fmt: skip
+    assert m.op == Softmax(rows=4096, cols=4096, dtype="bf16") and m.scale == 3 / 2
+
+
+def test_map_softmax_backward_over_rows_read_off_chip():
+    """A loss's log_softmax over 50,257 fp32 logits runs PyTorch's three-read kernels: the
+    forward reads x three times and writes y (4 passes); the backward reads dy for the row's
+    sum, then dy and y, and writes dx (4 passes: 1x the forward); softmax's backward runs an
+    elementwise dy * y first (3 passes) and then those four passes (7: 1.75x)."""
+    args = _args([[4096, 50257], [4096, 50257], [], []], [F32, F32, "Scalar", "Scalar"],
+                 ["", "", "-1", "6"])  # fmt: skip
+    m = map_op("aten::_log_softmax_backward_data", args)
+    assert m.op == Softmax(rows=4096, cols=50257, dtype="fp32") and m.scale == 1.0
+    assert m.op.reads_per_element == 3 and "row read off chip" in m.notes[0]
+    assert map_op("aten::_softmax_backward_data", args).scale == 7 / 4
+    fwd = map_op("aten::_log_softmax", _args([[4096, 50257], [], []], [F32, "Scalar", "Scalar"],
+                                             ["", "-1", "False"]))  # fmt: skip
+    assert fwd.scale == 1.0 and fwd.op == m.op
 
 
 def test_map_elementwise_reduction_embedding():

@@ -112,7 +112,10 @@ def test_eager_cross_entropy_reads_long_rows_three_times():
     """HF's loss upcasts bf16 logits to fp32 (2 + 4 B per logit), then log_softmax; 128,256
     fp32 values (501 KiB) exceed a block's 48 KiB of shared memory, so PyTorch's softmax reads
     each row three times and writes it once (16 B); its backward zero-fills (4 B), runs the
-    same pass (16 B) and casts back (4 + 2 B). A 8,192-wide vocabulary (32 KiB) fits: 8 B."""
+    same pass (16 B) and casts back (4 + 2 B). Rows the block holds on chip are read once (8 B):
+    8,192 values (8 per thread of 1024, in registers) and 12,000 (48,000 B, under the 49,024 B
+    of shared memory PyTorch's kernel takes); 10,001 values (too many for registers, not whole
+    16-byte vectors for shared memory) are read three times, the re-reads from L2."""
     from gpumodel.llm.training import cross_entropy
     from gpumodel.specs import get_gpu
 
@@ -122,8 +125,12 @@ def test_eager_cross_entropy_reads_long_rows_three_times():
     assert sum(k.bytes for k in fwd.op.kernels(h100)) == pytest.approx(n * (6 + 16))
     assert sum(k.bytes for k in bwd.op.kernels(h100)) == pytest.approx(n * (4 + 16 + 6))
     assert factor == 1.0
-    small, _ = cross_entropy(8192, 8192, "bf16", "unfused", h100)
-    assert sum(k.bytes for k in small.op.kernels(h100)) == pytest.approx(8192 * 8192 * (6 + 8))
+    # 4096 rows of 50,257 fp32 values (201 KB) in flight on the H100's 264 blocks exceed half
+    # its L2: every read from DRAM; rows of 10,001 (40 KB) fit it: the re-reads from L2
+    for vocab, softmax_bytes in ((8192, 8), (12_000, 8), (10_001, 8), (50_257, 16)):
+        small, _ = cross_entropy(4096, vocab, "bf16", "unfused", h100)
+        total = sum(k.bytes for k in small.op.kernels(h100))
+        assert total == pytest.approx(4096 * vocab * (6 + softmax_bytes)), vocab
 
 
 def test_optimizer_step_is_a_stream_over_the_rank_shard():
@@ -212,14 +219,36 @@ def test_a_norm_kernels_backward_reads_its_inputs_twice():
     assert factor == 2.0
 
 
-def test_adamw_over_16_bit_states_streams_half_the_fp32_bytes():
-    """A fused AdamW over bf16 weight, gradient and moments (14 B per parameter: read 4 x 2,
-    write 3 x 2) moves the bytes of the fp32 step (28 B) over half as many parameters."""
+def test_adamw_over_16_bit_states_is_its_own_family_at_half_the_fp32_bytes():
+    """A fused AdamW over bf16 weight, gradient and moments moves 14 B per parameter (read 4 x 2,
+    write 3 x 2), half of the fp32 step's 28 B, in a kernel calibrated apart (``adamw:16-bit``:
+    it computes in fp32 either way); a calibration that never measured it prices it as the
+    fp32 family over those bytes. A bf16 master copy of bf16 states is no configuration."""
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.errors import SpecError
     from gpumodel.ops import AdamW
+    from gpumodel.predict import predict_with_params
     from gpumodel.specs import get_gpu
 
     h100 = get_gpu("h100")
-    (k,) = AdamW.for_states(1_000_001, 2).kernels(h100)
-    assert k.bytes == 28 * 500_001 and k.bytes == pytest.approx(14 * 1_000_001, rel=1e-5)
+    bf16 = AdamW.for_states(1_000_001, 2)
+    (k,) = bf16.kernels(h100)
+    assert bf16 == AdamW(params=1_000_001, dtype="bf16") and bf16.family == "adamw:16-bit"
+    assert k.bytes == 14 * 1_000_001 and k.bytes_written == 6 * 1_000_001
     assert AdamW.for_states(1_000_001, 4, master_copy=True) == AdamW(params=1_000_001,
                                                                      master_copy=True)
+    assert AdamW(params=10).family == "adamw"
+    fp32_only = CalibrationParams(family_bandwidth_efficiency={"adamw": 0.8},
+                                  family_overhead_s={"adamw": 30e-6})  # fmt: skip
+    big = AdamW(params=10**9, dtype="bf16")
+    p = predict_with_params(big, h100, fp32_only)
+    assert p.time_s == pytest.approx(14e9 / (0.8 * 3.35e12) + 30e-6, rel=0.02)
+    both = fp32_only.model_copy(update={
+        "family_bandwidth_efficiency": {"adamw": 0.8, "adamw:16-bit": 0.4},
+        "family_overhead_s": {"adamw": 30e-6, "adamw:16-bit": 30e-6}})  # fmt: skip
+    assert predict_with_params(big, h100, both).time_s == pytest.approx(
+        14e9 / (0.4 * 3.35e12) + 30e-6, rel=0.02)
+    with pytest.raises(SpecError, match="master_copy"):
+        AdamW(params=10, dtype="bf16", master_copy=True)
+    with pytest.raises(SpecError, match="2 \\(bf16\\) or 4"):
+        AdamW.for_states(10, 1)

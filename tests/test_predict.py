@@ -526,7 +526,7 @@ def test_fp32_rows_are_their_own_family_and_fall_back_to_the_bf16_one():
     ln32 = gm.ops.LayerNorm(rows=4096, hidden=1024, dtype="fp32")
     assert ln32.family == "layernorm:fp32"
     assert gm.ops.LayerNorm(rows=4096, hidden=1024, dtype="bf16").family == "layernorm"
-    assert gm.ops.Softmax(rows=8, cols=50257, dtype="fp32").family == "softmax:long-rows:fp32"
+    assert gm.ops.Softmax(rows=8, cols=8192, dtype="fp32").family == "softmax:long-rows:fp32"
     bf16_only = CalibrationParams(family_bandwidth_efficiency={"layernorm": 0.5},
                                   family_overhead_s={"layernorm": 2e-6})  # fmt: skip
     p = predict_with_params(ln32, h100, bf16_only)
@@ -540,6 +540,51 @@ def test_fp32_rows_are_their_own_family_and_fall_back_to_the_bf16_one():
     p = predict_with_params(ln32, h100, both)
     assert not [t for t in p.kernels[0].terms if t.name == "nearest calibrated family"]
     assert p.time_s == pytest.approx(2 * 4096 * 1024 * 4 / (0.25 * 3.35e12) + 2e-6, rel=0.02)
+
+
+@pytest.mark.parametrize(("cols", "dtype", "reads", "dram_passes"), [
+    (1024, "fp32", 1, 2),  # a warp per row
+    (9216, "fp32", 1, 2),  # 9 values per thread of 1024, in registers
+    (12_000, "fp32", 1, 2),  # 48,000 B in shared memory (PyTorch takes 49,152 - 128)
+    # read three times; the H100's 264 rows in flight (132 SMs x 2 blocks of 1024 threads)
+    # fit half its 50 MiB L2 up to 99 KiB per row, and then the re-reads come from L2
+    (12_256, "fp32", 3, 2),  # 49,024 B: not less than the 49,024 B it takes
+    (10_001, "bf16", 3, 2),  # past registers, and not whole 16-byte vectors
+    (32_000, "bf16", 3, 2),  # 64,000 B x 264 = 16.9 MB
+    (50_257, "fp32", 3, 4),  # 201,028 B x 264 = 53 MB: every read from DRAM
+    (128_256, "fp32", 3, 4), (24_504, "bf16", 1, 2),
+])  # fmt: skip
+def test_softmax_rows_no_block_holds_are_read_three_times(cols, dtype, reads, dram_passes):
+    """PyTorch's softmax keeps a long row on chip (registers up to 9 values per thread of a
+    1024-thread block, else shared memory) or reads it in each of its three passes (SoftMax.cu
+    ``cunn_SoftMaxForward``), from L2 while the rows in flight fit half of it, else from DRAM:
+    a family of its own that falls back to the long-row family with those bytes where a
+    calibration never measured it. The speed of light leaves the re-reads out."""
+    from gpumodel.calibration import CalibrationParams
+    from gpumodel.predict import predict_with_params
+    from gpumodel.sol import speed_of_light
+
+    h100 = gm.get_gpu("h100")
+    op = gm.ops.Softmax(rows=65536, cols=cols, dtype=dtype)
+    assert op.reads_per_element == reads
+    size, n = (4 if dtype == "fp32" else 2), 65536 * cols
+    (k,) = op.kernels(h100)
+    assert k.bytes == size * n * dram_passes and k.bytes_written == size * n
+    assert k.reread_bytes == size * n * (dram_passes - 2)
+    # x read once and y written, less the two L2-fulls it may hold, at 3.35 TB/s
+    dram_floor_s = (2 * size * n - 2 * 50 * 2**20) / 3.35e12
+    assert speed_of_light(op, h100).time_s == pytest.approx(dram_floor_s, rel=1e-9)
+    assert (":spill" in op.family) == (reads == 3)
+    if reads == 1:
+        return
+    fam = op.family.replace(":spill", "")
+    params = CalibrationParams(family_bandwidth_efficiency={fam: 0.5},
+                               family_overhead_s={fam: 2e-6})  # fmt: skip
+    p = predict_with_params(op, h100, params)
+    (note,) = [t.note for t in p.kernels[0].terms if t.name == "nearest calibrated family"]
+    assert f"no {op.family} in this calibration: priced as {fam}" in note
+    expected = size * n * dram_passes / (0.5 * 3.35e12) + 2e-6
+    assert p.time_s == pytest.approx(expected, rel=0.02)
 
 
 def test_shipped_fp32_norm_families_take_the_copy_roof():

@@ -622,9 +622,19 @@ def _softmax(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     dim = (a.ints(di) or [-1])[0]
     cols = x.dims[dim] if -len(x.dims) <= dim < len(x.dims) else x.dims[-1]
     op = Softmax(rows=x.numel // cols, cols=cols, dtype=_model_dtype(x.dtype))  # type: ignore[arg-type]
-    notes = ("backward: reads dy and y, writes dx: 1.5x the forward traffic",) if backward else ()
-    return Mapped(op=op, family="softmax", dtype=x.dtype, shapes=a.shapes(),
-                  scale=BACKWARD_NORM_SCALE if backward else 1.0, notes=notes)  # fmt: skip
+    if not backward:
+        return Mapped(op=op, family="softmax", dtype=x.dtype, shapes=a.shapes())
+    if op.reads_per_element == 1:
+        scale, what = BACKWARD_NORM_SCALE, "reads dy and y, writes dx"
+    # rows read off chip (validation/results/h200-sxm/softmax-rows-2026-11-28: backward over
+    # forward, median of 14 shapes 1.07 for log_softmax, of 10 shapes 1.75 for softmax)
+    elif "log_softmax" in name:  # the row's sum of dy, then dy and y again, dx written
+        scale, what = 4 / 4, "reads dy, then dy and y again, writes dx (the row read off chip)"
+    else:  # an elementwise dy * y kernel first, then the same four passes over it
+        scale, what = 7 / 4, ("dy * y in its own kernel (3 passes), then the row's sum and dx "
+                              "(4 passes; the row read off chip)")  # fmt: skip
+    return Mapped(op=op, family="softmax", dtype=x.dtype, shapes=a.shapes(), scale=scale,
+                  notes=(f"backward: {what}: {scale:g}x the forward traffic",))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -859,11 +869,11 @@ def fused_optimizer(
     streams = min(lists, 4 if adam else 2)
     note = f"{len(params)} parameter tensors, {n} elements" + (f" ({source})" if source else "")
     if adam and streams == 4:
-        # the calibrated fused-AdamW family (validate's ``adamw``: 28 B per fp32 parameter),
-        # over states of the traced element size, as the step model prices them
+        # the calibrated fused-AdamW families (validate's ``adamw``: fp32 and 16-bit states),
+        # as the step model prices them
         op: Op = AdamW.for_states(n, element_bytes)
         if element_bytes != 4:
-            note += f", {element_bytes:g} B states: priced as {op.params} fp32 parameters"
+            note += f", {element_bytes:g} B states"
         return Mapped(op=op, family="optimizer", dtype="", shapes=((n,),), notes=(note,))
     writes = (3 if adam else 1) * n * element_bytes
     op = Kernel(flops=(_FUSED_ADAM_FLOPS if adam else 2.0) * n,

@@ -65,7 +65,7 @@ from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import training_attention
-from gpumodel.ops import AdamW, Attention, Gemm, LayerNorm, RMSNorm
+from gpumodel.ops import AdamW, Attention, Gemm, LayerNorm, RMSNorm, Softmax
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity, format_time
 
@@ -281,10 +281,12 @@ def cross_entropy(
     """The loss over ``tokens`` rows of ``vocab`` logits: (forward, (backward, multiplier)).
 
     Eager PyTorch (``fusion="unfused"``: HF ForCausalLMLoss + F.cross_entropy) upcasts the
-    logits to fp32, then log_softmax; a row whose fp32 values exceed one block's default shared
-    memory (48 KiB: 12,288 values; PyTorch SoftMax.cu ``cunn_SoftMaxForward``) is read three
-    times (max, sum of exp, write) and written once, 16 B per value; its backward zero-fills
-    the gradient for nll (4 B), runs the same three-read pass (16 B) and casts back (4 + beta).
+    logits to fp32, then log_softmax; a row that no block holds on chip (``Softmax.row_kernel``:
+    a vocabulary of fp32 values past 48 KiB of shared memory, or of an odd length) is read
+    three times (max, sum of exp, write) and written once, 16 B per value where the rows in
+    flight exceed half the L2 (``Softmax.kernels``: any vocabulary past ~25K); its backward
+    zero-fills the gradient for nll (4 B), runs the same three-read pass and casts back
+    (4 + beta).
     Measured on an H100 for 8192 x 128,256 logits: log_softmax 5.56 ms forward, 5.71 ms
     backward, i.e. 16.8 GB each at ~3 TB/s (validation/results/h100-sxm/training-step/).
     Fused kernels (Megatron-style) are counted as one read of the logits and one fp32 write,
@@ -296,9 +298,8 @@ def cross_entropy(
                      ("nll", 1, 4, 1))  # fmt: skip
         return LayerOp("cross_entropy", fwd), (
             LayerOp("cross_entropy.bwd", fwd), ELEMENTWISE_BACKWARD_FACTOR)  # fmt: skip
-    limits = gpu.sm_limits
-    smem = limits.shared_memory_per_block_default_bytes if limits else 48 * 1024
-    softmax_bytes = 16.0 if vocab * 4 > smem else 8.0  # three reads + a write, or one + one
+    (k,) = Softmax(rows=tokens, cols=vocab, dtype="fp32").kernels(gpu)
+    softmax_bytes = k.bytes / (tokens * vocab)  # fp32: the row's DRAM reads and one write
     fwd = passes("cross entropy (eager, fp32)", n, dtype,
                  ("logits.float()", 1, beta + 4, 0, "cast", 4),
                  ("log_softmax", 1, softmax_bytes, 5))  # fmt: skip

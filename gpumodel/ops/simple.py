@@ -168,7 +168,19 @@ class _RowOp(Op):
         (16K-256K rows of 1024; validation/results/h200-sxm/validate-2026-11-28-run9), not the
         2x its bytes would say."""
         family = self.op_name if self.columns <= SHORT_ROW_COLUMNS else f"{self.op_name}:long-rows"
+        family += self._kernel_qualifier
         return f"{family}:fp32" if self.dtype == "fp32" else family
+
+    @property
+    def _kernel_qualifier(self) -> str:
+        """A long-row kernel of its own within the long-row family (``Softmax``'s)."""
+        return ""
+
+    @property
+    def reads_per_element(self) -> int:
+        """Times the kernel reads each input element from global memory (1: the row is held
+        on chip between its passes)."""
+        return 1
 
     def monotone_floor(self, gpu: GPUSpec) -> Op | None:
         """A long row is never faster than the longest short row: the short-row family's time
@@ -182,10 +194,12 @@ class _RowOp(Op):
         unit, dt = vector_unit(gpu, self.dtype)
         n = self.rows * self.columns
         size = element_bytes(self.dtype)
-        nbytes = size * (2 * n + self.params_per_column * self.columns)
+        reads = self.reads_per_element
+        dram_reads = self._dram_reads(gpu)
+        nbytes = size * ((dram_reads + 1) * n + self.params_per_column * self.columns)
         return [
             KernelWork(
-                name=self.op_name,
+                name=self.op_name if reads == 1 else f"{self.op_name} (row read {reads}x)",
                 flops=(FlopPart(unit, dt, self.flops_per_element * n),),
                 bytes=nbytes,
                 bytes_written=size * n,
@@ -194,9 +208,14 @@ class _RowOp(Op):
                 # H100 and H200 (829-831 and 154-155 us at 65536 rows): bound by per-element
                 # work, which a calibration prices per SM-cycle (``KernelWork.elements``)
                 elements=n,
+                reread_bytes=size * n * (dram_reads - 1),
                 **self._geometry(size),
             )
         ]
+
+    def _dram_reads(self, gpu: GPUSpec) -> float:
+        """Times each input element comes from DRAM (the rest of ``reads_per_element`` from L2)."""
+        return self.reads_per_element
 
     def _geometry(self, element_size: int) -> dict:
         """Launch geometry the time model's Little's-law limit needs; by default one thread
@@ -266,6 +285,20 @@ class RMSNorm(_BlockPerRowNorm):
         return self.hidden
 
 
+# PyTorch's softmax and log_softmax over a row of more than 1024 columns (aten/src/ATen/native/
+# cuda/SoftMax.cu, ``host_softmax``) run one block of 1024 threads per row. The block keeps the
+# row on chip between its passes (max, sum of exp, write) while each thread holds at most 9
+# elements in registers (``potential_reg_cnt < 10``: up to 9,216 columns) or the row fits the
+# block's shared memory (``cunn_SoftMaxForwardSmem``: fewer than (sharedMemPerBlock - 128 B of
+# reduction scratch) / element size columns, and a row of whole 16-byte vectors). Any other row
+# (a vocabulary's logits: 32,000 or 50,257 fp32 values) takes ``cunn_SoftMaxForward``, which
+# reads the row from global memory in each of its three passes.
+SOFTMAX_REGISTER_COLUMNS = 9 * 1024
+SOFTMAX_SHARED_MEMORY_BYTES = 48 * 1024 - 128  # cudaDeviceProp.sharedMemPerBlock, less scratch
+SOFTMAX_VECTOR_BYTES = 16
+SOFTMAX_BLOCK_THREADS = 1024  # SoftMaxForward_getBlockSize: min(columns, 1024) threads
+
+
 class Softmax(_RowOp):
     """Row softmax: max, subtract, exp, sum, divide: ~5 FLOPs per element."""
 
@@ -278,6 +311,61 @@ class Softmax(_RowOp):
     @property
     def columns(self) -> int:
         return self.cols
+
+    @property
+    def row_kernel(self) -> Literal["warp", "registers", "shared-memory", "three-read"]:
+        """Which of PyTorch's softmax kernels the row takes (see above; checked with
+        torch.profiler on an H200 at each limit: validation/results/h200-sxm/
+        softmax-rows-2026-11-28). Calibrated apart: the shared-memory kernel ran 67M bf16
+        elements in 129 us where the register kernel took 256 us and the three-read one 193."""
+        if self.cols <= SHORT_ROW_COLUMNS:
+            return "warp"
+        if self.cols <= SOFTMAX_REGISTER_COLUMNS:
+            return "registers"
+        row_bytes = self.cols * element_bytes(self.dtype)
+        fits = row_bytes < SOFTMAX_SHARED_MEMORY_BYTES and row_bytes % SOFTMAX_VECTOR_BYTES == 0
+        return "shared-memory" if fits else "three-read"
+
+    @property
+    def _kernel_qualifier(self) -> str:
+        return {"shared-memory": ":smem", "three-read": ":spill"}.get(self.row_kernel, "")
+
+    @property
+    def reads_per_element(self) -> int:
+        """3 for a row that neither registers nor shared memory hold, else 1. H100 traces of
+        an HF training step's loss (validation/results/train-fitset-h100, 4096 x 50,257 fp32):
+        log_softmax 1.04 ms, 3.2 TB/s at three reads and one write."""
+        return 3 if self.row_kernel == "three-read" else 1
+
+    def _dram_reads(self, gpu: GPUSpec) -> float:
+        """A row read three times finds its second and third reads in L2 while the rows in
+        flight (one per resident block of 1024 threads) fit half of it (the share of the L2
+        that validate's bandwidth family finds a stream stays resident in,
+        ``l2_hot_max_bytes``): on an H200, fp32 rows
+        of 16,384 (64 KiB, 17 MB in flight) ran 67M elements in 176 us, 6.1 TB/s if every read
+        went to DRAM; rows of 32,000 (34 MB) and longer moved all four passes through DRAM on
+        H100 and H200 (validation/results/h200-sxm/softmax-rows-2026-11-28)."""
+        reads = self.reads_per_element
+        if reads == 1:
+            return 1.0
+        limits = gpu.sm_limits
+        blocks_per_sm = (limits.max_threads_per_sm if limits else 2048) // SOFTMAX_BLOCK_THREADS
+        in_flight = min(self.rows, gpu.sm_count * blocks_per_sm)
+        row_bytes = self.cols * element_bytes(self.dtype)
+        return 1.0 if in_flight * row_bytes <= gpu.l2_cache_bytes / 2 else float(reads)
+
+    def _geometry(self, element_size: int) -> dict:
+        """A row read three times takes one block of 1024 threads, every thread looping over
+        its row one 16-byte vector at a time (``cunn_SoftMaxForward``): few rows cannot keep
+        enough loads in flight to reach DRAM bandwidth (Little's law). The kernels that hold
+        the row on chip load it in one go (registers) or stage it (shared memory): no chain."""
+        if self.reads_per_element == 1:
+            return super()._geometry(element_size)
+        return {"threads": self.rows * SOFTMAX_BLOCK_THREADS,
+                "threads_per_block": SOFTMAX_BLOCK_THREADS,
+                "bytes_in_flight_per_thread": SOFTMAX_VECTOR_BYTES,
+                "chained_read_bytes": self.rows * self.cols * element_size
+                * self.reads_per_element}  # fmt: skip
 
 
 class Copy(Op):
@@ -390,30 +478,57 @@ class StridedElementwise(Op):
 
 
 class AdamW(Op):
-    """One AdamW step over ``params`` fp32 master weights, fused as ``torch.optim.AdamW(
-    fused=True)`` (multi-tensor apply) or Megatron's distributed optimizer run it: one pass that
-    reads weight, gradient and both moments and writes weight and both moments, 28 B per
-    parameter (Loshchilov & Hutter 2019 for the update). ``master_copy`` adds the cast of the
-    updated weights to the bf16 working copy (a second kernel, 4 B read + 2 B written). The
-    fused kernel streams below a copy's rate (H100: 2.6 TB/s, H200: 3.3 TB/s for 1.9 B
-    parameters), so validate measures it as its own family."""
+    """One AdamW step over ``params`` parameters, fused as ``torch.optim.AdamW(fused=True)``
+    (multi-tensor apply) or Megatron's distributed optimizer run it: one pass that reads weight,
+    gradient and both moments and writes weight and both moments, 7 values per parameter: 28 B
+    in fp32 (Loshchilov & Hutter 2019 for the update). ``dtype`` is the states' type: a ``bf16``
+    run keeps weights, gradients and moments in bf16 (14 B), and its kernel, which computes in
+    fp32 either way, is calibrated apart (``adamw:16-bit``). ``master_copy`` adds the cast of
+    the updated fp32 weights to the bf16 working copy (a second kernel, 4 B read + 2 B
+    written). The fused kernel streams below a copy's rate (H100: 2.6 TB/s, H200: 3.3 TB/s for
+    1.9 B fp32 parameters), so validate measures it as its own family."""
 
     op_name: ClassVar[str] = "adamw"
     eager_kind: ClassVar[str | None] = "optimizer_step"
     params: Size = Field(description="parameters this rank updates")
+    dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="weights, grads, moments")
     master_copy: bool = False
+
+    @model_validator(mode="after")
+    def _master_copy_is_of_fp32(self) -> AdamW:
+        if self.master_copy and self.dtype != "fp32":
+            raise SpecError("master_copy casts updated fp32 master weights to bf16: it needs "
+                            f"dtype='fp32', got '{self.dtype}'")  # fmt: skip
+        return self
 
     @classmethod
     def for_states(cls, params: float, state_bytes: float, master_copy: bool = False) -> AdamW:
         """The step over ``params`` parameters whose weight, gradient and moments take
-        ``state_bytes`` each: it streams the bytes of the fp32 step over ``params x state_bytes
-        / 4`` (bf16 states: half as many), which is how it is priced."""
-        return cls(params=max(1, math.ceil(params * state_bytes / 4)), master_copy=master_copy)
+        ``state_bytes`` each (4: fp32, 2: bf16)."""
+        if state_bytes not in (2, 4):
+            raise SpecError(f"AdamW states are 2 (bf16) or 4 (fp32) bytes, got {state_bytes:g}")
+        return cls(params=max(1, math.ceil(params)), dtype="fp32" if state_bytes == 4 else "bf16",
+                   master_copy=master_copy)  # fmt: skip
+
+    @property
+    def family(self) -> str:
+        return "adamw" if self.dtype == "fp32" else "adamw:16-bit"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         n = float(self.params)
-        out = [KernelWork(name="fused adamw", bytes=28 * n, bytes_written=12 * n,
-                          working_set_bytes=28 * n)]  # fmt: skip
+        size = element_bytes(self.dtype)
+        if size == 4:
+            out = [KernelWork(name="fused adamw", bytes=28 * n, bytes_written=12 * n,
+                              working_set_bytes=28 * n)]  # fmt: skip
+        else:
+            # the 16-bit kernel converts every value to fp32 and back: per-element work that
+            # the fp32 kernel's bytes hide. H200, 268M parameters: 1.38 ms in bf16, 2.16 ms in
+            # fp32, 0.64x for half the bytes; H100 (training fit set): 0.60x (validation/
+            # results/h200-sxm/validate-2026-11-28-run11). Priced per element (``elements``),
+            # under the fp32 kernel's bandwidth (validate's adamw fit)
+            out = [KernelWork(name=f"fused adamw ({self.dtype})", bytes=7 * size * n,
+                              bytes_written=3 * size * n, working_set_bytes=7 * size * n,
+                              elements=n)]  # fmt: skip
         if self.master_copy:
             out.append(KernelWork(name="fp32 -> bf16 weights", bytes=6 * n, bytes_written=2 * n,
                                   working_set_bytes=6 * n, family="elementwise"))  # fmt: skip

@@ -89,6 +89,9 @@ class Family:
     Fitting (gpumodel.calibrate):
       ``fit(points_by_family, gpu, params) -> params``, run in ``fit_order``.
       ``fit_only``: its points are all used for fitting (measured constants, never scored).
+      ``split_by_kernel``: its points alternate fit / held out per kernel family (an op whose
+      size picks its kernel: a softmax row of 1024, 8192 or 50,257 columns), so that each
+      kernel family has points to fit.
       ``constants(records, gpu) -> dict``: parameters measured directly (the fit starts there).
       ``adapt_row(row, meta)``: upgrade an older record's op row before it is built.
       ``adapt_op(op, meta)``: the op to predict (or a note string: reported, not fitted).
@@ -107,6 +110,7 @@ class Family:
     fit: Callable[[dict[str, list[Any]], Any, Any], Any] | None = None
     fit_order: float = math.inf
     fit_only: bool = False
+    split_by_kernel: bool = False
     constants: Callable[[Sequence[Record], Any], dict[str, float]] | None = None
     adapt_row: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     adapt_op: Callable[[Any, dict[str, Any]], Any] | None = None

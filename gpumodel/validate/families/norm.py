@@ -1,4 +1,5 @@
-"""Row normalisations through PyTorch: LayerNorm, RMSNorm and softmax, hidden 1024-8192, 64K
+"""Row normalisations through PyTorch: LayerNorm, RMSNorm and softmax, hidden 1024-8192 (and
+softmax over the longer rows of its shared-memory and three-read kernels, 10K-128K columns), 64K
 to 256M elements, in bf16 and in fp32 (autocast runs norms and softmax in fp32: an amp training
 step's layer norms and its loss's log-softmax). It fits per kernel family (fp32 apart:
 ``layernorm:fp32``, ...) the bandwidth efficiency, the floor and the elements per SM cycle of
@@ -31,19 +32,36 @@ def norm_op(kind: str, rows: int, hidden: int, dtype: str = "bf16") -> dict[str,
     return {"op": kind, "rows": int(rows), "hidden": int(hidden), "dtype": dtype}
 
 
+# Softmax rows past the register kernel's 9,216 columns (``Softmax.row_kernel``): in shared
+# memory (``softmax:long-rows:smem``: bf16 to 24,504 columns, fp32 to 12,255) and read three
+# times (``softmax:long-rows:spill``: past shared memory, or of an odd length: a vocabulary's
+# logits), each its own family
+SOFTMAX_COLUMNS = {"bf16": (12288, 16384, 24504, 32000, 50257, 128256),
+                   "fp32": (10240, 12000, 16384, 50257, 128256)}  # fmt: skip
+
+
 def norm_points(quick: bool) -> list[tuple[str, int, int, str]]:
     """(kind, rows, hidden, dtype) points, total elements 64K .. 256M, bf16 and fp32."""
     if quick:
         pts = [(kind, t // 4096, 4096, "bf16") for kind in NORM_OPS for t in _elements(True)]
         pts += [(kind, (1 << 24) // h, h, "bf16") for kind in NORM_OPS for h in (1024, 8192)]
         pts += [(kind, (1 << 24) // 1024, 1024, "fp32") for kind in NORM_OPS]
+        pts += [("softmax", (1 << 24) // 50257, 50257, dtype) for dtype in NORM_DTYPES]
+        pts += [("softmax", (1 << 24) // 16384, 16384, "bf16")]
         return pts
-    return [
+    pts = [
         (kind, t // h, h, dtype)
         for dtype in NORM_DTYPES
         for kind in NORM_OPS
         for h in (1024, 4096, 8192)
         for t in _elements(False)
+    ]
+    return pts + [
+        ("softmax", t // cols, cols, dtype)
+        for dtype in NORM_DTYPES
+        for cols in SOFTMAX_COLUMNS[dtype]
+        for t in _elements(False)
+        if t >= cols
     ]
 
 
@@ -124,6 +142,7 @@ NORM = Family(
     measure=_norm_point,
     fit=fit,
     fit_order=7.5,
+    split_by_kernel=True,
     groups=(
         Group("layer/RMS norm, softmax", lambda p: _norm(p) and p.op.dtype != "fp32", 10.0, None,
               order=9),
