@@ -152,7 +152,7 @@ def calibrate_from_trace(
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
-    from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows
+    from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows, traced_activity
     from gpumodel.llm.models import get_model
 
     path = as_path(path, "trace")
@@ -189,16 +189,11 @@ def calibrate_from_trace(
     n_opt = match_optimizer(tr, tl, model)
     if n_opt:
         notes.append(optimizer_note(n_opt))
-    from gpumodel.llm._timing import op_tensor_roof_s, step_activity
-
     groups = _group([i for i in tl.instances if i.step is not None])
     views, _ = _rows(groups, predictor)
-    # the model prices a step's kernels at the clock of the step's average tensor activity
-    # (gpumodel.llm._timing.step_activity): the families are fitted against that, the traced
-    # step's own (its tensor work at the max-clock roof over its measured GPU time)
-    roof = sum(op_tensor_roof_s(v.mapped.op, spec) * v.count for v in views
-               if v.mapped.op is not None and predictor(v.mapped.op) is not None)  # fmt: skip
-    activity = step_activity(sum(v.measured_s for v in views), roof)
+    # the model prices a step's kernels at the clock of the step's average tensor activity:
+    # the families are fitted against that, the traced step's own
+    activity = traced_activity(views, spec)
     predictor = _Predictor(spec, unscaled, activity=activity)
     # a scale's span holds each traced op's size both as the trace is priced (diagnose) and as
     # predict prices it by default (in-workload: the launch latency in its floor), so a traced

@@ -214,8 +214,9 @@ def diagnose(
     if not tr.has_shapes:
         notes.append("no shapes recorded: record with record_shapes=True for per-op speed of "
                      "light; the timeline findings below do not need them")  # fmt: skip
-    predictor = _Predictor(spec, calibration)
     groups = _group(tl.instances)
+    views, _ = _rows(groups, _Predictor(spec, calibration))
+    predictor = _Predictor(spec, calibration, activity=traced_activity(views, spec))
     views, rows = _rows(groups, predictor)
     step_s = tl.step_us * 1e-6
     drafts = idle_findings(tl) + kernel_findings(views, spec, tl)
@@ -244,6 +245,20 @@ TRACED_CONDITION = "in-graph"
 # GEMMs, attention and convolutions stream weights and caches from DRAM.
 WARM_OPS = frozenset({"elementwise", "strided_elementwise", "layernorm", "rmsnorm", "softmax",
                       "reduction"})  # fmt: skip
+
+
+def traced_activity(views: list[GroupView], gpu: GPUSpec) -> float:
+    """The traced step's tensor activity as the power limit sees it
+    (``gpumodel.llm._timing.step_activity``): the tensor work of its priced ops at the
+    max-clock roof over the measured GPU time of all its ops. The model prices a step's kernels at the clock
+    of that activity, as it prices an LLM step: in an H100 training trace (Llama-600m, bf16,
+    validation/results/train-fitset-h100) the GEMMs ran at 758 TFLOP/s, where back to back
+    they would be held to 657 by the power limit (priced 15-22% slow at that clock)."""
+    from gpumodel.llm._timing import op_tensor_roof_s, step_activity
+
+    priced = [v for v in views if v.pred_per_call_s is not None and v.mapped.op is not None]
+    roof = sum(op_tensor_roof_s(v.mapped.op, gpu) * v.count for v in priced)
+    return float(step_activity(sum(v.measured_s for v in views), roof))
 
 
 class _Predictor:
