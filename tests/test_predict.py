@@ -571,6 +571,8 @@ def test_softmax_rows_no_block_holds_are_read_three_times(cols, dtype, reads, dr
     (k,) = op.kernels(h100)
     assert k.bytes == size * n * dram_passes and k.bytes_written == size * n
     assert k.reread_bytes == size * n * (dram_passes - 2)
+    where = {2: "from L2", 4: "each from DRAM"}[dram_passes]
+    assert (len(k.notes) == 1 and where in k.notes[0]) if reads == 3 else not k.notes
     # x read once and y written, less the two L2-fulls it may hold, at 3.35 TB/s
     dram_floor_s = (2 * size * n - 2 * 50 * 2**20) / 3.35e12
     assert speed_of_light(op, h100).time_s == pytest.approx(dram_floor_s, rel=1e-9)

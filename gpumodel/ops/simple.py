@@ -209,9 +209,13 @@ class _RowOp(Op):
                 # work, which a calibration prices per SM-cycle (``KernelWork.elements``)
                 elements=n,
                 reread_bytes=size * n * (dram_reads - 1),
+                notes=self._kernel_notes(dram_reads),
                 **self._geometry(size),
             )
         ]
+
+    def _kernel_notes(self, dram_reads: float) -> tuple[str, ...]:
+        return ()
 
     def _dram_reads(self, gpu: GPUSpec) -> float:
         """Times each input element comes from DRAM (the rest of ``reads_per_element`` from L2)."""
@@ -339,12 +343,12 @@ class Softmax(_RowOp):
 
     def _dram_reads(self, gpu: GPUSpec) -> float:
         """A row read three times finds its second and third reads in L2 while the rows in
-        flight (one per resident block of 1024 threads) fit half of it (the share of the L2
-        that validate's bandwidth family finds a stream stays resident in,
-        ``l2_hot_max_bytes``): on an H200, fp32 rows
-        of 16,384 (64 KiB, 17 MB in flight) ran 67M elements in 176 us, 6.1 TB/s if every read
-        went to DRAM; rows of 32,000 (34 MB) and longer moved all four passes through DRAM on
-        H100 and H200 (validation/results/h200-sxm/softmax-rows-2026-11-28)."""
+        flight (one per resident block of 1024 threads) fit half of it (the share of the L2 a
+        stream stays resident in for validate's bandwidth family, ``l2_hot_max_bytes``): on
+        an H200, fp32 rows of 16,384 (64 KiB, 17 MB in flight) ran 67M elements in 176 us,
+        6.1 TB/s if every read went to DRAM; rows of 32,000 (34 MB) and longer moved all four
+        passes through DRAM on H100 and H200 (validation/results/h200-sxm/
+        softmax-rows-2026-11-28)."""
         reads = self.reads_per_element
         if reads == 1:
             return 1.0
@@ -353,6 +357,15 @@ class Softmax(_RowOp):
         in_flight = min(self.rows, gpu.sm_count * blocks_per_sm)
         row_bytes = self.cols * element_bytes(self.dtype)
         return 1.0 if in_flight * row_bytes <= gpu.l2_cache_bytes / 2 else float(reads)
+
+    def _kernel_notes(self, dram_reads: float) -> tuple[str, ...]:
+        if self.reads_per_element == 1:
+            return ()
+        where = "each from DRAM" if dram_reads > 1 else "the second and third from L2"
+        return (f"PyTorch reads a row of {self.cols:,} {self.dtype} values three times (max, sum "
+                f"of exp, write; {where}): neither a thread block's registers nor its 48 KiB of "
+                "shared memory hold it (rows of whole 16-byte vectors under 48 KiB stay on "
+                "chip)",)  # fmt: skip
 
     def _geometry(self, element_size: int) -> dict:
         """A row read three times takes one block of 1024 threads, every thread looping over
