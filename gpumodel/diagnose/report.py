@@ -250,10 +250,11 @@ WARM_OPS = frozenset({"elementwise", "strided_elementwise", "layernorm", "rmsnor
 def traced_activity(views: list[GroupView], gpu: GPUSpec) -> float:
     """The traced step's tensor activity as the power limit sees it
     (``gpumodel.llm._timing.step_activity``): the tensor work of its priced ops at the
-    max-clock roof over the measured GPU time of all its ops. The model prices a step's kernels at the clock
-    of that activity, as it prices an LLM step: in an H100 training trace (Llama-600m, bf16,
-    validation/results/train-fitset-h100) the GEMMs ran at 758 TFLOP/s, where back to back
-    they would be held to 657 by the power limit (priced 15-22% slow at that clock)."""
+    max-clock roof over the measured GPU time of all its ops. The model prices a step's
+    kernels at the clock of that activity, as it prices an LLM step: in an H100 training trace
+    (Llama-600m, bf16, validation/results/train-fitset-h100) the GEMMs ran at 758 TFLOP/s,
+    where back to back they would be held to 657 by the power limit (priced 15-22% slow at
+    that clock)."""
     from gpumodel.llm._timing import op_tensor_roof_s, step_activity
 
     priced = [v for v in views if v.pred_per_call_s is not None and v.mapped.op is not None]
