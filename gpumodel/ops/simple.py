@@ -530,18 +530,15 @@ class AdamW(Op):
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         n = float(self.params)
         size = element_bytes(self.dtype)
-        if size == 4:
-            out = [KernelWork(name="fused adamw", bytes=28 * n, bytes_written=12 * n,
-                              working_set_bytes=28 * n)]  # fmt: skip
-        else:
-            # the 16-bit kernel converts every value to fp32 and back: per-element work that
-            # the fp32 kernel's bytes hide. H200, 268M parameters: 1.38 ms in bf16, 2.16 ms in
-            # fp32, 0.64x for half the bytes; H100 (training fit set): 0.60x (validation/
-            # results/h200-sxm/validate-2026-11-28-run11). Priced per element (``elements``),
-            # under the fp32 kernel's bandwidth (validate's adamw fit)
-            out = [KernelWork(name=f"fused adamw ({self.dtype})", bytes=7 * size * n,
-                              bytes_written=3 * size * n, working_set_bytes=7 * size * n,
-                              elements=n)]  # fmt: skip
+        fp32 = self.dtype == "fp32"
+        # the 16-bit kernel converts every value to fp32 and back: per-element work that the
+        # fp32 kernel's bytes hide. H200, 268M parameters: 1.38 ms in bf16, 2.16 ms in fp32,
+        # 0.64x for half the bytes; H100 (training fit set): 0.60x (validation/results/
+        # h200-sxm/validate-2026-11-28-run11). Priced per element (``elements``), under the
+        # fp32 kernel's bandwidth (validate's adamw fit)
+        out = [KernelWork(name="fused adamw" if fp32 else f"fused adamw ({self.dtype})",
+                          bytes=7 * size * n, bytes_written=3 * size * n,
+                          working_set_bytes=7 * size * n, elements=None if fp32 else n)]  # fmt: skip
         if self.master_copy:
             out.append(KernelWork(name="fp32 -> bf16 weights", bytes=6 * n, bytes_written=2 * n,
                                   working_set_bytes=6 * n, family="elementwise"))  # fmt: skip

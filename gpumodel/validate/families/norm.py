@@ -15,6 +15,7 @@ from gpumodel.validate.families.base import Family, Group, make_record
 from gpumodel.validate.families.elementwise import elements as _elements
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
+from gpumodel.validate.torch_engine import dtype_of as _dtype_of
 
 if TYPE_CHECKING:
     pass
@@ -74,7 +75,7 @@ def _norm_point(
     torch = ctx.torch
     import torch.nn.functional as F
 
-    dt = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    dt = _dtype_of(torch, dtype)
     x = torch.randn(rows, hidden, device="cuda", dtype=dt)
     weight = (1 + 0.1 * torch.randn(hidden, device="cuda")).to(dt)
     bias = (0.1 * torch.randn(hidden, device="cuda")).to(dt)

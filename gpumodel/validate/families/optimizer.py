@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpumodel.ops.base import element_bytes
 from gpumodel.validate.families.base import Family, Group, make_record
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
+from gpumodel.validate.torch_engine import dtype_of as _dtype_of
 
-ADAMW_BYTES = {"fp32": 4, "bf16": 2}
+ADAMW_DTYPES = ("fp32", "bf16")
 # the fused step against the unfused one of the same dtype: bf16 rounds each state to 8 bits of
 # mantissa (one step's update of a weight near 1 is below one bf16 ulp either way)
 ADAMW_TOLERANCE = {"fp32": 1e-5, "bf16": 1e-2}
@@ -21,7 +23,7 @@ def adamw_points(quick: bool) -> list[tuple[int, str]]:
     """(parameters, dtype) of a fused AdamW step over 8 tensors: 1M to 512M, fp32 and bf16."""
     if quick:
         return [(1 << 20, "fp32"), (1 << 28, "fp32"), (1 << 26, "bf16")]
-    return [(1 << p, dtype) for dtype in ADAMW_BYTES for p in (20, 22, 24, 26, 28, 29)]
+    return [(1 << p, dtype) for dtype in ADAMW_DTYPES for p in (20, 22, 24, 26, 28, 29)]
 
 
 # --------------------------------------------------------------------------- measure
@@ -31,7 +33,7 @@ def _adamw_point(ctx: _Ctx, params: int, dtype: str = "fp32") -> list[dict[str, 
     """``torch.optim.AdamW(fused=True).step()`` over 8 tensors of ``params`` in all, each with
     a gradient; checked against the unfused (foreach=False) update of a copy."""
     torch = ctx.torch
-    dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    dt = _dtype_of(torch, dtype)
     sizes = [params // 8] * 8
     ws = [torch.nn.Parameter(torch.randn(n, device="cuda", dtype=dt)) for n in sizes]
     for w in ws:
@@ -46,7 +48,7 @@ def _adamw_point(ctx: _Ctx, params: int, dtype: str = "fp32") -> list[dict[str, 
     err = _check_close(ws[0].detach()[:4096], ref[0].detach()[:4096].double(),
                        ADAMW_TOLERANCE[dtype], "adamw")  # fmt: skip
     del ref
-    t, spread, reps = ctx.time(opt.step, 7 * ADAMW_BYTES[dtype] * params)
+    t, spread, reps = ctx.time(opt.step, 7 * element_bytes(dtype) * params)
     meta = {"cache": "cold", "rel_err": err, "tensors": 8}
     op = {"op": "adamw", "params": int(params), "dtype": dtype}
     return [make_record("adamw", op, t, reps, spread, meta)]
