@@ -147,8 +147,10 @@ def calibrate_from_trace(
     step time measured without the profiler (e.g. from your training logs), used to take the
     profiler's own host cost out exactly. ``calibration``: the base the family scales apply to
     (None: the best found for the GPU). ``host``: the host profile of the machine that recorded
-    the trace (a name, file or ``HostProfile``); without ``step_ms``, its measured
-    ``profiler_event_s`` is the profiler's cost per event (else ``DEFAULT_PROFILER_EVENT_S``).
+    the trace (a name, file or ``HostProfile``); where ``step_ms`` does not settle the host
+    (not given, or a GPU-bound step that bounds the host from above only), its measured
+    ``profiler_event_s`` is the profiler's cost per event (else ``DEFAULT_PROFILER_EVENT_S``)
+    and an eager inference trace's host is taken at the profile's speed.
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
@@ -161,9 +163,7 @@ def calibrate_from_trace(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
     hp = _load_host_arg(host)  # a --host that names nothing is an error either way
-    event_s = _profiler_event_s(hp)
-    if step_ms is not None:
-        event_s = None
+    event_s = _profiler_event_s(hp)  # used where step_ms does not settle the profiler's cost
     tr = load_trace(path)
     if tr.format != "torch_chrome_trace":
         raise TraceFormatError(
@@ -288,16 +288,17 @@ def calibrate_from_trace(
     # --- host ------------------------------------------------------------------------------
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     runtime, evidence = identify_runtime(tr, tl)
-    pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, step_ms, hp)
+    pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, host["step_solved"], hp)
     if pair is not None:
         assert hp is not None
-        host = _at_profile_speed(host, pair)
+        host = _at_profile_speed(host, pair, cap_s=step_ms * 1e-3 if step_ms else None)
         ratio = pair[0] / pair[1]
         head = (f"the trace's host time per kernel, {pair[0] * 1e6:.1f} us with the profiler's "
                 f"cost removed, is {ratio:.2g}x what host profile {hp.name} measured "
                 f"({pair[1] * 1e6:.1f} us per kernel of an HF decoder layer)")  # fmt: skip
-        tail = ("its host times are taken at the profile's speed; pass --step-ms (the step "
-                "time from your logs) to keep the trace's own")  # fmt: skip
+        tail = ("its host times are taken at the profile's speed" + (
+            f", under the {step_ms:g} ms step" if step_ms else
+            "; pass --step-ms (the step time from your logs) to keep the trace's own"))  # fmt: skip
         if ratio >= HOST_SPEED_WARN_RATIO or ratio <= 1 / HOST_SPEED_WARN_RATIO:
             notes.append(f"warning: {head}: the host ran at another speed, or the profiler cost "
                          f"{'more' if ratio > 1 else 'less'} than the profile measured, while "
@@ -369,8 +370,11 @@ def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
 # profile's host time per kernel (median 1.2): the profiler's cost per event moved from 1.7 to
 # 8.4 us between calls, and the profile's own measurement of it did not follow. The profile,
 # measured for the purpose on the same machine, is the better guide to the host's speed, so an
-# eager inference trace calibrated with --host and without --step-ms keeps the trace's mix of
-# host work per operator kind at the profile's speed (``_at_profile_speed``). Outside 1/2-2x
+# eager inference trace calibrated with --host and without --step-ms (or with a GPU-bound one,
+# which bounds the host from above only: H200 run 25's prefill traced at a GPU-bound point
+# kept 2x its host and put the host-bound small prefills 26-52% slow, where the profile's
+# speed gave 8-13%) keeps the trace's mix of host work per operator kind at the profile's
+# speed (``_at_profile_speed``). Outside 1/2-2x
 # the output also warns: the trace was recorded in a slow (or fast) stretch, or its profiler
 # cost was unusual. Both the rule and the threshold were decided after reading those traces' scores
 # (validation/results/trace-calibration-errors-run14.md, -run15.md; docs/trace-calibration.md).
@@ -378,11 +382,12 @@ HOST_SPEED_WARN_RATIO = 2.0
 
 
 def _trace_and_profile_host(
-    host_per_kernel_s: float | None, runtime: str, step_ms: float | None, hp: HostProfile | None
+    host_per_kernel_s: float | None, runtime: str, step_solved: bool, hp: HostProfile | None
 ) -> tuple[float, float] | None:
     """(the trace's, the profile's host seconds per kernel) for an ``hf-eager`` inference trace
-    calibrated with a host profile and without ``step_ms``; else None (the trace's host kept)."""
-    if step_ms is not None or hp is None or not host_per_kernel_s:
+    calibrated with a host profile whose host time the unprofiled step time did not settle
+    (``step_solved``: no ``step_ms``, or a GPU-bound one); else None (the trace's host kept)."""
+    if step_solved or hp is None or not host_per_kernel_s:
         return None
     if runtime != "hf-eager":  # training (autograd's backward) and graphs cost otherwise
         return None
@@ -391,9 +396,14 @@ def _trace_and_profile_host(
     return host_per_kernel_s, hp.hf_decoder_layer_s / hp.hf_decoder_layer_kernels
 
 
-def _at_profile_speed(host: dict[str, Any], pair: tuple[float, float]) -> dict[str, Any]:
-    """``_host_side``'s figures with every host time scaled by profile / trace per kernel."""
+def _at_profile_speed(
+    host: dict[str, Any], pair: tuple[float, float], cap_s: float | None = None
+) -> dict[str, Any]:
+    """``_host_side``'s figures with every host time scaled by profile / trace per kernel, the
+    host step held to ``cap_s`` (a GPU-bound unprofiled step: the host took no longer)."""
     factor = pair[1] / pair[0]
+    if cap_s is not None and host["host_step_s"] * factor > cap_s:
+        factor = cap_s / host["host_step_s"]
     corr = host["correction"]
     corr = corr.model_copy(update={"host_step_s": corr.host_step_s * factor,
                                    "host_speed_factor": factor})  # fmt: skip
@@ -438,7 +448,9 @@ def _host_side(
     solved for exactly. Where it did not, the step time bounds the host from above only (a
     GPU-bound H100 prefill of 60.8 ms whose host took ~30 ms unprofiled solved for 0.43 us per
     event, leaving 56.7 ms of host; steps-h100-run12): the per-event cost is removed as
-    without ``step_ms``, and the host is held to the step time."""
+    without ``step_ms``, and the host is held to the step time (an eager inference trace with a
+    host profile is then taken at the profile's speed, as without ``step_ms``:
+    ``_at_profile_speed``)."""
     steps = [e for e in tr.cpu if e.cat == "user_annotation" and e.name.startswith("ProfilerStep#")]
     if steps:
         lo, hi = min(s.ts for s in steps), max(s.end for s in steps)
@@ -479,6 +491,7 @@ def _host_side(
     graphs_per_step = graphs / n_steps
     per_event, method = event_s or (DEFAULT_PROFILER_EVENT_S, "default per-event cost")
     by_event = min(per_event * events, 0.9 * host_step_prof)
+    solved = False
     if step_ms is None:
         removed = by_event
         if event_s is None:
@@ -488,7 +501,8 @@ def _host_side(
         # difference, never below zero, never more than the host had.
         unprof = step_ms * 1e-3
         removed = min(max(step_prof - unprof, 0.0), host_step_prof)
-        if unprof > GPU_BOUND_MARGIN * gpu_busy_s:
+        solved = unprof > GPU_BOUND_MARGIN * gpu_busy_s
+        if solved:
             method = "step-ms: solved from the unprofiled step time"
         else:
             removed = max(removed, by_event, host_step_prof - unprof)
@@ -521,6 +535,7 @@ def _host_side(
     return {
         "correction": correction,
         "host_step_s": host_step,
+        "step_solved": solved,  # the host's time solved from a host-bound --step-ms
         "step_profiled_s": step_prof,
         "host_per_kernel_s": host_step / issued if issued else host_step,
         "kernels_per_step": kernels_per_step,

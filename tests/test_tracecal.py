@@ -98,6 +98,36 @@ def test_a_gpu_bound_step_ms_bounds_the_host_from_above_only():
     assert p.removed_per_step_s > 10 * (PLANTED[name]["profiled_step_ms"] - unprof) * 1e-3
 
 
+def test_a_gpu_bound_step_ms_keeps_the_host_profiles_speed(tmp_path):
+    """H200 run 24's eager prefill trace is GPU-bound (56.1 ms of kernels a step): a 60 ms
+    --step-ms says only that the host took no longer, so with --host the host is taken at the
+    profile's speed exactly as without --step-ms, and held under the step where the profile
+    is slower than that."""
+    import yaml
+
+    run = Path(gm.__file__).parent.parent / "validation/results/steps-h200-run24"
+    trace, host = run / "trace-llama3-8b-prefill-eager.json.gz", run / "host-llama-eager.yaml"
+    free = calibrate_from_trace(trace, model="llama-3-8b", host=str(host)).trace
+    timed = calibrate_from_trace(trace, model="llama-3-8b", host=str(host), step_ms=60.0).trace
+    assert "is GPU-bound" in timed.profiler.method
+    assert timed.gpu_busy_s * 1.1 > 60e-3  # GPU-bound by the rule's own margin
+    assert timed.profiler.host_speed_factor == pytest.approx(free.profiler.host_speed_factor)
+    assert timed.profiler.host_speed_factor < 0.8  # the profiled trace's host was slower
+    assert timed.host_per_kernel_s == pytest.approx(free.host_per_kernel_s)
+    # a profile four times slower than this one would put the host past the 60 ms step
+    prof = yaml.safe_load(host.read_text())
+    slow = tmp_path / "slow.yaml"
+    slow.write_text(yaml.safe_dump({**prof, "hf_decoder_layer_s": 4 * prof["hf_decoder_layer_s"]}))
+    assert calibrate_from_trace(trace, model="llama-3-8b", host=str(slow)).trace \
+        .profiler.host_step_s > 60e-3  # fmt: skip
+    capped = calibrate_from_trace(trace, model="llama-3-8b", host=str(slow), step_ms=60.0).trace
+    assert capped.profiler.host_step_s == pytest.approx(60e-3)
+    # without a profile the trace's own host, less the default per-event cost, is kept
+    bare = calibrate_from_trace(trace, model="llama-3-8b", step_ms=60.0).trace
+    assert bare.profiler.host_speed_factor == 1.0
+    assert bare.profiler.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S)
+
+
 def test_without_step_ms_the_default_correction_is_stated():
     cal = fitted("transformer_compiled.json.gz")
     p = cal.trace.profiler

@@ -2,8 +2,9 @@
 """Score trace calibration on the unseen whole steps (issue #18 item 5). Scores, never fits.
 
 For every torch.profiler trace that `steps_unseen.py` recorded, calibrate from that trace alone
-(`gm.calibrate_from_trace`, once with the traced point's unprofiled step time as `step_ms`, once
-without) and predict:
+(`gm.calibrate_from_trace`: with the traced point's unprofiled step time as `step_ms`; with it
+and the host profile of the trace's machine as `host`, as a user who ran `gpumodel validate
+--host-only` there gives both; with the host profile alone) and predict:
 
 - the other points of the traced workload (same model, runtime, phase or policy) on the same
   GPU, with the trace's host and kernel-family fit;
@@ -39,6 +40,13 @@ import gpumodel as gm
 from gpumodel.diagnose.gpus import gpu_from_device_name
 
 SCHEMA = "gpumodel-steps-unseen/1"
+# the calibrations each point is predicted with, in the report's column order
+VARIANTS = (
+    "baseline (shipped + measured host)",
+    "trace, --step-ms",
+    "trace, --step-ms --host",
+    "trace, no --step-ms",
+)
 MODEL_OF = {
     "llama-3-8b": "llama-3-8b",
     "gpt2-small": "gpt2-small",
@@ -122,8 +130,9 @@ def evaluate(machines: list[Machine]) -> str:
     table = ["| trace | predicted on | calibration | step time: median | p90 | n | peak memory: "
              "median | p90 | n |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     detail = ["", "## Every point", "",
-              "| trace | GPU | point | measured ms (p10-p90) | baseline | trace, --step-ms | trace |",
-              "|---|---|---|---|---:|---:|---:|"]  # fmt: skip
+              "| trace | GPU | point | measured ms (p10-p90) | baseline | trace, --step-ms | "
+              "trace, --step-ms --host | trace (--host) |",
+              "|---|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
     # issue 18's done-when figures: every other point of the four traced workloads together,
     # per run whose traces were calibrated, GPU predicted on and variant
     pooled: dict[tuple[str, str, str], list[float]] = {}
@@ -137,11 +146,14 @@ def evaluate(machines: list[Machine]) -> str:
                 continue
             wl = workload_key(traced)
             model = MODEL_OF[traced["workload"]]
-            cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model,
-                                             step_ms=steady_s(traced) * 1e3)  # fmt: skip
-            # without --step-ms: the profiler cost per event measured on the trace's machine
-            # (its host profile's profiler_event_s, where it has one), else the default
+            step_ms = steady_s(traced) * 1e3
+            cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, step_ms=step_ms)
+            # with the host profile of the trace's machine: its profiler cost per event
+            # (profiler_event_s, where it has one) and, for an eager inference trace whose host
+            # the step time does not settle, its speed; else the defaults
             own_host = str(usable_host_profile(m.host)) if m.host else None
+            cal_ms_host = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, step_ms=step_ms,
+                                                  host=own_host)  # fmt: skip
             cal_no = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, host=own_host)
             for target in machines:
                 pts = [r for r in target.records if workload_key(r) == wl
@@ -149,8 +161,8 @@ def evaluate(machines: list[Machine]) -> str:
                 if not pts:
                     continue
                 host = str(usable_host_profile(target.host)) if target.host else None
-                variants = {"baseline (shipped + measured host)": ("shipped", host)}
-                for variant, cal in (("trace, --step-ms", cal_ms), ("trace, no --step-ms", cal_no)):
+                variants = {VARIANTS[0]: ("shipped", host)}
+                for variant, cal in zip(VARIANTS[1:], (cal_ms, cal_ms_host, cal_no)):
                     if target is m:
                         variants[variant] = (cal, None)  # the trace's own host
                     else:
@@ -178,9 +190,7 @@ def evaluate(machines: list[Machine]) -> str:
                         f"| {name} | {target.gpu} | b{r['batch']} s{r['seq']} "
                         f"c{r.get('context', 0)} | {st['median'] * 1e3:.2f} ({st['p10'] * 1e3:.2f}-"
                         f"{st['p90'] * 1e3:.2f}) | "
-                        + " | ".join(f"{100 * e.get(k, float('nan')):+.1f}%" for k in
-                                     ("baseline (shipped + measured host)", "trace, --step-ms",
-                                      "trace, no --step-ms"))
+                        + " | ".join(f"{100 * e.get(k, float('nan')):+.1f}%" for k in VARIANTS)
                         + " |"
                     )  # fmt: skip
     pool = ["", "## Pooled over each run's traces", "",
