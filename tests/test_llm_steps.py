@@ -597,19 +597,50 @@ TRAIN_TRACE = TRACE.with_name("hf-train-cpu-trace.json")
 
 def test_train_host_factor_is_the_fit_of_its_committed_fit_sets():
     """TRAIN_HOST_FACTOR is what validation/fitset/fit_host_factor.py makes of the three
-    committed fit sets (narrow steps over traced kernels x the same call's host profile), to the
-    two decimals shipped: llama 1.38, gpt2 1.52, other families 1.49."""
+    committed fit sets (narrow steps over traced kernels x the same call's host profile), per
+    family and traced policy, to the two decimals shipped; amp's casts cost the host less per
+    kernel than bf16 modules' own ops on every family."""
     import sys
 
-    from gpumodel.llm.training import TRAIN_HOST_FACTOR, TRAIN_HOST_FACTOR_OTHER
+    from gpumodel.llm.training import TRAIN_HOST_FACTOR
 
     root = Path(__file__).parents[1]
     sys.path.insert(0, str(root / "validation" / "fitset"))
     from fit_host_factor import FIT_SETS, fit
 
     fitted = fit([root / "validation" / "results" / d for d in FIT_SETS])
-    assert fitted == {**TRAIN_HOST_FACTOR, "other": TRAIN_HOST_FACTOR_OTHER}
-    assert fitted == {"llama": 1.38, "gpt2": 1.52, "other": 1.49}
+    assert fitted == TRAIN_HOST_FACTOR
+    assert fitted == {("llama", "amp"): 1.27, ("llama", "bf16"): 1.61, ("gpt2", "amp"): 1.49,
+                      ("gpt2", "bf16"): 1.62, ("other", "amp"): 1.38, ("other", "bf16"): 1.61}  # fmt: skip
+
+
+def test_training_host_factor_follows_the_policys_kernels():
+    """`mixed` and no policy run bf16 modules: the bf16 factor; `amp` its own; a family that was
+    not traced (MoE) the policy's "other"."""
+    from gpumodel.llm.models import get_model
+    from gpumodel.llm.training import TRAIN_HOST_FACTOR, train_host_factor
+
+    llama, moe = get_model("llama-3-8b"), get_model("mixtral-8x7b")
+    assert train_host_factor(llama, "amp") == TRAIN_HOST_FACTOR[("llama", "amp")]
+    for policy in ("bf16", "mixed", None):
+        assert train_host_factor(llama, policy) == TRAIN_HOST_FACTOR[("llama", "bf16")]
+    assert train_host_factor(moe, "amp") == TRAIN_HOST_FACTOR[("other", "amp")]
+    h = hostprofile.HostProfile.model_validate(DEVS_STYLE)
+    steps = {
+        p: predict_training_step("tinyllama-1.1b", "h100", 1, micro_batch=1, global_batch=1,
+                                 seq=64, fusion="unfused", policy=p, recompute="none", host=h)
+        for p in ("amp", "bf16")
+    }  # fmt: skip
+    # the same host per kernel ratio as the factors, over each policy's traced kernel count
+    from gpumodel.llm.training import HF_EAGER_TRAIN_KERNELS
+
+    def kernels(p: str) -> int:
+        t = HF_EAGER_TRAIN_KERNELS[("llama", p)]
+        return 22 * (sum(t["forward_layer"].values()) + sum(t["backward_layer"].values())) + sum(
+            t["forward_outside"].values()) + sum(t["backward_outside"].values())  # fmt: skip
+
+    per_kernel = {p: steps[p].host_time_s / kernels(p) for p in steps}
+    assert per_kernel["bf16"] / per_kernel["amp"] == pytest.approx(1.61 / 1.27)
 
 
 FIT_COUNTS = (Path(__file__).parents[1] / "validation" / "results" / "train-fitset-h100"
@@ -656,12 +687,12 @@ def test_eager_training_host_counts_are_the_traced_ones():
     # no decoder layer measured: the mean eager op cost of the eight kernel kinds
     kinds = ("matmul", "elementwise", "reduction", "norm", "cat", "copy", "index", "sdpa")
     per = sum(h.cost_s(k) for k in kinds) / 8
-    assert t.host_time_s == pytest.approx(TRAIN_HOST_FACTOR["gpt2"] * per * 757)
+    assert t.host_time_s == pytest.approx(TRAIN_HOST_FACTOR[("gpt2", "bf16")] * per * 757)
     # measured: 1.2 ms for 40 kernels = 30 us per kernel
     h2 = h.model_copy(update={"hf_decoder_layer_s": 1.2e-3, "hf_decoder_layer_kernels": 40})
     t2 = predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024,
                                fusion="unfused", policy="bf16", recompute="none", host=h2)  # fmt: skip
-    assert t2.host_time_s == pytest.approx(TRAIN_HOST_FACTOR["gpt2"] * 30e-6 * 757)
+    assert t2.host_time_s == pytest.approx(TRAIN_HOST_FACTOR[("gpt2", "bf16")] * 30e-6 * 757)
     assert any("torch.profiler" in n for n in t.notes)
 
 

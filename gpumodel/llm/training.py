@@ -115,23 +115,29 @@ HF_EAGER_TRAIN_KERNELS: dict[tuple[str, str], dict[str, dict[str, int]]] = {
 # Host time of an eager HF training step per kernel over the host's eager HF time per kernel
 # (a host profile's ``hf_decoder_layer_s / hf_decoder_layer_kernels``: one HF decoder layer's
 # eager forward, Python and dispatch included; a profile without it: its mean eager op cost,
-# which the reference host states per HF kernel). A training step's forward also records the
-# autograd graph and its backward runs the autograd engine node by node. Fitted on the fit
-# set's narrow 24-layer steps (width 64: the GPU idles, the step is the host), amp and bf16,
-# batch 1 and 4, against the host profile measured in the same device call, clean of profiler
-# and compile after-effects (TEARDOWN_CUPTI=1; the profile compiles after its eager rounds), on
+# which the reference host states per HF kernel), per family and traced kernel set ("amp";
+# "bf16": bf16 modules, which "mixed" and no policy run too). A training step's forward also
+# records the autograd graph and its backward runs the autograd engine node by node. Fitted on
+# the fit set's narrow 24-layer steps (width 64: the GPU idles, the step is the host), batch 1
+# and 4, against the host profile measured in the same device call, clean of profiler and
+# compile after-effects (TEARDOWN_CUPTI=1; the profile compiles after its eager rounds), on
 # three VMs: validation/results/train-fitset-h100-clean (2026-11-25), train-fitset-h200-2026-11-28
 # and train-fitset-h100-2026-11-28 (torch 2.11, transformers 5.17). measured step / (traced
-# kernels x decoder-layer host per kernel), median of the 12 points per family: 1.38 for Llama
-# (0.88-1.69), 1.52 for GPT-2 (1.06-2.07: more Python per kernel: Conv1D reshapes, gelu_new,
-# dropout); other families the median of all 24. The spread is the VMs': a profile measured in a
-# slow stretch (the third VM's decoder layer took 1407 us against 833 and 947 us on the others,
-# while its narrow steps ran as fast as theirs) prices the same steps slower, so one VM's fit is
-# one sample of it (the first fit, on the 2026-11-25 VM alone, gave 1.63 / 1.96; fit:
-# validation/fitset/fit_host_factor.py). A host fitted from the user's own trace
-# (``trace_host``) already is a training step's host per kernel: no factor.
-TRAIN_HOST_FACTOR = {"llama": 1.38, "gpt2": 1.52}
-TRAIN_HOST_FACTOR_OTHER = 1.49
+# kernels x decoder-layer host per kernel), median of the 6 points per family and policy. amp's
+# are lower: its extra kernels are autocast's casts (Llama 15 copies per forward layer against
+# 4), issued inside the op that needs them, cheaper than a module's own op: on each VM the bf16
+# steps took 1.04-1.27x the amp steps' host per traced kernel, which one factor for both (Llama
+# 1.38, GPT-2 1.52) priced alike (validation/fitset/fit_host_factor.py). The spread is the
+# VMs': a profile measured in a slow stretch (the third VM's decoder layer took 1407 us against
+# 833 and 947 us on the others, while its narrow steps ran as fast as theirs) prices the same
+# steps slower, so one VM's fit is one sample of it. Other families: the median of all 12
+# points of the policy. A host fitted from the user's own trace (``trace_host``) already is a
+# training step's host per kernel: no factor.
+TRAIN_HOST_FACTOR: dict[tuple[str, str], float] = {
+    ("llama", "amp"): 1.27, ("llama", "bf16"): 1.61,
+    ("gpt2", "amp"): 1.49, ("gpt2", "bf16"): 1.62,
+    ("other", "amp"): 1.38, ("other", "bf16"): 1.61,
+}  # fmt: skip
 _KERNEL_KINDS = ("matmul", "elementwise", "reduction", "norm", "cat", "copy", "index", "sdpa")
 
 
@@ -417,19 +423,32 @@ def traced_train_kernels(
     family = train_family(spec)
     if family is None:
         return None
-    return HF_EAGER_TRAIN_KERNELS[(family, "amp" if policy == "amp" else "bf16")]
+    return HF_EAGER_TRAIN_KERNELS[(family, traced_policy(policy))]
 
 
-def train_host_per_kernel(spec: ModelSpec, host: HostProfile) -> float:
-    """Host seconds per kernel of an eager HF training step of ``spec`` on ``host``: the
-    family's ``TRAIN_HOST_FACTOR`` x the host's eager HF time per kernel (the measured decoder
+def traced_policy(policy: Policy | None) -> str:
+    """The traced kernel set a policy runs: "amp" (autocast's casts) or "bf16" (bf16 modules:
+    ``bf16``, ``mixed`` and no policy)."""
+    return "amp" if policy == "amp" else "bf16"
+
+
+def train_host_factor(spec: ModelSpec, policy: Policy | None) -> float:
+    """``TRAIN_HOST_FACTOR`` of ``spec``'s family (or "other") under ``policy``."""
+    return TRAIN_HOST_FACTOR[(train_family(spec) or "other", traced_policy(policy))]
+
+
+def train_host_per_kernel(
+    spec: ModelSpec, host: HostProfile, policy: Policy | None = None
+) -> float:
+    """Host seconds per kernel of an eager HF training step of ``spec`` under ``policy`` on
+    ``host``: ``train_host_factor`` x the host's eager HF time per kernel (the measured decoder
     layer's, else the mean eager op cost); a traced host's own figure as it is."""
     if is_trace_host(host):
         return host.cost_s("elementwise")
     per = host.per_layer_host_s()
     if per is None:
         per = sum(host.cost_s(k) for k in _KERNEL_KINDS) / len(_KERNEL_KINDS)
-    return TRAIN_HOST_FACTOR.get(train_family(spec) or "", TRAIN_HOST_FACTOR_OTHER) * per
+    return train_host_factor(spec, policy) * per
 
 
 def _launches(timed: list[Timed]) -> float:
@@ -590,7 +609,7 @@ def _stage_host(
     traced, else the op list's kernels; each at the host profile's cost of its kind."""
     if host is None:
         return {"layer_host_s": 0.0, "head_host_s": 0.0, "pre_host_s": 0.0}
-    per = train_host_per_kernel(spec, host)
+    per = train_host_per_kernel(spec, host, policy)
     traced = traced_train_kernels(spec, policy)
     if traced is None:
         return {"layer_host_s": per * _launches(layer), "head_host_s": per * _launches(head),
