@@ -147,10 +147,10 @@ def calibrate_from_trace(
     step time measured without the profiler (e.g. from your training logs), used to take the
     profiler's own host cost out exactly. ``calibration``: the base the family scales apply to
     (None: the best found for the GPU). ``host``: the host profile of the machine that recorded
-    the trace (a name, file or ``HostProfile``); where ``step_ms`` does not settle the host
-    (not given, or a GPU-bound step that bounds the host from above only), its measured
+    the trace (a name, file or ``HostProfile``); without ``step_ms``, its measured
     ``profiler_event_s`` is the profiler's cost per event (else ``DEFAULT_PROFILER_EVENT_S``)
-    and an eager inference trace's host is taken at the profile's speed.
+    and an eager inference trace's host is taken at the profile's speed; with a GPU-bound
+    ``step_ms`` (which bounds the host from above only) the same for an eager inference trace.
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
@@ -163,7 +163,7 @@ def calibrate_from_trace(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
     hp = _load_host_arg(host)  # a --host that names nothing is an error either way
-    event_s = _profiler_event_s(hp)  # used where step_ms does not settle the profiler's cost
+    event_s = _profiler_event_s(hp)  # where step_ms does not settle the profiler's cost
     tr = load_trace(path)
     if tr.format != "torch_chrome_trace":
         raise TraceFormatError(
@@ -286,8 +286,12 @@ def calibrate_from_trace(
     notes.append(model_evidence)
 
     # --- host ------------------------------------------------------------------------------
-    host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     runtime, evidence = identify_runtime(tr, tl)
+    # the profile measured its cost per event on an HF forward: where --step-ms is given, it
+    # stands in for an eager inference trace's (whose host the profile also prices) only
+    if step_ms is not None and runtime != "hf-eager":
+        event_s = None
+    host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, host["step_solved"], hp)
     if pair is not None:
         assert hp is not None

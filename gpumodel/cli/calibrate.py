@@ -30,9 +30,9 @@ def calibrate_command(
     host: str = typer.Option(
         None,
         help="host profile of the machine that recorded the trace (name or file; `gpumodel "
-        "validate --host-only` measures it): where --step-ms is not given or the step was "
-        "GPU-bound, its measured profiler cost per event is removed and an eager inference "
-        "trace's host is taken at its speed",
+        "validate --host-only` measures it): without --step-ms its measured profiler cost "
+        "per event is removed; an eager inference trace's host is taken at its speed, without "
+        "--step-ms or with a GPU-bound one",
     ),
     out: Path = typer.Option(
         None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
