@@ -287,8 +287,8 @@ def calibrate_from_trace(
 
     # --- host ------------------------------------------------------------------------------
     runtime, evidence = identify_runtime(tr, tl)
-    # the profile measured its cost per event on an HF forward: where --step-ms is given, it
-    # stands in for an eager inference trace's (whose host the profile also prices) only
+    # with --step-ms given, the profile's cost per event stands in only for an eager inference
+    # trace's, whose host the profile also prices (a training trace: docs/trace-calibration.md)
     if step_ms is not None and runtime != "hf-eager":
         event_s = None
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)

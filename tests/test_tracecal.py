@@ -96,9 +96,8 @@ def test_a_gpu_bound_step_ms_bounds_the_host_from_above_only():
     assert p.host_step_s <= unprof * 1e-3 + 1e-12
     # the solved figure would have removed only the 0.01 ms the two step times differ by
     assert p.removed_per_step_s > 10 * (PLANTED[name]["profiled_step_ms"] - unprof) * 1e-3
-    # a training trace keeps the default with a host profile too: the profile measured its
-    # cost per event on an HF forward (H200 run 26's TinyLlama trace, traced GPU-bound at batch
-    # 2: with the profile's 2.55 us its batch 1 came out +40%, with the default +6%)
+    # a training trace keeps the default with a host profile too (docs/trace-calibration.md:
+    # the profile's cost helped one run's TinyLlama trace and hurt another's)
     run = Path(gm.__file__).parent.parent / "validation/results/steps-h200-run26"
     q = calibrate_from_trace(FIXTURES / name, step_ms=unprof, host=str(run / "host-train.yaml"))
     assert q.trace.runtime.startswith("train-")
