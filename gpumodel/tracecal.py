@@ -309,6 +309,15 @@ def calibrate_from_trace(
                          f"this trace was recorded; {tail}")  # fmt: skip
         else:
             notes.append(f"host: {head}; {tail}")
+    elif hp is None and runtime == "hf-eager" and step_ms is not None and not host["step_solved"]:
+        # the trace's own host, less an assumed cost per event, is all there is: from a
+        # GPU-bound prefill trace it priced the host-bound 1 x 128-512 prompts of H200 runs 24,
+        # 25 and 27 36-55% slow, where the machine's host profile gave 9-15% on runs 24 and 27
+        # (run 25's host drifted, -39%)
+        notes.append(f"host: --step-ms {step_ms:g} is GPU-bound, so the trace's host is kept "
+                     "with an assumed profiler cost per event; pass --host PROFILE (`gpumodel "
+                     "validate --host-only` on the machine that recorded the trace) to price "
+                     "host-bound steps at its measured speed")  # fmt: skip
 
     # --- the fitted model on the traced step ----------------------------------------------
     fitted_gpu = sum(

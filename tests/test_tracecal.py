@@ -128,10 +128,14 @@ def test_a_gpu_bound_step_ms_keeps_the_host_profiles_speed(tmp_path):
         .profiler.host_step_s > 60e-3  # fmt: skip
     capped = calibrate_from_trace(trace, model="llama-3-8b", host=str(slow), step_ms=60.0).trace
     assert capped.profiler.host_step_s == pytest.approx(60e-3)
-    # without a profile the trace's own host, less the default per-event cost, is kept
+    # without a profile the trace's own host, less the default per-event cost, is kept, and
+    # the output says how to do better
     bare = calibrate_from_trace(trace, model="llama-3-8b", step_ms=60.0).trace
     assert bare.profiler.host_speed_factor == 1.0
     assert bare.profiler.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S)
+    hint = [n for n in bare.notes if "is GPU-bound" in n and "--host PROFILE" in n]
+    assert len(hint) == 1
+    assert not any("--host PROFILE" in n for n in timed.notes + free.notes)
 
 
 def test_without_step_ms_the_default_correction_is_stated():
