@@ -79,6 +79,9 @@ GPU_BOUND_MARGIN = 1.1
 IN_CALL_HELPER_KERNELS = (
     "void cublasLt::splitKreduce_kernel",
     "void cudnn::fusion::lean_reduction_kernel",
+    # FlashAttention-2's split-KV decode (torch's SDPA flash backend): one combine per call
+    # (validation/results/steps-h200-fused-run1)
+    "void pytorch_flash::flash_fwd_splitkv_combine_kernel",
 )
 
 # operator name -> host-profile kind (the eager_op_s keys of a host profile)

@@ -239,6 +239,40 @@ def test_static_compiled_decode_kernel_list_matches_the_device_trace():
         )
 
 
+def test_fused_graph_kernel_list_matches_the_stand_in_engines_trace():
+    """validation/unseen/fused_engine.py (a vLLM-style stand-in: no vLLM on the device) traced
+    on an H200 at batch 8 x 2048 (validation/results/steps-h200-fused-run1): per profiled step
+    483 kernels, the model's 12 per layer + 3 outside plus, per layer, the 2 cuBLAS split-K
+    reductions inside the skinny GEMM calls and the FlashAttention split-KV combine inside the
+    attention call (in-call helpers, timed with their call, as in the other runtimes)."""
+    import collections
+    import gzip
+
+    from gpumodel.tracecal import IN_CALL_HELPER_KERNELS
+
+    path = (Path(__file__).parents[1] / "validation" / "results" / "steps-h200-fused-run1"
+            / "trace-llama3-8b-decode-fused.json.gz")  # fmt: skip
+    events = json.loads(gzip.open(path).read())["traceEvents"]
+    steps = [e for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    kernels = [e["name"] for e in events if e.get("cat") == "kernel"]
+    assert len(steps) == 3 and len(kernels) == 3 * 483
+    helpers = collections.Counter(
+        h for k in kernels for h in IN_CALL_HELPER_KERNELS if k.startswith(h)
+    )
+    assert helpers == {"void cublasLt::splitKreduce_kernel": 3 * 64,
+                       "void pytorch_flash::flash_fwd_splitkv_combine_kernel": 3 * 32}  # fmt: skip
+    r = predict_inference("llama-3-8b", "h200", batch=8, context=2048, runtime="fused-graph",
+                          calibration="none")  # fmt: skip
+    assert r.kernels_per_layer == 12
+    assert r.kernels_per_step == len(kernels) // 3 - sum(helpers.values()) // 3 == 387
+    # one kernel of each of the model's fused ops per layer, by the engine's own names
+    per_step = collections.Counter(kernels)
+    for name, per_layer in (("fg_rmsnorm_kernel", 2), ("fg_rope_kernel", 1),
+                            ("fg_cache_write_kernel", 1), ("fg_silu_mul_kernel", 1)):  # fmt: skip
+        extra = 1 if name == "fg_rmsnorm_kernel" else 0  # the final norm
+        assert per_step[name] == 3 * (32 * per_layer + extra)
+
+
 def test_runtime_names_and_one_default(capsys):
     assert DEFAULT_RUNTIME == "fused-graph"
     assert get_runtime(None).name == get_runtime("graph").name == "fused-graph"

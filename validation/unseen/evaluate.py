@@ -452,7 +452,8 @@ def predict_step(
             req["context"] = rec["context"]
         else:
             req["seq"] = rec["seq"]
-        opt = {"kv_cache": "static" if "static" in rec["runtime"] else "concat"}
+        # the HF eager runtime's DynamicCache concatenates; the graph runtimes write in place
+        opt = {"kv_cache": "concat" if rec["runtime"] == "hf-eager" else "static"}
         if new_shapes:
             if not accepts(fn, "new_shapes"):
                 raise TypeError("this gpumodel cannot price new attention shapes")

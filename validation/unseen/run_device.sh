@@ -3,10 +3,11 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
+#   fused: only the fused-graph decode part (fused_engine.py, a vLLM-style stand-in)
 set -u
 OUT=$1
 TOTAL=${2:-570}
@@ -38,6 +39,8 @@ part() {  # name, parts, seconds, host window seconds
 # most; 30 s before the others, to stay inside one device call
 if [ "$PLAN" = static ]; then
   part static static $((TOTAL - 20)) 60 "--static-grid wide --rounds 5"
+elif [ "$PLAN" = fused ]; then
+  part fused fused $((TOTAL - 20)) 30
 else
   part llama-eager decode,prefill 250 60
   part train train 200 30

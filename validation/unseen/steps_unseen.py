@@ -10,6 +10,8 @@ on the device), timed as a user runs them with HF transformers:
   as HF documents for fast generation) at batch 1/16 x context 2048/4096, and one prefill point
   into a StaticCache (HF runs prefill uncompiled); with --static-grid wide (a device call of its
   own) also batch 8 x 1024 and 32 x 2048, and prefill at batch 1 x 128/512/2048 and 4 x 512;
+- Llama-3-8B `fused-graph` decode (`--part fused`) on a vLLM-style engine written for the
+  purpose (`fused_engine.py`: no vLLM on the device), on the eager decode's grid;
 - training steps (fwd + bwd + fused AdamW step + zero_grad, loss through labels=) of GPT-2 small
   (batch 4/8/16/24, seq 1024) and a TinyLlama-1.1B-shaped Llama (batch 1/2/4/8, seq 2048), each
   in the policies `amp` (fp32 weights + bf16 autocast) and `bf16` (model.to(bfloat16)).
@@ -35,7 +37,8 @@ TEARDOWN_CUPTI=1 for the training part's traces between models. Runs before 2026
 UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
-                 parts: decode, prefill, static, train (host is measured first unless --no-host)
+                 parts: decode, prefill, static, train, fused (host is measured first
+                 unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
 
@@ -604,6 +607,84 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
     env.fresh_memory()
 
 
+def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Llama-3-8B decode on a vLLM-style engine written for the purpose (``fused_engine.py``:
+    fused QKV and gate+up GEMMs, Triton norms, RoPE, cache write and SiLU x up, FlashAttention
+    through SDPA, static cache, one CUDA graph per step): gpumodel's ``fused-graph``. The grid of
+    the eager decode; one trace at batch 8 x 2048 for its kernel list. The engine's logits are
+    checked against the same maths in plain torch ops at one point first."""
+    import torch
+    from fused_engine import DecodeState, Engine, dims_of
+
+    tiny = args.tiny
+    cfg = llama3_8b_config(tiny)
+    t0 = time.perf_counter()
+    eng = Engine(torch, dims_of(cfg), env.device)
+    env.sync()
+    log(f"fused engine built: {eng.params / 1e9:.3f} B params in {time.perf_counter() - t0:.1f} s")
+    result["models"].setdefault("llama-3-8b", {"params": eng.params, "config": cfg.to_dict()})
+    result["fused_check"] = fused_check(env, eng, (2, 16) if tiny else (8, 2048))
+    grid = [(b, c) for c in ((16, 32) if tiny else (512, 2048, 4096))
+            for b in ((1, 2, 4) if tiny else (1, 8, 32, 64))]  # fmt: skip
+    pts = []
+    for b, ctx in grid:
+
+        def setup(b=b, ctx=ctx):
+            state = DecodeState(eng, b, ctx)
+            state.capture()
+            return state
+
+        @torch.no_grad()
+        def step(state):
+            state.step()
+
+        pts.append(Point({"workload": "llama-3-8b", "runtime": "fused-graph", "phase": "decode",
+                          "policy": "bf16", "batch": b, "seq": ctx, "context": ctx}, setup, step,
+                         tokens=b, details={"engine": "validation/unseen/fused_engine.py (a "
+                         "vLLM-style stand-in, not vLLM)", "cache": "static, random K/V of "
+                         "`context` positions; each step writes position `context` and attends "
+                         "to context + 1", "graph": "one CUDA graph per point, replayed",
+                         "attention": "SDPA, FlashAttention backend, enable_gqa"}))  # fmt: skip
+    with torch.no_grad():
+        run_round_robin(env, pts, args.rounds, 2, args.steps, T0 + args.budget_s - 30)
+        records = {id(p): p.record() for p in pts}
+        result["records"] += list(records.values())
+        target = (2, 16) if tiny else (8, 2048)
+        traced = next(p for p in pts if (p.key["batch"], p.key["seq"]) == target)
+        result["traces"].append(trace_point(env, traced, out_dir, "trace-llama3-8b-decode-fused",
+                                            False))  # fmt: skip
+        records[id(traced)]["traced"] = traced.traced
+
+
+def fused_check(env: Env, eng, point: tuple[int, int]) -> dict:
+    """The engine's step (Triton kernels, graph) against the same maths in torch ops: the max
+    |difference| of the logits over their max |value| (bf16 rounding: about 1e-2)."""
+    import torch
+    from fused_engine import DecodeState
+
+    backend = "flash"
+    with torch.no_grad():
+        state = DecodeState(eng, *point)
+        try:
+            state.capture()
+        except RuntimeError as exc:  # no flash kernel for this call in this torch
+            log(f"fused engine: SDPA's flash backend refused ({str(exc)[:120]}); default SDPA")
+            eng.flash, backend = False, f"default (flash refused: {str(exc)[:200]})"
+            env.fresh_memory()
+            state = DecodeState(eng, *point)
+            state.capture()
+        state.step()
+        env.sync()
+        fused = state.logits.float().clone()
+        state.cuda = False  # the torch-ops path over the same weights, cache and inputs
+        plain = state.forward().float()
+    err = float((fused - plain).abs().max() / plain.abs().max().clamp_min(1e-30))
+    log(f"fused engine check at b{point[0]} x {point[1]}: max |diff| / max |logit| = {err:.2e}")
+    del state
+    env.fresh_memory()
+    return {"point": list(point), "rel_max_diff": err, "attention_backend": backend}
+
+
 def part_train(env: Env, args, out_dir: Path, result: dict) -> None:
     import torch
 
@@ -686,7 +767,7 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", default="decode,prefill", help="decode,prefill,static,train")
+    ap.add_argument("--part", default="decode,prefill", help="decode,prefill,static,train,fused")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default=None, help="file prefix (default: the parts)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs on the CPU (smoke test)")
@@ -701,7 +782,7 @@ def main() -> int:
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
-    bad = parts - {"decode", "prefill", "static", "train"}
+    bad = parts - {"decode", "prefill", "static", "train", "fused"}
     if bad or not parts:
         print(f"error: unknown part(s) {sorted(bad)}", file=sys.stderr)
         return 2
@@ -744,6 +825,8 @@ def main() -> int:
             part_llama(env, parts, args, out_dir, result)
         if "train" in parts:
             part_train(env, args, out_dir, result)
+        if "fused" in parts:
+            part_fused(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
