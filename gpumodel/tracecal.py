@@ -7,7 +7,7 @@ What a trace of one training or inference step says, and what is fitted from it:
   bound (``gemm/memory``, ``attention/compute``, ...) the fit is the time-weighted ratio
   sum(measured) / sum(predicted) over the steady-state steps; it is stored as
   ``family_time_scale`` and applied by ``predict`` as a named term. A family/bound pair with
-  less than ``MIN_FAMILY_SHARE`` of the matched GPU time keeps the base calibration. Beside
+  less than ``MIN_FAMILY_SHARE`` of the step's GPU time keeps the base calibration. Beside
   each scale, ``family_time_scale_span_s``: the smallest and largest predicted kernel of the
   ops that fitted it (each op's largest kernel, ``gpumodel.predict.kernel_size_s``, backward
   multiple included; priced both as traced and in-workload); an op whose kernels are priced
@@ -48,7 +48,14 @@ from gpumodel._io import gc_paused
 from gpumodel._validators import MAX_MULTIPLIER, MIN_RATIO
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.diagnose.model_match import identify_model, match_optimizer, optimizer_note
-from gpumodel.diagnose.parse import CpuEvent, Trace, TraceFormatError, load_trace
+from gpumodel.diagnose.parse import (
+    GRAPH_LAUNCH_CALLS,
+    GRAPH_REPLAY_NOTE,
+    CpuEvent,
+    Trace,
+    TraceFormatError,
+    load_trace,
+)
 from gpumodel.diagnose.timeline import Timeline, build_timeline, short_name
 from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
@@ -57,7 +64,7 @@ from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_ke
 if TYPE_CHECKING:
     from gpumodel.hostprofile import HostProfile
 
-# A family/bound pair must carry this share of the matched GPU time to be fitted: a ratio from
+# A family/bound pair must carry this share of the step's GPU time to be fitted: a ratio from
 # a handful of microseconds is noise, not a property of the runtime.
 MIN_FAMILY_SHARE = 0.005
 # Host cost the profiler adds per recorded event (CPU operator or runtime call) with
@@ -110,7 +117,7 @@ HOST_KINDS = ("matmul", "elementwise", "reduction", "norm", "view", "cat", "copy
               "sdpa", "optimizer_step")  # fmt: skip
 _LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
                  "cudaLaunchCooperativeKernel")  # fmt: skip
-_GRAPH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch")
+_GRAPH_CALLS = GRAPH_LAUNCH_CALLS
 
 
 @functools.lru_cache(maxsize=1 << 12)  # a trace names a few hundred operators many times
@@ -185,7 +192,9 @@ def calibrate_from_trace(
     # the trace is fitted against the model's own times: a base that is itself a trace
     # calibration lends its kernel parameters, not its scales
     unscaled = _model_times(base) if base is not None else "none"
-    if not tr.has_shapes:
+    if tr.graph_replayed:
+        notes.append(GRAPH_REPLAY_NOTE + "; the host and the step time are fitted, no family")
+    elif not tr.has_shapes:
         notes.append("no shapes recorded (record_shapes=False): kernels are matched by name "
                      "only where possible; record with record_shapes=True to fit families")  # fmt: skip
     predictor = _Predictor(spec, unscaled)
@@ -260,7 +269,9 @@ def calibrate_from_trace(
         scale = m / p if p > 0 else 1.0
         # a ratio outside what a calibration file holds (a Multiplier) is a broken match, not
         # a fit: that family keeps the base calibration
-        fitted = p > 0 and m >= MIN_FAMILY_SHARE * matched and MIN_RATIO <= scale <= MAX_MULTIPLIER
+        # (of the whole step: where little is matched, as in a trace of graph replays whose
+        # only matched kernels are a few memsets, a share of the matched time fitted noise)
+        fitted = p > 0 and m >= MIN_FAMILY_SHARE * total and MIN_RATIO <= scale <= MAX_MULTIPLIER
         span = fam_span.get(key)
         if fitted:
             scales[key] = scale
@@ -499,8 +510,10 @@ def _host_side(
     launches = sum(1 for r in runtime if r.name.startswith(_LAUNCH_CALLS))
     # kernels a library launches inside one call besides its main one, which the model folds
     # into that op: the host pays for the call, so they do not dilute the host time per kernel
+    # (launched ones only: a graph's helper kernels came with its one replay)
     helpers = sum(1 for g in tr.gpu if g.kind == "kernel" and g.runtime is not None
-                  and inside(g.runtime.ts) and g.name.startswith(IN_CALL_HELPER_KERNELS))  # fmt: skip
+                  and g.runtime.name.startswith(_LAUNCH_CALLS) and inside(g.runtime.ts)
+                  and g.name.startswith(IN_CALL_HELPER_KERNELS))  # fmt: skip
     graphs = sum(1 for r in runtime if r.name.startswith(_GRAPH_CALLS))
     events = (len(cpu_ops) + len(runtime)) / n_steps
     kernels_per_step = launches / n_steps

@@ -545,3 +545,24 @@ def test_a_traced_host_is_not_warned_about_as_the_reference_profile(monkeypatch)
     assert "Some Other CPU" in gm.predict_inference("llama-3-8b", "h100", **kw).host_warning
     built = gm.predict_inference("llama-3-8b", "h100", calibration=cal, new_shapes=True, **kw)
     assert "Some Other CPU" in built.host_warning
+
+
+def test_a_trace_of_graph_replays_calibrates_its_host_and_says_why_no_family(capsys):
+    """validation/results/steps-h200-fused-run1: 3 profiled steps, each one cudaGraphLaunch of
+    483 kernels, 96 of them in-call helpers (split-K reductions, split-KV combines). The
+    helpers came with the replay, not with launches of their own: counted as launches they made
+    the host per kernel negative and calibrate crashed. No kernel has an operator, so no
+    family is fitted, and the output says why rather than blaming record_shapes."""
+    path = (Path(gm.__file__).parent.parent / "validation/results/steps-h200-fused-run1"
+            / "trace-llama3-8b-decode-fused.json.gz")  # fmt: skip
+    fit = calibrate_from_trace(path, step_ms=5.37).trace
+    assert fit.runtime == "fused-graph" and fit.graph_launches_per_step == 1
+    assert fit.kernels_per_step == 0 and fit.host_per_kernel_s >= 0
+    assert fit.host_per_kernel_s == pytest.approx(fit.profiler.host_step_s)  # one replay issued
+    # a few microseconds of memsets are matched; nothing is fitted from them
+    assert fit.matched_fraction < 1e-3 and not any(f.fitted for f in fit.families)
+    assert any(n.startswith("every kernel was replayed from a CUDA graph") for n in fit.notes)
+    assert not any("record_shapes=False" in n for n in fit.notes)
+    assert all(u["reason"].startswith("replayed from a CUDA graph") for u in fit.unmatched)
+    assert main(["diagnose", str(path)]) == 0
+    assert "every kernel was replayed from a CUDA graph" in capsys.readouterr().out

@@ -42,6 +42,11 @@ EXPECTED = (
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
 RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+GRAPH_LAUNCH_CALLS = ("cudaGraphLaunch", "cuGraphLaunch")
+# what a trace of CUDA-graph replays cannot give, and how to get it
+GRAPH_REPLAY_NOTE = ("every kernel was replayed from a CUDA graph: the operators and shapes "
+                     "were recorded at capture, not here, so no kernel maps to an op (trace an "
+                     "eager step, or the capture, for per-op figures)")  # fmt: skip
 
 
 class TraceFormatError(SpecError):
@@ -68,6 +73,14 @@ class CpuEvent:
     @property
     def external_id(self) -> Any:
         return self.args.get("External id")
+
+    @property
+    def graph_replayed(self) -> bool:
+        """Whether every kernel came from a CUDA-graph replay: its operators ran when the graph
+        was captured, so the trace holds no operator or shapes for them."""
+        kernels = [g for g in self.gpu if g.kind == "kernel"]
+        return bool(kernels) and all(g.runtime is not None and g.runtime.name.startswith(
+            GRAPH_LAUNCH_CALLS) for g in kernels)  # fmt: skip
 
     @property
     def has_shapes(self) -> bool:
@@ -147,6 +160,14 @@ class Trace:
     # the CUDA caching allocator's high-water marks, from profile_memory=True "[memory]" events
     peak_allocated_bytes: float | None = None
     peak_reserved_bytes: float | None = None
+
+    @property
+    def graph_replayed(self) -> bool:
+        """Whether every kernel came from a CUDA-graph replay: its operators ran when the graph
+        was captured, so the trace holds no operator or shapes for them."""
+        kernels = [g for g in self.gpu if g.kind == "kernel"]
+        return bool(kernels) and all(g.runtime is not None and g.runtime.name.startswith(
+            GRAPH_LAUNCH_CALLS) for g in kernels)  # fmt: skip
 
     @property
     def has_shapes(self) -> bool:

@@ -28,7 +28,7 @@ from gpumodel.diagnose.findings import FIXES, Draft, GroupView, idle_findings, k
 from gpumodel.diagnose.gpus import gpu_from_device_name
 from gpumodel.diagnose.mapping import Mapped
 from gpumodel.diagnose.model_match import match_optimizer, optimizer_note
-from gpumodel.diagnose.parse import Trace, TraceFormatError, load_trace
+from gpumodel.diagnose.parse import GRAPH_REPLAY_NOTE, Trace, TraceFormatError, load_trace
 from gpumodel.diagnose.timeline import (
     SHORT_KERNEL_US,
     Instance,
@@ -211,7 +211,9 @@ def diagnose(
     n_opt = match_optimizer(tr, tl)
     if n_opt:
         notes.append(optimizer_note(n_opt))
-    if not tr.has_shapes:
+    if tr.graph_replayed:
+        notes.append(GRAPH_REPLAY_NOTE + "; the timeline findings below do not need them")
+    elif not tr.has_shapes:
         notes.append("no shapes recorded: record with record_shapes=True for per-op speed of "
                      "light; the timeline findings below do not need them")  # fmt: skip
     groups = _group(tl.instances)
