@@ -117,7 +117,6 @@ HOST_KINDS = ("matmul", "elementwise", "reduction", "norm", "view", "cat", "copy
               "sdpa", "optimizer_step")  # fmt: skip
 _LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
                  "cudaLaunchCooperativeKernel")  # fmt: skip
-_GRAPH_CALLS = GRAPH_LAUNCH_CALLS
 
 
 @functools.lru_cache(maxsize=1 << 12)  # a trace names a few hundred operators many times
@@ -398,10 +397,10 @@ def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
 # 8.4 us between calls, and the profile's own measurement of it did not follow. The profile,
 # measured for the purpose on the same machine, is the better guide to the host's speed, so an
 # eager inference trace calibrated with --host and without --step-ms (or with a GPU-bound one,
-# which bounds the host from above only: H200 run 25's prefill traced at a GPU-bound point
-# kept 2x its host and put the host-bound small prefills 26-52% slow, where the profile's
-# speed gave 8-13%) keeps the trace's mix of host work per operator kind at the profile's
-# speed (``_at_profile_speed``). Outside 1/2-2x
+# which bounds the host from above only: H200 runs 24 and 25's prefill traces, taken at a
+# GPU-bound point, kept about twice their host and put the host-bound 1 x 128-512 prompts
+# 43-55% slow; at the profile's speed run 24's came to 9-13%) keeps the trace's mix of host
+# work per operator kind at the profile's speed (``_at_profile_speed``). Outside 1/2-2x
 # the output also warns: the trace was recorded in a slow (or fast) stretch, or its profiler
 # cost was unusual. Both the rule and the threshold were decided after reading those traces' scores
 # (validation/results/trace-calibration-errors-run14.md, -run15.md; docs/trace-calibration.md).
@@ -514,7 +513,7 @@ def _host_side(
     helpers = sum(1 for g in tr.gpu if g.kind == "kernel" and g.runtime is not None
                   and g.runtime.name.startswith(_LAUNCH_CALLS) and inside(g.runtime.ts)
                   and g.name.startswith(IN_CALL_HELPER_KERNELS))  # fmt: skip
-    graphs = sum(1 for r in runtime if r.name.startswith(_GRAPH_CALLS))
+    graphs = sum(1 for r in runtime if r.name.startswith(GRAPH_LAUNCH_CALLS))
     events = (len(cpu_ops) + len(runtime)) / n_steps
     kernels_per_step = launches / n_steps
     graphs_per_step = graphs / n_steps
@@ -581,7 +580,7 @@ def identify_runtime(tr: Trace, tl: Timeline) -> tuple[str, list[str]]:
     names = [g.name for g in tr.gpu if g.kind == "kernel"]
     n = max(len(names), 1)
     triton = sum(1 for k in names if k.startswith("triton_") or "triton" in k.lower())
-    graphs = sum(1 for r in tr.runtime if r.name.startswith(_GRAPH_CALLS))
+    graphs = sum(1 for r in tr.runtime if r.name.startswith(GRAPH_LAUNCH_CALLS))
     launches = sum(1 for r in tr.runtime if r.name.startswith(_LAUNCH_CALLS))
     cats = sum(1 for e in tr.cpu if e.name == "aten::cat")
     backward = any(i.phase == "backward" for i in tl.instances)
