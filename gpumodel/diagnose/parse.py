@@ -75,14 +75,6 @@ class CpuEvent:
         return self.args.get("External id")
 
     @property
-    def graph_replayed(self) -> bool:
-        """Whether every kernel came from a CUDA-graph replay: its operators ran when the graph
-        was captured, so the trace holds no operator or shapes for them."""
-        kernels = [g for g in self.gpu if g.kind == "kernel"]
-        return bool(kernels) and all(g.runtime is not None and g.runtime.name.startswith(
-            GRAPH_LAUNCH_CALLS) for g in kernels)  # fmt: skip
-
-    @property
     def has_shapes(self) -> bool:
         return "Input Dims" in self.args
 
