@@ -658,7 +658,8 @@ def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
 
 def fused_check(env: Env, eng, point: tuple[int, int]) -> dict:
     """The engine's step (Triton kernels, graph) against the same maths in torch ops: the max
-    |difference| of the logits over their max |value| (bf16 rounding: about 1e-2)."""
+    |difference| of the logits over their max |value| (bf16 rounding through 32 random layers:
+    4.5% on the H200 runs of 2026-11-29)."""
     import torch
     from fused_engine import DecodeState
 
