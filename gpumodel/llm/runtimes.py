@@ -29,7 +29,9 @@ documented kernel list (``kernel_list`` prints it for a model) and a host rule:
     call's launch (guards + graph replay), then the GPU runs the graph.
 ``fused-graph``  A serving engine (vLLM, TensorRT-LLM style): fused QKV GEMM, one kernel per
     norm, RoPE, cache write and SiLU*mul, flash attention on K/V at ``kv_heads``, paged or
-    static KV, all in one CUDA graph: host = one graph replay.
+    static KV, all in one CUDA graph: host = one graph replay. Checked on a PyTorch/Triton
+    engine of that structure (validation/unseen/fused_engine.py; no vLLM on the device): its
+    traced kernels are these plus in-call split-K reductions and split-KV combines.
 
 In every runtime the kernels of a step run back to back: each non-GEMM kernel pays the host
 profile's in-graph per-kernel GPU time (``graph_replay_per_kernel_s``) instead of the
