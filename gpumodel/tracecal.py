@@ -172,7 +172,6 @@ def calibrate_from_trace(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
     hp = _load_host_arg(host)  # a --host that names nothing is an error either way
-    event_s = _profiler_event_s(hp)  # where step_ms does not settle the profiler's cost
     tr = load_trace(path)
     if tr.format != "torch_chrome_trace":
         raise TraceFormatError(
@@ -300,10 +299,10 @@ def calibrate_from_trace(
 
     # --- host ------------------------------------------------------------------------------
     runtime, evidence = identify_runtime(tr, tl)
-    # with --step-ms given, the profile's cost per event stands in only for an eager inference
-    # trace's, whose host the profile also prices (a training trace: docs/trace-calibration.md)
-    if step_ms is not None and runtime != "hf-eager":
-        event_s = None
+    # the profile's cost per event, where step_ms does not settle the profiler's cost: with
+    # --step-ms given, only for an eager inference trace, whose host the profile also prices
+    # (a training trace: docs/trace-calibration.md)
+    event_s = _profiler_event_s(hp) if step_ms is None or runtime == "hf-eager" else None
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
     pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, host["step_solved"], hp)
     if pair is not None:

@@ -8,7 +8,7 @@ the issue-bound row kernels.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpumodel.errors import SpecError
 from gpumodel.validate.families.base import Family, Group, make_record
@@ -16,10 +16,6 @@ from gpumodel.validate.families.elementwise import elements as _elements
 from gpumodel.validate.torch_engine import Ctx as _Ctx
 from gpumodel.validate.torch_engine import check_close as _check_close
 from gpumodel.validate.torch_engine import dtype_of as _dtype_of
-
-if TYPE_CHECKING:
-    pass
-
 
 NORM_OPS = ("layernorm", "rmsnorm", "softmax")
 NORM_DTYPES = ("bf16", "fp32")
