@@ -36,6 +36,10 @@ MAX_DEPTH = 64  # nesting depth of JSON/YAML documents (the data files need < 10
 MAX_LINE_BYTES = 2**20  # one JSONL/CSV row (a row is a few hundred bytes)
 MAX_JSON_INT_DIGITS = 100
 _SCAN_CHUNK = 1 << 22  # bytes per step of the JSON depth scan
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')  # deleted before the scan
+_DIGITS_AS_ONES = bytes.maketrans(  # digits to 1, every other byte to a space
+    bytes(range(256)), bytes(49 if 48 <= b <= 57 else 32 for b in range(256))
+)
 
 
 class InputFileError(SpecError):
@@ -211,24 +215,25 @@ def json_depth(text: str | bytes, limit: int = MAX_DEPTH) -> int:
     """Deepest bracket nesting of a JSON text outside strings (the scan may stop once past
     ``limit``).
 
-    Without a backslash before any quote (the usual trace), every quote delimits a string, and
-    the scan is three vectorised passes: a bracket lies outside every string when an even
-    number of quotes precede it, and the depth is the running sum of +1 per opening and -1 per
-    closing bracket outside (~0.4 s for 54 MB, against ~2 s for the general scan)."""
+    Without a backslash before any quote (the usual trace), every quote delimits a string: the
+    text is cut to its quotes and brackets (``bytes.translate``, one C pass), a bracket lies
+    outside every string when an even number of quotes precede it, and the depth is the running
+    sum of +1 per opening and -1 per closing bracket outside (~0.25 s for 54 MB on a 2-core CPU,
+    against ~0.9 s for the same passes over every byte and ~2 s for the general scan)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     if b'\\"' in data:
         return _json_depth_escaped(data, limit)
     import numpy as np
 
-    arr = np.frombuffer(data, dtype=np.uint8)
-    quotes = np.flatnonzero(arr == 34)
+    arr = np.frombuffer(data.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+    # quotes up to each position, mod 2 (a uint8 sum wraps at 256, keeping its parity)
+    in_string = np.cumsum(arr == 34, dtype=np.uint8) & 1
     table = np.zeros(256, dtype=np.int8)  # per byte: +1 for [ and {, -1 for ] and }
     table[[91, 123]] = 1
     table[[93, 125]] = -1
     step = table[arr]
-    where = np.flatnonzero(step)
-    outside = np.searchsorted(quotes, where) % 2 == 0
-    levels = np.cumsum(step[where[outside]], dtype=np.int64)
+    step[in_string == 1] = 0  # a bracket is never a quote: its parity counts the quotes before
+    levels = np.cumsum(step, dtype=np.int32)
     return max(int(levels.max()), 0) if len(levels) else 0
 
 
@@ -248,17 +253,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def longest_digit_run(data: bytes) -> int:
-    """The longest run of ASCII digits in ``data``: where it is short, no number in a JSON text
-    can be long, and ``json.loads`` may parse integers with plain ``int`` (a Python callback
-    per integer cost 0.5 s of a 54 MB trace's 1.4 million)."""
-    import numpy as np
-
-    arr = np.frombuffer(data, dtype=np.uint8)
-    digit = ((arr >= 48) & (arr <= 57)).view(np.int8)
-    edges = np.diff(digit, prepend=np.int8(0), append=np.int8(0))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return int((ends - starts).max()) if len(starts) else 0
+def has_digit_run(data: bytes, longer_than: int) -> bool:
+    """Whether ``data`` holds a run of more than ``longer_than`` ASCII digits: where it does
+    not, no number in a JSON text can be long, and ``json.loads`` may parse integers with plain
+    ``int`` (a Python callback per integer cost 0.5 s of a 54 MB trace's 1.4 million). Digits
+    become ``1`` and every other byte a space (one C pass), then a substring search."""
+    return b"1" * (longer_than + 1) in data.translate(_DIGITS_AS_ONES)
 
 
 def _json_depth_escaped(data: bytes, limit: int) -> int:
@@ -598,12 +598,12 @@ __all__ = [
     "decode_utf8",
     "gc_paused",
     "gunzip",
+    "has_digit_run",
     "input_limit_mb",
     "iter_lines",
     "json_depth",
     "loads_json",
     "loads_yaml",
-    "longest_digit_run",
     "make_dir",
     "max_input_bytes",
     "read_bytes",

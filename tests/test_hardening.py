@@ -26,6 +26,7 @@ from gpumodel._io import (
     OutputFileError,
     atomic_write_bytes,
     atomic_write_text,
+    has_digit_run,
     json_depth,
     read_json,
 )
@@ -140,6 +141,28 @@ def test_json_depth_agrees_with_a_character_walk():
     for _ in range(1000):
         text = json.dumps(value(0))
         assert json_depth(text, 10**9) == _depth_by_hand(text), text
+
+
+def test_json_depth_without_escaped_quotes_agrees_with_a_character_walk():
+    """The fast path (no backslash before a quote): quote parity over hundreds of strings (its
+    running count wraps at 256) and brackets on both sides of them."""
+    rng = random.Random(11)
+    for _ in range(200):
+        parts = [json.dumps("".join(rng.choice("[]{}a ") for _ in range(rng.randint(0, 5))))
+                 for _ in range(rng.randint(0, 700))]  # fmt: skip
+        nest = rng.randint(0, 80)
+        text = "[" * nest + "[" + ", ".join(parts) + "]" + "]" * nest
+        assert '\\"' not in text
+        assert json_depth(text, 10**9) == _depth_by_hand(text) == nest + 1
+
+
+@pytest.mark.parametrize("text, longer_than, expected", [
+    (b'{"ts": 123}', 3, False), (b'{"ts": 1234}', 3, True), (b'"12a345"', 3, False),
+    (b"", 0, False), (b"7", 0, True), (b"x" * 50 + b"9" * 101, 100, True),
+    (b"9" * 100 + b".5", 100, False),
+])  # fmt: skip
+def test_has_digit_run_by_hand(text, longer_than, expected):
+    assert has_digit_run(text, longer_than) is expected
 
 
 def test_deep_yaml_segfault(tmp_path):

@@ -53,7 +53,7 @@ class TraceFormatError(SpecError):
     """The profile could not be read: wrong format, truncated beyond repair, or empty."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CpuEvent:
     """A CPU-side range: an operator (``cpu_op``) or a user annotation (``user_annotation``)."""
 
@@ -86,7 +86,7 @@ class CpuEvent:
         return out
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RuntimeEvent:
     """A CUDA runtime/driver call on the host (launch, memcpy, synchronize, ...)."""
 
@@ -104,7 +104,7 @@ class RuntimeEvent:
         return self.ts + self.dur
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class GpuEvent:
     """A GPU activity: a kernel, a memcpy or a memset."""
 
@@ -241,12 +241,12 @@ def _decode(data: bytes, path: Path) -> str:
 
 
 def _parse_chrome_text(text: str, path: Path, warnings: list[str], truncated: bool) -> Trace:
-    from gpumodel._io import MAX_DEPTH, json_depth, longest_digit_run
+    from gpumodel._io import MAX_DEPTH, has_digit_run, json_depth
 
     data = text.encode("utf-8", "surrogatepass")
-    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+    if json_depth(data) > MAX_DEPTH:  # (no count of brackets first: a trace has millions)
         raise TraceFormatError(f"{path}: the JSON nests deeper than {MAX_DEPTH} levels")
-    parse_int = _bounded_int if longest_digit_run(data) > _MAX_INT_DIGITS else None
+    parse_int = _bounded_int if has_digit_run(data, _MAX_INT_DIGITS) else None
     del data
     try:
         doc = json.loads(text, parse_int=parse_int)
@@ -341,9 +341,10 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
     for ev in events:
         if not isinstance(ev, dict):
             continue
-        if ev.get("ph") == "i" and ev.get("name") == "[memory]":
-            _note_memory(trace, ev.get("args") or {})
-        if ev.get("ph") != "X":
+        ph = ev.get("ph")
+        if ph != "X":
+            if ph == "i" and ev.get("name") == "[memory]":
+                _note_memory(trace, ev.get("args") or {})
             continue
         cat = ev.get("cat")
         try:

@@ -169,7 +169,7 @@ def _link_launchers(trace: Trace) -> None:
     for j, r in enumerate(trace.runtime):
         threads[(r.pid, r.tid)].append((r.ts, 1, 0.0, j))
     for items in threads.values():
-        items.sort(key=lambda t: (t[0], t[1], t[2]))
+        items.sort()  # by time, ranges before the calls they hold, longer ranges first
         stack: list[CpuEvent] = []
         for ts, kind, _, idx in items:
             while stack and stack[-1].end <= ts:
@@ -180,13 +180,15 @@ def _link_launchers(trace: Trace) -> None:
                 stack.append(ev)
             else:
                 trace.runtime[idx].launcher = stack[-1] if stack else None
+    orphans = [r for r in trace.runtime if r.launcher is None and r.external_id is not None]
+    if not orphans:  # the usual trace: every call lies inside a range of its own thread
+        return
     by_ext: dict[Any, CpuEvent] = {}
     for e in trace.cpu:
         if e.cat == "cpu_op" and e.external_id is not None:
             by_ext.setdefault(e.external_id, e)
-    for r in trace.runtime:
-        if r.launcher is None and r.external_id in by_ext:
-            r.launcher = by_ext[r.external_id]
+    for r in orphans:
+        r.launcher = by_ext.get(r.external_id)
 
 
 def _select(launcher: CpuEvent | None) -> CpuEvent | None:
