@@ -531,6 +531,11 @@ def _host_side(
         solved = unprof > GPU_BOUND_MARGIN * gpu_busy_s
         if solved:
             method = "step-ms: solved from the unprofiled step time"
+            if unprof > step_prof:  # the profiler only adds host time: the host itself moved
+                method += (f"; but --step-ms {step_ms:g} is longer than the profiled step "
+                           f"({step_prof * 1e3:.1f} ms), so the host ran slower when the step "
+                           "was timed than while it was traced (a drifting host: time several "
+                           "steps in the traced process); nothing removed")  # fmt: skip
         else:
             removed = max(removed, by_event, host_step_prof - unprof)
             method = (f"{method}; --step-ms {step_ms:g} is GPU-bound ({gpu_busy_s * 1e3:.1f} ms "

@@ -61,6 +61,20 @@ def test_profiler_cost_solved_from_the_unprofiled_step():
     assert p.per_event_s == pytest.approx(DEFAULT_PROFILER_EVENT_S, rel=0.01)
 
 
+def test_a_step_ms_longer_than_the_profiled_step_is_said_to_be_a_drifting_host():
+    """The profiler only adds host time: an unprofiled step longer than the profiled one means
+    the host itself changed speed between the two (H200 run 29's decode trace: 36.4 ms profiled,
+    its point timed at 37.8-40.7 ms). Nothing is removed, and the output says why."""
+    name = "transformer_eager.json.gz"
+    profiled_ms = PLANTED[name]["profiled_step_ms"]
+    p = fitted(name, profiled_ms * 1.2).trace.profiler
+    assert p.removed_per_step_s == 0.0
+    assert p.host_step_s == p.profiled_host_step_s
+    assert "longer than the profiled step" in p.method and "drifting host" in p.method
+    # an unprofiled step shorter than the profiled one is the usual case: no such words
+    assert "drifting" not in fitted(name, PLANTED[name]["step_ms"]).trace.profiler.method
+
+
 def test_step_ms_is_subtracted_from_the_same_statistic_of_the_profiled_steps():
     """H100 run 16's decode trace: three ProfilerSteps of 53.2, 43.4 and 44.6 ms (the first in
     a slow moment); the point ran 22.49 ms unprofiled. The profiled step --step-ms is taken
