@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from gpumodel.ops.collectives import (
     Broadcast,
     ReduceScatter,
     collective_op,
+    time_array,
 )
 from gpumodel.specs import GPUSpec
 from gpumodel.validate.families import collectives as runner
@@ -366,6 +368,52 @@ def test_calibration_transfers_to_more_gpus(nvl):
     expected = 20e-6 + 12 * hop + 1e9 * 1.75 / 70e9
     assert p.time_s == pytest.approx(expected)
     assert "transferred" in p.terms[0].name and "transferred" in p.details["why"]
+
+
+def test_a_measured_line_replayed_in_a_graph_pays_nccls_own_latency(nvl):
+    """validate --collectives times back-to-back eager torch.distributed calls: their floor is
+    a Python call each (44 us on 4 x H200, where NCCL's own model on that machine says 7.8 us for
+    a 2-GPU ring). A CUDA graph replays the NCCL kernel with no call: its latency is NCCL's
+    baseLat + steps x hwLat (tuning.cc, ring LL on NVLink), the bandwidth the measured one."""
+    cal = _Cal({"all_reduce@4": CollectiveParams(gpus=4, alpha_s=44e-6,
+                bus_bandwidth_bytes_per_s=80e9, link_efficiency=0.8)})  # fmt: skip
+    n = 1e6
+    beta = n * 1.5 / 80e9  # S x 2(n-1)/n / busbw
+    eager = AllReduce(bytes=n, gpus=4).predict_on(nvl, cal)
+    assert eager.time_s == pytest.approx(44e-6 + beta)
+    graph = AllReduce(bytes=n, gpus=4, in_graph=True).predict_on(nvl, cal)
+    # 6.6 us + 2(4-1) ring steps x 0.6 us, by hand from NCCL's constants
+    assert graph.time_s == pytest.approx(6.6e-6 + 6 * 0.6e-6 + beta)
+    assert "CUDA graph" in graph.terms[0].name and "44 µs" in graph.terms[0].note
+    # the array path the LLM sweeps take gives the same
+    arr = time_array(AllReduce(bytes=n, gpus=4, in_graph=True), nvl, cal, np.array([n, n]))
+    assert arr == pytest.approx([graph.time_s] * 2)
+    # measured at 2 GPUs and carried to 4: the same NCCL latency in a graph
+    two = _Cal({"all_reduce@2": CollectiveParams(gpus=2, alpha_s=38e-6,
+                bus_bandwidth_bytes_per_s=80e9, link_efficiency=0.8)})  # fmt: skip
+    carried = AllReduce(bytes=n, gpus=4, in_graph=True).predict_on(nvl, two)
+    assert carried.terms[0].value == pytest.approx(6.6e-6 + 6 * 0.6e-6)
+
+
+def test_graph_runtimes_price_tensor_parallel_all_reduces_in_the_graph():
+    """H200's measured 4-GPU line (an eager loop's 44 us floor) had a fused-graph 70B decode
+    at tp 4 slower on the H200 than on the H100 (19.8 against 17.8 ms at batch 32), the
+    all-reduces 38% of its step; an hf-eager step still calls them from Python."""
+    h200 = gm.get_gpu("h200")
+    kw = dict(batch=32, context=1152, gpus=4, tp=4)
+    graph = gm.predict_inference("llama-3-70b", h200, "decode", runtime="fused-graph", **kw)
+    eager = gm.predict_inference("llama-3-70b", h200, "decode", runtime="hf-eager", **kw)
+    h100 = gm.predict_inference("llama-3-70b", "h100", "decode", runtime="fused-graph", **kw)
+    one = AllReduce(bytes=32 * 8192 * 2, gpus=4)  # batch x hidden x bf16 per token step
+    in_graph = gm.predict(one.model_copy(update={"in_graph": True}), h200).time_s
+    called = gm.predict(one, h200).time_s
+    assert called > 3 * in_graph  # the measured eager floor against NCCL's latency
+    per_layer = {o.name: o.time_s / o.count for o in graph.breakdown}
+    assert per_layer["tp_all_reduce_mlp"] == pytest.approx(in_graph, rel=1e-9)
+    per_layer_eager = {o.name: o.time_s / o.count for o in eager.breakdown}
+    assert per_layer_eager["tp_all_reduce_mlp"] == pytest.approx(called, rel=1e-9)
+    # more HBM bandwidth, the same NVLink: a memory-bound decode is not slower on the H200
+    assert graph.time_s < h100.time_s
 
 
 def test_calibration_not_applied_to_a_forced_other_link(nvl):

@@ -129,6 +129,19 @@ def test_serving_decode_times_equal_the_scalar_model():
     assert o.latency_s == pytest.approx(o.batch * t_pf + 128 * t_dec, rel=1e-9)
 
 
+@pytest.mark.parametrize("model, rate", [("llama-3-70b", 10), ("llama-3-70b", 40),
+                                         ("llama-3-8b", 50)])  # fmt: skip
+def test_an_h200_never_needs_more_gpus_than_an_h100(model, rate):
+    """The H200 has at least every resource of the H100 (HBM 141 GB at 4.8 TB/s against 80 GB
+    at 3.35, the same tensor cores and NVLink), so serving the same rate never takes more of
+    them. Until 2026-11-29 the 70B plan at 10 req/s took 12 H200s against 8 H100s: the
+    H200's tensor-parallel all-reduces were priced at a measured loop of eager calls' floor
+    (44 us each) inside a CUDA-graph runtime."""
+    opts = {o.gpu: o for o in plan_serving(model, ["h100", "h200"], rate=rate).options}
+    assert opts["h200-sxm"].gpus <= opts["h100-sxm"].gpus
+    assert opts["h200-sxm"].tpot_s <= opts["h100-sxm"].tpot_s * 1.0001
+
+
 def test_every_price_names_its_provider_date_and_source():
     p = plan_serving("llama-3-8b", ["h100", "mi300x"], rate=5, price={"h100": 2.49})
     assert p.prices["h100-sxm"]["provider"] == "given"

@@ -108,7 +108,10 @@ class Timer:
     The op model's per-kernel floor comes from kernels timed one at a time with CUDA events
     (calibration, elementwise ~4.4 us on an H100), which counts launch latency and event
     overheads that consecutive kernels of a step overlap; with ``stream_floor_s`` every kernel
-    but GEMMs and collectives (``KEEP_ISOLATED_FLOOR``) pays that instead (``in_stream``)."""
+    but GEMMs and collectives (``KEEP_ISOLATED_FLOOR``) pays that instead (``in_stream``).
+
+    ``graph``: the step is replayed from a CUDA graph, so its collectives pay NCCL's own
+    latency rather than a measured loop of eager calls' floor (``Collective.in_graph``)."""
 
     def __init__(
         self,
@@ -119,8 +122,10 @@ class Timer:
         *,
         condition: str = "in-workload",
         activity: float | None = None,
+        graph: bool = False,
     ):
         self.gpu = gpu
+        self.graph = graph
         self.calibration: Calibration | None = resolve(calibration, gpu)
         self.op_times = dict(op_times or {})
         self.stream_floor_s = stream_floor_s
@@ -137,7 +142,8 @@ class Timer:
         key = (entry.op, entry.l2, entry.kind)
         if key not in self._cache:
             if isinstance(entry.op, Collective):
-                self._cache[key] = (collective_kernel(entry.op, self.gpu, self.calibration),)
+                op = self.as_run(entry.op)
+                self._cache[key] = (collective_kernel(op, self.gpu, self.calibration),)
             else:
                 cal = self.calibration if self.calibration is not None else "none"
                 ks = predict(entry.op, self.gpu, cal, l2=entry.l2, condition=self.condition,  # type: ignore[arg-type]
@@ -164,17 +170,21 @@ class Timer:
         measured = self.op_times.get(entry.name)
         if measured is not None:
             return float(measured)
-        op = entry.op
+        op = self.as_run(entry.op)
         if op not in self._collective_s:
             self._collective_s[op] = float(time_array(op, self.gpu, self.calibration, op.bytes))
         return self._collective_s[op]
+
+    def as_run(self, op: Collective) -> Collective:
+        """``op`` as this timer's step runs it: replayed from a graph or called eagerly."""
+        return op.model_copy(update={"in_graph": True}) if self.graph else op
 
     def at(self, *, condition: str = "in-workload", activity: float | None = None) -> Timer:
         """A timer of the same GPU, calibration and measured ops under another condition or
         step activity."""
         return Timer(self.gpu, self.calibration if self.calibration is not None else "none",
                      self.op_times, self.stream_floor_s, condition=condition,
-                     activity=activity)  # fmt: skip
+                     activity=activity, graph=self.graph)  # fmt: skip
 
     def at_step(self, blocks: Sequence[Sequence[LayerOp]], layers: int) -> Timer:
         """This timer at the clock of one step of ``blocks`` (pre, one layer repeated

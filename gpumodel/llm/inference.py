@@ -541,7 +541,7 @@ def predict_inference(
     floor: float | None = stream_floor_s
     if floor is None and rt.host != "eager":
         floor = hp.in_graph_kernel_s
-    timer = Timer(g, calibration, op_times, stream_floor_s=floor)
+    timer = Timer(g, calibration, op_times, stream_floor_s=floor, graph=rt.host != "eager")
     # one clock for the whole step: the power limit sees the step's average tensor activity
     timer = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}

@@ -330,7 +330,7 @@ def sweep_inference(
     for g in gpus:
         flags, groups = built[kernel_of[g.id]]
         timer = Timer(g, choose_calibration(g, calibration, calibration_from),
-                      stream_floor_s=floor)  # fmt: skip
+                      stream_floor_s=floor, graph=rt.host != "eager")  # fmt: skip
         calibrations[g.id] = timer.label
         m = len(uniq)
         step, gpu_t, host_t = np.empty(m), np.empty(m), np.empty(m)
@@ -656,7 +656,8 @@ def _entry_times(
     if isinstance(e.op, Collective) and e.op.nodes == 1:  # the collective model over sizes
         sizes = np.broadcast_to(np.asarray(e.op.bytes, dtype=float), (n,))
         launches = 1 if e.op.gpus > 1 else 0  # as _comm.collective_kernel
-        return [(time_array(e.op, timer.gpu, timer.calibration, sizes), launches, e.op.op_name)]
+        op = timer.as_run(e.op)
+        return [(time_array(op, timer.gpu, timer.calibration, sizes), launches, op.op_name)]
     if isinstance(e.op, Collective):  # across nodes: once per distinct size
         sizes, inverse = np.unique(np.broadcast_to(np.asarray(e.op.bytes), (n,)),
                                    return_inverse=True)  # fmt: skip

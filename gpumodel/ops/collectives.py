@@ -72,6 +72,11 @@ class Collective(Op):
     link_bandwidth: float | None = Field(
         None, description="what-if: per-direction bandwidth of the in-node link, e.g. 32GB/s"
     )
+    in_graph: bool = Field(
+        False,
+        description="replayed from a CUDA graph (a graph runtime's step): a measured floor of "
+        "eager torch.distributed calls gives way to NCCL's own latency",
+    )
     channels: SmallCount | None = Field(
         None,
         description="NCCL ring channels on the in-node link (NCCL_MAX_NCHANNELS); "
@@ -546,15 +551,36 @@ def time_array(op: Collective, gpu: GPUSpec, calibration: Any, nbytes: Any) -> A
     return np.maximum(t, floor)
 
 
+def _graph_alpha(op: Collective, n: Any, topo: comm.Topology) -> Any:
+    """The latency of ``op`` replayed from a CUDA graph: NCCL's own (``baseLat`` + steps x
+    ``hwLat``, the datasheet model's alpha of the algorithm NCCL would pick), not a measured
+    line's floor. ``validate --collectives`` times back-to-back eager ``torch.distributed``
+    calls, whose small-message floor is a Python call each: 38 us on 2 x H200 and 44 us on 4,
+    where NCCL's own model on that machine says 7.8 us for a 2-GPU ring
+    (validation/results/h200-sxm-x2/nccl-tuning-table.txt). A graph replays the NCCL kernel
+    with no call."""
+    import numpy as np
+
+    cands = comm.candidates(op.collective, n, topo)
+    pool = [c for c in cands if c.nccl] or cands  # comm.choose: the fastest of NCCL's
+    shape = np.shape(n)
+    times = np.stack([np.broadcast_to(c.time_s, shape) for c in pool])
+    alphas = np.stack([np.broadcast_to(c.alpha_total_s, shape) for c in pool])
+    return np.take_along_axis(alphas, np.argmin(times, axis=0)[None], 0)[0]
+
+
 def _time_array(op: Collective, gpu: GPUSpec, calibration: Any, n: Any) -> Any:
     import numpy as np
 
     exact, donor, _, _, topo, _ = _setup(op, gpu, calibration)
     factor = op.bus_factor()
     if exact is not None and topo.nodes == 1:
-        return exact.alpha_s + n * factor / exact.bus_bandwidth_bytes_per_s
+        alpha = _graph_alpha(op, n, topo) if op.in_graph else exact.alpha_s
+        return alpha + n * factor / exact.bus_bandwidth_bytes_per_s
     if donor is not None and topo.nodes == 1:
         alpha, bus, _ = _transferred_line(op, donor, topo)
+        if op.in_graph:
+            alpha = _graph_alpha(op, n, topo)
         return alpha + n * factor / bus
     cands = comm.candidates(op.collective, n, topo)
     if op.algorithm != "auto":
@@ -565,6 +591,17 @@ def _time_array(op: Collective, gpu: GPUSpec, calibration: Any, n: Any) -> Any:
         return np.broadcast_to(cands[names.index(op.algorithm)].time_s, n.shape) + 0.0
     pool = [c for c in cands if c.nccl] or cands  # comm.choose: the fastest of NCCL's
     return np.min([np.broadcast_to(c.time_s, n.shape) for c in pool], axis=0)
+
+
+def _graph_alpha_term(t_alpha: float, measured_s: float, p: int, topo: comm.Topology,
+                      chosen: Any, step_alpha: float) -> Term:  # fmt: skip
+    """The alpha term of a measured line replayed from a CUDA graph (``_graph_alpha``)."""
+    return Term(name="alpha term (latency, NCCL's own: replayed from a CUDA graph)",
+                value=t_alpha,
+                note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
+                     + _steps_note(chosen, topo, step_alpha) + "; the measured floor on "
+                     f"{p} GPUs, {format_time(measured_s)}, is a Python torch.distributed "
+                     "call each, which a graph replay does not make")  # fmt: skip
 
 
 def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
@@ -612,14 +649,18 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         alpha = exact.alpha_s
         bus = exact.bus_bandwidth_bytes_per_s
         t_alpha, t_beta = alpha, n * factor / bus
+        alpha_term = Term(name="alpha term (latency floor, calibrated)", value=t_alpha,
+                          note=f"fitted small-message floor of {op.collective} on {p} GPUs")  # fmt: skip
+        if op.in_graph:
+            t_alpha = float(chosen.alpha_total_s)
+            alpha_term = _graph_alpha_term(t_alpha, exact.alpha_s, p, topo, chosen, step_alpha)
         time_s = t_alpha + t_beta
         why = (
             f"measured NCCL line ({op.collective}@{p}); the model would pick {chosen.algorithm}: "
             + why
         )
         terms += [
-            Term(name="alpha term (latency floor, calibrated)", value=t_alpha,
-                 note=f"fitted small-message floor of {op.collective} on {p} GPUs"),
+            alpha_term,
             Term(name="beta term (bandwidth, calibrated)", value=t_beta,
                  note=f"S x bus factor {factor:.3g} / busbw {format_quantity(bus, 'B/s')} "
                       "(fitted large-message plateau)"),
@@ -635,16 +676,20 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         else:
             bus_note = f"busbw measured on {donor.gpus} GPUs"
         t_alpha, t_beta = alpha, n * factor / bus
+        alpha_term = Term(name="alpha term (latency floor, transferred)", value=t_alpha,
+                          note=f"floor measured on {donor.gpus} GPUs {format_time(donor.alpha_s)} "
+                               f"{'+' if d_steps >= 0 else '-'} {abs(d_steps):g} ring steps x "
+                               f"{format_time(step_alpha)}")  # fmt: skip
+        if op.in_graph:
+            t_alpha = float(chosen.alpha_total_s)
+            alpha_term = _graph_alpha_term(t_alpha, alpha, p, topo, chosen, step_alpha)
         time_s = t_alpha + t_beta
         why = (
             f"transferred from {op.collective}@{donor.gpus} (measured) to {p} GPUs; "
             f"model choice {chosen.algorithm}: " + why
         )
         terms += [
-            Term(name="alpha term (latency floor, transferred)", value=t_alpha,
-                 note=f"floor measured on {donor.gpus} GPUs {format_time(donor.alpha_s)} "
-                      f"{'+' if d_steps >= 0 else '-'} {abs(d_steps):g} ring steps x "
-                      f"{format_time(step_alpha)}"),
+            alpha_term,
             Term(name="beta term (bandwidth, transferred)", value=t_beta,
                  note=f"S x bus factor {factor:.3g} / busbw {format_quantity(bus, 'B/s')} "
                       f"({bus_note}; busbw is ~independent of n)"),
