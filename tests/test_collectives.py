@@ -395,6 +395,21 @@ def test_a_measured_line_replayed_in_a_graph_pays_nccls_own_latency(nvl):
     assert carried.terms[0].value == pytest.approx(6.6e-6 + 6 * 0.6e-6)
 
 
+def test_in_graph_latency_is_what_nccl_printed_on_the_measured_machine():
+    """NCCL 2.28.9's own cost model, printed at init on the 2 x H200 the collectives were
+    measured on: AllReduce Ring LL 7.8 us, and it picked Ring LL for 4 and 8 bytes
+    (validation/results/h200-sxm-x2/nccl-tuning-table.txt). The in-graph price of a tiny
+    all-reduce there is that latency; the eager one, the measured 38 us floor."""
+    table = (RESULTS / "h200-sxm-x2" / "nccl-tuning-table.txt").read_text()
+    row = next(line for line in table.splitlines() if line.strip().startswith("AllReduce |"))
+    ring_ll_us = float(row.split("|")[4].split("/")[0])
+    assert ring_ll_us == 7.8
+    op = AllReduce(bytes=8, gpus=2)
+    graph = gm.predict(op.model_copy(update={"in_graph": True}), "h200").time_s
+    assert graph == pytest.approx(ring_ll_us * 1e-6, abs=0.05e-6)
+    assert gm.predict(op, "h200").time_s == pytest.approx(38.3e-6, abs=0.1e-6)
+
+
 def test_graph_runtimes_price_tensor_parallel_all_reduces_in_the_graph():
     """H200's measured 4-GPU line (an eager loop's 44 us floor) had a fused-graph 70B decode
     at tp 4 slower on the H200 than on the H100 (19.8 against 17.8 ms at batch 32), the
