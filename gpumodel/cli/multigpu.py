@@ -91,6 +91,12 @@ def allreduce_cmd(
         None, help="NCCL ring channels on the in-node link (default: NCCL's own count)"
     ),
     dtype: str = typer.Option("bf16", help="element type (reductions)"),
+    in_graph: bool = typer.Option(
+        False,
+        "--in-graph",
+        help="replayed from a CUDA graph (vLLM, torch.compile reduce-overhead): NCCL's own "
+        "latency instead of a measured floor, which is an eager torch.distributed call each",
+    ),
     calibration: str = typer.Option(None, help="'none', a file, or a GPU id (default: best)"),
     as_json: bool = typer.Option(False, "--json"),
     as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
@@ -103,7 +109,7 @@ def allreduce_cmd(
     op = collective_op(
         collective, bytes=nbytes, gpus=gpus, dtype=dtype, link=link, nodes=nodes,
         gpus_per_node=gpus_per_node, algorithm=algorithm, system=sys_arg,
-        link_bandwidth=link_bandwidth, channels=channels,
+        link_bandwidth=link_bandwidth, channels=channels, in_graph=in_graph,
     )  # fmt: skip
     pred = gm.predict(op, spec, calibration)
     d = pred.details
