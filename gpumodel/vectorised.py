@@ -199,16 +199,21 @@ _VECTOR_FIELDS = {"gemm": ("m", "n", "k", "batch"), "elementwise": ("n",)}
 
 def predict_rows(
     rows: list[dict[str, Any]], gpu: GPUSpec, calibration: Any = None,
-    condition: str = "in-workload",
+    condition: str = "in-workload", first: int = 0,
 ) -> list[dict]:  # fmt: skip
     """Predict batch-file rows in order: GEMM and elementwise rows through ``sweep`` (grouped by
     op and dtype), everything else through ``predict``, all under ``condition``. Each result:
-    op, time_s, bound, flops, bytes, arithmetic_intensity."""
+    op, time_s, bound, flops, bytes, arithmetic_intensity. ``first``: the number of
+    ``rows[0]`` in the whole batch (``gpumodel batch`` counts from 0): a bad row's error names
+    it."""
     check_condition(condition)
     results: list[dict | None] = [None] * len(rows)
     groups: dict[tuple[str, str], list[int]] = {}
     for i, row in enumerate(rows):
-        op = from_row(row)  # validates every row, whatever path predicts it
+        try:
+            op = from_row(row)  # validates every row, whatever path predicts it
+        except (SpecError, UnsupportedError) as exc:
+            raise type(exc)(f"op #{first + i}: {exc}") from None
         name = str(row["op"]).lower()
         simple = name == "gemm" or (name in ELEMENTWISE and op.op_name == "elementwise")
         if simple and set(row) <= {"op", "dtype", *_VECTOR_FIELDS.get(op.op_name, ())}:

@@ -135,6 +135,17 @@ def test_batch_formats_keep_order(capsys, tmp_path):
     bad.write_text('{"op": "gemm", "m": 1}\n')
     code, _, err = run(capsys, "batch", str(bad))
     assert code == 2 and "n: required key is missing" in err
+    # a bad row deep in a batch is named by its number, counted as the output's "#" column
+    # (from 0), across the chunks the command reads
+    from gpumodel.cli import batch as batch_cli
+
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"op": "relu", "n": 1000}\n' * (batch_cli.CHUNK + 5)
+                    + '{"op": "all_reduce", "bytes": 8, "gpus": -1}\n')  # fmt: skip
+    code, _, err = run(capsys, "batch", str(deep), "--calibration", "none")
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: op #{batch_cli.CHUNK + 5}: op all_reduce: gpus: must be at least 1, got -1"
+    ]
 
 
 def test_validate_numpy_backend_end_to_end(capsys, tmp_path):

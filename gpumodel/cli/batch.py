@@ -56,7 +56,8 @@ def batch(
     spec = gm.get_gpu(gpu)
     label = calibration_label(resolve(calibration, spec))
     predicted = (
-        (start, predict_rows(chunk, spec, calibration, condition)) for start, chunk in _chunks(file)
+        (start, predict_rows(chunk, spec, calibration, condition, start))
+        for start, chunk in _chunks(file)
     )
     with input_limit_mb(max_input_mb):
         if as_json:
