@@ -21,6 +21,8 @@ import json
 import os
 import socket
 
+from llm_device import capture  # this folder (the script's own, first on sys.path)
+
 from gpumodel.validate.families.collectives import SAFE_ENV
 
 SIZES = tuple(1 << k for k in range(10, 27, 2))  # 1 KiB .. 64 MiB
@@ -76,17 +78,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
                 for _ in range(CALLS):
                     call()
 
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up off the capture stream, as torch requires
-                for _ in range(3):
-                    call()
-            torch.cuda.current_stream().wait_stream(side)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for _ in range(CALLS):
-                    call()
+            graph = capture(torch, eager)  # CALLS calls in one graph
             eager()
             graph.replay()
             e = sorted(timed(eager) for _ in range(3))[1]
