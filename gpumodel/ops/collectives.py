@@ -599,9 +599,9 @@ def _graph_alpha_term(t_alpha: float, measured_s: float, p: int, topo: comm.Topo
     return Term(name="alpha term (latency, NCCL's own: replayed from a CUDA graph)",
                 value=t_alpha,
                 note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
-                     + _steps_note(chosen, topo, step_alpha) + "; the measured floor on "
-                     f"{p} GPUs, {format_time(measured_s)}, is a Python torch.distributed "
-                     "call each, which a graph replay does not make")  # fmt: skip
+                     + _steps_note(chosen, topo, step_alpha) + "; the calibrated floor on "
+                     f"{p} GPUs, {format_time(measured_s)}, was timed as eager torch.distributed "
+                     "calls, a Python call each, which a graph replay does not make")  # fmt: skip
 
 
 def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
