@@ -383,10 +383,27 @@ def calibrate_from_trace(
     )
 
 
+def _is_top_level(e: CpuEvent) -> bool:
+    return e.cat == "cpu_op" and (e.parent is None or e.parent.cat != "cpu_op")
+
+
 def _top_level(events: list[CpuEvent]) -> list[CpuEvent]:
-    return [
-        e for e in events if e.cat == "cpu_op" and (e.parent is None or e.parent.cat != "cpu_op")
-    ]
+    return [e for e in events if _is_top_level(e)]
+
+
+def _tops_above(node: CpuEvent | None, memo: dict[int, tuple[int, ...]]) -> tuple[int, ...]:
+    """The ids of the top-level operators on ``node``'s chain of parents, ``node`` included,
+    memoised per node (a trace's events share their parents: one walk per node, not per event
+    and ancestor)."""
+    chain: list[CpuEvent] = []
+    while node is not None and id(node) not in memo:
+        chain.append(node)
+        node = node.parent
+    tops = memo[id(node)] if node is not None else ()
+    for n in reversed(chain):
+        tops = (id(n), *tops) if _is_top_level(n) else tops
+        memo[id(n)] = tops
+    return tops
 
 
 # Without --step-ms a trace cannot tell its host's time from the profiler's own cost: with the
@@ -547,17 +564,12 @@ def _host_side(
         removed_per_step_s=removed, profiled_host_step_s=host_step_prof, host_step_s=host_step,
     )  # fmt: skip
     # per-kind host time of one top-level operator call, less its own events' profiler cost
+    # (each event counts once for every top-level operator above it, itself included)
     nested: dict[int, int] = defaultdict(int)
-    for e in cpu_ops:
-        node = e
-        while node is not None:
-            nested[id(node)] += 1
-            node = node.parent
-    for r in runtime:
-        node = r.launcher
-        while node is not None:
-            nested[id(node)] += 1
-            node = node.parent
+    tops_of: dict[int, tuple[int, ...]] = {}  # node -> ids of the top-level ops on its chain
+    for node in [*cpu_ops, *(r.launcher for r in runtime)]:
+        for top in _tops_above(node, tops_of):
+            nested[top] += 1
     by_kind: dict[str, list[float]] = defaultdict(list)
     for e in _top_level(cpu_ops):
         by_kind[host_kind(e.name)].append(max(e.dur * 1e-6 - per_event * nested[id(e)], 0.0))
