@@ -49,7 +49,6 @@ from gpumodel._validators import MAX_MULTIPLIER, MIN_RATIO
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.diagnose.model_match import identify_model, match_optimizer, optimizer_note
 from gpumodel.diagnose.parse import (
-    GRAPH_LAUNCH_CALLS,
     GRAPH_REPLAY_NOTE,
     CpuEvent,
     Trace,
@@ -529,7 +528,7 @@ def _host_side(
     helpers = sum(1 for g in tr.gpu if g.kind == "kernel" and g.runtime is not None
                   and g.runtime.name.startswith(_LAUNCH_CALLS) and inside(g.runtime.ts)
                   and g.name.startswith(IN_CALL_HELPER_KERNELS))  # fmt: skip
-    graphs = sum(1 for r in runtime if r.name.startswith(GRAPH_LAUNCH_CALLS))
+    graphs = sum(1 for r in runtime if r.graph_launch)
     events = (len(cpu_ops) + len(runtime)) / n_steps
     kernels_per_step = launches / n_steps
     graphs_per_step = graphs / n_steps
@@ -596,7 +595,7 @@ def identify_runtime(tr: Trace, tl: Timeline) -> tuple[str, list[str]]:
     names = [g.name for g in tr.gpu if g.kind == "kernel"]
     n = max(len(names), 1)
     triton = sum(1 for k in names if k.startswith("triton_") or "triton" in k.lower())
-    graphs = sum(1 for r in tr.runtime if r.name.startswith(GRAPH_LAUNCH_CALLS))
+    graphs = sum(1 for r in tr.runtime if r.graph_launch)
     launches = sum(1 for r in tr.runtime if r.name.startswith(_LAUNCH_CALLS))
     cats = sum(1 for e in tr.cpu if e.name == "aten::cat")
     backward = any(i.phase == "backward" for i in tl.instances)

@@ -103,6 +103,11 @@ class RuntimeEvent:
     def end(self) -> float:
         return self.ts + self.dur
 
+    @property
+    def graph_launch(self) -> bool:
+        """A CUDA-graph replay (its kernels' operators ran at capture, not in this trace)."""
+        return self.name.startswith(GRAPH_LAUNCH_CALLS)
+
 
 @dataclass(eq=False, slots=True)
 class GpuEvent:
@@ -158,8 +163,8 @@ class Trace:
         """Whether every kernel came from a CUDA-graph replay: its operators ran when the graph
         was captured, so the trace holds no operator or shapes for them."""
         kernels = [g for g in self.gpu if g.kind == "kernel"]
-        return bool(kernels) and all(g.runtime is not None and g.runtime.name.startswith(
-            GRAPH_LAUNCH_CALLS) for g in kernels)  # fmt: skip
+        return bool(kernels) and all(g.runtime is not None and g.runtime.graph_launch
+                                     for g in kernels)  # fmt: skip
 
     @property
     def has_shapes(self) -> bool:

@@ -36,7 +36,7 @@ from typing import Any
 
 from gpumodel._io import gc_paused
 from gpumodel.diagnose.mapping import Mapped, family_of, map_memory, map_op_cached
-from gpumodel.diagnose.parse import GRAPH_LAUNCH_CALLS, CpuEvent, GpuEvent, Trace
+from gpumodel.diagnose.parse import CpuEvent, GpuEvent, Trace
 
 SHORT_KERNEL_US = 10.0  # "many short kernels": shorter than a launch costs (seeds 002, 004)
 LONG_GAP_US = 1000.0  # idle longer than this is host work, not per-launch overhead
@@ -317,7 +317,7 @@ def build_timeline(trace: Trace) -> Timeline:
             inst.name = short_name(g.name)
             if not trace.cpu:
                 why = "no CPU operators in the trace: record with activities=[CPU, CUDA]"
-            elif g.runtime is not None and g.runtime.name.startswith(GRAPH_LAUNCH_CALLS):
+            elif g.runtime is not None and g.runtime.graph_launch:
                 why = "replayed from a CUDA graph: its operator ran at capture, not in the trace"
             elif not shapes:
                 why = "no shapes recorded: record with record_shapes=True"

@@ -551,6 +551,11 @@ def time_array(op: Collective, gpu: GPUSpec, calibration: Any, nbytes: Any) -> A
     return np.maximum(t, floor)
 
 
+def _nccl_pool(cands: list[Any]) -> list[Any]:
+    """The candidates NCCL implements (``comm.choose`` picks the fastest of them), else all."""
+    return [c for c in cands if c.nccl] or cands
+
+
 def _graph_alpha(op: Collective, n: Any, topo: comm.Topology) -> Any:
     """The latency of ``op`` replayed from a CUDA graph: NCCL's own (``baseLat`` + steps x
     ``hwLat``, the datasheet model's alpha of the algorithm NCCL would pick), not a measured
@@ -561,8 +566,7 @@ def _graph_alpha(op: Collective, n: Any, topo: comm.Topology) -> Any:
     with no call."""
     import numpy as np
 
-    cands = comm.candidates(op.collective, n, topo)
-    pool = [c for c in cands if c.nccl] or cands  # comm.choose: the fastest of NCCL's
+    pool = _nccl_pool(comm.candidates(op.collective, n, topo))
     shape = np.shape(n)
     times = np.stack([np.broadcast_to(c.time_s, shape) for c in pool])
     alphas = np.stack([np.broadcast_to(c.alpha_total_s, shape) for c in pool])
@@ -589,7 +593,7 @@ def _time_array(op: Collective, gpu: GPUSpec, calibration: Any, n: Any) -> Any:
             raise UnsupportedError(f"algorithm {op.algorithm} is not modelled for "
                                    f"{op.collective} on this topology")  # fmt: skip
         return np.broadcast_to(cands[names.index(op.algorithm)].time_s, n.shape) + 0.0
-    pool = [c for c in cands if c.nccl] or cands  # comm.choose: the fastest of NCCL's
+    pool = _nccl_pool(cands)
     return np.min([np.broadcast_to(c.time_s, n.shape) for c in pool], axis=0)
 
 
