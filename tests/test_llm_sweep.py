@@ -43,6 +43,29 @@ def test_inference_sweep_equals_scalar(runtime, phase):
         assert close(row["usd_per_million_tokens"], per_m)
 
 
+def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
+    # an eager fp8 prefill whose step activity leaves 16-bit tensor work at the max clock
+    # while fp8, which draws more power per unit of activity (the H100 calibration's fitted
+    # tensor_power_dtype_factor), is power-limited: the sweep once took every kernel's
+    # isolated time there (0.5% fast at batch 33, 0.7% at 64)
+    from gpumodel.model.power import sustained_clock_ratio
+    from gpumodel.predict import power_watts
+
+    gpu, params = gm.get_gpu("h100"), gm.load_calibration("h100").parameters
+    activity = 0.386  # the batch-33 step's, as its note says
+    ratio = {d: sustained_clock_ratio(activity, gpu.tdp_watts, *power_watts(params, gpu, d))
+             for d in (None, "fp8")}  # fmt: skip
+    assert ratio[None] == 1.0 and ratio["fp8"] < 1.0
+    r = gm.sweep_inference("llama-3-8b", "h100", phase="prefill", batch=[16, 33, 64], seq=512,
+                           dtype="fp8", runtime="hf-eager")  # fmt: skip
+    for row in r.records():
+        s = gm.predict_inference("llama-3-8b", "h100", phase="prefill", batch=row["batch"],
+                                 seq=512, dtype="fp8", runtime="hf-eager")  # fmt: skip
+        if row["batch"] == 33:
+            assert "tensor activity 0.39" in s.notes[0]
+        assert close(row["gpu_time_s"], s.gpu_time_s), row
+
+
 def test_inference_sweep_defaults_and_other_model_shapes():
     # gpt2: learned positions, LayerNorm, GELU MLP, 12 heads (tp 4 splits them)
     r = gm.sweep_inference("gpt2", "h100", batch=[1, 16], tp=[1, 4], runtime="graph")

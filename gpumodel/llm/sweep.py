@@ -618,11 +618,15 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
     gpu_s = sum(r * sum(sum(t for t, _, _ in ks) * e.count for e, ks in zip(b, kb))
                 for r, b, kb in zip(reps, steps, iso))  # fmt: skip
     activity = step_activity(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(roof_s, (n,)))
-    # where the step's clock is the maximum at every point, its kernels take their isolated
+    # where the step's clock is the maximum at every point for every tensor dtype (fp8 draws
+    # its own power: PowerParams.tensor_power_dtype_factor), its kernels take their isolated
     # times (predict.in_workload_time at ratio 1): the first pass is the answer
-    watts = power_watts(params, timer.gpu)
-    at_max = watts is None or bool(np.all(
-        sustained_clock_ratio_array(activity, timer.gpu.tdp_watts, *watts) == 1.0))  # fmt: skip
+    factors = params.power.tensor_power_dtype_factor if params.power else {}
+    at_max = all(
+        watts is None
+        or bool(np.all(sustained_clock_ratio_array(activity, timer.gpu.tdp_watts, *watts) == 1.0))
+        for watts in {power_watts(params, timer.gpu, d) for d in (None, *factors)}
+    )
     blocks, timed = [], []
     for i, entries in enumerate(steps):
         cols: list[np.ndarray] = []
