@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from gpumodel._io import gc_paused
 from gpumodel._validators import MAX_MULTIPLIER, MIN_RATIO
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
+from gpumodel.diagnose.comms import FAMILY as COMM_FAMILY
 from gpumodel.diagnose.model_match import identify_model, match_optimizer, optimizer_note
 from gpumodel.diagnose.parse import (
     GRAPH_REPLAY_NOTE,
@@ -55,7 +56,7 @@ from gpumodel.diagnose.parse import (
     TraceFormatError,
     load_trace,
 )
-from gpumodel.diagnose.timeline import Timeline, build_timeline, short_name
+from gpumodel.diagnose.timeline import Timeline, build_timeline, exposed_comm_us, short_name
 from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
 from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
@@ -226,8 +227,26 @@ def calibrate_from_trace(
     unmatched: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     reasons: dict[tuple[str, str], str] = {}
     matched = total = 0.0
+    # NCCL kernels: the step pays only the part no compute hides; priced on any GPU by the
+    # collective model (its links), never scaled from a trace whose kernels wait for other ranks
+    comm = [v for v in views if v.mapped.family == COMM_FAMILY]
+    comm_s = sum(v.measured_s for v in comm)
+    exposed = exposed_comm_us([g for v in comm for i in v.instances for g in i.gpu], tl.activities)
+    exposed_s = sum(exposed.values()) * 1e-6
+    if comm:
+        notes.append(
+            f"collectives: {sum(v.count for v in comm) / periods:.3g} NCCL kernels per step, "
+            f"{comm_s / periods * 1e3:.3g} ms, {exposed_s / periods * 1e3:.3g} ms of it with "
+            "nothing else on the GPU (what the step pays); not fitted: a traced NCCL kernel "
+            "also waits for the other ranks, so other GPUs price collectives from their links "
+            "(`gpumodel validate --collectives` measures them)"
+        )
     for v in views:
         measured = v.measured_s
+        if v.mapped.family == COMM_FAMILY:
+            total += measured
+            matched += measured if v.pred_per_call_s is not None else 0.0
+            continue
         total += measured
         op = v.mapped.op
         pred = predictor(op) if op is not None else None
@@ -258,6 +277,7 @@ def calibrate_from_trace(
             fam_span[key] = (min(lo, *sizes), max(hi, *sizes))
     if total <= 0:
         raise TraceFormatError(f"{path}: no GPU kernel of the trace falls inside a profiled step")
+    busy = total - comm_s + exposed_s  # the GPU time the step pays
     families = []
     scales: dict[str, float] = {}
     spans: dict[str, tuple[float, float]] = {}
@@ -302,7 +322,7 @@ def calibrate_from_trace(
     # --step-ms given, only for an eager inference trace, whose host the profile also prices
     # (a training trace: docs/trace-calibration.md)
     event_s = _profiler_event_s(hp) if step_ms is None or runtime == "hf-eager" else None
-    host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=total / periods)
+    host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=busy / periods)
     pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, host["step_solved"], hp)
     if pair is not None:
         assert hp is not None
@@ -331,16 +351,20 @@ def calibrate_from_trace(
                      "host-bound steps at its measured speed")  # fmt: skip
 
     # --- the fitted model on the traced step ----------------------------------------------
+    # the kernels outside the fit (unmatched, and NCCL's, matched or not) at their measured
+    # time, NCCL's only where nothing else ran beside them
+    comm_matched = sum(v.measured_s for v in comm if v.pred_per_call_s is not None)
+    rest = (busy - (matched - comm_matched)) / periods
     fitted_gpu = sum(
         fam_meas[k] / periods if k in scales else fam_pred[k] / periods for k in fam_meas
-    ) + (total - matched) / periods  # fmt: skip
+    ) + rest  # fmt: skip
     step_pred = max(fitted_gpu, host["host_step_s"])
     self_check = {
         "step_profiled_s": host["step_profiled_s"],
         "step_predicted_s": step_pred,
-        "gpu_busy_measured_s": total / periods,
+        "gpu_busy_measured_s": busy / periods,
         "gpu_busy_predicted_s": fitted_gpu,
-        "base_gpu_busy_predicted_s": sum(fam_pred.values()) / periods + (total - matched) / periods,
+        "base_gpu_busy_predicted_s": sum(fam_pred.values()) / periods + rest,
     }
     if step_ms is not None:  # the unprofiled step is what the model predicts
         self_check["step_measured_s"] = step_ms * 1e-3
@@ -359,7 +383,7 @@ def calibrate_from_trace(
         created=datetime.now(timezone.utc), steps=tl.steps_with_work,
         step_time_s=tl.step_us * 1e-6,
         unprofiled_step_s=step_ms * 1e-3 if step_ms is not None else None,
-        gpu_busy_s=total / periods, kernels_per_step=host["kernels_per_step"],
+        gpu_busy_s=busy / periods, kernels_per_step=host["kernels_per_step"],
         graph_launches_per_step=host["graphs_per_step"],
         matched_fraction=matched / total, unmatched=unmatched_rows, families=families,
         profiler=host["correction"], host_per_kernel_s=host["host_per_kernel_s"],

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpumodel.diagnose.comms import FAMILY as COMM_FAMILY
 from gpumodel.diagnose.mapping import ChainCost, Mapped
 from gpumodel.diagnose.timeline import (
     GRAPH_GAP_US,
@@ -27,10 +28,12 @@ from gpumodel.diagnose.timeline import (
     SHORT_KERNEL_US,
     Instance,
     Timeline,
+    exposed_comm_us,
 )
 from gpumodel.model.gemm import pad_to
 from gpumodel.ops import Conv2d, Gemm, HostTransfer, Op
 from gpumodel.specs import GPUSpec
+from gpumodel.units import format_quantity
 
 PAD_MULTIPLE = 64  # pad to a multiple of 64 elements: aligned for every dtype and tile (nanoGPT)
 
@@ -66,6 +69,14 @@ FIXES = {
     "misaligned_matmul": (
         "Pad the dimension to a multiple of 64 (e.g. vocabulary 50257 -> 50304): tensor cores "
         "need every leading dimension to be a multiple of 16 bytes (8 bf16/fp16 elements)."
+    ),
+    "comm_exposed": (
+        "Hide the communication behind compute: DDP overlaps each gradient bucket's all-reduce "
+        "with the rest of the backward (keep find_unused_parameters=False, tune bucket_cap_mb, "
+        "skip the sync of gradient-accumulation micro-steps with no_sync()); FSDP prefetches "
+        "the next all-gather (backward_prefetch=BACKWARD_PRE, forward_prefetch=True); fewer, "
+        "larger messages pay NCCL's latency less often; more work per GPU (a larger batch) "
+        "leaves more compute to hide it behind."
     ),
     "fusion": (
         "Fuse the chain into one kernel: torch.compile fuses pointwise chains; or call a fused "
@@ -207,8 +218,51 @@ def kernel_findings(groups: list[GroupView], gpu: GPUSpec, tl: Timeline | None) 
         _fp32(groups, gpu, n_steps),
         _misaligned(groups, n_steps),
         _fusion(groups, tl, n_steps) if tl is not None else None,
+        _comm(groups, tl, n_steps) if tl is not None else None,
     ]
     return [d for d in out if d is not None]
+
+
+def _comm(groups: list[GroupView], tl: Timeline, n_steps: int) -> Draft | None:
+    """NCCL time with nothing else on the GPU beside it (``timeline.exposed_comm_us``)."""
+    views = [v for v in groups if v.mapped.family == COMM_FAMILY]
+    if not views:
+        return None
+    exposed = exposed_comm_us([g for v in views for i in v.instances for g in i.gpu],
+                              tl.activities)  # fmt: skip
+    d = Draft(kind="comm_exposed", per_step_us=0.0,
+              title="Communication the compute does not hide: the GPU runs only NCCL kernels")  # fmt: skip
+    for v in views:
+        for inst in v.instances:
+            d.per_step_us += _claim(d, inst, sum(exposed[id(g)] for g in inst.gpu)) / n_steps  # type: ignore[operator]
+    measured = sum(v.measured_s for v in views) * 1e3 / n_steps
+    calls = sum(v.count for v in views) / n_steps
+    d.evidence.append(f"{calls:.3g} NCCL kernels per step, {measured:.3g} ms; "
+                      f"{(d.per_step_us or 0) * 1e-3:.3g} ms of it with no other kernel or copy "
+                      "on the GPU")  # fmt: skip
+    priced = [v for v in views if v.pred_per_call_s is not None]
+    for v in sorted(priced, key=lambda v: -v.measured_s)[:3]:
+        op = v.mapped.op
+        assert op is not None and v.pred_per_call_s is not None
+        d.evidence.append(
+            f"{v.name} of {format_quantity(op.bytes, 'B')} over {op.gpus} ranks, "  # type: ignore[attr-defined]
+            f"{v.count / n_steps:.3g} per step: {v.measured_s / v.count * 1e3:.3g} ms each, "
+            f"model {v.pred_per_call_s * 1e3:.3g} ms"
+        )
+    model_ms = sum(v.pred_per_call_s * v.count for v in priced) * 1e3 / n_steps  # type: ignore[operator]
+    measured_priced = sum(v.measured_s for v in priced) * 1e3 / n_steps
+    if priced and measured_priced > 2 * model_ms:
+        d.evidence.append(
+            f"the priced NCCL kernels ran {measured_priced / model_ms:.3g}x the model's "
+            f"{model_ms:.3g} ms: a traced NCCL kernel also waits for the slowest rank to reach "
+            "the collective (uneven work, a straggler) or for a slower link than the GPU spec's"
+        )
+    if any("SendRecv" in g.name for v in views for i in v.instances for g in i.gpu):
+        d.fix_note = ("Pipeline stages' send/recv (SendRecv kernels here) hide behind more "
+                      "micro-batches per step or an interleaved schedule.")  # fmt: skip
+    d.details = {"nccl_ms_per_step": measured, "exposed_ms_per_step": (d.per_step_us or 0) * 1e-3,
+                 "model_ms_per_step": model_ms if priced else None}  # fmt: skip
+    return d
 
 
 def _claim(d: Draft, inst: Instance, us: float) -> float:

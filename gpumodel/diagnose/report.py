@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpumodel._io import gc_paused
 from gpumodel.calibration import DATASHEET_LABEL, Calibration
+from gpumodel.diagnose.comms import FAMILY as COMM_FAMILY
 from gpumodel.diagnose.findings import FIXES, Draft, GroupView, idle_findings, kernel_findings
 from gpumodel.diagnose.gpus import gpu_from_device_name
 from gpumodel.diagnose.mapping import Mapped
@@ -261,7 +262,9 @@ def traced_activity(views: list[GroupView], gpu: GPUSpec) -> float:
 
     priced = [v for v in views if v.pred_per_call_s is not None and v.mapped.op is not None]
     roof = sum(op_tensor_roof_s(v.mapped.op, gpu) * v.count for v in priced)
-    return float(step_activity(sum(v.measured_s for v in views), roof))
+    # NCCL kernels run beside the compute, on their own stream: not the compute's GPU time
+    busy = sum(v.measured_s for v in views if v.mapped.family != COMM_FAMILY)
+    return float(step_activity(busy, roof))
 
 
 class _Predictor:
@@ -422,7 +425,10 @@ def _rows(groups: list[_Group], predictor: _Predictor) -> tuple[list[GroupView],
             sol_pct=(100.0 * sol_per_call * count / measured
                      if sol_per_call is not None and measured > 0 else None),
             bound=pred.bound if pred is not None else None,
-            recoverable_s=max(measured - predicted, 0.0) if predicted is not None else 0.0,
+            # a traced NCCL kernel's excess is mostly waiting beside compute: what the step
+            # pays of it is the comm_exposed finding's
+            recoverable_s=(max(measured - predicted, 0.0)
+                           if predicted is not None and m.family != COMM_FAMILY else 0.0),
             flops_per_call=flops, bytes_per_call=nbytes,
             arithmetic_intensity=ai if ai is not None and math.isfinite(ai) else None,
             achieved_flops_per_s=(flops * count / measured if flops and measured > 0 else None),

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpumodel._io import gc_paused
+from gpumodel.diagnose.comms import is_nccl, map_collective
 from gpumodel.diagnose.mapping import Mapped, family_of, map_memory, map_op_cached
 from gpumodel.diagnose.parse import CpuEvent, GpuEvent, Trace
 
@@ -119,6 +120,7 @@ class Timeline:
     gaps: list[Gap]
     kernels_in_window: list[GpuEvent]
     notes: list[str] = field(default_factory=list)
+    activities: list[GpuEvent] = field(default_factory=list)  # the device's, by start time
 
     @property
     def window_us(self) -> float:
@@ -287,7 +289,8 @@ def build_timeline(trace: Trace) -> Timeline:
             inst = Instance(kind=g.kind, node=node, gpu=[g], phase=_phase(node), step=st)
             instances.append(inst)
             continue
-        node = _charge_node(launcher)
+        # an NCCL kernel is its collective, whatever operator (a backward hook's) launched it
+        node = None if is_nccl(g.name) else _charge_node(launcher)
         if node is None:
             instances.append(Instance(kind="kernel", node=launcher, gpu=[g], phase=_phase(launcher),
                                       step=st))  # fmt: skip
@@ -306,12 +309,16 @@ def build_timeline(trace: Trace) -> Timeline:
                      "before the profiled steps, still running when they began) were left out")  # fmt: skip
 
     shapes = trace.has_shapes
+    world = (trace.meta.get("distributedInfo") or {}).get("world_size")
     mapped: dict[str, Mapped] = {}
     for inst in instances:
         if inst.kind == "op":
             assert inst.node is not None
             inst.name = inst.node.name
             inst.mapped = map_op_cached(mapped, inst.node.name, inst.node.args, inst.kernel_names)
+        elif inst.kind == "kernel" and is_nccl(inst.gpu[0].name):
+            inst.mapped = map_collective(inst.gpu[0], inst.node, world)
+            inst.name = inst.mapped.label or "nccl"
         elif inst.kind == "kernel":
             g = inst.gpu[0]
             inst.name = short_name(g.name)
@@ -365,6 +372,7 @@ def build_timeline(trace: Trace) -> Timeline:
         instances=instances, device=device, step_names=[s.name for s in steps],
         steps_with_work=max(spanned, 1), window=window, periods=periods,
         step_source=source, busy_us=busy, gaps=gaps, kernels_in_window=in_window, notes=notes,
+        activities=gpu,
     )  # fmt: skip
 
 
@@ -381,6 +389,26 @@ def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def _overlap(spans: list[tuple[float, float]], s: float, e: float) -> float:
     return sum(max(0.0, min(e, b) - max(s, a)) for a, b in spans if a < e and b > s)
+
+
+def exposed_comm_us(comm: list[GpuEvent], others: list[GpuEvent]) -> dict[int, float]:
+    """Per NCCL activity of ``comm`` (by ``id``): the microseconds of it that no activity of
+    ``others`` (the device's other kernels and copies) overlaps: the time the GPU did nothing
+    but communicate, which the step pays in full. Where NCCL kernels overlap each other, the
+    shared time is counted once, on the first."""
+    other = _merge([(g.ts, g.end) for g in others if not (g.kind == "kernel" and is_nccl(g.name))])
+    ends = [b for _, b in other]
+    out: dict[int, float] = {}
+    covered = float("-inf")  # NCCL time already counted, up to here
+    for g in sorted(comm, key=lambda g: g.ts):
+        s, e = max(g.ts, covered), g.end
+        covered = max(covered, e)
+        hidden, i = 0.0, bisect.bisect_right(ends, s)
+        while i < len(other) and other[i][0] < e:
+            hidden += min(e, other[i][1]) - max(s, other[i][0])
+            i += 1
+        out[id(g)] = max(0.0, e - s - hidden)
+    return out
 
 
 def _gaps(
