@@ -3,12 +3,14 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
 #   fused: only the fused-graph decode part (fused_engine.py, a vLLM-style stand-in)
 #   train-fused: the training part, then the fused-graph part (~350 s)
+#   arch: other architectures (Llama-2-7B decode, prefill, bf16 training; Mistral-7B decode,
+#   prefill), ~300 s
 set -u
 OUT=$1
 TOTAL=${2:-570}
@@ -42,6 +44,8 @@ if [ "$PLAN" = static ]; then
   part static static $((TOTAL - 20)) 60 "--static-grid wide --rounds 5"
 elif [ "$PLAN" = fused ]; then
   part fused fused $((TOTAL - 20)) 30
+elif [ "$PLAN" = arch ]; then
+  part arch arch $((TOTAL - 20)) 60
 elif [ "$PLAN" = train-fused ]; then
   part train train 200 30
   part fused fused $((TOTAL - 20 - (SECONDS - START))) 30

@@ -37,7 +37,7 @@ TEARDOWN_CUPTI=1 for the training part's traces between models. Runs before 2026
 UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
-                 parts: decode, prefill, static, train, fused (host is measured first
+                 parts: decode, prefill, static, train, fused, arch (host is measured first
                  unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
@@ -120,6 +120,39 @@ def gpt2_config(tiny: bool):
     # openai-community/gpt2 config.json: n_embd 768, 12 layers, 12 heads, vocab 50257, ctx 1024.
     return GPT2Config(n_embd=768, n_layer=12, n_head=12, vocab_size=50257, n_positions=1024,
                       attn_implementation="sdpa")  # fmt: skip
+
+
+def llama2_7b_config(tiny: bool):
+    from transformers import LlamaConfig
+
+    if tiny:
+        return LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=4, vocab_size=320,
+                           max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
+    # meta-llama/Llama-2-7b-hf config.json: hidden 4096, 32 layers, 32 heads and 32 kv heads
+    # (no GQA), ffn 11008, vocab 32000, rope theta 10000, rms eps 1e-5, untied embeddings.
+    return LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000,
+                       max_position_embeddings=4096, rms_norm_eps=1e-5,
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def mistral_7b_config(tiny: bool):
+    from transformers import MistralConfig
+
+    if tiny:
+        return MistralConfig(hidden_size=64, intermediate_size=224, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=1, vocab_size=320,
+                             max_position_embeddings=4096, sliding_window=32,
+                             attn_implementation="sdpa")  # fmt: skip
+    # mistralai/Mistral-7B-v0.1 config.json: hidden 4096, 32 layers, 32 heads, 8 kv heads,
+    # ffn 14336, vocab 32000, rope theta 10000, rms eps 1e-5, sliding window 4096.
+    return MistralConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                         num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
+                         max_position_embeddings=32768, rms_norm_eps=1e-5, sliding_window=4096,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                         tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- harness
@@ -348,7 +381,7 @@ def dims(cfg) -> tuple[int, int, int]:
     return cfg.num_hidden_layers, cfg.num_key_value_heads, hd
 
 
-def decode_points_eager(env: Env, model, cfg, grid) -> list[Point]:
+def decode_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b") -> list[Point]:
     import torch
     from transformers import DynamicCache
 
@@ -371,7 +404,7 @@ def decode_points_eager(env: Env, model, cfg, grid) -> list[Point]:
         def step(s):
             model(input_ids=s["ids"], past_key_values=s["cache"], use_cache=True)
 
-        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-eager", "phase": "decode",
+        pts.append(Point({"workload": workload, "runtime": "hf-eager", "phase": "decode",
                           "policy": "bf16", "batch": b, "seq": ctx, "context": ctx}, setup, step,
                          tokens=b, details={"cache": "DynamicCache, random K/V of length "
                          "`context` (grows by 1 per step: warm-up + timed steps)",
@@ -380,7 +413,7 @@ def decode_points_eager(env: Env, model, cfg, grid) -> list[Point]:
     return pts
 
 
-def prefill_points_eager(env: Env, model, cfg, grid) -> list[Point]:
+def prefill_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b") -> list[Point]:
     import torch
 
     pts = []
@@ -393,7 +426,7 @@ def prefill_points_eager(env: Env, model, cfg, grid) -> list[Point]:
         def step(s):
             model(input_ids=s["ids"], use_cache=True, logits_to_keep=1)
 
-        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-eager", "phase": "prefill",
+        pts.append(Point({"workload": workload, "runtime": "hf-eager", "phase": "prefill",
                           "policy": "bf16", "batch": b, "seq": s_len, "context": 0}, setup, step,
                          tokens=b * s_len, details={"cache": "DynamicCache created by the model "
                          "(use_cache=True), freed after the step", "attn_implementation": "sdpa",
@@ -607,6 +640,47 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
     env.fresh_memory()
 
 
+def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Other architectures than the set's own, measured alike (added 2026-11-29, before any
+    prediction was compared with them): Llama-2-7B (32 KV heads: a KV cache and DynamicCache
+    concatenation 4x Llama-3-8B's per token; vocabulary 32000) eager decode and prefill and a
+    full bf16 training step on one GPU; Mistral-7B (sliding window 4096) eager decode and
+    prefill."""
+    import torch
+
+    tiny = args.tiny
+    plans = [
+        ("llama-2-7b", llama2_7b_config(tiny),
+         [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 512), (32, 512), (1, 2048), (8, 2048), (32, 2048)],
+         [(1, 16), (2, 32)] if tiny else [(1, 512), (1, 2048), (4, 2048)]),
+        ("mistral-7b", mistral_7b_config(tiny),
+         [(1, 16), (2, 48)] if tiny else [(1, 2048), (16, 2048), (8, 4096)],
+         [(1, 16), (2, 48)] if tiny else [(1, 1024), (2, 4096)]),
+    ]  # fmt: skip
+    deadline = T0 + args.budget_s
+    for i, (name, cfg, dgrid, pgrid) in enumerate(plans):
+        t0 = time.perf_counter()
+        model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+        env.sync()
+        n_params = sum(p.numel() for p in model.parameters())
+        log(f"{name} built: {n_params / 1e9:.3f} B params in {time.perf_counter() - t0:.1f} s")
+        result["models"][name] = {"params": n_params, "config": cfg.to_dict()}
+        pts = decode_points_eager(env, model, cfg, dgrid, name)
+        pts += prefill_points_eager(env, model, cfg, pgrid, name)
+        share = (deadline - time.perf_counter()) / (len(plans) - i + 1)
+        run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share)
+        result["records"] += [p.record() for p in pts]
+        if name == "llama-2-7b":  # bf16 weights, grads and AdamW states: 8 B per parameter
+            model.train()
+            tpts = train_points(env, name, model, cfg, "bf16", (1, 2), 64 if tiny else 2048)
+            share = (deadline - time.perf_counter()) / (len(plans) - i)
+            run_round_robin(env, tpts, args.rounds, 2, args.steps, time.perf_counter() + share)
+            result["records"] += [p.record() for p in tpts]
+            del tpts
+        del model, pts
+        env.fresh_memory()
+
+
 def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
     """Llama-3-8B decode on a vLLM-style engine written for the purpose (``fused_engine.py``:
     fused QKV and gate+up GEMMs, Triton norms, RoPE, cache write and SiLU x up, FlashAttention
@@ -768,7 +842,8 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", default="decode,prefill", help="decode,prefill,static,train,fused")
+    ap.add_argument("--part", default="decode,prefill",
+                    help="decode,prefill,static,train,fused,arch")  # fmt: skip
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default=None, help="file prefix (default: the parts)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs on the CPU (smoke test)")
@@ -783,7 +858,7 @@ def main() -> int:
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
-    bad = parts - {"decode", "prefill", "static", "train", "fused"}
+    bad = parts - {"decode", "prefill", "static", "train", "fused", "arch"}
     if bad or not parts:
         print(f"error: unknown part(s) {sorted(bad)}", file=sys.stderr)
         return 2
@@ -828,6 +903,8 @@ def main() -> int:
             part_train(env, args, out_dir, result)
         if "fused" in parts:
             part_fused(env, args, out_dir, result)
+        if "arch" in parts:
+            part_arch(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
