@@ -645,7 +645,8 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
     prediction was compared with them): Llama-2-7B (32 KV heads: a KV cache and DynamicCache
     concatenation 4x Llama-3-8B's per token; vocabulary 32000) eager decode and prefill and a
     full bf16 training step on one GPU; Mistral-7B (sliding window 4096) eager decode and
-    prefill."""
+    prefill, below and at the window, with traces at the window (run 2 on, 2026-11-29: run 1
+    found the window's steps slower than the model)."""
     import torch
 
     tiny = args.tiny
@@ -654,8 +655,8 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
          [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 512), (32, 512), (1, 2048), (8, 2048), (32, 2048)],
          [(1, 16), (2, 32)] if tiny else [(1, 512), (1, 2048), (4, 2048)]),
         ("mistral-7b", mistral_7b_config(tiny),
-         [(1, 16), (2, 48)] if tiny else [(1, 2048), (16, 2048), (8, 4096)],
-         [(1, 16), (2, 48)] if tiny else [(1, 1024), (2, 4096)]),
+         [(1, 16), (2, 48)] if tiny else [(1, 2048), (16, 2048), (1, 4096), (8, 4096)],
+         [(1, 16), (2, 48)] if tiny else [(1, 1024), (1, 3072), (1, 4096), (2, 4096)]),
     ]  # fmt: skip
     deadline = T0 + args.budget_s
     for i, (name, cfg, dgrid, pgrid) in enumerate(plans):
@@ -669,7 +670,14 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
         pts += prefill_points_eager(env, model, cfg, pgrid, name)
         share = (deadline - time.perf_counter()) / (len(plans) - i + 1)
         run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share)
-        result["records"] += [p.record() for p in pts]
+        records = [p.record() for p in pts]
+        result["records"] += records
+        if name == "mistral-7b":  # the kernels at the window (HF masks from there), traced last
+            for p, rec in zip(pts, records):
+                if (p.key["batch"], p.key["seq"]) in ((2, 48), (8, 4096), (2, 4096)):
+                    tag = f"trace-{name}-{p.key['phase']}-b{p.key['batch']}x{p.key['seq']}"
+                    result["traces"].append(trace_point(env, p, out_dir, tag, False))
+                    rec["traced"] = p.traced
         if name == "llama-2-7b":  # bf16 weights, grads and AdamW states: 8 B per parameter
             model.train()
             tpts = train_points(env, name, model, cfg, "bf16", (1, 2), 64 if tiny else 2048)
