@@ -525,8 +525,9 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     if causal and s > sk:
         causal = False
         notes.append("causal with more queries than keys: treated as not causal")
-    if name == "aten::scaled_dot_product_attention" and a.tensor(3) is not None:
-        notes.append("explicit attention mask: dense (non-causal) work assumed")
+    mask = name == "aten::scaled_dot_product_attention" and a.tensor(3) is not None
+    if mask:
+        notes.append("explicit attention mask: dense (non-causal) work, cuDNN's biased kernel")
     if q.dtype not in MODEL_DTYPES:
         return unmapped("attention", f"{q.dtype} attention is not modelled", a, q.dtype)
     dtype = q.dtype
@@ -552,7 +553,7 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
             notes.append(f"dropout_p not understood ({raw!r}): assumed 0")
     op = Attention(batch=b, heads=h, seq=s, head_dim=d, dtype=dtype,  # type: ignore[arg-type]
                    causal=causal, kv_heads=hk, kv_seq=sk, impl=impl, backward=backward,
-                   dropout=dropout)  # fmt: skip
+                   dropout=dropout, mask=mask)  # fmt: skip
     if impl != "flash":
         notes.append({"cudnn": "cuDNN's kernel", "efficient": "the memory-efficient backend "
                       "(xFormers' kernel)"}[impl] + ": priced as its own family")  # fmt: skip

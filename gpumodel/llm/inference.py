@@ -66,7 +66,15 @@ from gpumodel.llm._timing import (
     queue_time_blocks,
     summarize,
 )
-from gpumodel.llm.layers import GQA, AttentionImpl, Fusion, KVCache, model_ops, tp_shape
+from gpumodel.llm.layers import (
+    GQA,
+    AttentionImpl,
+    Fusion,
+    KVCache,
+    hf_window_gqa,
+    model_ops,
+    tp_shape,
+)
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import (
@@ -617,7 +625,8 @@ def predict_inference(
     return InferenceResult(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
         tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
-        attention=kernel, gqa=gqa, calibration=timer.label, host=host_dict(hp),
+        attention=kernel, gqa=hf_window_gqa(spec, fusion, gqa, seq, context),  # type: ignore[arg-type]
+        calibration=timer.label, host=host_dict(hp),
         host_warning=hp.mismatch() if ht.from_profile or new_shapes else None,
         time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,

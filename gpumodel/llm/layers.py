@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from gpumodel.errors import UnsupportedError
 from gpumodel.llm._comm import AllReduce, placed
@@ -67,6 +67,7 @@ from gpumodel.ops import (
     LayerNorm,
     Op,
     RMSNorm,
+    StridedElementwise,
 )
 from gpumodel.ops.base import at_least, build, is_array, uniform
 from gpumodel.specs import BYTES_PER_ELEMENT
@@ -306,6 +307,15 @@ def decoder_layer(
                         ("positions: + length", seq * per, 16, 1), ("length += seq", per, 16, 1),
                         ("index_copy k", 1, 2 * b, 0), ("index_copy v", 1, 2 * b, 0))  # fmt: skip
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
+    elif kv_cache == "concat" and uniform(seq == 1) and hf_window_reached(model, seq, context):
+        # HF's sliding cache keeps a slice view of its last window - 1 tokens: each step's
+        # torch.cat reads that strided view, PyTorch's non-vectorised CatArrayBatchedCopy
+        # (0.62 TB/s against 3.5 for a contiguous cat of the same Mistral-7B cache on an H200,
+        # validation/results/h200-sxm/sdpa-mask-2026-11-29/cat-slice.txt)
+        cache = batch * kv_len * kv_n
+        op = build(StridedElementwise, kind="cat", n=cache, bytes_per_element=2 * b,
+                   written_per_element=b, dtype=dt)  # type: ignore[arg-type]  # fmt: skip
+        ops.append(LayerOp("kv_cache_concat", op, count=2, kind="cache"))
     elif kv_cache == "concat":
         cache = batch * kv_len * kv_n  # elements of K (or V) after the append
         op = passes("kv cache concat", cache, dt, ("cat k", 1, 2 * b, 0), ("cat v", 1, 2 * b, 0))
@@ -340,6 +350,7 @@ def decoder_layer(
     attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len, dropout=attention_dropout,
+        mask=gqa == "repeat",
     )  # fmt: skip
     ops.append(LayerOp("attention", attn, kind="attention"))
     if fusion == "unfused" and attention == "naive" and uniform(seq > 1):
@@ -489,6 +500,30 @@ def _lm_head(model: ModelSpec, batch: int, seq: int, tokens: int, vocab: int, dt
     )  # type: ignore[arg-type]
 
 
+def hf_window_reached(model: ModelSpec, seq: Any, context: Any) -> bool:
+    """Whether an eager HF step's keys reach the model's sliding window: HF's sliding cache
+    (transformers' ``DynamicSlidingWindowLayer``) holds ``window - 1`` past tokens, so a decode
+    step (one new token) attends ``context + 1`` keys, a prompt its ``context`` (``seq``)."""
+    if not model.sliding_window:
+        return False
+    decode = context is not None and uniform(seq == 1)
+    kv = (seq if context is None else context) + (1 if decode else 0)
+    return uniform(kv >= model.sliding_window)
+
+
+def hf_window_gqa(model: ModelSpec, fusion: Fusion, gqa: GQA, seq: Any, context: Any) -> GQA:
+    """``gqa`` of an eager HF step (``fusion="unfused"``): once its keys reach a sliding window
+    (``hf_window_reached``), HF builds an explicit mask (transformers'
+    ``masking_utils._ignore_causal_mask_sdpa``: no ``is_causal`` shortcut when ``kv_length >=
+    local_attention_size``), and with a mask its SDPA call repeats K/V (``use_gqa_in_sdpa``):
+    ``"repeat"``, dense masked attention and the mask's kernels, from there on. Traced on an
+    H200 (Mistral-7B decode at batch 8 x 4096: repeat_kv's copies and cuDNN's kernel with the
+    mask, validation/results/steps-h200-arch-run2)."""
+    if fusion != "unfused" or gqa != "native" or not hf_window_reached(model, seq, context):
+        return gqa
+    return "repeat"
+
+
 def model_ops(
     model: ModelSpec,
     batch: int,
@@ -511,6 +546,7 @@ def model_ops(
     it too: an fp32 model's embedding rows are fp32)."""
     if dtype not in BYTES_PER_ELEMENT:
         raise UnsupportedError(f"unknown dtype '{dtype}'")
+    given, gqa = gqa, hf_window_gqa(model, fusion, gqa, seq, context)
     s = tp_shape(model, tp)
     h, b, d = model.hidden, BYTES_PER_ELEMENT[dtype], model.head_dim
     tokens = batch * seq
@@ -556,5 +592,8 @@ def model_ops(
     if model.sliding_window and (ctx > model.sliding_window if not is_array(ctx) else
                                  bool((ctx > model.sliding_window).any())):  # fmt: skip
         notes.append(f"sliding window: attention and KV cache capped at {model.sliding_window}")
+    if gqa != given:
+        notes.append(f"keys at the {model.sliding_window}-token sliding window: HF passes an "
+                     "explicit mask, so SDPA gets repeat_kv'd K/V and computes every key block")  # fmt: skip
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
                     tokens=tokens, notes=tuple(notes))  # fmt: skip

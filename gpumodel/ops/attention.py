@@ -39,6 +39,8 @@ EXP_PER_SCORE = 1.0
 # validation/results/unseen-h200-run16); xFormers' kernels behind SDPA's memory-efficient
 # backend are built for at most 64 or 128 (kMaxK), and loop over wider heads unpadded.
 HEAD_DIM_TILE = {"flash": 32, "cudnn": 64, "efficient": 64}
+
+
 # Query and key rows per thread block of each fused kernel, for the last, partial tiles (tile
 # quantization in M and N). FlashAttention-2's forward: 128 queries x 128 keys up to head dim
 # 64, 128 x 64 above (flash_fwd_launch_template.h, sm80 kernels, what PyTorch runs on sm90);
@@ -70,6 +72,13 @@ LIBRARY_BLOCKS_PER_SM = 1
 # cuDNN, memory-efficient, head dims 64 and 128; H100: flash and cuDNN, 128) by
 # validation/fitset/fit_attention_causal.py.
 CAUSAL_DIAGONAL_EXTRA_TILES = {"flash": 1.75, "cudnn": 2.0, "efficient": 1.0}
+# cuDNN's forward kernel given an explicit mask (SDPA's ``attn_mask``, which torch hands it as an
+# additive bias) runs the same kernel name at about half its dense rate: 1.87-2.05x the time of
+# the same call without a mask over 7 prefill shapes (1-4 x 32 heads x 1K-8K, head dim 128,
+# bf16), mean 1.95; with one query (decode, memory-bound) 1.00-1.02x. H200, torch 2.11, cuDNN
+# 9.19 (validation/results/h200-sxm/sdpa-mask-2026-11-29). Priced as that much more computed
+# work per score (the speed of light still counts the exact scores).
+CUDNN_MASK_WORK_FACTOR = 1.95
 # Backward matrix products: S = Q K^T recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q:
 # 5 of the forward's 2 (Dao 2023, FlashAttention-2, section 3.1)
 BACKWARD_MATMUL_FACTOR = 2.5
@@ -100,7 +109,8 @@ class Attention(Op):
     than the FlashAttention-2 backend on an H100, validation/results/h100-sxm). ``efficient`` is
     SDPA's memory-efficient backend (xFormers' CUTLASS kernel), what SDPA runs with an explicit
     ``attn_mask`` or in fp32: the same fused work, its own family (``attention:efficient``).
-    ``dropout``: SDPA's ``dropout_p > 0`` (HF GPT-2 trains with 0.1): the fused kernel draws a
+    ``mask``: an explicit ``attn_mask`` (dense work): cuDNN's forward then runs at about half
+    its dense rate (``CUDNN_MASK_WORK_FACTOR``). ``dropout``: SDPA's ``dropout_p > 0`` (HF GPT-2 trains with 0.1): the fused kernel draws a
     Philox random number per score, and the backward draws them again, a cost its calibrated
     family carries (``...:dropout``): cuDNN's dropout forward took 1.9-2.3x its plain forward
     on an H200 (validation/results/h200-sxm/attention-2026-11-28-train). The backward of
@@ -124,6 +134,17 @@ class Attention(Op):
     # None (not False) without dropout, so that labels and files of ops without it stay as
     # they were
     dropout: bool | None = Field(None, description="SDPA dropout_p > 0 (training)")
+    # None (not False) without one, as ``dropout``
+    mask: bool | None = Field(
+        None,
+        description="an explicit attn_mask instead of is_causal (HF with padding, a "
+        "StaticCache, or keys at a sliding window): cuDNN's biased kernel",
+    )
+
+    @field_validator("mask")
+    @classmethod
+    def _no_mask_is_none(cls, v: bool | None) -> bool | None:
+        return True if v else None
 
     @field_validator("dropout")
     @classmethod
@@ -214,6 +235,8 @@ class Attention(Op):
         """Scores a fused kernel computes: ``scores`` plus, when causal, the masked part of each
         query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``; the naive path computes
         the whole matrix as ``scores`` says)."""
+        if self.mask and self.impl == "cudnn" and not self.backward:
+            return self.scores * CUDNN_MASK_WORK_FACTOR
         if not self.causal or self.impl == "naive":
             return self.scores
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
@@ -277,9 +300,17 @@ class Attention(Op):
                     bytes_written=q_bytes,
                     working_set_bytes=2 * q_bytes + kv_bytes,
                     min_flops_fraction=exact,
-                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype,
-                                   tile_m=block_m if uniform(s > 1) else None, tile_n=block_n,
-                                   tile_k=tile_k, needs_alignment=False),
+                    gemm=GemmShape(
+                        s,
+                        self.n_kv_seq,
+                        d,
+                        b * h,
+                        self.dtype,
+                        tile_m=block_m if uniform(s > 1) else None,
+                        tile_n=block_n,
+                        tile_k=tile_k,
+                        needs_alignment=False,
+                    ),
                     tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=LIBRARY_BLOCKS_PER_SM,

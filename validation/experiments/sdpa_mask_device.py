@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Torch SDPA with an explicit mask against the same shapes without one (bf16, one GPU).
+
+What an HF model runs once a sliding window's keys reach the window, or with padding: a bool
+``attn_mask`` (batch, 1, q, kv) instead of ``is_causal``. Per shape, four calls: ``is_causal``,
+dense (no mask), a bool causal mask, the same mask as an additive bf16 bias; each timed as a
+back-to-back loop between CUDA events (median of 5 loops of 20 calls) and profiled once for the
+kernel it runs. Decode shapes (one query) compare no mask with an all-true bool mask.
+
+Usage (device): python validation/experiments/sdpa_mask_device.py --out $OUT/sdpa-mask.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def loop_s(fn, calls: int = 20, loops: int = 5) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(loops):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) / 1e3 / calls)
+    return statistics.median(out)
+
+
+def kernels(fn) -> list[str]:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    dev, dt = "cuda", torch.bfloat16
+    heads, d = 32, 128
+    rows = []
+    t0 = time.perf_counter()
+    shapes = [(b, s, s) for b, s in ((1, 1024), (4, 1024), (1, 2048), (2, 2048), (1, 4096),
+                                     (2, 4096), (1, 8192))]  # fmt: skip
+    shapes += [(b, 1, kv) for b, kv in ((8, 2048), (8, 4096), (32, 4096), (8, 8192))]
+    for b, s, kv in shapes:
+        q = torch.randn(b, heads, s, d, device=dev, dtype=dt)
+        k = torch.randn(b, heads, kv, d, device=dev, dtype=dt)
+        v = torch.randn(b, heads, kv, d, device=dev, dtype=dt)
+        keep = torch.ones(s, kv, device=dev, dtype=torch.bool).tril(kv - s)
+        bool_mask = keep.expand(b, 1, s, kv).contiguous()
+        bias = torch.zeros(b, 1, s, kv, device=dev, dtype=dt).masked_fill(~bool_mask, -float("inf"))
+        sdpa = functools.partial(F.scaled_dot_product_attention, q, k, v)
+        variants = {"dense": sdpa, "bool_mask": functools.partial(sdpa, attn_mask=bool_mask),
+                    "bias_mask": functools.partial(sdpa, attn_mask=bias)}  # fmt: skip
+        if s > 1:
+            variants["is_causal"] = functools.partial(sdpa, is_causal=True)
+        for name, fn in variants.items():
+            try:
+                sec = loop_s(fn)
+                names = kernels(fn)
+                err = None
+            except RuntimeError as exc:
+                sec, names, err = None, [], str(exc)[:300]
+            rows.append({"batch": b, "heads": heads, "seq": s, "kv_seq": kv, "head_dim": d,
+                         "dtype": "bf16", "variant": name, "seconds": sec, "kernels": names,
+                         "error": err})  # fmt: skip
+            print(f"b{b} s{s} kv{kv} {name:10s} "
+                  f"{'-' if sec is None else f'{sec * 1e6:9.1f} us'}  {names[:2]}", flush=True)  # fmt: skip
+        del q, k, v, bool_mask, bias, sdpa, variants
+        torch.cuda.empty_cache()
+    prop = torch.cuda.get_device_properties(0)
+    doc = {"what": __doc__.split("\n")[0], "gpu": prop.name, "torch": torch.__version__,
+           "cudnn": torch.backends.cudnn.version(), "seconds_total": time.perf_counter() - t0,
+           "timer": "CUDA events around 20 back-to-back calls, median of 5 loops",
+           "rows": rows}  # fmt: skip
+    with open(args.out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
