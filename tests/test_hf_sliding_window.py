@@ -51,6 +51,18 @@ def test_the_step_at_the_window_runs_the_masked_kernels_and_says_so():
     assert cat.op.n == 8 * 4096 * 8 * 128
 
 
+def test_a_prompt_longer_than_the_window_attends_all_its_keys_through_the_mask():
+    # HF's first update of a sliding layer returns every key of the prompt, and the banded
+    # mask leaves SDPA's masked kernel all of them to compute; an engine's windowed kernel
+    # (flash) sees the window only
+    hf = {e.name: e.op for e in model_ops(MISTRAL, 1, 6144, fusion="unfused", kv_cache="concat",
+                                          attention="cudnn").layer}  # fmt: skip
+    assert hf["attention"].n_kv_seq == 6144 and hf["attention"].mask
+    assert hf["repeat_kv"].n == 6144 * 32 * 128  # every key expanded to the 32 query heads
+    engine = {e.name: e.op for e in model_ops(MISTRAL, 1, 6144).layer}
+    assert engine["attention"].n_kv_seq == 4096 and not engine["attention"].mask
+
+
 def _measured() -> dict[tuple[int, int, int, str], float]:
     doc = json.loads((MASKED / "sdpa-mask.json").read_text())
     return {(r["batch"], r["seq"], r["kv_seq"], r["variant"]): r["seconds"] for r in doc["rows"]}

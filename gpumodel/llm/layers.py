@@ -262,6 +262,10 @@ def decoder_layer(
     h, d, b = model.hidden, model.head_dim, BYTES_PER_ELEMENT[dtype]
     tokens = batch * seq
     kv_len = model.attended(context)
+    if fusion == "unfused" and gqa == "repeat" and model.sliding_window and uniform(seq > 1):
+        # an eager HF prompt passes SDPA all of its keys with a banded mask (hf_window_gqa):
+        # the masked kernel computes every key block, however long the prompt
+        kv_len = context
     dt = dtype
     at = act_dtype or dt
     ops: list[LayerOp] = [_norm(model, "input_norm", tokens, at, fusion)]

@@ -645,8 +645,8 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
     prediction was compared with them): Llama-2-7B (32 KV heads: a KV cache and DynamicCache
     concatenation 4x Llama-3-8B's per token; vocabulary 32000) eager decode and prefill and a
     full bf16 training step on one GPU; Mistral-7B (sliding window 4096) eager decode and
-    prefill, below and at the window, with traces at the window (run 2 on, 2026-11-29: run 1
-    found the window's steps slower than the model)."""
+    prefill, below, at and past the window, with traces at the window (run 2 on, 2026-11-29:
+    run 1 found the window's steps slower than the model; run 3 adds points past it)."""
     import torch
 
     tiny = args.tiny
@@ -655,8 +655,9 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
          [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 512), (32, 512), (1, 2048), (8, 2048), (32, 2048)],
          [(1, 16), (2, 32)] if tiny else [(1, 512), (1, 2048), (4, 2048)]),
         ("mistral-7b", mistral_7b_config(tiny),
-         [(1, 16), (2, 48)] if tiny else [(1, 2048), (16, 2048), (1, 4096), (8, 4096)],
-         [(1, 16), (2, 48)] if tiny else [(1, 1024), (1, 3072), (1, 4096), (2, 4096)]),
+         [(1, 16), (2, 48)] if tiny else [(1, 2048), (16, 2048), (1, 4096), (8, 4096),
+                                          (32, 4096), (8, 6000)],
+         [(1, 16), (2, 48)] if tiny else [(1, 1024), (1, 3072), (1, 4096), (2, 4096), (1, 6144)]),
     ]  # fmt: skip
     deadline = T0 + args.budget_s
     for i, (name, cfg, dgrid, pgrid) in enumerate(plans):
