@@ -251,7 +251,7 @@ def _comm(groups: list[GroupView], tl: Timeline, n_steps: int) -> Draft | None:
         )
     model_ms = sum(v.pred_per_call_s * v.count for v in priced) * 1e3 / n_steps  # type: ignore[operator]
     measured_priced = sum(v.measured_s for v in priced) * 1e3 / n_steps
-    if priced and measured_priced > 2 * model_ms:
+    if priced and model_ms > 0 and measured_priced > 2 * model_ms:
         d.evidence.append(
             f"the priced NCCL kernels ran {measured_priced / model_ms:.3g}x the model's "
             f"{model_ms:.3g} ms: a traced NCCL kernel also waits for the slowest rank to reach "

@@ -39,8 +39,6 @@ EXP_PER_SCORE = 1.0
 # validation/results/unseen-h200-run16); xFormers' kernels behind SDPA's memory-efficient
 # backend are built for at most 64 or 128 (kMaxK), and loop over wider heads unpadded.
 HEAD_DIM_TILE = {"flash": 32, "cudnn": 64, "efficient": 64}
-
-
 # Query and key rows per thread block of each fused kernel, for the last, partial tiles (tile
 # quantization in M and N). FlashAttention-2's forward: 128 queries x 128 keys up to head dim
 # 64, 128 x 64 above (flash_fwd_launch_template.h, sm80 kernels, what PyTorch runs on sm90);
@@ -110,7 +108,8 @@ class Attention(Op):
     SDPA's memory-efficient backend (xFormers' CUTLASS kernel), what SDPA runs with an explicit
     ``attn_mask`` or in fp32: the same fused work, its own family (``attention:efficient``).
     ``mask``: an explicit ``attn_mask`` (dense work): cuDNN's forward then runs at about half
-    its dense rate (``CUDNN_MASK_WORK_FACTOR``). ``dropout``: SDPA's ``dropout_p > 0`` (HF GPT-2 trains with 0.1): the fused kernel draws a
+    its dense rate (``CUDNN_MASK_WORK_FACTOR``).
+    ``dropout``: SDPA's ``dropout_p > 0`` (HF GPT-2 trains with 0.1): the fused kernel draws a
     Philox random number per score, and the backward draws them again, a cost its calibrated
     family carries (``...:dropout``): cuDNN's dropout forward took 1.9-2.3x its plain forward
     on an H200 (validation/results/h200-sxm/attention-2026-11-28-train). The backward of
@@ -300,17 +299,9 @@ class Attention(Op):
                     bytes_written=q_bytes,
                     working_set_bytes=2 * q_bytes + kv_bytes,
                     min_flops_fraction=exact,
-                    gemm=GemmShape(
-                        s,
-                        self.n_kv_seq,
-                        d,
-                        b * h,
-                        self.dtype,
-                        tile_m=block_m if uniform(s > 1) else None,
-                        tile_n=block_n,
-                        tile_k=tile_k,
-                        needs_alignment=False,
-                    ),
+                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype,
+                                   tile_m=block_m if uniform(s > 1) else None, tile_n=block_n,
+                                   tile_k=tile_k, needs_alignment=False),
                     tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=LIBRARY_BLOCKS_PER_SM,

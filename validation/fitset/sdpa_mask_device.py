@@ -7,7 +7,9 @@ dense (no mask), a bool causal mask, the same mask as an additive bf16 bias; eac
 back-to-back loop between CUDA events (median of 5 loops of 20 calls) and profiled once for the
 kernel it runs. Decode shapes (one query) compare no mask with an all-true bool mask.
 
-Usage (device): python validation/experiments/sdpa_mask_device.py --out $OUT/sdpa-mask.json
+Fit data for ``gpumodel.ops.attention.CUDNN_MASK_WORK_FACTOR``.
+
+Usage (device): python validation/fitset/sdpa_mask_device.py --out $OUT/sdpa-mask.json
 """
 
 from __future__ import annotations
@@ -15,36 +17,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
-
-
-def loop_s(fn, calls: int = 20, loops: int = 5) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(loops):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / 1e3 / calls)
-    return statistics.median(out)
-
-
-def kernels(fn) -> list[str]:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+from softmax_rows_device import kernels, timed  # this folder (the script's own, on sys.path)
 
 
 def main() -> int:
@@ -72,7 +49,7 @@ def main() -> int:
             variants["is_causal"] = functools.partial(sdpa, is_causal=True)
         for name, fn in variants.items():
             try:
-                sec = loop_s(fn)
+                sec = timed(fn)
                 names = kernels(fn)
                 err = None
             except RuntimeError as exc:
