@@ -95,3 +95,18 @@ def test_a_traced_masked_sdpa_is_priced_as_the_biased_kernel():
     assert row.measured_per_call_s == pytest.approx(1.808e-3, rel=0.01)  # 96 calls, traced
     # 0.84 ms, half of it, when the mask was priced as the dense kernel
     assert row.predicted_per_call_s == pytest.approx(row.measured_per_call_s, rel=0.10)
+
+
+def test_a_masked_hf_step_runs_the_memory_efficient_kernel_where_flash_would_run():
+    # torch's flash kernel takes no attn_mask: an A100 (flash first) runs the memory-efficient
+    # one for HF's masked steps; an H200 runs cuDNN's, which takes the mask; engines keep flash
+    a100 = gm.predict_inference("mistral-7b", "a100", runtime="hf-eager", batch=8, context=4096)
+    assert (a100.attention, a100.gqa) == ("efficient", "repeat")
+    h200 = gm.predict_inference("mistral-7b", "h200", runtime="hf-eager", batch=8, context=4096)
+    assert h200.attention == "cudnn"
+    static = gm.predict_inference("llama-3-8b", "a100", runtime="hf-static-compiled", batch=8,
+                                  context=2048)  # fmt: skip
+    assert static.attention == "efficient"  # a StaticCache always passes a mask
+    engine = gm.predict_inference("mistral-7b", "a100", runtime="fused-graph", batch=8,
+                                  context=4096)  # fmt: skip
+    assert engine.attention == "flash"

@@ -130,7 +130,7 @@ def infer(
     attention: str = typer.Option(
         None,
         help="flash, cudnn, efficient (SDPA's memory-efficient kernel, what an explicit mask "
-        "runs) or naive (default: the runtime's own: cudnn for hf-eager and "
+        "runs off H100/H200/B200) or naive (default: the runtime's own: cudnn for hf-eager and "
         "hf-static-compiled decode on H100/H200/B200, where torch's SDPA runs it; else flash)",
     ),
     fusion: str = typer.Option(None, help="expert: override the runtime's fusion"),
@@ -344,7 +344,7 @@ def plan_train(
     attention: str = typer.Option(
         None,
         help="flash (FlashAttention-2), cudnn (SDPA's cuDNN) or efficient (SDPA's "
-        "memory-efficient kernel, what an explicit attention mask runs); default: what the step "
+        "memory-efficient kernel, what an explicit mask runs off H100/H200/B200); default: what the step "
         "runs (cudnn for --fusion unfused on an H100, H200 or B200, else flash)",
     ),
     dtype: str = typer.Option("bf16"),

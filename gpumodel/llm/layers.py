@@ -351,6 +351,7 @@ def decoder_layer(
     # about kv_len keys (the triangle at the start is ignored). With an explicit mask the
     # kernel computes every key block (the mask is data, not a causal flag).
     causal = gqa == "native" and uniform(1 < seq) and uniform(seq <= kv_len)
+    attention = masked_kernel(attention, gqa, fusion)
     attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len, dropout=attention_dropout,
@@ -502,6 +503,16 @@ def _lm_head(model: ModelSpec, batch: int, seq: int, tokens: int, vocab: int, dt
     return LayerOp(
         "lm_head", build(Gemm, m=batch, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
     )  # type: ignore[arg-type]
+
+
+def masked_kernel(attention: AttentionImpl, gqa: GQA, fusion: Fusion) -> AttentionImpl:
+    """The SDPA kernel an HF step (not a fused engine) runs when it passes a mask
+    (``gqa="repeat"``): torch's flash kernel takes no ``attn_mask`` (``sdp_utils.cpp``,
+    ``check_for_attn_mask``), so where flash would run, the memory-efficient kernel does;
+    cuDNN's takes the mask (H100/H200/B200)."""
+    if gqa == "repeat" and attention == "flash" and fusion != "fused":
+        return "efficient"
+    return attention
 
 
 def hf_window_reached(model: ModelSpec, seq: Any, context: Any) -> bool:

@@ -106,9 +106,10 @@ class Attention(Op):
     the same fused work, its own calibrated family (``attention:cudnn``; it ran 1.7-2.0x faster
     than the FlashAttention-2 backend on an H100, validation/results/h100-sxm). ``efficient`` is
     SDPA's memory-efficient backend (xFormers' CUTLASS kernel), what SDPA runs with an explicit
-    ``attn_mask`` or in fp32: the same fused work, its own family (``attention:efficient``).
-    ``mask``: an explicit ``attn_mask`` (dense work): cuDNN's forward then runs at about half
-    its dense rate (``CUDNN_MASK_WORK_FACTOR``).
+    ``attn_mask`` where cuDNN's is not preferred (A100, L4, ...), or in fp32: the same fused work,
+    its own family (``attention:efficient``). ``mask``: an explicit ``attn_mask`` (dense work):
+    on H100/H200/B200 cuDNN's kernel takes it, at about half its dense rate
+    (``CUDNN_MASK_WORK_FACTOR``).
     ``dropout``: SDPA's ``dropout_p > 0`` (HF GPT-2 trains with 0.1): the fused kernel draws a
     Philox random number per score, and the backward draws them again, a cost its calibrated
     family carries (``...:dropout``): cuDNN's dropout forward took 1.9-2.3x its plain forward
