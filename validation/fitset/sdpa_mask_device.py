@@ -27,7 +27,11 @@ from softmax_rows_device import kernels, timed  # this folder (the script's own,
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--backward", action="store_true",
+                    help="time forward + backward of the prefill shapes instead (training)")  # fmt: skip
     args = ap.parse_args()
+    if args.backward:
+        return backward(args.out)
     dev, dt = "cuda", torch.bfloat16
     heads, d = 32, 128
     rows = []
@@ -67,6 +71,42 @@ def main() -> int:
            "timer": "CUDA events around 20 back-to-back calls, median of 5 loops",
            "rows": rows}  # fmt: skip
     with open(args.out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    return 0
+
+
+def _forward_backward(qkv: tuple, grad: torch.Tensor, kw: dict) -> None:
+    out = F.scaled_dot_product_attention(*qkv, **kw)
+    torch.autograd.grad(out, qkv, grad)
+
+
+def backward(out: str) -> int:
+    """Forward + backward (``torch.autograd.grad`` of q, k, v) of the prefill shapes, dense,
+    ``is_causal`` and with the additive mask: what an HF training step with padding, or past a
+    sliding window, runs."""
+    dev, dt, heads, d = "cuda", torch.bfloat16, 32, 128
+    rows = []
+    for b, s in ((1, 1024), (4, 1024), (1, 2048), (2, 2048), (1, 4096), (2, 4096)):
+        q, k, v = (torch.randn(b, heads, s, d, device=dev, dtype=dt, requires_grad=True)
+                   for _ in range(3))  # fmt: skip
+        grad = torch.randn(b, heads, s, d, device=dev, dtype=dt)
+        keep = torch.ones(s, s, device=dev, dtype=torch.bool).tril()
+        bias = torch.zeros(b, 1, s, s, device=dev, dtype=dt).masked_fill(~keep, -float("inf"))
+        for name, kw in (("dense", {}), ("is_causal", {"is_causal": True}),
+                         ("bias_mask", {"attn_mask": bias})):  # fmt: skip
+            step = functools.partial(_forward_backward, (q, k, v), grad, kw)
+            sec = timed(step)
+            names = kernels(step)
+            rows.append({"batch": b, "heads": heads, "seq": s, "kv_seq": s, "head_dim": d,
+                         "dtype": "bf16", "variant": name, "pass": "forward+backward",
+                         "seconds": sec, "kernels": names})  # fmt: skip
+            print(f"b{b} s{s} {name:10s} fwd+bwd {sec * 1e6:9.1f} us  {names[:3]}", flush=True)
+        del q, k, v, grad, bias, step
+        torch.cuda.empty_cache()
+    doc = {"what": backward.__doc__.split("\n")[0], "gpu": torch.cuda.get_device_name(0),
+           "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+           "timer": "CUDA events around 20 back-to-back calls, median of 5 loops", "rows": rows}  # fmt: skip
+    with open(out, "w") as fh:
         json.dump(doc, fh, indent=1)
     return 0
 
