@@ -77,6 +77,11 @@ CAUSAL_DIAGONAL_EXTRA_TILES = {"flash": 1.75, "cudnn": 2.0, "efficient": 1.0}
 # 9.19 (validation/results/h200-sxm/sdpa-mask-2026-11-29). Priced as that much more computed
 # work per score (the speed of light still counts the exact scores).
 CUDNN_MASK_WORK_FACTOR = 1.95
+# Its backward kernel likewise: forward + backward with the mask 1.70-1.79x dense over 5
+# prefill shapes, the backward alone (less the forward of the first call's shapes) 1.61-1.77x,
+# mean 1.67 (the 1 x 1K call, whose dense pass ran slower than the masked one, left out; same
+# run, sdpa-mask-backward.json).
+CUDNN_MASK_BACKWARD_WORK_FACTOR = 1.67
 # Backward matrix products: S = Q K^T recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q:
 # 5 of the forward's 2 (Dao 2023, FlashAttention-2, section 3.1)
 BACKWARD_MATMUL_FACTOR = 2.5
@@ -235,8 +240,9 @@ class Attention(Op):
         """Scores a fused kernel computes: ``scores`` plus, when causal, the masked part of each
         query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``; the naive path computes
         the whole matrix as ``scores`` says)."""
-        if self.mask and self.impl == "cudnn" and not self.backward:
-            return self.scores * CUDNN_MASK_WORK_FACTOR
+        if self.mask and self.impl == "cudnn":
+            factor = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
+            return self.scores * factor
         if not self.causal or self.impl == "naive":
             return self.scores
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
