@@ -283,6 +283,11 @@ class Attention(Op):
         kv_bytes = 2 * b * self.n_kv_heads * self.n_kv_seq * d * size
         mm_flops = 4.0 * self.computed_scores * d
         exact = self.scores / self.computed_scores  # the speed of light counts the exact scores
+        notes: tuple[str, ...] = ()
+        if self.mask and self.impl == "cudnn":
+            notes = (f"an explicit mask runs cuDNN's biased kernel at ~1/{1 / exact:.3g} of its "
+                     "dense rate, priced as that much more work (these FLOPs count it; the "
+                     "speed of light counts the exact products)",)  # fmt: skip
         if self.backward:
             if self.impl == "naive":
                 raise UnsupportedError("attention backward is modelled for fused kernels only")
@@ -295,6 +300,7 @@ class Attention(Op):
                     bytes_written=q_bytes + kv_bytes,
                     working_set_bytes=4 * q_bytes + 2 * kv_bytes,
                     min_flops_fraction=exact,
+                    notes=notes,
                 )
             ]  # fmt: skip
         if self.impl in ("cudnn", "efficient"):  # one fused kernel; its tiling is the library's
@@ -312,6 +318,7 @@ class Attention(Op):
                     tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=LIBRARY_BLOCKS_PER_SM,
+                    notes=notes,
                 )
             ]
         if self.impl == "flash":
