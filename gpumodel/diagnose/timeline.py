@@ -396,6 +396,8 @@ def exposed_comm_us(comm: list[GpuEvent], others: list[GpuEvent]) -> dict[int, f
     ``others`` (the device's other kernels and copies) overlaps: the time the GPU did nothing
     but communicate, which the step pays in full. Where NCCL kernels overlap each other, the
     shared time is counted once, on the first."""
+    if not comm:  # most traces: no NCCL, nothing to merge the device's activities for
+        return {}
     other = _merge([(g.ts, g.end) for g in others if not (g.kind == "kernel" and is_nccl(g.name))])
     ends = [b for _, b in other]
     out: dict[int, float] = {}
