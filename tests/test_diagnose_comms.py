@@ -131,3 +131,25 @@ def test_calibrate_keeps_collectives_out_of_the_fit_and_counts_only_their_expose
     assert fit.self_check["gpu_busy_measured_s"] == pytest.approx(4e-3)
     note = next(n for n in fit.notes if n.startswith("collectives:"))
     assert "1 NCCL kernels per step, 2.5 ms, 1 ms of it" in note
+
+
+@pytest.mark.parametrize(
+    ("update", "reason"),
+    [
+        ({"In msg nelems": "many"}, "not understood"),
+        ({"Group size": None}, "not understood"),
+        ({"In msg nelems": -5}, "nothing moves"),
+        ({"Group size": 0}, "nothing moves"),
+        ({"dtype": "ComplexFloat"}, "dtype 'ComplexFloat'"),
+        ({"In msg nelems": 10**30}, "not priced"),  # past 1 EiB: no GPU holds it
+        ({"Collective name": "gather"}, "no known collective"),
+    ],
+)
+def test_hostile_collective_arguments_are_reasons_not_errors(update, reason):
+    m = map_collective(_kernel("ncclDevKernel_Generic", {**ARGS, **update}), None)
+    assert m.op is None and reason in m.reason
+
+
+def test_a_world_size_stands_in_for_a_missing_group_size():
+    m = map_collective(_kernel(args={**ARGS, "Group size": -1}), None, world_size=4)
+    assert m.op.gpus == 4
