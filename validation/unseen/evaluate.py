@@ -454,6 +454,8 @@ def predict_step(
             req["seq"] = rec["seq"]
         # the HF eager runtime's DynamicCache concatenates; the graph runtimes write in place
         opt = {"kv_cache": "concat" if rec["runtime"] == "hf-eager" else "static"}
+        if rec.get("mask") == "padding" and accepts(fn, "gqa"):
+            opt["gqa"] = "repeat"  # how a user says "a padded batch" (HF then masks)
         if new_shapes:
             if not accepts(fn, "new_shapes"):
                 raise TypeError("this gpumodel cannot price new attention shapes")
@@ -519,7 +521,9 @@ def steady_s(rec: dict) -> float | None:
 
 def step_done_when(rec: dict) -> list[str]:
     g = []
-    if rec["phase"] in ("decode", "prefill"):
+    if rec.get("mask") == "padding":  # a set of its own, not the groups
+        g.append(f"{rec['phase']} {rec['runtime']} padded")
+    elif rec["phase"] in ("decode", "prefill"):
         g.append(f"{rec['phase']} {rec['runtime']}")
         if rec["runtime"] == "hf-eager" and rec["phase"] == "decode" and rec["batch"] == 32 \
                 and rec["context"] == 4096:  # fmt: skip
@@ -551,7 +555,8 @@ def evaluate_steps(
             ):
                 cal_name = cal_name0 + host_name
                 base = {"source": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-                        "gpu": gpu_id, "calibration": cal_name, "workload": rec["workload"],
+                        "gpu": gpu_id, "calibration": cal_name,
+                        "workload": rec["workload"] + (" padded" if rec.get("mask") else ""),
                         "runtime": rec["runtime"], "phase": rec["phase"],
                         "policy": rec.get("policy"), "batch": rec["batch"], "seq": rec["seq"],
                         "context": rec.get("context"), "status": rec.get("status")}  # fmt: skip
@@ -587,7 +592,8 @@ def evaluate_steps(
                 first = first_round_s(rec)
                 if first is not None:
                     frow = {**base, "metric": "time, first round", "group": None,
-                            "done_when": [FIRST_ROUND], "measured": first, "predicted": None,
+                            "done_when": [FIRST_ROUND + (" padded" if rec.get("mask") else "")],
+                            "measured": first, "predicted": None,
                             "error": None, "why": None, "runtime_passed": None}  # fmt: skip
                     try:
                         t, _, rt, rng = predict_step(rec, gpu_id, cal, host_path, new_shapes=True)

@@ -37,7 +37,7 @@ TEARDOWN_CUPTI=1 for the training part's traces between models. Runs before 2026
 UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
-                 parts: decode, prefill, static, train, fused, arch (host is measured first
+                 parts: decode, prefill, static, train, fused, arch, padded (host first
                  unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
@@ -690,6 +690,85 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
         env.fresh_memory()
 
 
+def padded_points(env: Env, model, cfg, dgrid, pgrid) -> list[Point]:
+    """Batched HF steps with left padding, as ``generate`` runs a batch of prompts of unequal
+    length: an ``attention_mask`` (batch, keys) with the first eighth of every other sequence
+    masked; decode appends a column of ones each step, as ``generate`` does."""
+    import torch
+    from transformers import DynamicCache
+
+    n_layers, kvh, hd = dims(cfg)
+    dev, dtype = env.device, torch.bfloat16
+
+    def mask(b: int, n: int):
+        m = torch.ones(b, n, dtype=torch.long, device=dev)
+        m[::2, : n // 8] = 0
+        return m
+
+    pts = []
+    for b, ctx in dgrid:
+
+        def setup(b=b, ctx=ctx):
+            cache = DynamicCache(config=cfg)
+            for layer in range(n_layers):
+                k = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
+                v = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
+                cache.update(k, v, layer)
+                del k, v
+            ids = torch.randint(0, cfg.vocab_size, (b, 1), device=dev)
+            return {"cache": cache, "ids": ids, "mask": mask(b, ctx)}
+
+        @torch.no_grad()
+        def step(s):
+            ones = torch.ones(s["mask"].shape[0], 1, dtype=s["mask"].dtype, device=dev)
+            s["mask"] = torch.cat([s["mask"], ones], dim=-1)
+            model(input_ids=s["ids"], attention_mask=s["mask"], past_key_values=s["cache"],
+                  use_cache=True)  # fmt: skip
+
+        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-eager", "phase": "decode",
+                          "policy": "bf16", "batch": b, "seq": ctx, "context": ctx,
+                          "mask": "padding"}, setup, step, tokens=b,
+                         details={"attention_mask": "left padding: 1/8 of the keys of every "
+                                  "other sequence masked; one column appended per step"}))  # fmt: skip
+    for b, s_len in pgrid:
+
+        def psetup(b=b, s_len=s_len):
+            return {"ids": torch.randint(0, cfg.vocab_size, (b, s_len), device=dev),
+                    "mask": mask(b, s_len)}  # fmt: skip
+
+        @torch.no_grad()
+        def pstep(s):
+            model(input_ids=s["ids"], attention_mask=s["mask"], use_cache=True, logits_to_keep=1)
+
+        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-eager", "phase": "prefill",
+                          "policy": "bf16", "batch": b, "seq": s_len, "context": 0,
+                          "mask": "padding"}, psetup, pstep, tokens=b * s_len,
+                         details={"attention_mask": "left padding: 1/8 of the tokens of every "
+                                  "other prompt masked"}))  # fmt: skip
+    return pts
+
+
+def part_padded(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Llama-3-8B eager decode and prefill of padded batches (added 2026-11-29, before any
+    prediction was compared with them): what a user's batched ``generate`` runs. HF then passes
+    SDPA an explicit mask (GQA by ``repeat_kv``), the model's ``gqa="repeat"``."""
+    import torch
+
+    tiny = args.tiny
+    cfg = llama3_8b_config(tiny)
+    model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+    env.sync()
+    result["models"]["llama-3-8b"] = {"params": sum(p.numel() for p in model.parameters()),
+                                      "config": cfg.to_dict()}  # fmt: skip
+    dgrid = [(2, 16), (4, 32)] if tiny else [(8, 512), (8, 2048), (32, 2048), (8, 4096), (32, 4096)]
+    pgrid = [(2, 16), (4, 32)] if tiny else [(4, 512), (4, 2048), (8, 1024), (2, 4096)]
+    pts = padded_points(env, model, cfg, dgrid, pgrid)
+    run_round_robin(env, pts, args.rounds, 2, args.steps, T0 + args.budget_s - 30)
+    result["records"] += [p.record() for p in pts]
+    del model, pts
+    env.fresh_memory()
+
+
 def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
     """Llama-3-8B decode on a vLLM-style engine written for the purpose (``fused_engine.py``:
     fused QKV and gate+up GEMMs, Triton norms, RoPE, cache write and SiLU x up, FlashAttention
@@ -852,7 +931,7 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="decode,prefill",
-                    help="decode,prefill,static,train,fused,arch")  # fmt: skip
+                    help="decode,prefill,static,train,fused,arch,padded")  # fmt: skip
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default=None, help="file prefix (default: the parts)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs on the CPU (smoke test)")
@@ -867,7 +946,7 @@ def main() -> int:
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
-    bad = parts - {"decode", "prefill", "static", "train", "fused", "arch"}
+    bad = parts - {"decode", "prefill", "static", "train", "fused", "arch", "padded"}
     if bad or not parts:
         print(f"error: unknown part(s) {sorted(bad)}", file=sys.stderr)
         return 2
@@ -914,6 +993,8 @@ def main() -> int:
             part_fused(env, args, out_dir, result)
         if "arch" in parts:
             part_arch(env, args, out_dir, result)
+        if "padded" in parts:
+            part_padded(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
