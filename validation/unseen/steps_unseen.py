@@ -79,36 +79,36 @@ def quantile(xs: list[float], q: float) -> float:
 # --------------------------------------------------------------------------- configs
 
 
-def llama3_8b_config(tiny: bool):
+def _llama(tiny: bool, full: dict, small: dict, context: int):
+    """A LlamaConfig: the published one (``full``: hidden, ffn, layers, heads, kv heads, vocab,
+    rope theta), or a tiny one for the CPU smoke test (``small``: its ffn, kv heads, vocab)."""
     from transformers import LlamaConfig
 
     if tiny:
-        return LlamaConfig(hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, vocab_size=512,
-                           max_position_embeddings=8192, attn_implementation="sdpa")  # fmt: skip
+        return LlamaConfig(hidden_size=64, intermediate_size=small["ffn"], num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=small["kv"],
+                           vocab_size=small["vocab"], max_position_embeddings=context,
+                           attn_implementation="sdpa")  # fmt: skip
+    return LlamaConfig(hidden_size=full["hidden"], intermediate_size=full["ffn"],
+                       num_hidden_layers=full["layers"], num_attention_heads=full["heads"],
+                       num_key_value_heads=full["kv"], vocab_size=full["vocab"],
+                       max_position_embeddings=context, rms_norm_eps=1e-5,
+                       rope_parameters={"rope_type": "default", "rope_theta": full["theta"]},
+                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def llama3_8b_config(tiny: bool):
     # Meta Llama-3-8B config.json: hidden 4096, 32 layers, 32 heads, 8 kv heads, ffn 14336,
     # vocab 128256, rope theta 500000, rms eps 1e-5, untied embeddings.
-    return LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                       max_position_embeddings=8192, rms_norm_eps=1e-5,
-                       rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
-                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+    return _llama(tiny, dict(hidden=4096, ffn=14336, layers=32, heads=32, kv=8, vocab=128256,
+                             theta=500000.0), dict(ffn=160, kv=2, vocab=512), 8192)  # fmt: skip
 
 
 def tinyllama_config(tiny: bool):
-    from transformers import LlamaConfig
-
-    if tiny:
-        return LlamaConfig(hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, vocab_size=500,
-                           max_position_embeddings=2048, attn_implementation="sdpa")  # fmt: skip
     # TinyLlama-1.1B config.json: hidden 2048, 22 layers, 32 heads, 4 kv heads, ffn 5632,
     # vocab 32000, rope theta 10000, rms eps 1e-5, untied embeddings.
-    return LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-                       num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
-                       max_position_embeddings=2048, rms_norm_eps=1e-5,
-                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+    return _llama(tiny, dict(hidden=2048, ffn=5632, layers=22, heads=32, kv=4, vocab=32000,
+                             theta=10000.0), dict(ffn=176, kv=2, vocab=500), 2048)  # fmt: skip
 
 
 def gpt2_config(tiny: bool):
@@ -123,19 +123,10 @@ def gpt2_config(tiny: bool):
 
 
 def llama2_7b_config(tiny: bool):
-    from transformers import LlamaConfig
-
-    if tiny:
-        return LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=4, vocab_size=320,
-                           max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
     # meta-llama/Llama-2-7b-hf config.json: hidden 4096, 32 layers, 32 heads and 32 kv heads
     # (no GQA), ffn 11008, vocab 32000, rope theta 10000, rms eps 1e-5, untied embeddings.
-    return LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000,
-                       max_position_embeddings=4096, rms_norm_eps=1e-5,
-                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+    return _llama(tiny, dict(hidden=4096, ffn=11008, layers=32, heads=32, kv=32, vocab=32000,
+                             theta=10000.0), dict(ffn=172, kv=4, vocab=320), 4096)  # fmt: skip
 
 
 def mistral_7b_config(tiny: bool):
