@@ -285,7 +285,8 @@ class Attention(Op):
         exact = self.scores / self.computed_scores  # the speed of light counts the exact scores
         notes: tuple[str, ...] = ()
         if self.mask and self.impl == "cudnn":
-            notes = (f"an explicit mask runs cuDNN's biased kernel at ~1/{1 / exact:.3g} of its "
+            slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
+            notes = (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
                      "dense rate, priced as that much more work (these FLOPs count it; the "
                      "speed of light counts the exact products)",)  # fmt: skip
         if self.backward:
