@@ -71,8 +71,6 @@ from gpumodel.llm.layers import (
     AttentionImpl,
     Fusion,
     KVCache,
-    hf_window_gqa,
-    masked_kernel,
     model_ops,
     tp_shape,
 )
@@ -623,11 +621,10 @@ def predict_inference(
     kv_bytes = 2.0 * spec.layers * s.kv_heads * spec.head_dim * b * spec.attended(context) * batch
     replicas = gpus // tp
     tokens = batch * seq
-    hf_gqa = hf_window_gqa(spec, fusion, gqa, seq, context)  # type: ignore[arg-type]
     return InferenceResult(
         model=spec.id, gpu=g.id, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,
         tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
-        attention=masked_kernel(kernel, hf_gqa, fusion), gqa=hf_gqa,  # type: ignore[arg-type]
+        attention=ops.attention, gqa=ops.gqa,  # type: ignore[arg-type]
         calibration=timer.label, host=host_dict(hp),
         host_warning=hp.mismatch() if ht.from_profile or new_shapes else None,
         time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,

@@ -108,6 +108,9 @@ class ModelOps:
     post: tuple[LayerOp, ...]
     tokens: int
     notes: tuple[str, ...] = field(default=())
+    # what the layers run after the runtime's rules (``hf_window_gqa``, ``masked_kernel``)
+    gqa: str = "native"
+    attention: str = "flash"
 
     def sequence(self) -> list[LayerOp]:
         return list(self.pre) + list(self.layer) * self.layers + list(self.post)
@@ -611,4 +614,5 @@ def model_ops(
         notes.append(f"keys at the {model.sliding_window}-token sliding window: HF passes an "
                      "explicit mask, so SDPA gets repeat_kv'd K/V and computes every key block")  # fmt: skip
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
-                    tokens=tokens, notes=tuple(notes))  # fmt: skip
+                    tokens=tokens, notes=tuple(notes), gqa=gqa,
+                    attention=masked_kernel(attention, gqa, fusion))  # fmt: skip

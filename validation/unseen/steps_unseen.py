@@ -372,24 +372,30 @@ def dims(cfg) -> tuple[int, int, int]:
     return cfg.num_hidden_layers, cfg.num_key_value_heads, hd
 
 
-def decode_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b") -> list[Point]:
+def decode_state(env: Env, cfg, b: int, ctx: int) -> dict:
+    """A decode step's inputs: a DynamicCache of ``ctx`` random K/V rows per layer for ``b``
+    sequences, and one new token each."""
     import torch
     from transformers import DynamicCache
 
     n_layers, kvh, hd = dims(cfg)
-    dev, dtype = env.device, torch.bfloat16
+    cache = DynamicCache(config=cfg)
+    for layer in range(n_layers):
+        k = torch.randn(b, kvh, ctx, hd, device=env.device, dtype=torch.bfloat16)
+        v = torch.randn(b, kvh, ctx, hd, device=env.device, dtype=torch.bfloat16)
+        cache.update(k, v, layer)
+        del k, v
+    return {"cache": cache, "ids": torch.randint(0, cfg.vocab_size, (b, 1), device=env.device)}
+
+
+def decode_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b") -> list[Point]:
+    import torch
+
     pts = []
     for b, ctx in grid:
 
         def setup(b=b, ctx=ctx):
-            cache = DynamicCache(config=cfg)
-            for layer in range(n_layers):
-                k = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
-                v = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
-                cache.update(k, v, layer)
-                del k, v
-            ids = torch.randint(0, cfg.vocab_size, (b, 1), device=dev)
-            return {"cache": cache, "ids": ids}
+            return decode_state(env, cfg, b, ctx)
 
         @torch.no_grad()
         def step(s):
@@ -686,10 +692,8 @@ def padded_points(env: Env, model, cfg, dgrid, pgrid) -> list[Point]:
     length: an ``attention_mask`` (batch, keys) with the first eighth of every other sequence
     masked; decode appends a column of ones each step, as ``generate`` does."""
     import torch
-    from transformers import DynamicCache
 
-    n_layers, kvh, hd = dims(cfg)
-    dev, dtype = env.device, torch.bfloat16
+    dev = env.device
 
     def mask(b: int, n: int):
         m = torch.ones(b, n, dtype=torch.long, device=dev)
@@ -700,14 +704,7 @@ def padded_points(env: Env, model, cfg, dgrid, pgrid) -> list[Point]:
     for b, ctx in dgrid:
 
         def setup(b=b, ctx=ctx):
-            cache = DynamicCache(config=cfg)
-            for layer in range(n_layers):
-                k = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
-                v = torch.randn(b, kvh, ctx, hd, device=dev, dtype=dtype)
-                cache.update(k, v, layer)
-                del k, v
-            ids = torch.randint(0, cfg.vocab_size, (b, 1), device=dev)
-            return {"cache": cache, "ids": ids, "mask": mask(b, ctx)}
+            return {**decode_state(env, cfg, b, ctx), "mask": mask(b, ctx)}
 
         @torch.no_grad()
         def step(s):
