@@ -37,7 +37,7 @@ TEARDOWN_CUPTI=1 for the training part's traces between models. Runs before 2026
 UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
-                 parts: decode, prefill, static, train, fused, arch, padded (host first
+                 parts: decode, prefill, static, train, fused, arch, padded, families (host first
                  unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
@@ -144,6 +144,61 @@ def mistral_7b_config(tiny: bool):
                          max_position_embeddings=32768, rms_norm_eps=1e-5, sliding_window=4096,
                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                          tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def qwen2_5_7b_config(tiny: bool):
+    from transformers import Qwen2Config
+
+    if tiny:
+        return Qwen2Config(hidden_size=64, intermediate_size=224, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=1, vocab_size=320,
+                           max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
+    # Qwen/Qwen2.5-7B config.json: hidden 3584, 28 layers, 28 heads, 4 kv heads, ffn 18944,
+    # vocab 152064, rope theta 1e6, rms eps 1e-6, untied, biases on q/k/v, no sliding window
+    # (use_sliding_window false): 7.62 B parameters.
+    return Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                       max_position_embeddings=32768, rms_norm_eps=1e-6, use_sliding_window=False,
+                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                       tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def qwen3_8b_config(tiny: bool):
+    from transformers import Qwen3Config
+
+    if tiny:
+        return Qwen3Config(hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                           vocab_size=320, max_position_embeddings=4096,
+                           attn_implementation="sdpa")  # fmt: skip
+    # Qwen/Qwen3-8B config.json: hidden 4096, 36 layers, 32 heads, 8 kv heads, head_dim 128,
+    # ffn 12288, vocab 151936, rope theta 1e6, rms eps 1e-6, untied, RMSNorm on q and k per
+    # head (q_norm, k_norm): 8.19 B parameters.
+    return Qwen3Config(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                       num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                       vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                       tie_word_embeddings=False, attention_bias=False,
+                       attn_implementation="sdpa")  # fmt: skip
+
+
+def phi3_mini_config(tiny: bool):
+    from transformers import Phi3Config
+
+    if tiny:
+        return Phi3Config(hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=4, vocab_size=320,
+                          max_position_embeddings=4096, sliding_window=31, pad_token_id=0,
+                          attn_implementation="sdpa")  # fmt: skip
+    # microsoft/Phi-3-mini-4k-instruct config.json: hidden 3072, 32 layers, 32 heads and 32 kv
+    # heads (head_dim 96), ffn 8192, vocab 32064, rope theta 10000, rms eps 1e-5, untied,
+    # sliding window 2047, one fused qkv_proj and one gate_up_proj per layer: 3.82 B parameters.
+    return Phi3Config(hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=32, vocab_size=32064,
+                      max_position_embeddings=4096, rms_norm_eps=1e-5, sliding_window=2047,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                      tie_word_embeddings=False, pad_token_id=32000,
+                      attn_implementation="sdpa")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- harness
@@ -687,6 +742,53 @@ def part_arch(env: Env, args, out_dir: Path, result: dict) -> None:
         env.fresh_memory()
 
 
+def part_families(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Three more model families, measured alike (added 2026-11-29, third session, before any
+    prediction was compared with them; gpumodel has no preset for any of them): Qwen2.5-7B
+    (q/k/v biases, 152k vocabulary, 7 query heads per KV head), Qwen3-8B (RMSNorm on q and k
+    per head), Phi-3-mini-4k (fused qkv_proj and gate_up_proj, head_dim 96, no GQA, sliding
+    window 2047: points below and past it). Eager decode and prefill; one decode step of each
+    traced, and Phi-3's prompt past its window."""
+    import torch
+
+    tiny = args.tiny
+    plans = [
+        ("qwen2.5-7b", qwen2_5_7b_config(tiny),
+         [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 2048), (32, 2048), (8, 4096), (64, 1024)],
+         [(1, 16), (2, 32)] if tiny else [(1, 512), (1, 2048), (4, 2048)], (8, 2048)),
+        ("qwen3-8b", qwen3_8b_config(tiny),
+         [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 2048), (32, 2048), (8, 4096), (32, 4096)],
+         [(1, 16), (2, 32)] if tiny else [(1, 1024), (1, 4096), (4, 1024)], (8, 2048)),
+        ("phi-3-mini", phi3_mini_config(tiny),
+         [(1, 16), (2, 48)] if tiny else [(1, 1024), (16, 1024), (1, 3000), (8, 2048), (32, 3000)],
+         [(1, 16), (2, 48)] if tiny else [(1, 1024), (4, 1024), (1, 2048), (1, 3072)], (8, 2048)),
+    ]  # fmt: skip
+    deadline = T0 + args.budget_s
+    for i, (name, cfg, dgrid, pgrid, traced) in enumerate(plans):
+        t0 = time.perf_counter()
+        model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+        env.sync()
+        n_params = sum(p.numel() for p in model.parameters())
+        log(f"{name} built: {n_params / 1e9:.3f} B params in {time.perf_counter() - t0:.1f} s")
+        result["models"][name] = {"params": n_params, "config": cfg.to_dict()}
+        pts = decode_points_eager(env, model, cfg, dgrid, name)
+        pts += prefill_points_eager(env, model, cfg, pgrid, name)
+        share = (deadline - time.perf_counter()) / (len(plans) - i)
+        run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share - 15)
+        records = [p.record() for p in pts]
+        result["records"] += records
+        want = {("decode", dgrid[-1] if tiny else traced)}
+        if name == "phi-3-mini":
+            want.add(("prefill", (2, 48) if tiny else (1, 3072)))
+        for p, rec in zip(pts, records):  # traced last (a profiler session can slow the host)
+            if (p.key["phase"], (p.key["batch"], p.key["seq"])) in want:
+                tag = f"trace-{name}-{p.key['phase']}-b{p.key['batch']}x{p.key['seq']}"
+                result["traces"].append(trace_point(env, p, out_dir, tag, False))
+                rec["traced"] = p.traced
+        del model, pts
+        env.fresh_memory()
+
+
 def padded_points(env: Env, model, cfg, dgrid, pgrid) -> list[Point]:
     """Batched HF steps with left padding, as ``generate`` runs a batch of prompts of unequal
     length: an ``attention_mask`` (batch, keys) with the first eighth of every other sequence
@@ -919,7 +1021,7 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="decode,prefill",
-                    help="decode,prefill,static,train,fused,arch,padded")  # fmt: skip
+                    help="decode,prefill,static,train,fused,arch,padded,families")  # fmt: skip
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default=None, help="file prefix (default: the parts)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs on the CPU (smoke test)")
@@ -934,7 +1036,7 @@ def main() -> int:
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
-    bad = parts - {"decode", "prefill", "static", "train", "fused", "arch", "padded"}
+    bad = parts - {"decode", "prefill", "static", "train", "fused", "arch", "padded", "families"}
     if bad or not parts:
         print(f"error: unknown part(s) {sorted(bad)}", file=sys.stderr)
         return 2
@@ -983,6 +1085,8 @@ def main() -> int:
             part_arch(env, args, out_dir, result)
         if "padded" in parts:
             part_padded(env, args, out_dir, result)
+        if "families" in parts:
+            part_families(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
