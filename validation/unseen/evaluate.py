@@ -421,6 +421,19 @@ def usable_host_profile(path: Path) -> Path:
     return _FIXED_HOSTS[path]
 
 
+def model_arg(workload: str) -> str:
+    """The model a workload names: a preset of the gpumodel under test, else the model file a
+    user wrote for it (``validation/unseen/models/<workload>.yaml``, the fields of the day)."""
+    import gpumodel as gm
+
+    try:
+        gm.get_model(workload)
+        return workload
+    except Exception:
+        path = Path(__file__).resolve().parent / "models" / f"{workload}.yaml"
+        return str(path) if path.is_file() else workload
+
+
 def call_with_host(fn: Callable, args: tuple, req: dict, opt: dict, host_path: Path | None) -> Any:
     """``call_supported`` with the host profile passed as a path, else as the loaded mapping."""
     name = next((n for n in HOST_PARAMS if accepts(fn, n)), None)
@@ -461,14 +474,14 @@ def predict_step(
                 raise TypeError("this gpumodel cannot price new attention shapes")
             opt["new_shapes"] = True
         try:
-            res = call_with_host(fn, (rec["workload"], gpu_id), req, opt, host_path)
+            res = call_with_host(fn, (model_arg(rec["workload"]), gpu_id), req, opt, host_path)
         except Exception:
             # an API whose runtime annotation does not list its names may still reject HF names
             fallback = RUNTIME_FALLBACK.get((rec["runtime"], rec["phase"]))
             if fallback is None or fallback == rt:
                 raise
             rt = req["runtime"] = fallback
-            res = call_with_host(fn, (rec["workload"], gpu_id), req, opt, host_path)
+            res = call_with_host(fn, (model_arg(rec["workload"]), gpu_id), req, opt, host_path)
         return res.step_time_s, None, rt, getattr(res, "time_range_s", None)
     fn = gm.predict_training_step
     req = {"micro_batch": rec["batch"], "global_batch": rec["batch"], "seq": rec["seq"],
@@ -478,7 +491,7 @@ def predict_step(
     if accepts(fn, "runtime"):
         rt = _runtime_arg(fn, rec["runtime"], rec["phase"])
         opt["runtime"] = rt
-    res = call_with_host(fn, (rec["workload"], gpu_id, 1), req, opt, host_path)
+    res = call_with_host(fn, (model_arg(rec["workload"]), gpu_id, 1), req, opt, host_path)
     mem = getattr(res, "memory", None)
     # like for like: the measured figure is torch.cuda.max_memory_allocated, which holds neither
     # the CUDA context / workspaces (``overhead_bytes``) nor allocator fragmentation; the model's
