@@ -47,7 +47,7 @@ def test_the_step_at_the_window_runs_the_masked_kernels_and_says_so():
     # the cache cat reads HF's slice view of the last window - 1 tokens: two strided cats of
     # batch x 4096 keys x 8 KV heads x 128 each (K and V)
     cat = ops["kv_cache_concat"]
-    assert isinstance(cat.op, StridedElementwise) and cat.op.kind == "cat" and cat.count == 2
+    assert isinstance(cat.op, StridedElementwise) and cat.op.kind == "view_cat" and cat.count == 2
     assert cat.op.n == 8 * 4096 * 8 * 128
 
 

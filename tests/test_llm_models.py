@@ -33,6 +33,11 @@ PUBLISHED = {
     "gpt-3-175b": (175.0e9, 0.01),
     # Zhang et al. 2024 (TinyLlama): "1.1B"
     "tinyllama-1.1b": (1.1e9, 0.01),
+    # HF model cards: Qwen/Qwen2.5-7B "Number of Parameters: 7.61B", Qwen/Qwen3-8B "8.2B",
+    # microsoft/Phi-3-mini-4k-instruct "3.8B parameters"
+    "qwen2.5-7b": (7.61e9, 0.01),
+    "qwen3-8b": (8.2e9, 0.01),
+    "phi-3-mini": (3.8e9, 0.01),
 }
 
 

@@ -39,9 +39,9 @@ class Pass(BaseModel):
     bytes_per_element: float = Field(ge=0)
     flops_per_element: float = Field(0.0, ge=0)
     # PyTorch's non-vectorised path: "cast" (dtype-casting copy), "broadcast" (broadcast or
-    # transposed operands) or "cat" (torch.cat of non-contiguous views); None: a vectorised
-    # contiguous kernel (a stream)
-    strided: Literal["cast", "broadcast", "cat"] | None = None
+    # transposed operands), "cat" (torch.cat of non-contiguous views) or "view_cat" (a cat of
+    # a whole-row strided view); None: a vectorised contiguous kernel (a stream)
+    strided: Literal["cast", "broadcast", "cat", "view_cat"] | None = None
     written_per_element: float | None = Field(None, ge=0)
 
 

@@ -88,6 +88,7 @@ from gpumodel.llm.runtimes import (
     traced_runtime,
 )
 from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
+from gpumodel.prediction import KernelPrediction
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -289,6 +290,7 @@ def host_terms(
     graph_launch_s: float | None = None,
     host_given: bool = False,
     graph_build_s: float = 0.0,
+    llama_layer: Sequence[Timed] | None = None,
 ) -> HostTerms:
     """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
     runtime ``rt``. Eager, per kernel, the first that applies:
@@ -300,6 +302,10 @@ def host_terms(
         the host profile ``hp`` (measured or named)  the eager cost of the kernel's op kind,
                                                      + the HF layer's views spread over its
                                                      kernels; or the measured HF decoder layer
+
+    A measured HF layer is a Llama layer: for a model whose HF modules launch other kernels
+    (``llama_layer``: the same layer laid out as Llama's modules; Qwen3's q/k norms, Phi-3's
+    fused projections) it is scaled by the ratio of the two layers' eager host costs by op kind.
 
     Graph runtimes: one launch per step (``graph_launch_s``, else the profile's replay or its
     compiled-call launch). ``graph_build_s``: host time of the step's cuDNN attention graph
@@ -327,9 +333,14 @@ def host_terms(
                 costs += [hp.cost_s(kind)] * n
                 block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
         if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
-            costs = [measured_layer / len(costs)] * len(costs)
             label = "in the model" if in_model else "alone"
-            block_kinds = {f"HF decoder layer (measured {label})": measured_layer}
+            layer_s = measured_layer
+            if llama_layer is not None:
+                ratio = sum(costs) / _eager_host_s(llama_layer, hp)
+                layer_s *= ratio
+                label += f"; x{ratio:.3g} for this model's kernels"
+            costs = [layer_s / len(costs)] * len(costs)
+            block_kinds = {f"HF decoder layer (measured {label})": layer_s}
         elif i != 1 and in_model:  # the model's own host time, per step below
             costs, block_kinds = [0.0] * len(costs), {}
         elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
@@ -382,6 +393,26 @@ def host_terms(
         notes.append(f"new attention shapes: torch's cuDNN attention builds a graph for them, "
                      f"{format_time(graph_build_s)} of host per step ({hp.name})")  # fmt: skip
     return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes))
+
+
+def _eager_host_s(block: Sequence[Timed], hp: HostProfile) -> float:
+    """Eager host cost of a block's kernels, each at the profile's cost of its op kind."""
+    return sum(hp.cost_s(host_kind(t.entry.kind, k.name)) * k.launches * t.entry.count
+               for t in block for k in t.kernels)  # fmt: skip
+
+
+def llama_layer_kernels(
+    spec: ModelSpec, fusion: str, gpu: GPUSpec, *args: Any, **kwargs: Any
+) -> list[Timed] | None:
+    """The eager layer of ``spec`` (built by ``model_ops(spec, *args, **kwargs)``) as HF's
+    Llama modules lay it out, unpriced (what ``host_terms`` reads: kernel names and launches),
+    where it differs from ``spec``'s own; None otherwise."""
+    if fusion != "unfused" or (not spec.qk_norm and spec.hf_modules == "llama"):
+        return None
+    ref = model_ops(spec.model_copy(update={"qk_norm": False, "hf_modules": "llama"}), *args,
+                    fusion=fusion, **kwargs)  # fmt: skip
+    return [Timed(e, tuple(KernelPrediction.model_construct(name=k.name, launches=k.launches)
+                           for k in e.op.kernels(gpu))) for e in ref.layer]  # fmt: skip
 
 
 def kernel_blocks(
@@ -541,6 +572,9 @@ def predict_inference(
                                    phase=phase, attention=kernel))  # fmt: skip
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=kernel,
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
+    llama_layer = llama_layer_kernels(spec, fusion, g, batch, seq, context, dtype=dtype, tp=tp,
+                                      attention=kernel, kv_cache=kv_cache, logits="last",
+                                      gqa=gqa)  # fmt: skip
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
     # in a graph a kernel's launch is replaced by the in-graph per-kernel time; eager kernels
@@ -584,7 +618,8 @@ def predict_inference(
         terms = host_terms(rt, profile, cal, (pre, layer, post), spec.layers, fusion,
                            host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
                            graph_launch_s=graph_launch_s, host_given=host is not None,
-                           graph_build_s=build_of(profile) if new_shapes else 0.0)  # fmt: skip
+                           graph_build_s=build_of(profile) if new_shapes else 0.0,
+                           llama_layer=llama_layer)  # fmt: skip
         return terms, step_times(*one[:2], spec.layers, one[2], eager=terms.eager,
                                  host_per_kernel_s=tuple(np.array([h]) for h in terms.per_kernel),
                                  host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s)  # fmt: skip

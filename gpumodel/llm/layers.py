@@ -150,12 +150,20 @@ def active_experts(tokens: int, experts: int, top_k: int) -> int:
     return max(top_k if tokens else 0, min(experts, math.ceil(expected - 1e-9)))
 
 
-def _norm(model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion) -> LayerOp:
-    h = model.hidden
+def _norm(
+    model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion, width: int | None = None
+) -> LayerOp:
+    """The model's norm over ``rows`` rows of ``width`` (default: the hidden size; a head's
+    ``head_dim`` for Qwen3's q/k norm, which has no residual add to fuse when compiled)."""
+    h = width or model.hidden
     if model.norm == "layernorm":  # nn.LayerNorm is one native kernel even in eager PyTorch
         return LayerOp(name, build(LayerNorm, rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
     if fusion == "fused":
         return LayerOp(name, build(RMSNorm, rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
+    if fusion == "compiled" and width is not None:  # not checked against a trace
+        b = BYTES_PER_ELEMENT[dtype]
+        op = passes(f"{name} (RMSNorm, compiled)", rows * h, dtype, ("rmsnorm", 1, 2 * b, 4))
+        return LayerOp(name, op, kind="norm")
     if fusion == "compiled":  # inductor: residual add + RMSNorm in one kernel (reads x, residual
         # and the weight row, writes the sum and the normalised output)
         b = BYTES_PER_ELEMENT[dtype]
@@ -275,8 +283,9 @@ def decoder_layer(
 
     # QKV projections (column-parallel); GQA shrinks K and V to kv_heads * head_dim
     q_n, kv_n = s.heads * d, s.kv_heads * d
-    # GPT-2 (HF Conv1D c_attn) projects q, k and v with one GEMM in every runtime
-    if fusion == "fused" or model.ffn_kind == "gelu_mlp":  # "compiled" keeps three GEMMs
+    # GPT-2 (HF Conv1D c_attn) and Phi-3 (qkv_proj) project q, k and v with one GEMM in every
+    # runtime; "compiled" keeps Llama's three GEMMs
+    if fusion == "fused" or model.ffn_kind == "gelu_mlp" or model.hf_modules == "phi3":
         ops.append(
             LayerOp("qkv_proj", build(Gemm, m=tokens, n=q_n + 2 * kv_n, k=h, dtype=dt), kind="gemm")
         )  # type: ignore[arg-type]
@@ -285,6 +294,10 @@ def decoder_layer(
         ops.append(LayerOp("k_proj", build(Gemm, m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
         ops.append(LayerOp("v_proj", build(Gemm, m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
 
+    if model.qk_norm:  # Qwen3: the model's norm over each head's q and k, before RoPE
+        ops.append(_norm(model, "q_norm", tokens * s.heads, at, fusion, width=d))
+        ops.append(_norm(model, "k_norm", tokens * s.kv_heads, at, fusion, width=d))
+
     if model.position == "rope":
         if fusion in ("fused", "compiled"):
             op = passes("rope", tokens * (q_n + kv_n), dt, ("rotate q and k", 1, 2 * b, 6))
@@ -292,6 +305,15 @@ def decoder_layer(
         else:
             ops.append(LayerOp("rope_q", _rope("rope q (eager)", tokens * q_n, dt, at)))
             ops.append(LayerOp("rope_k", _rope("rope k (eager)", tokens * kv_n, dt, at)))
+            if model.hf_modules == "phi3":
+                # Phi-3's apply_rotary_pos_emb: torch.cat([rotated, pass-through], -1) of q and
+                # of k, the pass-through part empty at full rotary: a copy of the rotated
+                # (strided) tensor
+                a = BYTES_PER_ELEMENT[at]
+                for name, n in (("rope_q_cat", tokens * q_n), ("rope_k_cat", tokens * kv_n)):
+                    op = build(StridedElementwise, kind="view_cat", n=n, bytes_per_element=2 * a,
+                               written_per_element=a, dtype=at)  # type: ignore[arg-type]  # fmt: skip
+                    ops.append(LayerOp(name, op))
 
     if kv_cache == "static":
         new_rows = tokens * kv_n
@@ -314,13 +336,17 @@ def decoder_layer(
                         ("positions: + length", seq * per, 16, 1), ("length += seq", per, 16, 1),
                         ("index_copy k", 1, 2 * b, 0), ("index_copy v", 1, 2 * b, 0))  # fmt: skip
             ops.append(LayerOp("kv_cache_write", op, kind="cache"))
-    elif kv_cache == "concat" and uniform(seq == 1) and hf_window_reached(model, seq, context):
-        # HF's sliding cache keeps a slice view of its last window - 1 tokens: each step's
-        # torch.cat reads that strided view, PyTorch's non-vectorised CatArrayBatchedCopy
-        # (0.62 TB/s against 3.5 for a contiguous cat of the same Mistral-7B cache on an H200,
-        # validation/results/h200-sxm/sdpa-mask-2026-11-29/cat-slice.txt)
+    elif kv_cache == "concat" and (
+        uniform(context == seq) or (uniform(seq == 1) and hf_window_reached(model, seq, context))
+    ):
+        # torch.cat on PyTorch's non-vectorised CatArrayBatchedCopy: HF's sliding cache keeps a
+        # slice view of its last window - 1 tokens, which each decode step's cat reads (0.62
+        # TB/s against 3.5 for a contiguous cat of the same Mistral-7B cache on an H200,
+        # validation/results/h200-sxm/sdpa-mask-2026-11-29/cat-slice.txt); a prompt's first
+        # update joins an empty tensor and the new K (V): the same generic kernel (H200 traces:
+        # 130-160 G elements/s for Llama-3-8B, Mistral-7B and Phi-3 prompts)
         cache = batch * kv_len * kv_n
-        op = build(StridedElementwise, kind="cat", n=cache, bytes_per_element=2 * b,
+        op = build(StridedElementwise, kind="view_cat", n=cache, bytes_per_element=2 * b,
                    written_per_element=b, dtype=dt)  # type: ignore[arg-type]  # fmt: skip
         ops.append(LayerOp("kv_cache_concat", op, count=2, kind="cache"))
     elif kv_cache == "concat":
@@ -464,10 +490,22 @@ def _dense_mlp(
                 gemm("down_proj", h, ffn)]  # fmt: skip
     if model.ffn_kind == "gelu_mlp":
         return [gemm("up_proj", ffn, h), ew("gelu", "gelu"), gemm("down_proj", h, ffn)]
-    if fusion == "compiled":  # separate gate and up GEMMs, SiLU*mul one generated kernel
+    phi3 = model.hf_modules == "phi3"
+    if fusion == "compiled":  # HF's gate and up GEMMs (Phi-3: one), SiLU*mul one generated kernel
         act = passes("silu_and_mul", rows * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
-        return [gemm("gate_proj", ffn, h), gemm("up_proj", ffn, h),
-                LayerOp(prefix + "silu_and_mul", act, count=count), gemm("down_proj", h, ffn)]  # fmt: skip
+        up = [gemm("gate_up_proj", 2 * ffn, h)] if phi3 else [gemm("gate_proj", ffn, h),
+                                                             gemm("up_proj", ffn, h)]  # fmt: skip
+        return [*up, LayerOp(prefix + "silu_and_mul", act, count=count), gemm("down_proj", h, ffn)]
+    if fusion == "unfused" and phi3:
+        # Phi3MLP: gate_up_proj, then silu(gate) and up * silu(gate) on the output's two halves,
+        # strided views (PyTorch's non-vectorised kernels)
+        def strided(name: str, moved: int) -> LayerOp:
+            op = build(StridedElementwise, kind="broadcast", n=rows * ffn,
+                       bytes_per_element=moved * b, written_per_element=b, dtype=dt)  # type: ignore[arg-type]  # fmt: skip
+            return LayerOp(prefix + name, op, count=count)
+
+        return [gemm("gate_up_proj", 2 * ffn, h), strided("silu", 2), strided("mul", 3),
+                gemm("down_proj", h, ffn)]  # fmt: skip
     if fusion == "fused":
         act = passes("silu_and_mul", rows * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
         return [

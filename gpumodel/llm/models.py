@@ -81,6 +81,15 @@ class ModelSpec(_Frozen):
     norm: Literal["layernorm", "rmsnorm"] = "rmsnorm"
     position: Literal["rope", "learned"] = "rope"
     bias: bool = Field(False, description="linear layers carry biases (GPT-2/GPT-3)")
+    qkv_bias: bool = Field(False, description="the q, k and v projections alone carry biases "
+                           "(Qwen2)")  # fmt: skip
+    qk_norm: bool = Field(False, description="RMSNorm over each head's q and k before RoPE "
+                          "(Qwen3)")  # fmt: skip
+    hf_modules: Literal["llama", "phi3"] = Field(
+        "llama", description="how Hugging Face's module code lays a layer out, for the eager and "
+        "compiled runtimes: llama (q, k, v, gate and up projections apart: Llama, Mistral, "
+        "Qwen2/3) or phi3 (one qkv_proj and one gate_up_proj, SiLU and the product on its "
+        "strided halves, RoPE's pass-through torch.cat on q and k)")  # fmt: skip
     max_context: SeqTokens
     sliding_window: Size | None = Field(
         None, description="attention window: keys and KV cache are capped at this length"
@@ -132,7 +141,8 @@ class ModelSpec(_Frozen):
     def attention_params(self) -> int:
         h, q, kv = self.hidden, self.q_dim, self.kv_dim
         weights = h * (q + 2 * kv) + q * h
-        return weights + ((q + 2 * kv + h) if self.bias else 0)
+        biases = (q + 2 * kv + h) if self.bias else (q + 2 * kv) if self.qkv_bias else 0
+        return weights + biases + (2 * self.head_dim if self.qk_norm else 0)
 
     def mlp_params(self) -> int:
         """One expert's (or the dense layer's) MLP."""

@@ -67,7 +67,13 @@ from gpumodel.llm._timing import (
     step_activity,
     tensor_roof_s,
 )
-from gpumodel.llm.inference import _defaults, host_terms, kernel_blocks, step_times
+from gpumodel.llm.inference import (
+    _defaults,
+    host_terms,
+    kernel_blocks,
+    llama_layer_kernels,
+    step_times,
+)
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
 from gpumodel.llm.memory import Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
@@ -342,8 +348,9 @@ def sweep_inference(
                  "graph_build_s": build}  # fmt: skip
         for idx, ops in groups:
             times = None
-            if ops is not None:
-                times = _array_step(spec, timer, rt, hp, ops, len(idx), flags, hosts)
+            if ops is not None:  # the points of a group run the same kernels: the first's
+                at = {**hosts, "llama_layer": _llama_layer(spec, g, uniq[idx[0]], flags)}
+                times = _array_step(spec, timer, rt, hp, ops, len(idx), flags, at)
             if times is None:  # one step at a time (MoE, repeated K/V, mixed kernels)
                 times = _scalar_steps(spec, timer, rt, hp, uniq[idx], flags, hosts)
             step[idx], gpu_t[idx], host_t[idx] = times["step"], times["gpu"], times["host"]
@@ -570,6 +577,13 @@ def _array_ops(spec: ModelSpec, shapes: np.ndarray, flags: dict[str, Any]) -> An
     return model_ops(spec, batch, seq, context, tp=int(shapes[0, 0]), **flags)
 
 
+def _llama_layer(spec: ModelSpec, gpu: Any, shape: np.ndarray, flags: dict[str, Any]) -> Any:
+    """``llama_layer_kernels`` at one (tp, batch, seq, context) row."""
+    t, b, s, c = (int(x) for x in shape.tolist())
+    rest = {k: v for k, v in flags.items() if k != "fusion"}
+    return llama_layer_kernels(spec, flags["fusion"], gpu, b, s, c, tp=t, **rest)
+
+
 def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
     """Step times of shapes (rows tp, batch, seq, context) one at a time through ``Timer``
     (the scalar op model), combined as arrays; the sweep's path where ops do not build over
@@ -581,7 +595,8 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
         at = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
         timed = (at.time_all(ops.pre), at.time_all(ops.layer), at.time_all(ops.post))
         blocks = kernel_blocks(*timed)
-        ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts)
+        ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts,
+                        llama_layer=_llama_layer(spec, timer.gpu, np.array([t, b, s, c]), flags))  # fmt: skip
         by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
             (i, (*blocks, *ht.per_kernel, ht))
         )  # type: ignore[arg-type]

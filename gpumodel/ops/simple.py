@@ -433,6 +433,15 @@ class ExpandCopy(Op):
         ]  # fmt: skip
 
 
+# A torch.cat whose large input is a strided view spanning whole rows (HF's sliding-window
+# cache cat of ``cache[:, :, 1:]``, Phi-3's RoPE pass-through cat of the rotated q and k) runs
+# CatArrayBatchedCopy's generic path at 1.5x the per-element work of rotate_half's cat of two
+# half-rows (the calibrated ``strided_elementwise:cat``). Fit on an H200: Mistral-7B's window
+# cat at 1 x 4096, 8 x 2048 and 8 x 4096 took 1.27, 1.52 and 1.51x rotate_half's price (median
+# 1.51; validation/results/h200-sxm/sdpa-mask-2026-11-29/cat-slice.txt).
+VIEW_CAT_WORK_FACTOR = 1.5
+
+
 def strided_kernel(
     name: str,
     kind: str,
@@ -442,12 +451,16 @@ def strided_kernel(
     flops: tuple[FlopPart, ...] = (),
 ) -> KernelWork:
     """A PyTorch elementwise kernel on its non-vectorised path (``kind``: a dtype-casting copy,
-    operands that broadcast or are non-contiguous views, or a ``torch.cat`` of such views):
-    priced per element
-    (``KernelWork.elements``), calibrated as the family ``strided_elementwise:<kind>``."""
+    operands that broadcast or are non-contiguous views, a ``torch.cat`` of such views, or
+    ``view_cat``: a cat of a whole-row strided view): priced per element
+    (``KernelWork.elements``), calibrated as the family ``strided_elementwise:<kind>``
+    (``view_cat``: the cat family at ``VIEW_CAT_WORK_FACTOR`` times the work per element)."""
+    work = elements
+    if kind == "view_cat":
+        kind, work = "cat", elements * VIEW_CAT_WORK_FACTOR
     return KernelWork(name=name, flops=flops, bytes=elements * bytes_per_element,
                       bytes_written=elements * written_per_element,
-                      working_set_bytes=elements * bytes_per_element, elements=elements,
+                      working_set_bytes=elements * bytes_per_element, elements=work,
                       family=f"strided_elementwise:{kind}")  # fmt: skip
 
 
@@ -458,14 +471,15 @@ class StridedElementwise(Op):
     transposed q view, RMSNorm's ``x * rsqrt(var)`` and ``weight * x``;
     ``elementwise_kernel<128, 4>``) or a concatenation of non-contiguous views (``kind="cat"``:
     RoPE's ``rotate_half``, ``torch.cat((-x2, x1), -1)`` of the transposed q's halves,
-    ``CatArrayBatchedCopy``). Eager HF Llama runs dozens per layer. Like ``ExpandCopy``
+    ``CatArrayBatchedCopy``; ``kind="view_cat"``: a cat of a strided view of whole rows, the
+    sliding-window cache's). Eager HF Llama runs dozens per layer. Like ``ExpandCopy``
     they are priced per element: in an H100 training profile such kernels moved 1.8-2.3 TB/s,
     well below a stream (validation/results/h100-sxm/training-step/).
     ``bytes_per_element``: reads plus writes per output element."""
 
     op_name: ClassVar[str] = "strided_elementwise"
     eager_kind: ClassVar[str | None] = "elementwise"
-    kind: Literal["cast", "broadcast", "cat"]
+    kind: Literal["cast", "broadcast", "cat", "view_cat"]
     n: Size = Field(description="output elements")
     # an element moves a few times its size (at most 8 bytes): 1 KB per element cannot be meant
     bytes_per_element: float = Field(gt=0, le=1024)
@@ -483,10 +497,11 @@ class StridedElementwise(Op):
 
     @property
     def family(self) -> str:
-        return f"strided_elementwise:{self.kind}"
+        return f"strided_elementwise:{'cat' if self.kind == 'view_cat' else self.kind}"
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        return [strided_kernel(f"strided {self.kind}", self.kind, self.n,
+        name = "strided cat (of a view)" if self.kind == "view_cat" else f"strided {self.kind}"
+        return [strided_kernel(name, self.kind, self.n,
                                self.bytes_per_element, self.written_per_element)]  # fmt: skip
 
 

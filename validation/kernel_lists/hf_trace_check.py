@@ -14,6 +14,9 @@ prefill ``model(input_ids=ids, use_cache=True, logits_to_keep=1)``; ``prefill-st
 into a fresh ``StaticCache`` (the uncompiled prefill of ``hf-static-compiled``).
 
     python validation/kernel_lists/hf_trace_check.py --out validation/kernel_lists/hf-eager-cpu-trace.json
+
+``--families`` counts the same for tiny Qwen2 (q/k/v biases), Qwen3 (q/k norms) and Phi-3 (fused
+qkv_proj and gate_up_proj) models, decode and prefill (hf-eager-families-cpu-trace.json).
 """
 
 from __future__ import annotations
@@ -70,20 +73,37 @@ def top_level_kernels(events) -> collections.Counter:
             continue
         if e.name == "aten::to" and "aten::_to_copy" not in children:
             continue  # already that dtype: no copy
+        if e.name == "aten::dropout" and not children:
+            continue  # eval mode (Phi-3's resid dropouts): returns its input
         out[kind(e.name)] += 1
     return out
 
 
-def trace_counts(layers: int, phase: str, batch: int, seq: int, context: int) -> dict[str, int]:
+def tiny_config(arch: str, layers: int):
+    """A tiny config of ``arch``: hidden 64, 4 heads of 16, 2 KV heads (Phi-3: 4), ffn 128."""
+    import transformers
+
+    common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+                  max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
+    if arch == "qwen3":
+        return transformers.Qwen3Config(**common, head_dim=16)
+    if arch == "phi3":  # no GQA, as Phi-3-mini; no sliding window (the dense path)
+        return transformers.Phi3Config(**{**common, "num_key_value_heads": 4}, pad_token_id=0)
+    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[arch]
+    return cls(**common)
+
+
+def trace_counts(
+    layers: int, phase: str, batch: int, seq: int, context: int, arch: str = "llama"
+) -> dict[str, int]:
     import torch
     from torch.profiler import ProfilerActivity, profile
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM, StaticCache
+    from transformers import AutoModelForCausalLM, DynamicCache, StaticCache
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
-                      max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
-    model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    cfg = tiny_config(arch, layers)
+    model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).eval()
     import inspect
 
     # transformers >= 5.2x names the cache argument `cache` (`past_key_values` warns)
@@ -92,7 +112,7 @@ def trace_counts(layers: int, phase: str, batch: int, seq: int, context: int) ->
         if phase == "decode":
             cache = DynamicCache(config=cfg)
             for i in range(layers):
-                kv = torch.randn(batch, 2, context, 16, dtype=torch.bfloat16)
+                kv = torch.randn(batch, cfg.num_key_value_heads, context, 16, dtype=torch.bfloat16)
                 cache.update(kv, kv.clone(), i)
             ids = torch.randint(0, 256, (batch, 1))
             model(input_ids=ids, use_cache=True, **{kw: cache})  # warm
@@ -113,9 +133,9 @@ def trace_counts(layers: int, phase: str, batch: int, seq: int, context: int) ->
     return dict(top_level_kernels(prof.events()))
 
 
-def per_layer_and_step(phase: str, batch: int, seq: int, context: int) -> dict:
-    one = collections.Counter(trace_counts(1, phase, batch, seq, context))
-    two = collections.Counter(trace_counts(2, phase, batch, seq, context))
+def per_layer_and_step(phase: str, batch: int, seq: int, context: int, arch: str = "llama") -> dict:
+    one = collections.Counter(trace_counts(1, phase, batch, seq, context, arch))
+    two = collections.Counter(trace_counts(2, phase, batch, seq, context, arch))
     layer = {k: two[k] - one[k] for k in sorted(set(one) | set(two)) if two[k] - one[k]}
     step = {k: one[k] - layer.get(k, 0) for k in sorted(one) if one[k] - layer.get(k, 0)}
     return {"per_layer": layer, "per_layer_total": sum(layer.values()),
@@ -128,7 +148,24 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--families", action="store_true", help="Qwen2, Qwen3 and Phi-3 instead")
     args = ap.parse_args()
+    if args.families:
+        result = {
+            "what": "kernel-launching aten ops of eager HF steps, top of the call tree "
+            "(hf_trace_check.py docstring)",
+            "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "device": "cpu (torch.profiler, ProfilerActivity.CPU)",
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(),
+            "models": "tiny_config(): hidden 64, 4 heads of 16, 2 KV heads (Phi-3: 4), ffn 128, "
+            "vocab 256, bf16, sdpa, random weights; decode batch 2 at context 32, prefill 2 x 16",
+            **{arch: {"decode": per_layer_and_step("decode", 2, 1, 32, arch),
+                      "prefill": per_layer_and_step("prefill", 2, 16, 16, arch)}
+               for arch in ("qwen2", "qwen3", "phi3")},
+        }  # fmt: skip
+        write_json(args.out, result)
+        return
     result = {
         "what": "kernel-launching aten ops of an eager HF Llama step, top of the call tree "
         "(hf_trace_check.py docstring)",
@@ -144,12 +181,16 @@ def main() -> None:
                            "fresh (its K/V allocated lazily by the first update: aten::zeros)",
                            **per_layer_and_step("prefill-static", 2, 16, 16)},
     }  # fmt: skip
-    folder = os.path.dirname(os.path.abspath(args.out))
+    write_json(args.out, result)
+
+
+def write_json(path: str, result: dict) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
         json.dump(result, fh, indent=1, sort_keys=False)
         fh.write("\n")
-    os.replace(tmp, args.out)
+    os.replace(tmp, path)
     print(json.dumps(result, indent=1))
 
 

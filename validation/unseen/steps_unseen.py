@@ -748,21 +748,45 @@ def part_families(env: Env, args, out_dir: Path, result: dict) -> None:
     (q/k/v biases, 152k vocabulary, 7 query heads per KV head), Qwen3-8B (RMSNorm on q and k
     per head), Phi-3-mini-4k (fused qkv_proj and gate_up_proj, head_dim 96, no GQA, sliding
     window 2047: points below and past it). Eager decode and prefill; one decode step of each
-    traced, and Phi-3's prompt past its window."""
+    traced, and Phi-3's prompt past its window. ``--families-grid 2``: other points, written
+    after run 1 was scored and the model changed for it, before run 2 ran (a check of the
+    change on points it never saw)."""
+    tiny = args.tiny
+    d, p = "decode", "prefill"
+    if tiny:
+        small = [(1, 16), (2, 48)]
+        plans = [(name, cfg(True), small, small, {(d, (2, 48))}) for name, cfg in
+                 (("qwen2.5-7b", qwen2_5_7b_config), ("qwen3-8b", qwen3_8b_config),
+                  ("phi-3-mini", phi3_mini_config))]  # fmt: skip
+        plans[-1][4].add((p, (2, 48)))
+    elif args.families_grid == 2:
+        plans = [
+            ("qwen2.5-7b", qwen2_5_7b_config(tiny), [(1, 1024), (16, 4096), (4, 1024)],
+             [(1, 1024), (2, 4096)], {(d, (1, 1024))}),
+            ("qwen3-8b", qwen3_8b_config(tiny), [(1, 1024), (16, 1024), (4, 3072), (64, 2048)],
+             [(1, 512), (2, 2048), (1, 8192)], {(d, (64, 2048)), (p, (2, 2048))}),
+            ("phi-3-mini", phi3_mini_config(tiny), [(4, 1536), (8, 2500), (24, 2047), (64, 1024)],
+             [(2, 512), (1, 2500), (2, 3000)], {(d, (64, 1024))}),
+        ]  # fmt: skip
+    else:
+        plans = [
+            ("qwen2.5-7b", qwen2_5_7b_config(tiny),
+             [(1, 512), (8, 2048), (32, 2048), (8, 4096), (64, 1024)],
+             [(1, 512), (1, 2048), (4, 2048)], {(d, (8, 2048))}),
+            ("qwen3-8b", qwen3_8b_config(tiny),
+             [(1, 512), (8, 2048), (32, 2048), (8, 4096), (32, 4096)],
+             [(1, 1024), (1, 4096), (4, 1024)], {(d, (8, 2048))}),
+            ("phi-3-mini", phi3_mini_config(tiny),
+             [(1, 1024), (16, 1024), (1, 3000), (8, 2048), (32, 3000)],
+             [(1, 1024), (4, 1024), (1, 2048), (1, 3072)], {(d, (8, 2048)), (p, (1, 3072))}),
+        ]  # fmt: skip
+    _families(env, args, out_dir, result, plans)
+
+
+def _families(env: Env, args, out_dir: Path, result: dict, plans) -> None:
+    """Measure ``plans``: (name, config, decode grid, prefill grid, {(phase, point) traced})."""
     import torch
 
-    tiny = args.tiny
-    plans = [
-        ("qwen2.5-7b", qwen2_5_7b_config(tiny),
-         [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 2048), (32, 2048), (8, 4096), (64, 1024)],
-         [(1, 16), (2, 32)] if tiny else [(1, 512), (1, 2048), (4, 2048)], (8, 2048)),
-        ("qwen3-8b", qwen3_8b_config(tiny),
-         [(1, 16), (2, 32)] if tiny else [(1, 512), (8, 2048), (32, 2048), (8, 4096), (32, 4096)],
-         [(1, 16), (2, 32)] if tiny else [(1, 1024), (1, 4096), (4, 1024)], (8, 2048)),
-        ("phi-3-mini", phi3_mini_config(tiny),
-         [(1, 16), (2, 48)] if tiny else [(1, 1024), (16, 1024), (1, 3000), (8, 2048), (32, 3000)],
-         [(1, 16), (2, 48)] if tiny else [(1, 1024), (4, 1024), (1, 2048), (1, 3072)], (8, 2048)),
-    ]  # fmt: skip
     deadline = T0 + args.budget_s
     for i, (name, cfg, dgrid, pgrid, traced) in enumerate(plans):
         t0 = time.perf_counter()
@@ -777,11 +801,8 @@ def part_families(env: Env, args, out_dir: Path, result: dict) -> None:
         run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share - 15)
         records = [p.record() for p in pts]
         result["records"] += records
-        want = {("decode", dgrid[-1] if tiny else traced)}
-        if name == "phi-3-mini":
-            want.add(("prefill", (2, 48) if tiny else (1, 3072)))
         for p, rec in zip(pts, records):  # traced last (a profiler session can slow the host)
-            if (p.key["phase"], (p.key["batch"], p.key["seq"])) in want:
+            if (p.key["phase"], (p.key["batch"], p.key["seq"])) in traced:
                 tag = f"trace-{name}-{p.key['phase']}-b{p.key['batch']}x{p.key['seq']}"
                 result["traces"].append(trace_point(env, p, out_dir, tag, False))
                 rec["traced"] = p.traced
@@ -1032,6 +1053,8 @@ def main() -> int:
     ap.add_argument("--static-grid", choices=("short", "wide"), default="short",
                     help="hf-static-compiled points: short (4 decode, 1 prefill; shares a call "
                     "with the other parts) or wide (6 decode, 4 prefill; a call of its own)")  # fmt: skip
+    ap.add_argument("--families-grid", type=int, choices=(1, 2), default=1,
+                    help="the families part's points: run 1's or run 2's")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()

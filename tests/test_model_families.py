@@ -1,0 +1,125 @@
+"""Qwen2.5, Qwen3 and Phi-3: the model fields their HF modules need (q/k/v biases, q/k norms,
+fused projections), checked against transformers' own counts and the device's traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gpumodel as gm
+from gpumodel.llm import predict_inference
+from gpumodel.llm.runtimes import trace_kernel_counts
+from gpumodel.ops.simple import StridedElementwise
+
+ROOT = Path(__file__).parents[1]
+RUN = ROOT / "validation" / "results" / "steps-h200-families-run1"
+CPU_TRACE = ROOT / "validation" / "kernel_lists" / "hf-eager-families-cpu-trace.json"
+ARCH = {"qwen2.5-7b": "qwen2", "qwen3-8b": "qwen3", "phi-3-mini": "phi3"}
+
+
+def _layer_kinds(model: str, phase: str) -> tuple[int, dict[str, int], int]:
+    from tests.test_llm_steps import _layer_kinds_of
+
+    kw = {"context": 1024} if phase == "decode" else {"seq": 512}
+    r = predict_inference(model, "h100", phase=phase, batch=8, runtime="hf-eager",
+                          calibration="none", **kw)  # fmt: skip
+    outside = r.kernels_per_step - gm.get_model(model).layers * r.kernels_per_layer
+    return r.kernels_per_layer, _layer_kinds_of(r), outside
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+@pytest.mark.parametrize("model", sorted(ARCH))
+def test_hf_eager_layer_matches_the_profiler_trace(model, phase):
+    # validation/kernel_lists/hf_trace_check.py --families: torch.profiler (CPU) of tiny
+    # random-weight Qwen2 / Qwen3 / Phi-3 models, kernel-launching aten ops per layer by kind
+    traced = json.loads(CPU_TRACE.read_text())[ARCH[model]][phase]
+    per_layer, kinds, outside = _layer_kinds(model, phase)
+    assert per_layer == traced["per_layer_total"]
+    assert kinds == traced["per_layer"]
+    # as for Llama: the trace has one more cast outside the layers (inv_freq.float())
+    assert outside == traced["outside_layers_total"] - 1
+
+
+def test_layer_kernels_by_hand():
+    # Qwen3: Llama's 40 + q_norm and k_norm, 8 eager RMSNorm kernels each; Phi-3: one qkv and
+    # one gate_up GEMM (3 fewer) + RoPE's pass-through cat of q and of k (2 more)
+    assert _layer_kinds("qwen3-8b", "decode")[0] == 40 + 2 * 8
+    assert _layer_kinds("phi-3-mini", "decode")[0] == 40 - 3 + 2
+    assert _layer_kinds("qwen2.5-7b", "decode")[0] == 40  # its q/k/v biases are GEMM epilogues
+
+
+def test_device_traces_count_the_model_kernels_plus_a_constant():
+    # H200 traces of one eager decode step (batch 8, context 2048): each launches the model's
+    # kernels per layer plus the same few library kernels (cuBLAS split-K, cuDNN); that
+    # constant, read off Llama-3-8B's trace, gives the other two models' totals
+    llama = trace_kernel_counts(str(ROOT / "validation/results/steps-h200-run29/"
+                                    "trace-llama3-8b-decode-eager.json.gz"))[-1]["total"]  # fmt: skip
+    outside = 21  # embedding, position ids + cos/sin tables, final norm, LM head
+    extra, rest = divmod(llama - outside - 32 * 40, 32)
+    assert rest == 0 and extra == 6
+    for model, name in (("qwen2.5-7b", "qwen2.5-7b"), ("qwen3-8b", "qwen3-8b")):
+        per_layer = _layer_kinds(model, "decode")[0]
+        total = trace_kernel_counts(str(RUN / f"trace-{name}-decode-b8x2048.json.gz"))[-1]["total"]
+        assert total == outside + gm.get_model(model).layers * (per_layer + extra)
+
+
+def test_presets_count_the_parameters_transformers_counts():
+    # sum(p.numel()) of the random-weight HF models on the device (steps-families.json)
+    counted = json.loads((RUN / "steps-families.json").read_text())["models"]
+    for model in ARCH:
+        assert gm.get_model(model).param_count() == counted[model]["params"]
+    q = gm.get_model("qwen2.5-7b")
+    assert q.attention_params() - q.model_copy(update={"qkv_bias": False}).attention_params() == (
+        28 * 128 + 2 * 4 * 128
+    )
+
+
+def test_measured_hf_layer_scales_with_the_layer_kernels():
+    # a host profile's hf_decoder_layer_s timed a Llama layer: a Qwen3 layer costs it times the
+    # ratio of the two layers' eager host costs by op kind (the profile's own figures)
+    hp = yaml.safe_load((RUN / "host-families.yaml").read_text())
+    cost = hp["eager_op_s"]
+    llama = {"copy": 4, "elementwise": 22, "reduction": 2, "matmul": 7, "cat": 4, "sdpa": 1}
+    qwen3 = {**llama, "copy": 8, "elementwise": 32, "reduction": 4}
+
+    def host_s(kinds: dict[str, int]) -> float:
+        return sum(n * cost[k] for k, n in kinds.items())
+
+    ratio = host_s(qwen3) / host_s(llama)
+    host = str(RUN / "host-families.yaml")
+    r = predict_inference("qwen3-8b", "h200", batch=8, context=2048, runtime="hf-eager",
+                          host=host, calibration="none")  # fmt: skip
+    term = next(v for k, v in r.host_by_kind_s.items() if k.startswith("HF decoder layer"))
+    layer = hp.get("hf_model_layer_s") or hp["hf_decoder_layer_s"]
+    assert term == pytest.approx(36 * layer * ratio, rel=1e-9)
+    assert 1.3 < ratio < 1.5
+    # a Llama-layout model keeps the measured layer as it is
+    q = predict_inference("qwen2.5-7b", "h200", batch=8, context=2048, runtime="hf-eager",
+                          host=host, calibration="none")  # fmt: skip
+    term = next(v for k, v in q.host_by_kind_s.items() if k.startswith("HF decoder layer"))
+    assert term == pytest.approx(28 * layer, rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["qwen3-8b", "phi-3-mini"])
+def test_sweep_prices_the_scaled_host_as_the_scalar_does(model):
+    # Phi-3 across its window: the sweep prices those points one at a time (mixed kernels)
+    host = str(RUN / "host-families.yaml")
+    sw = gm.sweep_inference(model, "h200", phase="decode", batch=[1, 8], context=[1024, 3000],
+                            runtime="hf-eager", host=host)  # fmt: skip
+    for row in sw.records():
+        one = predict_inference(model, "h200", batch=int(row["batch"]),
+                                context=int(row["context"]), runtime="hf-eager", host=host)  # fmt: skip
+        assert row["time_s"] == pytest.approx(one.step_time_s, rel=1e-6)
+
+
+def test_view_cat_prices_the_unseen_phi3_cats():
+    # H200 trace of Phi-3-mini (never fitted to): the sliding cache's cat of cache[:, :, 1:]
+    # (8 x 32 heads x 2047 x 96, 306.8 us median over 192 calls) and RoPE's pass-through cat of
+    # the rotated q (1 x 32 x 3072 x 96, 59.9 us); rotate_half's cat rate said 208 and 44 us
+    for n, measured_us in ((8 * 32 * 2047 * 96, 306.8), (32 * 3072 * 96, 59.9)):
+        op = StridedElementwise(kind="view_cat", n=n, bytes_per_element=4, written_per_element=2)
+        t = gm.predict(op, "h200").time_s * 1e6
+        assert t == pytest.approx(measured_us, rel=0.10)
