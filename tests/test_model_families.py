@@ -123,3 +123,28 @@ def test_view_cat_prices_the_unseen_phi3_cats():
         op = StridedElementwise(kind="view_cat", n=n, bytes_per_element=4, written_per_element=2)
         t = gm.predict(op, "h200").time_s * 1e6
         assert t == pytest.approx(measured_us, rel=0.10)
+
+
+def test_phi3_v_cache_cat_runs_the_generic_kernel():
+    # Phi-3's new V is a slice of the fused qkv output: an H200 trace of decode at batch 64,
+    # context 1024 (steps-h200-families-run2) ran per layer one vectorised cat (K) and one
+    # CatArrayBatchedCopy (V) of 64 x 32 heads x ~1029 x 96, 1211 us median
+    from gpumodel.llm.layers import model_ops
+
+    layer = {e.name: e for e in model_ops(gm.get_model("phi-3-mini"), 64, 1, 1028,
+                                           fusion="unfused", kv_cache="concat").layer}  # fmt: skip
+    assert len(layer["kv_cache_concat"].op.passes) == 1  # K only
+    v = layer["kv_cache_concat_v"].op
+    assert v.kind == "view_cat" and v.n == 64 * 1028 * 32 * 96
+    assert gm.predict(v, "h200").time_s * 1e6 == pytest.approx(1211.0, rel=0.10)
+
+
+def test_diagnose_prices_the_traced_cats_by_their_kind():
+    # Phi-3's prompt past its window (H200): rotate_half's halves (40.7 us a call), RoPE's
+    # pass-through cat and the cache's first update (each ~59 us on 9.4 M elements): priced as
+    # the two kinds, each within 15% of the measured time
+    r = gm.diagnose(str(RUN / "trace-phi-3-mini-prefill-b1x3072.json.gz"))
+    cats = [o for o in r.ops if o.name == "aten::cat" and o.measured_s > 1e-3]
+    assert len(cats) == 3
+    for o in cats:
+        assert o.predicted_per_call_s == pytest.approx(o.measured_per_call_s, rel=0.15), o.name
