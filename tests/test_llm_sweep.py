@@ -48,10 +48,10 @@ def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
     # while fp8, which draws more power per unit of activity (the H100 calibration's fitted
     # tensor_power_dtype_factor), is power-limited: the sweep once took every kernel's
     # isolated time there (0.5% fast at batch 33, 0.7% at 64)
+    import re
+
     from gpumodel.model.power import sustained_clock_ratio
     from gpumodel.predict import power_watts
-
-    import re
 
     gpu, params = gm.get_gpu("h100"), gm.load_calibration("h100").parameters
     r = gm.sweep_inference("llama-3-8b", "h100", phase="prefill", batch=[16, 33, 64], seq=512,
