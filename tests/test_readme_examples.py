@@ -101,6 +101,11 @@ def readers_files(tmp_path_factory) -> Path:
         '{"op": "copy", "bytes": 1e9}\n'
     )
     calibrate_from_trace(work / "step.json.gz").save(work / "mystep.yaml")
+    # docs/llm.md's own model file, as the page writes it (its ```yaml block named in line 1)
+    page = (ROOT / "docs" / "llm.md").read_text()
+    block = re.search(r"```yaml\n# (my-[\w-]+\.yaml)[^\n]*\n(.*?)```", page, re.S)
+    assert block, "docs/llm.md: the model file example is missing"
+    (work / block.group(1)).write_text(block.group(2))
     return work
 
 
