@@ -37,7 +37,8 @@ TEARDOWN_CUPTI=1 for the training part's traces between models. Runs before 2026
 UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
-                 parts: decode, prefill, static, train, fused, arch, padded, families (host first
+                 parts: decode, prefill, static, train, fused, arch, padded, families,
+                 family-train (host first
                  unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
@@ -179,6 +180,21 @@ def qwen3_8b_config(tiny: bool):
                        vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
                        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
                        tie_word_embeddings=False, attention_bias=False,
+                       attn_implementation="sdpa")  # fmt: skip
+
+
+def qwen3_0_6b_config(tiny: bool):
+    if tiny:
+        return qwen3_8b_config(True)
+    from transformers import Qwen3Config
+
+    # Qwen/Qwen3-0.6B config.json: hidden 1024, 28 layers, 16 heads, 8 kv heads, head_dim 128,
+    # ffn 3072, vocab 151936, rope theta 1e6, rms eps 1e-6, tied embeddings: 0.60 B parameters.
+    return Qwen3Config(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                       vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                       tie_word_embeddings=True, attention_bias=False,
                        attn_implementation="sdpa")  # fmt: skip
 
 
@@ -486,7 +502,9 @@ def prefill_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b
     return pts
 
 
-def static_points(env: Env, model, cfg, grid, prefill_grid, deadline: float) -> list[Point]:
+def static_points(
+    env: Env, model, cfg, grid, prefill_grid, deadline: float, workload: str = "llama-3-8b"
+) -> list[Point]:
     """StaticCache + torch.compile(model.forward, mode='reduce-overhead') decode points."""
     import torch
     from transformers import StaticCache
@@ -524,7 +542,7 @@ def static_points(env: Env, model, cfg, grid, prefill_grid, deadline: float) -> 
                 layer.cumulative_length.fill_(ctx)
             return {}
 
-        p = Point({"workload": "llama-3-8b", "runtime": "hf-static-compiled", "phase": "decode",
+        p = Point({"workload": workload, "runtime": "hf-static-compiled", "phase": "decode",
                    "policy": "bf16", "batch": b, "seq": ctx, "context": ctx}, setup, step,
                   tokens=b, details={"cache": f"StaticCache(max_cache_len=context+{room}), "
                   "random K/V, cumulative_length reset to `context` each round",
@@ -570,7 +588,7 @@ def static_points(env: Env, model, cfg, grid, prefill_grid, deadline: float) -> 
             eager_forward(input_ids=s["ids"], past_key_values=cache, use_cache=True,
                           logits_to_keep=1)  # fmt: skip
 
-        pts.append(Point({"workload": "llama-3-8b", "runtime": "hf-static-compiled",
+        pts.append(Point({"workload": workload, "runtime": "hf-static-compiled",
                           "phase": "prefill", "policy": "bf16", "batch": b, "seq": s_len,
                           "context": 0}, setup, pstep, tokens=b * s_len,
                          details={"cache": f"StaticCache(max_cache_len=seq+{room})",
@@ -810,6 +828,48 @@ def _families(env: Env, args, out_dir: Path, result: dict, plans) -> None:
         env.fresh_memory()
 
 
+def part_family_train(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Training steps and compiled decoding of the new families (added 2026-11-29, third
+    session, before any prediction was compared with them): Qwen3-0.6B (q/k norms in the
+    backward too, tied embeddings, a 152k vocabulary) amp and bf16; Phi-3-mini bf16 (fused
+    projections; seq 1024, below its window); Qwen3-8B under hf-static-compiled (the compiled
+    q/k norm). One amp step of Qwen3-0.6B and one of Phi-3 traced."""
+    import torch
+
+    tiny = args.tiny
+    deadline = T0 + args.budget_s
+    plans = [("qwen3-0.6b", qwen3_0_6b_config(tiny), "amp", (1, 2) if tiny else (2, 4, 8), 4),
+             ("qwen3-0.6b", qwen3_0_6b_config(tiny), "bf16", (1, 2) if tiny else (2, 4, 8), None),
+             ("phi-3-mini", phi3_mini_config(tiny), "bf16", (1, 2) if tiny else (1, 2, 4), 2)]  # fmt: skip
+    seq = 48 if tiny else 1024
+    for i, (name, cfg, policy, batches, trace_b) in enumerate(plans):
+        dtype = torch.float32 if policy == "amp" else torch.bfloat16
+        model = build_causal_lm(env, cfg, dtype).train()
+        result["models"].setdefault(name, {"params": sum(p.numel() for p in model.parameters()),
+                                           "config": cfg.to_dict()})  # fmt: skip
+        pts = train_points(env, name, model, cfg, policy, batches, seq)
+        share = (deadline - 150 - time.perf_counter()) / (len(plans) - i)
+        run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share)
+        result["records"] += [p.record() for p in pts]
+        if trace_b is not None:
+            traced = next(p for p in pts if p.key["batch"] == (batches[-1] if tiny else trace_b))
+            tag = f"trace-{name}-train-{policy}"
+            result["traces"].append(trace_point(env, traced, out_dir, tag, True))
+            traced = None
+        del model, pts
+        env.fresh_memory()
+    cfg = qwen3_8b_config(tiny)
+    model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+    result["models"].setdefault("qwen3-8b", {"params": sum(p.numel() for p in model.parameters()),
+                                             "config": cfg.to_dict()})  # fmt: skip
+    grid = [(1, 16), (2, 16)] if tiny else [(1, 2048), (16, 2048)]
+    pts = static_points(env, model, cfg, grid, [], deadline - 40, "qwen3-8b")
+    run_round_robin(env, pts, args.rounds, 2, args.steps, deadline)
+    result["records"] += [p.record() for p in pts]
+    del model, pts
+    env.fresh_memory()
+
+
 def padded_points(env: Env, model, cfg, dgrid, pgrid) -> list[Point]:
     """Batched HF steps with left padding, as ``generate`` runs a batch of prompts of unequal
     length: an ``attention_mask`` (batch, keys) with the first eighth of every other sequence
@@ -1039,10 +1099,14 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
     return yaml.safe_load(path.read_text())
 
 
+PARTS = ("decode", "prefill", "static", "train", "fused", "arch", "padded", "families",
+         "family-train")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", default="decode,prefill",
-                    help="decode,prefill,static,train,fused,arch,padded,families")  # fmt: skip
+                    help=",".join(PARTS))  # fmt: skip
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default=None, help="file prefix (default: the parts)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs on the CPU (smoke test)")
@@ -1059,7 +1123,7 @@ def main() -> int:
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
     parts = {p.strip() for p in args.part.split(",") if p.strip()}
-    bad = parts - {"decode", "prefill", "static", "train", "fused", "arch", "padded", "families"}
+    bad = parts - set(PARTS)
     if bad or not parts:
         print(f"error: unknown part(s) {sorted(bad)}", file=sys.stderr)
         return 2
@@ -1110,6 +1174,8 @@ def main() -> int:
             part_padded(env, args, out_dir, result)
         if "families" in parts:
             part_families(env, args, out_dir, result)
+        if "family-train" in parts:
+            part_family_train(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
