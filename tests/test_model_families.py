@@ -148,3 +148,49 @@ def test_diagnose_prices_the_traced_cats_by_their_kind():
     assert len(cats) == 3
     for o in cats:
         assert o.predicted_per_call_s == pytest.approx(o.measured_per_call_s, rel=0.15), o.name
+
+
+def test_training_kernel_deltas_are_the_cpu_traces():
+    # LAYOUT_TRAIN_DELTA = a tiny Qwen3 / Phi-3 training step's kernels per layer minus a tiny
+    # Llama's, as hf_train_trace_check.py --families counted them
+    from gpumodel.llm.training import LAYOUT_TRAIN_DELTA
+
+    traced = json.loads(
+        (ROOT / "validation/kernel_lists/hf-train-families-cpu-trace.json").read_text()
+    )
+    for (layout, policy), delta in LAYOUT_TRAIN_DELTA.items():
+        for part in ("forward_layer", "backward_layer"):
+            fam, llama = (
+                traced[f"tiny-{layout}-{policy}"][part],
+                traced[f"tiny-llama-{policy}"][part],
+            )
+            diff = {k: fam.get(k, 0) - llama.get(k, 0) for k in {*fam, *llama}}
+            assert {k: v for k, v in diff.items() if v} == delta.get(part, {}), (
+                layout,
+                policy,
+                part,
+            )
+
+
+@pytest.mark.parametrize(("model", "policy", "trace"), [
+    ("qwen3-0.6b", "amp", "trace-qwen3-0.6b-train-amp"),
+    ("phi-3-mini", "bf16", "trace-phi-3-mini-train-bf16"),
+])  # fmt: skip
+def test_training_kernel_counts_match_the_device_trace(model, policy, trace):
+    # H200 traces of one training step (steps-h200-family-train-run1): kernels outside the
+    # optimizer within 1.5% of the model's count (Llama's device-traced counts + the layout's
+    # CPU-traced delta); TinyLlama's amp step matches Llama's counts exactly (run 30)
+    from gpumodel.llm.training import traced_train_kernels
+
+    spec = gm.get_model(str(ROOT / "validation/unseen/models/qwen3-0.6b.yaml")
+                        if model == "qwen3-0.6b" else model)  # fmt: skip
+    t = traced_train_kernels(spec, policy)
+    predicted = spec.layers * (sum(t["forward_layer"].values()) + sum(t["backward_layer"].values()))
+    predicted += sum(t["forward_outside"].values()) + sum(t["backward_outside"].values())
+    run = ROOT / "validation/results/steps-h200-family-train-run1"
+    counts = trace_kernel_counts(str(run / f"{trace}.json.gz"))[-1]
+    measured = counts["total"] - counts.get("optimizer_step", 0)
+    assert predicted == pytest.approx(measured, rel=0.015)
+    llama = traced_train_kernels(spec.model_copy(update={"qk_norm": False, "hf_modules": "llama"}),
+                                 policy)  # fmt: skip
+    assert sum(t["forward_layer"].values()) != sum(llama["forward_layer"].values())

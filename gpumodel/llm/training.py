@@ -415,15 +415,48 @@ def train_family(spec: ModelSpec) -> str | None:
         (spec.norm, spec.ffn_kind))  # fmt: skip
 
 
+# What HF's other module layouts launch per layer beyond a Llama layer in one training step,
+# by kind: tiny random-weight models traced on the CPU (hf_train_trace_check.py --families ->
+# validation/kernel_lists/hf-train-families-cpu-trace.json: the family's counts minus Llama's);
+# added to the device-traced Llama counts above. Qwen3's q/k RMSNorms (8 kernels each forward,
+# their autograd backward); Phi-3's fused qkv_proj and gate_up_proj (3 GEMMs forward and 6
+# backward fewer, amp's casts of their inputs and weights too), its RoPE pass-through cat and
+# the strided halves' backward.
+LAYOUT_TRAIN_DELTA: dict[tuple[str, str], dict[str, dict[str, int]]] = {
+    ("qwen3", "bf16"): {"forward_layer": {"copy": 4, "elementwise": 10, "reduction": 2},
+                        "backward_layer": {"copy": 4, "elementwise": 24, "reduction": 4}},
+    ("qwen3", "amp"): {"forward_layer": {"copy": 4, "elementwise": 10, "reduction": 2},
+                       "backward_layer": {"copy": 2, "elementwise": 24, "reduction": 4}},
+    ("phi3", "bf16"): {"forward_layer": {"cat": 2, "matmul": -3},
+                       "backward_layer": {"cat": 1, "elementwise": 6, "matmul": -6}},
+    ("phi3", "amp"): {"forward_layer": {"cat": 2, "copy": -6, "matmul": -3},
+                      "backward_layer": {"cat": 1, "copy": -4, "elementwise": 6, "matmul": -6}},
+}  # fmt: skip
+
+
+def hf_layout(spec: ModelSpec) -> str:
+    """The HF module layout of a Llama-family model: "qwen3" (q/k norms), "phi3" or "llama"."""
+    return "qwen3" if spec.qk_norm else spec.hf_modules
+
+
 def traced_train_kernels(
     spec: ModelSpec, policy: Policy | None
 ) -> dict[str, dict[str, int]] | None:
-    """``HF_EAGER_TRAIN_KERNELS`` of ``spec``'s family and ``policy`` (None: bf16 modules), or
-    None for a family not traced (MoE, other norms)."""
+    """``HF_EAGER_TRAIN_KERNELS`` of ``spec``'s family and ``policy`` (None: bf16 modules), with
+    ``LAYOUT_TRAIN_DELTA`` for a Llama-family model of another HF layout; None for a family not
+    traced (MoE, other norms)."""
     family = train_family(spec)
     if family is None:
         return None
-    return HF_EAGER_TRAIN_KERNELS[(family, traced_policy(policy))]
+    counts = HF_EAGER_TRAIN_KERNELS[(family, traced_policy(policy))]
+    delta = LAYOUT_TRAIN_DELTA.get((hf_layout(spec), traced_policy(policy)), {})
+    if family != "llama" or not delta:
+        return counts
+    out = {}
+    for part, kinds in counts.items():
+        more = delta.get(part, {})
+        out[part] = {k: kinds.get(k, 0) + more.get(k, 0) for k in sorted({*kinds, *more})}
+    return out
 
 
 def traced_policy(policy: Policy | None) -> str:

@@ -12,6 +12,10 @@ default): AccumulateGrad steals the first gradient, no kernel. Per layer = a 2-l
 and ``amp`` (fp32 model under ``torch.autocast(bfloat16)``).
 
     python validation/kernel_lists/hf_train_trace_check.py --out validation/kernel_lists/hf-train-cpu-trace.json
+
+``--families``: Llama, Qwen3 (q/k norms) and Phi-3 (fused projections) at the same tiny widths
+(``hf_trace_check.tiny_config``), so that a family's per-layer counts minus Llama's give what its
+modules add to Llama's (hf-train-families-cpu-trace.json).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_trace_check import VIEWS, kind
+from hf_trace_check import VIEWS, kind, tiny_config
 
 # ops autocast runs in bf16 on both CPU and CUDA (torch.amp autocast op lists: the
 # lower-precision matmul family and SDPA); their fp32 inputs are cast first. Nested casts under
@@ -36,8 +40,16 @@ AUTOCAST_BF16_OPS = {"aten::linear", "aten::matmul", "aten::addmm", "aten::mm", 
 
 
 def _model(arch: str, layers: int):
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import (
+        AutoModelForCausalLM,
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
 
+    if arch.startswith("tiny-"):  # hf_trace_check's tiny configs: llama, qwen3, phi3
+        return AutoModelForCausalLM.from_config(tiny_config(arch.removeprefix("tiny-"), layers))
     if arch == "llama":
         return LlamaForCausalLM(LlamaConfig(
             hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
@@ -79,6 +91,8 @@ def counts(arch: str, layers: int, policy: str) -> tuple[collections.Counter, co
             continue
         if e.name == "aten::to" and not _is_copy(e):
             continue
+        if e.name == "aten::dropout" and not e.cpu_children:
+            continue  # p = 0 (Phi-3's resid dropouts): returns its input
         par = e.cpu_parent
         if par is None:
             fwd[kind(e.name)] += 1
@@ -111,16 +125,20 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--families", action="store_true", help="Llama, Qwen3 and Phi-3, tiny")
     args = ap.parse_args()
+    archs = ("tiny-llama", "tiny-qwen3", "tiny-phi3") if args.families else ("llama", "gpt2")
     result = {
         "what": "kernel-launching aten ops of one eager HF training step (hf_train_trace_check.py)",
         "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "device": "cpu (torch.profiler, ProfilerActivity.CPU)",
         "torch": torch.__version__, "transformers": transformers.__version__,
         "python": platform.python_version(),
-        "models": "Llama: hidden 64, 4 heads, 2 KV heads, ffn 128; GPT-2: n_embd 64, 4 heads, "
-        "dropout 0; vocab 256, sdpa, batch 2 x 16 tokens, loss over every token",
-        **{f"{a}-{p}": per_layer(a, p) for a in ("llama", "gpt2") for p in ("bf16", "amp")},
+        "models": "hf_trace_check.tiny_config (hidden 64, 4 heads of 16, 2 KV heads, Phi-3 4; "
+        "ffn 128)" if args.families else "Llama: hidden 64, 4 heads, 2 KV heads, ffn 128; GPT-2: "
+        "n_embd 64, 4 heads, dropout 0; vocab 256, sdpa, batch 2 x 16 tokens, loss over every "
+        "token",
+        **{f"{a}-{p}": per_layer(a, p) for a in archs for p in ("bf16", "amp")},
     }  # fmt: skip
     folder = os.path.dirname(os.path.abspath(args.out))
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
