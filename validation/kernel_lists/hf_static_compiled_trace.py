@@ -11,6 +11,11 @@ Kernels are charged to the ``ProfilerStep#N`` whose CPU range holds the launch t
 before the next, so its kernels end inside its own range). Imports nothing of gpumodel.
 
     python validation/kernel_lists/hf_static_compiled_trace.py --out DIR [--points 8x2048,32x4096]
+        [--arch llama|qwen3|phi3]
+
+``--arch qwen3``: Qwen3-8B's widths (MLP 12288, vocabulary 151936, q/k norms); ``phi3``:
+Phi-3-mini's (hidden 3072, 32 heads of 96 and no GQA, MLP 8192, vocabulary 32064, fused
+projections, no sliding window: the dense path).
 
 Writes DIR/static-compiled-decode-kernels.json and the traces (gzip).
 """
@@ -57,13 +62,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--points", default="8x2048,32x4096", help="batch x context, comma-separated")
+    ap.add_argument("--arch", choices=("llama", "qwen3", "phi3"), default="llama")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
     import torch
     import transformers
     from torch.profiler import ProfilerActivity, profile, record_function
-    from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+    from transformers import (
+        AutoModelForCausalLM,
+        LlamaConfig,
+        Phi3Config,
+        Qwen3Config,
+        StaticCache,
+    )
 
     points = [tuple(int(v) for v in p.split("x")) for p in args.points.split(",")]
     result: dict = {
@@ -77,21 +89,37 @@ def main() -> None:
                      "transformers": transformers.__version__},
         "points": {},
     }  # fmt: skip
+    result["arch"] = args.arch
     for layers in (1, 2):
-        cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
-                          num_key_value_heads=8, head_dim=128, num_hidden_layers=layers,
-                          vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
-                          rms_norm_eps=1e-5, tie_word_embeddings=False)  # fmt: skip
+        if args.arch == "qwen3":
+            cfg = Qwen3Config(hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
+                              num_key_value_heads=8, head_dim=128, num_hidden_layers=layers,
+                              vocab_size=151936, max_position_embeddings=40960,
+                              rms_norm_eps=1e-6, tie_word_embeddings=False)  # fmt: skip
+        elif args.arch == "phi3":
+            cfg = Phi3Config(hidden_size=3072, intermediate_size=8192, num_attention_heads=32,
+                             num_key_value_heads=32, num_hidden_layers=layers, vocab_size=32064,
+                             max_position_embeddings=4096, rms_norm_eps=1e-5,
+                             sliding_window=None, pad_token_id=32000,
+                             tie_word_embeddings=False)  # fmt: skip
+        else:
+            cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                              num_key_value_heads=8, head_dim=128, num_hidden_layers=layers,
+                              vocab_size=128256, max_position_embeddings=8192,
+                              rope_theta=500000.0, rms_norm_eps=1e-5,
+                              tie_word_embeddings=False)  # fmt: skip
         cfg._attn_implementation = "sdpa"
+        kv_heads = cfg.num_key_value_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         torch.manual_seed(0)
         with torch.device("cuda"):
-            model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+            model = AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).eval()
         torch._dynamo.reset()
         compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=False,
                                  dynamic=False)  # fmt: skip
         for batch, ctx in points:
             cache = StaticCache(config=cfg, max_cache_len=ctx + 64)
-            cache.early_initialization(batch_size=batch, num_heads=8, head_dim=128,
+            cache.early_initialization(batch_size=batch, num_heads=kv_heads, head_dim=head_dim,
                                        dtype=torch.bfloat16, device=torch.device("cuda"))  # fmt: skip
             for layer in cache.layers:
                 layer.keys.normal_()
