@@ -154,16 +154,12 @@ def _norm(
     model: ModelSpec, name: str, rows: int, dtype: str, fusion: Fusion, width: int | None = None
 ) -> LayerOp:
     """The model's norm over ``rows`` rows of ``width`` (default: the hidden size; a head's
-    ``head_dim`` for Qwen3's q/k norm, which has no residual add to fuse when compiled)."""
+    ``head_dim`` for Qwen3's q/k norm, eager or fused)."""
     h = width or model.hidden
     if model.norm == "layernorm":  # nn.LayerNorm is one native kernel even in eager PyTorch
         return LayerOp(name, build(LayerNorm, rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
     if fusion == "fused":
         return LayerOp(name, build(RMSNorm, rows=rows, hidden=h, dtype=dtype), kind="norm")  # type: ignore[arg-type]
-    if fusion == "compiled" and width is not None:  # not checked against a trace
-        b = BYTES_PER_ELEMENT[dtype]
-        op = passes(f"{name} (RMSNorm, compiled)", rows * h, dtype, ("rmsnorm", 1, 2 * b, 4))
-        return LayerOp(name, op, kind="norm")
     if fusion == "compiled":  # inductor: residual add + RMSNorm in one kernel (reads x, residual
         # and the weight row, writes the sum and the normalised output)
         b = BYTES_PER_ELEMENT[dtype]
@@ -294,7 +290,10 @@ def decoder_layer(
         ops.append(LayerOp("k_proj", build(Gemm, m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
         ops.append(LayerOp("v_proj", build(Gemm, m=tokens, n=kv_n, k=h, dtype=dt), kind="gemm"))  # type: ignore[arg-type]
 
-    if model.qk_norm:  # Qwen3: the model's norm over each head's q and k, before RoPE
+    # Qwen3: the model's norm over each head's q and k, before RoPE; inductor fuses it into its
+    # RoPE and cache-write kernels (an H200 trace of Qwen3-8B's widths: Llama's 10 generated
+    # kernels a layer, one of them a persistent reduction; static-compiled-qwen3-h200/)
+    if model.qk_norm and fusion != "compiled":
         ops.append(_norm(model, "q_norm", tokens * s.heads, at, fusion, width=d))
         ops.append(_norm(model, "k_norm", tokens * s.kv_heads, at, fusion, width=d))
 
