@@ -150,14 +150,16 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--families", action="store_true", help="Qwen2, Qwen3 and Phi-3 instead")
     args = ap.parse_args()
+    head = {
+        "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "device": "cpu (torch.profiler, ProfilerActivity.CPU)",
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }  # fmt: skip
     if args.families:
         result = {
             "what": "kernel-launching aten ops of eager HF steps, top of the call tree "
-            "(hf_trace_check.py docstring)",
-            "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "device": "cpu (torch.profiler, ProfilerActivity.CPU)",
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(),
+            "(hf_trace_check.py docstring)", **head,
             "models": "tiny_config(): hidden 64, 4 heads of 16, 2 KV heads (Phi-3: 4), ffn 128, "
             "vocab 256, bf16, sdpa, random weights; decode batch 2 at context 32, prefill 2 x 16",
             **{arch: {"decode": per_layer_and_step("decode", 2, 1, 32, arch),
@@ -168,11 +170,7 @@ def main() -> None:
         return
     result = {
         "what": "kernel-launching aten ops of an eager HF Llama step, top of the call tree "
-        "(hf_trace_check.py docstring)",
-        "measured_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "device": "cpu (torch.profiler, ProfilerActivity.CPU)",
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(),
+        "(hf_trace_check.py docstring)", **head,
         "model": "LlamaConfig hidden 64, 4 heads, 2 KV heads (GQA), ffn 128, vocab 256, bf16, "
         "sdpa, random weights",
         "decode": {"batch": 2, "context": 32, **per_layer_and_step("decode", 2, 1, 32)},
