@@ -33,7 +33,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluate import quantile, steady_s, usable_host_profile
+from evaluate import model_arg, quantile, steady_s, usable_host_profile
 from evaluate import rel_error as rel
 
 import gpumodel as gm
@@ -102,7 +102,7 @@ def point_key(r: dict) -> tuple:
 
 def predict(r: dict, gpu: str, calibration, host) -> tuple[float, float | None]:
     """Predicted step time (s) and, for training, allocated peak bytes."""
-    model = MODEL_OF[r["workload"]]
+    model = MODEL_OF.get(r["workload"]) or model_arg(r["workload"])
     if r["phase"] == "train":
         res = gm.predict_training_step(model, gpu, 1, micro_batch=r["batch"], global_batch=r["batch"],
                                        seq=r["seq"], policy=r["policy"], fusion="unfused",
@@ -145,7 +145,7 @@ def evaluate(machines: list[Machine]) -> str:
                 lines.append(f"- {name}: traced point or file missing; skipped")
                 continue
             wl = workload_key(traced)
-            model = MODEL_OF[traced["workload"]]
+            model = MODEL_OF.get(traced["workload"]) or model_arg(traced["workload"])
             step_ms = steady_s(traced) * 1e3
             cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, step_ms=step_ms)
             # with the host profile of the trace's machine: its profiler cost per event
