@@ -777,6 +777,15 @@ def part_families(env: Env, args, out_dir: Path, result: dict) -> None:
                  (("qwen2.5-7b", qwen2_5_7b_config), ("qwen3-8b", qwen3_8b_config),
                   ("phi-3-mini", phi3_mini_config))]  # fmt: skip
         plans[-1][4].add((p, (2, 48)))
+    elif args.families_grid == 3:  # written after run 2 and the V-cat rule, before run 3
+        plans = [
+            ("qwen2.5-7b", qwen2_5_7b_config(tiny), [(2, 2048), (24, 3072), (48, 1024)],
+             [(1, 256), (4, 1024)], set()),
+            ("qwen3-8b", qwen3_8b_config(tiny), [(2, 4096), (12, 1536), (48, 1024)],
+             [(2, 1024), (1, 3000)], set()),
+            ("phi-3-mini", phi3_mini_config(tiny), [(2, 2046), (16, 3500), (48, 1536), (96, 512)],
+             [(4, 512), (1, 4000), (3, 2047)], {(d, (16, 3500))}),
+        ]  # fmt: skip
     elif args.families_grid == 2:
         plans = [
             ("qwen2.5-7b", qwen2_5_7b_config(tiny), [(1, 1024), (16, 4096), (4, 1024)],
@@ -1117,8 +1126,8 @@ def main() -> int:
     ap.add_argument("--static-grid", choices=("short", "wide"), default="short",
                     help="hf-static-compiled points: short (4 decode, 1 prefill; shares a call "
                     "with the other parts) or wide (6 decode, 4 prefill; a call of its own)")  # fmt: skip
-    ap.add_argument("--families-grid", type=int, choices=(1, 2), default=1,
-                    help="the families part's points: run 1's or run 2's")  # fmt: skip
+    ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
+                    help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
