@@ -259,3 +259,13 @@ def test_qk_norm_saves_its_fp32_input_for_backward():
         for b in (2, 8)
     }  # fmt: skip
     assert (peak[8] - peak[2]) / 6 == pytest.approx(slope_gib, rel=0.02)
+
+
+def test_models_show_names_the_layout_fields(capsys):
+    from gpumodel.cli import main
+
+    assert main(["models", "show", "qwen3-8b"]) == 0
+    out = capsys.readouterr().out
+    assert "qk_norm          True" in out and "hf_modules       llama" in out
+    assert main(["models", "show", "phi-3-mini"]) == 0
+    assert "hf_modules       phi3" in capsys.readouterr().out

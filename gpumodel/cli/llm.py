@@ -652,8 +652,8 @@ def models_show(
         return
     lines = [f"{m.id}: {m.name}"]
     for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "ffn_kind",
-                "vocab", "tied_embeddings", "norm", "position", "bias", "max_context",
-                "sliding_window"):  # fmt: skip
+                "vocab", "tied_embeddings", "norm", "position", "bias", "qkv_bias", "qk_norm",
+                "hf_modules", "max_context", "sliding_window"):  # fmt: skip
         value = getattr(m, key)
         if value is not None:
             lines.append(f"  {key:<16} {value}")
