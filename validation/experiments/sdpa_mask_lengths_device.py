@@ -1,0 +1,67 @@
+"""Torch SDPA with an explicit bool mask at key lengths that are and are not multiples of 8,
+head dims 96 and 128, batch 1 and 3 (bf16, one GPU): is the masked kernel's rate a function of
+the length's alignment? Prompted by Phi-3-mini's 3 x 2047 prompt (1.7x slower per unit of work
+than its 1 x 3072 prompt; validation/results/h200-sxm/families-prefill-2026-11-29). Each call
+is timed as a back-to-back loop between CUDA events (median of 5 loops of 20 calls), masked and
+with ``is_causal``. A diagnostic, not fit data.
+
+    python validation/experiments/sdpa_mask_lengths_device.py --out $OUT/sdpa-mask-lengths.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+
+
+def timed(fn, loops: int = 5, calls: int = 20) -> float:
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(loops):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            fn()
+        b.record()
+        torch.cuda.synchronize()
+        out.append(a.elapsed_time(b) / calls * 1e-3)
+    return statistics.median(out)
+
+
+def main() -> None:
+    import torch
+    import torch.nn.functional as F
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    rows = []
+    for d in (96, 128):
+        for b in (1, 3):
+            for s in (2040, 2047, 2048, 2056, 3000, 3072):
+                q, k, v = (torch.randn(b, 32, s, d, device="cuda", dtype=torch.bfloat16)
+                           for _ in range(3))  # fmt: skip
+                mask = torch.ones(s, s, device="cuda", dtype=torch.bool).tril()
+                sdpa = functools.partial(F.scaled_dot_product_attention, q, k, v)
+                t_mask = timed(functools.partial(sdpa, attn_mask=mask.expand(b, 1, s, s)))
+                t_causal = timed(functools.partial(sdpa, is_causal=True))
+                rows.append({"batch": b, "heads": 32, "seq": s, "head_dim": d,
+                             "masked_s": t_mask, "causal_s": t_causal,
+                             "masked_per_dense_work_ns": t_mask / (b * s * s) * 1e9})  # fmt: skip
+                print(f"d{d} b{b} s{s}: masked {t_mask * 1e6:8.1f} us, causal "
+                      f"{t_causal * 1e6:8.1f} us, masked/causal {t_mask / t_causal:5.2f}, "
+                      f"masked ns per b*s^2 {t_mask / (b * s * s) * 1e9:.4f}", flush=True)  # fmt: skip
+                del q, k, v, mask, sdpa
+    meta = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version()}  # fmt: skip
+    with open(args.out, "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
