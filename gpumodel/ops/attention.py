@@ -77,6 +77,14 @@ CAUSAL_DIAGONAL_EXTRA_TILES = {"flash": 1.75, "cudnn": 2.0, "efficient": 1.0}
 # 9.19 (validation/results/h200-sxm/sdpa-mask-2026-11-29). Priced as that much more computed
 # work per score (the speed of light still counts the exact scores).
 CUDNN_MASK_WORK_FACTOR = 1.95
+# ... and 1.62x that again at an odd key length (the bool mask's rows then at odd byte offsets):
+# per unit of work, 12 odd lengths (2041-2047, 2501; batch 1 and 3, head dims 96 and 128) ran
+# 1.56-1.69x the next even one, mean 1.62, while every even length (2040-2048, 2500, 2502,
+# 3000, 3072) ran at the dense-mask rate, their tiles aside. H200, torch 2.11
+# (validation/results/h200-sxm/sdpa-mask-lengths-2026-11-29, fitset/sdpa_mask_lengths_device.py).
+# Prefill only: the backward and one-query (decode) calls were not measured at odd lengths.
+CUDNN_MASK_UNALIGNED_FACTOR = 1.62
+CUDNN_MASK_KEY_ALIGN = 2
 # Its backward kernel likewise: forward + backward with the mask 1.70-1.79x dense over 5
 # prefill shapes, the backward alone (less the forward of the first call's shapes) 1.61-1.77x,
 # mean 1.67 (the 1 x 1K call, whose dense pass ran slower than the masked one, left out; same
@@ -241,14 +249,23 @@ class Attention(Op):
         query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``; the naive path computes
         the whole matrix as ``scores`` says)."""
         if self.mask and self.impl == "cudnn":
-            factor = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
-            return self.scores * factor
+            return self.scores * self.mask_work_factor()
         if not self.causal or self.impl == "naive":
             return self.scores
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
         rows = at_most(self.seq, FLASH_BLOCK_M)  # fewer queries than a tile: that many (decode 1)
         extra = CAUSAL_DIAGONAL_EXTRA_TILES[self.impl] * q_tiles * rows * FLASH_BLOCK_M
         return self.scores + self.batch * self.heads * extra
+
+    def mask_work_factor(self):  # a number, or an array over the sweeps' points
+        """cuDNN's masked kernel's work per score over the dense kernel's (``mask``, cuDNN):
+        ``CUDNN_MASK_WORK_FACTOR`` (backward: ``CUDNN_MASK_BACKWARD_WORK_FACTOR``), a prefill's
+        at an odd key length (not a multiple of ``CUDNN_MASK_KEY_ALIGN``) x
+        ``CUDNN_MASK_UNALIGNED_FACTOR``."""
+        if self.backward:
+            return CUDNN_MASK_BACKWARD_WORK_FACTOR
+        unaligned = (self.n_kv_seq % CUDNN_MASK_KEY_ALIGN != 0) & (self.seq > 1)
+        return CUDNN_MASK_WORK_FACTOR * (1 + (CUDNN_MASK_UNALIGNED_FACTOR - 1) * unaligned)
 
     def head_dim_tile(self) -> int | None:
         """The width the fused kernel's head dimension is padded to a multiple of (None: not
@@ -287,8 +304,10 @@ class Attention(Op):
         if self.mask and self.impl == "cudnn":
             slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
             notes = (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
-                     "dense rate, priced as that much more work (these FLOPs count it; the "
-                     "speed of light counts the exact products)",)  # fmt: skip
+                     f"dense rate (x{CUDNN_MASK_UNALIGNED_FACTOR:g} again for a prefill at an odd "
+                     "key length), priced as that much "
+                     "more work (these FLOPs count it; the speed of light counts the exact "
+                     "products)",)  # fmt: skip
         if self.backward:
             if self.impl == "naive":
                 raise UnsupportedError("attention backward is modelled for fused kernels only")

@@ -3,9 +3,10 @@ head dims 96 and 128, batch 1 and 3 (bf16, one GPU): is the masked kernel's rate
 the length's alignment? Prompted by Phi-3-mini's 3 x 2047 prompt (1.7x slower per unit of work
 than its 1 x 3072 prompt; validation/results/h200-sxm/families-prefill-2026-11-29). Each call
 is timed as a back-to-back loop between CUDA events (median of 5 loops of 20 calls), masked and
-with ``is_causal``. A diagnostic, not fit data.
+with ``is_causal``. Fit data for ``gpumodel.ops.attention.CUDNN_MASK_UNALIGNED_FACTOR``.
 
-    python validation/experiments/sdpa_mask_lengths_device.py --out $OUT/sdpa-mask-lengths.json
+    python validation/fitset/sdpa_mask_lengths_device.py --out $OUT/sdpa-mask-lengths.json
+        [--lengths 2044,2045,2046,2047 --batches 1 --head-dims 128]
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--lengths", default="2040,2047,2048,2056,3000,3072")
+    ap.add_argument("--batches", default="1,3")
+    ap.add_argument("--head-dims", default="96,128")
     args = ap.parse_args()
+    lengths, batches, dims = ([int(x) for x in a.split(",")]
+                              for a in (args.lengths, args.batches, args.head_dims))  # fmt: skip
     rows = []
-    for d in (96, 128):
-        for b in (1, 3):
-            for s in (2040, 2047, 2048, 2056, 3000, 3072):
+    for d in dims:
+        for b in batches:
+            for s in lengths:
                 q, k, v = (torch.randn(b, 32, s, d, device="cuda", dtype=torch.bfloat16)
                            for _ in range(3))  # fmt: skip
                 mask = torch.ones(s, s, device="cuda", dtype=torch.bool).tril()
