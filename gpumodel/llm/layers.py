@@ -308,11 +308,8 @@ def decoder_layer(
                 # Phi-3's apply_rotary_pos_emb: torch.cat([rotated, pass-through], -1) of q and
                 # of k, the pass-through part empty at full rotary: a copy of the rotated
                 # (strided) tensor
-                a = BYTES_PER_ELEMENT[at]
-                for name, n in (("rope_q_cat", tokens * q_n), ("rope_k_cat", tokens * kv_n)):
-                    op = build(StridedElementwise, kind="view_cat", n=n, bytes_per_element=2 * a,
-                               written_per_element=a, dtype=at)  # type: ignore[arg-type]  # fmt: skip
-                    ops.append(LayerOp(name, op))
+                ops.append(LayerOp("rope_q_cat", _view_cat(tokens * q_n, at)))
+                ops.append(LayerOp("rope_k_cat", _view_cat(tokens * kv_n, at)))
 
     if kv_cache == "static":
         new_rows = tokens * kv_n
@@ -345,9 +342,7 @@ def decoder_layer(
         # update joins an empty tensor and the new K (V): the same generic kernel (H200 traces:
         # 130-160 G elements/s for Llama-3-8B, Mistral-7B and Phi-3 prompts)
         cache = batch * kv_len * kv_n
-        op = build(StridedElementwise, kind="view_cat", n=cache, bytes_per_element=2 * b,
-                   written_per_element=b, dtype=dt)  # type: ignore[arg-type]  # fmt: skip
-        ops.append(LayerOp("kv_cache_concat", op, count=2, kind="cache"))
+        ops.append(LayerOp("kv_cache_concat", _view_cat(cache, dt), count=2, kind="cache"))
     elif kv_cache == "concat" and model.hf_modules == "phi3":
         # Phi-3's new V is a slice of the fused qkv_proj output (batch stride q + 2 kv, not
         # kv): its cat runs the generic kernel; K, RoPE's cat output, is contiguous (an H200
@@ -355,9 +350,7 @@ def decoder_layer(
         cache = batch * kv_len * kv_n
         op = passes("kv cache concat", cache, dt, ("cat k", 1, 2 * b, 0))
         ops.append(LayerOp("kv_cache_concat", op, kind="cache"))
-        op = build(StridedElementwise, kind="view_cat", n=cache, bytes_per_element=2 * b,
-                   written_per_element=b, dtype=dt)  # type: ignore[arg-type]  # fmt: skip
-        ops.append(LayerOp("kv_cache_concat_v", op, kind="cache"))
+        ops.append(LayerOp("kv_cache_concat_v", _view_cat(cache, dt), kind="cache"))
     elif kv_cache == "concat":
         cache = batch * kv_len * kv_n  # elements of K (or V) after the append
         op = passes("kv cache concat", cache, dt, ("cat k", 1, 2 * b, 0), ("cat v", 1, 2 * b, 0))
@@ -415,6 +408,14 @@ def decoder_layer(
     if fusion != "compiled":  # compiled: folded into the next layer's (or the final) norm
         ops.append(residual_add("residual_add_mlp", tokens * h, dt, at))
     return ops
+
+
+def _view_cat(n: Any, dtype: str) -> Op:
+    """A ``torch.cat`` producing ``n`` elements on PyTorch's generic kernel whose input is a
+    whole-row strided view (or sits beside an empty tensor): read and written once."""
+    b = BYTES_PER_ELEMENT[dtype]
+    return build(StridedElementwise, kind="view_cat", n=n, bytes_per_element=2 * b,
+                 written_per_element=b, dtype=dtype)  # type: ignore[arg-type]  # fmt: skip
 
 
 def residual_add(name: str, n: int, dtype: str, act_dtype: str) -> LayerOp:
