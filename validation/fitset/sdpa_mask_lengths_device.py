@@ -14,29 +14,12 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import statistics
-
-
-def timed(fn, loops: int = 5, calls: int = 20) -> float:
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(loops):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        out.append(a.elapsed_time(b) / calls * 1e-3)
-    return statistics.median(out)
 
 
 def main() -> None:
     import torch
     import torch.nn.functional as F
+    from softmax_rows_device import timed  # this folder (the script's own, on sys.path)
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
