@@ -292,3 +292,14 @@ def test_masked_cudnn_prefill_at_an_odd_key_length():
     )
     one = Attention(batch=8, heads=32, seq=1, kv_seq=2047, head_dim=128, impl="cudnn", mask=True)
     assert one.mask_work_factor() == pytest.approx(even.mask_work_factor())
+
+
+def test_window_note_names_what_sdpa_gets():
+    # Phi-3 has no GQA: at its window HF's mask reaches SDPA, repeat_kv copies nothing
+    phi = gm.predict_inference("phi-3-mini", "h200", phase="prefill", batch=3, seq=2047,
+                               runtime="hf-eager", calibration="none")  # fmt: skip
+    note = next(n for n in phi.notes if "sliding window: HF passes" in n)
+    assert "SDPA gets a mask" in note and "repeat_kv" not in note
+    mistral = gm.predict_inference("mistral-7b", "h200", batch=8, context=4096,
+                                   runtime="hf-eager", calibration="none")  # fmt: skip
+    assert any("repeat_kv'd K/V" in n for n in mistral.notes)

@@ -659,8 +659,9 @@ def model_ops(
                                  bool((ctx > model.sliding_window).any())):  # fmt: skip
         notes.append(f"sliding window: attention and KV cache capped at {model.sliding_window}")
     if gqa != given:
+        kv = "repeat_kv'd K/V" if model.kv_heads < model.heads else "a mask"
         notes.append(f"keys at the {model.sliding_window}-token sliding window: HF passes an "
-                     "explicit mask, so SDPA gets repeat_kv'd K/V and computes every key block")  # fmt: skip
+                     f"explicit mask, so SDPA gets {kv} and computes every key block")  # fmt: skip
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
                     tokens=tokens, notes=tuple(notes), gqa=gqa,
                     attention=masked_kernel(attention, gqa, fusion))  # fmt: skip
