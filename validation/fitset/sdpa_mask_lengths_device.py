@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--lengths", default="2040,2047,2048,2056,3000,3072")
     ap.add_argument("--batches", default="1,3")
     ap.add_argument("--head-dims", default="96,128")
+    ap.add_argument("--decode", action="store_true",
+                    help="one query per sequence against s keys (an all-true mask) instead")  # fmt: skip
     args = ap.parse_args()
     lengths, batches, dims = ([int(x) for x in a.split(",")]
                               for a in (args.lengths, args.batches, args.head_dims))  # fmt: skip
@@ -33,13 +35,16 @@ def main() -> None:
     for d in dims:
         for b in batches:
             for s in lengths:
-                q, k, v = (torch.randn(b, 32, s, d, device="cuda", dtype=torch.bfloat16)
-                           for _ in range(3))  # fmt: skip
-                mask = torch.ones(s, s, device="cuda", dtype=torch.bool).tril()
+                q_len = 1 if args.decode else s
+                q = torch.randn(b, 32, q_len, d, device="cuda", dtype=torch.bfloat16)
+                k, v = (torch.randn(b, 32, s, d, device="cuda", dtype=torch.bfloat16)
+                        for _ in range(2))  # fmt: skip
+                mask = torch.ones(q_len, s, device="cuda", dtype=torch.bool).tril(s - q_len)
                 sdpa = functools.partial(F.scaled_dot_product_attention, q, k, v)
-                t_mask = timed(functools.partial(sdpa, attn_mask=mask.expand(b, 1, s, s)))
-                t_causal = timed(functools.partial(sdpa, is_causal=True))
-                rows.append({"batch": b, "heads": 32, "seq": s, "head_dim": d,
+                t_mask = timed(functools.partial(sdpa, attn_mask=mask.expand(b, 1, q_len, s)))
+                # decode: no mask at all (what the same step runs unpadded)
+                t_causal = timed(functools.partial(sdpa, is_causal=not args.decode))
+                rows.append({"batch": b, "heads": 32, "seq": s, "head_dim": d, "queries": q_len,
                              "masked_s": t_mask, "causal_s": t_causal,
                              "masked_per_dense_work_ns": t_mask / (b * s * s) * 1e9})  # fmt: skip
                 print(f"d{d} b{b} s{s}: masked {t_mask * 1e6:8.1f} us, causal "
