@@ -407,10 +407,9 @@ def llama_layer_kernels(
     """The eager layer of ``spec`` (built by ``model_ops(spec, *args, **kwargs)``) as HF's
     Llama modules lay it out, unpriced (what ``host_terms`` reads: kernel names and launches),
     where it differs from ``spec``'s own; None otherwise."""
-    if fusion != "unfused" or (not spec.qk_norm and spec.hf_modules == "llama"):
+    if fusion != "unfused" or spec.hf_layout == "llama":
         return None
-    ref = model_ops(spec.model_copy(update={"qk_norm": False, "hf_modules": "llama"}), *args,
-                    fusion=fusion, **kwargs)  # fmt: skip
+    ref = model_ops(spec.llama_layout(), *args, fusion=fusion, **kwargs)
     return [Timed(e, tuple(KernelPrediction.model_construct(name=k.name, launches=k.launches)
                            for k in e.op.kernels(gpu))) for e in ref.layer]  # fmt: skip
 

@@ -131,6 +131,15 @@ class ModelSpec(_Frozen):
         return self.heads * self.head_dim
 
     @property
+    def hf_layout(self) -> str:
+        """What HF's modules launch beyond Llama's: "qwen3" (q/k norms), "phi3" or "llama"."""
+        return "qwen3" if self.qk_norm else self.hf_modules
+
+    def llama_layout(self) -> ModelSpec:
+        """The same model laid out as HF's Llama modules (no q/k norms, projections apart)."""
+        return self.model_copy(update={"qk_norm": False, "hf_modules": "llama"})
+
+    @property
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 

@@ -434,11 +434,6 @@ LAYOUT_TRAIN_DELTA: dict[tuple[str, str], dict[str, dict[str, int]]] = {
 }  # fmt: skip
 
 
-def hf_layout(spec: ModelSpec) -> str:
-    """The HF module layout of a Llama-family model: "qwen3" (q/k norms), "phi3" or "llama"."""
-    return "qwen3" if spec.qk_norm else spec.hf_modules
-
-
 def traced_train_kernels(
     spec: ModelSpec, policy: Policy | None
 ) -> dict[str, dict[str, int]] | None:
@@ -449,7 +444,7 @@ def traced_train_kernels(
     if family is None:
         return None
     counts = HF_EAGER_TRAIN_KERNELS[(family, traced_policy(policy))]
-    delta = LAYOUT_TRAIN_DELTA.get((hf_layout(spec), traced_policy(policy)), {})
+    delta = LAYOUT_TRAIN_DELTA.get((spec.hf_layout, traced_policy(policy)), {})
     if family != "llama" or not delta:
         return counts
     out = {}

@@ -305,9 +305,8 @@ class Attention(Op):
             slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
             notes = (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
                      f"dense rate (x{CUDNN_MASK_UNALIGNED_FACTOR:g} again for a prefill at an odd "
-                     "key length), priced as that much "
-                     "more work (these FLOPs count it; the speed of light counts the exact "
-                     "products)",)  # fmt: skip
+                     "key length), priced as that much more work (these FLOPs count it; the "
+                     "speed of light counts the exact products)",)  # fmt: skip
         if self.backward:
             if self.impl == "naive":
                 raise UnsupportedError("attention backward is modelled for fused kernels only")

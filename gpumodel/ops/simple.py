@@ -455,13 +455,16 @@ def strided_kernel(
     ``view_cat``: a cat of a whole-row strided view): priced per element
     (``KernelWork.elements``), calibrated as the family ``strided_elementwise:<kind>``
     (``view_cat``: the cat family at ``VIEW_CAT_WORK_FACTOR`` times the work per element)."""
-    work = elements
-    if kind == "view_cat":
-        kind, work = "cat", elements * VIEW_CAT_WORK_FACTOR
+    work = elements * VIEW_CAT_WORK_FACTOR if kind == "view_cat" else elements
     return KernelWork(name=name, flops=flops, bytes=elements * bytes_per_element,
                       bytes_written=elements * written_per_element,
                       working_set_bytes=elements * bytes_per_element, elements=work,
-                      family=f"strided_elementwise:{kind}")  # fmt: skip
+                      family=strided_family(kind))  # fmt: skip
+
+
+def strided_family(kind: str) -> str:
+    """The calibrated family of a strided kernel of ``kind`` (a view cat is a cat)."""
+    return f"strided_elementwise:{'cat' if kind == 'view_cat' else kind}"
 
 
 class StridedElementwise(Op):
@@ -497,7 +500,7 @@ class StridedElementwise(Op):
 
     @property
     def family(self) -> str:
-        return f"strided_elementwise:{'cat' if self.kind == 'view_cat' else self.kind}"
+        return strided_family(self.kind)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         name = "strided cat (of a view)" if self.kind == "view_cat" else f"strided {self.kind}"
