@@ -38,7 +38,7 @@ UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
                  parts: decode, prefill, static, train, fused, arch, padded, families,
-                 family-train (host first
+                 family-train, moe (host first
                  unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
@@ -215,6 +215,46 @@ def phi3_mini_config(tiny: bool):
                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                       tie_word_embeddings=False, pad_token_id=32000,
                       attn_implementation="sdpa")  # fmt: skip
+
+
+def mixtral_8x7b_config(tiny: bool):
+    from transformers import MixtralConfig
+
+    if tiny:
+        return MixtralConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, vocab_size=320,
+                             num_local_experts=4, num_experts_per_tok=2,
+                             max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
+    # mistralai/Mixtral-8x7B-v0.1 config.json: hidden 4096, 32 layers, 32 heads, 8 kv heads,
+    # expert ffn 14336, 8 experts, top-2, vocab 32000, rope theta 1e6, rms eps 1e-5, untied, no
+    # sliding window: 46.70 B parameters.
+    return MixtralConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                         num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
+                         num_local_experts=8, num_experts_per_tok=2, router_jitter_noise=0.0,
+                         max_position_embeddings=32768, rms_norm_eps=1e-5, sliding_window=None,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                         tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
+
+
+def qwen3_30b_a3b_config(tiny: bool):
+    from transformers import Qwen3MoeConfig
+
+    if tiny:
+        return Qwen3MoeConfig(hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=16, num_experts=8, num_experts_per_tok=2, vocab_size=320,
+                              max_position_embeddings=4096, attn_implementation="sdpa")  # fmt: skip
+    # Qwen/Qwen3-30B-A3B config.json: hidden 2048, 48 layers, 32 heads, 4 kv heads, head_dim
+    # 128, 128 experts of ffn 768, top-8 (norm_topk_prob), every layer sparse, vocab 151936,
+    # rope theta 1e6, rms eps 1e-6, untied, q/k RMSNorm per head: 30.53 B parameters.
+    return Qwen3MoeConfig(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                          num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4,
+                          head_dim=128, num_experts=128, num_experts_per_tok=8,
+                          norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                          vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                          rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                          tie_word_embeddings=False, attention_bias=False,
+                          attn_implementation="sdpa")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- harness
@@ -837,6 +877,84 @@ def _families(env: Env, args, out_dir: Path, result: dict, plans) -> None:
         env.fresh_memory()
 
 
+def with_experts(model, pts: list[Point], impl: str) -> list[Point]:
+    """``pts`` run with HF's ``experts_implementation`` ``impl`` (set in each point's setup, so
+    that points of both kinds can share the rounds): "grouped_mm" (transformers 5's default on
+    CUDA: tokens sorted by expert, one ``torch._grouped_mm`` per projection) or "eager" (a
+    Python loop over the experts hit, transformers 4's way)."""
+    for p in pts:
+
+        def setup(base=p.setup):
+            model.set_experts_implementation(impl)
+            return base()
+
+        p.setup = setup
+        p.key["experts"] = impl
+        p.details["experts_implementation"] = impl
+    return pts
+
+
+def part_moe(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Mixture-of-experts models, measured alike (added 2026-11-29, fourth session, before any
+    prediction was compared with them): Mixtral-8x7B (a preset: scored as it stood) and
+    Qwen3-30B-A3B (128 experts, top-8; no preset: a user's model file). Eager decode and
+    prefill with transformers' default experts implementation (grouped_mm) and a few points
+    with its Python loop over experts ("eager"). Random weights: the router's random logits
+    spread tokens over experts nearly uniformly (a trained router is less even). One decode
+    step of each kind traced."""
+    import torch
+
+    tiny = args.tiny
+    deadline = T0 + args.budget_s
+    d = "decode"
+    if tiny:
+        small = [(1, 16), (2, 48)]
+        plans = [(name, cfg(True), small, small, [(2, 48)], [(2, 48)],
+                  {("grouped_mm", d, (2, 48)), ("eager", d, (2, 48))})
+                 for name, cfg in (("mixtral-8x7b", mixtral_8x7b_config),
+                                   ("qwen3-30b-a3b", qwen3_30b_a3b_config))]  # fmt: skip
+    else:
+        plans = [
+            ("mixtral-8x7b", mixtral_8x7b_config(tiny),
+             [(1, 512), (8, 2048), (32, 2048), (4, 4096), (64, 1024)],
+             [(1, 512), (1, 2048), (4, 2048)],
+             [(1, 512), (8, 2048), (32, 1024)], [(1, 2048)],
+             {("grouped_mm", d, (8, 2048)), ("eager", d, (8, 2048))}),
+            ("qwen3-30b-a3b", qwen3_30b_a3b_config(tiny),
+             [(1, 1024), (8, 2048), (32, 2048), (64, 1024)],
+             [(1, 1024), (2, 2048), (1, 4096)],
+             [(1, 1024), (8, 1024)], [],
+             {("grouped_mm", d, (8, 2048))}),
+        ]  # fmt: skip
+    for i, (name, cfg, dgrid, pgrid, loop_d, loop_p, traced) in enumerate(plans):
+        t0 = time.perf_counter()
+        model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+        env.sync()
+        n_params = sum(q.numel() for q in model.parameters())
+        default_impl = model.config._experts_implementation
+        log(f"{name} built: {n_params / 1e9:.3f} B params in {time.perf_counter() - t0:.1f} s, "
+            f"experts_implementation {default_impl}")  # fmt: skip
+        result["models"][name] = {"params": n_params, "config": cfg.to_dict(),
+                                  "default_experts_implementation": default_impl}  # fmt: skip
+        grouped = decode_points_eager(env, model, cfg, dgrid, name)
+        grouped += prefill_points_eager(env, model, cfg, pgrid, name)
+        loop = decode_points_eager(env, model, cfg, loop_d, name)
+        loop += prefill_points_eager(env, model, cfg, loop_p, name)
+        pts = with_experts(model, grouped, "grouped_mm") + with_experts(model, loop, "eager")
+        share = (deadline - time.perf_counter()) / (len(plans) - i)
+        run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share - 25)
+        records = [q.record() for q in pts]
+        result["records"] += records
+        for q, rec in zip(pts, records):  # traced last (a profiler session can slow the host)
+            k = q.key
+            if (k["experts"], k["phase"], (k["batch"], k["seq"])) in traced:
+                tag = f"trace-{name}-{k['experts']}-{k['phase']}-b{k['batch']}x{k['seq']}"
+                result["traces"].append(trace_point(env, q, out_dir, tag, False))
+                rec["traced"] = q.traced
+        del model, pts
+        env.fresh_memory()
+
+
 def part_family_train(env: Env, args, out_dir: Path, result: dict) -> None:
     """Training steps and compiled decoding of the new families (added 2026-11-29, third
     session, before any prediction was compared with them): Qwen3-0.6B (q/k norms in the
@@ -1079,7 +1197,8 @@ def summary_table(records: list[dict]) -> str:
         else:
             ms = "- | - | - | - | -"
         pa = r.get("peak_allocated_bytes")
-        rows.append(f"| {r['workload']} | {r['runtime']} | {r['phase']} | {r.get('policy') or ''} | "
+        rt = r["runtime"] + (f" ({r['experts']} experts)" if r.get("experts") else "")
+        rows.append(f"| {r['workload']} | {rt} | {r['phase']} | {r.get('policy') or ''} | "
                     f"{r['batch']} | {r['seq']} | {ms} | {pa / 1e9 if pa else 0:.2f} | "
                     f"{r['status']}{' (traced)' if r.get('traced') else ''} |")  # fmt: skip
     return head + "\n".join(rows) + "\n"
@@ -1109,7 +1228,7 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 
 
 PARTS = ("decode", "prefill", "static", "train", "fused", "arch", "padded", "families",
-         "family-train")  # fmt: skip
+         "family-train", "moe")  # fmt: skip
 
 
 def main() -> int:
@@ -1185,6 +1304,8 @@ def main() -> int:
             part_families(env, args, out_dir, result)
         if "family-train" in parts:
             part_family_train(env, args, out_dir, result)
+        if "moe" in parts:
+            part_moe(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
