@@ -951,7 +951,7 @@ def part_moe(env: Env, args, out_dir: Path, result: dict) -> None:
                 tag = f"trace-{name}-{k['experts']}-{k['phase']}-b{k['batch']}x{k['seq']}"
                 result["traces"].append(trace_point(env, q, out_dir, tag, False))
                 rec["traced"] = q.traced
-        del model, pts
+        del model, pts, grouped, loop, q  # the points' closures hold the model
         env.fresh_memory()
 
 
