@@ -926,6 +926,9 @@ def part_moe(env: Env, args, out_dir: Path, result: dict) -> None:
              [(1, 1024), (8, 1024)], [],
              {("grouped_mm", d, (8, 2048))}),
         ]  # fmt: skip
+    if args.moe_models:
+        keep = set(args.moe_models.split(","))
+        plans = [plan for plan in plans if plan[0] in keep]
     for i, (name, cfg, dgrid, pgrid, loop_d, loop_p, traced) in enumerate(plans):
         t0 = time.perf_counter()
         model = build_causal_lm(env, cfg, torch.bfloat16).eval()
@@ -1247,6 +1250,8 @@ def main() -> int:
                     "with the other parts) or wide (6 decode, 4 prefill; a call of its own)")  # fmt: skip
     ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
                     help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
+    ap.add_argument("--moe-models", default=None,
+                    help="the moe part's models to run (comma-separated; default: all)")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
                     help="seconds of the host profile's speed window (validate --host-window)")  # fmt: skip
     args = ap.parse_args()
