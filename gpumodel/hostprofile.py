@@ -95,6 +95,11 @@ LOCAL_HOST = "local"
 # torch 2.11.0+cu130, 2026-11-25; validation/results/h100-sxm/host-gap-2026-11-25). Used where
 # a profile did not measure ``sdpa_graph_build_s``.
 REFERENCE_SDPA_GRAPH_BUILD_S = 50.2e-3
+# A host-device sync (``tensor.item()``, ``nonzero``: a 4 KB device-to-host copy into pinned
+# memory, then a stream synchronize) on an idle GPU: 17.7 us, the median of the 86 host profiles
+# under validation/results (15.4-25.6 us, H100 and H200 VMs, 2026-11-24..29). Used where a
+# profile did not time its host copies (``host_copy_s``).
+REFERENCE_HOST_SYNC_S = 17.7e-6
 
 
 # HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
@@ -247,6 +252,12 @@ class HostProfile(Checked):
         reference)."""
         v = self.sdpa_graph_build_s
         return REFERENCE_SDPA_GRAPH_BUILD_S if v is None else v
+
+    def sync_s(self) -> float:
+        """Host time of one host-device sync (``.item()``): the profile's 4 KB pinned
+        device-to-host copy, which synchronizes, else ``REFERENCE_HOST_SYNC_S``."""
+        v = self.copy_cost_s("d2h", True)
+        return REFERENCE_HOST_SYNC_S if v is None else v
 
     def copy_cost_s(self, direction: str, pinned: bool) -> float | None:
         """Wall seconds of a 4 KB copy of that direction and host memory, if measured."""

@@ -140,6 +140,11 @@ def infer(
         help="expert: native (K/V read at kv_heads) or repeat (HF repeat_kv, as with a "
         "padding mask)",
     ),
+    experts: str = typer.Option(
+        "grouped_mm",
+        help="mixture of experts under hf-eager: grouped_mm (transformers 5's default: one "
+        "grouped GEMM per projection) or loop (experts_implementation='eager', transformers 4)",
+    ),
     host: str = typer.Option(None, help=HOST_HELP),
     host_us: float = typer.Option(None, help="expert: host cost per kernel in us (eager)"),
     allow_oversubscribe: bool = typer.Option(
@@ -169,6 +174,7 @@ def infer(
     _choice(fusion, "--fusion", (*FUSION, "compiled"))
     _choice(kv_cache, "--kv-cache", KV_CACHE)
     _choice(gqa, "--gqa", ("native", "repeat"))
+    _choice(experts, "--experts", ("grouped_mm", "loop"))
     for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
                    ("--tp", tp)):  # fmt: skip
         _at_least(opt, v)
@@ -179,6 +185,7 @@ def infer(
         attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,  # type: ignore[arg-type]
         host_per_kernel_s=host_us * 1e-6 if host_us is not None else None, host=host,
         allow_oversubscribe=allow_oversubscribe, new_shapes=new_shapes,
+        experts=experts,  # type: ignore[arg-type]
     )  # fmt: skip
     _warn(r.host_warning)
     if plot:

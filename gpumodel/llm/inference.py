@@ -67,10 +67,13 @@ from gpumodel.llm._timing import (
     summarize,
 )
 from gpumodel.llm.layers import (
+    EXPERTS,
     GQA,
     AttentionImpl,
+    Experts,
     Fusion,
     KVCache,
+    expert_loop_syncs,
     model_ops,
     tp_shape,
 )
@@ -265,6 +268,8 @@ class HostTerms:
     kernels_by_kind: dict[str, int] = field(default_factory=dict)
     source: str = ""
     notes: tuple[str, ...] = ()
+    # the host syncs with the GPU inside the step (HF's experts loop): host and GPU take turns
+    serial: bool = False
 
     @property
     def from_profile(self) -> bool:
@@ -275,6 +280,8 @@ class HostTerms:
 
 # ``HostTerms.source`` when the host profile priced the host
 PROFILE_SOURCE = "host profile"
+# the host-time term of HF's experts loop's syncs (``HostTerms.by_kind_s``)
+SYNC_TERM = "host-device syncs (experts loop)"
 
 
 def host_terms(
@@ -291,6 +298,7 @@ def host_terms(
     host_given: bool = False,
     graph_build_s: float = 0.0,
     llama_layer: Sequence[Timed] | None = None,
+    syncs: int = 0,
 ) -> HostTerms:
     """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
     runtime ``rt``. Eager, per kernel, the first that applies:
@@ -392,7 +400,15 @@ def host_terms(
         kinds[BUILD_TERM] = graph_build_s
         notes.append(f"new attention shapes: torch's cuDNN attention builds a graph for them, "
                      f"{format_time(graph_build_s)} of host per step ({hp.name})")  # fmt: skip
-    return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes))
+    if syncs:
+        sync = syncs * hp.sync_s()
+        per_step += sync
+        kinds[SYNC_TERM] = sync
+        notes.append(f"experts loop: {syncs} host-device syncs per step (.item(), nonzero) at "
+                     f"{format_time(hp.sync_s())} each ({hp.name}); the host waits for the GPU "
+                     "at each, so the step is host time + GPU time")  # fmt: skip
+    return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes),
+                     serial=bool(syncs))  # fmt: skip
 
 
 def _eager_host_s(block: Sequence[Timed], hp: HostProfile) -> float:
@@ -432,6 +448,7 @@ def step_times(
     host_per_kernel_s: Any,
     host_per_step_s: Any,
     graph_launch_s: Any = DEFAULT_GRAPH_LAUNCH_S,
+    serial: bool = False,
 ) -> dict[str, np.ndarray]:
     """Step, GPU and host time of many steps at once from their kernels' GPU times (arrays
     steps x kernels per block, see ``kernel_blocks``); the one formula ``predict_inference``
@@ -440,6 +457,7 @@ def step_times(
 
         eager: step = max(queue(kernels, host per step, host per kernel),
                           host per step + sum of the kernels' host costs)
+        eager, ``serial`` (the host syncs with the GPU throughout the step): host + GPU time
         graph: step = GPU time + one graph launch"""
     gpu = pre.sum(axis=-1) + layers * layer.sum(axis=-1) + post.sum(axis=-1)
     n = pre.shape[-1] + layers * layer.shape[-1] + post.shape[-1]
@@ -451,9 +469,9 @@ def step_times(
             issue = n * np.asarray(host_per_kernel_s, dtype=float)
         host = np.broadcast_to(host_per_step_s + issue, gpu.shape)
         # the step ends after the host returns (it records the end / samples the token)
-        step = np.maximum(
+        step = host + gpu if serial else np.maximum(
             queue_time_blocks(pre, layer, layers, post, host_per_kernel_s, host_per_step_s), host
-        )
+        )  # fmt: skip
     else:
         host = np.broadcast_to(np.asarray(graph_launch_s, dtype=float), gpu.shape)
         step = gpu + graph_launch_s
@@ -505,6 +523,7 @@ def predict_inference(
     stream_floor_s: float | None = None,
     allow_oversubscribe: bool = False,
     new_shapes: bool = False,
+    experts: Experts = "grouped_mm",
 ) -> InferenceResult:
     """Predict one prefill or decode step of ``model`` on ``gpu``.
 
@@ -527,6 +546,10 @@ def predict_inference(
     time); ``op_times`` replaces the op model's time of named layer ops by measured seconds
     per execution (e.g. ``{"lm_head": 2e-3}``).
 
+    ``experts`` (mixture-of-experts models, ``hf-eager``): how HF runs the experts,
+    ``"grouped_mm"`` (transformers 5's default on CUDA: one grouped GEMM per projection) or
+    ``"loop"`` (``experts_implementation="eager"``, transformers 4: a Python loop over experts).
+
     ``new_shapes=True`` prices the step as the first the process runs at its attention shapes
     (every decode step of the longest generation so far: its KV length is new; a prefill at a
     new batch x prompt length): where SDPA runs cuDNN eagerly (hf-eager on an H100/H200/B200
@@ -542,6 +565,7 @@ def predict_inference(
     check_bool(allow_oversubscribe, "allow_oversubscribe")
     check_bool(new_shapes, "new_shapes")
     check_choice(phase, "phase", ("prefill", "decode"))
+    check_choice(experts, "experts", EXPERTS)
     check_args(attention="flash" if attention is None else attention, fusion=fusion,
                kv_cache=kv_cache, gqa=gqa, host_per_kernel_s=host_per_kernel_s,
                host_per_step_s=host_per_step_s, graph_launch_s=graph_launch_s, op_times=op_times,
@@ -570,7 +594,7 @@ def predict_inference(
         require_fit(mem, what_fits(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp,
                                    phase=phase, attention=kernel))  # fmt: skip
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=kernel,
-                    fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa)  # fmt: skip
+                    fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa, experts=experts)  # fmt: skip
     llama_layer = llama_layer_kernels(spec, fusion, g, batch, seq, context, dtype=dtype, tp=tp,
                                       attention=kernel, kv_cache=kv_cache, logits="last",
                                       gqa=gqa)  # fmt: skip
@@ -607,6 +631,7 @@ def predict_inference(
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
 
     one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
+    syncs = expert_loop_syncs(spec, batch * seq, fusion, experts)
 
     def build_of(profile: HostProfile) -> float:  # cuDNN graph build, a step at new shapes
         return sdpa_graph_build_s(rt, g.compute_capability, kernel, profile.graph_build_s,
@@ -618,10 +643,11 @@ def predict_inference(
                            host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
                            graph_launch_s=graph_launch_s, host_given=host is not None,
                            graph_build_s=build_of(profile) if new_shapes else 0.0,
-                           llama_layer=llama_layer)  # fmt: skip
+                           llama_layer=llama_layer, syncs=syncs)  # fmt: skip
         return terms, step_times(*one[:2], spec.layers, one[2], eager=terms.eager,
                                  host_per_kernel_s=tuple(np.array([h]) for h in terms.per_kernel),
-                                 host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s)  # fmt: skip
+                                 host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s,
+                                 serial=terms.serial)  # fmt: skip
 
     ht, times = step_on(hp)
     notes += ht.notes

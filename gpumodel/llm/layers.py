@@ -43,9 +43,14 @@ cache of the layer every step (reads and writes 2 * batch * kv_heads * context *
 elements). ``"none"``: no cache (training).
 
 Mixture of experts (assumption, documented): routing is uniform and independent, so the T*top_k
-token slots hit on average ``E * (1 - (1 - top_k/E)^T)`` distinct experts; each active expert
-runs its MLP GEMMs with ``ceil(T*top_k / active)`` rows. At decode with few tokens only those
-experts' weights are read; at large T every expert is active.
+token slots hit on average ``E * (1 - (1 - top_k/E)^T)`` distinct experts; at decode with few
+tokens only those experts' weights are read; at large T every expert is active. Eager HF
+(transformers 5) runs the experts one of two ways (``experts``): ``"grouped_mm"``, its default
+on CUDA, sorts the token slots by expert and runs one ``torch._grouped_mm`` per projection
+over all experts (``GroupedGemm``: whole row tiles per active expert) among ~30 small sort,
+gather, histogram and mask kernels; ``"loop"`` (``experts_implementation="eager"``, and
+transformers 4's only way) runs each active expert's MLP GEMMs with ``ceil(T*top_k / active)``
+rows, in a Python loop.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from gpumodel.ops import (
     Embedding,
     ExpandCopy,
     Gemm,
+    GroupedGemm,
     LayerNorm,
     Op,
     RMSNorm,
@@ -77,6 +83,8 @@ Fusion = Literal["fused", "unfused", "compiled"]
 KVCache = Literal["static", "concat", "none"]
 AttentionImpl = Literal["flash", "cudnn", "efficient", "naive"]
 GQA = Literal["native", "repeat"]
+Experts = Literal["grouped_mm", "loop"]
+EXPERTS = ("grouped_mm", "loop")
 
 # Kinds whose inputs were just written by the previous kernel and are small: predicted with
 # l2="warm" (L2-resident when they fit). GEMMs stream weights and attention streams the KV cache
@@ -255,6 +263,7 @@ def decoder_layer(
     gqa: GQA = "native",
     act_dtype: str | None = None,
     attention_dropout: bool = False,
+    experts: Experts = "grouped_mm",
 ) -> list[LayerOp]:
     """The ops of one decoder layer on one GPU, in execution order. ``gqa="repeat"``: K/V are
     expanded to every query head before attention (HF ``repeat_kv`` when SDPA gets a mask).
@@ -401,7 +410,7 @@ def decoder_layer(
     if fusion != "compiled":  # compiled: folded into the norm after it
         ops.append(residual_add("residual_add_attn", tokens * h, dt, at))
     ops.append(_norm(model, "post_attn_norm", tokens, at, fusion))
-    ops += _mlp(model, tokens, s.ffn, dt, fusion, at)
+    ops += _mlp(model, tokens, s.ffn, dt, fusion, at, experts)
     if tp > 1:
         ops.append(LayerOp("tp_all_reduce_mlp", placed(AllReduce, tokens * h * b, tp, dt),
                            kind="comm"))  # fmt: skip
@@ -432,8 +441,9 @@ def residual_add(name: str, n: int, dtype: str, act_dtype: str) -> LayerOp:
 
 
 def _mlp(
-    model: ModelSpec, tokens: int, ffn: int, dt: str, fusion: Fusion, act_dtype: str | None = None
-) -> list[LayerOp]:
+    model: ModelSpec, tokens: int, ffn: int, dt: str, fusion: Fusion, act_dtype: str | None = None,
+    experts: Experts = "grouped_mm",
+) -> list[LayerOp]:  # fmt: skip
     h, b = model.hidden, BYTES_PER_ELEMENT[dt]
     if model.moe is None:
         return _dense_mlp(model, tokens, ffn, dt, fusion, count=1, act_dtype=act_dtype)
@@ -442,6 +452,16 @@ def _mlp(
     if fusion == "fused":
         ops.append(LayerOp("routing", passes("top-k routing", tokens * e, dt,
                                              ("softmax+topk", 1, 2 * b, 6))))  # fmt: skip
+    elif fusion == "unfused":
+        # HF 5's top-k router: logits.float(), softmax, topk (a select and a sort kernel),
+        # sum and divide of the top-k weights (which stay fp32); H200 traces of Mixtral-8x7B
+        ops.append(LayerOp("routing", passes(
+            "top-k routing (eager)", tokens * e, dt, ("logits to fp32", 1, b + 4, 0),
+            ("softmax", 1, 8, 5), ("topk", 1, 4, 2), ("topk sort", k / e, 12, 2),
+            ("sum", k / e, 4, 1), ("div", k / e, 8, 1),
+        )))  # fmt: skip
+        if experts == "grouped_mm":
+            return ops + _grouped_experts(model, tokens, ffn, dt)
     else:
         ops.append(LayerOp("routing", passes(
             "top-k routing (eager)", tokens * e, dt, ("softmax fp32", 1, b + 4, 5),
@@ -460,6 +480,65 @@ def _mlp(
                     ("mul routing weight", 1, 2 * b, 1), ("index_add", 1, 3 * b, 1))  # fmt: skip
         ops.append(LayerOp("expert_gather_scatter", op, count=active))
     return ops
+
+
+# Host-device syncs per active expert of HF's experts loop (transformers 5.17
+# ``MixtralExperts.forward`` with ``experts_implementation="eager"``): ``expert_idx ==
+# num_experts`` (one ``.item()``), ``torch.where`` on the expert's mask (a ``nonzero``), and
+# three ``.item()`` to index the mask and the two stacked weights with a 0-d tensor; plus one
+# ``nonzero`` per layer for the experts hit. H200 traces of Mixtral-8x7B decode: 1,167 syncs a
+# step at batch 8 (231 expert iterations over 32 layers) against 32 + 5 x 231 = 1,187 counted.
+LOOP_SYNCS_PER_EXPERT = 5
+
+
+def expert_loop_syncs(model: ModelSpec, tokens: int, fusion: Fusion, experts: Experts) -> int:
+    """Host-device syncs per step of HF's Python loop over experts (0 for other runtimes and
+    dense models): the host waits for the GPU at each, so their times add instead of overlap."""
+    if model.moe is None or fusion != "unfused" or experts != "loop":
+        return 0
+    active = active_experts(tokens, model.moe.experts, model.moe.top_k)
+    return model.layers * (1 + LOOP_SYNCS_PER_EXPERT * active)
+
+
+def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[LayerOp]:
+    """HF transformers 5's ``grouped_mm_experts_forward`` (its default on CUDA), kernel by
+    kernel as H200 traces of Mixtral-8x7B and Qwen3-30B-A3B decode show it (32 per layer):
+    sort the ``tokens * top_k`` slots by expert, gather their rows, count rows per expert
+    (histc, cumsum), zero the out-of-range rows (masked_fill), one grouped GEMM per projection,
+    SiLU(gate) * up on the output's two halves, the routing weights applied in fp32, the rows
+    put back in token order and summed over top_k, cast back."""
+    assert model.moe is not None
+    e, k, h, b = model.moe.experts, model.moe.top_k, model.hidden, BYTES_PER_ELEMENT[dt]
+    slots = tokens * k
+
+    def grouped(name: str, n: int, kk: int) -> LayerOp:
+        op = build(GroupedGemm, tokens=tokens, experts=e, top_k=k, n=n, k=kk, dtype=dt)  # type: ignore[arg-type]
+        return LayerOp(name, op, kind="gemm")
+
+    per_slot = 1 / h  # a pass over one value per slot, on a tensor of slots x hidden
+    dispatch = passes(
+        "experts: sort + dispatch (eager)", slots * h, dt, ("sort: copy keys", per_slot, 16, 0),
+        ("sort: arange", per_slot, 8, 0), ("sort: copy", per_slot, 16, 0),
+        ("sort", per_slot, 32, 4), ("slot // top_k", per_slot, 16, 1),
+        ("gather rows (index)", 1, 2 * b, 0), ("index weights", per_slot, 12, 0),
+        ("ids to int32", per_slot, 12, 0), ("histc: fill", e / (slots * h), 4, 0),
+        ("histc", per_slot, 4, 1), ("cumsum: init", e / (slots * h), 4, 0),
+        ("cumsum", e / (slots * h), 8, 1), ("ge (sentinel mask)", per_slot, 9, 1),
+        ("clamp", per_slot, 16, 1), ("masked_fill rows", 1, 2 * b, 0),
+    )  # fmt: skip
+    gate = passes("experts: mask + silu * up (eager)", slots * ffn, dt,
+                  ("copy (masked_fill)", 2, 2 * b, 0), ("masked_fill", 2, 2 * b, 0),
+                  ("silu (strided half)", 1, 2 * b, 4), ("mul", 1, 3 * b, 1))  # fmt: skip
+    combine = passes(
+        "experts: mask + combine (eager)", slots * h, dt, ("copy (masked_fill)", 1, 2 * b, 0),
+        ("masked_fill", 1, 2 * b, 0), ("mul routing weight (fp32 out)", 1, b + 4, 1),
+        ("arange", per_slot, 8, 0), ("index_put inverse order", per_slot, 24, 0),
+        ("gather rows (index)", 1, 8, 0), ("sum over top_k", 1, 4 + 4 / k, 1),
+        ("to dtype", 1 / k, 4 + b, 0),
+    )  # fmt: skip
+    return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
+            LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),
+            LayerOp("experts_combine", combine)]  # fmt: skip
 
 
 def _dense_mlp(
@@ -605,6 +684,7 @@ def model_ops(
     gqa: GQA = "native",
     act_dtype: str | None = None,
     attention_dropout: bool = False,
+    experts: Experts = "grouped_mm",
 ) -> ModelOps:
     """All ops of one forward step on one GPU. ``logits="last"``: the LM head runs on the last
     token of each sequence only (generation; HF ``logits_to_keep=1``); ``"all"``: every token
@@ -644,6 +724,7 @@ def model_ops(
     layer = decoder_layer(
         model, batch, seq, context, dtype=dt, tp=tp, attention=attention, fusion=fusion,
         kv_cache=kv_cache, gqa=gqa, act_dtype=act_dtype, attention_dropout=attention_dropout,
+        experts=experts,
     )  # fmt: skip
     lm_head = _lm_head(model, batch, seq, tokens, s.vocab, dt, fusion, logits)
     post = [_norm(model, "final_norm", tokens, at, fusion), lm_head]

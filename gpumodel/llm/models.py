@@ -132,12 +132,16 @@ class ModelSpec(_Frozen):
 
     @property
     def hf_layout(self) -> str:
-        """What HF's modules launch beyond Llama's: "qwen3" (q/k norms), "phi3" or "llama"."""
-        return "qwen3" if self.qk_norm else self.hf_modules
+        """What HF's modules launch beyond Llama's: "qwen3" (q/k norms), "phi3", "moe" (a
+        mixture of experts in place of the MLP) or "llama"."""
+        if self.qk_norm:
+            return "qwen3"
+        return "moe" if self.moe is not None and self.hf_modules == "llama" else self.hf_modules
 
     def llama_layout(self) -> ModelSpec:
-        """The same model laid out as HF's Llama modules (no q/k norms, projections apart)."""
-        return self.model_copy(update={"qk_norm": False, "hf_modules": "llama"})
+        """The same model laid out as HF's Llama modules (no q/k norms, projections apart, a
+        dense MLP of one expert's size)."""
+        return self.model_copy(update={"qk_norm": False, "hf_modules": "llama", "moe": None})
 
     @property
     def kv_dim(self) -> int:

@@ -74,7 +74,16 @@ from gpumodel.llm.inference import (
     llama_layer_kernels,
     step_times,
 )
-from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops, tp_shape
+from gpumodel.llm.layers import (
+    EXPERTS,
+    AttentionImpl,
+    Experts,
+    Fusion,
+    LayerOp,
+    expert_loop_syncs,
+    model_ops,
+    tp_shape,
+)
 from gpumodel.llm.memory import Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import (
@@ -258,6 +267,7 @@ def sweep_inference(
     price: PriceArg = None,
     grid: bool = True,
     new_shapes: bool = False,
+    experts: Experts = "grouped_mm",
 ) -> SweepResult:
     """``predict_inference`` over a grid: each point is a replica of ``tp`` GPUs stepping
     ``batch`` sequences of ``seq`` new tokens attending to ``context``, ``dp`` replicas
@@ -278,6 +288,7 @@ def sweep_inference(
     rt = get_runtime(runtime)
     hp = load_host(host)
     check_choice(phase, "phase", ("prefill", "decode"))
+    check_choice(experts, "experts", EXPERTS)
     check_dtype(dtype)
     check_bool(grid, "grid")
     check_bool(new_shapes, "new_shapes")
@@ -326,7 +337,7 @@ def sweep_inference(
     built: dict[str, tuple[dict[str, Any], list[tuple[np.ndarray, Any]]]] = {}
     for att in set(kernel_of.values()):
         flags = {"dtype": dtype, "attention": att, "fusion": fusion, "kv_cache": kv_cache,
-                 "logits": "last", "gqa": gqa}  # fmt: skip
+                 "logits": "last", "gqa": gqa, "experts": experts}  # fmt: skip
         built[att] = (flags, _shape_groups(spec, uniq, flags))
     # bytes per GPU do not depend on the GPU (only its capacity does) nor on which fused
     # attention kernel runs (neither keeps the scores): once per layout
@@ -580,7 +591,7 @@ def _array_ops(spec: ModelSpec, shapes: np.ndarray, flags: dict[str, Any]) -> An
 def _llama_layer(spec: ModelSpec, gpu: Any, shape: np.ndarray, flags: dict[str, Any]) -> Any:
     """``llama_layer_kernels`` at one (tp, batch, seq, context) row."""
     t, b, s, c = (int(x) for x in shape.tolist())
-    rest = {k: v for k, v in flags.items() if k != "fusion"}
+    rest = {k: v for k, v in flags.items() if k not in ("fusion", "experts")}
     return llama_layer_kernels(spec, flags["fusion"], gpu, b, s, c, tp=t, **rest)
 
 
@@ -595,8 +606,10 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
         at = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
         timed = (at.time_all(ops.pre), at.time_all(ops.layer), at.time_all(ops.post))
         blocks = kernel_blocks(*timed)
+        syncs = expert_loop_syncs(spec, b * s, flags["fusion"], flags["experts"])
         ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts,
-                        llama_layer=_llama_layer(spec, timer.gpu, np.array([t, b, s, c]), flags))  # fmt: skip
+                        llama_layer=_llama_layer(spec, timer.gpu, np.array([t, b, s, c]), flags),
+                        syncs=syncs)  # fmt: skip
         by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
             (i, (*blocks, *ht.per_kernel, ht))
         )  # type: ignore[arg-type]
@@ -610,7 +623,8 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
         times = step_times(pre, layer, spec.layers, post, eager=terms[0].eager,
                            host_per_kernel_s=(h_pre, h_layer, h_post),
                            host_per_step_s=np.array([t.per_step_s for t in terms]),
-                           graph_launch_s=np.array([t.launch_s for t in terms]))  # fmt: skip
+                           graph_launch_s=np.array([t.launch_s for t in terms]),
+                           serial=terms[0].serial)  # fmt: skip
         for k in out:
             out[k][idx] = times[k]
     return out

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
         SendRecv,
         collective_op,
     )
-    from gpumodel.ops.matmul import Conv2d, Gemm
+    from gpumodel.ops.matmul import Conv2d, Gemm, GroupedGemm
     from gpumodel.ops.simple import (
         ELEMENTWISE,
         AdamW,
@@ -52,7 +52,7 @@ _LAZY = {
     **dict.fromkeys(["COLLECTIVE_OPS", "AllGather", "AllReduce", "AllToAll", "Broadcast",
                      "Collective", "ReduceScatter", "SendRecv", "collective_op"],
                     "gpumodel.ops.collectives"),
-    **dict.fromkeys(["Conv2d", "Gemm"], "gpumodel.ops.matmul"),
+    **dict.fromkeys(["Conv2d", "Gemm", "GroupedGemm"], "gpumodel.ops.matmul"),
     **dict.fromkeys(["ELEMENTWISE", "AdamW", "Copy", "Elementwise", "Embedding", "ExpandCopy",
                      "HostTransfer", "Kernel", "LayerNorm", "Reduction", "RMSNorm", "Softmax",
                      "StridedElementwise"], "gpumodel.ops.simple"),
@@ -68,6 +68,7 @@ _BUILTIN = {
     "all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
     "broadcast": "Broadcast", "all_to_all": "AllToAll", "send_recv": "SendRecv",
     "strided_elementwise": "StridedElementwise", "adamw": "AdamW",
+    "grouped_gemm": "GroupedGemm",
 }  # fmt: skip
 # elementwise functions are op names of their own (gpumodel.ops.simple.ELEMENTWISE's keys,
 # named here so that listing them builds no op class; a test holds the two equal)
@@ -92,6 +93,7 @@ __all__ = [
     "FlopPart",
     "Gemm",
     "GemmShape",
+    "GroupedGemm",
     "HostTransfer",
     "Kernel",
     "KernelWork",

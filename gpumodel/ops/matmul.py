@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 from pydantic import field_validator, model_validator
@@ -357,3 +358,95 @@ def _transpose(name: str, nbytes: float, notes: tuple[str, ...], element_size: i
         family=LAYOUT_TRANSPOSE_FAMILY,
         notes=notes,
     )
+
+
+# torch._grouped_mm (HF transformers 5's default experts kernel on CUDA, a CUTLASS sm90 grouped
+# GEMM) computes each expert's rows in tiles of 128: over 512-16384 tokens of Mixtral-8x7B's
+# and Qwen3-30B-A3B's experts an H200 ran 590-690 TFLOP/s on the padded rows (bf16), where the
+# useful rows' rate fell to 235 at 128 rows per expert (validation/results/h200-sxm/
+# grouped-mm-2026-11-29)
+GROUPED_TILE_M = 128
+# ... and streamed its experts' weights slower than cuBLAS's dense products of the same rows:
+# 2.2-3.1 TB/s where torch.mm per expert reached 4.0-4.1 (same data). Priced as this many times
+# the bytes the model's dense GEMM would move (fitted on those points: see GroupedGemm); the
+# speed of light keeps the plain bytes
+GROUPED_STREAM_FACTOR = 1.06
+
+
+def expected_groups(tokens: int, experts: int, top_k: int, tile: int) -> tuple[float, float]:
+    """(expected experts with rows, expected row tiles over all experts) when each of
+    ``tokens`` tokens picks ``top_k`` distinct experts of ``experts`` uniformly: an expert's
+    rows X ~ Binomial(tokens, top_k / experts); tiles E[ceil(X / tile)] = sum_j P(X > j*tile),
+    the j >= 1 terms by the normal approximation with continuity correction."""
+    p = top_k / experts
+    active = 1.0 - (1.0 - p) ** tokens
+    mean, sd = tokens * p, math.sqrt(tokens * p * (1.0 - p))
+    tiles, j = active, 1
+    while j * tile < mean + 8 * sd + 1:
+        z = (j * tile + 0.5 - mean) / sd if sd > 0 else math.inf
+        tiles += 0.5 * math.erfc(z / math.sqrt(2.0))
+        j += 1
+    return experts * active, experts * tiles
+
+
+class GroupedGemm(Op):
+    """The experts' products of a mixture-of-experts layer in one grouped kernel
+    (``torch._grouped_mm`` as HF transformers 5 runs them): ``tokens * top_k`` rows, sorted by
+    expert, times each expert's weight, stored [n, k] (``x @ W.T``), of ``experts`` stacked.
+    Routing is taken as uniform (a trained router is less even: more rows on fewer experts).
+
+    Work: only experts with rows run, each in whole row tiles (``GROUPED_TILE_M``); bytes: the
+    active experts' weights once, the rows in and out; the weights stream at
+    ``GROUPED_STREAM_FACTOR`` times the dense GEMM's time per byte.
+    """
+
+    op_name: ClassVar[str] = "grouped_gemm"
+    eager_kind: ClassVar[str | None] = "matmul"
+    tokens: Size
+    experts: Size
+    top_k: Size
+    n: Size
+    k: Size
+    dtype: Dtype = "bf16"
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> GroupedGemm:
+        if self.top_k > self.experts:
+            raise SpecError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        return self
+
+    def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        unit, dt = matmul_unit(gpu, self.dtype)
+        active, tiles = expected_groups(self.tokens, self.experts, self.top_k, GROUPED_TILE_M)
+        rows = self.tokens * self.top_k
+        padded = tiles * GROUPED_TILE_M
+        a, o = element_bytes(self.dtype), output_bytes_per_element(self.dtype)
+        nbytes = active * self.n * self.k * a + rows * self.k * a + rows * self.n * o
+        batch = max(1, round(active))
+        # torch._grouped_mm first writes each group's problem size and pointers (a small kernel)
+        prep_bytes = 64.0 * self.experts
+        prep = KernelWork(
+            name="prepare_grouped_gemm_data",
+            bytes=prep_bytes,
+            working_set_bytes=prep_bytes,
+            threads=self.experts,
+        )
+        shape = GemmShape(
+            max(1, round(padded / batch)), self.n, self.k, batch, self.dtype, transpose_b=True
+        )
+        note = (
+            f"{active:.1f} of {self.experts} experts active, {tiles:.1f} row tiles of "
+            f"{GROUPED_TILE_M} for {rows} rows (uniform routing)"
+        )
+        gemm = KernelWork(
+            name="grouped_gemm",
+            flops=(FlopPart(unit, dt, 2.0 * padded * self.n * self.k),),
+            bytes=nbytes * GROUPED_STREAM_FACTOR,
+            bytes_written=rows * self.n * o,
+            working_set_bytes=nbytes,
+            reread_bytes=nbytes * (GROUPED_STREAM_FACTOR - 1.0),
+            min_flops_fraction=rows / padded,
+            gemm=shape,
+            notes=(note,),
+        )
+        return [prep, gemm]

@@ -469,6 +469,8 @@ def predict_step(
         opt = {"kv_cache": "concat" if rec["runtime"] == "hf-eager" else "static"}
         if rec.get("mask") == "padding" and accepts(fn, "gqa"):
             opt["gqa"] = "repeat"  # how a user says "a padded batch" (HF then masks)
+        if rec.get("experts") and accepts(fn, "experts"):  # HF's experts_implementation
+            opt["experts"] = "loop" if rec["experts"] == "eager" else rec["experts"]
         if new_shapes:
             if not accepts(fn, "new_shapes"):
                 raise TypeError("this gpumodel cannot price new attention shapes")
