@@ -30,6 +30,9 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     kernel_launch_s: float         # a bare kernel launch (no framework)
     hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
     hf_decoder_layer_kernels: int | null   # kernels that forward launched
+    hf_moe_block_s: float | null   # one HF Mixtral sparse-MoE block's eager forward (host;
+                                   # optional: profiles before 2026-11-29 lack it)
+    hf_moe_block_kernels: int | null
     hf_model_step_s: float | null  # an HF Llama model's own host time per decode step, beside
                                    # its layers (embedding, rotary tables, mask, lm head)
     hf_model_layer_s: float | null # host time per decoder layer inside that model's forward
@@ -105,7 +108,7 @@ REFERENCE_HOST_SYNC_S = 17.7e-6
 # HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
 HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
                      "hf_model_layer_s", "profiler_event_s", "sdpa_graph_build_s",
-                     "graph_replay_s", "compiled_step_launch_s")  # fmt: skip
+                     "graph_replay_s", "compiled_step_launch_s", "hf_moe_block_s")  # fmt: skip
 
 
 class EagerOpCosts(Checked):
@@ -173,6 +176,9 @@ class HostProfile(Checked):
     hf_decoder_layer_kernels: int | None = Field(None, ge=1)
     hf_model_step_s: HostSecondsOrZero | None = None
     hf_model_layer_s: HostSeconds | None = None
+    # one HF Mixtral sparse-MoE block's eager forward (transformers 5's grouped experts), host
+    hf_moe_block_s: HostSeconds | None = None
+    hf_moe_block_kernels: int | None = Field(None, ge=1)
     profiler_event_s: HostSecondsOrZero | None = None
     sdpa_graph_build_s: HostSecondsOrZero | None = None
     # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used

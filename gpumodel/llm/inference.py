@@ -69,6 +69,7 @@ from gpumodel.llm._timing import (
 from gpumodel.llm.layers import (
     EXPERTS,
     GQA,
+    GROUPED_MOE_OPS,
     AttentionImpl,
     Experts,
     Fusion,
@@ -280,6 +281,10 @@ class HostTerms:
 
 # ``HostTerms.source`` when the host profile priced the host
 PROFILE_SOURCE = "host profile"
+# An HF grouped-experts MoE block's host time over its kernels at per-kind costs, where a
+# profile did not measure one (``hf_moe_block_s``): set from the H200 VMs' profiles that did.
+REFERENCE_MOE_BLOCK_FACTOR = 1.0
+
 # the host-time term of HF's experts loop's syncs (``HostTerms.by_kind_s``)
 SYNC_TERM = "host-device syncs (experts loop)"
 
@@ -333,26 +338,34 @@ def host_terms(
         reps = layers if i == 1 else 1
         costs: list[float] = []
         block_kinds: dict[str, float] = {}
+        moe: list[int] = []  # the MoE block's kernels (indices into costs)
         for t in timed:
             for k in t.kernels:
                 kind = host_kind(t.entry.kind, k.name)
                 n = k.launches * t.entry.count
                 counts[kind] = counts.get(kind, 0) + reps * n
+                if t.entry.name in GROUPED_MOE_OPS:
+                    moe += range(len(costs), len(costs) + n)
                 costs += [hp.cost_s(kind)] * n
                 block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
+        # HF's grouped-experts MoE block: its measured host time replaces its kernels' costs
+        grouped = i == 1 and any(t.entry.name == "experts_dispatch" for t in timed)
+        priced = sum(costs[j] for j in moe) if grouped else 0.0
         if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
             label = "in the model" if in_model else "alone"
             layer_s = measured_layer
             if llama_layer is not None:
-                ratio = sum(costs) / _eager_host_s(llama_layer, hp)
-                layer_s *= ratio
-                label += f"; x{ratio:.3g} for this model's kernels"
+                speed = measured_layer / _eager_host_s(llama_layer, hp)
+                block = moe_block_s(hp, priced, speed) if grouped else 0.0
+                layer_s = speed * (sum(costs) - priced) + block
+                label += f"; x{layer_s / measured_layer:.3g} for this model's kernels"
             costs = [layer_s / len(costs)] * len(costs)
             block_kinds = {f"HF decoder layer (measured {label})": layer_s}
         elif i != 1 and in_model:  # the model's own host time, per step below
             costs, block_kinds = [0.0] * len(costs), {}
         elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
             extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
+            extra += moe_block_s(hp, priced, 1.0) - priced if grouped else 0.0
             block_kinds["view"] = block_kinds.get("view", 0.0) + extra
             costs = [c + extra / len(costs) for c in costs]
         for kind, v in block_kinds.items():
@@ -409,6 +422,16 @@ def host_terms(
                      "at each, so the step is host time + GPU time")  # fmt: skip
     return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes),
                      serial=bool(syncs))  # fmt: skip
+
+
+def moe_block_s(hp: HostProfile, priced_s: float, speed: float) -> float:
+    """Host seconds of an HF grouped-experts MoE block (its kernel list does not change with
+    the model's size): the profile's measured block (``hf_moe_block_s``), else its kernels at
+    the profile's per-kind costs (``priced_s``) x ``speed`` (the measured layer over its
+    per-kind price) x ``REFERENCE_MOE_BLOCK_FACTOR``."""
+    if hp.hf_moe_block_s is not None:
+        return hp.hf_moe_block_s
+    return REFERENCE_MOE_BLOCK_FACTOR * speed * priced_s
 
 
 def _eager_host_s(block: Sequence[Timed], hp: HostProfile) -> float:

@@ -137,6 +137,9 @@ ROUND_HOST_KEYS: tuple[str, ...] = (
                                                "profiler_event_s", "compiled_step_launch_s")),
 )  # fmt: skip
 
+#: The optional figure of an HF sparse-MoE block (``_hf_moe_block``).
+MOE_BLOCK_KEY = "hf_moe_block_s"
+
 #: Longest ``window_s`` (seconds) a host measurement takes.
 MAX_WINDOW_S = 3600.0
 
@@ -199,7 +202,7 @@ def build_profile(
     expected = {f"eager_op_s.{k}" for k in EAGER_OP_KINDS} | set(SCALAR_KEYS)
     copies = [f"host_copy_s.{k}" for k in HOST_COPY_KINDS]  # optional: CUDA hosts only
     missing = sorted(expected - set(samples))
-    unknown = sorted(set(samples) - expected - {"host_drift", *copies})
+    unknown = sorted(set(samples) - expected - {"host_drift", MOE_BLOCK_KEY, *copies})
     if missing or unknown:
         raise SpecError(f"host samples: missing {missing}, unknown {unknown}")
     meta_keys = ("name", "measured_at", "cpu_model", "cpu_cores", "python", "torch",
@@ -227,6 +230,12 @@ def build_profile(
         profile[k] = medians[k]
         if k == "hf_decoder_layer_s":
             profile["hf_decoder_layer_kernels"] = (counts or {}).get("hf_decoder_layer_kernels")
+    moe = samples.get(MOE_BLOCK_KEY)  # optional: transformers with a grouped-experts MoE
+    if moe:
+        med, p10, p90 = summarize(moe)
+        profile[MOE_BLOCK_KEY] = _sig(med)
+        profile["hf_moe_block_kernels"] = (counts or {}).get("hf_moe_block_kernels")
+        spread[MOE_BLOCK_KEY] = [_sig(p10), _sig(p90)]
     copy_vals = [samples.get(k) for k in copies]
     profile["host_copy_s"] = None
     if all(copy_vals):
@@ -392,6 +401,9 @@ def measure_host_samples(
     layer = _hf_decoder_layer(torch, device, notes)
     if layer is not None:
         bench["hf_decoder_layer_s"] = (layer[0], 1, max(10, calls // 4))
+    moe = _hf_moe_block(torch, device, notes) if layer is not None else None
+    if moe is not None:
+        bench["hf_moe_block_s"] = (moe[0], 1, max(10, calls // 4))
     models = {n: _hf_model(torch, device, n) for n in HF_MODEL_LAYERS} if layer else {}
     for n, fn in models.items():
         bench[f"hf_model.{n}"] = (fn, 1, max(5, calls // (2 * n)))
@@ -427,6 +439,7 @@ def measure_host_samples(
         counts = {"hf_decoder_layer_kernels": layer[1]() if on_cuda else None}
     else:
         counts = {"hf_decoder_layer_kernels": None}
+    counts["hf_moe_block_kernels"] = moe[1]() if moe is not None and on_cuda else None
     out: dict[str, list[float] | None] = {}
     for kind in EAGER_OP_KINDS:
         out[f"eager_op_s.{kind}"] = samples.get(f"eager_op_s.{kind}")  # scaled_mm: fp8 GPUs
@@ -434,6 +447,7 @@ def measure_host_samples(
         out[key] = samples.get(key)
     for kind in HOST_COPY_KINDS:
         out[f"host_copy_s.{kind}"] = samples.get(f"host_copy_s.{kind}")
+    out[MOE_BLOCK_KEY] = samples.get(MOE_BLOCK_KEY)
     per_sample = {k: v[2] for k, v in bench.items()}
     # Each of the two below leaves the process issuing eager ops slower, so they come after the
     # eager rounds, the profiler last (a user's eager step has run neither):
@@ -557,6 +571,8 @@ def measure_host_profile(
             "hf_decoder_layer": "LlamaDecoderLayer hidden 1024, 8 heads x 128, 2 kv heads, ffn "
             "2816, bf16, sdpa, batch 1, 1 new token over a 128-token DynamicCache (cropped back "
             "after each call)",
+            "hf_moe_block": "MixtralSparseMoeBlock hidden 1024, 8 experts of ffn 256, top-2, "
+            "grouped_mm experts, bf16, one token",
             "hf_model": f"LlamaForCausalLM of {HF_MODEL_LAYERS} such layers, vocab 1000, "
             "bf16, batch 1, one decode forward over a 128-token DynamicCache (cropped back "
             "after each call); profiler_event_s: the smaller one under torch.profiler (CPU + CUDA, "
@@ -792,6 +808,40 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
         layer(hidden, attention_mask=None, position_ids=pos, use_cache=True,
               position_embeddings=pe, **{cache_arg: cache})  # fmt: skip
         cache.crop(-1)  # drop the token just added
+
+    def count_kernels() -> int:
+        return _count_kernels(torch, call, 5)
+
+    return call, count_kernels
+
+
+def _hf_moe_block(torch: Any, device: str, notes: dict) -> tuple[Callable, Callable] | None:
+    """(call, kernel_counter) for one HF MixtralSparseMoeBlock forward of one token with
+    transformers' grouped experts (its default on CUDA: ~30 small sort, gather, histogram and
+    mask ops around two grouped GEMMs, and Python between them that per-op costs under-price);
+    None where transformers has no grouped experts (before 5.x)."""
+    try:
+        from transformers import MixtralConfig
+        from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+    except Exception as exc:
+        notes["hf_moe_block"] = f"not measured: transformers has no Mixtral block ({exc})"
+        return None
+    cfg = MixtralConfig(hidden_size=1024, intermediate_size=256, num_local_experts=8,
+                        num_experts_per_tok=2, num_hidden_layers=1, num_attention_heads=8,
+                        num_key_value_heads=2, vocab_size=1000)  # fmt: skip
+    try:
+        cfg._experts_implementation = "grouped_mm"
+        block = _ready(torch, MixtralSparseMoeBlock(cfg), device)
+        hidden = torch.randn(1, 1, cfg.hidden_size, device=device, dtype=torch.bfloat16)
+        with torch.no_grad():
+            block(hidden)
+    except Exception as exc:  # transformers 4.x: no experts implementations to pick
+        notes["hf_moe_block"] = f"not measured: no grouped experts here ({exc})"[:300]
+        return None
+
+    @torch.no_grad()
+    def call() -> None:
+        block(hidden)
 
     def count_kernels() -> int:
         return _count_kernels(torch, call, 5)
