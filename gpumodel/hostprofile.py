@@ -30,9 +30,8 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     kernel_launch_s: float         # a bare kernel launch (no framework)
     hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
     hf_decoder_layer_kernels: int | null   # kernels that forward launched
-    hf_moe_block_s: float | null   # one HF Mixtral sparse-MoE block's eager forward (host;
-                                   # optional: profiles before 2026-11-29 lack it)
-    hf_moe_block_kernels: int | null
+    hf_moe_layer_s: float | null   # host time per decoder layer inside a small HF Mixtral
+                                   # model's decode forward (optional: older profiles lack it)
     hf_model_step_s: float | null  # an HF Llama model's own host time per decode step, beside
                                    # its layers (embedding, rotary tables, mask, lm head)
     hf_model_layer_s: float | null # host time per decoder layer inside that model's forward
@@ -108,7 +107,7 @@ REFERENCE_HOST_SYNC_S = 17.7e-6
 # HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
 HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
                      "hf_model_layer_s", "profiler_event_s", "sdpa_graph_build_s",
-                     "graph_replay_s", "compiled_step_launch_s", "hf_moe_block_s")  # fmt: skip
+                     "graph_replay_s", "compiled_step_launch_s", "hf_moe_layer_s")  # fmt: skip
 
 
 class EagerOpCosts(Checked):
@@ -176,7 +175,11 @@ class HostProfile(Checked):
     hf_decoder_layer_kernels: int | None = Field(None, ge=1)
     hf_model_step_s: HostSecondsOrZero | None = None
     hf_model_layer_s: HostSeconds | None = None
-    # one HF Mixtral sparse-MoE block's eager forward (transformers 5's grouped experts), host
+    # host time per HF Mixtral decoder layer (transformers 5's grouped experts) inside a model
+    hf_moe_layer_s: HostSeconds | None = None
+    # one HF Mixtral sparse-MoE block timed alone (read, not used: one profile of 2026-11-29,
+    # validation/results/steps-h200-moe-run3, has it; alone, it matched its kernels' per-kind
+    # costs x the layer's speed within 4%, so the block was not what the MoE layers missed)
     hf_moe_block_s: HostSeconds | None = None
     hf_moe_block_kernels: int | None = Field(None, ge=1)
     profiler_event_s: HostSecondsOrZero | None = None

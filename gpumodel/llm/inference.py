@@ -69,7 +69,6 @@ from gpumodel.llm._timing import (
 from gpumodel.llm.layers import (
     EXPERTS,
     GQA,
-    GROUPED_MOE_OPS,
     AttentionImpl,
     Experts,
     Fusion,
@@ -281,9 +280,11 @@ class HostTerms:
 
 # ``HostTerms.source`` when the host profile priced the host
 PROFILE_SOURCE = "host profile"
-# An HF grouped-experts MoE block's host time over its kernels at per-kind costs, where a
-# profile did not measure one (``hf_moe_block_s``): set from the H200 VMs' profiles that did.
-REFERENCE_MOE_BLOCK_FACTOR = 1.0
+# An HF grouped-experts MoE decoder layer's host time inside a model over a Llama layer's,
+# each per unit of its kernels' per-kind costs (the host runs an MoE layer's Python slower than
+# its op count says), where a profile did not measure the MoE layer (``hf_moe_layer_s``):
+# set from the H200 VM profiles that did.
+REFERENCE_MOE_LAYER_SPEED = 1.0
 
 # the host-time term of HF's experts loop's syncs (``HostTerms.by_kind_s``)
 SYNC_TERM = "host-device syncs (experts loop)"
@@ -303,6 +304,7 @@ def host_terms(
     host_given: bool = False,
     graph_build_s: float = 0.0,
     llama_layer: Sequence[Timed] | None = None,
+    moe_layer: Sequence[Timed] | None = None,
     syncs: int = 0,
 ) -> HostTerms:
     """What the host costs for the step's kernels ``blocks`` (pre, one layer, post) under
@@ -338,34 +340,31 @@ def host_terms(
         reps = layers if i == 1 else 1
         costs: list[float] = []
         block_kinds: dict[str, float] = {}
-        moe: list[int] = []  # the MoE block's kernels (indices into costs)
         for t in timed:
             for k in t.kernels:
                 kind = host_kind(t.entry.kind, k.name)
                 n = k.launches * t.entry.count
                 counts[kind] = counts.get(kind, 0) + reps * n
-                if t.entry.name in GROUPED_MOE_OPS:
-                    moe += range(len(costs), len(costs) + n)
                 costs += [hp.cost_s(kind)] * n
                 block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
-        # HF's grouped-experts MoE block: its measured host time replaces its kernels' costs
-        grouped = i == 1 and any(t.entry.name == "experts_dispatch" for t in timed)
-        priced = sum(costs[j] for j in moe) if grouped else 0.0
         if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
             label = "in the model" if in_model else "alone"
-            layer_s = measured_layer
-            if llama_layer is not None:
-                speed = measured_layer / _eager_host_s(llama_layer, hp)
-                block = moe_block_s(hp, priced, speed) if grouped else 0.0
-                layer_s = speed * (sum(costs) - priced) + block
-                label += f"; x{layer_s / measured_layer:.3g} for this model's kernels"
+            layer_s, ref, name = measured_layer, llama_layer, "HF decoder layer"
+            if moe_layer is not None and in_model and hp.hf_moe_layer_s is not None:
+                layer_s, ref, name = hp.hf_moe_layer_s, moe_layer, "HF MoE decoder layer"
+            elif moe_layer is not None:  # a profile without a measured MoE layer
+                layer_s *= REFERENCE_MOE_LAYER_SPEED
+                label += f"; x{REFERENCE_MOE_LAYER_SPEED:g} for an MoE layer (reference)"
+            if ref is not None:
+                ratio = sum(costs) / _eager_host_s(ref, hp)
+                layer_s *= ratio
+                label += f"; x{ratio:.3g} for this model's kernels"
             costs = [layer_s / len(costs)] * len(costs)
-            block_kinds = {f"HF decoder layer (measured {label})": layer_s}
+            block_kinds = {f"{name} (measured {label})": layer_s}
         elif i != 1 and in_model:  # the model's own host time, per step below
             costs, block_kinds = [0.0] * len(costs), {}
         elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
             extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
-            extra += moe_block_s(hp, priced, 1.0) - priced if grouped else 0.0
             block_kinds["view"] = block_kinds.get("view", 0.0) + extra
             costs = [c + extra / len(costs) for c in costs]
         for kind, v in block_kinds.items():
@@ -424,16 +423,6 @@ def host_terms(
                      serial=bool(syncs))  # fmt: skip
 
 
-def moe_block_s(hp: HostProfile, priced_s: float, speed: float) -> float:
-    """Host seconds of an HF grouped-experts MoE block (its kernel list does not change with
-    the model's size): the profile's measured block (``hf_moe_block_s``), else its kernels at
-    the profile's per-kind costs (``priced_s``) x ``speed`` (the measured layer over its
-    per-kind price) x ``REFERENCE_MOE_BLOCK_FACTOR``."""
-    if hp.hf_moe_block_s is not None:
-        return hp.hf_moe_block_s
-    return REFERENCE_MOE_BLOCK_FACTOR * speed * priced_s
-
-
 def _eager_host_s(block: Sequence[Timed], hp: HostProfile) -> float:
     """Eager host cost of a block's kernels, each at the profile's cost of its op kind."""
     return sum(hp.cost_s(host_kind(t.entry.kind, k.name)) * k.launches * t.entry.count
@@ -448,9 +437,24 @@ def llama_layer_kernels(
     where it differs from ``spec``'s own; None otherwise."""
     if fusion != "unfused" or spec.hf_layout == "llama":
         return None
-    ref = model_ops(spec.llama_layout(), *args, fusion=fusion, **kwargs)
+    return _unpriced_layer(model_ops(spec.llama_layout(), *args, fusion=fusion, **kwargs), gpu)
+
+
+def moe_layer_kernels(
+    spec: ModelSpec, fusion: str, gpu: GPUSpec, *args: Any, experts: str = "grouped_mm",
+    **kwargs: Any,
+) -> list[Timed] | None:  # fmt: skip
+    """The eager layer of ``spec`` as HF's Mixtral modules lay it out (Llama's attention, the
+    grouped experts), unpriced, for an MoE model under HF's grouped experts; None otherwise."""
+    if fusion != "unfused" or spec.moe is None or experts != "grouped_mm":
+        return None
+    ops = model_ops(spec.llama_layout(moe=True), *args, fusion=fusion, experts=experts, **kwargs)
+    return _unpriced_layer(ops, gpu)
+
+
+def _unpriced_layer(ops: Any, gpu: GPUSpec) -> list[Timed]:
     return [Timed(e, tuple(KernelPrediction.model_construct(name=k.name, launches=k.launches)
-                           for k in e.op.kernels(gpu))) for e in ref.layer]  # fmt: skip
+                           for k in e.op.kernels(gpu))) for e in ops.layer]  # fmt: skip
 
 
 def kernel_blocks(
@@ -618,9 +622,9 @@ def predict_inference(
                                    phase=phase, attention=kernel))  # fmt: skip
     ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=kernel,
                     fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa, experts=experts)  # fmt: skip
-    llama_layer = llama_layer_kernels(spec, fusion, g, batch, seq, context, dtype=dtype, tp=tp,
-                                      attention=kernel, kv_cache=kv_cache, logits="last",
-                                      gqa=gqa)  # fmt: skip
+    refs = dict(dtype=dtype, tp=tp, attention=kernel, kv_cache=kv_cache, logits="last", gqa=gqa)
+    llama_layer = llama_layer_kernels(spec, fusion, g, batch, seq, context, **refs)
+    moe_layer = moe_layer_kernels(spec, fusion, g, batch, seq, context, experts=experts, **refs)
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
     # in a graph a kernel's launch is replaced by the in-graph per-kernel time; eager kernels
@@ -666,7 +670,7 @@ def predict_inference(
                            host_per_kernel_s=host_per_kernel_s, host_per_step_s=host_per_step_s,
                            graph_launch_s=graph_launch_s, host_given=host is not None,
                            graph_build_s=build_of(profile) if new_shapes else 0.0,
-                           llama_layer=llama_layer, syncs=syncs)  # fmt: skip
+                           llama_layer=llama_layer, moe_layer=moe_layer, syncs=syncs)  # fmt: skip
         return terms, step_times(*one[:2], spec.layers, one[2], eager=terms.eager,
                                  host_per_kernel_s=tuple(np.array([h]) for h in terms.per_kernel),
                                  host_per_step_s=terms.per_step_s, graph_launch_s=terms.launch_s,

@@ -500,11 +500,6 @@ def expert_loop_syncs(model: ModelSpec, tokens: int, fusion: Fusion, experts: Ex
     return model.layers * (1 + LOOP_SYNCS_PER_EXPERT * active)
 
 
-# the ops of an MoE block under HF's grouped experts (``_mlp``), in a layer's op names
-GROUPED_MOE_OPS = frozenset({"router", "routing", "experts_dispatch", "expert_gate_up_proj",
-                             "experts_silu_and_mul", "expert_down_proj", "experts_combine"})  # fmt: skip
-
-
 def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[LayerOp]:
     """HF transformers 5's ``grouped_mm_experts_forward`` (its default on CUDA), kernel by
     kernel as H200 traces of Mixtral-8x7B and Qwen3-30B-A3B decode show it (32 per layer):

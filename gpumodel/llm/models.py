@@ -138,10 +138,13 @@ class ModelSpec(_Frozen):
             return "qwen3"
         return "moe" if self.moe is not None and self.hf_modules == "llama" else self.hf_modules
 
-    def llama_layout(self) -> ModelSpec:
+    def llama_layout(self, moe: bool = False) -> ModelSpec:
         """The same model laid out as HF's Llama modules (no q/k norms, projections apart, a
-        dense MLP of one expert's size)."""
-        return self.model_copy(update={"qk_norm": False, "hf_modules": "llama", "moe": None})
+        dense MLP of one expert's size); ``moe=True`` keeps its experts (HF's Mixtral)."""
+        update: dict = {"qk_norm": False, "hf_modules": "llama"}
+        if not moe:
+            update["moe"] = None
+        return self.model_copy(update=update)
 
     @property
     def kv_dim(self) -> int:

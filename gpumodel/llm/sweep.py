@@ -72,6 +72,7 @@ from gpumodel.llm.inference import (
     host_terms,
     kernel_blocks,
     llama_layer_kernels,
+    moe_layer_kernels,
     step_times,
 )
 from gpumodel.llm.layers import (
@@ -595,6 +596,13 @@ def _llama_layer(spec: ModelSpec, gpu: Any, shape: np.ndarray, flags: dict[str, 
     return llama_layer_kernels(spec, flags["fusion"], gpu, b, s, c, tp=t, **rest)
 
 
+def _moe_layer(spec: ModelSpec, gpu: Any, shape: np.ndarray, flags: dict[str, Any]) -> Any:
+    """``moe_layer_kernels`` at one (tp, batch, seq, context) row."""
+    t, b, s, c = (int(x) for x in shape.tolist())
+    rest = {k: v for k, v in flags.items() if k != "fusion"}
+    return moe_layer_kernels(spec, flags["fusion"], gpu, b, s, c, tp=t, **rest)
+
+
 def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
     """Step times of shapes (rows tp, batch, seq, context) one at a time through ``Timer``
     (the scalar op model), combined as arrays; the sweep's path where ops do not build over
@@ -609,6 +617,7 @@ def _scalar_steps(spec, timer, rt, hp, shapes, flags, hosts) -> dict[str, np.nda
         syncs = expert_loop_syncs(spec, b * s, flags["fusion"], flags["experts"])
         ht = host_terms(rt, hp, timer.calibration, timed, spec.layers, flags["fusion"], **hosts,
                         llama_layer=_llama_layer(spec, timer.gpu, np.array([t, b, s, c]), flags),
+                        moe_layer=_moe_layer(spec, timer.gpu, np.array([t, b, s, c]), flags),
                         syncs=syncs)  # fmt: skip
         by_shape.setdefault(tuple(len(x) for x in blocks), []).append(
             (i, (*blocks, *ht.per_kernel, ht))

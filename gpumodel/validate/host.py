@@ -134,11 +134,12 @@ SCALAR_KEYS: tuple[str, ...] = (
 ROUND_HOST_KEYS: tuple[str, ...] = (
     *(f"eager_op_s.{k}" for k in EAGER_OP_KINDS),
     *(k for k in HOST_SIDE_FIELDS if k not in ("hf_model_step_s", "hf_model_layer_s",
-                                               "profiler_event_s", "compiled_step_launch_s")),
+                                               "profiler_event_s", "compiled_step_launch_s",
+                                               "hf_moe_layer_s")),
 )  # fmt: skip
 
-#: The optional figure of an HF sparse-MoE block (``_hf_moe_block``).
-MOE_BLOCK_KEY = "hf_moe_block_s"
+#: The optional figure of HF MoE decoder layers inside a model (``_hf_moe_models``).
+MOE_LAYER_KEY = "hf_moe_layer_s"
 
 #: Longest ``window_s`` (seconds) a host measurement takes.
 MAX_WINDOW_S = 3600.0
@@ -202,7 +203,7 @@ def build_profile(
     expected = {f"eager_op_s.{k}" for k in EAGER_OP_KINDS} | set(SCALAR_KEYS)
     copies = [f"host_copy_s.{k}" for k in HOST_COPY_KINDS]  # optional: CUDA hosts only
     missing = sorted(expected - set(samples))
-    unknown = sorted(set(samples) - expected - {"host_drift", MOE_BLOCK_KEY, *copies})
+    unknown = sorted(set(samples) - expected - {"host_drift", MOE_LAYER_KEY, *copies})
     if missing or unknown:
         raise SpecError(f"host samples: missing {missing}, unknown {unknown}")
     meta_keys = ("name", "measured_at", "cpu_model", "cpu_cores", "python", "torch",
@@ -230,12 +231,11 @@ def build_profile(
         profile[k] = medians[k]
         if k == "hf_decoder_layer_s":
             profile["hf_decoder_layer_kernels"] = (counts or {}).get("hf_decoder_layer_kernels")
-    moe = samples.get(MOE_BLOCK_KEY)  # optional: transformers with a grouped-experts MoE
+    moe = samples.get(MOE_LAYER_KEY)  # optional: transformers with grouped experts
     if moe:
         med, p10, p90 = summarize(moe)
-        profile[MOE_BLOCK_KEY] = _sig(med)
-        profile["hf_moe_block_kernels"] = (counts or {}).get("hf_moe_block_kernels")
-        spread[MOE_BLOCK_KEY] = [_sig(p10), _sig(p90)]
+        profile[MOE_LAYER_KEY] = _sig(med)
+        spread[MOE_LAYER_KEY] = [_sig(p10), _sig(p90)]
     copy_vals = [samples.get(k) for k in copies]
     profile["host_copy_s"] = None
     if all(copy_vals):
@@ -401,12 +401,12 @@ def measure_host_samples(
     layer = _hf_decoder_layer(torch, device, notes)
     if layer is not None:
         bench["hf_decoder_layer_s"] = (layer[0], 1, max(10, calls // 4))
-    moe = _hf_moe_block(torch, device, notes) if layer is not None else None
-    if moe is not None:
-        bench["hf_moe_block_s"] = (moe[0], 1, max(10, calls // 4))
     models = {n: _hf_model(torch, device, n) for n in HF_MODEL_LAYERS} if layer else {}
     for n, fn in models.items():
         bench[f"hf_model.{n}"] = (fn, 1, max(5, calls // (2 * n)))
+    moe = _hf_moe_models(torch, device, notes) if layer else {}
+    for n, fn in moe.items():
+        bench[f"hf_moe_model.{n}"] = (fn, 1, max(5, calls // (2 * n)))
     say(f"host: warming up {len(bench)} figures")
     for fn, _, _ in bench.values():
         for _ in range(3):
@@ -439,7 +439,6 @@ def measure_host_samples(
         counts = {"hf_decoder_layer_kernels": layer[1]() if on_cuda else None}
     else:
         counts = {"hf_decoder_layer_kernels": None}
-    counts["hf_moe_block_kernels"] = moe[1]() if moe is not None and on_cuda else None
     out: dict[str, list[float] | None] = {}
     for kind in EAGER_OP_KINDS:
         out[f"eager_op_s.{kind}"] = samples.get(f"eager_op_s.{kind}")  # scaled_mm: fp8 GPUs
@@ -447,7 +446,6 @@ def measure_host_samples(
         out[key] = samples.get(key)
     for kind in HOST_COPY_KINDS:
         out[f"host_copy_s.{kind}"] = samples.get(f"host_copy_s.{kind}")
-    out[MOE_BLOCK_KEY] = samples.get(MOE_BLOCK_KEY)
     per_sample = {k: v[2] for k, v in bench.items()}
     # Each of the two below leaves the process issuing eager ops slower, so they come after the
     # eager rounds, the profiler last (a user's eager step has run neither):
@@ -474,6 +472,11 @@ def measure_host_samples(
         notes["window"] = {"seconds": window_s, **to_window_speed(out, big, window[1])}
         small, big = small + window[0], big + window[1]
         out["hf_model_step_s"], out["hf_model_layer_s"] = model_step_and_layer(small, big, lo, hi)
+        if moe:  # rounds only, at the window's speed (to_window_speed's factor)
+            speed = notes["window"]["speed_factor"]
+            pair = (samples[f"hf_moe_model.{n}"] for n in HF_MODEL_LAYERS)
+            layers = model_step_and_layer(*pair, lo, hi)[1]  # type: ignore[arg-type]
+            out[MOE_LAYER_KEY] = [v * speed for v in layers]
         out["host_drift"] = list(big)
         say("host: the profiler's cost per event")
         out["profiler_event_s"] = [
@@ -571,8 +574,9 @@ def measure_host_profile(
             "hf_decoder_layer": "LlamaDecoderLayer hidden 1024, 8 heads x 128, 2 kv heads, ffn "
             "2816, bf16, sdpa, batch 1, 1 new token over a 128-token DynamicCache (cropped back "
             "after each call)",
-            "hf_moe_block": "MixtralSparseMoeBlock hidden 1024, 8 experts of ffn 256, top-2, "
-            "grouped_mm experts, bf16, one token",
+            "hf_moe_model": f"MixtralForCausalLM of {HF_MODEL_LAYERS} layers shaped as "
+            "hf_model's with 8 experts of ffn 2816, top-2, transformers' grouped experts: "
+            "hf_moe_layer_s is the slope",
             "hf_model": f"LlamaForCausalLM of {HF_MODEL_LAYERS} such layers, vocab 1000, "
             "bf16, batch 1, one decode forward over a 128-token DynamicCache (cropped back "
             "after each call); profiler_event_s: the smaller one under torch.profiler (CPU + CUDA, "
@@ -815,38 +819,49 @@ def _hf_decoder_layer(torch: Any, device: str, notes: dict) -> tuple[Callable, C
     return call, count_kernels
 
 
-def _hf_moe_block(torch: Any, device: str, notes: dict) -> tuple[Callable, Callable] | None:
-    """(call, kernel_counter) for one HF MixtralSparseMoeBlock forward of one token with
-    transformers' grouped experts (its default on CUDA: ~30 small sort, gather, histogram and
-    mask ops around two grouped GEMMs, and Python between them that per-op costs under-price);
-    None where transformers has no grouped experts (before 5.x)."""
+def _hf_moe_models(torch: Any, device: str, notes: dict) -> dict[int, Callable[[], Any]]:
+    """Decode forwards of two small HF Mixtral models (``HF_MODEL_LAYERS`` layers) under
+    transformers' grouped experts (its default on CUDA): the MoE layer's host time inside a
+    model, whose Python (sort, gather, histogram, masks around two grouped GEMMs) per-op costs
+    under-price. Empty where transformers has no grouped experts (before 5.x)."""
     try:
-        from transformers import MixtralConfig
-        from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+        from transformers import MixtralConfig, MixtralForCausalLM
     except Exception as exc:
-        notes["hf_moe_block"] = f"not measured: transformers has no Mixtral block ({exc})"
-        return None
-    cfg = MixtralConfig(hidden_size=1024, intermediate_size=256, num_local_experts=8,
-                        num_experts_per_tok=2, num_hidden_layers=1, num_attention_heads=8,
-                        num_key_value_heads=2, vocab_size=1000)  # fmt: skip
-    try:
-        cfg._experts_implementation = "grouped_mm"
-        block = _ready(torch, MixtralSparseMoeBlock(cfg), device)
-        hidden = torch.randn(1, 1, cfg.hidden_size, device=device, dtype=torch.bfloat16)
-        with torch.no_grad():
-            block(hidden)
-    except Exception as exc:  # transformers 4.x: no experts implementations to pick
-        notes["hf_moe_block"] = f"not measured: no grouped experts here ({exc})"[:300]
-        return None
+        notes["hf_moe_model"] = f"not measured: transformers has no Mixtral ({exc})"
+        return {}
+    calls = {}
+    for n in HF_MODEL_LAYERS:
+        base = _llama_config(n)
+        cfg = MixtralConfig(hidden_size=base.hidden_size, intermediate_size=base.intermediate_size,
+                            num_attention_heads=base.num_attention_heads,
+                            num_key_value_heads=base.num_key_value_heads,
+                            head_dim=base.head_dim, num_hidden_layers=n, vocab_size=1000,
+                            num_local_experts=8, num_experts_per_tok=2,
+                            attn_implementation="sdpa")  # fmt: skip
+        model = _ready(torch, MixtralForCausalLM(cfg), device)
+        if getattr(model.config, "_experts_implementation", None) != "grouped_mm":
+            notes["hf_moe_model"] = "not measured: transformers runs no grouped experts here"
+            return {}
+        calls[n] = _decode_call(torch, model, cfg, n, device)
+    return calls
+
+
+def _decode_call(
+    torch: Any, model: Any, cfg: Any, layers: int, device: str, ctx: int = 128, crop: bool = True
+) -> Callable[[], Any]:
+    """One decode forward of ``model`` over a ``ctx``-token DynamicCache (cut back after each
+    call where ``crop``: every call then sees the same shapes)."""
+    cache = _filled_cache(torch, cfg, layers, ctx, device)
+    ids = torch.tensor([[1]], device=device)
+    arg = _cache_arg(model.forward)
 
     @torch.no_grad()
     def call() -> None:
-        block(hidden)
+        model(input_ids=ids, use_cache=True, **{arg: cache})
+        if crop:
+            cache.crop(-1)  # drop the token just added
 
-    def count_kernels() -> int:
-        return _count_kernels(torch, call, 5)
-
-    return call, count_kernels
+    return call
 
 
 def _hf_model(
@@ -862,17 +877,7 @@ def _hf_model(
 
     cfg = _llama_config(layers)
     model = _ready(torch, LlamaForCausalLM(cfg), device)
-    cache = _filled_cache(torch, cfg, layers, ctx, device)
-    ids = torch.tensor([[1]], device=device)
-    arg = _cache_arg(model.forward)
-
-    @torch.no_grad()
-    def call() -> None:
-        model(input_ids=ids, use_cache=True, **{arg: cache})
-        if crop:
-            cache.crop(-1)  # drop the token just added: every call sees the same shapes
-
-    return call
+    return _decode_call(torch, model, cfg, layers, device, ctx, crop)
 
 
 def _sdpa_graph_build(
