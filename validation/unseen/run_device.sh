@@ -3,7 +3,7 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe-qwen]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
@@ -16,7 +16,7 @@
 #   families2, families3: the same models at run 2's / run 3's points (--families-grid 2 / 3)
 #   family-train: Qwen3-0.6B amp/bf16 and Phi-3-mini bf16 training, Qwen3-8B hf-static-compiled
 #   moe: Mixtral-8x7B and Qwen3-30B-A3B eager decode and prefill, grouped_mm and loop experts
-#   moe-qwen: the moe part's Qwen3-30B-A3B alone; moe2, moe3: run 2's / run 3's points
+#   moe-qwen: the moe part's Qwen3-30B-A3B alone; moe2..moe4: run 2's..run 4's points
 set -u
 OUT=$1
 TOTAL=${2:-570}
@@ -66,6 +66,8 @@ elif [ "$PLAN" = moe2 ]; then
   part moe moe $((TOTAL - 20)) 60 "--moe-grid 2"
 elif [ "$PLAN" = moe3 ]; then
   part moe moe $((TOTAL - 20)) 60 "--moe-grid 3"
+elif [ "$PLAN" = moe4 ]; then
+  part moe moe $((TOTAL - 20)) 60 "--moe-grid 4"
 elif [ "$PLAN" = moe-qwen ]; then
   part moe moe $((TOTAL - 20)) 60 "--moe-models qwen3-30b-a3b"
 elif [ "$PLAN" = family-train ]; then

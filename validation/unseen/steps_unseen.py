@@ -913,6 +913,15 @@ def part_moe(env: Env, args, out_dir: Path, result: dict) -> None:
                   {("grouped_mm", d, (2, 48)), ("eager", d, (2, 48))})
                  for name, cfg in (("mixtral-8x7b", mixtral_8x7b_config),
                                    ("qwen3-30b-a3b", qwen3_30b_a3b_config))]  # fmt: skip
+    elif args.moe_grid == 4:  # written after run 3 and the measured MoE layer, before run 4
+        plans = [
+            ("mixtral-8x7b", mixtral_8x7b_config(tiny),
+             [(1, 1024), (12, 2048), (32, 4096)], [(1, 256), (2, 2048)],
+             [(2, 4096)], [], set()),
+            ("qwen3-30b-a3b", qwen3_30b_a3b_config(tiny),
+             [(1, 2048), (8, 1024), (48, 1024)], [(1, 512), (4, 2048)],
+             [(1, 2048)], [], set()),
+        ]  # fmt: skip
     elif args.moe_grid == 3:  # written after run 2 and the measured MoE block, before run 3
         plans = [
             ("mixtral-8x7b", mixtral_8x7b_config(tiny),
@@ -1268,8 +1277,8 @@ def main() -> int:
                     "with the other parts) or wide (6 decode, 4 prefill; a call of its own)")  # fmt: skip
     ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
                     help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
-    ap.add_argument("--moe-grid", type=int, choices=(1, 2, 3), default=1,
-                    help="the moe part's points: run 1's, run 2's or run 3's")  # fmt: skip
+    ap.add_argument("--moe-grid", type=int, choices=(1, 2, 3, 4), default=1,
+                    help="the moe part's points: run 1's ... run 4's")  # fmt: skip
     ap.add_argument("--moe-models", default=None,
                     help="the moe part's models to run (comma-separated; default: all)")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
