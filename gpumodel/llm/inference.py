@@ -281,10 +281,11 @@ class HostTerms:
 # ``HostTerms.source`` when the host profile priced the host
 PROFILE_SOURCE = "host profile"
 # An HF grouped-experts MoE decoder layer's host time inside a model over a Llama layer's,
-# each per unit of its kernels' per-kind costs (the host runs an MoE layer's Python slower than
-# its op count says), where a profile did not measure the MoE layer (``hf_moe_layer_s``):
-# set from the H200 VM profiles that did.
-REFERENCE_MOE_LAYER_SPEED = 1.0
+# each per unit of its kernels' per-kind costs, where a profile did not measure the MoE layer
+# (``hf_moe_layer_s``): 1.06 on the one H200 VM profile that did (1,603 us per Mixtral layer
+# against 843 per Llama layer, per-kind prices 707 and 395 us; validation/results/
+# steps-h200-moe-run4/host-moe.yaml, transformers 5.17, torch 2.11)
+REFERENCE_MOE_LAYER_SPEED = 1.06
 
 # the host-time term of HF's experts loop's syncs (``HostTerms.by_kind_s``)
 SYNC_TERM = "host-device syncs (experts loop)"
