@@ -163,3 +163,46 @@ def test_bad_experts_is_a_one_line_error(capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip().count("\n") == 0 and "--experts" in err
+
+
+RUN4_HOST = ROOT / "validation" / "results" / "steps-h200-moe-run4" / "host-moe.yaml"
+
+
+def test_a_measured_moe_layer_prices_the_eager_moe_layer():
+    # run 4's profile measured an HF Mixtral layer inside a small model (hf_moe_layer_s):
+    # Mixtral-8x7B's layer is laid out the same (ratio 1), so each of its 32 layers costs it
+    hp = gm.load_host(str(RUN4_HOST))
+    r = predict_inference("mixtral-8x7b", "h200", batch=8, context=2048, runtime="hf-eager",
+                          host=str(RUN4_HOST), calibration="none")  # fmt: skip
+    key = "HF MoE decoder layer (measured in the model; x1 for this model's kernels)"
+    assert r.host_by_kind_s[key] == pytest.approx(32 * hp.hf_moe_layer_s)
+    # Qwen3-30B-A3B's layer launches more (q/k norms): the measured layer times its ratio
+    q = predict_inference(ROOT / "validation/unseen/models/qwen3-30b-a3b.yaml", "h200", batch=8,
+                          context=2048, runtime="hf-eager", host=str(RUN4_HOST),
+                          calibration="none")  # fmt: skip
+    ((name, total),) = [(k, v) for k, v in q.host_by_kind_s.items() if "MoE decoder layer" in k]
+    ratio = float(name.split("; x")[1].split(" ")[0])
+    assert 1.1 < ratio < 1.5
+    assert total == pytest.approx(48 * hp.hf_moe_layer_s * ratio, rel=5e-3)  # 3 digits shown
+
+
+def test_without_a_measured_moe_layer_the_reference_speed_applies():
+    from gpumodel.llm.inference import REFERENCE_MOE_LAYER_SPEED
+
+    host = ROOT / "validation" / "results" / "steps-h200-moe-run2" / "host-moe.yaml"
+    assert gm.load_host(str(host)).hf_moe_layer_s is None
+    r = predict_inference("mixtral-8x7b", "h200", batch=8, context=2048, runtime="hf-eager",
+                          host=str(host), calibration="none")  # fmt: skip
+    (name,) = [k for k in r.host_by_kind_s if k.startswith("HF decoder layer")]
+    assert f"x{REFERENCE_MOE_LAYER_SPEED:g} for an MoE layer (reference)" in name
+
+
+def test_host_profiles_carry_the_moe_layer():
+    from gpumodel.validate.host import MOE_LAYER_KEY, build_profile
+    from tests.test_host_profile import META, fake_samples
+
+    samples = {**fake_samples(), MOE_LAYER_KEY: [1.5e-3, 1.6e-3, 1.7e-3]}
+    p = build_profile(samples, META, {"hf_decoder_layer_kernels": None})
+    assert p[MOE_LAYER_KEY] == pytest.approx(1.6e-3)
+    assert MOE_LAYER_KEY in p["spread"]
+    assert "hf_moe_layer_s" not in build_profile(fake_samples(), META)
