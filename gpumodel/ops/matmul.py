@@ -436,7 +436,8 @@ class GroupedGemm(Op):
         )
         note = (
             f"{active:.1f} of {self.experts} experts active, {tiles:.1f} row tiles of "
-            f"{GROUPED_TILE_M} for {rows} rows (uniform routing)"
+            f"{GROUPED_TILE_M} for {rows} rows (uniform routing): the FLOPs count the padded "
+            f"tiles the kernel computes, {rows / padded:.1%} of them useful"
         )
         gemm = KernelWork(
             name="grouped_gemm",
