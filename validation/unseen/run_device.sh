@@ -56,18 +56,12 @@ elif [ "$PLAN" = padded ]; then
   part padded padded $((TOTAL - 20)) 60
 elif [ "$PLAN" = families ]; then
   part families families $((TOTAL - 20)) 60
-elif [ "$PLAN" = families2 ]; then
-  part families families $((TOTAL - 20)) 60 "--families-grid 2"
-elif [ "$PLAN" = families3 ]; then
-  part families families $((TOTAL - 20)) 60 "--families-grid 3"
+elif [[ $PLAN =~ ^families[23]$ ]]; then
+  part families families $((TOTAL - 20)) 60 "--families-grid ${PLAN#families}"
 elif [ "$PLAN" = moe ]; then
   part moe moe $((TOTAL - 20)) 60
-elif [ "$PLAN" = moe2 ]; then
-  part moe moe $((TOTAL - 20)) 60 "--moe-grid 2"
-elif [ "$PLAN" = moe3 ]; then
-  part moe moe $((TOTAL - 20)) 60 "--moe-grid 3"
-elif [ "$PLAN" = moe4 ]; then
-  part moe moe $((TOTAL - 20)) 60 "--moe-grid 4"
+elif [[ $PLAN =~ ^moe[234]$ ]]; then
+  part moe moe $((TOTAL - 20)) 60 "--moe-grid ${PLAN#moe}"
 elif [ "$PLAN" = moe-qwen ]; then
   part moe moe $((TOTAL - 20)) 60 "--moe-models qwen3-30b-a3b"
 elif [ "$PLAN" = family-train ]; then
