@@ -206,3 +206,11 @@ def test_host_profiles_carry_the_moe_layer():
     assert p[MOE_LAYER_KEY] == pytest.approx(1.6e-3)
     assert MOE_LAYER_KEY in p["spread"]
     assert "hf_moe_layer_s" not in build_profile(fake_samples(), META)
+
+
+def test_expected_groups_at_huge_token_counts_fill_whole_tiles():
+    # far past the tile size every expert's rows fill tiles: rows / tile, plus about half a
+    # tile's worth of rounding per expert
+    active, tiles = expected_groups(10**12, 8, 2, GROUPED_TILE_M)
+    assert active == 8
+    assert tiles == pytest.approx(8 * (10**12 * 2 / 8) / GROUPED_TILE_M, rel=1e-9)

@@ -381,7 +381,9 @@ def expected_groups(tokens: int, experts: int, top_k: int, tile: int) -> tuple[f
     p = top_k / experts
     active = 1.0 - (1.0 - p) ** tokens
     mean, sd = tokens * p, math.sqrt(tokens * p * (1.0 - p))
-    tiles, j = active, 1
+    # the tiles wholly below mean - 8 sd are all filled (P = 1 to 1e-15): counted, not summed
+    j = max(1, math.floor((mean - 8 * sd) / tile))
+    tiles = active + (j - 1)
     while j * tile < mean + 8 * sd + 1:
         z = (j * tile + 0.5 - mean) / sd if sd > 0 else math.inf
         tiles += 0.5 * math.erfc(z / math.sqrt(2.0))
