@@ -130,6 +130,7 @@ def test_the_loop_runs_host_and_gpu_in_turn():
     )
     assert grouped.time_s < loop.time_s
     assert any("experts loop" in n for n in loop.notes)
+    assert "the step is the two in turn" in loop.explain()
 
 
 def test_experts_leave_dense_models_and_graph_runtimes_alone():

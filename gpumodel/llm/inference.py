@@ -198,7 +198,12 @@ class InferenceResult(StepResult):
         ]
         if self.time_range_s is not None:
             lines.append(drift_range_line(self.time_range_s, self.host))
-        if self.bound == "host":
+        if self.bound == "host" and SYNC_TERM in self.host_by_kind_s:
+            lines.append(f"  HOST-BOUND: the host issues the step's kernels in "
+                         f"{format_time(self.host_time_s)} and waits for the GPU at each sync; "
+                         f"the GPU needs {format_time(self.gpu_time_s)}: the step is the two "
+                         "in turn")  # fmt: skip
+        elif self.bound == "host":
             lines.append(f"  HOST-BOUND: the host issues the step's kernels in "
                          f"{format_time(self.host_time_s)}, the GPU needs "
                          f"{format_time(self.gpu_time_s)}: the host term is the step "
