@@ -32,6 +32,7 @@ from gpumodel.ops import (
     Elementwise,
     Embedding,
     Gemm,
+    GroupedGemm,
     HostTransfer,
     Kernel,
     LayerNorm,
@@ -340,6 +341,23 @@ def _mm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     if isinstance(op, Gemm) and op.dtype == "fp8" and fast is False:
         return replace(mapped, op=op.model_copy(update={"fast_accum": False}))
     return mapped
+
+
+@rule("gemm", "aten::_grouped_mm")
+def _grouped_mm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
+    """``torch._grouped_mm(x [S, K], w [E, K, N], offs [E])``: HF transformers 5's experts. The
+    trace gives the slots S and the experts E, not the tokens and top_k: priced as S one-expert
+    tokens (the same rows; the expected active experts up to 6% fewer than S / k tokens' of k
+    distinct experts each, at S = 2, 8 experts; 2% at S = 16)."""
+    x, w = a.tensor(0), a.tensor(1)
+    if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 3:
+        return unmapped("gemm", "expected rows [S, K] and experts' weights [E, K, N]", a,
+                        _first_dtype(a))  # fmt: skip
+    if x.dtype not in MODEL_DTYPES:
+        return unmapped("gemm", f"{x.dtype} grouped products are not modelled", a, x.dtype)
+    (slots, k), (experts, _, n) = x.dims, w.dims
+    op = GroupedGemm(tokens=max(1, slots), experts=experts, top_k=1, n=n, k=k, dtype=x.dtype)  # type: ignore[arg-type]
+    return Mapped(op=op, family="gemm", dtype=x.dtype, shapes=(x.dims, w.dims))
 
 
 @rule("gemm", "aten::bmm", "aten::baddbmm")

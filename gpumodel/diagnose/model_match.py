@@ -88,13 +88,18 @@ def identify_model(ops: list[Any]) -> tuple[str | None, str]:
     """The shipped LLM preset whose hidden, FFN and vocabulary widths all appear among the
     trace's GEMM dimensions (a decoder's projections are (hidden x hidden), (hidden x ffn) and
     the LM head (hidden x vocab)); ties go to the preset whose layer count best matches the
-    number of FFN GEMMs. None, with the widths seen, when no preset matches."""
+    number of FFN GEMMs. Grouped GEMMs (HF's experts) count, and name a mixture-of-experts
+    preset only (Mixtral-8x7B and Mistral-7B share their widths). None, with the widths seen,
+    when no preset matches."""
     from gpumodel.llm.models import list_models
 
     dims: set[int] = set()
     ffn_gemms = defaultdict(int)
+    grouped = False
     for op in ops:
-        if getattr(op, "family", None) == "gemm":
+        family = getattr(op, "family", None)
+        if family in ("gemm", "grouped_gemm"):
+            grouped |= family == "grouped_gemm"
             n, k = int(getattr(op, "n", 0)), int(getattr(op, "k", 0))
             dims.update((n, k))
             ffn_gemms[(min(n, k), max(n, k))] += 1
@@ -102,7 +107,7 @@ def identify_model(ops: list[Any]) -> tuple[str | None, str]:
         return None, "model: no GEMM shapes recorded (record_shapes=True names the model)"
     matches = []
     for spec in list_models():
-        if {spec.hidden, spec.ffn_hidden, spec.vocab} <= dims:
+        if (spec.moe is not None) == grouped and {spec.hidden, spec.ffn_hidden, spec.vocab} <= dims:
             pair = (min(spec.hidden, spec.ffn_hidden), max(spec.hidden, spec.ffn_hidden))
             matches.append((abs(ffn_gemms[pair] - spec.layers), spec.id))
     if not matches:

@@ -92,8 +92,9 @@ def _schema(path: Path) -> str | None:
 
 
 def workload_key(r: dict) -> tuple:
-    """Points of one workload: model, runtime and phase (inference) or policy (training)."""
-    return (r["workload"], r["runtime"], r["phase"], r.get("policy"))
+    """Points of one workload: model, runtime and phase (inference) or policy (training), and
+    HF's experts implementation (mixture-of-experts models)."""
+    return (r["workload"], r["runtime"], r["phase"], r.get("policy"), r.get("experts"))
 
 
 def point_key(r: dict) -> tuple:
@@ -110,6 +111,8 @@ def predict(r: dict, gpu: str, calibration, host) -> tuple[float, float | None]:
                                        host=host)  # fmt: skip
         return res.time_s, res.memory.allocated_bytes
     kw = {"seq": r["seq"]} if r["phase"] == "prefill" else {"context": r["context"]}
+    if r.get("experts"):  # HF's experts_implementation: "eager" is the loop
+        kw["experts"] = "loop" if r["experts"] == "eager" else r["experts"]
     res = gm.predict_inference(model, gpu, r["phase"], batch=r["batch"], runtime=r["runtime"],
                                calibration=calibration, host=host, allow_oversubscribe=True,
                                **kw)  # fmt: skip
