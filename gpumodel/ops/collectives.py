@@ -556,6 +556,18 @@ def _nccl_pool(cands: list[Any]) -> list[Any]:
     return [c for c in cands if c.nccl] or cands
 
 
+# A collective replayed from a CUDA graph, timed on 2 x H200 (NVLink, NCCL 2.28.9; 1 KiB-64 MiB,
+# all-reduce, all-gather, reduce-scatter, 50 calls in one graph; validation/results/
+# h200-sxm-x2/nccl-graph-2026-11-29): a line per collective fitted there has a latency of 10.0-
+# 11.9 us where NCCL's own model says 7.2-7.8 (x1.39-1.58), and a bus bandwidth of 175-237 GB/s
+# where the eager calibrated line's is 269-333 (x0.65-0.71): the eager line's bandwidth is its
+# plateau past 64 MiB, while a graph's 1-16 MiB messages run NCCL's slower protocols, which an
+# eager loop hides under its 45 us per-call floor. Priced with the means; fitted on that one
+# machine, no unseen check yet (4 and 8 GPUs unmeasured).
+GRAPH_ALPHA_FACTOR = 1.5
+GRAPH_BUS_FACTOR = 0.67
+
+
 def _graph_alpha(op: Collective, n: Any, topo: comm.Topology) -> Any:
     """The latency of ``op`` replayed from a CUDA graph: NCCL's own (``baseLat`` + steps x
     ``hwLat``, the datasheet model's alpha of the algorithm NCCL would pick), not a measured
@@ -570,7 +582,8 @@ def _graph_alpha(op: Collective, n: Any, topo: comm.Topology) -> Any:
     shape = np.shape(n)
     times = np.stack([np.broadcast_to(c.time_s, shape) for c in pool])
     alphas = np.stack([np.broadcast_to(c.alpha_total_s, shape) for c in pool])
-    return np.take_along_axis(alphas, np.argmin(times, axis=0)[None], 0)[0]
+    chosen = np.take_along_axis(alphas, np.argmin(times, axis=0)[None], 0)[0]
+    return GRAPH_ALPHA_FACTOR * chosen
 
 
 def _time_array(op: Collective, gpu: GPUSpec, calibration: Any, n: Any) -> Any:
@@ -579,12 +592,14 @@ def _time_array(op: Collective, gpu: GPUSpec, calibration: Any, n: Any) -> Any:
     exact, donor, _, _, topo, _ = _setup(op, gpu, calibration)
     factor = op.bus_factor()
     if exact is not None and topo.nodes == 1:
-        alpha = _graph_alpha(op, n, topo) if op.in_graph else exact.alpha_s
-        return alpha + n * factor / exact.bus_bandwidth_bytes_per_s
+        alpha, bus = exact.alpha_s, exact.bus_bandwidth_bytes_per_s
+        if op.in_graph:
+            alpha, bus = _graph_alpha(op, n, topo), bus * GRAPH_BUS_FACTOR
+        return alpha + n * factor / bus
     if donor is not None and topo.nodes == 1:
         alpha, bus, _ = _transferred_line(op, donor, topo)
         if op.in_graph:
-            alpha = _graph_alpha(op, n, topo)
+            alpha, bus = _graph_alpha(op, n, topo), bus * GRAPH_BUS_FACTOR
         return alpha + n * factor / bus
     cands = comm.candidates(op.collective, n, topo)
     if op.algorithm != "auto":
@@ -602,7 +617,8 @@ def _graph_alpha_term(t_alpha: float, measured_s: float, p: int, topo: comm.Topo
     """The alpha term of a measured line replayed from a CUDA graph (``_graph_alpha``)."""
     return Term(name="alpha term (latency, NCCL's own: replayed from a CUDA graph)",
                 value=t_alpha,
-                note=f"base {format_time(topo.base_latency_s)} (NCCL baseLat) + "
+                note=f"x{GRAPH_ALPHA_FACTOR:g} (a graph's measured latency) of base "
+                     f"{format_time(topo.base_latency_s)} (NCCL baseLat) + "
                      + _steps_note(chosen, topo, step_alpha) + "; the calibrated floor on "
                      f"{p} GPUs, {format_time(measured_s)}, was timed as eager torch.distributed "
                      "calls, a Python call each, which a graph replay does not make")  # fmt: skip
@@ -656,7 +672,8 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         alpha_term = Term(name="alpha term (latency floor, calibrated)", value=t_alpha,
                           note=f"fitted small-message floor of {op.collective} on {p} GPUs")  # fmt: skip
         if op.in_graph:
-            t_alpha = float(chosen.alpha_total_s)
+            bus *= GRAPH_BUS_FACTOR
+            t_alpha, t_beta = GRAPH_ALPHA_FACTOR * float(chosen.alpha_total_s), n * factor / bus
             alpha_term = _graph_alpha_term(t_alpha, exact.alpha_s, p, topo, chosen, step_alpha)
         time_s = t_alpha + t_beta
         why = (
@@ -685,7 +702,8 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
                                f"{'+' if d_steps >= 0 else '-'} {abs(d_steps):g} ring steps x "
                                f"{format_time(step_alpha)}")  # fmt: skip
         if op.in_graph:
-            t_alpha = float(chosen.alpha_total_s)
+            bus *= GRAPH_BUS_FACTOR
+            t_alpha, t_beta = GRAPH_ALPHA_FACTOR * float(chosen.alpha_total_s), n * factor / bus
             alpha_term = _graph_alpha_term(t_alpha, alpha, p, topo, chosen, step_alpha)
         time_s = t_alpha + t_beta
         why = (

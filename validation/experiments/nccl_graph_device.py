@@ -9,8 +9,10 @@ into one CUDA graph and replayed, both between CUDA events, the slowest rank cou
 each, the model's ``in_graph`` and eager predictions (the calibration found for this machine,
 if any).
 
-Not yet run: no multi-GPU machine was lent in the session that wrote it (2026-11-29). Run on
-one (NVLink multicast off, as the harness sets it):
+Run on 2 x H200 on 2026-11-29 (validation/results/h200-sxm-x2/nccl-graph-2026-11-29; its model
+columns are the datasheet's: the results folder was parked for the call, so no calibration was
+found; docs/multi-gpu.md compares the calibrated prices). Run on a multi-GPU machine (NVLink
+multicast off, as the harness sets it):
 ``python validation/experiments/nccl_graph_device.py --out nccl-graph.json``.
 """
 
