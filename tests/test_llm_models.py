@@ -38,6 +38,8 @@ PUBLISHED = {
     "qwen2.5-7b": (7.61e9, 0.01),
     "qwen3-8b": (8.2e9, 0.01),
     "phi-3-mini": (3.8e9, 0.01),
+    # HF model card Qwen/Qwen3-30B-A3B: "Number of Parameters: 30.5B in total"
+    "qwen3-30b-a3b": (30.5e9, 0.01),
 }
 
 

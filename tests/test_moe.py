@@ -233,3 +233,40 @@ def test_calibrating_from_a_mixtral_trace_names_it_and_matches_its_gpu_time():
     assert cal.trace.model == "mixtral-8x7b"  # not Mistral-7B, whose widths are the same
     # the grouped GEMMs were 83% of the step's GPU time and unmatched before they were mapped
     assert cal.trace.matched_fraction > 0.95
+
+
+def test_qwen3_moe_preset_counts_transformers_parameters_and_casts_its_routing_weights():
+    # transformers 5.17's Qwen3MoeForCausalLM of Qwen/Qwen3-30B-A3B's config.json, counted on
+    # the meta device: 30,532,122,624 parameters
+    spec = gm.get_model("qwen3-30b-a3b")
+    assert spec.param_count() == 30_532_122_624
+    assert (
+        spec.moe.routing_weights == "model"
+        and gm.get_model("mixtral-8x7b").moe.routing_weights == "fp32"
+    )
+    # Mixtral's weighted rows stay fp32 until cast back (one kernel more, twice the bytes)
+    from gpumodel.llm.layers import model_ops
+
+    def combine(s):
+        ops = model_ops(s, 4, 2048, 2048, fusion="unfused", kv_cache="concat", attention="cudnn")
+        return next(e.op for e in ops.layer if e.name == "experts_combine")
+
+    fp32 = combine(
+        spec.model_copy(update={"moe": spec.moe.model_copy(update={"routing_weights": "fp32"})})
+    )
+    cast = combine(spec)
+    assert len(fp32.passes) == len(cast.passes) + 1
+    gathers = [c.passes[5] for c in (fp32, cast)]
+    assert all(g.name == "gather rows (index)" for g in gathers)
+    assert [g.bytes_per_element for g in gathers] == [8, 4]
+
+
+def test_moe_prefill_passes_run_pytorchs_broadcast_kernels():
+    # an H200 trace of a Mixtral prefill: the row masks, SiLU and the product on the output's
+    # halves and the routing weight ran elementwise_kernel<128, 4>, 67 of its 245 ms
+    from gpumodel.llm.layers import model_ops
+
+    ops = model_ops(gm.get_model("mixtral-8x7b"), 2, 2048, 2048, fusion="unfused",
+                    kv_cache="concat", attention="cudnn")  # fmt: skip
+    gate = next(e.op for e in ops.layer if e.name == "experts_silu_and_mul")
+    assert [p.strided for p in gate.passes] == [None, "broadcast", "broadcast", "broadcast"]

@@ -524,17 +524,24 @@ def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[L
         ("ids to int32", per_slot, 12, 0), ("histc: fill", e / (slots * h), 4, 0),
         ("histc", per_slot, 4, 1), ("cumsum: init", e / (slots * h), 4, 0),
         ("cumsum", e / (slots * h), 8, 1), ("ge (sentinel mask)", per_slot, 9, 1),
-        ("clamp", per_slot, 16, 1), ("masked_fill rows", 1, 2 * b, 0),
+        ("clamp", per_slot, 16, 1), ("masked_fill rows", 1, 2 * b, 0, "broadcast"),
     )  # fmt: skip
+    # masked_fill with a per-row mask, SiLU and the product on the output's two halves, the
+    # per-row routing weight: PyTorch's non-vectorised (broadcast / strided) kernels, as an
+    # H200 trace of a Mixtral prefill shows (elementwise_kernel<128, 4>: 67 of its 245 ms)
     gate = passes("experts: mask + silu * up (eager)", slots * ffn, dt,
-                  ("copy (masked_fill)", 2, 2 * b, 0), ("masked_fill", 2, 2 * b, 0),
-                  ("silu (strided half)", 1, 2 * b, 4), ("mul", 1, 3 * b, 1))  # fmt: skip
+                  ("copy (masked_fill)", 2, 2 * b, 0), ("masked_fill", 2, 2 * b, 0, "broadcast"),
+                  ("silu (strided half)", 1, 2 * b, 4, "broadcast"),
+                  ("mul", 1, 3 * b, 1, "broadcast"))  # fmt: skip
+    # the weighted rows are fp32 where the routing weights are (Mixtral), cast back at the end
+    w = 4 if model.moe.routing_weights == "fp32" else b
+    cast = [("to dtype", 1 / k, w + b, 0)] if w != b else []
     combine = passes(
         "experts: mask + combine (eager)", slots * h, dt, ("copy (masked_fill)", 1, 2 * b, 0),
-        ("masked_fill", 1, 2 * b, 0), ("mul routing weight (fp32 out)", 1, b + 4, 1),
+        ("masked_fill", 1, 2 * b, 0, "broadcast"),
+        ("mul routing weight", 1, b + w, 1, "broadcast", w),
         ("arange", per_slot, 8, 0), ("index_put inverse order", per_slot, 24, 0),
-        ("gather rows (index)", 1, 8, 0), ("sum over top_k", 1, 4 + 4 / k, 1),
-        ("to dtype", 1 / k, 4 + b, 0),
+        ("gather rows (index)", 1, 2 * w, 0), ("sum over top_k", 1, w + w / k, 1), *cast,
     )  # fmt: skip
     return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
             LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),

@@ -44,10 +44,15 @@ def _count(value: object) -> int | None:
 
 
 class MoESpec(_Frozen):
-    """Sparse mixture of experts: each token goes to ``top_k`` of ``experts`` MLPs."""
+    """Sparse mixture of experts: each token goes to ``top_k`` of ``experts`` MLPs.
+    ``routing_weights``: the dtype of the top-k weights the experts' outputs are scaled by in
+    HF's eager code: ``fp32`` (Mixtral keeps its softmax's fp32; the weighted rows are then
+    fp32 until the sum over top_k) or ``model`` (Qwen2-MoE and Qwen3-MoE cast them to the
+    model's dtype)."""
 
     experts: Size = Field(ge=2)
     top_k: Size
+    routing_weights: Literal["fp32", "model"] = "fp32"
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
