@@ -454,11 +454,13 @@ def _mlp(
                                              ("softmax+topk", 1, 2 * b, 6))))  # fmt: skip
     elif fusion == "unfused":
         # HF 5's top-k router: logits.float(), softmax, topk (a select and a sort kernel),
-        # sum and divide of the top-k weights (which stay fp32); H200 traces of Mixtral-8x7B
+        # sum and divide of the top-k weights, which stay fp32 (Mixtral; H200 traces) or are
+        # cast to the model's dtype (Qwen3-MoE: one kernel more)
+        cast = [("to dtype", k / e, 4 + b, 0)] if model.moe.routing_weights == "model" else []
         ops.append(LayerOp("routing", passes(
             "top-k routing (eager)", tokens * e, dt, ("logits to fp32", 1, b + 4, 0),
             ("softmax", 1, 8, 5), ("topk", 1, 4, 2), ("topk sort", k / e, 12, 2),
-            ("sum", k / e, 4, 1), ("div", k / e, 8, 1),
+            ("sum", k / e, 4, 1), ("div", k / e, 8, 1), *cast,
         )))  # fmt: skip
         if experts == "grouped_mm":
             return ops + _grouped_experts(model, tokens, ffn, dt)
@@ -505,8 +507,9 @@ def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[L
     kernel as H200 traces of Mixtral-8x7B and Qwen3-30B-A3B decode show it (32 per layer):
     sort the ``tokens * top_k`` slots by expert, gather their rows, count rows per expert
     (histc, cumsum), zero the out-of-range rows (masked_fill), one grouped GEMM per projection,
-    SiLU(gate) * up on the output's two halves, the routing weights applied in fp32, the rows
-    put back in token order and summed over top_k, cast back."""
+    SiLU(gate) * up on the output's two halves, the routing weights applied (in their dtype:
+    ``MoESpec.routing_weights``), the rows put back in token order and summed over top_k, cast
+    back where the weights were fp32."""
     assert model.moe is not None
     e, k, h, b = model.moe.experts, model.moe.top_k, model.hidden, BYTES_PER_ELEMENT[dt]
     slots = tokens * k
