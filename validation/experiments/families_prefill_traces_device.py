@@ -18,34 +18,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unseen"))
 import steps_unseen as su
 
 
-def main() -> None:
+def traced_prefills(env, plans, out: Path, name: str, rounds: int = 4, seconds: float = 60) -> None:
+    """Time each plan's prefill points in rounds, trace one of them, write ``name``.json:
+    plans are (model, config, [(batch, seq)...], the (batch, seq) traced)."""
     import torch
 
+    result: dict = {"env": su.env_info(env), "records": [], "traces": []}
+    for model_name, cfg, grid, traced in plans:
+        model = su.build_causal_lm(env, cfg, torch.bfloat16).eval()
+        pts = su.prefill_points_eager(env, model, cfg, grid, model_name)
+        su.run_round_robin(env, pts, rounds, 2, 5, su.time.perf_counter() + seconds)
+        result["records"] += [p.record() for p in pts]
+        p = next(p for p in pts if (p.key["batch"], p.key["seq"]) == traced)
+        tag = f"trace-{model_name}-prefill-b{traced[0]}x{traced[1]}"
+        result["traces"].append(su.trace_point(env, p, out, tag, False))
+        del model, pts, p
+        env.fresh_memory()
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    print(su.summary_table(result["records"]))
+
+
+def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = su.Env(args.tiny)
     plans = [("qwen3-8b", su.qwen3_8b_config(args.tiny), [(1, 512), (1, 1024), (1, 256)], (1, 512)),
              ("phi-3-mini", su.phi3_mini_config(args.tiny), [(3, 2047), (3, 2046), (1, 4000)],
               (3, 2047))]  # fmt: skip
     if args.tiny:
         plans = [(n, c, [(1, 16), (2, 32)], (1, 16)) for n, c, _, _ in plans]
-    result: dict = {"env": su.env_info(env), "records": [], "traces": []}
-    for name, cfg, grid, traced in plans:
-        model = su.build_causal_lm(env, cfg, torch.bfloat16).eval()
-        pts = su.prefill_points_eager(env, model, cfg, grid, name)
-        su.run_round_robin(env, pts, 4, 2, 5, su.time.perf_counter() + 60)
-        result["records"] += [p.record() for p in pts]
-        p = next(p for p in pts if (p.key["batch"], p.key["seq"]) == traced)
-        tag = f"trace-{name}-prefill-b{traced[0]}x{traced[1]}"
-        result["traces"].append(su.trace_point(env, p, out, tag, False))
-        del model, pts
-        env.fresh_memory()
-    (out / "families-prefill.json").write_text(json.dumps(result, indent=1, default=str))
-    print(su.summary_table(result["records"]))
+    traced_prefills(su.Env(args.tiny), plans, out, "families-prefill")
 
 
 if __name__ == "__main__":
