@@ -314,6 +314,8 @@ def calibrate_from_trace(
         model = found
     elif found is not None and found != model:
         notes.append(f"--model {model} given, but the trace's GEMM shapes match {found}")
+    elif found is None:  # nothing to pass: the user named it
+        model_evidence = f"model: {model} (given; no shipped preset's widths match the trace)"
     notes.append(model_evidence)
 
     # --- host ------------------------------------------------------------------------------

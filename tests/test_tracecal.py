@@ -300,6 +300,13 @@ def test_fixture_trace_names_no_preset_and_says_so():
     cal = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz")
     assert cal.trace.model is None
     assert any(n.startswith("model: no shipped preset") for n in cal.trace.notes)
+    # named by the user: no "pass --model" for what was passed
+    named = gm.calibrate_from_trace(FIXTURES / "transformer_eager.json.gz", model="gpt2-small")
+    assert named.trace.model == "gpt2-small"
+    assert (
+        "model: gpt2-small (given; no shipped preset's widths match the trace)" in named.trace.notes
+    )
+    assert not any("pass --model" in n for n in named.trace.notes)
 
 
 def test_allocator_peaks_read_from_memory_events(tmp_path):
