@@ -38,19 +38,26 @@ def traced_prefills(env, plans, out: Path, name: str, rounds: int = 4, seconds: 
     print(su.summary_table(result["records"]))
 
 
-def main() -> None:
+def traced_prefills_cli(plans_of, name: str, tiny_traced: tuple[int, int], **kw) -> None:
+    """``--out DIR [--tiny]``: ``traced_prefills`` of ``plans_of(tiny)`` (tiny: the CPU smoke
+    test's grid, 1 x 16 and 2 x 32, tracing ``tiny_traced``)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    plans = [("qwen3-8b", su.qwen3_8b_config(args.tiny), [(1, 512), (1, 1024), (1, 256)], (1, 512)),
-             ("phi-3-mini", su.phi3_mini_config(args.tiny), [(3, 2047), (3, 2046), (1, 4000)],
-              (3, 2047))]  # fmt: skip
+    plans = plans_of(args.tiny)
     if args.tiny:
-        plans = [(n, c, [(1, 16), (2, 32)], (1, 16)) for n, c, _, _ in plans]
-    traced_prefills(su.Env(args.tiny), plans, out, "families-prefill")
+        plans = [(n, c, [(1, 16), (2, 32)], tiny_traced) for n, c, _, _ in plans]
+    traced_prefills(su.Env(args.tiny), plans, out, name, **kw)
+
+
+def main() -> None:
+    traced_prefills_cli(lambda tiny: [
+        ("qwen3-8b", su.qwen3_8b_config(tiny), [(1, 512), (1, 1024), (1, 256)], (1, 512)),
+        ("phi-3-mini", su.phi3_mini_config(tiny), [(3, 2047), (3, 2046), (1, 4000)], (3, 2047)),
+    ], "families-prefill", (1, 16))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -8,25 +8,14 @@ set. Uses the unseen-steps harness (transformers' default grouped experts).
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-from families_prefill_traces_device import su, traced_prefills  # this folder (first on sys.path)
+from families_prefill_traces_device import su, traced_prefills_cli  # this folder (on sys.path)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true")
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    plans = [("mixtral-8x7b", su.mixtral_8x7b_config(args.tiny), [(2, 2048), (3, 2048)], (2, 2048)),
-             ("qwen3-30b-a3b", su.qwen3_30b_a3b_config(args.tiny), [(4, 2048), (4, 1024)],
-              (4, 2048))]  # fmt: skip
-    if args.tiny:
-        plans = [(n, c, [(1, 16), (2, 32)], (2, 32)) for n, c, _, _ in plans]
-    traced_prefills(su.Env(args.tiny), plans, out, "moe-prefill", rounds=3, seconds=40)
+    traced_prefills_cli(lambda tiny: [
+        ("mixtral-8x7b", su.mixtral_8x7b_config(tiny), [(2, 2048), (3, 2048)], (2, 2048)),
+        ("qwen3-30b-a3b", su.qwen3_30b_a3b_config(tiny), [(4, 2048), (4, 1024)], (4, 2048)),
+    ], "moe-prefill", (2, 32), rounds=3, seconds=40)  # fmt: skip
 
 
 if __name__ == "__main__":
