@@ -38,7 +38,7 @@ UTC measured the host in process and their steps after it.
 
 Usage (device):  python validation/unseen/steps_unseen.py --part decode,prefill --out DIR
                  parts: decode, prefill, static, train, fused, arch, padded, families,
-                 family-train, moe (host first
+                 family-train, moe, moe-train (host first
                  unless --no-host)
 Smoke test (CPU): python validation/unseen/steps_unseen.py --tiny --part decode,prefill,static,train --out /tmp/x
 """
@@ -255,6 +255,40 @@ def qwen3_30b_a3b_config(tiny: bool):
                           rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
                           tie_word_embeddings=False, attention_bias=False,
                           attn_implementation="sdpa")  # fmt: skip
+
+
+def qwen3_moe_small_config(tiny: bool):
+    """A small Qwen3-MoE a user trains from scratch on one GPU (no public checkpoint): 1.87 B
+    parameters, 64 experts of FFN 512, top-8, tied embeddings."""
+    from transformers import Qwen3MoeConfig
+
+    if tiny:
+        return Qwen3MoeConfig(hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                              head_dim=16, num_experts=8, num_experts_per_tok=2, vocab_size=320,
+                              max_position_embeddings=4096, tie_word_embeddings=True,
+                              attn_implementation="sdpa")  # fmt: skip
+    return Qwen3MoeConfig(hidden_size=1024, intermediate_size=3072, moe_intermediate_size=512,
+                          num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=8,
+                          head_dim=128, num_experts=64, num_experts_per_tok=8,
+                          norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[],
+                          vocab_size=151936, max_position_embeddings=40960, rms_norm_eps=1e-6,
+                          tie_word_embeddings=True, attention_bias=False,
+                          attn_implementation="sdpa")  # fmt: skip
+
+
+def mixtral_small_config(tiny: bool):
+    """A small Mixtral-layout model a user trains from scratch on one GPU: 3.60 B parameters,
+    8 experts of FFN 5632, top-2, untied."""
+    from transformers import MixtralConfig
+
+    if tiny:
+        return mixtral_8x7b_config(True)
+    return MixtralConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=12,
+                         num_attention_heads=16, num_key_value_heads=8, vocab_size=32000,
+                         num_local_experts=8, num_experts_per_tok=2, router_jitter_noise=0.0,
+                         max_position_embeddings=32768, rms_norm_eps=1e-5, sliding_window=None,
+                         tie_word_embeddings=False, attn_implementation="sdpa")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- harness
@@ -877,18 +911,20 @@ def _families(env: Env, args, out_dir: Path, result: dict, plans) -> None:
         env.fresh_memory()
 
 
-def with_experts(model, pts: list[Point], impl: str) -> list[Point]:
+def with_experts(model, pts: list[Point], impl: str, switch: bool = True) -> list[Point]:
     """``pts`` run with HF's ``experts_implementation`` ``impl`` (set in each point's setup, so
-    that points of both kinds can share the rounds): "grouped_mm" (transformers 5's default on
-    CUDA: tokens sorted by expert, one ``torch._grouped_mm`` per projection) or "eager" (a
-    Python loop over the experts hit, transformers 4's way)."""
+    that points of both kinds can share the rounds; ``switch=False``: the model's own, only
+    recorded): "grouped_mm" (transformers 5's default on CUDA: tokens sorted by expert, one
+    ``torch._grouped_mm`` per projection) or "eager" (a Python loop over the experts hit,
+    transformers 4's way)."""
     for p in pts:
 
         def setup(base=p.setup):
             model.set_experts_implementation(impl)
             return base()
 
-        p.setup = setup
+        if switch:
+            p.setup = setup
         p.key["experts"] = impl
         p.details["experts_implementation"] = impl
     return pts
@@ -982,6 +1018,66 @@ def part_moe(env: Env, args, out_dir: Path, result: dict) -> None:
                 result["traces"].append(trace_point(env, q, out_dir, tag, False))
                 rec["traced"] = q.traced
         del model, pts, grouped, loop, q  # the points' closures hold the model
+        env.fresh_memory()
+
+
+def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Mixture-of-experts training steps and compiled MoE decoding (added 2026-11-29, fifth
+    session, before any prediction was compared with them). Training, as a user trains a small
+    MoE from scratch on one GPU with HF (grouped_mm experts, transformers' default; no router
+    auxiliary loss, HF's default output_router_logits=False): a Qwen3-MoE of 1.87 B parameters
+    (64 experts, top-8) amp and bf16, and a Mixtral-layout model of 3.60 B (8 experts, top-2)
+    bf16 and amp, at sequence 2048; one step of each model traced (with memory). Then
+    `hf-static-compiled` decode of Qwen3-30B-A3B and Mixtral-8x7B (StaticCache +
+    torch.compile reduce-overhead, as for the dense models)."""
+    import torch
+
+    tiny = args.tiny
+    deadline = T0 + args.budget_s
+    seq = 48 if tiny else 2048
+    if tiny:
+        plans = [("qwen3-moe-1.9b", qwen3_moe_small_config(True), "amp", (1, 2), 2),
+                 ("mixtral-3.6b", mixtral_small_config(True), "bf16", (1, 2), 2)]  # fmt: skip
+        static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(True), [(1, 16)])]
+    else:
+        plans = [("qwen3-moe-1.9b", qwen3_moe_small_config(False), "amp", (1, 2, 4), 2),
+                 ("qwen3-moe-1.9b", qwen3_moe_small_config(False), "bf16", (2, 4, 8), None),
+                 ("mixtral-3.6b", mixtral_small_config(False), "bf16", (1, 2, 4), 2),
+                 ("mixtral-3.6b", mixtral_small_config(False), "amp", (1, 2), None)]  # fmt: skip
+        static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(False), [(1, 2048), (16, 1024)]),
+                  ("mixtral-8x7b", mixtral_8x7b_config(False), [(8, 2048)])]  # fmt: skip
+    train_end = deadline - (20 if tiny else 200)  # what the compiled decode points need
+    for i, (name, cfg, policy, batches, trace_b) in enumerate(plans):
+        dtype = torch.float32 if policy == "amp" else torch.bfloat16
+        model = build_causal_lm(env, cfg, dtype).train()
+        result["models"].setdefault(name, {"params": sum(p.numel() for p in model.parameters()),
+                                           "config": cfg.to_dict(),
+                                           "default_experts_implementation":
+                                           model.config._experts_implementation})  # fmt: skip
+        pts = with_experts(model, train_points(env, name, model, cfg, policy, batches, seq),
+                           model.config._experts_implementation, switch=False)  # fmt: skip
+        share = (train_end - time.perf_counter()) / (len(plans) - i)
+        run_round_robin(env, pts, args.rounds, 2, args.steps,
+                        time.perf_counter() + share - (15 if trace_b else 0))  # fmt: skip
+        result["records"] += [p.record() for p in pts]
+        if trace_b is not None:
+            traced = next(p for p in pts if p.key["batch"] == trace_b)
+            tag = f"trace-{name}-train-{policy}"
+            result["traces"].append(trace_point(env, traced, out_dir, tag, True))
+            traced = None
+        del model, pts
+        env.fresh_memory()
+    for i, (name, cfg, grid) in enumerate(static):
+        model = build_causal_lm(env, cfg, torch.bfloat16).eval()
+        result["models"].setdefault(name, {"params": sum(p.numel() for p in model.parameters()),
+                                           "config": cfg.to_dict()})  # fmt: skip
+        share = (deadline - time.perf_counter()) / (len(static) - i)
+        pts = with_experts(model, static_points(env, model, cfg, grid, [],
+                                                time.perf_counter() + share - 30, name),
+                           model.config._experts_implementation, switch=False)  # fmt: skip
+        run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share - 5)
+        result["records"] += [p.record() for p in pts]
+        del model, pts
         env.fresh_memory()
 
 
@@ -1258,7 +1354,7 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 
 
 PARTS = ("decode", "prefill", "static", "train", "fused", "arch", "padded", "families",
-         "family-train", "moe")  # fmt: skip
+         "family-train", "moe", "moe-train")  # fmt: skip
 
 
 def main() -> int:
@@ -1340,6 +1436,8 @@ def main() -> int:
             part_family_train(env, args, out_dir, result)
         if "moe" in parts:
             part_moe(env, args, out_dir, result)
+        if "moe-train" in parts:
+            part_moe_train(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
