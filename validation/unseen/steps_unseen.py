@@ -1034,28 +1034,41 @@ def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
 
     tiny = args.tiny
     deadline = T0 + args.budget_s
-    seq = 48 if tiny else 2048
+    qwen, mixtral = qwen3_moe_small_config(tiny), mixtral_small_config(tiny)
+    # (model, config, policy, {seq: batches}, traced batch at the first seq)
+    traced_static: set = set()
     if tiny:
-        plans = [("qwen3-moe-1.9b", qwen3_moe_small_config(True), "amp", (1, 2), 2),
-                 ("mixtral-3.6b", mixtral_small_config(True), "bf16", (1, 2), 2)]  # fmt: skip
+        plans = [("qwen3-moe-1.9b", qwen, "amp", {48: (1, 2)}, 2),
+                 ("mixtral-3.6b", mixtral, "bf16", {48: (1, 2)}, 2)]  # fmt: skip
         static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(True), [(1, 16)])]
+        traced_static = {("qwen3-30b-a3b", 1, 16)}
+    elif args.moe_grid == 2:  # written after run 1 was scored and the model changed for it
+        plans = [("qwen3-moe-1.9b", qwen, "amp", {2048: (3,), 4096: (1,)}, None),
+                 ("qwen3-moe-1.9b", qwen, "bf16", {2048: (1, 6), 4096: (2,)}, None),
+                 ("mixtral-3.6b", mixtral, "bf16", {2048: (3,), 4096: (2,)}, None),
+                 ("mixtral-3.6b", mixtral, "amp", {4096: (1,), 1024: (4,)}, None)]  # fmt: skip
+        static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(False), [(8, 2048)]),
+                  ("mixtral-8x7b", mixtral_8x7b_config(False), [(1, 4096)])]  # fmt: skip
+        traced_static = {("qwen3-30b-a3b", 8, 2048)}
     else:
-        plans = [("qwen3-moe-1.9b", qwen3_moe_small_config(False), "amp", (1, 2, 4), 2),
-                 ("qwen3-moe-1.9b", qwen3_moe_small_config(False), "bf16", (2, 4, 8), None),
-                 ("mixtral-3.6b", mixtral_small_config(False), "bf16", (1, 2, 4), 2),
-                 ("mixtral-3.6b", mixtral_small_config(False), "amp", (1, 2), None)]  # fmt: skip
+        plans = [("qwen3-moe-1.9b", qwen, "amp", {2048: (1, 2, 4)}, 2),
+                 ("qwen3-moe-1.9b", qwen, "bf16", {2048: (2, 4, 8)}, None),
+                 ("mixtral-3.6b", mixtral, "bf16", {2048: (1, 2, 4)}, 2),
+                 ("mixtral-3.6b", mixtral, "amp", {2048: (1, 2)}, None)]  # fmt: skip
         static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(False), [(1, 2048), (16, 1024)]),
                   ("mixtral-8x7b", mixtral_8x7b_config(False), [(8, 2048)])]  # fmt: skip
     train_end = deadline - (20 if tiny else 200)  # what the compiled decode points need
-    for i, (name, cfg, policy, batches, trace_b) in enumerate(plans):
+    for i, (name, cfg, policy, grid, trace_b) in enumerate(plans):
         dtype = torch.float32 if policy == "amp" else torch.bfloat16
         model = build_causal_lm(env, cfg, dtype).train()
         result["models"].setdefault(name, {"params": sum(p.numel() for p in model.parameters()),
                                            "config": cfg.to_dict(),
                                            "default_experts_implementation":
                                            model.config._experts_implementation})  # fmt: skip
-        pts = with_experts(model, train_points(env, name, model, cfg, policy, batches, seq),
-                           model.config._experts_implementation, switch=False)  # fmt: skip
+        pts = []
+        for seq, batches in grid.items():
+            pts += train_points(env, name, model, cfg, policy, batches, seq)
+        pts = with_experts(model, pts, model.config._experts_implementation, switch=False)
         share = (train_end - time.perf_counter()) / (len(plans) - i)
         run_round_robin(env, pts, args.rounds, 2, args.steps,
                         time.perf_counter() + share - (15 if trace_b else 0))  # fmt: skip
@@ -1075,8 +1088,15 @@ def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
         pts = with_experts(model, static_points(env, model, cfg, grid, [],
                                                 time.perf_counter() + share - 30, name),
                            model.config._experts_implementation, switch=False)  # fmt: skip
-        run_round_robin(env, pts, args.rounds, 2, args.steps, time.perf_counter() + share - 5)
-        result["records"] += [p.record() for p in pts]
+        run_round_robin(env, pts, args.rounds, 2, args.steps,
+                        time.perf_counter() + share - (25 if traced_static else 5))  # fmt: skip
+        records = [p.record() for p in pts]
+        result["records"] += records
+        for q, rec in zip(pts, records):  # one compiled step traced (its graph's kernels)
+            if (name, q.key["batch"], q.key["seq"]) in traced_static and q.status == "ok":
+                tag = f"trace-{name}-static-decode-b{q.key['batch']}x{q.key['seq']}"
+                result["traces"].append(trace_point(env, q, out_dir, tag, False))
+                rec["traced"] = q.traced
         del model, pts
         env.fresh_memory()
 
@@ -1374,7 +1394,7 @@ def main() -> int:
     ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
                     help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
     ap.add_argument("--moe-grid", type=int, choices=(1, 2, 3, 4), default=1,
-                    help="the moe part's points: run 1's ... run 4's")  # fmt: skip
+                    help="the moe part's points: run 1's ... run 4's (moe-train: 1 or 2)")  # fmt: skip
     ap.add_argument("--moe-models", default=None,
                     help="the moe part's models to run (comma-separated; default: all)")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
