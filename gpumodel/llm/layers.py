@@ -463,7 +463,15 @@ def _mlp(
             ("sum", k / e, 4, 1), ("div", k / e, 8, 1), *cast,
         )))  # fmt: skip
         if experts == "grouped_mm":
-            return ops + _grouped_experts(model, tokens, ffn, dt)
+            # torch._grouped_mm is not an autocast op: under autocast around an fp32 model HF
+            # casts the experts' input to the weights' dtype, and the products run in fp32
+            return ops + _grouped_experts(model, tokens, ffn, act_dtype or dt)
+    elif experts == "grouped_mm":  # compiled: Inductor fuses the pointwise work around them
+        ops.append(LayerOp("routing", passes(
+            "top-k routing (compiled)", tokens * e, dt, ("softmax fp32", 1, b + 4, 5),
+            ("topk", 1, 4, 2), ("topk sort", k / e, 12, 2), ("sum, div, cast", k / e, 8, 2),
+        )))  # fmt: skip
+        return ops + _compiled_grouped_experts(model, tokens, ffn, dt)
     else:
         ops.append(LayerOp("routing", passes(
             "top-k routing (eager)", tokens * e, dt, ("softmax fp32", 1, b + 4, 5),
@@ -546,6 +554,35 @@ def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[L
         ("arange", per_slot, 8, 0), ("index_put inverse order", per_slot, 24, 0),
         ("gather rows (index)", 1, 2 * w, 0), ("sum over top_k", 1, w + w / k, 1), *cast,
     )  # fmt: skip
+    return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
+            LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),
+            LayerOp("experts_combine", combine)]  # fmt: skip
+
+
+def _compiled_grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[LayerOp]:
+    """HF transformers 5's grouped experts under ``torch.compile`` (bf16: HF keeps
+    ``torch._grouped_mm`` there): PyTorch's sort and histogram kernels as in eager (radix sort
+    of the slots' expert ids: a histogram, a scan and eight one-sweep passes), the gather and
+    row masks in one generated kernel, the two grouped products, SiLU(gate) * up in one, the
+    routing weight, reorder and sum over top_k in one."""
+    assert model.moe is not None
+    e, k, h, b = model.moe.experts, model.moe.top_k, model.hidden, BYTES_PER_ELEMENT[dt]
+    slots = tokens * k
+    per_slot = 1 / h
+
+    def grouped(name: str, n: int, kk: int) -> LayerOp:
+        op = build(GroupedGemm, tokens=tokens, experts=e, top_k=k, n=n, k=kk, dtype=dt)  # type: ignore[arg-type]
+        return LayerOp(name, op, kind="gemm")
+
+    sort = [(f"radix sort pass {i}", per_slot, 16, 0) for i in range(8)]
+    dispatch = passes(
+        "experts: sort + dispatch (compiled)", slots * h, dt, ("sort: histogram", per_slot, 8, 1),
+        ("sort: scan", per_slot, 8, 1), *sort, ("histc", per_slot, 4, 1),
+        ("cumsum", e / (slots * h), 8, 1), ("gather + mask rows", 1, 2 * b, 1),
+    )  # fmt: skip
+    gate = passes("experts: silu * up (compiled)", slots * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
+    combine = passes("experts: weight + combine (compiled)", tokens * h, dt,
+                     ("weight, reorder, sum over top_k", 1, (k + 1) * b, 2 * k))  # fmt: skip
     return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
             LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),
             LayerOp("experts_combine", combine)]  # fmt: skip

@@ -104,6 +104,15 @@ def hf_eager_activation_bytes_per_token(model: ModelSpec, policy: str, t: int = 
                      sequence in bf16 against the model without it: 4.0 B per element)
         SwiGLU       gate output (SiLU's input), SiLU output and up output (mul), mul output
                      (down's input): 4 x ffn bf16; GPT-2's Python gelu_new: 5 tensors
+        experts      (MoE, HF 5's grouped experts) in place of SwiGLU: the router's fp32
+                     softmax (4 B per expert), and per routed slot (``top_k`` a token) the
+                     masked rows the first grouped product reads (h), its masked gate_up output,
+                     whose halves SiLU and the product keep (2 x ffn), the SiLU output and the
+                     product (ffn each), the masked down output the routing weight multiplies
+                     (h): 2 x (2 h + 4 ffn) bytes in bf16; amp runs the experts in fp32
+                     (``GroupedGemm``): twice that. H200 steps of a Qwen3-MoE (top-8) and a
+                     Mixtral-layout model (top-2): peak allocated 14-23% over the dense term
+                     (validation/results/steps-h200-moe-train-run1)
     Dropout masks are not counted (assumes dropout 0 or eval-free configs).
     Tensor parallelism divides heads and ffn terms by ``t``."""
     h, f = model.hidden, model.ffn_hidden / t
@@ -127,6 +136,9 @@ def hf_eager_activation_bytes_per_token(model: ModelSpec, policy: str, t: int = 
         mlp = (2 + 4 + 2 + 4 + 2) * f if amp else 5 * 2 * f
     else:
         mlp = 4 * 2 * f
+    if model.moe is not None:
+        e, k = model.moe.experts, model.moe.top_k
+        mlp = 4 * e + k * (2 * h + 4 * f) * (4 if amp else 2)
     return norms + inputs + attention + mlp
 
 

@@ -480,7 +480,7 @@ def sweep_training(
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
         fields = ("layer_fwd_s", "head_fwd_s", "pre_fwd_s", "layer_bwd_s", "head_bwd_s",
                   "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s", "layer_host_s",
-                  "head_host_s", "pre_host_s")  # fmt: skip
+                  "head_host_s", "pre_host_s", "layer_synced_s")  # fmt: skip
         skey = np.stack([pts["tp"], pts["micro_batch"], pts["seq"]], axis=1)
         suniq, sinv = _group_rows(skey)
         svals = np.empty((len(suniq), len(fields)))
@@ -726,6 +726,7 @@ class _Stage:
     layer_host_s: np.ndarray
     head_host_s: np.ndarray
     pre_host_s: np.ndarray
+    layer_synced_s: np.ndarray
 
 
 __all__ = ["SweepResult", "sweep_inference", "sweep_training"]

@@ -65,7 +65,7 @@ from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import training_attention
-from gpumodel.ops import AdamW, Attention, Gemm, LayerNorm, RMSNorm, Softmax
+from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm, Softmax
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity, format_time
 
@@ -359,6 +359,13 @@ def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
             (LayerOp(f"{entry.name}.dX", dx, entry.count, "gemm"), 1.0),
             (LayerOp(f"{entry.name}.dW", dw, entry.count, "gemm"), 1.0),
         ]
+    if isinstance(op, GroupedGemm):  # dX through the transposed weights; dW over the rows
+        dx = op.model_copy(update={"n": op.k, "k": op.n})
+        dw = op.model_copy(update={"weight_grad": True})
+        return [
+            (LayerOp(f"{entry.name}.dX", dx, entry.count, "gemm"), 1.0),
+            (LayerOp(f"{entry.name}.dW", dw, entry.count, "gemm"), 1.0),
+        ]
     if isinstance(op, Attention) and op.impl == "naive":  # each product's two gradients
         return [(LayerOp(f"{entry.name}.bwd", op, entry.count, "attention"), 2.0)]
     if isinstance(op, Attention):  # the fused backward kernel, its own calibrated family
@@ -405,6 +412,8 @@ class StageTimes:
     layer_host_s: float = 0.0
     head_host_s: float = 0.0
     pre_host_s: float = 0.0
+    # a layer whose host waits for the GPU inside it (``synced_layer_s``); 0: none does
+    layer_synced_s: float = 0.0
 
 
 def train_family(spec: ModelSpec) -> str | None:
@@ -608,6 +617,8 @@ def stage_times(
         layer_comm_fwd_s=sum(t.time_s for t in layer_f if t.entry.kind == "comm"),
         layer_comm_bwd_s=sum(t.time_s for t in layer_b if t.entry.kind == "comm"),
         **_stage_host(spec, policy, host, layer_f + layer_b, head_f + head_b, pre_f),
+        layer_synced_s=synced_layer_s(layer_f, layer_b, [f for _, f in layer_b_entries],
+                                      spec, policy, host),
     )  # fmt: skip
 
 
@@ -640,8 +651,8 @@ def _stage_host(
     per = train_host_per_kernel(spec, host, policy)
     traced = traced_train_kernels(spec, policy)
     if traced is None:
-        return {"layer_host_s": per * _launches(layer), "head_host_s": per * _launches(head),
-                "pre_host_s": per * _launches(pre)}  # fmt: skip
+        return {"layer_host_s": sum(_host_s(t, per, host) for t in layer),
+                "head_host_s": per * _launches(head), "pre_host_s": per * _launches(pre)}  # fmt: skip
     return {
         "layer_host_s": per * (sum(traced["forward_layer"].values())
                                + sum(traced["backward_layer"].values())),
@@ -649,6 +660,44 @@ def _stage_host(
                               + sum(traced["backward_outside"].values())),
         "pre_host_s": 0.0,
     }  # fmt: skip
+
+
+def _host_s(t: Timed, per: float, host: HostProfile) -> float:
+    """Host seconds to issue ``t``'s kernels at ``per`` each; PyTorch's per-group fallback of a
+    grouped product (``GroupedGemm.sync_per_call``) is one eager call, a host-device sync and a
+    torch.mm per group, looped in C++, each at the profile's matmul cost."""
+    if isinstance(t.entry.op, GroupedGemm) and t.entry.op.sync_per_call:
+        groups = t.launches / t.entry.count
+        return t.entry.count * (per + host.sync_s() + groups * host.cost_s("matmul"))
+    return per * t.launches
+
+
+def synced_layer_s(
+    fwd: list[Timed],
+    bwd: list[Timed],
+    bwd_factors: list[float],
+    spec: ModelSpec,
+    policy: Policy | None,
+    host: HostProfile | None,
+) -> float:
+    """One layer's forward and backward when its host waits for the GPU inside it (the
+    per-group fallback's sync at each grouped call): the host and the GPU overlap only between
+    syncs, so the layer takes, over its segments (each from a synced op to the next), the
+    slower of the two. 0 without a host or a synced op. The backward runs its ops in reverse."""
+    if host is None or not any(
+        isinstance(t.entry.op, GroupedGemm) and t.entry.op.sync_per_call for t in fwd
+    ):
+        return 0.0
+    per = train_host_per_kernel(spec, host, policy)
+    order = [(t, 1.0) for t in fwd] + list(zip(bwd, bwd_factors))[::-1]
+    total = gpu = cpu = 0.0
+    for t, factor in order:
+        if isinstance(t.entry.op, GroupedGemm) and t.entry.op.sync_per_call:
+            total += max(gpu, cpu)
+            gpu = cpu = 0.0
+        gpu += t.time_s * factor
+        cpu += _host_s(t, per, host)
+    return total + max(gpu, cpu)
 
 
 def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype: str) -> float:
@@ -726,7 +775,12 @@ def combine_step(
     t_mb = fwd + bwd + rec + p2p
     # eager: the host issues every kernel; the GPU waits when the host is slower
     host = layers * stage.layer_host_s + stage.head_host_s + stage.pre_host_s
+    # a layer that syncs: its host and GPU overlap only between syncs (``synced_layer_s``)
+    synced = layers * stage.layer_synced_s + np.maximum(
+        t_mb - layers * (stage.layer_fwd_s + stage.layer_bwd_s),
+        host - layers * stage.layer_host_s + p2p)
     t_mb = np.maximum(t_mb, np.where(np.asarray(host) > 0, host + p2p, 0.0))
+    t_mb = np.where(np.asarray(stage.layer_synced_s) > 0, np.maximum(t_mb, synced), t_mb)
     chain = (m + pp - 1) * t_mb
     exposed = np.maximum(0.0, dp_comm - bwd)
     return {

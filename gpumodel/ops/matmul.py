@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import ClassVar, Literal
 
 from pydantic import field_validator, model_validator
@@ -391,6 +392,15 @@ def expected_groups(tokens: int, experts: int, top_k: int, tile: int) -> tuple[f
     return experts * active, experts * tiles
 
 
+# torch._grouped_mm has a grouped kernel for bf16 operands only (CUTLASS on Hopper: aten's
+# GroupedBlas.cpp takes it when a, b and out are bf16); any other dtype runs its fallback, one
+# torch.mm per group after reading the group offsets on the host (``offs.cpu()``: a
+# host-device sync per call). An H200 trace of a Qwen3-MoE amp training step (fp32 weights, the
+# experts' input cast to fp32: validation/results/steps-h200-moe-train-run1): 96 grouped calls
+# a step, 96 cudaStreamSynchronize, 6,144 aten::mm on FP32 FFMA SGEMM kernels
+GROUPED_KERNEL_DTYPE = "bf16"
+
+
 class GroupedGemm(Op):
     """The experts' products of a mixture-of-experts layer in one grouped kernel
     (``torch._grouped_mm`` as HF transformers 5 runs them): ``tokens * top_k`` rows, sorted by
@@ -399,7 +409,13 @@ class GroupedGemm(Op):
 
     Work: only experts with rows run, each in whole row tiles (``GROUPED_TILE_M``); bytes: the
     active experts' weights once, the rows in and out; the weights stream at
-    ``GROUPED_STREAM_FACTOR`` times the dense GEMM's time per byte.
+    ``GROUPED_STREAM_FACTOR`` times the dense GEMM's time per byte. ``weight_grad``: the
+    weights' gradient in training (per expert dY_e^T X_e, over its rows): the same FLOPs and
+    bytes with the weights written instead of read, timed as the forward product (an H200 trace
+    of a Mixtral-layout bf16 step: 580-590 us against the forward's 560).
+
+    A dtype other than ``GROUPED_KERNEL_DTYPE`` runs PyTorch's fallback: one GEMM per active
+    expert on its mean rows (``sync_per_call``: the host waits for the offsets first).
     """
 
     op_name: ClassVar[str] = "grouped_gemm"
@@ -410,6 +426,7 @@ class GroupedGemm(Op):
     n: Size
     k: Size
     dtype: Dtype = "bf16"
+    weight_grad: bool = False
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> GroupedGemm:
@@ -417,7 +434,14 @@ class GroupedGemm(Op):
             raise SpecError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
         return self
 
+    @property
+    def sync_per_call(self) -> bool:
+        """Whether the call reads its group offsets on the host (the per-group fallback)."""
+        return self.dtype != GROUPED_KERNEL_DTYPE
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        if self.sync_per_call:
+            return self._per_group(gpu)
         unit, dt = matmul_unit(gpu, self.dtype)
         active, tiles = expected_groups(self.tokens, self.experts, self.top_k, GROUPED_TILE_M)
         rows = self.tokens * self.top_k
@@ -453,3 +477,18 @@ class GroupedGemm(Op):
             notes=(note,),
         )
         return [prep, gemm]
+
+    def _per_group(self, gpu: GPUSpec) -> list[KernelWork]:
+        """PyTorch's fallback: one product per active expert of its mean rows (dW: the
+        expert's [n, k] summed over them), repeated."""
+        active, _ = expected_groups(self.tokens, self.experts, self.top_k, GROUPED_TILE_M)
+        groups = max(1, round(active))
+        per = max(1, round(self.tokens * self.top_k / groups))
+        if self.weight_grad:
+            one = Gemm(m=self.n, n=self.k, k=per, dtype=self.dtype, transpose_a=True)
+        else:
+            one = Gemm(m=per, n=self.n, k=self.k, dtype=self.dtype, transpose_b=True)
+        note = (f"torch._grouped_mm has no {self.dtype} grouped kernel: {groups} products of "
+                f"~{per} rows, one per expert, after a host-device sync")  # fmt: skip
+        return [replace(kw, repeats=kw.repeats * groups, notes=(*kw.notes, note))
+                for kw in one.kernels(gpu)]  # fmt: skip
