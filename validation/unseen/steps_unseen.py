@@ -672,16 +672,20 @@ def static_points(
     return pts
 
 
-def train_points(env: Env, name: str, model, cfg, policy: str, batches, seq: int) -> list[Point]:
+def train_points(env: Env, name: str, model, cfg, policy: str, batches, seq: int | None) -> list[Point]:
+    """Training points of ``model``, all stepping one AdamW: ``batches`` at ``seq``, or (batch,
+    seq) pairs with ``seq`` None. (One optimizer per model: a second one's states would sit in
+    every point's peak memory, as they did in steps-h200-moe-train-run2.)"""
     import torch
 
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=env.cuda,
                             foreach=None if env.cuda else False)  # fmt: skip
     pts = []
     losses: list[float] = []
-    for b in batches:
+    pairs = list(batches) if seq is None else [(b, seq) for b in batches]
+    for b, seq in pairs:  # each point's closures bind their own b and seq
 
-        def setup(b=b):
+        def setup(b=b, seq=seq):
             return {"ids": torch.randint(0, cfg.vocab_size, (b, seq), device=env.device)}
 
         def step(s):
@@ -1042,6 +1046,13 @@ def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
                  ("mixtral-3.6b", mixtral, "bf16", {48: (1, 2)}, 2)]  # fmt: skip
         static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(True), [(1, 16)])]
         traced_static = {("qwen3-30b-a3b", 1, 16)}
+    elif args.moe_grid == 3:  # written after run 2 was scored (its peaks held two AdamWs)
+        plans = [("qwen3-moe-1.9b", qwen, "amp", {1024: (4,), 3072: (1,)}, None),
+                 ("qwen3-moe-1.9b", qwen, "bf16", {1024: (8,), 3072: (2,)}, None),
+                 ("mixtral-3.6b", mixtral, "bf16", {1024: (2, 6)}, None),
+                 ("mixtral-3.6b", mixtral, "amp", {2048: (3,)}, None)]  # fmt: skip
+        static = [("mixtral-8x7b", mixtral_8x7b_config(False), [(1, 4096)]),
+                  ("qwen3-30b-a3b", qwen3_30b_a3b_config(False), [(16, 1024)])]  # fmt: skip
     elif args.moe_grid == 2:  # written after run 1 was scored and the model changed for it
         plans = [("qwen3-moe-1.9b", qwen, "amp", {2048: (3,), 4096: (1,)}, None),
                  ("qwen3-moe-1.9b", qwen, "bf16", {2048: (1, 6), 4096: (2,)}, None),
@@ -1065,10 +1076,9 @@ def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
                                            "config": cfg.to_dict(),
                                            "default_experts_implementation":
                                            model.config._experts_implementation})  # fmt: skip
-        pts = []
-        for seq, batches in grid.items():
-            pts += train_points(env, name, model, cfg, policy, batches, seq)
-        pts = with_experts(model, pts, model.config._experts_implementation, switch=False)
+        pairs = [(b, seq) for seq, batches in grid.items() for b in batches]
+        pts = with_experts(model, train_points(env, name, model, cfg, policy, pairs, None),
+                           model.config._experts_implementation, switch=False)  # fmt: skip
         share = (train_end - time.perf_counter()) / (len(plans) - i)
         run_round_robin(env, pts, args.rounds, 2, args.steps,
                         time.perf_counter() + share - (15 if trace_b else 0))  # fmt: skip
@@ -1097,7 +1107,7 @@ def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
                 tag = f"trace-{name}-static-decode-b{q.key['batch']}x{q.key['seq']}"
                 result["traces"].append(trace_point(env, q, out_dir, tag, False))
                 rec["traced"] = q.traced
-        del model, pts
+        del model, pts, q  # the points' closures hold the model
         env.fresh_memory()
 
 
