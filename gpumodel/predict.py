@@ -431,9 +431,9 @@ def assemble(
     """Combine per-kernel predictions into the op's Prediction (totals, roof, bound, advice)."""
     flops_by_unit: dict[str, float] = {}
     for kw in work:
-        for part in kw.flops:
+        for part in kw.flops:  # ``repeats`` identical kernels each do the part's FLOPs
             key = f"{part.unit}:{part.dtype}"
-            flops_by_unit[key] = flops_by_unit.get(key, 0.0) + part.flops
+            flops_by_unit[key] = flops_by_unit.get(key, 0.0) + part.flops * kw.repeats
     flops = sum(flops_by_unit.values())
     nbytes = sum(k.bytes for k in kernels)
     main = max(flops_by_unit, key=flops_by_unit.__getitem__) if flops_by_unit else "vector:fp32"

@@ -345,19 +345,27 @@ def _mm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
 
 @rule("gemm", "aten::_grouped_mm")
 def _grouped_mm(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
-    """``torch._grouped_mm(x [S, K], w [E, K, N], offs [E])``: HF transformers 5's experts. The
+    """``torch._grouped_mm(x [S, K], w [E, K, N], offs [E])``: HF transformers 5's experts (and
+    in their backward ``(x.T [K, S], dY [S, N], offs [E])``, the weights' gradient). The
     trace gives the slots S and the experts E, not the tokens and top_k: priced as S one-expert
     tokens (the same rows; the expected active experts up to 6% fewer than S / k tokens' of k
     distinct experts each, at S = 2, 8 experts; 2% at S = 16)."""
-    x, w = a.tensor(0), a.tensor(1)
-    if x is None or w is None or len(x.dims) != 2 or len(w.dims) != 3:
-        return unmapped("gemm", "expected rows [S, K] and experts' weights [E, K, N]", a,
-                        _first_dtype(a))  # fmt: skip
-    if x.dtype not in MODEL_DTYPES:
+    x, w, offs = a.tensor(0), a.tensor(1), a.tensor(2)
+    if x is not None and x.dtype not in MODEL_DTYPES:
         return unmapped("gemm", f"{x.dtype} grouped products are not modelled", a, x.dtype)
-    (slots, k), (experts, _, n) = x.dims, w.dims
-    op = GroupedGemm(tokens=max(1, slots), experts=experts, top_k=1, n=n, k=k, dtype=x.dtype)  # type: ignore[arg-type]
-    return Mapped(op=op, family="gemm", dtype=x.dtype, shapes=(x.dims, w.dims))
+    if x is not None and w is not None and len(x.dims) == 2 and len(w.dims) == 3:
+        (slots, k), (experts, _, n) = x.dims, w.dims
+        op = GroupedGemm(tokens=max(1, slots), experts=experts, top_k=1, n=n, k=k, dtype=x.dtype)  # type: ignore[arg-type]
+        return Mapped(op=op, family="gemm", dtype=x.dtype, shapes=(x.dims, w.dims))
+    if (x is not None and w is not None and offs is not None and len(x.dims) == 2
+            and len(w.dims) == 2 and len(offs.dims) == 1):  # fmt: skip
+        # the weights' gradient in training: x.T [K, S] @ dY [S, N] per expert -> [E, K, N]
+        (k, slots), (_, n), (experts,) = x.dims, w.dims, offs.dims
+        op = GroupedGemm(tokens=max(1, slots), experts=experts, top_k=1, n=n, k=k,
+                         dtype=x.dtype, weight_grad=True)  # type: ignore[arg-type]  # fmt: skip
+        return Mapped(op=op, family="gemm", dtype=x.dtype, shapes=(x.dims, w.dims))
+    return unmapped("gemm", "expected rows [S, K] and experts' weights [E, K, N] (or, for the "
+                    "weights' gradient, [K, S], [S, N] and offsets [E])", a, _first_dtype(a))  # fmt: skip
 
 
 @rule("gemm", "aten::bmm", "aten::baddbmm")

@@ -469,7 +469,7 @@ def _mlp(
     elif experts == "grouped_mm":  # compiled: Inductor fuses the pointwise work around them
         ops.append(LayerOp("routing", passes(
             "top-k routing (compiled)", tokens * e, dt, ("softmax fp32", 1, b + 4, 5),
-            ("topk", 1, 4, 2), ("topk sort", k / e, 12, 2), ("sum, div, cast", k / e, 8, 2),
+            ("topk", 1, 4, 2), ("topk sort", k / e, 12, 2),
         )))  # fmt: skip
         return ops + _compiled_grouped_experts(model, tokens, ffn, dt)
     else:
@@ -561,10 +561,11 @@ def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[L
 
 def _compiled_grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[LayerOp]:
     """HF transformers 5's grouped experts under ``torch.compile`` (bf16: HF keeps
-    ``torch._grouped_mm`` there): PyTorch's sort and histogram kernels as in eager (radix sort
-    of the slots' expert ids: a histogram, a scan and eight one-sweep passes), the gather and
-    row masks in one generated kernel, the two grouped products, SiLU(gate) * up in one, the
-    routing weight, reorder and sum over top_k in one."""
+    ``torch._grouped_mm`` there), as an H200 trace of Qwen3-30B-A3B's compiled decode shows them
+    (validation/results/steps-h200-moe-train-run2: 15 kernels an MoE layer with the router):
+    Inductor's sort of the slots with the weights' normalisation and masks, the inverse order,
+    PyTorch's histogram, a cumsum, the gather of the rows, the two grouped products, SiLU(gate)
+    * up, and the routing weight, reorder and sum over top_k, each one generated kernel."""
     assert model.moe is not None
     e, k, h, b = model.moe.experts, model.moe.top_k, model.hidden, BYTES_PER_ELEMENT[dt]
     slots = tokens * k
@@ -574,13 +575,15 @@ def _compiled_grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) 
         op = build(GroupedGemm, tokens=tokens, experts=e, top_k=k, n=n, k=kk, dtype=dt)  # type: ignore[arg-type]
         return LayerOp(name, op, kind="gemm")
 
-    sort = [(f"radix sort pass {i}", per_slot, 16, 0) for i in range(8)]
     dispatch = passes(
-        "experts: sort + dispatch (compiled)", slots * h, dt, ("sort: histogram", per_slot, 8, 1),
-        ("sort: scan", per_slot, 8, 1), *sort, ("histc", per_slot, 4, 1),
-        ("cumsum", e / (slots * h), 8, 1), ("gather + mask rows", 1, 2 * b, 1),
+        "experts: sort + dispatch (compiled)", slots * h, dt,
+        ("sort + normalise + mask", per_slot, 32, 4), ("inverse order", per_slot, 24, 0),
+        ("histc", per_slot, 4, 1), ("cumsum", e / (slots * h), 8, 1),
+        ("gather rows", 1, 2 * b, 0),
     )  # fmt: skip
-    gate = passes("experts: silu * up (compiled)", slots * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5))
+    gate = passes(
+        "experts: silu * up (compiled)", slots * ffn, dt, ("silu(gate) * up", 1, 3 * b, 5)
+    )
     combine = passes("experts: weight + combine (compiled)", tokens * h, dt,
                      ("weight, reorder, sum over top_k", 1, (k + 1) * b, 2 * k))  # fmt: skip
     return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),

@@ -662,6 +662,21 @@ def _stage_host(
     }  # fmt: skip
 
 
+def fallback_note(stage: StageTimes, layer_passes: int) -> list[str]:
+    """What a grouped product off PyTorch's grouped kernel costs the step (a note; none when
+    every grouped product has its kernel): the experts' dtype, products and syncs."""
+    ops = [t.entry.op for t in stage.layer_f if isinstance(t.entry.op, GroupedGemm)]
+    slow = [op for op in ops if op.sync_per_call]
+    if not slow:
+        return []
+    syncs = 3 * len(slow) * layer_passes  # forward, dX and dW of each
+    return [f"experts in {slow[0].dtype}: torch._grouped_mm has no {slow[0].dtype} grouped "
+            f"kernel (under autocast HF casts the experts' input to the fp32 weights), so each "
+            f"grouped product runs one GEMM per expert after a host-device sync ({syncs} syncs a "
+            "step, host and GPU in turn between them); bf16 weights (policy bf16) keep the "
+            "grouped kernel"]  # fmt: skip
+
+
 def _host_s(t: Timed, per: float, host: HostProfile) -> float:
     """Host seconds to issue ``t``'s kernels at ``per`` each; PyTorch's per-group fallback of a
     grouped product (``GroupedGemm.sync_per_call``) is one eager call, a host-device sync and a
@@ -778,7 +793,8 @@ def combine_step(
     # a layer that syncs: its host and GPU overlap only between syncs (``synced_layer_s``)
     synced = layers * stage.layer_synced_s + np.maximum(
         t_mb - layers * (stage.layer_fwd_s + stage.layer_bwd_s),
-        host - layers * stage.layer_host_s + p2p)
+        host - layers * stage.layer_host_s + p2p,
+    )
     t_mb = np.maximum(t_mb, np.where(np.asarray(host) > 0, host + p2p, 0.0))
     t_mb = np.where(np.asarray(stage.layer_synced_s) > 0, np.maximum(t_mb, synced), t_mb)
     chain = (m + pp - 1) * t_mb
@@ -883,7 +899,7 @@ def predict_training_step(
                               "host")
     )  # fmt: skip
     layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
-    notes = attention_note(spec, stage)
+    notes = attention_note(spec, stage) + fallback_note(stage, layers * m)
     if hp is not None and traced_train_kernels(spec, policy) is not None:
         notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
                      "trace (forward, loss, backward; validation/kernel_lists/"
