@@ -558,6 +558,11 @@ def evaluate_steps(
             continue
         gpu_id = gpu_id_of(data.get("env") or {})
         measured_host = path.parent / data["host_profile"] if data.get("host_profile") else None
+        # a harness defect found after the run, stated beside its data (never edited into it)
+        notes_path = path.parent / "annotations.json"
+        peak_defect = (
+            json.loads(notes_path.read_text()).get("peak_memory") if notes_path.is_file() else None
+        )
         # with the host profile measured in the same process (where the API takes one), and
         # with the model's default host costs
         hosts = [("", None)]
@@ -584,6 +589,9 @@ def evaluate_steps(
                             "done_when": [f"training peak memory {rec.get('policy')}"],
                             "measured": rec["peak_allocated_bytes"], "predicted": None,
                             "error": None, "why": None, "runtime_passed": None}  # fmt: skip
+                    if peak_defect:
+                        rows.append({**mrow, "why": f"not scored: {peak_defect}"[:160]})
+                        mrow = None
                 if not st:
                     row["why"] = f"not measured ({rec.get('status')}: {rec.get('error')})"[:160]
                 else:
