@@ -3,7 +3,7 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen|moe-train|moe-train2|moe-train3]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen|moe-train|moe-train2|moe-train3|moe-train4]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
@@ -18,7 +18,7 @@
 #   moe: Mixtral-8x7B and Qwen3-30B-A3B eager decode and prefill, grouped_mm and loop experts
 #   moe-qwen: the moe part's Qwen3-30B-A3B alone; moe2..moe4: run 2's..run 4's points
 #   moe-train: small MoE training steps (Qwen3-MoE 1.9B amp/bf16, Mixtral-layout 3.6B bf16/amp),
-#   then hf-static-compiled decode of Qwen3-30B-A3B and Mixtral-8x7B; moe-train2, moe-train3: run 2's, run 3's points
+#   then hf-static-compiled decode of Qwen3-30B-A3B and Mixtral-8x7B; moe-train2..4: run 2's..4's points
 set -u
 OUT=$1
 TOTAL=${2:-570}
@@ -68,7 +68,7 @@ elif [ "$PLAN" = moe-qwen ]; then
   part moe moe $((TOTAL - 20)) 60 "--moe-models qwen3-30b-a3b"
 elif [ "$PLAN" = moe-train ]; then
   part moe-train moe-train $((TOTAL - 20)) 30
-elif [[ $PLAN =~ ^moe-train[23]$ ]]; then
+elif [[ $PLAN =~ ^moe-train[234]$ ]]; then
   part moe-train moe-train $((TOTAL - 20)) 30 "--moe-grid ${PLAN#moe-train}"
 elif [ "$PLAN" = family-train ]; then
   part family-train family-train $((TOTAL - 20)) 30

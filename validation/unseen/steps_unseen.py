@@ -672,7 +672,9 @@ def static_points(
     return pts
 
 
-def train_points(env: Env, name: str, model, cfg, policy: str, batches, seq: int | None) -> list[Point]:
+def train_points(
+    env: Env, name: str, model, cfg, policy: str, batches, seq: int | None
+) -> list[Point]:
     """Training points of ``model``, all stepping one AdamW: ``batches`` at ``seq``, or (batch,
     seq) pairs with ``seq`` None. (One optimizer per model: a second one's states would sit in
     every point's peak memory, as they did in steps-h200-moe-train-run2.)"""
@@ -1046,6 +1048,14 @@ def part_moe_train(env: Env, args, out_dir: Path, result: dict) -> None:
                  ("mixtral-3.6b", mixtral, "bf16", {48: (1, 2)}, 2)]  # fmt: skip
         static = [("qwen3-30b-a3b", qwen3_30b_a3b_config(True), [(1, 16)])]
         traced_static = {("qwen3-30b-a3b", 1, 16)}
+    elif args.moe_grid == 4:  # written after run 3 was scored and the compiled MoE traced
+        plans = [("qwen3-moe-1.9b", qwen, "amp", {1536: (2,), 2048: (5,)}, None),
+                 ("qwen3-moe-1.9b", qwen, "bf16", {1536: (4,), 4096: (3,)}, None),
+                 ("mixtral-3.6b", mixtral, "bf16", {1536: (4,), 3072: (1,)}, None),
+                 ("mixtral-3.6b", mixtral, "amp", {1536: (2,)}, None)]  # fmt: skip
+        static = [("mixtral-8x7b", mixtral_8x7b_config(False), [(16, 1024)]),
+                  ("qwen3-30b-a3b", qwen3_30b_a3b_config(False), [(4, 4096)])]  # fmt: skip
+        traced_static = {("mixtral-8x7b", 16, 1024)}
     elif args.moe_grid == 3:  # written after run 2 was scored (its peaks held two AdamWs)
         plans = [("qwen3-moe-1.9b", qwen, "amp", {1024: (4,), 3072: (1,)}, None),
                  ("qwen3-moe-1.9b", qwen, "bf16", {1024: (8,), 3072: (2,)}, None),
@@ -1404,7 +1414,7 @@ def main() -> int:
     ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
                     help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
     ap.add_argument("--moe-grid", type=int, choices=(1, 2, 3, 4), default=1,
-                    help="the moe part's points: run 1's ... run 4's (moe-train: 1 or 2)")  # fmt: skip
+                    help="the moe part's points: run 1's ... run 4's (moe-train: 1 to 4)")  # fmt: skip
     ap.add_argument("--moe-models", default=None,
                     help="the moe part's models to run (comma-separated; default: all)")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=60.0,
