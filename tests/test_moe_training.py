@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 import gpumodel as gm
+from gpumodel.cli import main
 from gpumodel.hostprofile import load_host
 from gpumodel.llm import training
 from gpumodel.llm.layers import LayerOp
@@ -148,3 +149,14 @@ def test_compiled_moe_decode_launches_about_what_the_h200_trace_shows():
            "experts_silu_and_mul", "expert_down_proj", "experts_combine")  # fmt: skip
     per_layer = sum(op.kernels for op in res.breakdown if op.name in moe) / 48
     assert per_layer == 15  # router 1, top-k 3, dispatch 5, 2 grouped x 2, SiLU 1, combine 1
+
+
+def test_plan_train_states_the_fp32_experts(capsys):
+    args = ["plan", "train", "--model", QWEN, "--tokens", "1e9", "--gpu", "h200", "--gpus", "1",
+            "--micro-batch", "2", "--global-batch", "2", "--seq", "2048", "--fusion", "unfused",
+            "--recompute", "none", "--host", "reference-h100"]  # fmt: skip
+    assert main([*args, "--policy", "amp"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "experts in fp32" in out and "96 syncs a step" in out
+    assert main([*args, "--policy", "bf16"]) == 0
+    assert "experts in" not in capsys.readouterr().out

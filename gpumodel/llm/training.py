@@ -662,7 +662,7 @@ def _stage_host(
     }  # fmt: skip
 
 
-def fallback_note(stage: StageTimes, layer_passes: int) -> list[str]:
+def fallback_note(stage: StageTimes, layer_passes: int, policy: Policy | None) -> list[str]:
     """What a grouped product off PyTorch's grouped kernel costs the step (a note; none when
     every grouped product has its kernel): the experts' dtype, products and syncs."""
     ops = [t.entry.op for t in stage.layer_f if isinstance(t.entry.op, GroupedGemm)]
@@ -670,11 +670,12 @@ def fallback_note(stage: StageTimes, layer_passes: int) -> list[str]:
     if not slow:
         return []
     syncs = 3 * len(slow) * layer_passes  # forward, dX and dW of each
+    why = (" (autocast does not cover it: HF casts the experts' input to the fp32 weights)"
+           if policy == "amp" else "")  # fmt: skip
     return [f"experts in {slow[0].dtype}: torch._grouped_mm has no {slow[0].dtype} grouped "
-            f"kernel (under autocast HF casts the experts' input to the fp32 weights), so each "
-            f"grouped product runs one GEMM per expert after a host-device sync ({syncs} syncs a "
-            "step, host and GPU in turn between them); bf16 weights (policy bf16) keep the "
-            "grouped kernel"]  # fmt: skip
+            f"kernel{why}, so each grouped product runs one GEMM per expert after a host-device "
+            f"sync ({syncs} syncs a step, host and GPU in turn between them); bf16 weights "
+            "(policy bf16) keep the grouped kernel"]  # fmt: skip
 
 
 def _host_s(t: Timed, per: float, host: HostProfile) -> float:
@@ -899,7 +900,7 @@ def predict_training_step(
                               "host")
     )  # fmt: skip
     layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
-    notes = attention_note(spec, stage) + fallback_note(stage, layers * m)
+    notes = attention_note(spec, stage) + fallback_note(stage, layers * m, policy)
     if hp is not None and traced_train_kernels(spec, policy) is not None:
         notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
                      "trace (forward, loss, backward; validation/kernel_lists/"
