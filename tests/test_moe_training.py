@@ -160,3 +160,14 @@ def test_plan_train_states_the_fp32_experts(capsys):
     assert "experts in fp32" in out and "96 syncs a step" in out
     assert main([*args, "--policy", "bf16"]) == 0
     assert "experts in" not in capsys.readouterr().out
+
+
+def test_fp16_moe_inference_names_the_per_expert_fallback():
+    # HF eager decode in fp16: both grouped calls of each of the 48 layers fall back
+    fp16 = gm.predict_inference("qwen3-30b-a3b", "a100", "decode", batch=4, context=2048,
+                                dtype="fp16", runtime="hf-eager")  # fmt: skip
+    (note,) = [n for n in fp16.notes if n.startswith("experts in fp16")]
+    assert "96 a step" in note
+    bf16 = gm.predict_inference("qwen3-30b-a3b", "a100", "decode", batch=4, context=2048,
+                                runtime="hf-eager")  # fmt: skip
+    assert not any(n.startswith("experts in") for n in bf16.notes)

@@ -785,6 +785,14 @@ def model_ops(
             f"MoE: {tokens} tokens x top-{model.moe.top_k} spread uniformly -> {active} of "
             f"{model.moe.experts} experts active per layer"
         )
+        slow = [e.op for e in layer if isinstance(e.op, GroupedGemm) and e.op.sync_per_call]
+        if slow and fusion == "unfused":  # training states its own (``fallback_note``)
+            notes.append(
+                f"experts in {slow[0].dtype}: torch._grouped_mm has no {slow[0].dtype} grouped "
+                f"kernel, so each grouped product runs one GEMM per active expert after a "
+                f"host-device sync ({len(slow) * model.layers} a step; their waits are not "
+                "priced here); bf16 weights keep the grouped kernel"
+            )
     ctx = seq if context is None else context
     if model.sliding_window and (ctx > model.sliding_window if not is_array(ctx) else
                                  bool((ctx > model.sliding_window).any())):  # fmt: skip
