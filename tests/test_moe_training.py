@@ -125,7 +125,7 @@ def _records(run):
     return [r for r in data["records"] if r["phase"] == "train" and r.get("peak_allocated_bytes")]
 
 
-@pytest.mark.parametrize("run", ["run1", "run3"])
+@pytest.mark.parametrize("run", ["run1", "run3", "run4"])
 def test_training_peaks_match_the_h200_measurements(run):
     # run 2's peaks held a second AdamW's states (its annotations.json): not a measurement of
     # the workload
