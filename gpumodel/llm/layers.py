@@ -510,6 +510,25 @@ def expert_loop_syncs(model: ModelSpec, tokens: int, fusion: Fusion, experts: Ex
     return model.layers * (1 + LOOP_SYNCS_PER_EXPERT * active)
 
 
+def _experts_block(
+    model: ModelSpec, tokens: int, ffn: int, dt: str, dispatch: Op, gate: Op, combine: Op
+) -> list[LayerOp]:
+    """HF's grouped experts in order: ``dispatch``, the gate_up grouped product, ``gate``
+    (SiLU(gate) * up), the down grouped product, ``combine`` (eager or compiled passes)."""
+    moe = model.moe
+    assert moe is not None
+
+    def grouped(name: str, n: int, k: int) -> LayerOp:
+        op = build(GroupedGemm, tokens=tokens, experts=moe.experts, top_k=moe.top_k, n=n, k=k,
+                   dtype=dt)  # type: ignore[arg-type]  # fmt: skip
+        return LayerOp(name, op, kind="gemm")
+
+    h = model.hidden
+    return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
+            LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),
+            LayerOp("experts_combine", combine)]  # fmt: skip
+
+
 def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[LayerOp]:
     """HF transformers 5's ``grouped_mm_experts_forward`` (its default on CUDA), kernel by
     kernel as H200 traces of Mixtral-8x7B and Qwen3-30B-A3B decode show it (32 per layer):
@@ -521,10 +540,6 @@ def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[L
     assert model.moe is not None
     e, k, h, b = model.moe.experts, model.moe.top_k, model.hidden, BYTES_PER_ELEMENT[dt]
     slots = tokens * k
-
-    def grouped(name: str, n: int, kk: int) -> LayerOp:
-        op = build(GroupedGemm, tokens=tokens, experts=e, top_k=k, n=n, k=kk, dtype=dt)  # type: ignore[arg-type]
-        return LayerOp(name, op, kind="gemm")
 
     per_slot = 1 / h  # a pass over one value per slot, on a tensor of slots x hidden
     dispatch = passes(
@@ -554,9 +569,7 @@ def _grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[L
         ("arange", per_slot, 8, 0), ("index_put inverse order", per_slot, 24, 0),
         ("gather rows (index)", 1, 2 * w, 0), ("sum over top_k", 1, w + w / k, 1), *cast,
     )  # fmt: skip
-    return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
-            LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),
-            LayerOp("experts_combine", combine)]  # fmt: skip
+    return _experts_block(model, tokens, ffn, dt, dispatch, gate, combine)
 
 
 def _compiled_grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) -> list[LayerOp]:
@@ -571,10 +584,6 @@ def _compiled_grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) 
     slots = tokens * k
     per_slot = 1 / h
 
-    def grouped(name: str, n: int, kk: int) -> LayerOp:
-        op = build(GroupedGemm, tokens=tokens, experts=e, top_k=k, n=n, k=kk, dtype=dt)  # type: ignore[arg-type]
-        return LayerOp(name, op, kind="gemm")
-
     dispatch = passes(
         "experts: sort + dispatch (compiled)", slots * h, dt,
         ("sort + normalise + mask", per_slot, 32, 4), ("inverse order", per_slot, 24, 0),
@@ -586,9 +595,7 @@ def _compiled_grouped_experts(model: ModelSpec, tokens: int, ffn: int, dt: str) 
     )
     combine = passes("experts: weight + combine (compiled)", tokens * h, dt,
                      ("weight, reorder, sum over top_k", 1, (k + 1) * b, 2 * k))  # fmt: skip
-    return [LayerOp("experts_dispatch", dispatch), grouped("expert_gate_up_proj", 2 * ffn, h),
-            LayerOp("experts_silu_and_mul", gate), grouped("expert_down_proj", h, ffn),
-            LayerOp("experts_combine", combine)]  # fmt: skip
+    return _experts_block(model, tokens, ffn, dt, dispatch, gate, combine)
 
 
 def _dense_mlp(
