@@ -548,6 +548,13 @@ def step_done_when(rec: dict) -> list[str]:
     return g
 
 
+def peak_memory_defect(run_dir: Path) -> str | None:
+    """A harness defect of a run's peak memory, found after it and stated beside its data
+    (``annotations.json``, never edited into the data): its peaks are then not scored."""
+    notes = run_dir / "annotations.json"
+    return json.loads(notes.read_text()).get("peak_memory") if notes.is_file() else None
+
+
 def evaluate_steps(
     paths: list[Path], cal_for: Callable[[str], list[tuple[str, Any]]]
 ) -> list[dict]:
@@ -558,11 +565,7 @@ def evaluate_steps(
             continue
         gpu_id = gpu_id_of(data.get("env") or {})
         measured_host = path.parent / data["host_profile"] if data.get("host_profile") else None
-        # a harness defect found after the run, stated beside its data (never edited into it)
-        notes_path = path.parent / "annotations.json"
-        peak_defect = (
-            json.loads(notes_path.read_text()).get("peak_memory") if notes_path.is_file() else None
-        )
+        peak_defect = peak_memory_defect(path.parent)
         # with the host profile measured in the same process (where the API takes one), and
         # with the model's default host costs
         hosts = [("", None)]

@@ -33,7 +33,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluate import model_arg, quantile, steady_s, usable_host_profile
+from evaluate import model_arg, peak_memory_defect, quantile, steady_s, usable_host_profile
 from evaluate import rel_error as rel
 
 import gpumodel as gm
@@ -78,9 +78,8 @@ def load_machine(root: Path) -> Machine:
     if spec is None:
         raise SystemExit(f"error: {root}: no spec for the device {env['gpu']!r}")
     gpu = spec.id
-    notes = root / "annotations.json"
-    defect = json.loads(notes.read_text()).get("peak_memory") if notes.is_file() else None
-    m = Machine(root=root, gpu=gpu, host=hosts[0] if hosts else None, peak_defect=defect)
+    m = Machine(root=root, gpu=gpu, host=hosts[0] if hosts else None,
+                peak_defect=peak_memory_defect(root))  # fmt: skip
     for p in results:
         doc = json.loads(p.read_text())
         m.records += [r for r in doc["records"] if r.get("step_s")]
