@@ -9,6 +9,13 @@ FlashAttention backend, ``enable_gqa``), o GEMM, residual add, RMSNorm, one fuse
 SiLU x up (one Triton kernel), down GEMM, residual add. Per step: embedding, final RMSNorm,
 the LM head. The whole decode step is captured in one CUDA graph and replayed.
 
+Tensor parallel (``tp`` > 1, one process a GPU, ``multi_gpu_unseen.py``), as vLLM's Llama shards
+it: QKV and gate+up split by columns (heads, kv heads and ffn / tp on each GPU), o and down by
+rows with an NCCL all-reduce of their output before the residual add, the embedding split by
+vocabulary (masked lookup, then an all-reduce) and the LM head split by vocabulary with the
+logits all-gathered. The all-reduces are NCCL's, captured in the step's graph (vLLM's own
+custom all-reduce kernel is not reproduced).
+
 Measurement code only (``steps_unseen.py --part fused``): it imports nothing of gpumodel. On a
 machine without CUDA (``--tiny``) the Triton kernels are replaced by torch ops of the same
 maths and nothing is captured, so the wiring can be tested on a CPU.
@@ -17,7 +24,7 @@ maths and nothing is captured, so the wiring can be tested on a CPU.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 try:  # Triton only where the GPU path runs
@@ -104,10 +111,22 @@ if triton is not None:
         tl.store(out_ptr + row * n + cols, y.to(tl.bfloat16), mask=mask)
 
 
-class Engine:
-    """Random bf16 weights of a Llama model (``Dims``), fused as a serving engine fuses them."""
+def shard(dims: Dims, tp: int) -> Dims:
+    """One GPU's widths under tensor parallelism ``tp`` (heads, kv heads, ffn, vocab / tp)."""
+    for name in ("heads", "kv_heads", "ffn", "vocab"):
+        if getattr(dims, name) % tp:
+            raise ValueError(f"{name} {getattr(dims, name)} is not divisible by tp {tp}")
+    return replace(dims, heads=dims.heads // tp, kv_heads=dims.kv_heads // tp,
+                   ffn=dims.ffn // tp, vocab=dims.vocab // tp)  # fmt: skip
 
-    def __init__(self, torch: Any, dims: Dims, device: str):
+
+class Engine:
+    """Random bf16 weights of a Llama model (``Dims``), fused as a serving engine fuses them;
+    with ``tp`` > 1 this GPU's shard (``rank`` of ``tp``, torch.distributed initialised)."""
+
+    def __init__(self, torch: Any, dims: Dims, device: str, tp: int = 1, rank: int = 0):
+        self.full, self.tp, self.rank = dims, tp, rank
+        dims = shard(dims, tp)
         self.torch, self.d, self.device = torch, dims, device
         # SDPA's FlashAttention backend (a serving engine's kernel family); False: torch's
         # default choice, where this torch's flash rejects the call
@@ -153,7 +172,7 @@ class DecodeState:
         # random K/V for the context already cached; this step writes position ``context``
         self.k = [torch.randn(shape, device=eng.device, dtype=torch.bfloat16) for _ in eng.layers]
         self.v = [torch.randn(shape, device=eng.device, dtype=torch.bfloat16) for _ in eng.layers]
-        self.tokens = torch.randint(0, d.vocab, (batch,), device=eng.device)
+        self.tokens = torch.randint(0, eng.full.vocab, (batch,), device=eng.device)
         self.pos = torch.tensor([context], device=eng.device, dtype=torch.int32)
         self.cos, self.sin = eng.rope_tables(length)
         self.cuda = eng.device == "cuda"
@@ -164,7 +183,7 @@ class DecodeState:
         torch, d, eng = self.eng.torch, self.eng.d, self.eng
         F = torch.nn.functional
         b = self.batch
-        x = F.embedding(self.tokens, eng.embed)
+        x = self._embed()
         for i, lw in enumerate(eng.layers):
             y = self._rmsnorm(x, lw["norm1"])
             qkv = F.linear(y, lw["wqkv"])
@@ -172,11 +191,41 @@ class DecodeState:
             self._cache_write(qkv, i)
             q = qkv[:, : d.heads * d.head_dim].view(b, d.heads, 1, d.head_dim)
             attn = self._attention(q, self.k[i], self.v[i])
-            x.add_(F.linear(attn.reshape(b, d.heads * d.head_dim), lw["wo"]))
+            x.add_(self._reduce(F.linear(attn.reshape(b, d.heads * d.head_dim), lw["wo"])))
             y = self._rmsnorm(x, lw["norm2"])
             gu = F.linear(y, lw["wgu"])
-            x.add_(F.linear(self._silu_mul(gu), lw["wd"]))
-        return F.linear(self._rmsnorm(x, eng.norm_f), eng.lm_head)
+            x.add_(self._reduce(F.linear(self._silu_mul(gu), lw["wd"])))
+        return self._gather(F.linear(self._rmsnorm(x, eng.norm_f), eng.lm_head))
+
+    # ------------------------------------------------------------------ tensor parallel
+
+    def _embed(self) -> Any:
+        """The token embeddings; split by vocabulary under tp (vLLM's VocabParallelEmbedding:
+        rows outside this GPU's range are looked up at 0 and zeroed, then summed over GPUs)."""
+        eng = self.eng
+        F = eng.torch.nn.functional
+        if eng.tp == 1:
+            return F.embedding(self.tokens, eng.embed)
+        start = eng.rank * eng.d.vocab
+        inside = (self.tokens >= start) & (self.tokens < start + eng.d.vocab)
+        rows = F.embedding((self.tokens - start) * inside, eng.embed)
+        return self._reduce(rows * inside.unsqueeze(1).to(rows.dtype))
+
+    def _reduce(self, t: Any) -> Any:
+        """Sum a row-parallel GEMM's partial output over the GPUs (NCCL, in place)."""
+        if self.eng.tp > 1:
+            self.eng.torch.distributed.all_reduce(t)
+        return t
+
+    def _gather(self, logits: Any) -> Any:
+        """Every GPU's vocabulary slice of the logits, [tp x batch, vocab / tp] (all-gather)."""
+        eng = self.eng
+        if eng.tp == 1:
+            return logits
+        out = eng.torch.empty((eng.tp * logits.shape[0], logits.shape[1]), dtype=logits.dtype,
+                              device=logits.device)  # fmt: skip
+        eng.torch.distributed.all_gather_into_tensor(out, logits)
+        return out
 
     def capture(self) -> None:
         """Warm up (Triton compiles, cuBLAS picks its kernels) and capture one graph."""

@@ -1,0 +1,418 @@
+#!/usr/bin/env python3
+"""Unseen multi-GPU whole steps (issue #17's runtimes and training, on more than one GPU):
+measured, never fitted to. One process a GPU (NCCL), as users run them:
+
+- ``tp-decode``: Llama-3-8B and Llama-3-70B decode at tensor parallel 2 on the ``fused-graph``
+  stand-in (``fused_engine.py`` sharded as vLLM shards Llama: column-parallel QKV and gate+up,
+  row-parallel o and down each followed by an NCCL all-reduce, vocabulary-parallel embedding and
+  LM head; the whole step, collectives included, in one CUDA graph);
+- ``ddp-train``: HF training steps (``labels=`` loss, fused AdamW) of GPT-2 small and a
+  TinyLlama-1.1B-shaped Llama under ``DistributedDataParallel`` (its defaults: 25 MB buckets,
+  gradients reduced while the backward runs), ``amp`` and ``bf16``; the batch is per GPU.
+
+Every point runs on every GPU in the same order; a step's time is the slowest GPU's (CUDA events
+around each step after a barrier), in rounds that cycle over one model's points. Peak memory is
+the largest GPU's ``max_memory_allocated``. The host profile (``gpumodel validate --host-only``,
+a child process on GPU 0) is measured first, in the same device call. One torch.profiler trace
+per part is taken on GPU 0 (the other GPUs run the same steps untraced) after its timed points.
+
+Records use ``steps_unseen.py``'s schema, plus ``gpus`` and ``tp`` or ``dp``; the grids are
+fixed per run (``--grid``) before the run is scored. Measurement code only: nothing here
+imports the fitting code (the host profile is gpumodel's own measurement, as a user takes it).
+
+Usage (device, 2+ GPUs):  python validation/unseen/multi_gpu_unseen.py --part tp-decode,ddp-train --out DIR
+Smoke test (CPU, gloo):   python validation/unseen/multi_gpu_unseen.py --tiny --part tp-decode,ddp-train --out /tmp/x
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+# NVLink multicast stays off on the lent multi-GPU machines (the device's KINDS.md: a program
+# that uses it can take the host's GPUs out of service); set before anything touches CUDA.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+            "NVSHMEM_DISABLE_NVLS": "1"}  # fmt: skip
+os.environ.update(SAFE_ENV)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import steps_unseen as su  # noqa: E402  (this folder's measurement helpers)
+
+PARTS = ("tp-decode", "ddp-train")
+
+
+def llama3_70b_config(tiny: bool):
+    # Meta Llama-3-70B config.json: hidden 8192, 80 layers, 64 heads, 8 kv heads, ffn 28672,
+    # vocab 128256, rope theta 500000, rms eps 1e-5, untied embeddings.
+    return su._llama(tiny, dict(hidden=8192, ffn=28672, layers=80, heads=64, kv=8, vocab=128256,
+                                theta=500000.0), dict(ffn=160, kv=2, vocab=512), 8192)  # fmt: skip
+
+
+def tp_grids(tiny: bool, grid: int) -> list[tuple[str, object, list[tuple[int, int]]]]:
+    """(workload, config, [(batch, context)]) of the tp-decode part, fixed per run."""
+    if tiny:
+        return [("llama-3-8b", su.llama3_8b_config(True), [(1, 16), (2, 32)]),
+                ("llama-3-70b", llama3_70b_config(True), [(2, 16)])]  # fmt: skip
+    del grid  # one grid so far (run 1's)
+    small = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
+    large = [(1, 2048), (8, 2048), (32, 2048), (64, 2048), (1, 8192), (16, 8192)]
+    return [("llama-3-8b", su.llama3_8b_config(False), small),
+            ("llama-3-70b", llama3_70b_config(False), large)]  # fmt: skip
+
+
+def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, ...], int]]:
+    """(workload, config, policy, batches per GPU, seq) of the ddp-train part, fixed per run."""
+    if tiny:
+        return [("gpt2-small", su.gpt2_config(True), "amp", (1, 2), 64),
+                ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (1, 2), 64)]  # fmt: skip
+    del grid
+    return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024),
+            ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048),
+            ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048)]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- one GPU's worker
+
+
+class Dist:
+    """This process's rank and the collectives the harness itself needs."""
+
+    def __init__(self, env: su.Env, rank: int, world: int):
+        import torch
+        import torch.distributed as dist
+
+        self.torch, self.dist, self.env = torch, dist, env
+        self.rank, self.world = rank, world
+
+    def agree(self, ok: bool) -> bool:
+        """True when every rank is ok (a failed setup on one GPU skips the point on all)."""
+        t = self.torch.tensor([0 if ok else 1], device=self.env.device)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return int(t.item()) == 0
+
+    def go_on(self, deadline: float, round_: int) -> bool:
+        """Rank 0's call (at least three rounds, then while its deadline holds), for all."""
+        flag = [round_ < 3 or time.perf_counter() < deadline]
+        self.dist.broadcast_object_list(flag, src=0)
+        return bool(flag[0])
+
+    def time_steps(self, step, warm: int, n: int) -> tuple[list[float], float]:
+        """``Env.time_steps`` after a barrier, so that no GPU's first step waits for another's
+        warm-up."""
+        for _ in range(warm):
+            step()
+        self.env.sync()
+        self.dist.barrier()
+        return self.env.time_steps(step, 0, n)
+
+
+def run_rounds(d: Dist, points: list[su.Point], rounds: int, warm: int, steps: int,
+               deadline: float) -> None:  # fmt: skip
+    for r in range(rounds):
+        if not d.go_on(deadline, r):
+            su.log(f"time budget reached after {r} rounds")
+            break
+        for p in points:
+            if p.status != "ok":
+                continue
+            state, ok = None, True
+            try:
+                d.env.fresh_memory()
+                state = p.setup()
+            except Exception as exc:
+                ok = False
+                p.status = "oom" if su.is_oom(exc) else "error"
+                p.error = f"{type(exc).__name__}: {exc}"[:500]
+                su.log(f"{p.label()}: setup {p.status}: {p.error[:200]}")
+            if not d.agree(ok):
+                if ok:
+                    p.status, p.error = "error", "another GPU's setup failed"
+            else:
+                start = time.perf_counter() - su.T0
+                times, wall = d.time_steps(lambda s=state, p=p: p.step(s), warm, steps)
+                pa, pr = d.env.peaks()
+                p.rounds.append(times)
+                p.walls.append(wall)
+                p.starts.append(start)
+                if pa is not None:
+                    p.peak_alloc.append(pa)
+                    p.peak_res.append(pr)
+                if d.rank == 0:
+                    med = sorted(times)[len(times) // 2]
+                    su.log(f"round {r + 1} {p.label()}: median {med * 1e3:.2f} ms "
+                           f"(wall {wall * 1e3:.2f} ms)")  # fmt: skip
+            if p.teardown is not None and state is not None:
+                p.teardown(state)
+            state = None
+            d.env.fresh_memory()
+
+
+def trace_on_rank0(d: Dist, p: su.Point, out_dir: Path, name: str, memory: bool) -> dict | None:
+    """``steps_unseen.trace_point`` on GPU 0; the other GPUs run the same steps (a fresh
+    setup, one warm-up, five steps) untraced."""
+    if p.status != "ok":
+        return None
+    d.dist.barrier()
+    if d.rank == 0:
+        info = su.trace_point(d.env, p, out_dir, name, memory)
+    else:
+        state = p.setup()
+        for _ in range(6):
+            p.step(state)
+        d.env.sync()
+        info = None
+        if p.teardown is not None:
+            p.teardown(state)
+        del state
+        d.env.fresh_memory()
+    d.dist.barrier()
+    return info
+
+
+def part_tp_decode(d: Dist, args, out_dir: Path, out: dict) -> None:
+    import torch
+    from fused_engine import DecodeState, Engine, dims_of
+
+    for workload, cfg, grid in tp_grids(args.tiny, args.grid):
+        t0 = time.perf_counter()
+        eng = Engine(torch, dims_of(cfg), d.env.device, tp=d.world, rank=d.rank)
+        d.env.sync()
+        su.log(f"{workload} tp {d.world}: {eng.params / 1e9:.3f} B params on this GPU, built in "
+               f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+        out["models"].setdefault(workload, {"params_per_gpu": eng.params,
+                                            "config": cfg.to_dict()})  # fmt: skip
+        if workload == "llama-3-8b":  # the sharded engine's logits against plain torch ops
+            with torch.no_grad():
+                out["fused_check"] = su.fused_check(d.env, eng, (2, 16) if args.tiny else (8, 2048))
+        pts = []
+        for b, ctx in grid:
+
+            def setup(b=b, ctx=ctx, eng=eng):
+                state = DecodeState(eng, b, ctx)
+                state.capture()
+                return state
+
+            @torch.no_grad()
+            def step(state):
+                state.step()
+
+            key = {"workload": workload, "runtime": "fused-graph", "phase": "decode",
+                   "policy": "bf16", "batch": b, "seq": ctx, "context": ctx, "gpus": d.world,
+                   "tp": d.world}  # fmt: skip
+            pts.append(su.Point(key, setup, step, tokens=b, details={
+                "engine": "validation/unseen/fused_engine.py at tp (vLLM's Llama sharding, "
+                "NCCL all-reduces in the graph; a stand-in, not vLLM)", "cache": "static, "
+                "random K/V of `context` positions, this GPU's kv heads", "graph": "one CUDA "
+                "graph per point and GPU, replayed", "attention": "SDPA, FlashAttention "
+                "backend, enable_gqa"}))  # fmt: skip
+        with torch.no_grad():
+            run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
+            if workload == "llama-3-8b":
+                target = (2, 32) if args.tiny else (8, 2048)
+                traced = next(p for p in pts if (p.key["batch"], p.key["seq"]) == target)
+                info = trace_on_rank0(d, traced, out_dir, f"trace-{workload}-decode-tp{d.world}",
+                                      False)  # fmt: skip
+                if info:
+                    out["traces"].append(info)
+        out["records"] += [p.record() for p in pts]
+        del eng, pts
+        traced = None
+        d.env.fresh_memory()
+
+
+def part_ddp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    for workload, cfg, policy, batches, seq in ddp_grids(args.tiny, args.grid):
+        t0 = time.perf_counter()
+        dtype = torch.float32 if policy == "amp" else torch.bfloat16
+        model = su.build_causal_lm(d.env, cfg, dtype).train()
+        n_params = sum(p.numel() for p in model.parameters())
+        ddp = DDP(model, device_ids=[d.rank] if d.env.cuda else None)
+        su.log(f"{workload} {policy} DDP x{d.world}: {n_params / 1e6:.1f} M params, built in "
+               f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+        out["models"].setdefault(workload, {"params": n_params, "config": cfg.to_dict()})
+        pts = su.train_points(d.env, workload, ddp, cfg, policy, batches, seq)
+        for p in pts:
+            p.key.update(gpus=d.world, dp=d.world)
+            p.details["ddp"] = ("torch.nn.parallel.DistributedDataParallel, defaults (bucket_cap_mb "
+                                "25, gradient_as_bucket_view False), NCCL; batch per GPU")  # fmt: skip
+        run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
+        if workload == "gpt2-small":
+            target = 2 if args.tiny else 8
+            traced = next(p for p in pts if p.key["batch"] == target)
+            info = trace_on_rank0(d, traced, out_dir, f"trace-{workload}-train-{policy}-ddp"
+                                  f"{d.world}", True)  # fmt: skip
+            if info:
+                out["traces"].append(info)
+        out["records"] += [p.record() for p in pts]
+        traced = None
+        del model, ddp, pts
+        d.env.fresh_memory()
+
+
+def part_deadline(args, out: dict) -> float:
+    """An even share of what is left of the budget for each of the parts' models still to run."""
+    left = su.T0 + args.budget_s - time.perf_counter()
+    out["_groups_left"] -= 1
+    return time.perf_counter() + left / max(1, out["_groups_left"] + 1) * 0.8
+
+
+def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
+    os.environ.update(SAFE_ENV)
+    import torch
+    import torch.distributed as dist
+
+    env = su.Env(args.tiny)
+    if env.cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if env.cuda else "gloo", rank=rank, world_size=world,
+                            init_method=f"tcp://127.0.0.1:{port}",
+                            timeout=dt.timedelta(seconds=120))  # fmt: skip
+    d = Dist(env, rank, world)
+    parts = args.parts
+    groups = (len(tp_grids(args.tiny, args.grid)) if "tp-decode" in parts else 0) + (
+        len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)  # fmt: skip
+    out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "_groups_left": groups}
+    path = out_dir / f".rank{rank}.json"
+    try:
+        if "tp-decode" in parts:
+            part_tp_decode(d, args, out_dir, out)
+            write_json(path, out)
+        if "ddp-train" in parts:
+            part_ddp_train(d, args, out_dir, out)
+    except Exception:
+        traceback.print_exc()
+        raise
+    finally:
+        write_json(path, out)
+        dist.destroy_process_group()
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def merge(per_rank: list[dict]) -> list[dict]:
+    """One record per point: each round's steps are the slowest GPU's, step by step; peaks the
+    largest GPU's; a point failed on any GPU failed."""
+    n = min(len(r["records"]) for r in per_rank)
+    merged = []
+    for i in range(n):
+        recs = [r["records"][i] for r in per_rank]
+        first = recs[0]
+        p = su.Point({k: first[k] for k in ("workload", "runtime", "phase", "policy", "batch",
+                                            "seq", "context", "gpus", "tp", "dp") if k in first},
+                     None, None, tokens=first["tokens_per_step"], details=first["details"])  # fmt: skip
+        bad = next((r for r in recs if r["status"] != "ok"), None)
+        if bad is not None:
+            p.status, p.error = bad["status"], bad["error"]
+        rounds = [rec.get("steps_s") or [] for rec in recs]
+        n_rounds = min(len(r) for r in rounds)
+        p.rounds = [[max(ts) for ts in zip(*(r[k] for r in rounds))] for k in range(n_rounds)]
+        walls = [rec.get("round_wall_per_step_s") or [] for rec in recs]
+        p.walls = [max(ws) for ws in zip(*walls)][:n_rounds]
+        p.starts = (first.get("round_started_s") or [])[:n_rounds]
+        p.peak_alloc = [max(x) for x in [[r["peak_allocated_bytes"] for r in recs]]
+                        if all(v is not None for v in x)]  # fmt: skip
+        p.peak_res = [max(x) for x in [[r["peak_reserved_bytes"] for r in recs]]
+                      if all(v is not None for v in x)]  # fmt: skip
+        p.traced = any(r["traced"] for r in recs)
+        rec = p.record()
+        rec["per_gpu_step_median_s"] = [(r["step_s"] or {}).get("median") for r in recs]
+        rec["per_gpu_peak_allocated_bytes"] = [r["peak_allocated_bytes"] for r in recs]
+        merged.append(rec)
+    return merged
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--part", default="tp-decode,ddp-train", help=",".join(PARTS))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tag", default="multi-gpu")
+    ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
+    ap.add_argument("--grid", type=int, choices=(1,), default=1, help="the run's points")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--no-host", action="store_true")
+    ap.add_argument("--host-window", type=float, default=30.0)
+    args = ap.parse_args()
+    args.parts = {p.strip() for p in args.part.split(",") if p.strip()}
+    if not args.parts or args.parts - set(PARTS):
+        print(f"error: unknown part(s) {sorted(args.parts - set(PARTS))}", file=sys.stderr)
+        return 2
+    if args.rounds < 3 or args.steps < 5:
+        print("error: need --rounds >= 3 and --steps >= 5", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    import torch
+    import torch.multiprocessing as mp
+
+    env = su.Env(args.tiny)
+    world = 2 if args.tiny else torch.cuda.device_count()
+    if world < 2:
+        print(f"error: needs 2 or more GPUs, found {world}", file=sys.stderr)
+        return 2
+    result: dict = {"schema": su.SCHEMA, "tag": args.tag, "parts": sorted(args.parts),
+                    "tiny": args.tiny, "gpus": world,
+                    "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "env": su.env_info(env), "method": {"rounds": args.rounds,
+                    "timed_steps_per_round": args.steps, "timer": "CUDA events around each "
+                    "step on every GPU after a barrier; a step's time is the slowest GPU's",
+                    "processes": f"one a GPU (torch.multiprocessing.spawn), "
+                    f"{'gloo' if args.tiny else 'NCCL ' + '.'.join(map(str, torch.cuda.nccl.version()))}",
+                    "nccl_env": SAFE_ENV}, "host_profile": None, "models": {}, "records": [],
+                    "traces": [], "command": " ".join(sys.argv)}  # fmt: skip
+    if not args.no_host:
+        path = out_dir / f"host-{args.tag}.yaml"
+        prof = su.measure_host(args.tiny, path, args.host_window)
+        result["host_profile"] = path.name
+        result["env"]["cpu_model"] = prof["cpu_model"]
+        result["env"]["cuda_driver"] = prof["cuda_driver"]
+        su.log(f"host profile: launch {prof['kernel_launch_s'] * 1e6:.1f} us -> {path.name}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    try:
+        mp.spawn(worker, args=(world, port, args, out_dir), nprocs=world, join=True)
+    except Exception as exc:  # what the ranks wrote before it still counts
+        result["error"] = f"{type(exc).__name__}: {exc}"[:1000]
+        su.log(f"workers failed: {result['error'][:300]}")
+    finally:
+        per_rank = []
+        for r in range(world):
+            f = out_dir / f".rank{r}.json"
+            if f.exists():
+                per_rank.append(json.loads(f.read_text()))
+                f.unlink()
+        if len(per_rank) == world:
+            result["records"] = merge(per_rank)
+            result["models"] = per_rank[0]["models"]
+            result["traces"] = per_rank[0]["traces"]
+            result["fused_check"] = [r.get("fused_check") for r in per_rank]
+        result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        result["seconds"] = round(time.perf_counter() - su.T0, 1)
+        write_json(out_dir / f"steps-{args.tag}.json", result)
+        table = su.summary_table(result["records"])
+        (out_dir / f"summary-{args.tag}.md").write_text(table)
+        print(table, flush=True)
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
