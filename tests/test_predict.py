@@ -329,19 +329,22 @@ def test_l2_resident_kernel_waits_on_l2_not_dram():
 
 def test_decode_attention_split_kv_choice_follows_flash_attention_2():
     """FlashAttention-2 (num_splits_heuristic) runs one KV split once batch x heads x query
-    blocks >= 0.8 x SMs (105.6 on a 132-SM H100). GQA decode packs heads/kv_heads queries into
-    one block: Llama-3-8B (32 heads, 8 KV heads) at batch 8 has 64 blocks -> split-KV, at batch
-    32 has 256 -> one split; MHA at batch 8 has 256 -> one split."""
+    blocks >= 0.8 x "SMs", which flash_api.cpp passes as multiProcessorCount * 2: 211.2 on a
+    132-SM H100. GQA decode packs heads/kv_heads queries into one block: Llama-3-8B (32 heads,
+    8 KV heads) at batch 8 has 64 blocks -> split-KV, at batch 32 has 256 -> one split; MHA at
+    batch 8 has 256 -> one split; at tensor parallel 2 (4 KV heads) batch 32 has 128 blocks ->
+    split-KV (measured: 6.0 ms a step on 2 x H200 where the one-split kernel's price gave 8.6)."""
     h100 = gm.get_gpu("h100")
 
-    def decode(batch: int, kv_heads: int) -> Attention:
-        return Attention(batch=batch, heads=32, kv_heads=kv_heads, seq=1, kv_seq=32768)
+    def decode(batch: int, kv_heads: int, heads: int = 32) -> Attention:
+        return Attention(batch=batch, heads=heads, kv_heads=kv_heads, seq=1, kv_seq=32768)
 
     assert decode(8, 8).decode_splits_kv(h100)
     assert not decode(32, 8).decode_splits_kv(h100)
     assert not decode(8, 32).decode_splits_kv(h100)
-    assert decode(3, 32).decode_splits_kv(h100)  # 96 blocks < 105.6
-    assert not decode(4, 32).decode_splits_kv(h100)  # 128 blocks
+    assert decode(6, 32).decode_splits_kv(h100)  # 192 blocks < 211.2
+    assert not decode(7, 32).decode_splits_kv(h100)  # 224 blocks
+    assert decode(32, 4, heads=16).decode_splits_kv(h100)  # 128 blocks
     (kw,) = decode(32, 8).kernels(h100)
     assert kw.family == "attention_decode:one-split"
     assert decode(8, 8).kernels(h100)[0].family is None  # the op's own: attention_decode

@@ -99,11 +99,22 @@ FLASH_BLOCK_M = 128  # queries per thread block in FlashAttention-2's forward ke
 # H100 (0.51-1.0 across 8 shapes, validation/results/h100-sxm); 1 and 3 do not.
 FLASH_BLOCKS_PER_SM = 2
 # FlashAttention-2's split-KV choice for decode (flash_api.cpp ``num_splits_heuristic``, vendored
-# by PyTorch): with batch x heads x query blocks of 64 >= 0.8 x SMs it runs ONE split, i.e. the
+# by PyTorch): with batch x heads x query blocks of 64 >= 0.8 x "SMs" it runs ONE split, i.e. the
 # regular forward kernel, whose 128-row query tile then holds one query per head (or the few
-# queries that share a K/V head: seqlen_q and heads are swapped for GQA decode).
+# queries that share a K/V head: seqlen_q and heads are swapped for GQA decode). The "SMs" it
+# passes are ``multiProcessorCount * 2`` (set_params_splitkv: two 128-thread blocks per SM), so
+# the switch is at 211 blocks on a 132-SM H100/H200, not 106: Llama-3-8B at tensor parallel 2
+# (4 K/V heads a GPU) at batch 32 has 128 blocks and ran split-KV, 2.3 ms of attention a step
+# where the one-split kernel would take 4.8 (validation/results/steps-h200x2-multi-gpu-run1).
 SPLIT_KV_FILL = 0.8
+SPLIT_KV_BLOCKS_PER_SM = 2
 SPLIT_KV_BLOCK_M = 64
+
+
+def split_kv_threshold(gpu: GPUSpec) -> float:
+    """Blocks (batch x heads x query blocks) from which FlashAttention-2 decodes in one KV split:
+    0.8 x (2 x SMs), as flash_api.cpp counts them."""
+    return SPLIT_KV_FILL * SPLIT_KV_BLOCKS_PER_SM * gpu.sm_count
 
 
 class Attention(Op):
@@ -208,8 +219,8 @@ class Attention(Op):
             return None
         rows, _ = self.decode_rows()
         per_batch = self.n_kv_heads * -(-rows // SPLIT_KV_BLOCK_M)
-        # the largest batch b with b x per_batch < SPLIT_KV_FILL x SMs (decode_splits_kv)
-        batch = math.ceil(SPLIT_KV_FILL * gpu.sm_count / per_batch) - 1
+        # the largest batch b with b x per_batch < the split-KV threshold (decode_splits_kv)
+        batch = math.ceil(split_kv_threshold(gpu) / per_batch) - 1
         return self.model_copy(update={"batch": batch}) if batch >= 1 else None
 
     def query_tiles(self, block: int = FLASH_BLOCK_M) -> TileWork:
@@ -233,10 +244,10 @@ class Attention(Op):
 
     def decode_splits_kv(self, gpu: GPUSpec) -> bool:
         """Whether decode runs FlashAttention-2's split-KV kernel on ``gpu`` (few blocks) or the
-        regular one (enough blocks to fill 80% of the SMs). FlashAttention-2 as PyTorch's SDPA
-        flash backend runs it; FlashAttention-3 and FlashInfer choose their splits otherwise."""
+        regular one (enough blocks to fill 80% of two per SM). FlashAttention-2 as PyTorch's
+        SDPA flash backend runs it; FlashAttention-3 and FlashInfer choose their splits otherwise."""
         rows, blocks = self.decode_rows()
-        return blocks * -(-rows // SPLIT_KV_BLOCK_M) < SPLIT_KV_FILL * gpu.sm_count
+        return blocks * -(-rows // SPLIT_KV_BLOCK_M) < split_kv_threshold(gpu)
 
     @property
     def scores(self) -> float:

@@ -461,6 +461,8 @@ def predict_step(
         rt = _runtime_arg(fn, rec["runtime"], rec["phase"])
         req = {"phase": rec["phase"], "batch": rec["batch"], "dtype": "bf16", "runtime": rt,
                "calibration": cal}  # fmt: skip
+        if rec.get("gpus", 1) > 1:  # tensor parallel (multi_gpu_unseen.py)
+            req.update(gpus=rec["gpus"], tp=rec.get("tp") or rec["gpus"])
         if rec["phase"] == "decode":
             req["context"] = rec["context"]
         else:
@@ -486,14 +488,16 @@ def predict_step(
             res = call_with_host(fn, (model_arg(rec["workload"]), gpu_id), req, opt, host_path)
         return res.step_time_s, None, rt, getattr(res, "time_range_s", None)
     fn = gm.predict_training_step
-    req = {"micro_batch": rec["batch"], "global_batch": rec["batch"], "seq": rec["seq"],
+    # data parallel over ``gpus`` (DDP, multi_gpu_unseen.py): the batch is per GPU
+    gpus = rec.get("gpus", 1)
+    req = {"micro_batch": rec["batch"], "global_batch": rec["batch"] * gpus, "seq": rec["seq"],
            "dtype": "bf16", "calibration": cal, "recompute": "none"}  # fmt: skip
     opt: dict[str, Any] = {"policy": rec.get("policy"), "fusion": "unfused"}
     rt = "-"
     if accepts(fn, "runtime"):
         rt = _runtime_arg(fn, rec["runtime"], rec["phase"])
         opt["runtime"] = rt
-    res = call_with_host(fn, (model_arg(rec["workload"]), gpu_id, 1), req, opt, host_path)
+    res = call_with_host(fn, (model_arg(rec["workload"]), gpu_id, gpus), req, opt, host_path)
     mem = getattr(res, "memory", None)
     # like for like: the measured figure is torch.cuda.max_memory_allocated, which holds neither
     # the CUDA context / workspaces (``overhead_bytes``) nor allocator fragmentation; the model's
