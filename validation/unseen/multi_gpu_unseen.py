@@ -60,22 +60,33 @@ def tp_grids(tiny: bool, grid: int) -> list[tuple[str, object, list[tuple[int, i
     if tiny:
         return [("llama-3-8b", su.llama3_8b_config(True), [(1, 16), (2, 32)]),
                 ("llama-3-70b", llama3_70b_config(True), [(2, 16)])]  # fmt: skip
-    del grid  # one grid so far (run 1's)
-    small = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
-    large = [(1, 2048), (8, 2048), (32, 2048), (64, 2048), (1, 8192), (16, 8192)]
+    if grid == 1:
+        small = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
+        large = [(1, 2048), (8, 2048), (32, 2048), (64, 2048), (1, 8192), (16, 8192)]
+    else:  # run 2's, written before run 1 was scored against a DDP model
+        small = [(16, 1024), (24, 3072), (48, 1024), (48, 8192), (4, 8192), (96, 2048)]
+        large = [(4, 4096), (16, 2048), (24, 4096), (48, 1024), (96, 1024)]
     return [("llama-3-8b", su.llama3_8b_config(False), small),
             ("llama-3-70b", llama3_70b_config(False), large)]  # fmt: skip
 
 
-def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, ...], int]]:
-    """(workload, config, policy, batches per GPU, seq) of the ddp-train part, fixed per run."""
+def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, ...], int,
+                                                 int | None]]:  # fmt: skip
+    """(workload, config, policy, batches per GPU, seq, traced batch or None) of the ddp-train
+    part, fixed per run. A traced batch outside the timed ones is traced only (not scored)."""
     if tiny:
-        return [("gpt2-small", su.gpt2_config(True), "amp", (1, 2), 64),
-                ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (1, 2), 64)]  # fmt: skip
-    del grid
-    return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024),
-            ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048),
-            ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048)]  # fmt: skip
+        return [("gpt2-small", su.gpt2_config(True), "amp", (1, 2), 64, 2),
+                ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (1, 2), 64, None)]  # fmt: skip
+    if grid == 1:
+        return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024, 8),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048, None),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048, None)]  # fmt: skip
+    # run 2's: measured before a DDP model was written; the trace is of run 1's b4 amp point
+    return [("gpt2-small", su.gpt2_config(False), "amp", (2, 12, 24), 1024, None),
+            ("gpt2-small", su.gpt2_config(False), "bf16", (8, 16), 1024, None),
+            ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (3, 6), 2048, 4),
+            ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (1, 8), 2048, None),
+            ("qwen3-0.6b", su.qwen3_0_6b_config(False), "amp", (2, 4), 2048, None)]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- one GPU's worker
@@ -214,7 +225,7 @@ def part_tp_decode(d: Dist, args, out_dir: Path, out: dict) -> None:
                 "backend, enable_gqa"}))  # fmt: skip
         with torch.no_grad():
             run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
-            if workload == "llama-3-8b":
+            if workload == "llama-3-8b" and args.grid == 1:
                 target = (2, 32) if args.tiny else (8, 2048)
                 traced = next(p for p in pts if (p.key["batch"], p.key["seq"]) == target)
                 info = trace_on_rank0(d, traced, out_dir, f"trace-{workload}-decode-tp{d.world}",
@@ -231,7 +242,7 @@ def part_ddp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    for workload, cfg, policy, batches, seq in ddp_grids(args.tiny, args.grid):
+    for workload, cfg, policy, batches, seq, trace_b in ddp_grids(args.tiny, args.grid):
         t0 = time.perf_counter()
         dtype = torch.float32 if policy == "amp" else torch.bfloat16
         model = su.build_causal_lm(d.env, cfg, dtype).train()
@@ -240,17 +251,18 @@ def part_ddp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
         su.log(f"{workload} {policy} DDP x{d.world}: {n_params / 1e6:.1f} M params, built in "
                f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
         out["models"].setdefault(workload, {"params": n_params, "config": cfg.to_dict()})
-        pts = su.train_points(d.env, workload, ddp, cfg, policy, batches, seq)
-        for p in pts:
+        extra = () if trace_b is None or trace_b in batches else (trace_b,)
+        pts = su.train_points(d.env, workload, ddp, cfg, policy, (*batches, *extra), seq)
+        traced = next((p for p in pts if p.key["batch"] == trace_b), None)
+        pts = [p for p in pts if p.key["batch"] in batches]  # the timed points
+        for p in pts + ([traced] if traced is not None and traced not in pts else []):
             p.key.update(gpus=d.world, dp=d.world)
             p.details["ddp"] = ("torch.nn.parallel.DistributedDataParallel, defaults (bucket_cap_mb "
                                 "25, gradient_as_bucket_view False), NCCL; batch per GPU")  # fmt: skip
         run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
-        if workload == "gpt2-small":
-            target = 2 if args.tiny else 8
-            traced = next(p for p in pts if p.key["batch"] == target)
+        if traced is not None:
             info = trace_on_rank0(d, traced, out_dir, f"trace-{workload}-train-{policy}-ddp"
-                                  f"{d.world}", True)  # fmt: skip
+                                  f"{d.world}-b{trace_b}", True)  # fmt: skip
             if info:
                 out["traces"].append(info)
         out["records"] += [p.record() for p in pts]
@@ -344,7 +356,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="multi-gpu")
     ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
-    ap.add_argument("--grid", type=int, choices=(1,), default=1, help="the run's points")
+    ap.add_argument("--grid", type=int, choices=(1, 2), default=1, help="run 1's or run 2's points")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
