@@ -431,11 +431,20 @@ def memory_of(
             q_rows = seq if phase == "prefill" else 1
             act += batch * shape.heads * q_rows * spec.attended(seq) * (beta + 4.0)
     w += cache
-    if train and activation_model == "hf-eager" and accumulation == 1 and dp == 1:
+    # PyTorch DDP (an eager step over dp ranks without ZeRO, ``training.is_ddp``) keeps its
+    # buckets allocated beside the gradients: one more copy of them (gradient_as_bucket_view
+    # False, its default; llm/ddp.py)
+    ddp = train and activation_model == "hf-eager" and zero == 0 and dp > 1
+    buckets = gr if ddp else 0.0
+    if buckets:
+        notes.append(f"DDP buckets {buckets / 1e9:.2f} GB beside the gradients "
+                     "(gradient_as_bucket_view=False)")  # fmt: skip
+    if train and activation_model == "hf-eager" and accumulation == 1 and (dp == 1 or ddp):
         # An eager step's optimizer.zero_grad(set_to_none=True) (PyTorch's default since 2.0,
         # and HF Trainer's) frees the gradients between steps, and neither accumulation (the
-        # gradients of the first micro-batches live through the next forward) nor a DDP
-        # bucket keeps them: the backward pass frees each layer's saved activations as it
+        # gradients of the first micro-batches live through the next forward) nor a sharded
+        # (ZeRO) sync keeps them (DDP's buckets, above, are their own memory): the backward
+        # pass frees each layer's saved activations as it
         # allocates that layer's gradients, so the peak is the larger of the activations at
         # its start and the gradients at its end, not their sum. Fit set
         # (validation/results/train-fitset-h100-clean): peak allocated amp 8.5% -> 2.3%,
@@ -444,6 +453,7 @@ def memory_of(
             notes.append(f"gradients {gr / 1e9:.2f} GB freed between steps (zero_grad "
                          "set_to_none): the peak holds the larger of them and the activations")  # fmt: skip
         gr = max(0.0, gr - act)
+    gr += buckets
     allocated = w + gr + opt + act + kv
     frag_bytes = allocated * (frag - 1.0)
     if frag > 1.0:

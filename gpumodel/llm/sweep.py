@@ -494,10 +494,10 @@ def sweep_training(
         p2p = np.array([p2p_time(spec, timer, tok, t, p, dtype)
                         for t, p, tok in puniq.tolist()])[pinv]  # fmt: skip
         duniq, dinv = _group_rows(np.stack([pts["tp"], pts["pp"], pts["dp"]], axis=1))
-        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, hp_g)
-                          for t, p, d in duniq.tolist()]).reshape(-1, 2)  # fmt: skip
-        dp_comm, opt = dvals[dinv, 0], dvals[dinv, 1]
-        res = combine_step(stage, layers, pts["pp"], m, recompute, p2p, dp_comm, opt)
+        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, hp_g, fusion)[:5]
+                          for t, p, d in duniq.tolist()]).reshape(-1, 5)  # fmt: skip
+        res = combine_step(stage, layers, pts["pp"], m, recompute, p2p,
+                           *(dvals[dinv, j] for j in range(5)))  # fmt: skip
         step = res["step"]
         # memory per (tp, pp, dp, micro-batch, seq, microbatches in flight)
         # (whether gradients accumulate over micro-batches: min(m, 2))

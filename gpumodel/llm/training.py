@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -60,6 +60,7 @@ from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, drift_range_line, summarize
+from gpumodel.llm.ddp import DdpSync, ddp_sync
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
@@ -725,6 +726,24 @@ def p2p_time(spec: ModelSpec, timer: Timer, tokens: int, tp: int, pp: int, dtype
     return 2 * timer.kernels(LayerOp("pp_send", link, kind="comm"))[0].time_s
 
 
+class Sync(NamedTuple):
+    """One rank's gradient sync and optimizer step (seconds). ``dp_tail``, ``dp_copy`` and
+    ``dp_share``: PyTorch DDP's last bucket, its bucket copies and the SM share its NCCL kernels
+    take from the backward (``ddp.DdpSync``; 0 for other data parallelism)."""
+
+    dp_comm: float
+    optimizer: float
+    dp_tail: float = 0.0
+    dp_copy: float = 0.0
+    dp_share: float = 0.0
+    ddp: DdpSync | None = None
+
+
+def is_ddp(fusion: Fusion, zero: int, dp: int) -> bool:
+    """An eager (HF, unfused) step over dp > 1 ranks without ZeRO: PyTorch DDP's buckets."""
+    return fusion == "unfused" and zero == 0 and dp > 1
+
+
 def sync_times(
     spec: ModelSpec,
     timer: Timer,
@@ -735,16 +754,23 @@ def sync_times(
     dtype: str,
     policy: Policy | None = None,
     host: HostProfile | None = None,
-) -> tuple[float, float]:
-    """(data-parallel gradient sync, optimizer step) of one rank. The optimizer streams its
-    states by dtype: ``bf16`` policy 14 B per parameter (bf16 weight, grad, moments: read 4 x 2,
-    write 3 x 2), half of the fp32 28 B, so ``AdamW`` over half the parameters; ``amp`` the fp32
-    28 B with no bf16 copy (the weights are the master); ``mixed``/None the fp32 28 B + the bf16
-    copy (``master_copy``). With ``host`` (eager): at least one fused AdamW call's host time."""
-    grad_bytes = spec.param_count() / (tp * pp) * BYTES_PER_ELEMENT[dtype]
+    fusion: Fusion = "fused",
+) -> Sync:
+    """Data-parallel gradient sync and optimizer step of one rank. The gradients all-reduce in
+    their own dtype (``amp``: fp32). An eager step without ZeRO (``is_ddp``) syncs as PyTorch
+    DDP does, bucket by bucket (``ddp.ddp_sync``). The optimizer streams its states by dtype:
+    ``bf16`` policy 14 B per parameter (bf16 weight, grad, moments: read 4 x 2, write 3 x 2),
+    half of the fp32 28 B, so ``AdamW`` over half the parameters; ``amp`` the fp32 28 B with no
+    bf16 copy (the weights are the master); ``mixed``/None the fp32 28 B + the bf16 copy
+    (``master_copy``). With ``host`` (eager): at least one fused AdamW call's host time."""
+    per = POLICY_STATE_BYTES[policy][1] if policy is not None else BYTES_PER_ELEMENT[dtype]
+    grad_bytes = spec.param_count() / (tp * pp) * per
     dp_comm = 0.0
-    if dp > 1:
-        sync = placed(AllReduce, grad_bytes, dp, dtype, inner=tp)
+    ddp = ddp_sync(spec, timer, tp, pp, dp, per) if is_ddp(fusion, zero, dp) else None
+    if ddp is not None:
+        dp_comm = ddp.comm_s
+    elif dp > 1:
+        sync = placed(AllReduce, grad_bytes, dp, "fp32" if per == 4 else dtype, inner=tp)
         dp_comm = timer.collective_time_s(LayerOp("dp_grad_sync", sync, kind="comm"))
         if zero == 3:
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
@@ -756,7 +782,9 @@ def sync_times(
     optimizer = sum(k.time_s for k in timer.kernels(LayerOp("optimizer_step", opt)))
     if host is not None:
         optimizer = max(optimizer, host.cost_s("optimizer_step"))
-    return dp_comm, optimizer
+    if ddp is None:
+        return Sync(dp_comm, optimizer)
+    return Sync(dp_comm, optimizer, ddp.tail_s, ddp.copy_s, ddp.sm_share, ddp)
 
 
 def combine_step(
@@ -768,10 +796,15 @@ def combine_step(
     p2p: Any,
     dp_comm: Any,
     optimizer: Any,
+    dp_tail: Any = 0.0,
+    dp_copy: Any = 0.0,
+    dp_share: Any = 0.0,
 ) -> dict[str, np.ndarray]:
     """The step from its parts, numpy-capable over arrays of layouts (``stage`` fields may be
     arrays); the one formula ``predict_training_step`` and ``sweep_training`` share. 1F1B:
-    (m + p - 1) micro-batch slots; the DP sync overlaps the last backward."""
+    (m + p - 1) micro-batch slots; the DP sync overlaps the last backward, all but its last
+    bucket (``dp_tail``), and PyTorch DDP adds its bucket copies and the SMs its NCCL kernels
+    take from the overlapped backward (``Sync``)."""
     pp = np.asarray(pp)
     # the slowest stage is the last one: its layers plus the LM head and loss
     fwd = layers * stage.layer_fwd_s + np.maximum(
@@ -799,7 +832,8 @@ def combine_step(
     t_mb = np.maximum(t_mb, np.where(np.asarray(host) > 0, host + p2p, 0.0))
     t_mb = np.where(np.asarray(stage.layer_synced_s) > 0, np.maximum(t_mb, synced), t_mb)
     chain = (m + pp - 1) * t_mb
-    exposed = np.maximum(0.0, dp_comm - bwd)
+    overlap = np.minimum(dp_comm, bwd)
+    exposed = np.maximum(dp_tail, dp_comm - bwd) + dp_copy + overlap * dp_share
     return {
         "fwd": fwd, "bwd": bwd, "rec": rec, "tp_comm": tp_comm, "t_mb": t_mb,
         "bubble": (pp - 1) * t_mb, "exposed": exposed, "step": chain + exposed + optimizer,
@@ -881,17 +915,18 @@ def predict_training_step(
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, hp)  # fmt: skip
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
-    dp_comm, optimizer = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp)
+    sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp, fusion)
+    dp_comm, optimizer = sync.dp_comm, sync.optimizer
     layers = spec.layers // pp
-    t = combine_step(stage, layers, pp, m, recompute, p2p, dp_comm, optimizer)
+    t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5])
     time_range: tuple[float, float] | None = None
     if hp is not None and hp.host_drift is not None:  # host times scale with the host's speed
 
         def step_at(f: float) -> float:  # the step with every host time x f
             slower = replace(stage, layer_host_s=f * stage.layer_host_s,
                              head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s)  # fmt: skip
-            sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp.scaled(f))
-            return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync)["step"])
+            sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp.scaled(f), fusion)
+            return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync[:5])["step"])
 
         lo, hi = (step_at(f) for f in hp.host_drift)
         time_range = (lo, hi)
@@ -901,6 +936,13 @@ def predict_training_step(
     )  # fmt: skip
     layer_f, head_f, pre_f = stage.layer_f, stage.head_f, stage.pre_f
     notes = attention_note(spec, stage) + fallback_note(stage, layers * m, policy)
+    if sync.ddp is not None:
+        d = sync.ddp
+        notes.append(f"DDP: {d.tensors} gradients into {d.buckets} buckets of 25 MiB, "
+                     f"{format_time(d.comm_s)} of all-reduces overlapping the backward, "
+                     f"{format_time(d.tail_s)} of the last bucket after it, bucket copies "
+                     f"{format_time(d.copy_s)}, NCCL holding {d.sm_share:.0%} of the SMs "
+                     "while it overlaps (zero=1 or more prices ZeRO/FSDP instead)")  # fmt: skip
     if hp is not None and traced_train_kernels(spec, policy) is not None:
         notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
                      "trace (forward, loss, backward; validation/kernel_lists/"

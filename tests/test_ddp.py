@@ -1,0 +1,96 @@
+"""PyTorch DDP in an eager training step (llm/ddp.py): buckets, their sync and their memory.
+
+Figures from validation/results/steps-h200x2-multi-gpu-run1 and -run2 (2 x H200, HF models under
+DistributedDataParallel's defaults) and PyTorch's documented defaults."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import gpumodel as gm
+from gpumodel.llm.ddp import BUCKET_CAP_BYTES, parameter_elements, tensor_buckets
+
+RESULTS = Path(__file__).resolve().parents[1] / "validation" / "results"
+MIB = 2**20
+
+
+def test_buckets_fill_in_reverse_and_close_at_their_limit():
+    """Reverse order; the first bucket closes at 1 MiB, the others at 25 MiB; a tensor larger
+    than the limit fills a bucket alone; what is left is the last bucket."""
+    assert BUCKET_CAP_BYTES == 25 * MIB
+    sizes = [10 * MIB, 30 * MIB, 5 * MIB, 20 * MIB, 0.5 * MIB, 0.75 * MIB]
+    # reversed: 0.75 + 0.5 = 1.25 MiB closes the first; 20 + 5 = 25 closes; 30 alone; 10 left
+    assert tensor_buckets(sizes) == [1.25 * MIB, 25 * MIB, 30 * MIB, 10 * MIB]
+
+
+@pytest.mark.parametrize("model", ["tinyllama-1.1b", "gpt2-small"])
+def test_parameter_tensors_add_up_to_the_count_hf_reports(model):
+    """The tensors' elements sum to the parameters HF's model held on the device (recorded by
+    the run: sum(p.numel() for p in model.parameters()))."""
+    run = json.loads((RESULTS / "steps-h200x2-multi-gpu-run1" / "steps-multi-gpu.json").read_text())
+    assert sum(parameter_elements(gm.get_model(model))) == run["models"][model]["params"]
+
+
+@pytest.mark.parametrize(
+    ("model", "trace"),
+    [("gpt2-small", "steps-h200x2-multi-gpu-run1/trace-gpt2-small-train-amp-ddp2.json.gz"),
+     ("tinyllama-1.1b", "steps-h200x2-multi-gpu-run2/trace-tinyllama-1.1b-train-amp-ddp2-b4.json.gz")],
+)  # fmt: skip
+def test_bucket_count_matches_the_nccl_calls_traced(model, trace):
+    """One NCCL all-reduce per bucket: 13 a step in the GPT-2 amp trace (fp32 gradients), 91 in
+    TinyLlama's; the model's reverse-order bucketing gives 13 and 90 (DDP rebuilds its buckets
+    in the order the gradients became ready after the first step, which this does not follow)."""
+    events = json.loads(gzip.open(RESULTS / trace).read())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    nccl = sum("AllReduce" in e["name"] for e in kernels)
+    steps = sum(e.get("name") == "step" and e.get("cat") == "user_annotation" for e in events)
+    buckets = len(tensor_buckets([4.0 * n for n in parameter_elements(gm.get_model(model))]))
+    assert abs(buckets - nccl / steps) <= 1
+
+
+def _step(model: str, gpus: int, zero: int, policy: str = "amp", b: int = 4, seq: int = 2048):
+    return gm.predict_training_step(model, "h200", gpus, zero=zero, micro_batch=b,
+                                    global_batch=b * gpus, seq=seq, policy=policy,
+                                    fusion="unfused", recompute="none", host="reference-h100")  # fmt: skip
+
+
+def test_ddp_step_pays_its_copies_tail_and_contention():
+    """zero=0 over 2 GPUs of an eager step is DDP: the step is the one-GPU step plus the last
+    bucket's all-reduce, the bucket copies (4.4 GB of fp32 gradients read and written: >= 1.8 ms
+    at the H200's 4.8 TB/s) and 24 of 132 SMs for the overlapped all-reduces; measured on
+    2 x H200 at batch 4: 192.5 ms against 179-183 ms on one H200 (26 runs)."""
+    one = _step("tinyllama-1.1b", 1, zero=0)
+    ddp = _step("tinyllama-1.1b", 2, zero=0)
+    (note,) = [n for n in ddp.notes if n.startswith("DDP:")]
+    assert "90 buckets" in note and "18% of the SMs" in note
+    grads = 1_100_048_384 * 4
+    added = ddp.time_s - one.time_s
+    assert added > 2 * grads / gm.get_gpu("h200").memory.bandwidth_bytes_per_s
+    assert ddp.dp_comm_s > 0 and ddp.dp_comm_exposed_s >= added - 1e-9
+    assert 0.02 < added / one.time_s < 0.12
+
+
+def test_ddp_memory_holds_the_buckets_beside_the_gradients():
+    """DDP's buckets are a second copy of the gradients (gradient_as_bucket_view=False: "the
+    saved memory size will be equal to the total gradients size" when True, DDP's docs); fp32
+    under amp: 4.4 GB for TinyLlama. ZeRO-1 instead shards the optimizer states."""
+    one = _step("tinyllama-1.1b", 1, zero=0).memory
+    ddp = _step("tinyllama-1.1b", 2, zero=0).memory
+    assert ddp.gradients_bytes - one.gradients_bytes == pytest.approx(1_100_048_384 * 4)
+    assert any("DDP buckets 4.40 GB" in n for n in ddp.notes)
+    zero1 = _step("tinyllama-1.1b", 2, zero=1).memory
+    assert not any("DDP" in n for n in zero1.notes)
+    assert zero1.optimizer_bytes == pytest.approx(one.optimizer_bytes / 2)
+
+
+def test_ddp_gradients_all_reduce_in_their_own_dtype():
+    """amp's gradients are fp32: twice the bytes of bf16's, so more buckets."""
+    amp = _step("gpt2-small", 2, zero=0, policy="amp", b=8, seq=1024)
+    bf16 = _step("gpt2-small", 2, zero=0, policy="bf16", b=8, seq=1024)
+    assert "13 buckets" in next(n for n in amp.notes if n.startswith("DDP:"))
+    assert "7 buckets" in next(n for n in bf16.notes if n.startswith("DDP:"))
+    assert amp.dp_comm_s > 1.5 * bf16.dp_comm_s
