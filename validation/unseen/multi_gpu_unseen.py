@@ -63,9 +63,14 @@ def tp_grids(tiny: bool, grid: int) -> list[tuple[str, object, list[tuple[int, i
     if grid == 1:
         small = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
         large = [(1, 2048), (8, 2048), (32, 2048), (64, 2048), (1, 8192), (16, 8192)]
-    else:  # run 2's, written before run 1 was scored against a DDP model
+    elif grid == 2:  # run 2's, written before run 1 was scored against a DDP model
         small = [(16, 1024), (24, 3072), (48, 1024), (48, 8192), (4, 8192), (96, 2048)]
         large = [(4, 4096), (16, 2048), (24, 4096), (48, 1024), (96, 1024)]
+    else:  # run 3's, after the split-KV and DDP changes: Llama-2-7B (16 K/V heads a GPU)
+        # around FlashAttention-2's switch at 211 blocks (batch 13.2)
+        mha = [(8, 2048), (12, 2048), (14, 2048), (16, 2048), (24, 1024), (4, 4096)]
+        return [("llama-2-7b", su.llama2_7b_config(False), mha),
+                ("llama-3-70b", llama3_70b_config(False), [(2, 16384), (128, 512)])]  # fmt: skip
     return [("llama-3-8b", su.llama3_8b_config(False), small),
             ("llama-3-70b", llama3_70b_config(False), large)]  # fmt: skip
 
@@ -81,6 +86,11 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
         return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024, 8),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048, None),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048, None)]  # fmt: skip
+    if grid == 3:  # after the DDP model: larger steps, another size of model
+        return [("tinyllama-1.1b", su.tinyllama_config(False), "amp", (8,), 2048, None),
+                ("gpt2-small", su.gpt2_config(False), "bf16", (32,), 512, None),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (4,), 2048, None),
+                ("llama-2-7b", su.llama2_7b_config(False), "bf16", (1, 2), 1024, None)]  # fmt: skip
     # run 2's: measured before a DDP model was written; the trace is of run 1's b4 amp point
     return [("gpt2-small", su.gpt2_config(False), "amp", (2, 12, 24), 1024, None),
             ("gpt2-small", su.gpt2_config(False), "bf16", (8, 16), 1024, None),
@@ -356,7 +366,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="multi-gpu")
     ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
-    ap.add_argument("--grid", type=int, choices=(1, 2), default=1, help="run 1's or run 2's points")
+    ap.add_argument("--grid", type=int, choices=(1, 2, 3), default=1, help="run 1-3's points")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
