@@ -158,13 +158,7 @@ def run_rounds(d: Dist, points: list[su.Point], rounds: int, warm: int, steps: i
             else:
                 start = time.perf_counter() - su.T0
                 times, wall = d.time_steps(lambda s=state, p=p: p.step(s), warm, steps)
-                pa, pr = d.env.peaks()
-                p.rounds.append(times)
-                p.walls.append(wall)
-                p.starts.append(start)
-                if pa is not None:
-                    p.peak_alloc.append(pa)
-                    p.peak_res.append(pr)
+                p.add_round(times, wall, start, d.env.peaks())
                 if d.rank == 0:
                     med = sorted(times)[len(times) // 2]
                     su.log(f"round {r + 1} {p.label()}: median {med * 1e3:.2f} ms "
@@ -199,7 +193,7 @@ def trace_on_rank0(d: Dist, p: su.Point, out_dir: Path, name: str, memory: bool)
 
 def part_tp_decode(d: Dist, args, out_dir: Path, out: dict) -> None:
     import torch
-    from fused_engine import DecodeState, Engine, dims_of
+    from fused_engine import Engine, dims_of
 
     for workload, cfg, grid in tp_grids(args.tiny, args.grid):
         t0 = time.perf_counter()
@@ -212,27 +206,11 @@ def part_tp_decode(d: Dist, args, out_dir: Path, out: dict) -> None:
         if workload == "llama-3-8b":  # the sharded engine's logits against plain torch ops
             with torch.no_grad():
                 out["fused_check"] = su.fused_check(d.env, eng, (2, 16) if args.tiny else (8, 2048))
-        pts = []
-        for b, ctx in grid:
-
-            def setup(b=b, ctx=ctx, eng=eng):
-                state = DecodeState(eng, b, ctx)
-                state.capture()
-                return state
-
-            @torch.no_grad()
-            def step(state):
-                state.step()
-
-            key = {"workload": workload, "runtime": "fused-graph", "phase": "decode",
-                   "policy": "bf16", "batch": b, "seq": ctx, "context": ctx, "gpus": d.world,
-                   "tp": d.world}  # fmt: skip
-            pts.append(su.Point(key, setup, step, tokens=b, details={
-                "engine": "validation/unseen/fused_engine.py at tp (vLLM's Llama sharding, "
-                "NCCL all-reduces in the graph; a stand-in, not vLLM)", "cache": "static, "
-                "random K/V of `context` positions, this GPU's kv heads", "graph": "one CUDA "
-                "graph per point and GPU, replayed", "attention": "SDPA, FlashAttention "
-                "backend, enable_gqa"}))  # fmt: skip
+        pts = su.fused_decode_points(eng, workload, grid, {"gpus": d.world, "tp": d.world}, {
+            "engine": "validation/unseen/fused_engine.py at tp (vLLM's Llama sharding, NCCL "
+            "all-reduces in the graph; a stand-in, not vLLM)", "cache": "static, random K/V of "
+            "`context` positions, this GPU's kv heads", "graph": "one CUDA graph per point and "
+            "GPU, replayed"})  # fmt: skip
         with torch.no_grad():
             run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
             if workload == "llama-3-8b" and args.grid == 1:

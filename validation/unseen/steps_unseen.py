@@ -365,6 +365,17 @@ class Point:
         self.peak_res: list[int] = []
         self.traced = False
 
+    def add_round(self, times: list[float], wall: float, start: float,
+                  peaks: tuple[int | None, int | None]) -> None:  # fmt: skip
+        """One round's step times, loop wall time per step, start (s) and (allocated,
+        reserved) peaks."""
+        self.rounds.append(times)
+        self.walls.append(wall)
+        self.starts.append(start)
+        if peaks[0] is not None:
+            self.peak_alloc.append(peaks[0])
+            self.peak_res.append(peaks[1])
+
     def label(self) -> str:
         k = self.key
         return f"{k['workload']} {k['runtime']} {k['phase']} {k.get('policy') or ''} b{k['batch']} s{k['seq']}"
@@ -415,13 +426,7 @@ def run_round_robin(env: Env, points: list[Point], rounds: int, warm: int, steps
                 state = p.setup()
                 start = time.perf_counter() - T0
                 times, wall = env.time_steps(functools.partial(p.step, state), warm, steps)
-                pa, pr = env.peaks()
-                p.rounds.append(times)
-                p.walls.append(wall)
-                p.starts.append(start)
-                if pa is not None:
-                    p.peak_alloc.append(pa)
-                    p.peak_res.append(pr)
+                p.add_round(times, wall, start, env.peaks())
                 log(f"round {r + 1} {p.label()}: median {statistics.median(times) * 1e3:.2f} ms"
                     f" (wall {wall * 1e3:.2f} ms)")  # fmt: skip
             except Exception as exc:
@@ -1240,7 +1245,7 @@ def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
     the eager decode; one trace at batch 8 x 2048 for its kernel list. The engine's logits are
     checked against the same maths in plain torch ops at one point first."""
     import torch
-    from fused_engine import DecodeState, Engine, dims_of
+    from fused_engine import Engine, dims_of
 
     tiny = args.tiny
     cfg = llama3_8b_config(tiny)
@@ -1252,6 +1257,28 @@ def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
     result["fused_check"] = fused_check(env, eng, (2, 16) if tiny else (8, 2048))
     grid = [(b, c) for c in ((16, 32) if tiny else (512, 2048, 4096))
             for b in ((1, 2, 4) if tiny else (1, 8, 32, 64))]  # fmt: skip
+    pts = fused_decode_points(eng, "llama-3-8b", grid, {}, {
+        "engine": "validation/unseen/fused_engine.py (a vLLM-style stand-in, not vLLM)",
+        "cache": "static, random K/V of `context` positions; each step writes position "
+        "`context` and attends to context + 1", "graph": "one CUDA graph per point, replayed"})  # fmt: skip
+    with torch.no_grad():
+        run_round_robin(env, pts, args.rounds, 2, args.steps, T0 + args.budget_s - 30)
+        records = {id(p): p.record() for p in pts}
+        result["records"] += list(records.values())
+        target = (2, 16) if tiny else (8, 2048)
+        traced = next(p for p in pts if (p.key["batch"], p.key["seq"]) == target)
+        result["traces"].append(trace_point(env, traced, out_dir, "trace-llama3-8b-decode-fused",
+                                            False))  # fmt: skip
+        records[id(traced)]["traced"] = traced.traced
+
+
+def fused_decode_points(eng, workload: str, grid, key: dict, details: dict) -> list[Point]:
+    """One decode Point of the fused engine ``eng`` per (batch, context) of ``grid``: a fresh
+    static cache and CUDA graph per round, the graph replayed per step; ``key`` adds to each
+    record's key, ``details`` to its details."""
+    import torch
+    from fused_engine import DecodeState
+
     pts = []
     for b, ctx in grid:
 
@@ -1264,22 +1291,11 @@ def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
         def step(state):
             state.step()
 
-        pts.append(Point({"workload": "llama-3-8b", "runtime": "fused-graph", "phase": "decode",
-                          "policy": "bf16", "batch": b, "seq": ctx, "context": ctx}, setup, step,
-                         tokens=b, details={"engine": "validation/unseen/fused_engine.py (a "
-                         "vLLM-style stand-in, not vLLM)", "cache": "static, random K/V of "
-                         "`context` positions; each step writes position `context` and attends "
-                         "to context + 1", "graph": "one CUDA graph per point, replayed",
-                         "attention": "SDPA, FlashAttention backend, enable_gqa"}))  # fmt: skip
-    with torch.no_grad():
-        run_round_robin(env, pts, args.rounds, 2, args.steps, T0 + args.budget_s - 30)
-        records = {id(p): p.record() for p in pts}
-        result["records"] += list(records.values())
-        target = (2, 16) if tiny else (8, 2048)
-        traced = next(p for p in pts if (p.key["batch"], p.key["seq"]) == target)
-        result["traces"].append(trace_point(env, traced, out_dir, "trace-llama3-8b-decode-fused",
-                                            False))  # fmt: skip
-        records[id(traced)]["traced"] = traced.traced
+        pts.append(Point({"workload": workload, "runtime": "fused-graph", "phase": "decode",
+                          "policy": "bf16", "batch": b, "seq": ctx, "context": ctx, **key},
+                         setup, step, tokens=b, details={
+                         **details, "attention": "SDPA, FlashAttention backend, enable_gqa"}))  # fmt: skip
+    return pts
 
 
 def fused_check(env: Env, eng, point: tuple[int, int]) -> dict:
