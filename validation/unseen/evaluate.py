@@ -493,8 +493,8 @@ def predict_step(
     req = {"micro_batch": rec["batch"], "global_batch": rec["batch"] * gpus, "seq": rec["seq"],
            "dtype": "bf16", "calibration": cal, "recompute": "none"}  # fmt: skip
     opt: dict[str, Any] = {"policy": rec.get("policy"), "fusion": "unfused"}
-    if rec.get("dp", 1) > 1:
-        req["zero"] = 0  # PyTorch DDP: every rank holds all states (gpumodel's default: ZeRO-1)
+    if rec.get("dp", 1) > 1:  # PyTorch DDP (ZeRO 0: gpumodel's default is ZeRO-1) or FSDP (3)
+        req["zero"] = rec.get("zero", 0)
     rt = "-"
     if accepts(fn, "runtime"):
         rt = _runtime_arg(fn, rec["runtime"], rec["phase"])

@@ -8,7 +8,9 @@ measured, never fitted to. One process a GPU (NCCL), as users run them:
   LM head; the whole step, collectives included, in one CUDA graph);
 - ``ddp-train``: HF training steps (``labels=`` loss, fused AdamW) of GPT-2 small and a
   TinyLlama-1.1B-shaped Llama under ``DistributedDataParallel`` (its defaults: 25 MB buckets,
-  gradients reduced while the backward runs), ``amp`` and ``bf16``; the batch is per GPU.
+  gradients reduced while the backward runs), ``amp`` and ``bf16``; the batch is per GPU;
+- ``fsdp-train``: the same under FSDP2 (``fully_shard`` on each decoder layer and the model:
+  gpumodel's ZeRO-3), ``mixed`` (fp32 shards, bf16 compute, fp32 reduction) and ``bf16``.
 
 Every point runs on every GPU in the same order; a step's time is the slowest GPU's (CUDA events
 around each step after a barrier), in rounds that cycle over one model's points. Peak memory is
@@ -45,7 +47,7 @@ os.environ.update(SAFE_ENV)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import steps_unseen as su  # noqa: E402  (this folder's measurement helpers)
 
-PARTS = ("tp-decode", "ddp-train")
+PARTS = ("tp-decode", "ddp-train", "fsdp-train")
 
 
 def llama3_70b_config(tiny: bool):
@@ -97,6 +99,19 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
             ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (3, 6), 2048, 4),
             ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (1, 8), 2048, None),
             ("qwen3-0.6b", su.qwen3_0_6b_config(False), "amp", (2, 4), 2048, None)]  # fmt: skip
+
+
+def fsdp_grids(tiny: bool) -> list[tuple[str, object, str, tuple[int, ...], int]]:
+    """(workload, config, policy, batches per GPU, seq) of the fsdp-train part (one grid, written
+    before any FSDP step was scored): ``mixed`` is fp32 parameters sharded, bf16 compute and fp32
+    gradient reduction (FSDP2's MixedPrecisionPolicy); ``bf16`` all bf16."""
+    if tiny:
+        return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
+                ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
+    return [("tinyllama-1.1b", su.tinyllama_config(False), "mixed", (2, 4), 2048),
+            ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048),
+            ("qwen3-0.6b", su.qwen3_0_6b_config(False), "mixed", (4,), 2048),
+            ("llama-2-7b", su.llama2_7b_config(False), "bf16", (1, 2), 1024)]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- one GPU's worker
@@ -259,6 +274,40 @@ def part_ddp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
         d.env.fresh_memory()
 
 
+def part_fsdp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
+    """HF training under FSDP2 (``fully_shard`` on each decoder layer, then on the model), as
+    PyTorch's FSDP2 tutorial applies it; gpumodel's ZeRO-3."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    for workload, cfg, policy, batches, seq in fsdp_grids(args.tiny):
+        t0 = time.perf_counter()
+        dtype = torch.float32 if policy == "mixed" else torch.bfloat16
+        model = su.build_causal_lm(d.env, cfg, dtype).train()
+        n_params = sum(p.numel() for p in model.parameters())
+        layers = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len)
+        mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+              if policy == "mixed" else MixedPrecisionPolicy())  # fmt: skip
+        for layer in layers:
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+        su.log(f"{workload} {policy} FSDP x{d.world}: {n_params / 1e6:.1f} M params, "
+               f"{len(layers)} layers sharded, built in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+        out["models"].setdefault(workload, {"params": n_params, "config": cfg.to_dict()})
+        pts = su.train_points(d.env, workload, model, cfg, policy, batches, seq)
+        for p in pts:
+            p.key.update(gpus=d.world, dp=d.world, zero=3)
+            p.details["fsdp"] = ("torch.distributed.fsdp.fully_shard (FSDP2) on each decoder "
+                                 "layer and the model; batch per GPU")  # fmt: skip
+            if policy == "mixed":
+                p.details["weights"] = ("fp32 sharded; MixedPrecisionPolicy(param_dtype=bf16, "
+                                        "reduce_dtype=fp32)")  # fmt: skip
+        run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
+        out["records"] += [p.record() for p in pts]
+        del model, pts, layers
+        d.env.fresh_memory()
+
+
 def part_deadline(args, out: dict) -> float:
     """An even share of what is left of the budget for each of the parts' models still to run."""
     left = su.T0 + args.budget_s - time.perf_counter()
@@ -279,8 +328,9 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
                             timeout=dt.timedelta(seconds=120))  # fmt: skip
     d = Dist(env, rank, world)
     parts = args.parts
-    groups = (len(tp_grids(args.tiny, args.grid)) if "tp-decode" in parts else 0) + (
-        len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)  # fmt: skip
+    groups = ((len(tp_grids(args.tiny, args.grid)) if "tp-decode" in parts else 0)
+              + (len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)
+              + (len(fsdp_grids(args.tiny)) if "fsdp-train" in parts else 0))  # fmt: skip
     out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "_groups_left": groups}
     path = out_dir / f".rank{rank}.json"
     try:
@@ -289,6 +339,9 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
             write_json(path, out)
         if "ddp-train" in parts:
             part_ddp_train(d, args, out_dir, out)
+            write_json(path, out)
+        if "fsdp-train" in parts:
+            part_fsdp_train(d, args, out_dir, out)
     except Exception:
         traceback.print_exc()
         raise
@@ -315,7 +368,8 @@ def merge(per_rank: list[dict]) -> list[dict]:
         recs = [r["records"][i] for r in per_rank]
         first = recs[0]
         p = su.Point({k: first[k] for k in ("workload", "runtime", "phase", "policy", "batch",
-                                            "seq", "context", "gpus", "tp", "dp") if k in first},
+                                            "seq", "context", "gpus", "tp", "dp", "zero")
+                      if k in first},
                      None, None, tokens=first["tokens_per_step"], details=first["details"])  # fmt: skip
         bad = next((r for r in recs if r["status"] != "ok"), None)
         if bad is not None:
