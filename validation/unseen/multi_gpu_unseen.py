@@ -103,8 +103,9 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
 
 def fsdp_grids(tiny: bool) -> list[tuple[str, object, str, tuple[int, ...], int]]:
     """(workload, config, policy, batches per GPU, seq) of the fsdp-train part (one grid, written
-    before any FSDP step was scored): ``mixed`` is fp32 parameters sharded, bf16 compute and fp32
-    gradient reduction (FSDP2's MixedPrecisionPolicy); ``bf16`` all bf16."""
+    before any FSDP step was scored; ``--grid 2`` also traces TinyLlama mixed at batch 2):
+    ``mixed`` is fp32 parameters sharded, bf16 compute and fp32 gradient reduction (FSDP2's
+    MixedPrecisionPolicy); ``bf16`` all bf16."""
     if tiny:
         return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
                 ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
@@ -303,6 +304,11 @@ def part_fsdp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
                 p.details["weights"] = ("fp32 sharded; MixedPrecisionPolicy(param_dtype=bf16, "
                                         "reduce_dtype=fp32)")  # fmt: skip
         run_rounds(d, pts, args.rounds, 2, args.steps, part_deadline(args, out))
+        if args.grid == 2 and (workload, policy) == ("tinyllama-1.1b", "mixed"):
+            info = trace_on_rank0(d, pts[0], out_dir, f"trace-{workload}-train-{policy}-fsdp"
+                                  f"{d.world}-b{pts[0].key['batch']}", True)  # fmt: skip
+            if info:
+                out["traces"].append(info)
         out["records"] += [p.record() for p in pts]
         del model, pts, layers
         d.env.fresh_memory()
