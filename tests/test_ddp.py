@@ -94,3 +94,12 @@ def test_ddp_gradients_all_reduce_in_their_own_dtype():
     assert "13 buckets" in next(n for n in amp.notes if n.startswith("DDP:"))
     assert "7 buckets" in next(n for n in bf16.notes if n.startswith("DDP:"))
     assert amp.dp_comm_s > 1.5 * bf16.dp_comm_s
+
+
+def test_eager_fsdp_says_its_host_work_is_not_priced():
+    """FSDP2 steps measured on 2 x H200 (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp) ran
+    10-54% slower than the ZeRO-3 price: the step says so; DDP and one GPU do not."""
+    fsdp = _step("tinyllama-1.1b", 2, zero=3, policy="mixed", b=2)
+    assert any("FSDP2" in n and "not priced" in n for n in fsdp.notes)
+    for step in (_step("tinyllama-1.1b", 2, zero=0), _step("tinyllama-1.1b", 1, zero=3)):
+        assert not any("FSDP2" in n for n in step.notes)
