@@ -4,8 +4,9 @@ DDP's reducer (torch/csrc/distributed/c10d/reducer.cpp) groups the gradients int
 reverse order of ``model.parameters()``, closing a bucket once it holds ``bucket_cap_mb`` = 25 MiB
 (a tensor larger than that fills one alone; the first bucket closes at 1 MiB), and as each
 gradient is ready copies it into its bucket scaled by 1/dp (``at::mul_out``: one elementwise
-kernel per parameter tensor on the compute stream). A full bucket's all-reduce starts on NCCL's stream while the backward goes on.
-What that costs a step, beyond one all-reduce of all gradients overlapped with the backward:
+kernel per parameter tensor on the compute stream). A full bucket's all-reduce starts on NCCL's
+stream while the backward goes on. What that costs a step, beyond one all-reduce of all
+gradients overlapped with the backward:
 
 - ``copy_s``: the per-tensor scaled copies into the buckets (read the gradient, write the bucket);
 - ``comm_s``: one eager all-reduce per bucket (each pays the collective's floor), not one of all
@@ -15,9 +16,9 @@ What that costs a step, beyond one all-reduce of all gradients overlapped with t
   ``channels`` of the GPU's SMs (24 ring channels on Hopper, one thread block each:
   ``comm.NCCL_RING_CHANNELS``), so the backward runs on the rest:
   ``min(comm_s, backward) x channels / SMs``.
-- ``bucket_bytes``: the buckets stay allocated beside the gradients (``gradient_as_bucket_view``
-  False, DDP's default: "the saved memory size will be equal to the total gradients size" when
-  it is True, torch.nn.parallel.DistributedDataParallel's documentation).
+- memory: the buckets stay allocated beside the gradients (``gradient_as_bucket_view`` False,
+  DDP's default: "the saved memory size will be equal to the total gradients size" when it is
+  True, torch.nn.parallel.DistributedDataParallel's documentation; ``memory.memory_of``).
 
 ``gm.data_parallel_step`` (``model/amdahl.py``, the ``dp-step`` command) is the generic form:
 equal buckets of a byte count, on a timeline. Here the buckets are the model's own tensors
@@ -25,8 +26,8 @@ equal buckets of a byte count, on a timeline. Here the buckets are the model's o
 that timeline's closed-form bound, ``max(tail, comm - backward)`` (its last bucket, and all of
 them queued from the backward's start), so that the vectorised sweeps can take it.
 
-Checked on 2 x H200 (validation/results/steps-h200x2-multi-gpu-run1: measured on it; run2:
-measured before this model was written, scored after): docs/multi-gpu.md.
+Checked on 2 x H200 (validation/results/steps-h200x2-multi-gpu-run1: measured on it; run 2
+measured before this model was written, run 3 after it): docs/multi-gpu.md.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ class DdpSync:
     tail_s: float
     copy_s: float
     sm_share: float  # the SMs NCCL's channels hold: channels / SMs
-    bucket_bytes: float
 
 
 def parameter_elements(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[float]:
@@ -89,7 +89,7 @@ def parameter_elements(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[float]
 
 
 def tensor_buckets(tensor_bytes: list[float], cap: float = BUCKET_CAP_BYTES,
-                 first: float = FIRST_BUCKET_BYTES) -> list[float]:  # fmt: skip
+                   first: float = FIRST_BUCKET_BYTES) -> list[float]:  # fmt: skip
     """DDP's buckets (bytes) in the order they fill: the tensors in reverse, a bucket closing once
     it holds ``first`` bytes (the first bucket) or ``cap`` (the others; torch.distributed's
     ``_compute_bucket_assignment_by_size`` with DDP's size limits)."""
@@ -123,7 +123,7 @@ def ddp_sync(spec: ModelSpec, timer: Timer, tp: int, pp: int, dp: int,
         op = Elementwise(op="copy", n=max(1, round(nbytes / grad_bytes_per)), dtype=grad_dtype)
         copy_s += sum(k.time_s for k in timer.kernels(LayerOp("ddp_bucket_copy", op)))
     ring = comm.nccl_ring_channels(timer.gpu.architecture)
+    share = ring.count / timer.gpu.sm_count if ring else 0.0
     return DdpSync(buckets=len(buckets), tensors=len(tensors),
                    comm_s=sum(allreduce_s(b) for b in buckets), tail_s=allreduce_s(buckets[-1]),
-                   copy_s=copy_s, sm_share=(ring.count / timer.gpu.sm_count) if ring else 0.0,
-                   bucket_bytes=sum(tensors))  # fmt: skip
+                   copy_s=copy_s, sm_share=share)  # fmt: skip
