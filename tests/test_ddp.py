@@ -101,5 +101,6 @@ def test_eager_fsdp_says_its_host_work_is_not_priced():
     10-54% slower than the ZeRO-3 price: the step says so; DDP and one GPU do not."""
     fsdp = _step("tinyllama-1.1b", 2, zero=3, policy="mixed", b=2)
     assert any("FSDP2" in n and "not priced" in n for n in fsdp.notes)
-    for step in (_step("tinyllama-1.1b", 2, zero=0), _step("tinyllama-1.1b", 1, zero=3)):
+    for step in (_step("tinyllama-1.1b", 2, zero=0), _step("tinyllama-1.1b", 1, zero=3),
+                 _step("tinyllama-1.1b", 2, zero=1)):  # fmt: skip
         assert not any("FSDP2" in n for n in step.notes)

@@ -943,8 +943,8 @@ def predict_training_step(
                      f"{format_time(d.tail_s)} of the last bucket after it, bucket copies "
                      f"{format_time(d.copy_s)}, NCCL holding {d.sm_share:.0%} of the SMs "
                      "while it overlaps (zero=1 or more prices ZeRO/FSDP instead)")  # fmt: skip
-    elif fusion == "unfused" and zero >= 1 and dp > 1:
-        notes.append("eager ZeRO/FSDP: its per-layer host work (FSDP2's hooks, all-gather "
+    elif fusion == "unfused" and zero == 3 and dp > 1:
+        notes.append("eager ZeRO-3/FSDP: its per-layer host work (FSDP2's hooks, all-gather "
                      "copy-in and copy-out, casts) is not priced; FSDP2 steps measured on "
                      "2 x H200 at batch 1-4 ran 10-54% slower than this, host-bound (their "
                      "memory within 13%; docs/multi-gpu.md)")  # fmt: skip
