@@ -2,10 +2,11 @@
 """Unseen multi-GPU whole steps (issue #17's runtimes and training, on more than one GPU):
 measured, never fitted to. One process a GPU (NCCL), as users run them:
 
-- ``tp-decode``: Llama-3-8B and Llama-3-70B decode at tensor parallel 2 on the ``fused-graph``
-  stand-in (``fused_engine.py`` sharded as vLLM shards Llama: column-parallel QKV and gate+up,
-  row-parallel o and down each followed by an NCCL all-reduce, vocabulary-parallel embedding and
-  LM head; the whole step, collectives included, in one CUDA graph);
+- ``tp-decode``: Llama-3-8B, Llama-3-70B (and Llama-2-7B, run 3) decode at tensor parallel 2 on
+  the ``fused-graph`` stand-in (``fused_engine.py`` sharded as vLLM shards Llama:
+  column-parallel QKV and gate+up, row-parallel o and down each followed by an NCCL all-reduce,
+  vocabulary-parallel embedding and LM head; the whole step, collectives included, in one CUDA
+  graph);
 - ``ddp-train``: HF training steps (``labels=`` loss, fused AdamW) of GPT-2 small and a
   TinyLlama-1.1B-shaped Llama under ``DistributedDataParallel`` (its defaults: 25 MB buckets,
   gradients reduced while the backward runs), ``amp`` and ``bf16``; the batch is per GPU;
@@ -18,8 +19,8 @@ the largest GPU's ``max_memory_allocated``. The host profile (``gpumodel validat
 a child process on GPU 0) is measured first, in the same device call. One torch.profiler trace
 per part is taken on GPU 0 (the other GPUs run the same steps untraced) after its timed points.
 
-Records use ``steps_unseen.py``'s schema, plus ``gpus`` and ``tp`` or ``dp``; the grids are
-fixed per run (``--grid``) before the run is scored. Measurement code only: nothing here
+Records use ``steps_unseen.py``'s schema, plus ``gpus``, ``tp`` or ``dp`` (and ``zero`` 3 for
+FSDP); the grids are fixed per run (``--grid``) before the run is scored. Measurement code only: nothing here
 imports the fitting code (the host profile is gpumodel's own measurement, as a user takes it).
 
 Usage (device, 2+ GPUs):  python validation/unseen/multi_gpu_unseen.py --part tp-decode,ddp-train --out DIR
