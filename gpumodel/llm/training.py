@@ -61,6 +61,7 @@ from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, drift_range_line, summarize
 from gpumodel.llm.ddp import DdpSync, ddp_sync
+from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS, fsdp_unit_host_s, is_fsdp
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
@@ -914,6 +915,10 @@ def predict_training_step(
     hp = training_host(host, timer.calibration, fusion)
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, hp)  # fmt: skip
+    fsdp_s = fsdp_unit_host_s(hp) if hp is not None and is_fsdp(fusion, zero, dp) else 0.0
+    if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
+        stage = replace(stage, layer_host_s=stage.layer_host_s + fsdp_s,
+                        pre_host_s=stage.pre_host_s + fsdp_s)  # fmt: skip
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
     sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp, fusion)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
@@ -943,11 +948,10 @@ def predict_training_step(
                      f"{format_time(d.tail_s)} of the last bucket after it, bucket copies "
                      f"{format_time(d.copy_s)}, NCCL holding {d.sm_share:.0%} of the SMs "
                      "while it overlaps (zero=1 or more prices ZeRO/FSDP instead)")  # fmt: skip
-    elif fusion == "unfused" and zero == 3 and dp > 1:
-        notes.append("eager ZeRO-3/FSDP: its per-layer host work (FSDP2's hooks, all-gather "
-                     "copy-in and copy-out, casts) is not priced; FSDP2 steps measured on "
-                     "2 x H200 at batch 1-4 ran 10-54% slower than this, host-bound (their "
-                     "memory within 13%; docs/multi-gpu.md)")  # fmt: skip
+    elif fsdp_s:
+        notes.append(f"FSDP: {layers + 1} sharded units' hooks and copies on the host, "
+                     f"{format_time(fsdp_s)} each a micro-batch ({FSDP_UNIT_HOST_OPS:g} eager "
+                     "calls' worth, fitted on FSDP2 steps of 2 x H200; zero=0 prices DDP)")  # fmt: skip
     if hp is not None and traced_train_kernels(spec, policy) is not None:
         notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
                      "trace (forward, loss, backward; validation/kernel_lists/"

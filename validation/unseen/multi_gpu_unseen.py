@@ -102,14 +102,19 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
             ("qwen3-0.6b", su.qwen3_0_6b_config(False), "amp", (2, 4), 2048, None)]  # fmt: skip
 
 
-def fsdp_grids(tiny: bool) -> list[tuple[str, object, str, tuple[int, ...], int]]:
-    """(workload, config, policy, batches per GPU, seq) of the fsdp-train part (one grid, written
-    before any FSDP step was scored; ``--grid 2`` also traces TinyLlama mixed at batch 2):
-    ``mixed`` is fp32 parameters sharded, bf16 compute and fp32 gradient reduction (FSDP2's
-    MixedPrecisionPolicy); ``bf16`` all bf16."""
+def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, ...], int]]:
+    """(workload, config, policy, batches per GPU, seq) of the fsdp-train part: ``mixed`` is fp32
+    parameters sharded, bf16 compute and fp32 gradient reduction (FSDP2's MixedPrecisionPolicy);
+    ``bf16`` all bf16. Grids 1 and 2 (the same points; 2 also traces TinyLlama mixed at batch 2)
+    were written before any FSDP step was scored; grid 3 after FSDP's host was fitted to them."""
     if tiny:
         return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
                 ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
+    if grid == 3:
+        return [("gpt2-small", su.gpt2_config(False), "mixed", (2, 8), 1024),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (2, 8), 2048),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "mixed", (1, 8), 2048),
+                ("llama-2-7b", su.llama2_7b_config(False), "mixed", (2,), 1024)]  # fmt: skip
     return [("tinyllama-1.1b", su.tinyllama_config(False), "mixed", (2, 4), 2048),
             ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048),
             ("qwen3-0.6b", su.qwen3_0_6b_config(False), "mixed", (4,), 2048),
@@ -282,7 +287,7 @@ def part_fsdp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
     import torch
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    for workload, cfg, policy, batches, seq in fsdp_grids(args.tiny):
+    for workload, cfg, policy, batches, seq in fsdp_grids(args.tiny, args.grid):
         t0 = time.perf_counter()
         dtype = torch.float32 if policy == "mixed" else torch.bfloat16
         model = su.build_causal_lm(d.env, cfg, dtype).train()
@@ -337,7 +342,7 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
     parts = args.parts
     groups = ((len(tp_grids(args.tiny, args.grid)) if "tp-decode" in parts else 0)
               + (len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)
-              + (len(fsdp_grids(args.tiny)) if "fsdp-train" in parts else 0))  # fmt: skip
+              + (len(fsdp_grids(args.tiny, args.grid)) if "fsdp-train" in parts else 0))  # fmt: skip
     out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "_groups_left": groups}
     path = out_dir / f".rank{rank}.json"
     try:
