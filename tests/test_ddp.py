@@ -96,11 +96,31 @@ def test_ddp_gradients_all_reduce_in_their_own_dtype():
     assert amp.dp_comm_s > 1.5 * bf16.dp_comm_s
 
 
-def test_eager_fsdp_says_its_host_work_is_not_priced():
-    """FSDP2 steps measured on 2 x H200 (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp) ran
-    10-54% slower than the ZeRO-3 price: the step says so; DDP and one GPU do not."""
+def test_eager_fsdp_pays_each_units_host_work():
+    """FSDP2 (ZeRO-3, eager) runs hooks and copies for every sharded layer and the root each
+    micro-batch: 570 eager elementwise calls' worth a unit (llm/fsdp.py, fitted on 14 points of
+    two 2 x H200 VMs); TinyLlama has 22 layers + the root = 23 units. DDP and ZeRO-1 pay none."""
+    from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS
+
+    host = gm.load_host("reference-h100")
     fsdp = _step("tinyllama-1.1b", 2, zero=3, policy="mixed", b=2)
-    assert any("FSDP2" in n and "not priced" in n for n in fsdp.notes)
-    for step in (_step("tinyllama-1.1b", 2, zero=0), _step("tinyllama-1.1b", 1, zero=3),
-                 _step("tinyllama-1.1b", 2, zero=1)):  # fmt: skip
-        assert not any("FSDP2" in n for n in step.notes)
+    zero1 = _step("tinyllama-1.1b", 2, zero=1, policy="mixed", b=2)
+    added = fsdp.host_time_s - zero1.host_time_s
+    assert added == pytest.approx(23 * FSDP_UNIT_HOST_OPS * host.cost_s("elementwise"))
+    assert any(n.startswith("FSDP: 23 sharded units") for n in fsdp.notes)
+    for step in (_step("tinyllama-1.1b", 2, zero=0), _step("tinyllama-1.1b", 1, zero=3), zero1):
+        assert not any(n.startswith("FSDP") for n in step.notes)
+
+
+@pytest.mark.parametrize("zero", [0, 3])
+def test_training_sweep_prices_ddp_and_fsdp_as_the_step_does(zero):
+    """The vectorised sweep (plan train's search) and predict_training_step agree on DDP (zero=0)
+    and FSDP (zero=3) layouts of an eager step, one GPU and two."""
+    kw = dict(micro_batch=2, seq=2048, global_batch=4, zero=zero, recompute="none",
+              fusion="unfused", policy="mixed", host="reference-h100")  # fmt: skip
+    sw = gm.sweep_training("tinyllama-1.1b", "h200", dp=[1, 2], **kw)
+    for i in range(len(sw)):
+        dp = int(sw["dp"][i])
+        step = gm.predict_training_step("tinyllama-1.1b", "h200", dp, **kw)
+        assert float(sw["time_s"][i]) == pytest.approx(step.time_s, rel=1e-9)
+        assert float(sw["memory_bytes"][i]) == pytest.approx(step.memory.total_bytes, rel=1e-9)
