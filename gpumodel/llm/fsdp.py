@@ -13,8 +13,8 @@ validation/results/steps-h200x2-multi-gpu-run5-fsdp). The GPU work of those kern
 Priced as a host cost per unit and micro-batch, ``FSDP_UNIT_HOST_OPS`` times the host profile's
 eager elementwise call, so it follows the host's speed. Fitted on the 14 FSDP2 points of two
 2 x H200 VMs (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp: the measured step less the priced
-eager host and optimizer, per unit, over each VM's elementwise cost: 565-585); docs/multi-gpu.md
-gives its check on points it was not fitted to.
+eager host and optimizer, per unit, over each VM's elementwise cost: 446-624, the two VMs'
+medians 597 and 559); docs/multi-gpu.md gives its check on points it was not fitted to.
 """
 
 from __future__ import annotations
