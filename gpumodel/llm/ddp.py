@@ -38,9 +38,11 @@ from typing import TYPE_CHECKING
 from gpumodel.model import comm
 from gpumodel.ops import Elementwise
 from gpumodel.ops.collectives import AllReduce
+from gpumodel.specs import BYTES_PER_ELEMENT
 
 if TYPE_CHECKING:
     from gpumodel.llm._timing import Timer
+    from gpumodel.llm.layers import Fusion
     from gpumodel.llm.models import ModelSpec
 
 BUCKET_CAP_BYTES = 25 * 2**20  # DistributedDataParallel(bucket_cap_mb=25), its default
@@ -57,6 +59,11 @@ class DdpSync:
     tail_s: float
     copy_s: float
     sm_share: float  # the SMs NCCL's channels hold: channels / SMs
+
+
+def is_ddp(fusion: Fusion, zero: int, dp: int) -> bool:
+    """An eager (HF, unfused) step over dp > 1 ranks without ZeRO: PyTorch DDP's buckets."""
+    return fusion == "unfused" and zero == 0 and dp > 1
 
 
 def parameter_elements(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[float]:
@@ -105,12 +112,12 @@ def tensor_buckets(tensor_bytes: list[float], cap: float = BUCKET_CAP_BYTES,
 
 
 def ddp_sync(spec: ModelSpec, timer: Timer, tp: int, pp: int, dp: int,
-             grad_bytes_per: float) -> DdpSync:  # fmt: skip
-    """The sync of one rank of ``dp``, gradients of ``grad_bytes_per`` bytes a parameter."""
+             grad_dtype: str) -> DdpSync:  # fmt: skip
+    """The sync of one rank of ``dp``, gradients in ``grad_dtype``."""
     from gpumodel.llm._comm import placed
     from gpumodel.llm.layers import LayerOp
 
-    grad_dtype = "fp32" if grad_bytes_per == 4 else "bf16"
+    grad_bytes_per = BYTES_PER_ELEMENT[grad_dtype]
     tensors = [n * grad_bytes_per for n in parameter_elements(spec, tp, pp)]
     buckets = tensor_buckets(tensors)
 

@@ -19,7 +19,8 @@ medians 597 and 559); docs/multi-gpu.md gives its check on points it was not fit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpumodel.hostprofile import HostProfile
@@ -36,3 +37,11 @@ def is_fsdp(fusion: Fusion, zero: int, dp: int) -> bool:
 def fsdp_unit_host_s(host: HostProfile) -> float:
     """Host seconds of one FSDP unit's hooks and copies in one micro-batch on ``host``."""
     return FSDP_UNIT_HOST_OPS * host.cost_s("elementwise")
+
+
+def with_unit_host(stage: Any, unit_s: Any) -> Any:
+    """``stage`` (``training.StageTimes`` or the sweep's arrays of them) with each sharded layer's
+    and the root's host work ``unit_s`` (a number, or an array over the sweep's points) added
+    to its host path."""
+    return replace(stage, layer_host_s=stage.layer_host_s + unit_s,
+                   pre_host_s=stage.pre_host_s + unit_s)  # fmt: skip

@@ -431,7 +431,7 @@ def memory_of(
             q_rows = seq if phase == "prefill" else 1
             act += batch * shape.heads * q_rows * spec.attended(seq) * (beta + 4.0)
     w += cache
-    # PyTorch DDP (an eager step over dp ranks without ZeRO, ``training.is_ddp``) keeps its
+    # PyTorch DDP (an eager step over dp ranks without ZeRO, ``ddp.is_ddp``) keeps its
     # buckets allocated beside the gradients: one more copy of them (gradient_as_bucket_view
     # False, its default; llm/ddp.py)
     ddp = train and activation_model == "hf-eager" and zero == 0 and dp > 1

@@ -67,7 +67,7 @@ from gpumodel.llm._timing import (
     step_activity,
     tensor_roof_s,
 )
-from gpumodel.llm.fsdp import fsdp_unit_host_s
+from gpumodel.llm.fsdp import fsdp_unit_host_s, with_unit_host
 from gpumodel.llm.inference import (
     _defaults,
     host_terms,
@@ -490,9 +490,7 @@ def sweep_training(
             svals[i] = [getattr(st, f) for f in fields]
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
         if hp_g is not None and fusion == "unfused" and zero == 3:  # FSDP's hooks where dp > 1
-            unit = np.where(pts["dp"] > 1, fsdp_unit_host_s(hp_g), 0.0)
-            stage = replace(stage, layer_host_s=stage.layer_host_s + unit,
-                            pre_host_s=stage.pre_host_s + unit)  # fmt: skip
+            stage = with_unit_host(stage, np.where(pts["dp"] > 1, fsdp_unit_host_s(hp_g), 0.0))
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)
         tokens_mb = pts["micro_batch"] * pts["seq"]
         puniq, pinv = _group_rows(np.stack([pts["tp"], pts["pp"], tokens_mb], axis=1))

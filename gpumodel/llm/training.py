@@ -60,8 +60,8 @@ from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, drift_range_line, summarize
-from gpumodel.llm.ddp import DdpSync, ddp_sync
-from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS, fsdp_unit_host_s, is_fsdp
+from gpumodel.llm.ddp import DdpSync, ddp_sync, is_ddp
+from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS, fsdp_unit_host_s, is_fsdp, with_unit_host
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
 from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
@@ -740,11 +740,6 @@ class Sync(NamedTuple):
     ddp: DdpSync | None = None
 
 
-def is_ddp(fusion: Fusion, zero: int, dp: int) -> bool:
-    """An eager (HF, unfused) step over dp > 1 ranks without ZeRO: PyTorch DDP's buckets."""
-    return fusion == "unfused" and zero == 0 and dp > 1
-
-
 def sync_times(
     spec: ModelSpec,
     timer: Timer,
@@ -765,13 +760,14 @@ def sync_times(
     bf16 copy (the weights are the master); ``mixed``/None the fp32 28 B + the bf16 copy
     (``master_copy``). With ``host`` (eager): at least one fused AdamW call's host time."""
     per = POLICY_STATE_BYTES[policy][1] if policy is not None else BYTES_PER_ELEMENT[dtype]
+    grad_dtype = "fp32" if per == 4 else dtype
     grad_bytes = spec.param_count() / (tp * pp) * per
     dp_comm = 0.0
-    ddp = ddp_sync(spec, timer, tp, pp, dp, per) if is_ddp(fusion, zero, dp) else None
+    ddp = ddp_sync(spec, timer, tp, pp, dp, grad_dtype) if is_ddp(fusion, zero, dp) else None
     if ddp is not None:
         dp_comm = ddp.comm_s
     elif dp > 1:
-        sync = placed(AllReduce, grad_bytes, dp, "fp32" if per == 4 else dtype, inner=tp)
+        sync = placed(AllReduce, grad_bytes, dp, grad_dtype, inner=tp)
         dp_comm = timer.collective_time_s(LayerOp("dp_grad_sync", sync, kind="comm"))
         if zero == 3:
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
@@ -917,8 +913,7 @@ def predict_training_step(
                         policy, hp)  # fmt: skip
     fsdp_s = fsdp_unit_host_s(hp) if hp is not None and is_fsdp(fusion, zero, dp) else 0.0
     if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
-        stage = replace(stage, layer_host_s=stage.layer_host_s + fsdp_s,
-                        pre_host_s=stage.pre_host_s + fsdp_s)  # fmt: skip
+        stage = with_unit_host(stage, fsdp_s)
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
     sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp, fusion)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
