@@ -778,12 +778,24 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
     if "static" in parts:
         grid = [(1, 16), (2, 16)] if tiny else [(1, 2048), (16, 2048), (16, 4096), (1, 4096)]
         pgrid = [(1, 16)] if tiny else [(1, 512)]
+        traced_at = None
         if args.static_grid == "wide" and not tiny:  # a call of its own: room for more compiles
             grid += [(8, 1024), (32, 2048)]
             pgrid = [(1, 128), (1, 512), (1, 2048), (4, 512)]
-        pts = static_points(env, model, cfg, grid, pgrid, deadline - 45)
-        run_round_robin(env, pts, args.rounds, 2, args.steps, deadline)
-        result["records"] += [p.record() for p in pts]
+        elif args.static_grid == "graph2":  # written 2026-11-29 (seventh session) before the run:
+            # compiled decode only, one point traced (#18 on a graph-replayed trace)
+            grid = [(2, 16), (4, 32)] if tiny else [(4, 1024), (16, 1024), (48, 2048), (24, 4096)]
+            pgrid, traced_at = [], (2, 16) if tiny else (16, 1024)
+        pts = static_points(env, model, cfg, grid, pgrid, deadline - (70 if traced_at else 45))
+        run_round_robin(env, pts, args.rounds, 2, args.steps,
+                        deadline - (40 if traced_at else 0))  # fmt: skip
+        static_records = {id(p): p.record() for p in pts}
+        result["records"] += list(static_records.values())
+        for p in pts:  # traced last (a profiler session can slow the host)
+            if (p.key["batch"], p.key["seq"]) == traced_at and p.status == "ok":
+                tag = f"trace-llama3-8b-static-decode-b{traced_at[0]}x{traced_at[1]}"
+                result["traces"].append(trace_point(env, p, out_dir, tag, False))
+                static_records[id(p)]["traced"] = p.traced
     # recorded before tracing (a timeout kill keeps them); traced last: a profiler session can
     # leave the process slower (see the module docstring)
     records = {id(p): p.record() for p in eager_pts}
@@ -1257,6 +1269,10 @@ def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
     result["fused_check"] = fused_check(env, eng, (2, 16) if tiny else (8, 2048))
     grid = [(b, c) for c in ((16, 32) if tiny else (512, 2048, 4096))
             for b in ((1, 2, 4) if tiny else (1, 8, 32, 64))]  # fmt: skip
+    target = (2, 16) if tiny else (8, 2048)
+    if args.fused_grid == 2 and not tiny:  # written 2026-11-29 (seventh session) before the run
+        grid = [(b, c) for c in (1024, 3072) for b in (2, 16, 48, 96)]
+        target = (16, 3072)
     pts = fused_decode_points(eng, "llama-3-8b", grid, {}, {
         "engine": "validation/unseen/fused_engine.py (a vLLM-style stand-in, not vLLM)",
         "cache": "static, random K/V of `context` positions; each step writes position "
@@ -1265,10 +1281,10 @@ def part_fused(env: Env, args, out_dir: Path, result: dict) -> None:
         run_round_robin(env, pts, args.rounds, 2, args.steps, T0 + args.budget_s - 30)
         records = {id(p): p.record() for p in pts}
         result["records"] += list(records.values())
-        target = (2, 16) if tiny else (8, 2048)
         traced = next(p for p in pts if (p.key["batch"], p.key["seq"]) == target)
-        result["traces"].append(trace_point(env, traced, out_dir, "trace-llama3-8b-decode-fused",
-                                            False))  # fmt: skip
+        name = "trace-llama3-8b-decode-fused" + ("" if args.fused_grid == 1 else
+                                                 f"-b{target[0]}x{target[1]}")  # fmt: skip
+        result["traces"].append(trace_point(env, traced, out_dir, name, False))
         records[id(traced)]["traced"] = traced.traced
 
 
@@ -1424,9 +1440,13 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--no-host", action="store_true")
-    ap.add_argument("--static-grid", choices=("short", "wide"), default="short",
+    ap.add_argument("--static-grid", choices=("short", "wide", "graph2"), default="short",
                     help="hf-static-compiled points: short (4 decode, 1 prefill; shares a call "
-                    "with the other parts) or wide (6 decode, 4 prefill; a call of its own)")  # fmt: skip
+                    "with the other parts), wide (6 decode, 4 prefill; a call of its own) or "
+                    "graph2 (4 other decode points, one traced)")  # fmt: skip
+    ap.add_argument("--fused-grid", type=int, choices=(1, 2), default=1,
+                    help="the fused part's points: run 1's (traced at 8 x 2048) or the graph2 "
+                    "call's (traced at 16 x 3072)")  # fmt: skip
     ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
                     help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
     ap.add_argument("--moe-grid", type=int, choices=(1, 2, 3, 4), default=1,
