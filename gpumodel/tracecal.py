@@ -60,6 +60,13 @@ from gpumodel.diagnose.timeline import Timeline, build_timeline, exposed_comm_us
 from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
 from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
+from gpumodel.tracegraph import (
+    FITTED_CLASSES,
+    GraphStep,
+    fit_graph_families,
+    kernel_class,
+    priced_step,
+)
 
 if TYPE_CHECKING:
     from gpumodel.hostprofile import HostProfile
@@ -113,6 +120,10 @@ _KIND_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
               "aten::ones", "aten::arange", "aten::full")),
     ("optimizer_step", ("Optimizer.step", "_fused_adamw", "_fused_adam", "_foreach_")),
 )  # fmt: skip
+# runtimes whose steps replay CUDA graphs: their kernels are fitted by name (tracegraph), and
+# the note that says a fit did so
+GRAPH_RUNTIMES = ("fused-graph", "hf-static-compiled")
+GRAPH_NOTE = "graph trace: priced as"
 HOST_KINDS = ("matmul", "elementwise", "reduction", "norm", "view", "cat", "copy", "index",
               "sdpa", "optimizer_step")  # fmt: skip
 _LAUNCH_CALLS = ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx",
@@ -147,6 +158,9 @@ def calibrate_from_trace(
     step_ms: float | None = None,
     calibration: Calibration | str | None = None,
     host: HostProfile | str | Path | None = None,
+    batch: int | None = None,
+    context: int | None = None,
+    phase: str = "decode",
 ) -> Calibration:
     """Fit a calibration to one torch.profiler Chrome trace (``.json`` or ``.json.gz``).
 
@@ -160,6 +174,11 @@ def calibrate_from_trace(
     ``profiler_event_s`` is the profiler's cost per event (else ``DEFAULT_PROFILER_EVENT_S``)
     and an eager inference trace's host is taken at the profile's speed; with a GPU-bound
     ``step_ms`` (which bounds the host from above only) the same for an eager inference trace.
+
+    ``batch``, ``context``, ``phase``: the step a trace of CUDA-graph replays ran (a
+    ``fused-graph`` or ``hf-static-compiled`` step records no shapes); with them and ``model``
+    the GEMM and attention kernels are fitted by name against the model's step
+    (``gpumodel.tracegraph``). An eager trace reads its shapes from the trace instead.
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
@@ -183,6 +202,7 @@ def calibrate_from_trace(
             f"{path}: the trace has no GPU kernels (profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
         )
+    graph_step = _graph_step(batch, context, phase)
     tl = build_timeline(tr)
     notes = list(tr.warnings) + list(tl.notes)
     spec, info = _resolve_gpu(tr, gpu, tl.device, notes)
@@ -190,9 +210,16 @@ def calibrate_from_trace(
     # the trace is fitted against the model's own times: a base that is itself a trace
     # calibration lends its kernel parameters, not its scales
     unscaled = _model_times(base) if base is not None else "none"
-    if tr.graph_replayed:
-        notes.append(GRAPH_REPLAY_NOTE + "; the host and the step time are fitted, no family")
-    elif not tr.has_shapes:
+    runtime, evidence = identify_runtime(tr, tl)
+    if graph_step is not None and runtime not in GRAPH_RUNTIMES:
+        notes.append(f"--batch/--context ignored: a {runtime} trace's shapes are read from the "
+                     "trace")  # fmt: skip
+        graph_step = None
+    if tr.graph_replayed and graph_step is None:
+        notes.append(GRAPH_REPLAY_NOTE + "; the host and the step time are fitted, no family "
+                     "(give the traced step's batch and context, and the model, to fit its "
+                     "GEMM and attention kernels by name)")  # fmt: skip
+    elif not tr.has_shapes and graph_step is None:
         notes.append("no shapes recorded (record_shapes=False): kernels are matched by name "
                      "only where possible; record with record_shapes=True to fit families")  # fmt: skip
     predictor = _Predictor(spec, unscaled)
@@ -314,12 +341,20 @@ def calibrate_from_trace(
         model = found
     elif found is not None and found != model:
         notes.append(f"--model {model} given, but the trace's GEMM shapes match {found}")
+    elif found is None and graph_step is not None:
+        model_evidence = f"model: {model} (given; a graph's replays record no shapes)"
     elif found is None:  # nothing to pass: the user named it
         model_evidence = f"model: {model} (given; no shipped preset's widths match the trace)"
     notes.append(model_evidence)
 
     # --- host ------------------------------------------------------------------------------
-    runtime, evidence = identify_runtime(tr, tl)
+    if graph_step is not None:  # kernels replayed from a graph: fitted by name (tracegraph)
+        gf = _fit_graph(path, views, periods, total, spec, unscaled, model, runtime,
+                        graph_step, hp)  # fmt: skip
+        families, scales, spans = gf.families, gf.scales, gf.spans
+        notes += gf.notes
+        matched = gf.matched_s * periods
+        unmatched_rows = gf.unmatched
     # the profile's cost per event, where step_ms does not settle the profiler's cost: with
     # --step-ms given, only for an eager inference trace, whose host the profile also prices
     # (a training trace: docs/trace-calibration.md)
@@ -360,13 +395,18 @@ def calibrate_from_trace(
     fitted_gpu = sum(
         fam_meas[k] / periods if k in scales else fam_pred[k] / periods for k in fam_meas
     ) + rest  # fmt: skip
+    base_gpu = sum(fam_pred.values()) / periods + rest
+    if graph_step is not None:  # one row per key of a class: the class's time counted once
+        by_class = {f.measured_s: f for f in families}.values()
+        fitted_gpu = rest + sum(f.measured_s if f.fitted else f.predicted_s for f in by_class)
+        base_gpu = rest + sum(f.predicted_s for f in by_class)
     step_pred = max(fitted_gpu, host["host_step_s"])
     self_check = {
         "step_profiled_s": host["step_profiled_s"],
         "step_predicted_s": step_pred,
         "gpu_busy_measured_s": busy / periods,
         "gpu_busy_predicted_s": fitted_gpu,
-        "base_gpu_busy_predicted_s": sum(fam_pred.values()) / periods + rest,
+        "base_gpu_busy_predicted_s": base_gpu,
     }
     if step_ms is not None:  # the unprofiled step is what the model predicts
         self_check["step_measured_s"] = step_ms * 1e-3
@@ -395,7 +435,7 @@ def calibrate_from_trace(
     )  # fmt: skip
     env = dict(base.environment) if base is not None else {}
     env.update({"trace": path.name, "trace_sha256": fit.trace_sha256, "runtime": runtime})
-    return Calibration(
+    cal = Calibration(
         gpu_id=spec.id,
         device_name=info.device_name or spec.name,
         created=fit.created,
@@ -406,6 +446,83 @@ def calibrate_from_trace(
         trace=fit,
         host_profile=host_profile_from_fit(fit),
     )
+    return cal if graph_step is None else _graph_self_check(cal, model, spec, graph_step, step_ms)
+
+
+def _graph_self_check(
+    cal: Calibration, model: str, spec: GPUSpec, step: GraphStep, step_ms: float | None
+) -> Calibration:
+    """A graph trace's self-check: the traced step predicted whole with the fitted calibration
+    (its kernels, the in-graph gaps between them and the replay), not the sum of its kernels."""
+    from gpumodel.llm.inference import predict_inference
+
+    fit = cal.trace
+    assert fit is not None
+    pred = predict_inference(model, spec, step.phase, step.batch, context=step.context,  # type: ignore[arg-type]
+                             runtime=fit.runtime, calibration=cal, allow_oversubscribe=True)  # fmt: skip
+    check = {**fit.self_check, "step_predicted_s": pred.time_s}
+    if step_ms is not None:
+        check["error_pct"] = 100.0 * (pred.time_s - step_ms * 1e-3) / (step_ms * 1e-3)
+    return cal.model_copy(update={"trace": fit.model_copy(update={"self_check": check})})
+
+
+def _graph_step(batch: int | None, context: int | None, phase: str) -> GraphStep | None:
+    """The traced step of a graph trace from the user's flags (both or neither)."""
+    from gpumodel._validators import check_choice, check_counts
+
+    if batch is None and context is None:
+        return None
+    if batch is None or context is None:
+        raise TraceFormatError("--batch and --context go together: the traced step's batch "
+                               "and its context (KV length) in tokens")  # fmt: skip
+    check_counts(batch=batch, context=context)
+    check_choice(phase, "phase", ("prefill", "decode"))
+    return GraphStep(batch=batch, context=context, phase=phase)
+
+
+@dataclasses.dataclass(frozen=True)
+class _GraphResult:
+    families: list[FamilyFit]
+    scales: dict[str, float]
+    spans: dict[str, tuple[float, float]]
+    matched_s: float
+    unmatched: list[dict[str, Any]]
+    notes: list[str]
+
+
+def _fit_graph(
+    path: Path, views: list[Any], periods: int, total: float, spec: GPUSpec,
+    calibration: Calibration | str | None, model: str | None, runtime: str, step: GraphStep,
+    hp: HostProfile | None,
+) -> _GraphResult:  # fmt: skip
+    """A graph trace's GEMM and attention kernels fitted by name against the model's step
+    (``gpumodel.tracegraph``); the other kernels reported as unmatched."""
+    from gpumodel.hostprofile import load_host
+
+    if model is None:
+        raise TraceFormatError(f"{path}: a trace of CUDA-graph replays records no shapes to "
+                               "name the model from: pass --model with --batch/--context")  # fmt: skip
+    kernels = [(g.name, g.dur * 1e-6) for v in views if v.mapped.family != COMM_FAMILY
+               for i in v.instances for g in i.gpu]  # fmt: skip
+    from gpumodel.diagnose.report import TRACED_CONDITION
+
+    host = hp or load_host(None)
+    priced, default = (priced_step(model, spec, runtime, step, calibration, host, c)
+                       for c in (TRACED_CONDITION, "in-workload"))  # fmt: skip
+    gf = fit_graph_families(kernels, periods, priced, default, total, MIN_FAMILY_SHARE,
+                            (MIN_RATIO, MAX_MULTIPLIER))  # fmt: skip
+    other: dict[str, float] = defaultdict(float)
+    for name, dur_s in kernels:
+        if kernel_class(name) not in FITTED_CLASSES:
+            other[short_name(name)] += dur_s
+    reason = (
+        f"graph, not fitted: {gf.other_measured_s * 1e3:.3g} ms of other kernels, "
+        f"model {gf.other_predicted_s * 1e3:.3g} ms"
+    )
+    unmatched = [{"kernel": k, "family": "other", "s_per_step": v / periods, "reason": reason}
+                 for k, v in sorted(other.items(), key=lambda kv: -kv[1])[:10]]  # fmt: skip
+    notes = [f"{GRAPH_NOTE} {model} {step.label()} in {runtime}", *gf.notes]
+    return _GraphResult(gf.families, gf.scales, gf.spans, gf.matched_s, unmatched, notes)
 
 
 def _is_top_level(e: CpuEvent) -> bool:

@@ -34,6 +34,13 @@ def calibrate_command(
         "per event is removed; an eager inference trace's host is taken at its speed, without "
         "--step-ms or with a GPU-bound one",
     ),
+    batch: int = typer.Option(
+        None,
+        help="a trace of CUDA-graph replays (fused-graph, hf-static-compiled): the traced "
+        "step's batch (with --context and --model: its GEMM and attention kernels are fitted)",
+    ),
+    context: int = typer.Option(None, help="... and its context (KV length), tokens"),
+    phase: str = typer.Option("decode", help="... and its phase: decode or prefill"),
     out: Path = typer.Option(
         None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
     ),
@@ -48,7 +55,8 @@ def calibrate_command(
     from gpumodel.tracecal import calibrate_from_trace
 
     with input_limit_mb(max_input_mb):
-        cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms, host=host)
+        cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms, host=host,
+                                   batch=batch, context=context, phase=phase)  # fmt: skip
     target = out if out is not None else Path(_stem(trace) + ".calibration.yaml")
     cal.save(target)
     if as_json:
@@ -66,6 +74,7 @@ def _stem(path: Path) -> str:
 
 def render(cal: Calibration, target: Path) -> None:
     from gpumodel.predict import span_text
+    from gpumodel.tracecal import GRAPH_NOTE
 
     fit = cal.trace
     assert fit is not None
@@ -73,6 +82,7 @@ def render(cal: Calibration, target: Path) -> None:
     p = fit.profiler
     sc = fit.self_check
     host_after = f"{p.host_step_s * 1e3:.3f} ms/step"
+    graph = any(n.startswith(GRAPH_NOTE) for n in fit.notes)  # a graph trace, fitted by name
     if p.host_speed_factor != 1.0:  # the trace's host taken at the --host profile's speed
         host_after = (f"{p.host_step_s / p.host_speed_factor * 1e3:.3f} ms/step, "
                       f"x{p.host_speed_factor:.3g} to the --host profile's speed: {host_after}")  # fmt: skip
@@ -82,7 +92,8 @@ def render(cal: Calibration, target: Path) -> None:
         f"{fit.graph_launches_per_step:.0f} graph launches per step",
         f"  evidence: {'; '.join(fit.runtime_evidence)}",
         *(f"  {n}" for n in fit.notes if n.startswith("model:")),
-        f"  matched to modelled ops: {100 * fit.matched_fraction:.1f}% of the step's GPU time",
+        f"  matched to modelled ops{' by name (GEMM, attention)' if graph else ''}: "
+        f"{100 * fit.matched_fraction:.1f}% of the step's GPU time",
         f"  profiler's own host cost: {p.method}: {p.per_event_s * 1e6:.2f} us x "
         f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
         f"(host {p.profiled_host_step_s * 1e3:.3f} -> {host_after})",

@@ -73,6 +73,7 @@ from gpumodel.llm.layers import (
     Experts,
     Fusion,
     KVCache,
+    ModelOps,
     expert_loop_syncs,
     model_ops,
     tp_shape,
@@ -531,6 +532,49 @@ def _defaults(
     return seq, context
 
 
+def timed_ops(
+    spec: ModelSpec,
+    g: GPUSpec,
+    rt: Runtime,
+    hp: HostProfile,
+    batch: int,
+    seq: int,
+    context: int,
+    *,
+    dtype: str,
+    tp: int,
+    attention: str,
+    fusion: Fusion,
+    kv_cache: KVCache,
+    gqa: GQA,
+    experts: Experts,
+    calibration: Any,
+    op_times: Mapping[str, float] | None = None,
+    stream_floor_s: float | None = None,
+    condition: str = "in-workload",
+) -> tuple[ModelOps, Timer, float | None, tuple[list[Timed], list[Timed], list[Timed]]]:
+    """The ops of one step in runtime ``rt`` (already resolved for its phase), timed on ``g``
+    at the step's clock under ``condition``: (ops, the step's timer, the in-stream floor it
+    used, the timed pre / layer / post ops)."""
+    ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=attention,
+                    fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa, experts=experts)  # fmt: skip
+    # in a graph a kernel's launch is replaced by the in-graph per-kernel time; eager kernels
+    # keep the calibration's isolated-kernel floor unless stream_floor_s is given
+    floor: float | None = stream_floor_s
+    if floor is None and rt.host != "eager":
+        floor = hp.in_graph_kernel_s
+    timer = Timer(g, calibration, op_times, stream_floor_s=floor, graph=rt.host != "eager")
+    # one clock for the whole step: the power limit sees the step's average tensor activity
+    timer = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
+    if condition != timer.condition:
+        timer = timer.at(condition=condition, activity=timer.activity)
+    unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
+    if unknown:
+        raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
+    timed = (timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post))
+    return ops, timer, floor, timed
+
+
 def predict_inference(
     model: ModelSpec | str,
     gpu: GPUSpec | str,
@@ -626,25 +670,15 @@ def predict_inference(
     if not allow_oversubscribe and not mem.fits:
         require_fit(mem, what_fits(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp,
                                    phase=phase, attention=kernel))  # fmt: skip
-    ops = model_ops(spec, batch, seq, context, dtype=dtype, tp=tp, attention=kernel,
-                    fusion=fusion, kv_cache=kv_cache, logits="last", gqa=gqa, experts=experts)  # fmt: skip
+    if stream_floor_s is not None and stream_floor_s < 0:
+        raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
+    ops, timer, floor, (pre, layer, post) = timed_ops(
+        spec, g, rt, hp, batch, seq, context, dtype=dtype, tp=tp, attention=kernel,
+        fusion=fusion, kv_cache=kv_cache, gqa=gqa, experts=experts, calibration=calibration,
+        op_times=op_times, stream_floor_s=stream_floor_s)  # fmt: skip
     refs = dict(dtype=dtype, tp=tp, attention=kernel, kv_cache=kv_cache, logits="last", gqa=gqa)
     llama_layer = llama_layer_kernels(spec, fusion, g, batch, seq, context, **refs)
     moe_layer = moe_layer_kernels(spec, fusion, g, batch, seq, context, experts=experts, **refs)
-    if stream_floor_s is not None and stream_floor_s < 0:
-        raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
-    # in a graph a kernel's launch is replaced by the in-graph per-kernel time; eager kernels
-    # keep the calibration's isolated-kernel floor unless stream_floor_s is given
-    floor: float | None = stream_floor_s
-    if floor is None and rt.host != "eager":
-        floor = hp.in_graph_kernel_s
-    timer = Timer(g, calibration, op_times, stream_floor_s=floor, graph=rt.host != "eager")
-    # one clock for the whole step: the power limit sees the step's average tensor activity
-    timer = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
-    unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
-    if unknown:
-        raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
-    pre, layer, post = timer.time_all(ops.pre), timer.time_all(ops.layer), timer.time_all(ops.post)
     breakdown = summarize([(pre, 1), (layer, spec.layers), (post, 1)])
     blocks = kernel_blocks(pre, layer, post)
 

@@ -38,6 +38,7 @@ from evaluate import rel_error as rel
 
 import gpumodel as gm
 from gpumodel.diagnose.gpus import gpu_from_device_name
+from gpumodel.tracecal import GRAPH_RUNTIMES
 
 SCHEMA = "gpumodel-steps-unseen/1"
 # the calibrations each point is predicted with, in the report's column order
@@ -153,14 +154,20 @@ def evaluate(machines: list[Machine]) -> str:
             wl = workload_key(traced)
             model = MODEL_OF.get(traced["workload"]) or model_arg(traced["workload"])
             step_ms = steady_s(traced) * 1e3
-            cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, step_ms=step_ms)
+            # a graph runtime's trace records no shapes: the traced step is named, as a user
+            # names it (--batch --context --phase; ignored for an eager trace)
+            step = ({"batch": traced["batch"], "context": traced["context"],
+                     "phase": traced["phase"]}
+                    if traced.get("runtime") in GRAPH_RUNTIMES else {})  # fmt: skip
+            cal_ms = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, step_ms=step_ms,
+                                             **step)  # fmt: skip
             # with the host profile of the trace's machine: its profiler cost per event
             # (profiler_event_s, where it has one) and, for an eager inference trace whose host
             # the step time does not settle, its speed; else the defaults
             own_host = str(usable_host_profile(m.host)) if m.host else None
             cal_ms_host = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, step_ms=step_ms,
-                                                  host=own_host)  # fmt: skip
-            cal_no = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, host=own_host)
+                                                  host=own_host, **step)  # fmt: skip
+            cal_no = gm.calibrate_from_trace(path, gpu=m.gpu, model=model, host=own_host, **step)
             for target in machines:
                 pts = [r for r in target.records if workload_key(r) == wl
                        and not (target is m and point_key(r) == point_key(traced))]  # fmt: skip
