@@ -89,6 +89,10 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
         return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024, 8),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048, None),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048, None)]  # fmt: skip
+    if grid == 4:  # written 2026-11-29 (seventh session) before its run, the model unchanged
+        return [("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (2, 6), 2048, None),
+                ("gpt2-small", su.gpt2_config(False), "amp", (6, 20), 1024, None),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (6,), 2048, None)]  # fmt: skip
     if grid == 3:  # after the DDP model: larger steps, another size of model
         return [("tinyllama-1.1b", su.tinyllama_config(False), "amp", (8,), 2048, None),
                 ("gpt2-small", su.gpt2_config(False), "bf16", (32,), 512, None),
@@ -110,6 +114,11 @@ def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int,
     if tiny:
         return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
                 ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
+    if grid == 4:  # written 2026-11-29 (seventh session) before its run, the model unchanged
+        return [("gpt2-small", su.gpt2_config(False), "bf16", (4, 16), 1024),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "mixed", (2, 6), 2048),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (1, 6), 2048),
+                ("llama-2-7b", su.llama2_7b_config(False), "mixed", (1,), 2048)]  # fmt: skip
     if grid == 3:
         return [("gpt2-small", su.gpt2_config(False), "mixed", (2, 8), 1024),
                 ("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (2, 8), 2048),
@@ -410,7 +419,9 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="multi-gpu")
     ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
-    ap.add_argument("--grid", type=int, choices=(1, 2, 3), default=1, help="run 1-3's points")
+    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4), default=1,
+                    help="run 1-3's points; 4: the seventh session's DDP and FSDP points (its "
+                    "tp-decode points are grid 3's)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
