@@ -739,6 +739,13 @@ class Sync(NamedTuple):
     dp_share: float = 0.0
     ddp: DdpSync | None = None
 
+    def on_host(self, host: HostProfile | None) -> Sync:
+        """This sync (priced without a host) with the optimizer step no faster than one fused
+        AdamW call on ``host`` (eager)."""
+        if host is None:
+            return self
+        return self._replace(optimizer=max(self.optimizer, host.cost_s("optimizer_step")))
+
 
 def sync_times(
     spec: ModelSpec,
@@ -777,11 +784,9 @@ def sync_times(
     else:
         opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["fp32"], master_copy=policy != "amp")
     optimizer = sum(k.time_s for k in timer.kernels(LayerOp("optimizer_step", opt)))
-    if host is not None:
-        optimizer = max(optimizer, host.cost_s("optimizer_step"))
     if ddp is None:
-        return Sync(dp_comm, optimizer)
-    return Sync(dp_comm, optimizer, ddp.tail_s, ddp.copy_s, ddp.sm_share, ddp)
+        return Sync(dp_comm, optimizer).on_host(host)
+    return Sync(dp_comm, optimizer, ddp.tail_s, ddp.copy_s, ddp.sm_share, ddp).on_host(host)
 
 
 def combine_step(
@@ -915,7 +920,8 @@ def predict_training_step(
     if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
         stage = with_unit_host(stage, fsdp_s)
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
-    sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp, fusion)
+    gpu_sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, None, fusion)
+    sync = gpu_sync.on_host(hp)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
     layers = spec.layers // pp
     t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5])
@@ -925,7 +931,7 @@ def predict_training_step(
         def step_at(f: float) -> float:  # the step with every host time x f
             slower = replace(stage, layer_host_s=f * stage.layer_host_s,
                              head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s)  # fmt: skip
-            sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, hp.scaled(f), fusion)
+            sync = gpu_sync.on_host(hp.scaled(f))  # the sync's GPU side does not move
             return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync[:5])["step"])
 
         lo, hi = (step_at(f) for f in hp.host_drift)
