@@ -348,6 +348,11 @@ def calibrate_from_trace(
     notes.append(model_evidence)
 
     # --- host ------------------------------------------------------------------------------
+    if graph_step is not None and comm:  # one rank of a tensor-parallel step
+        notes.append("--batch/--context: not fitted: the graph runs NCCL kernels, one rank of a "
+                     "tensor-parallel step whose width the trace does not record (the model "
+                     "prices one GPU)")  # fmt: skip
+        graph_step = None
     if graph_step is not None:  # kernels replayed from a graph: fitted by name (tracegraph)
         gf = _fit_graph(path, views, periods, total, spec, unscaled, model, runtime,
                         graph_step, hp)  # fmt: skip

@@ -159,3 +159,13 @@ def test_cli_fits_the_graph_and_infer_uses_the_file(capsys, tmp_path):
     rc = main(["infer", "--model", "llama-3-8b", "--gpu", "h200", "--batch", "32",
                "--context", "4096", "--calibration", str(out)])  # fmt: skip
     assert rc == 0 and "fused-graph" in capsys.readouterr().out
+
+
+def test_a_tensor_parallel_graph_trace_is_not_fitted_as_one_gpu():
+    """steps-h200x2-multi-gpu-run1: one rank of Llama-3-8B decode at tp 2, its all-reduces in
+    the graph. Priced as one GPU its GEMMs would be twice the traced ones: no family is fitted,
+    and the note says why."""
+    path = RESULTS / "steps-h200x2-multi-gpu-run1/trace-llama-3-8b-decode-tp2.json.gz"
+    fit = calibrate_from_trace(path, model="llama-3-8b", batch=8, context=2048).trace
+    assert not any(f.fitted for f in fit.families)
+    assert any("tensor-parallel" in n for n in fit.notes)
