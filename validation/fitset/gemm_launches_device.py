@@ -26,8 +26,14 @@ over a vocabulary of odd size (N = 32001, 50277; K = 512-4096; M = 1-512), timed
 same way: at which M cuBLAS changes kernel for a misaligned output, and how fast each streams
 the weights. The unseen set's head (N = 50257, K = 768) is not among them.
 
+``--set midm`` (2026-11-29, seventh session): bf16 ``x @ W.T`` products of M = 32-512, between the
+decode GEMV and the compute-bound prefill, over weights of 67-470 MB (more than the L2, so the
+back-to-back calls of the graph stream them as a step does): Llama-3-70B's projections at tensor
+parallel 2, Llama-2-13B's and Qwen2.5-7B's MLP. Timed and listed as the LM-head set. None of the
+unseen set's N or K.
+
 usage: python3 validation/fitset/gemm_launches_device.py --out FILE.json [--quick]
-                                                        [--set eager|misaligned|lmhead]
+                                                        [--set eager|misaligned|lmhead|midm]
 """
 
 from __future__ import annotations
@@ -86,6 +92,17 @@ def lmhead_grid(quick: bool) -> list[dict]:
         ms, ns, ks = [1, 4, 16, 128], [32001], [1024]
     return [dict(dtype=dt, M=m, N=n, K=k, layout="x@W.T")
             for dt in ("bf16", "fp16", "tf32", "fp32") for n in ns for k in ks for m in ms]
+
+
+def midm_grid(quick: bool) -> list[dict]:
+    """bf16 x @ W.T between decode and prefill: (N, K) of weights larger than the L2."""
+    ms = [32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512]
+    nks = [(5120, 8192), (8192, 4096), (28672, 8192), (8192, 14336),  # Llama-3-70B, tp 2
+           (15360, 5120), (27648, 5120), (5120, 13824),  # Llama-2-13B
+           (37888, 3584), (3584, 18944)]  # Qwen2.5-7B's MLP  # fmt: skip
+    if quick:
+        ms, nks = [64, 128], nks[:2]
+    return [dict(dtype="bf16", M=m, N=n, K=k, layout="x@W.T") for n, k in nks for m in ms]
 
 
 def gpu_per_call(torch, fn, calls: int = 20, reps: int = 5) -> float:
@@ -195,12 +212,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--set", choices=("eager", "misaligned", "lmhead"), default="eager")
+    ap.add_argument("--set", choices=("eager", "misaligned", "lmhead", "midm"), default="eager")
     args = ap.parse_args()
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    if args.set in ("misaligned", "lmhead"):
+    if args.set in ("misaligned", "lmhead", "midm"):
         return misaligned(torch, args)
     pts = grid(args.quick)
     probe_a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -260,7 +277,8 @@ def write(doc: dict, path: str) -> None:
 
 def misaligned(torch, args) -> int:
     """GPU time per call and kernels of the misaligned or the LM-head set."""
-    pts = misaligned_grid(args.quick) if args.set == "misaligned" else lmhead_grid(args.quick)
+    grids = {"misaligned": misaligned_grid, "lmhead": lmhead_grid, "midm": midm_grid}
+    pts = grids[args.set](args.quick)
     t0 = time.time()
     chunk = 18  # the operands of a chunk live at once (the LM-head set's weights reach 0.8 GB)
     for lo in range(0, len(pts), chunk):
