@@ -60,13 +60,7 @@ from gpumodel.diagnose.timeline import Timeline, build_timeline, exposed_comm_us
 from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
 from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
-from gpumodel.tracegraph import (
-    FITTED_CLASSES,
-    GraphStep,
-    fit_graph_families,
-    kernel_class,
-    priced_step,
-)
+from gpumodel.tracegraph import GraphFit, GraphStep, fit_graph_families, priced_step
 
 if TYPE_CHECKING:
     from gpumodel.hostprofile import HostProfile
@@ -353,13 +347,13 @@ def calibrate_from_trace(
                      "tensor-parallel step whose width the trace does not record (the model "
                      "prices one GPU)")  # fmt: skip
         graph_step = None
+    graph: GraphFit | None = None
     if graph_step is not None:  # kernels replayed from a graph: fitted by name (tracegraph)
-        gf = _fit_graph(path, views, periods, total, spec, unscaled, model, runtime,
-                        graph_step, hp)  # fmt: skip
-        families, scales, spans = gf.families, gf.scales, gf.spans
-        notes += gf.notes
-        matched = gf.matched_s * periods
-        unmatched_rows = gf.unmatched
+        graph, unmatched_rows = _fit_graph(path, views, periods, total, spec, unscaled, model,
+                                           runtime, graph_step, hp)  # fmt: skip
+        families, scales, spans = graph.families, graph.scales, graph.spans
+        notes += [f"{GRAPH_NOTE} {model} {graph_step.label()} in {runtime}", *graph.notes]
+        matched = graph.matched_s * periods
     # the profile's cost per event, where step_ms does not settle the profiler's cost: with
     # --step-ms given, only for an eager inference trace, whose host the profile also prices
     # (a training trace: docs/trace-calibration.md)
@@ -401,10 +395,9 @@ def calibrate_from_trace(
         fam_meas[k] / periods if k in scales else fam_pred[k] / periods for k in fam_meas
     ) + rest  # fmt: skip
     base_gpu = sum(fam_pred.values()) / periods + rest
-    if graph_step is not None:  # one row per key of a class: the class's time counted once
-        by_class = {f.measured_s: f for f in families}.values()
-        fitted_gpu = rest + sum(f.measured_s if f.fitted else f.predicted_s for f in by_class)
-        base_gpu = rest + sum(f.predicted_s for f in by_class)
+    if graph is not None:  # per class (its families repeat its totals, one row per key)
+        fitted_gpu = rest + sum(m if ok else p for m, p, ok in graph.classes.values())
+        base_gpu = rest + sum(p for _, p, _ in graph.classes.values())
     step_pred = max(fitted_gpu, host["host_step_s"])
     self_check = {
         "step_profiled_s": host["step_profiled_s"],
@@ -451,7 +444,10 @@ def calibrate_from_trace(
         trace=fit,
         host_profile=host_profile_from_fit(fit),
     )
-    return cal if graph_step is None else _graph_self_check(cal, model, spec, graph_step, step_ms)
+    if graph is None:
+        return cal
+    assert graph_step is not None and model is not None  # a graph fit had both
+    return _graph_self_check(cal, model, spec, graph_step, step_ms)
 
 
 def _graph_self_check(
@@ -485,23 +481,14 @@ def _graph_step(batch: int | None, context: int | None, phase: str) -> GraphStep
     return GraphStep(batch=batch, context=context, phase=phase)
 
 
-@dataclasses.dataclass(frozen=True)
-class _GraphResult:
-    families: list[FamilyFit]
-    scales: dict[str, float]
-    spans: dict[str, tuple[float, float]]
-    matched_s: float
-    unmatched: list[dict[str, Any]]
-    notes: list[str]
-
-
 def _fit_graph(
     path: Path, views: list[Any], periods: int, total: float, spec: GPUSpec,
     calibration: Calibration | str | None, model: str | None, runtime: str, step: GraphStep,
     hp: HostProfile | None,
-) -> _GraphResult:  # fmt: skip
+) -> tuple[GraphFit, list[dict[str, Any]]]:  # fmt: skip
     """A graph trace's GEMM and attention kernels fitted by name against the model's step
-    (``gpumodel.tracegraph``); the other kernels reported as unmatched."""
+    (``gpumodel.tracegraph``), and the other kernels as ``TraceFit.unmatched`` rows."""
+    from gpumodel.diagnose.report import TRACED_CONDITION
     from gpumodel.hostprofile import load_host
 
     if model is None:
@@ -509,25 +496,16 @@ def _fit_graph(
                                "name the model from: pass --model with --batch/--context")  # fmt: skip
     kernels = [(g.name, g.dur * 1e-6) for v in views if v.mapped.family != COMM_FAMILY
                for i in v.instances for g in i.gpu]  # fmt: skip
-    from gpumodel.diagnose.report import TRACED_CONDITION
-
     host = hp or load_host(None)
     priced, default = (priced_step(model, spec, runtime, step, calibration, host, c)
                        for c in (TRACED_CONDITION, "in-workload"))  # fmt: skip
     gf = fit_graph_families(kernels, periods, priced, default, total, MIN_FAMILY_SHARE,
                             (MIN_RATIO, MAX_MULTIPLIER))  # fmt: skip
-    other: dict[str, float] = defaultdict(float)
-    for name, dur_s in kernels:
-        if kernel_class(name) not in FITTED_CLASSES:
-            other[short_name(name)] += dur_s
-    reason = (
-        f"graph, not fitted: {gf.other_measured_s * 1e3:.3g} ms of other kernels, "
-        f"model {gf.other_predicted_s * 1e3:.3g} ms"
-    )
-    unmatched = [{"kernel": k, "family": "other", "s_per_step": v / periods, "reason": reason}
-                 for k, v in sorted(other.items(), key=lambda kv: -kv[1])[:10]]  # fmt: skip
-    notes = [f"{GRAPH_NOTE} {model} {step.label()} in {runtime}", *gf.notes]
-    return _GraphResult(gf.families, gf.scales, gf.spans, gf.matched_s, unmatched, notes)
+    reason = (f"graph, not fitted: {sum(gf.other_s.values()) * 1e3:.3g} ms of other kernels, "
+              f"model {gf.other_predicted_s * 1e3:.3g} ms")  # fmt: skip
+    rows = [{"kernel": k, "family": "other", "s_per_step": v, "reason": reason}
+            for k, v in list(gf.other_s.items())[:10]]  # fmt: skip
+    return gf, rows
 
 
 def _is_top_level(e: CpuEvent) -> bool:

@@ -87,14 +87,16 @@ class GraphStep:
 
 @dataclass(frozen=True)
 class GraphFit:
-    """Per class: what was fitted, and the keys and spans a calibration stores."""
+    """Per class: what was fitted, and the keys and spans a calibration stores (seconds are
+    per step)."""
 
-    families: list[FamilyFit]
+    families: list[FamilyFit]  # one row per family/bound key of a fitted class
     scales: dict[str, float]
     spans: dict[str, tuple[float, float]]
-    matched_s: float  # per step: measured time of the fitted classes' kernels
-    other_measured_s: float  # per step
-    other_predicted_s: float  # per step
+    classes: dict[str, tuple[float, float, bool]]  # class -> (measured, predicted, fitted)
+    matched_s: float  # measured time of the fitted classes' kernels
+    other_s: dict[str, float]  # the other kernels' time by short name, largest first
+    other_predicted_s: float  # the model's other ops
     notes: list[str]
 
 
@@ -133,12 +135,17 @@ def fit_graph_families(
     predict prices them by default), so a traced shape lies inside it either way. A class with
     less than ``min_share`` of ``total_s`` (the trace's GPU time over all periods) or a ratio
     outside ``ratio_bounds`` keeps the base calibration."""
+    from gpumodel.diagnose.timeline import short_name
+
     measured: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
+    other: dict[str, float] = defaultdict(float)
     for name, dur_s in kernels:
         cls = kernel_class(name)
         measured[cls] += dur_s
         count[cls] += 1
+        if cls == OTHER:
+            other[short_name(name)] += dur_s / periods
     predicted: dict[str, float] = defaultdict(float)
     keys: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)  # class -> key -> span
     for (t, reps), (d, _) in zip(priced, priced_default, strict=True):
@@ -154,6 +161,7 @@ def fit_graph_families(
     families: list[FamilyFit] = []
     scales: dict[str, float] = {}
     spans: dict[str, tuple[float, float]] = {}
+    classes: dict[str, tuple[float, float, bool]] = {}
     notes: list[str] = []
     lo_ratio, hi_ratio = ratio_bounds
     for cls in FITTED_CLASSES:
@@ -162,6 +170,7 @@ def fit_graph_families(
             continue
         scale = m / p if p > 0 else 1.0
         fitted = p > 0 and m * periods >= min_share * total_s and lo_ratio <= scale <= hi_ratio
+        classes[cls] = (m, p, fitted and bool(keys[cls]))
         for key, span in sorted(keys[cls].items()) or [(cls, None)]:
             if fitted and span is not None:
                 scales[key], spans[key] = scale, span
@@ -180,7 +189,8 @@ def fit_graph_families(
                  f"other ops {other_p * 1e3:.3g} ms: not fitted (in a graph they cost about the "
                  "in-graph per-kernel time each, which the host profile measures)")  # fmt: skip
     matched = sum(measured.get(c, 0.0) for c in FITTED_CLASSES if predicted.get(c, 0.0) > 0)
-    return GraphFit(families, scales, spans, matched / periods, other_m, other_p, notes)
+    others = dict(sorted(other.items(), key=lambda kv: -kv[1]))
+    return GraphFit(families, scales, spans, classes, matched / periods, others, other_p, notes)
 
 
 __all__ = ["FITTED_CLASSES", "GraphFit", "GraphStep", "fit_graph_families", "kernel_class",
