@@ -459,8 +459,9 @@ def _graph_self_check(
 
     fit = cal.trace
     assert fit is not None
-    pred = predict_inference(model, spec, step.phase, step.batch, context=step.context,  # type: ignore[arg-type]
-                             runtime=fit.runtime, calibration=cal, allow_oversubscribe=True)  # fmt: skip
+    pred = predict_inference(model, spec, step.phase, step.batch, seq=step.seq,  # type: ignore[arg-type]
+                             context=step.context, runtime=fit.runtime, calibration=cal,
+                             allow_oversubscribe=True)  # fmt: skip
     check = {**fit.self_check, "step_predicted_s": pred.time_s}
     if step_ms is not None:
         check["error_pct"] = 100.0 * (pred.time_s - step_ms * 1e-3) / (step_ms * 1e-3)

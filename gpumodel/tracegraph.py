@@ -50,7 +50,8 @@ _GEMM_MARKERS = ("gemm", "nvjet", "xmma", "cutlass", "splitkreduce", "gemv")
 
 
 def kernel_class(name: str) -> str:
-    """The class of a graph-replayed kernel by its name: gemm, attention or other. Triton
+    """The class of a graph-replayed kernel by its name: gemm, grouped_gemm, attention or
+    other. Triton
     kernels are Inductor's fusions (other), even where their names carry the attention op
     whose inputs they prepare (``triton_poi_fused__scaled_dot_product_cudnn_attention_...``)."""
     low = name.lower()
@@ -77,9 +78,13 @@ class GraphStep:
     """The step a graph trace ran, as the user names it (``--batch --context --phase``)."""
 
     batch: int
-    context: int
+    context: int  # decode: the KV length; prefill: the prompt
     phase: str = "decode"
-    seq: int | None = None  # tokens per sequence this step (decode: 1; prefill: the prompt)
+
+    @property
+    def seq(self) -> int:
+        """Tokens per sequence in the step: 1 for decode, the prompt for prefill."""
+        return self.context if self.phase == "prefill" else 1
 
     def label(self) -> str:
         return f"{self.phase} batch {self.batch} x context {self.context}"
@@ -116,7 +121,7 @@ def priced_step(
     rt = for_phase(get_runtime(runtime), step.phase)
     attention = runtime_attention(rt, spec.compute_capability, None)
     fusion, kv_cache, gqa = kernel_flags(rt, None, None, None)
-    seq, context = _defaults(m, step.phase, step.seq, step.context)  # type: ignore[arg-type]
+    seq, context = _defaults(m, step.phase, step.seq, step.context)
     _, _, _, (pre, layer, post) = timed_ops(
         m, spec, rt, host, step.batch, seq, context, dtype="bf16", tp=1, attention=attention,
         fusion=fusion, kv_cache=kv_cache, gqa=gqa, experts="grouped_mm", calibration=calibration,

@@ -169,3 +169,20 @@ def test_a_tensor_parallel_graph_trace_is_not_fitted_as_one_gpu():
     fit = calibrate_from_trace(path, model="llama-3-8b", batch=8, context=2048).trace
     assert not any(f.fitted for f in fit.families)
     assert any("tensor-parallel" in n for n in fit.notes)
+
+
+def test_a_prefill_step_prices_its_prompt_as_seq_and_context():
+    """--phase prefill: the traced step is `batch` prompts of `context` tokens. Pricing the
+    fused decode trace as a 1 x 512 prefill is a wrong naming on purpose: it must price (the
+    model's prefill GEMMs are compute-bound, far from the trace's), not fail on seq > context."""
+    prefill = calibrate_from_trace(FUSED, model="llama-3-8b", batch=1, context=512,
+                                   phase="prefill").trace  # fmt: skip
+    decode = calibrate_from_trace(FUSED, model="llama-3-8b", batch=1, context=512).trace
+    assert any("prefill batch 1 x context 512" in n for n in prefill.notes)
+
+    def gemm_s(fit):
+        return next(f.predicted_s for f in fit.families if f.key.startswith("gemm/"))
+
+    # 512 tokens through 8 B parameters: 8.2 TFLOP, over 10 ms at the H200's ~700 TFLOP/s
+    # sustained, against one token's weight stream (16 GB at under 4.8 TB/s: over 3.3 ms)
+    assert gemm_s(prefill) > 10e-3 and 3.3e-3 < gemm_s(decode) < 6e-3
