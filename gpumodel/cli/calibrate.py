@@ -39,7 +39,9 @@ def calibrate_command(
         help="a trace of CUDA-graph replays (fused-graph, hf-static-compiled): the traced "
         "step's batch (with --context and --model: its GEMM and attention kernels are fitted)",
     ),
-    context: int = typer.Option(None, help="... and its context (KV length), tokens"),
+    context: int = typer.Option(
+        None, help="... and its context, tokens (decode: the KV length; prefill: the prompt)"
+    ),
     phase: str = typer.Option("decode", help="... and its phase: decode or prefill"),
     out: Path = typer.Option(
         None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
