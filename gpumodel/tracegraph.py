@@ -115,12 +115,11 @@ def priced_step(
     launch latency in a kernel's duration, as the eager fit prices them)."""
     from gpumodel.llm.inference import _defaults, timed_ops
     from gpumodel.llm.models import get_model
-    from gpumodel.llm.runtimes import for_phase, get_runtime, kernel_flags, runtime_attention
+    from gpumodel.llm.runtimes import resolve_step
 
     m = get_model(model)
-    rt = for_phase(get_runtime(runtime), step.phase)
-    attention = runtime_attention(rt, spec.compute_capability, None)
-    fusion, kv_cache, gqa = kernel_flags(rt, None, None, None)
+    rt, attention, fusion, kv_cache, gqa = resolve_step(runtime, step.phase,
+                                                        spec.compute_capability)  # fmt: skip
     seq, context = _defaults(m, step.phase, step.seq, step.context)
     _, _, _, (pre, layer, post) = timed_ops(
         m, spec, rt, host, step.batch, seq, context, dtype="bf16", tp=1, attention=attention,

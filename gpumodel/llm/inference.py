@@ -83,11 +83,8 @@ from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import (
     HF_VIEWS_PER_LAYER,
     Runtime,
-    for_phase,
-    get_runtime,
     host_kind,
-    kernel_flags,
-    runtime_attention,
+    resolve_step,
     sdpa_graph_build_s,
     traced_runtime,
 )
@@ -654,8 +651,9 @@ def predict_inference(
         from gpumodel.calibration import resolve
 
         runtime = traced = traced_runtime(resolve(calibration, g))
-    rt = get_runtime(runtime)
-    kernel = runtime_attention(rt, g.compute_capability, attention)
+    rt, kernel, fusion, kv_cache, gqa = resolve_step(
+        runtime, phase, g.compute_capability, attention, fusion, kv_cache, gqa
+    )
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp
@@ -663,8 +661,6 @@ def predict_inference(
         raise SpecError(f"gpus ({gpus}) must be a multiple of tp ({tp})")
     seq, context = _defaults(spec, phase, seq, context)
     hp = load_host(host)
-    rt = for_phase(rt, phase)
-    fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa)
     mem = memory(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp, phase=phase,
                  attention=kernel, prefill_tokens=batch * seq)  # fmt: skip
     if not allow_oversubscribe and not mem.fits:

@@ -184,6 +184,18 @@ def kernel_flags(
     return fusion or rt.fusion, kv_cache or rt.kv_cache, gqa
 
 
+def resolve_step(
+    runtime: str, phase: str, compute_capability: str | None, attention: str | None = None,
+    fusion: str | None = None, kv_cache: str | None = None, gqa: str | None = None,
+) -> tuple[Runtime, str, str, str, str]:  # fmt: skip
+    """What a ``phase`` step of the named ``runtime`` runs: (the runtime for that phase, its
+    attention kernel, fusion, kv_cache, gqa), the expert overrides applied where given."""
+    rt = get_runtime(runtime)
+    kernel = runtime_attention(rt, compute_capability, attention)
+    rt = for_phase(rt, phase)
+    return (rt, kernel, *kernel_flags(rt, fusion, kv_cache, gqa))
+
+
 def host_kind(layer_kind: str, kernel_name: str) -> str:
     """The host profile's op kind (a key of ``eager_op_s``) of one eager kernel."""
     if layer_kind == "gemm" or " @ " in kernel_name:  # "inv_freq @ positions": a bmm
