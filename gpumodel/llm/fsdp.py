@@ -15,6 +15,14 @@ eager elementwise call, so it follows the host's speed. Fitted on the 14 FSDP2 p
 2 x H200 VMs (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp: the measured step less the priced
 eager host and optimizer, per unit, over each VM's elementwise cost: 446-624, the two VMs'
 medians 597 and 559); docs/multi-gpu.md gives its check on points it was not fitted to.
+
+Its memory (``memory.memory_of``), from where the peak of each step falls
+(validation/experiments/fsdp_memory_phases_device.py, 2 x H200: each phase's peak and the blocks
+alive at the step's peak, by who allocated them; validation/results/h200-sxm-x2/
+fsdp-memory-phases-2026-11-29): the sharded gradients are allocated by the reduce-scatters as
+the backward frees the activations and freed by ``zero_grad(set_to_none=True)``, so the peak
+holds the larger of the two (``bf16``: at the backward's start, the activations; ``mixed``: at
+its end, the fp32 gradients), plus ``unsharded_elements`` in the compute dtype, twice.
 """
 
 from __future__ import annotations
@@ -25,13 +33,33 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gpumodel.hostprofile import HostProfile
     from gpumodel.llm.layers import Fusion
+    from gpumodel.llm.models import ModelSpec
 
 FSDP_UNIT_HOST_OPS = 570.0  # eager elementwise calls' worth of host per FSDP unit and micro-batch
+# Bytes per parameter of (sharded weights, sharded gradients, optimizer states) under FSDP2's
+# MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), the ``mixed`` policy as FSDP2 runs
+# it: fp32 parameters (the optimizer's master), fp32 gradients, fp32 AdamW moments; bf16 copies
+# exist only unsharded, a unit at a time. (Megatron's ``mixed`` keeps bf16 weights and grads
+# beside an fp32 master: memory.POLICY_STATE_BYTES.) Measured: Llama-2-7B over 2 GPUs held 40.43
+# GB between steps (13.48 x 3) and 13.48 GB more of gradients after the backward.
+MIXED_STATE_BYTES = (4.0, 4.0, 8.0)
 
 
 def is_fsdp(fusion: Fusion, zero: int, dp: int) -> bool:
     """An eager (HF, unfused) step over dp > 1 ranks with ZeRO-3: FSDP's per-unit hooks."""
     return fusion == "unfused" and zero == 3 and dp > 1
+
+
+def unsharded_elements(spec: ModelSpec, tp: int = 1) -> float:
+    """Parameters FSDP2 holds unsharded at a step's peak: the root unit's (embeddings, LM head,
+    final norm; all-gathered for the forward and kept for the backward) and two layers' (the one
+    computing and the one prefetched). Their unsharded gradients, before the reduce-scatter,
+    take as much again. Measured at the peak (2 x H200, bf16 compute): Llama-2-7B 2.66 GB alive
+    beside the activations or the gradients, this rule 2.67 (2 x 2 B x (262 M + 2 x 202 M));
+    TinyLlama 0.87, the rule 0.88."""
+    per_layer = spec.layer_params()
+    root = spec.param_count() - spec.layers * per_layer
+    return (root + 2 * per_layer) / tp
 
 
 def fsdp_unit_host_s(host: HostProfile) -> float:

@@ -53,6 +53,8 @@ from pydantic import ConfigDict
 
 from gpumodel._validators import MAX_ELEMENTS, MAX_GPUS, Checked, check_int
 from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
+from gpumodel.llm.ddp import is_ddp
+from gpumodel.llm.fsdp import MIXED_STATE_BYTES, is_fsdp, unsharded_elements
 from gpumodel.llm.layers import AttentionImpl, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -71,12 +73,21 @@ ActivationModel = Literal["megatron", "hf-eager"]
 #          forward, which autograd keeps for the backward (+2 per matmul parameter)
 #   bf16   everything bf16 (model.to(bfloat16), AdamW states in the parameter dtype): 2 + 2 + 4
 #   mixed  Megatron / ZeRO: bf16 weights and grads, fp32 master weights + moments: 2 + 2 + 12
-#          (Rajbhandari et al. 2020, section 3.1)
+#          (Rajbhandari et al. 2020, section 3.1); under FSDP2 its MixedPrecisionPolicy's
+#          4 + 4 + 8 (fsdp.MIXED_STATE_BYTES, ``state_bytes``)
 POLICY_STATE_BYTES: dict[str, tuple[float, float, float]] = {
     "amp": (4.0, 4.0, 8.0),
     "bf16": (2.0, 2.0, 4.0),
     "mixed": (2.0, 2.0, 12.0),
 }
+
+
+def state_bytes(policy: Policy, fsdp: bool = False) -> tuple[float, float, float]:
+    """Bytes per parameter of (weights, gradients, optimizer states) of a precision policy;
+    ``fsdp``: the step runs under FSDP2 (``fsdp.is_fsdp``), whose ``mixed`` keeps fp32 shards."""
+    return MIXED_STATE_BYTES if fsdp and policy == "mixed" else POLICY_STATE_BYTES[policy]
+
+
 # HF's loss (ForCausalLMLoss): bf16 logits (2 B) kept by the output, upcast to fp32 (4 B),
 # log_softmax's fp32 output saved for backward (4 B); at the start of the backward the fp32
 # gradient of log_softmax (4 B) is alive beside them: 14 B per logit at the peak.
@@ -385,11 +396,15 @@ def memory_of(
     if frag < 1.0:
         raise SpecError(f"fragmentation must be >= 1 (reserved / allocated), got {frag}")
     cache = 0.0
+    # an eager HF step over dp ranks: PyTorch DDP without ZeRO, FSDP2 with ZeRO-3
+    eager = train and activation_model == "hf-eager"
+    ddp = eager and is_ddp("unfused", zero, dp)
+    fsdp = eager and is_fsdp("unfused", zero, dp)
     if train:
         if policy is None:
             w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=beta)
         else:
-            wb, gb, ob = POLICY_STATE_BYTES[policy]
+            wb, gb, ob = state_bytes(policy, fsdp)
             w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=wb,
                                            optimizer_bytes=ob, grad_bytes=gb)  # fmt: skip
             if policy == "amp":  # autocast's bf16 copies of the matmul weights
@@ -431,19 +446,18 @@ def memory_of(
             q_rows = seq if phase == "prefill" else 1
             act += batch * shape.heads * q_rows * spec.attended(seq) * (beta + 4.0)
     w += cache
-    # PyTorch DDP (an eager step over dp ranks without ZeRO, ``ddp.is_ddp``) keeps its
-    # buckets allocated beside the gradients: one more copy of them (gradient_as_bucket_view
-    # False, its default; llm/ddp.py)
-    ddp = train and activation_model == "hf-eager" and zero == 0 and dp > 1
+    # PyTorch DDP keeps its buckets allocated beside the gradients: one more copy of them
+    # (gradient_as_bucket_view False, its default; llm/ddp.py)
     buckets = gr if ddp else 0.0
     if buckets:
         notes.append(f"DDP buckets {buckets / 1e9:.2f} GB beside the gradients "
                      "(gradient_as_bucket_view=False)")  # fmt: skip
-    if train and activation_model == "hf-eager" and accumulation == 1 and (dp == 1 or ddp):
+    if eager and accumulation == 1 and (dp == 1 or ddp or fsdp):
         # An eager step's optimizer.zero_grad(set_to_none=True) (PyTorch's default since 2.0,
         # and HF Trainer's) frees the gradients between steps, and neither accumulation (the
         # gradients of the first micro-batches live through the next forward) nor a sharded
-        # (ZeRO) sync keeps them (DDP's buckets, above, are their own memory): the backward
+        # sync keeps them (DDP's buckets, above, are their own memory; FSDP2's reduce-scatters
+        # allocate the sharded gradients layer by layer, llm/fsdp.py): the backward
         # pass frees each layer's saved activations as it
         # allocates that layer's gradients, so the peak is the larger of the activations at
         # its start and the gradients at its end, not their sum. Fit set
@@ -454,6 +468,14 @@ def memory_of(
                          "set_to_none): the peak holds the larger of them and the activations")  # fmt: skip
         gr = max(0.0, gr - act)
     gr += buckets
+    if fsdp:  # FSDP2's unsharded units: their parameters, and as much for their gradients
+        # in the dtype they are gathered in: amp's fp32 parameters, else bf16 (mixed's
+        # param_dtype)
+        unsharded = unsharded_elements(spec, tp) * (4.0 if policy == "amp" else 2.0)
+        w += unsharded
+        gr += unsharded
+        notes.append(f"FSDP2: the root unit and two layers unsharded, {unsharded / 1e9:.2f} GB "
+                     "of parameters and as much of their gradients")  # fmt: skip
     allocated = w + gr + opt + act + kv
     frag_bytes = allocated * (frag - 1.0)
     if frag > 1.0:

@@ -64,7 +64,14 @@ from gpumodel.llm.ddp import DdpSync, ddp_sync, is_ddp
 from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS, fsdp_unit_host_s, is_fsdp, with_unit_host
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
-from gpumodel.llm.memory import POLICY_STATE_BYTES, MemoryBreakdown, Policy, Recompute, memory_of
+from gpumodel.llm.memory import (
+    POLICY_STATE_BYTES,
+    MemoryBreakdown,
+    Policy,
+    Recompute,
+    memory_of,
+    state_bytes,
+)
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import training_attention
 from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm, Softmax
@@ -765,8 +772,11 @@ def sync_times(
     ``bf16`` policy 14 B per parameter (bf16 weight, grad, moments: read 4 x 2, write 3 x 2),
     half of the fp32 28 B, so ``AdamW`` over half the parameters; ``amp`` the fp32 28 B with no
     bf16 copy (the weights are the master); ``mixed``/None the fp32 28 B + the bf16 copy
-    (``master_copy``). With ``host`` (eager): at least one fused AdamW call's host time."""
-    per = POLICY_STATE_BYTES[policy][1] if policy is not None else BYTES_PER_ELEMENT[dtype]
+    (``master_copy``), except under FSDP2, whose ``mixed`` keeps fp32 shards and reduces fp32
+    gradients (``memory.state_bytes``). With ``host`` (eager): at least one fused AdamW call's
+    host time."""
+    fsdp = is_fsdp(fusion, zero, dp)
+    per = state_bytes(policy, fsdp)[1] if policy is not None else BYTES_PER_ELEMENT[dtype]
     grad_dtype = "fp32" if per == 4 else dtype
     grad_bytes = spec.param_count() / (tp * pp) * per
     dp_comm = 0.0
@@ -782,7 +792,9 @@ def sync_times(
     if policy == "bf16":
         opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["bf16"])
     else:
-        opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["fp32"], master_copy=policy != "amp")
+        # no bf16 copy to write back where the weights are the fp32 master (amp, FSDP2's mixed)
+        fp32_weights = policy is not None and state_bytes(policy, fsdp)[0] == 4.0
+        opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["fp32"], master_copy=not fp32_weights)
     optimizer = sum(k.time_s for k in timer.kernels(LayerOp("optimizer_step", opt)))
     if ddp is None:
         return Sync(dp_comm, optimizer).on_host(host)
