@@ -83,6 +83,7 @@ def predict(
     condition: Condition = "in-workload",
     host: Any = None,
     activity: float | None = None,
+    dram_bytes_per_s: float | None = None,
 ) -> Prediction:
     """Predict the time of ``op`` on ``gpu``.
 
@@ -106,13 +107,21 @@ def predict(
     back to back the GPU waits for the host when the kernels are shorter (``eager_floor``).
     ``activity`` (0..1, in-workload or in-graph): the tensor activity the power limit sees, when the
     kernel runs inside a step whose time-weighted average is that (``gpumodel.llm`` passes
-    it); None: the kernel's own, as back to back with itself.
+    it); None: the kernel's own, as back to back with itself. ``dram_bytes_per_s`` (with
+    ``activity``): that step's average DRAM traffic at the maximum clock, whose power the limit
+    sees too (``gpumodel.model.power``); None: none.
     """
     check_condition(condition, l2)
     if not isinstance(op, Op):
         raise SpecError(f"predict needs an op (gpumodel.ops.*), got {type(op).__name__}")
     if activity is not None and not (isinstance(activity, (int, float)) and 0 <= activity <= 1):
         raise SpecError(f"activity must be a number in [0, 1], got {activity!r}")
+    if dram_bytes_per_s is not None and (
+        activity is None or not isinstance(dram_bytes_per_s, (int, float))
+        or not 0 <= dram_bytes_per_s < math.inf
+    ):  # fmt: skip
+        raise SpecError("dram_bytes_per_s is a step's average DRAM traffic (a finite number "
+                        f">= 0) given with its activity, got {dram_bytes_per_s!r}")  # fmt: skip
     if activity is not None and condition == "isolated":
         raise SpecError("activity sets the in-workload clock; an isolated call runs at the "
                         "maximum clock (pass condition='in-workload')")  # fmt: skip
@@ -147,7 +156,7 @@ def predict(
         label = calibration_label(cal)
         graph_s = None if hp is None else hp.in_graph_kernel_s
         p = predict_with_params(op, gpu, params, label, l2, condition, activity=activity,
-                                graph_kernel_s=graph_s)  # fmt: skip
+                                dram_bytes_per_s=dram_bytes_per_s, graph_kernel_s=graph_s)  # fmt: skip
     if hp is None or condition == "in-graph":  # a graph's kernels wait for no eager dispatch
         return _finite_result(p)
     if copy:
@@ -309,6 +318,7 @@ def predict_with_params(
     condition: Condition = "in-workload",
     *,
     activity: float | None = None,
+    dram_bytes_per_s: float | None = None,
     graph_kernel_s: float | None = None,
 ) -> Prediction:
     """``predict`` with explicit model parameters (what the calibration fit iterates on: the
@@ -321,7 +331,7 @@ def predict_with_params(
     for k in work:
         family = calibrated_family(k.family or op.family, params)
         kp = kernel_time(k, gpu, params, family, l2, condition, activity=activity,
-                         graph_kernel_s=graph_kernel_s)  # fmt: skip
+                         dram_bytes_per_s=dram_bytes_per_s, graph_kernel_s=graph_kernel_s)  # fmt: skip
         if family != (k.family or op.family):
             left = "; ".join(v for q, v in FAMILY_QUALIFIERS.items() if q in (k.family or op.family)
                              and q not in family)  # fmt: skip
@@ -488,6 +498,7 @@ def kernel_time(
     *,
     clock_ratio: float = 1.0,
     activity: float | None = None,
+    dram_bytes_per_s: float | None = None,
     graph_kernel_s: float | None = None,
 ) -> KernelPrediction:
     """Time of one kernel from its work and the GPU, as a sum/max of named terms
@@ -498,7 +509,7 @@ def kernel_time(
     if kw.repeats != 1:
         one = kernel_time(replace(kw, repeats=1), gpu, params, family, l2, condition,
                           clock_ratio=clock_ratio, activity=activity,
-                          graph_kernel_s=graph_kernel_s)  # fmt: skip
+                          dram_bytes_per_s=dram_bytes_per_s, graph_kernel_s=graph_kernel_s)  # fmt: skip
         n = kw.repeats
         return one.model_copy(update={
             "name": f"{one.name} x {n:,}", "time_s": one.time_s * n, "flops": one.flops * n,
@@ -509,12 +520,13 @@ def kernel_time(
     if kw.transfer:
         return _transfer_time(kw, gpu, params, condition)
     if condition == "in-workload":
-        return in_workload_time(kw, gpu, params, family, l2, activity)
+        return in_workload_time(kw, gpu, params, family, l2, activity, dram_bytes_per_s)
     if condition == "in-graph":
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
 
         graph = REFERENCE_GRAPH_KERNEL_S if graph_kernel_s is None else graph_kernel_s
-        return in_workload_time(kw, gpu, params, family, l2, activity, graph_kernel_s=graph)
+        return in_workload_time(kw, gpu, params, family, l2, activity, dram_bytes_per_s,
+                                graph_kernel_s=graph)  # fmt: skip
     terms: list[Term] = []
     t_compute = 0.0
     fam_compute = params.family_efficiency.get(family, 1.0)
@@ -732,11 +744,13 @@ def sustained_clock(
     params: CalibrationParams,
     isolated_s: float,
     activity: float | None = None,
+    dram_bytes_per_s: float | None = None,
 ) -> tuple[float, Term | None]:
     """(sustained / max clock, its term) for ``kw`` under ``gpu``'s power limit
-    (gpumodel.model.power): at its own tensor activity (back to back with itself), or at
-    ``activity``, a step's average; (1, None) without calibrated power behaviour."""
-    from gpumodel.model.power import sustained_clock_ratio
+    (gpumodel.model.power): at its own tensor activity and DRAM traffic (back to back with
+    itself), or at ``activity`` and ``dram_bytes_per_s``, a step's averages; (1, None) without
+    calibrated power behaviour."""
+    from gpumodel.model.power import dram_power_w, sustained_clock_ratio
 
     dtype = tensor_dtype(kw)
     watts = power_watts(params, gpu, dtype)
@@ -745,18 +759,26 @@ def sustained_clock(
     static_w, full_w = watts
     own = activity is None
     u = tensor_activity(kw, gpu, isolated_s) if own else activity
-    ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w)
+    if own:
+        traffic = kw.bytes / isolated_s if isolated_s > 0 else 0.0
+    else:
+        traffic = dram_bytes_per_s or 0.0
+    mem_w = float(dram_power_w(gpu.architecture, traffic))
+    ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w, mem_w)
     mhz, max_mhz = ratio * gpu.boost_clock_hz / 1e6, gpu.boost_clock_hz / 1e6
     whose = "tensor activity" if own else "the step's average tensor activity"
+    dram = f" beside {mem_w:.0f} W of DRAM traffic ({traffic / 1e12:.2f} TB/s)" if mem_w else ""
     factor = params.power.full_power_factor(dtype) if params.power else 1.0
     if factor != 1.0:
         whose = f"{dtype} ({factor:.3g}x the 16-bit products' power) {whose}"
     if ratio < 1.0:
         why = (f"power-limited at {gpu.tdp_watts:.0f} W for this intensity: {whose} "
-               f"{u:.2f} would draw {static_w + u * full_w:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
+               f"{u:.2f}{dram} would draw {static_w + mem_w + u * full_w:.0f} W at "
+               f"{max_mhz:.0f} MHz")  # fmt: skip
     else:
-        why = (f"not power-limited: {whose} {u:.2f} draws "
-               f"{static_w + u * full_w:.0f} W of {gpu.tdp_watts:.0f} W at {max_mhz:.0f} MHz")  # fmt: skip
+        why = (f"not power-limited: {whose} {u:.2f}{dram} draws "
+               f"{static_w + mem_w + u * full_w:.0f} W of {gpu.tdp_watts:.0f} W at "
+               f"{max_mhz:.0f} MHz")  # fmt: skip
     note = f"{mhz:.0f} MHz of {max_mhz:.0f} MHz ({why}; compute time x {1 / ratio:.3g})"
     return ratio, Term(name="sustained clock", value=ratio, unit="x", note=note)
 
@@ -768,11 +790,13 @@ def in_workload_time(
     family: str,
     l2: L2Mode,
     activity: float | None = None,
+    dram_bytes_per_s: float | None = None,
     *,
     graph_kernel_s: float | None = None,
 ) -> KernelPrediction:
     """The in-workload time of one kernel: its isolated time's compute at the sustained clock
-    (the tensor activity is read from the isolated time: the clock the power limit allows).
+    (the tensor activity and DRAM traffic are read from the isolated time: the clock the power
+    limit allows; a step's ``activity`` and ``dram_bytes_per_s`` instead where given).
     ``graph_kernel_s``: replayed from a CUDA graph (``graph_floor_s``), the clock read as above.
 
     No dirty-L2 term here: in a real step the lines a kernel wrote were paid for as that
@@ -781,7 +805,7 @@ def in_workload_time(
     transformer traces (+12% and +40% on their mapped kernels, vs +4% and +19% without).
     ``l2="dirty"`` prices the case where nobody paid: after do_bench's writing flush."""
     iso = kernel_time(kw, gpu, params, family, l2, "isolated")
-    ratio, clock_term = sustained_clock(kw, gpu, params, iso.time_s, activity)
+    ratio, clock_term = sustained_clock(kw, gpu, params, iso.time_s, activity, dram_bytes_per_s)
     kp = iso
     if ratio != 1.0 or graph_kernel_s is not None:
         kp = kernel_time(kw, gpu, params, family, l2, "isolated", clock_ratio=ratio,

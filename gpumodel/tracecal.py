@@ -176,7 +176,7 @@ def calibrate_from_trace(
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
-    from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows, traced_activity
+    from gpumodel.diagnose.report import _group, _Predictor, _resolve_gpu, _rows, traced_load
     from gpumodel.llm.models import get_model
 
     path = as_path(path, "trace")
@@ -222,14 +222,14 @@ def calibrate_from_trace(
         notes.append(optimizer_note(n_opt))
     groups = _group([i for i in tl.instances if i.step is not None])
     views, _ = _rows(groups, predictor)
-    # the model prices a step's kernels at the clock of the step's average tensor activity:
-    # the families are fitted against that, the traced step's own
-    activity = traced_activity(views, spec)
-    predictor = _Predictor(spec, unscaled, activity=activity)
+    # the model prices a step's kernels at the clock of the step's average tensor activity and
+    # DRAM traffic: the families are fitted against that, the traced step's own
+    load = traced_load(views, spec)
+    predictor = _Predictor(spec, unscaled, load=load)
     # a scale's span holds each traced op's size both as the trace is priced (diagnose) and as
     # predict prices it by default (in-workload: the launch latency in its floor), so a traced
     # shape lies inside it either way
-    default = _Predictor(spec, unscaled, activity=activity, traced=False)
+    default = _Predictor(spec, unscaled, load=load, traced=False)
 
     def at_step_clock(v: Any) -> Any:
         pred = predictor(v.mapped.op) if v.mapped.op is not None else None

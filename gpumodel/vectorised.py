@@ -152,7 +152,7 @@ def sweep(
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
     if condition != "isolated":  # as predict.in_workload_time
-        t_compute = _sustained(p, gpu, unit, dt, flops, t_floor + t_core, t_compute)
+        t_compute = _sustained(p, gpu, unit, dt, flops, nbytes, t_floor + t_core, t_compute)
         t_core = _core_time(t_compute, t_memory, exponent, rows)
     if condition == "in-graph":  # as predict.kernel_time (after the clock), the reference host's
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
@@ -179,10 +179,10 @@ def _core_time(t_compute: Any, t_memory: Any, exponent: float, rows: Any) -> np.
 
 def _sustained(
     p: CalibrationParams, gpu: GPUSpec, unit: str, dtype: str, flops: np.ndarray,
-    isolated_s: np.ndarray, t_compute: np.ndarray,
+    nbytes: np.ndarray, isolated_s: np.ndarray, t_compute: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Compute time at the sustained clock (predict.sustained_clock over arrays)."""
-    from gpumodel.model.power import sustained_clock_ratio_array
+    from gpumodel.model.power import dram_power_w, sustained_clock_ratio_array
     from gpumodel.sol import max_clock_peak_flops
 
     watts = power_watts(p, gpu, dtype)
@@ -190,7 +190,9 @@ def _sustained(
         roof = max_clock_peak_flops(gpu, dtype, "tensor") or math.inf
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.minimum(1.0, np.where(isolated_s > 0, flops / (isolated_s * roof), 0.0))
-        t_compute = t_compute / sustained_clock_ratio_array(u, gpu.tdp_watts, *watts)
+            traffic = np.where(isolated_s > 0, nbytes / isolated_s, 0.0)
+        mem_w = dram_power_w(gpu.architecture, traffic)
+        t_compute = t_compute / sustained_clock_ratio_array(u, gpu.tdp_watts, *watts, mem_w)
     return t_compute
 
 
@@ -358,28 +360,32 @@ def _latency_limit(
 
 def _kernel_in_workload(
     kw: KernelWork, gpu: GPUSpec, params: CalibrationParams, family: str, l2: str, n: int,
-    activity: Any = None,
+    activity: Any = None, dram: Any = None,
 ) -> tuple[np.ndarray, float]:  # fmt: skip
     """``predict.in_workload_time`` over the points: the compute at the sustained clock, of
-    the kernel's own tensor activity or of ``activity`` (a step's average, per point)."""
+    the kernel's own tensor activity and DRAM traffic or of ``activity`` and ``dram`` (a
+    step's averages, bytes/s, per point)."""
     iso, floor = _kernel_array(kw, gpu, params, family, l2, n)
     watts = power_watts(params, gpu, tensor_dtype(kw))
     if watts is None or not kw.flops:
         return iso, floor
-    from gpumodel.model.power import sustained_clock_ratio_array
+    from gpumodel.model.power import dram_power_w, sustained_clock_ratio_array
 
     if activity is not None:  # as predict.sustained_clock: every kernel that computes
         total = sum(np.asarray(p.flops, dtype=float) for p in kw.flops)
         u = np.broadcast_to(np.asarray(activity, dtype=float), (n,))
+        mem_w = dram_power_w(gpu.architecture, np.asarray(0.0 if dram is None else dram))
         ratio = np.where(np.broadcast_to(total, (n,)) > 0,
-                         sustained_clock_ratio_array(u, gpu.tdp_watts, *watts), 1.0)  # fmt: skip
+                         sustained_clock_ratio_array(u, gpu.tdp_watts, *watts, mem_w), 1.0)  # fmt: skip
         if np.all(ratio == 1.0):
             return iso, floor
         return _kernel_array(kw, gpu, params, family, l2, n, clock_ratio=ratio)[0], floor
     roof = np.asarray(tensor_roof_time(kw, gpu), dtype=float)  # as predict.tensor_activity
     with np.errstate(divide="ignore", invalid="ignore"):
         u = np.where(iso > 0, np.minimum(1.0, roof / iso), 0.0)
-    ratio = sustained_clock_ratio_array(u, gpu.tdp_watts, *watts)
+        traffic = np.where(iso > 0, np.asarray(kw.bytes, dtype=float) / iso, 0.0)
+    ratio = sustained_clock_ratio_array(u, gpu.tdp_watts, *watts,
+                                        dram_power_w(gpu.architecture, traffic))  # fmt: skip
     if np.all(ratio == 1.0):
         return iso, floor
     return _kernel_array(kw, gpu, params, family, l2, n, clock_ratio=ratio)[0], floor
@@ -401,29 +407,30 @@ def halves(op: Op, n: int) -> list[tuple[np.ndarray, Op]]:
 def op_kernel_times(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, *, l2: str = "cold",
     condition: str = "in-workload", stream_floor_s: float | None = None, activity: Any = None,
+    dram: Any = None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     """Each kernel of ``op`` (built over arrays of ``n`` points: ``ops.base.build``) as
     (its time at every point, its launches, its name): what ``predict(op).kernels`` gives
     point by point, the family floor included, then (``stream_floor_s``)
     ``_timing.in_stream``. Points that run different kernels are split and joined again (the
     name is the first points' kernel's); MixedKernels when their kernels differ in number or
-    launches (the sweep then times them one by one). ``activity``: as ``predict``'s, one value
-    or one per point."""
+    launches (the sweep then times them one by one). ``activity``, ``dram``: as ``predict``'s
+    ``activity`` and ``dram_bytes_per_s``, one value or one per point."""
     try:
-        return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s, activity)
+        return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s, activity, dram)
     except ScalarOnly:
         raise
     except MixedKernels:
         if n < 2:
             raise
 
-    def part_activity(idx: np.ndarray) -> Any:
-        return activity if activity is None or np.ndim(activity) == 0 else np.asarray(activity)[idx]
+    def part(value: Any, idx: np.ndarray) -> Any:
+        return value if value is None or np.ndim(value) == 0 else np.asarray(value)[idx]
 
-    parts = [(idx, op_kernel_times(part, gpu, params, len(idx), l2=l2, condition=condition,
-                                   stream_floor_s=stream_floor_s,
-                                   activity=part_activity(idx)))
-             for idx, part in halves(op, n)]  # fmt: skip
+    parts = [(idx, op_kernel_times(half, gpu, params, len(idx), l2=l2, condition=condition,
+                                   stream_floor_s=stream_floor_s, activity=part(activity, idx),
+                                   dram=part(dram, idx)))
+             for idx, half in halves(op, n)]  # fmt: skip
     (ia, ka), (ib, kb) = parts
     if [x[1] for x in ka] != [x[1] for x in kb]:
         raise MixedKernels("the points of this op run different kernels")
@@ -437,7 +444,7 @@ def op_kernel_times(
 
 def _op_kernels(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, l2: str, condition: str,
-    stream_floor_s: float | None, activity: Any = None,
+    stream_floor_s: float | None, activity: Any = None, dram: Any = None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     if params.family_time_scale:
         raise ScalarOnly("trace-fitted family scales: timed point by point")
@@ -449,7 +456,7 @@ def _op_kernels(
             raise ScalarOnly("host transfers: timed point by point")
         fam = calibrated_family(k.family or op.family, params)
         if condition == "in-workload":
-            t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n, activity)
+            t, floor = _kernel_in_workload(k, gpu, params, fam, l2, n, activity, dram)
         else:
             t, floor = _kernel_array(k, gpu, params, fam, l2, n)
         _check_array_work(op, k, n)
@@ -459,7 +466,8 @@ def _op_kernels(
     floor_op = op.monotone_floor(gpu)
     if floor_op is not None and out:
         floor = sum(t for t, _, _ in op_kernel_times(floor_op, gpu, params, n, l2=l2,
-                                                   condition=condition, activity=activity))  # fmt: skip
+                                                   condition=condition, activity=activity,
+                                                   dram=dram))  # fmt: skip
         times = np.stack(out)
         gap = floor - times.sum(axis=0)
         slowest = np.argmax(times, axis=0)

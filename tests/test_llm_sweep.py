@@ -50,7 +50,7 @@ def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
     # isolated time there (0.5% fast at batch 33, 0.7% at 64)
     import re
 
-    from gpumodel.model.power import sustained_clock_ratio
+    from gpumodel.model.power import dram_power_w, sustained_clock_ratio
     from gpumodel.predict import power_watts
 
     gpu, params = gm.get_gpu("h100"), gm.load_calibration("h100").parameters
@@ -59,10 +59,12 @@ def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
     for row in r.records():
         s = gm.predict_inference("llama-3-8b", "h100", phase="prefill", batch=row["batch"],
                                  seq=512, dtype="fp8", runtime="hf-eager")  # fmt: skip
-        if row["batch"] == 33:  # the premise, at the step's activity as its note says
+        if row["batch"] == 33:  # the premise, at the step's activity and traffic as its note says
             activity = float(re.search(r"tensor activity ([0-9.]+)", s.notes[0]).group(1))
+            traffic = float(re.search(r"traffic ([0-9.]+) TB/s", s.notes[0]).group(1)) * 1e12
             ratio = {d: sustained_clock_ratio(activity, gpu.tdp_watts,
-                                              *power_watts(params, gpu, d))
+                                              *power_watts(params, gpu, d),
+                                              dram_power_w(gpu.architecture, traffic))
                      for d in (None, "fp8")}  # fmt: skip
             assert ratio[None] == 1.0 and ratio["fp8"] < 1.0
         assert close(row["gpu_time_s"], s.gpu_time_s), row

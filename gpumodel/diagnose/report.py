@@ -219,7 +219,7 @@ def diagnose(
                      "light; the timeline findings below do not need them")  # fmt: skip
     groups = _group(tl.instances)
     views, _ = _rows(groups, _Predictor(spec, calibration))
-    predictor = _Predictor(spec, calibration, activity=traced_activity(views, spec))
+    predictor = _Predictor(spec, calibration, load=traced_load(views, spec))
     views, rows = _rows(groups, predictor)
     step_s = tl.step_us * 1e-6
     drafts = idle_findings(tl) + kernel_findings(views, spec, tl)
@@ -250,21 +250,22 @@ WARM_OPS = frozenset({"elementwise", "strided_elementwise", "layernorm", "rmsnor
                       "reduction"})  # fmt: skip
 
 
-def traced_activity(views: list[GroupView], gpu: GPUSpec) -> float:
-    """The traced step's tensor activity as the power limit sees it
-    (``gpumodel.llm._timing.step_activity``): the tensor work of its priced ops at the
-    max-clock roof over the measured GPU time of all its ops. The model prices a step's
+def traced_load(views: list[GroupView], gpu: GPUSpec) -> tuple[float, float]:
+    """The traced step's (tensor activity, DRAM bytes/s) as the power limit sees them
+    (``gpumodel.llm._timing.step_activity``, ``step_traffic``): the tensor work of its priced
+    ops at the max-clock roof, and their DRAM bytes, over the measured GPU time of all its ops. The model prices a step's
     kernels at the clock of that activity, as it prices an LLM step: in an H100 training trace
     (Llama-600m, bf16, validation/results/train-fitset-h100) the GEMMs ran at 758 TFLOP/s,
     where back to back they would be held to 657 by the power limit (priced 15-22% slow at
     that clock)."""
-    from gpumodel.llm._timing import op_tensor_roof_s, step_activity
+    from gpumodel.llm._timing import op_kernel_sum, op_tensor_roof_s, step_activity, step_traffic
 
     priced = [v for v in views if v.pred_per_call_s is not None and v.mapped.op is not None]
     roof = sum(op_tensor_roof_s(v.mapped.op, gpu) * v.count for v in priced)
+    moved = sum(op_kernel_sum(v.mapped.op, gpu, lambda kw: kw.bytes) * v.count for v in priced)
     # NCCL kernels run beside the compute, on their own stream: not the compute's GPU time
     busy = sum(v.measured_s for v in views if v.mapped.family != COMM_FAMILY)
-    return float(step_activity(busy, roof))
+    return float(step_activity(busy, roof)), float(step_traffic(busy, moved))
 
 
 class _Predictor:
@@ -276,13 +277,15 @@ class _Predictor:
         self,
         gpu: GPUSpec,
         calibration: Calibration | str | None,
-        activity: float | None = None,
+        load: tuple[float, float] | None = None,
         *,
         traced: bool = True,
     ):
         self.gpu = gpu
         self.calibration = calibration
-        self.activity = activity  # the traced step's tensor activity (predict's ``activity``)
+        # the traced step's (tensor activity, DRAM bytes/s): predict's ``activity``,
+        # ``dram_bytes_per_s``
+        self.activity, self.dram = load if load is not None else (None, None)
         self.traced = traced
         self.cache: dict[Op, Prediction | None] = {}
         self.label = DATASHEET_LABEL
@@ -295,6 +298,7 @@ class _Predictor:
                 traced = self.traced and op.op_name != "host_transfer"
                 warm = traced and op.op_name in WARM_OPS
                 p = predict(op, self.gpu, self.calibration, activity=self.activity,
+                            dram_bytes_per_s=self.dram,
                             condition=TRACED_CONDITION if traced else "in-workload",
                             l2="warm" if warm else "cold")  # fmt: skip
                 self.label = p.calibration

@@ -122,6 +122,7 @@ class Timer:
         *,
         condition: str = "in-workload",
         activity: float | None = None,
+        dram_bytes_per_s: float | None = None,
         graph: bool = False,
     ):
         self.gpu = gpu
@@ -131,6 +132,7 @@ class Timer:
         self.stream_floor_s = stream_floor_s
         self.condition = condition
         self.activity = activity
+        self.dram_bytes_per_s = dram_bytes_per_s
         self._cache: dict[Any, tuple[KernelPrediction, ...]] = {}
         self._collective_s: dict[Collective, float] = {}
 
@@ -147,7 +149,8 @@ class Timer:
             else:
                 cal = self.calibration if self.calibration is not None else "none"
                 ks = predict(entry.op, self.gpu, cal, l2=entry.l2, condition=self.condition,  # type: ignore[arg-type]
-                             activity=self.activity).kernels  # fmt: skip
+                             activity=self.activity,
+                             dram_bytes_per_s=self.dram_bytes_per_s).kernels  # fmt: skip
                 if self.stream_floor_s is not None and entry.kind not in KEEP_ISOLATED_FLOOR:
                     ks = tuple(in_stream(k, self.stream_floor_s) for k in ks)
                 self._cache[key] = ks
@@ -179,23 +182,26 @@ class Timer:
         """``op`` as this timer's step runs it: replayed from a graph or called eagerly."""
         return op.model_copy(update={"in_graph": True}) if self.graph else op
 
-    def at(self, *, condition: str = "in-workload", activity: float | None = None) -> Timer:
+    def at(self, *, condition: str = "in-workload", activity: float | None = None,
+           dram_bytes_per_s: float | None = None) -> Timer:  # fmt: skip
         """A timer of the same GPU, calibration and measured ops under another condition or
-        step activity."""
+        step activity and DRAM traffic."""
         return Timer(self.gpu, self.calibration if self.calibration is not None else "none",
                      self.op_times, self.stream_floor_s, condition=condition,
-                     activity=activity, graph=self.graph)  # fmt: skip
+                     activity=activity, dram_bytes_per_s=dram_bytes_per_s, graph=self.graph)  # fmt: skip
 
     def at_step(self, blocks: Sequence[Sequence[LayerOp]], layers: int) -> Timer:
         """This timer at the clock of one step of ``blocks`` (pre, one layer repeated
-        ``layers`` times, post): its ``activity`` is the step's ``step_activity``, the blocks
-        timed at the maximum clock (``isolated``). The one clock every kernel of an LLM step is
-        priced at."""
+        ``layers`` times, post): its ``activity`` is the step's ``step_activity`` and its DRAM
+        traffic the step's bytes over that time, the blocks timed at the maximum clock
+        (``isolated``). The one clock every kernel of an LLM step is priced at."""
         iso = self.at(condition="isolated")
         reps = (1, layers, 1)
         gpu = sum(r * sum(iso.time(e).time_s for e in b) for r, b in zip(reps, blocks))
         roof = sum(r * sum(tensor_roof_s(e, self.gpu) for e in b) for r, b in zip(reps, blocks))
-        return self.at(activity=step_activity(gpu, roof))
+        moved = sum(r * sum(dram_bytes(e, self.gpu) for e in b) for r, b in zip(reps, blocks))
+        return self.at(activity=step_activity(gpu, roof),
+                       dram_bytes_per_s=step_traffic(gpu, moved))  # fmt: skip
 
     def time(self, entry: LayerOp) -> Timed:
         return Timed(entry, self.kernels(entry))
@@ -214,13 +220,29 @@ def tensor_roof_s(entry: LayerOp, gpu: GPUSpec, n: int = 1) -> Any:
     return op_tensor_roof_s(entry.op, gpu, n) * entry.count
 
 
+def dram_bytes(entry: LayerOp, gpu: GPUSpec, n: int = 1) -> Any:
+    """DRAM bytes ``entry``'s kernels move (``count`` executions), as ``tensor_roof_s``: a
+    step's DRAM traffic is the sum of this over its ops divided by its GPU time."""
+    if isinstance(entry.op, Collective):
+        return 0.0
+    return op_kernel_sum(entry.op, gpu, lambda kw: kw.bytes, n) * entry.count
+
+
 def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
     """``tensor_roof_s`` of one execution of an op (0 for ops without tensor work, and for
     ops that price themselves: collectives)."""
+    from gpumodel.predict import tensor_roof_time
+
+    return op_kernel_sum(op, gpu, lambda kw: tensor_roof_time(kw, gpu), n)
+
+
+def op_kernel_sum(op: Any, gpu: GPUSpec, per_kernel: Any, n: int = 1) -> Any:
+    """``per_kernel(kw) x kw.repeats`` summed over one execution of an op's kernels: a number,
+    or an array over its ``n`` points (points that run different kernels split); 0 for ops
+    that price themselves (collectives)."""
     if getattr(op, "predict_on", None) is not None:
         return 0.0
     from gpumodel.ops.base import MixedKernels
-    from gpumodel.predict import tensor_roof_time
     from gpumodel.vectorised import halves
 
     try:
@@ -230,10 +252,10 @@ def op_tensor_roof_s(op: Any, gpu: GPUSpec, n: int = 1) -> Any:
             raise
         out = np.empty(n)
         for idx, part in halves(op, n):
-            out[idx] = np.broadcast_to(op_tensor_roof_s(part, gpu, len(idx)), (len(idx),))
+            out[idx] = np.broadcast_to(op_kernel_sum(part, gpu, per_kernel, len(idx)),
+                                       (len(idx),))  # fmt: skip
         return out
-    return sum((np.asarray(tensor_roof_time(kw, gpu), dtype=float) * kw.repeats for kw in work),
-               0.0)  # fmt: skip
+    return sum((np.asarray(per_kernel(kw), dtype=float) * kw.repeats for kw in work), 0.0)
 
 
 def step_activity(gpu_s: Any, roof_s: Any) -> Any:
@@ -248,6 +270,17 @@ def step_activity(gpu_s: Any, roof_s: Any) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         u = np.where(gpu_s > 0, np.minimum(1.0, np.asarray(roof_s, dtype=float) / gpu_s), 0.0)
     return float(u) if u.ndim == 0 else u
+
+
+def step_traffic(gpu_s: Any, moved_bytes: Any) -> Any:
+    """A step's average DRAM traffic at the maximum clock, bytes/s: the bytes its kernels move
+    over its GPU time. The power limit sees it beside the tensor activity: a decode step at a
+    large batch streams its weights at full bandwidth while its GEMMs keep the tensor cores
+    busy (``gpumodel.model.power``)."""
+    gpu_s = np.asarray(gpu_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(gpu_s > 0, np.asarray(moved_bytes, dtype=float) / gpu_s, 0.0)
+    return float(rate) if rate.ndim == 0 else rate
 
 
 def summarize(groups: Sequence[tuple[list[Timed], int]]) -> list[OpTime]:

@@ -564,7 +564,8 @@ def timed_ops(
     # one clock for the whole step: the power limit sees the step's average tensor activity
     timer = timer.at_step((ops.pre, ops.layer, ops.post), spec.layers)
     if condition != timer.condition:
-        timer = timer.at(condition=condition, activity=timer.activity)
+        timer = timer.at(condition=condition, activity=timer.activity,
+                         dram_bytes_per_s=timer.dram_bytes_per_s)  # fmt: skip
     unknown = set(op_times or {}) - {e.name for e in (*ops.pre, *ops.layer, *ops.post)}
     if unknown:
         raise SpecError(f"op_times names no op of this step: {', '.join(sorted(unknown))}")
@@ -688,7 +689,8 @@ def predict_inference(
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
     notes.append(f"sustained clock: the step's tensor activity {timer.activity:.2f} (time-weighted over "
-                 "its kernels) sets the power-limited clock of all of them")  # fmt: skip
+                 f"its kernels) and DRAM traffic {(timer.dram_bytes_per_s or 0) / 1e12:.2f} TB/s set "
+                 "the power-limited clock of all of them")  # fmt: skip
     if floor is not None:
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
                      "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip

@@ -64,7 +64,9 @@ from gpumodel.llm._timing import (
     KEEP_ISOLATED_FLOOR,
     Timed,
     Timer,
+    dram_bytes,
     step_activity,
+    step_traffic,
     tensor_roof_s,
 )
 from gpumodel.llm.fsdp import fsdp_unit_host_s, with_unit_host
@@ -106,7 +108,7 @@ from gpumodel.llm.training import (
     training_host,
     training_memory,
 )
-from gpumodel.model.power import sustained_clock_ratio_array
+from gpumodel.model.power import dram_power_w, sustained_clock_ratio_array
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
 from gpumodel.predict import power_watts
@@ -654,18 +656,23 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
         iso = [[_entry_times(e, timer, params, n, "isolated") for e in b] for b in steps]
         roof_s = sum(r * sum(tensor_roof_s(e, timer.gpu, n) for e in b)
                      for r, b in zip(reps, steps))  # fmt: skip
+        moved = sum(r * sum(dram_bytes(e, timer.gpu, n) for e in b)
+                    for r, b in zip(reps, steps))  # fmt: skip
     except MixedKernels:
         return None
     gpu_s = sum(r * sum(sum(t for t, _, _ in ks) * e.count for e, ks in zip(b, kb))
                 for r, b, kb in zip(reps, steps, iso))  # fmt: skip
     activity = step_activity(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(roof_s, (n,)))
+    dram = step_traffic(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(moved, (n,)))
+    mem_w = dram_power_w(timer.gpu.architecture, dram)
     # where the step's clock is the maximum at every point for every tensor dtype (fp8 draws
     # its own power: PowerParams.tensor_power_dtype_factor), its kernels take their isolated
     # times (predict.in_workload_time at ratio 1): the first pass is the answer
     factors = params.power.tensor_power_dtype_factor if params.power else {}
+    limit = timer.gpu.tdp_watts
     at_max = all(
         watts is None
-        or bool(np.all(sustained_clock_ratio_array(activity, timer.gpu.tdp_watts, *watts) == 1.0))
+        or bool(np.all(sustained_clock_ratio_array(activity, limit, *watts, mem_w) == 1.0))
         for watts in {power_watts(params, timer.gpu, d) for d in (None, *factors)}
     )
     blocks, timed = [], []
@@ -675,7 +682,7 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
         for j, e in enumerate(entries):
             try:
                 kernels = (iso[i][j] if at_max else
-                           _entry_times(e, timer, params, n, activity=activity))  # fmt: skip
+                           _entry_times(e, timer, params, n, activity=activity, dram=dram))  # fmt: skip
             except MixedKernels:
                 return None
             cols += [
@@ -694,10 +701,10 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
 
 def _entry_times(
     e: LayerOp, timer: Timer, params: Any, n: int, condition: str = "in-workload",
-    activity: Any = None,
+    activity: Any = None, dram: Any = None,
 ) -> list[tuple]:  # fmt: skip
     """(time at every point, launches, name) of each kernel of one op built over arrays, under
-    ``condition`` (and a step's ``activity`` per point)."""
+    ``condition`` (and a step's ``activity`` and DRAM traffic ``dram`` per point)."""
     if isinstance(e.op, Collective) and e.op.nodes == 1:  # the collective model over sizes
         sizes = np.broadcast_to(np.asarray(e.op.bytes, dtype=float), (n,))
         launches = 1 if e.op.gpus > 1 else 0  # as _comm.collective_kernel
@@ -711,7 +718,7 @@ def _entry_times(
         return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches, kps[0].name)]
     floor = timer.stream_floor_s if e.kind not in KEEP_ISOLATED_FLOOR else None
     return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor,
-                           condition=condition, activity=activity)  # fmt: skip
+                           condition=condition, activity=activity, dram=dram)  # fmt: skip
 
 
 @dataclass(frozen=True)

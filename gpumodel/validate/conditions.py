@@ -561,12 +561,13 @@ REFERENCE_POWER_DTYPES = ("bf16", "fp16")
 MIN_DTYPE_POWER_POINTS = 2
 
 
-def _fit_w(points: list[tuple[Any, float, float, float, float]], limit_w: float,
-           static_w: float) -> float:  # fmt: skip
-    """``fit_full_power`` over back-to-back points (op, activity, measured ratio, ...)."""
+def _fit_w(points: list[tuple[Any, ...]], limit_w: float, static_w: float) -> float:
+    """``fit_full_power`` over back-to-back points (op, activity, measured ratio, isolated s,
+    back-to-back s, DRAM power W)."""
     from gpumodel.model.power import fit_full_power
 
-    return fit_full_power([t[1] for t in points], [t[2] for t in points], limit_w, static_w)
+    return fit_full_power([t[1] for t in points], [t[2] for t in points], limit_w, static_w,
+                          [t[5] for t in points])  # fmt: skip
 
 
 def _fit_power(
@@ -624,6 +625,7 @@ def fit_conditions(
     time for writing back min(L2, bytes) (``write-random`` flushes: lines that do not
     compress). Half of each set fits, the other half scores."""
     from gpumodel.calibration import PowerParams
+    from gpumodel.model.power import dram_power_w
     from gpumodel.ops import from_row
     from gpumodel.predict import predict_with_params, tensor_activity
 
@@ -659,8 +661,11 @@ def fit_conditions(
         kw = op.kernels(gpu)[0]
         if iso is None or not any(part.unit == "tensor" for part in kw.flops):
             continue
-        u = tensor_activity(kw, gpu, pred(op, base))
-        throttle.append((op, u, iso["time_s"] / r["time_s"], iso["time_s"], r["time_s"]))
+        iso_pred = pred(op, base)
+        u = tensor_activity(kw, gpu, iso_pred)
+        # the DRAM stream's power beside it (gpumodel.model.power), at the predicted rate
+        mem_w = float(dram_power_w(gpu.architecture, kw.bytes / iso_pred))
+        throttle.append((op, u, iso["time_s"] / r["time_s"], iso["time_s"], r["time_s"], mem_w))
     # alternate in order of work within each dtype, so each keeps half its points to fit
     fit_t, held_t = [], []
     for dtype in sorted({t[0].dtype for t in throttle}):

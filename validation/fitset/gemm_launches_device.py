@@ -32,8 +32,19 @@ back-to-back calls of the graph stream them as a step does): Llama-3-70B's proje
 parallel 2, Llama-2-13B's and Qwen2.5-7B's MLP. Timed and listed as the LM-head set. None of the
 unseen set's N or K.
 
+``--set midm2`` (2026-11-29, eighth session): the midm shapes and five more (Llama-2-7B's MLP,
+Qwen2.5-7B's gate+up, Llama-3-70B's down projection at tensor parallel 4) at M = 16-1024, each
+timed as a workload runs it beside the CUDA-graph replay: back-to-back eager calls rotating over
+enough weight copies that the weights streamed exceed the L2 four times, the output of each call
+left dirty in L2 for the next, events around chunks of calls after a warm-up (the median chunk);
+the kernels listed with their launch grids (the profiler's ``grid``: output tiles x K splits),
+and NVML's SM clock and power read after each point's loop. Why: the graph replay of one
+weight matrix let a part of it stay in L2 and ran too briefly for the power limit, so its
+mid-M times disagreed with the unseen set's in-workload ones (docs/validation.md, seventh
+session).
+
 usage: python3 validation/fitset/gemm_launches_device.py --out FILE.json [--quick]
-                                                        [--set eager|misaligned|lmhead|midm]
+                                                        [--set eager|misaligned|lmhead|midm|midm2]
 """
 
 from __future__ import annotations
@@ -105,6 +116,59 @@ def midm_grid(quick: bool) -> list[dict]:
     return [dict(dtype="bf16", M=m, N=n, K=k, layout="x@W.T") for n, k in nks for m in ms]
 
 
+def midm2_grid(quick: bool) -> list[dict]:
+    """The midm shapes and five more, at M = 16-1024."""
+    ms = [16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 768, 1024]
+    more = [(11008, 4096), (4096, 11008), (22016, 4096),  # Llama-2-7B's MLP (gate+up fused)
+            (18944, 3584),  # Qwen2.5-7B's gate / up
+            (8192, 7168)]  # Llama-3-70B's down projection at tensor parallel 4  # fmt: skip
+    nks = [(p["N"], p["K"]) for p in midm_grid(False) if p["M"] == 32] + more
+    if quick:
+        ms, nks = [64, 192], nks[:2]
+    return [dict(dtype="bf16", M=m, N=n, K=k, layout="x@W.T") for n, k in nks for m in ms]
+
+
+def in_workload_per_call(
+    torch, p: dict, l2_bytes: int, warm_s: float = 0.15, timed_s: float = 0.35, chunks: int = 7
+) -> dict:
+    """GPU seconds per call of ``p`` run back to back as a workload runs it (see ``--set
+    midm2``): the median over ``chunks`` chunks, with the SM clock (MHz) and power (W) NVML
+    reads right after."""  # fmt: skip
+    m, n, k = p["M"], p["N"], p["K"]
+    w_bytes = n * k * 2
+    sets = max(2, min(-(-4 * l2_bytes // w_bytes), (2 << 30) // w_bytes))
+    xs = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+    ws = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+    fns = [lambda x=x, w=w: torch.matmul(x, w.t()) for x, w in zip(xs, ws)]
+    torch.cuda.synchronize()
+    t0, calls = time.perf_counter(), 0
+    while time.perf_counter() - t0 < warm_s:
+        fns[calls % sets]()
+        calls += 1
+        if calls % 64 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    est = (time.perf_counter() - t0) / calls
+    per_chunk = max(2 * sets, int(timed_s / chunks / est))
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(chunks + 1)]
+    events[0].record()
+    for c in range(chunks):
+        for i in range(per_chunk):
+            fns[i % sets]()
+        events[c + 1].record()
+    torch.cuda.synchronize()
+    times = [events[c].elapsed_time(events[c + 1]) * 1e-3 / per_chunk for c in range(chunks)]
+    out = {"in_workload_s": statistics.median(times), "in_workload_spread":
+           (max(times) - min(times)) / statistics.median(times), "weight_sets": sets,
+           "calls_per_chunk": per_chunk}  # fmt: skip
+    try:
+        out["sm_clock_mhz"] = torch.cuda.clock_rate()
+        out["power_w"] = torch.cuda.power_draw() / 1000.0
+    except Exception as e:  # no pynvml: recorded, not fatal
+        out["nvml"] = repr(e)[:120]
+    return out
+
+
 def gpu_per_call(torch, fn, calls: int = 20, reps: int = 5) -> float:
     """GPU seconds per call: ``calls`` back-to-back calls captured in a CUDA graph, replayed
     ``reps`` times between CUDA events; the median replay over ``calls``."""
@@ -161,8 +225,9 @@ def host_per_call(torch, fn, calls: int) -> float:
     return (t1 - t0) / calls
 
 
-def kernels_per_call(torch, calls: dict, reps: int = 3) -> dict:
-    """{point index: kernel names of one call} from one torch.profiler session."""
+def kernels_per_call(torch, calls: dict, reps: int = 3, grids: dict | None = None) -> dict:
+    """{point index: kernel names of one call} from one torch.profiler session; ``grids``, a
+    dict, gets {point index: the launch grid of each of those kernels}."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -187,24 +252,31 @@ def kernels_per_call(torch, calls: dict, reps: int = 3) -> dict:
                     corr_to_point[e["args"]["correlation"]] = i
                     break
     names: dict[int, list[str]] = {i: [] for i in calls}
+    launch_grids: dict[int, list] = {i: [] for i in calls}
     gpu = (e for e in events if e.get("cat") in ("kernel", "gpu_memset"))
     for e in sorted(gpu, key=lambda e: e["ts"]):
         i = corr_to_point.get(e["args"].get("correlation"))
         if i is not None:
             names[i].append(e["name"])
+            launch_grids[i].append(e["args"].get("grid"))
+    if grids is not None:
+        grids.update({i: v[: len(v) // reps] if len(v) % reps == 0 else v
+                      for i, v in launch_grids.items()})  # fmt: skip
     return {i: v[: len(v) // reps] if len(v) % reps == 0 else v for i, v in names.items()}
 
 
-def kernels_of_points(torch, pts: list[dict], calls: dict) -> list[list[str]]:
+def kernels_of_points(
+    torch, pts: list[dict], calls: dict, grids: dict | None = None
+) -> list[list[str]]:
     """The kernels one call of each point launches, in one profiler session; each call sets
-    the TF32 flag its point needs."""
+    the TF32 flag its point needs (``grids``: as ``kernels_per_call``)."""
     wrapped = {}
     for i, p in enumerate(pts):
         def run(fn=calls[i], tf32=p["dtype"] == "tf32"):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             fn()
         wrapped[i] = run
-    names = kernels_per_call(torch, wrapped)
+    names = kernels_per_call(torch, wrapped, grids=grids)
     return [names[i] for i in range(len(pts))]
 
 
@@ -212,12 +284,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--set", choices=("eager", "misaligned", "lmhead", "midm"), default="eager")
+    ap.add_argument("--set", choices=("eager", "misaligned", "lmhead", "midm", "midm2"),
+                    default="eager")  # fmt: skip
     args = ap.parse_args()
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    if args.set in ("misaligned", "lmhead", "midm"):
+    if args.set in ("misaligned", "lmhead", "midm", "midm2"):
         return misaligned(torch, args)
     pts = grid(args.quick)
     probe_a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -277,8 +350,10 @@ def write(doc: dict, path: str) -> None:
 
 def misaligned(torch, args) -> int:
     """GPU time per call and kernels of the misaligned or the LM-head set."""
-    grids = {"misaligned": misaligned_grid, "lmhead": lmhead_grid, "midm": midm_grid}
+    grids = {"misaligned": misaligned_grid, "lmhead": lmhead_grid, "midm": midm_grid,
+             "midm2": midm2_grid}  # fmt: skip
     pts = grids[args.set](args.quick)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     t0 = time.time()
     chunk = 18  # the operands of a chunk live at once (the LM-head set's weights reach 0.8 GB)
     for lo in range(0, len(pts), chunk):
@@ -288,11 +363,18 @@ def misaligned(torch, args) -> int:
             torch.backends.cuda.matmul.allow_tf32 = p["dtype"] == "tf32"
             calls[i] = make_call(torch, p)
             p["gpu_s"] = gpu_per_call(torch, calls[i])
-        for p, names in zip(part, kernels_of_points(torch, part, calls)):
+            if args.set == "midm2":
+                p.update(in_workload_per_call(torch, p, l2))
+        launch = {}
+        for i, (p, names) in enumerate(zip(part, kernels_of_points(torch, part, calls, launch))):
             p["kernels"] = names
+            if args.set == "midm2":
+                p["grids"] = launch[i]
         del calls
         torch.cuda.empty_cache()
-    write({"what": f"{args.set} GEMMs: GPU time per call (CUDA graph) and kernels (fit set)",
+    write({"what": f"{args.set} GEMMs: GPU time per call (CUDA graph"
+                   + (", and in-workload: back to back over rotating weights" if args.set ==
+                      "midm2" else "") + ") and kernels (fit set)",
            "script": f"validation/fitset/gemm_launches_device.py --set {args.set}",
            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
