@@ -153,6 +153,15 @@ class PowerParams(_Frozen):
     tensor_power_dtype_factor: dict[NonEmptyStr, Annotated[float, Field(gt=0, le=10)]] = Field(
         default_factory=dict, description="full tensor-activity power of a dtype / the 16-bit one"
     )
+    # joules per DRAM byte a kernel streams (the DRAM stream's power beside the tensor work),
+    # fitted where validate --conditions read NVML's power under weight-streaming GEMMs
+    dram_energy_j_per_byte: float | None = Field(
+        None,
+        ge=0,
+        le=1e-9,
+        description="J per DRAM byte; None: the architecture's measured constant "
+        "(gpumodel.model.power.DRAM_ENERGY_J_PER_BYTE)",
+    )
     source: str = ""
 
     def full_power_factor(self, dtype: str | None) -> float:

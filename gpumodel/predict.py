@@ -732,6 +732,19 @@ def power_watts(
     return pw.static_power_fraction * gpu.tdp_watts, full_w
 
 
+def dram_energy(params: CalibrationParams, gpu: GPUSpec) -> float:
+    """Joules per DRAM byte on ``gpu``: the calibration's fitted value (validate --conditions)
+    where its power behaviour is of this architecture, else the architecture's measured constant
+    (``gpumodel.model.power.DRAM_ENERGY_J_PER_BYTE``), else 0."""
+    from gpumodel.model.power import DRAM_ENERGY_J_PER_BYTE
+
+    pw = params.power
+    fitted = pw.dram_energy_j_per_byte if pw is not None else None
+    if fitted is not None and pw.architecture == gpu.architecture:  # type: ignore[union-attr]
+        return fitted
+    return DRAM_ENERGY_J_PER_BYTE.get(gpu.architecture, 0.0)
+
+
 def tensor_dtype(kw: KernelWork) -> str | None:
     """The dtype of a kernel's tensor-core work (its largest tensor part), None without any."""
     parts = [p for p in kw.flops if p.unit == "tensor"]
@@ -763,7 +776,7 @@ def sustained_clock(
         traffic = kw.bytes / isolated_s if isolated_s > 0 else 0.0
     else:
         traffic = dram_bytes_per_s or 0.0
-    mem_w = float(dram_power_w(gpu.architecture, traffic))
+    mem_w = float(dram_power_w(dram_energy(params, gpu), traffic))
     ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w, mem_w)
     mhz, max_mhz = ratio * gpu.boost_clock_hz / 1e6, gpu.boost_clock_hz / 1e6
     whose = "tensor activity" if own else "the step's average tensor activity"

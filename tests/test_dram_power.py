@@ -37,12 +37,11 @@ def _points() -> list[dict]:
 def test_the_dram_term_lowers_the_headroom_by_its_power():
     """f / f_max = ((L - P_static - e B) / (u W))^(1/3): 700 W limit, 100 W static, 91 pJ/B at
     4 TB/s = 364 W, u = 0.3 of 1200 W: (236 / 360)^(1/3) = 0.8685; without the stream 1."""
-    mem = dram_power_w("hopper", 4e12)
+    mem = dram_power_w(DRAM_ENERGY_J_PER_BYTE["hopper"], 4e12)
     assert mem == pytest.approx(91e-12 * 4e12)
     assert sustained_clock_ratio(0.3, 700, 100, 1200, mem) == pytest.approx((236 / 360) ** (1 / 3))
     assert sustained_clock_ratio(0.3, 700, 100, 1200) == 1.0
-    # an architecture without a measured energy: no term
-    assert dram_power_w("ampere", 4e12) == 0.0
+    assert "ampere" not in DRAM_ENERGY_J_PER_BYTE  # unmeasured: no term (dram_energy -> 0)
     # a stream that would take the whole limit leaves the SMs their floor, not a zero clock
     floor = sustained_clock_ratio(0.5, 700, 100, 1200, 1e4)
     assert floor == pytest.approx((MIN_SM_HEADROOM_FRACTION * 700 / 600) ** (1 / 3))
@@ -105,3 +104,41 @@ def test_dram_traffic_is_checked_at_the_boundary():
             gm.predict(op, "h100", activity=0.5, dram_bytes_per_s=bad)
     with pytest.raises(gm.SpecError, match="activity"):  # a step's traffic goes with its activity
         gm.predict(op, "h100", dram_bytes_per_s=1e12)
+
+
+def test_validate_fits_the_energy_from_its_own_streaming_gemms():
+    """``validate --conditions`` reads e off its weight-streaming GEMMs (``DRAM_POWER``) that
+    stayed at the maximum clock under the limit: records planted at 120 pJ/B come back 120;
+    a throttled point and one over the limit are left out; none qualifying: None."""
+    from gpumodel.validate.conditions import DRAM_POWER, fit_dram_energy
+
+    gpu = gm.get_gpu("h200")
+    from gpumodel.predict import power_watts, tensor_activity
+
+    static_w, full_w = power_watts(gm.load_calibration("h200").parameters, gpu)
+    planted = 120e-12
+    pts = []
+    for dtype, m, n, k in DRAM_POWER:
+        op = gm.ops.Gemm(m=m, n=n, k=k, dtype=dtype)
+        kw = op.kernels(gpu)[0]
+        t = kw.bytes / 3.8e12  # streamed at 3.8 TB/s
+        watts = static_w + tensor_activity(kw, gpu, t) * full_w + planted * kw.bytes / t
+        pts.append((op, {"time_s": t, "meta": {"sm_clock_mhz_median": 1980.0,
+                                                "power_w_median": watts}}))  # fmt: skip
+    assert fit_dram_energy(pts, gpu, static_w, full_w) == pytest.approx(planted)
+    slow = [(op, {**r, "meta": {**r["meta"], "sm_clock_mhz_median": 1500.0}}) for op, r in pts]
+    hot = [(op, {**r, "meta": {**r["meta"], "power_w_median": 699.0}}) for op, r in pts]
+    assert fit_dram_energy(slow + hot, gpu, static_w, full_w) is None
+
+
+def test_a_fitted_energy_takes_precedence_over_the_constant():
+    from gpumodel.predict import dram_energy
+
+    cal = gm.load_calibration("h200")
+    assert cal.parameters.power.dram_energy_j_per_byte is None  # shipped: the constant stands
+    assert dram_energy(cal.parameters, gm.get_gpu("h200")) == DRAM_ENERGY_J_PER_BYTE["hopper"]
+    own = cal.parameters.power.model_copy(update={"dram_energy_j_per_byte": 50e-12})
+    params = cal.parameters.model_copy(update={"power": own})
+    assert dram_energy(params, gm.get_gpu("h200")) == 50e-12
+    # a calibration of another architecture carries none of it, nor the constant of its own
+    assert dram_energy(params, gm.get_gpu("a100")) == 0.0

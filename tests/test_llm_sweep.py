@@ -51,7 +51,7 @@ def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
     import re
 
     from gpumodel.model.power import dram_power_w, sustained_clock_ratio
-    from gpumodel.predict import power_watts
+    from gpumodel.predict import dram_energy, power_watts
 
     gpu, params = gm.get_gpu("h100"), gm.load_calibration("h100").parameters
     r = gm.sweep_inference("llama-3-8b", "h100", phase="prefill", batch=[16, 33, 64], seq=512,
@@ -64,7 +64,7 @@ def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
             traffic = float(re.search(r"traffic ([0-9.]+) TB/s", s.notes[0]).group(1)) * 1e12
             ratio = {d: sustained_clock_ratio(activity, gpu.tdp_watts,
                                               *power_watts(params, gpu, d),
-                                              dram_power_w(gpu.architecture, traffic))
+                                              dram_power_w(dram_energy(params, gpu), traffic))
                      for d in (None, "fp8")}  # fmt: skip
             assert ratio[None] == 1.0 and ratio["fp8"] < 1.0
         assert close(row["gpu_time_s"], s.gpu_time_s), row

@@ -50,10 +50,11 @@ def test_prefill_gemms_run_at_the_steps_clock():
         gm.predict(gate, "h100", activity=u, dram_bytes_per_s=dram).time_s, rel=0.01
     )
     from gpumodel.model.power import dram_power_w, sustained_clock_ratio
-    from gpumodel.predict import power_watts
+    from gpumodel.predict import dram_energy, power_watts
 
     static_w, full_w = power_watts(gm.load_calibration("h100").parameters, gm.get_gpu("h100"))
-    ratio = sustained_clock_ratio(u, 700, static_w, full_w, dram_power_w("hopper", dram))
+    energy = dram_energy(gm.load_calibration("h100").parameters, gm.get_gpu("h100"))
+    ratio = sustained_clock_ratio(u, 700, static_w, full_w, dram_power_w(energy, dram))
     assert 0.95 < ratio < 0.975
     assert sustained_clock_ratio(u, 700, static_w, full_w) == 1.0  # the tensor work alone
     iso = gm.predict(gate, "h100", condition="isolated").time_s

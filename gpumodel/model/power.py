@@ -49,13 +49,14 @@ POWER_CLOCK_EXPONENT = 3.0
 # beside it on the calibrations' back-to-back GEMMs (validation/fitset/fit_dram_power.py, data
 # validation/results/h200-sxm/gemm-midm2-2026-11-29; the first pass, on the W fitted without
 # it, gave 87). HBM3e's, with the L2 and the on-chip network; the H100's HBM3 is taken to match.
-# Other architectures: unmeasured, 0 (the tensor term alone).
+# Other architectures: unmeasured, 0 (the tensor term alone) until ``validate --conditions``
+# fits their own (``PowerParams.dram_energy_j_per_byte``, which takes precedence).
 DRAM_ENERGY_J_PER_BYTE: dict[str, float] = {"hopper": 91e-12}
 
 
-def dram_power_w(architecture: str, bytes_per_s: Any) -> Any:
+def dram_power_w(energy_j_per_byte: float, bytes_per_s: Any) -> Any:
     """Power of a DRAM stream of ``bytes_per_s`` (a number or an array): e x B."""
-    return DRAM_ENERGY_J_PER_BYTE.get(architecture, 0.0) * bytes_per_s
+    return energy_j_per_byte * bytes_per_s
 
 
 # the least share of the limit left to the SMs beside a DRAM stream: the controller keeps the

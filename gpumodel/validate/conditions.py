@@ -17,7 +17,8 @@ every 50 ms (reads only: clocks are never set). Every kernel is also timed by
 
 Records (one dict per kernel and condition) feed ``fit_conditions`` (no GPU code): the
 power-limited clock of tensor-core work (``gpumodel.model.power``, one parameter per
-architecture) and the dirty-L2 write-back fraction, each fitted on half the points and scored on
+architecture, and the DRAM stream's energy per byte from weight-streaming GEMMs that stay under
+the limit, ``DRAM_POWER``) and the dirty-L2 write-back fraction, each fitted on half the points and scored on
 the other half, like every family of ``gpumodel validate``. Run on a GPU machine with
 ``gpumodel validate --conditions --out CAL.yaml --report DIR``, or measure only with
 ``python -m gpumodel.validate.conditions --out F``.
@@ -62,6 +63,13 @@ GEMMS: list[tuple[str, int, int, int]] = [
 DECODE: list[tuple[str, int, int, int]] = [
     ("bf16", m, n, 4096) for n in (4096, 14336) for m in (1, 16, 64, 128)
 ]
+# products that stream 470 MB of weights at full bandwidth with little tensor work, back to
+# back: the DRAM stream's power, read off NVML where they stay under the limit at the maximum
+# clock (gpumodel.model.power; an H200: 91 pJ/B)
+DRAM_POWER: list[tuple[str, int, int, int]] = [("bf16", m, 28672, 8192) for m in (16, 32, 48)]
+# a point counts for it when its median SM clock is within this share of the maximum and its
+# median power this far under the limit
+DRAM_POWER_MIN_CLOCK, DRAM_POWER_MAX_LIMIT = 0.985, 0.965
 # memory-bound work: the clock should stay at its maximum
 COPY_BYTES = 1 << 30
 # F.conv2d, ResNet-50 shapes: (batch, c_in, c_out, hw, kernel, stride)
@@ -280,6 +288,14 @@ def _measure(torch: Any, quick: bool, log: Callable[[str], None]) -> dict[str, A
                                      "method": "triton.testing.do_bench"}})  # fmt: skip
             line += f" do_bench {t_bench * 1e6:.1f} us"
         log(line)
+    for dtype, m, n, k in DRAM_POWER[:1] if quick else DRAM_POWER:
+        b2b = back_to_back(torch, _gemm_fn(torch, dtype, m, n, k), 1.0 if quick else BACK_TO_BACK_S)
+        t = b2b.pop("time_s")
+        records.append({"family": "gemm", "condition": "in-workload", "op": _gemm_row(dtype, m, n, k),
+                        "time_s": t, "meta": {"engine": "torch", "flush": "none",
+                                              "set": "dram-power", **b2b}})  # fmt: skip
+        log(f"dram-power gemm {m}x{n}x{k}: {(m * k + k * n) * 2 / t / 1e12:.2f} TB/s at "
+            f"{b2b['sm_clock_mhz_median']} MHz {b2b['power_w_median']} W")  # fmt: skip
     lap("gemm")
     records += _bmms(torch, flush["read"], log, quick)
     lap("bmm")
@@ -601,13 +617,41 @@ def dtype_power_factors(
     return factors
 
 
+def fit_dram_energy(
+    points: list[tuple[Any, dict[str, Any]]], gpu: Any, static_w: float, full_w: float
+) -> float | None:
+    """Joules per DRAM byte from weight-streaming GEMMs run back to back ((op, record) with
+    NVML's median power and SM clock in its meta): over those at the maximum clock and under
+    the limit (``DRAM_POWER_MIN_CLOCK``, ``DRAM_POWER_MAX_LIMIT``), the median of (power -
+    P_static - u x W) / (DRAM bytes / time), u the tensor activity at the measured time. None
+    when no point qualifies (the architecture's constant then stands)."""
+    from gpumodel.predict import tensor_activity
+
+    max_mhz = gpu.boost_clock_hz / 1e6
+    es = []
+    for op, r in points:
+        meta = r.get("meta") or {}
+        mhz, watts, t = meta.get("sm_clock_mhz_median"), meta.get("power_w_median"), r["time_s"]
+        if not (mhz and watts and t > 0) or mhz < DRAM_POWER_MIN_CLOCK * max_mhz:
+            continue
+        if watts > DRAM_POWER_MAX_LIMIT * gpu.tdp_watts:
+            continue
+        kw = op.kernels(gpu)[0]
+        es.append((watts - static_w - tensor_activity(kw, gpu, t) * full_w) / (kw.bytes / t))
+    positive = [e for e in es if e > 0]
+    return float(statistics.median(positive)) if positive else None
+
+
 def power_summary(report: dict[str, Any]) -> str:
     """'full tensor-activity power 1303 W (16-bit products; fp8 x1.16, tf32 x0.894)' from a
     fit's report ('full tensor-activity power 1303 W' without dtype factors)."""
-    factors = ((report.get("power") or {}).get("tensor_power_dtype_factor")) or {}
+    power = report.get("power") or {}
+    factors = power.get("tensor_power_dtype_factor") or {}
     each = ", ".join(f"{d} x{f:.3g}" for d, f in sorted(factors.items()))
     text = f"full tensor-activity power {report['full_tensor_power_w']:.0f} W"
-    return f"{text} (16-bit products; {each})" if each else text
+    text = f"{text} (16-bit products; {each})" if each else text
+    energy = power.get("dram_energy_j_per_byte")
+    return f"{text}, DRAM stream {energy * 1e12:.0f} pJ/B" if energy is not None else text
 
 
 def fit_conditions(
@@ -627,7 +671,7 @@ def fit_conditions(
     from gpumodel.calibration import PowerParams
     from gpumodel.model.power import dram_power_w
     from gpumodel.ops import from_row
-    from gpumodel.predict import predict_with_params, tensor_activity
+    from gpumodel.predict import dram_energy, predict_with_params, tensor_activity
 
     def pred(op: Any, p: Any, condition: str = "isolated", l2: str = "cold") -> float:
         return predict_with_params(op, gpu, p, l2=l2, condition=condition).time_s  # type: ignore[arg-type]
@@ -651,8 +695,9 @@ def fit_conditions(
     )
     base = params.model_copy(update={"power": None, "dirty_l2_writeback_fraction": None})
 
-    # power-limited clock: (op, activity, measured ratio, isolated s, back-to-back s)
+    # power-limited clock: (op, activity, measured ratio, isolated s, back-to-back s, DRAM W)
     throttle = []
+    traffic: dict[Any, float] = {}
     for (fam, key, cond), r in by.items():
         if fam != "gemm" or cond != "in-workload|none" or r["time_s"] < MIN_BACK_TO_BACK_S:
             continue
@@ -663,9 +708,9 @@ def fit_conditions(
             continue
         iso_pred = pred(op, base)
         u = tensor_activity(kw, gpu, iso_pred)
-        # the DRAM stream's power beside it (gpumodel.model.power), at the predicted rate
-        mem_w = float(dram_power_w(gpu.architecture, kw.bytes / iso_pred))
-        throttle.append((op, u, iso["time_s"] / r["time_s"], iso["time_s"], r["time_s"], mem_w))
+        traffic[op] = kw.bytes / iso_pred  # its DRAM stream, at the predicted isolated rate
+        # (op, activity, ratio, isolated s, back to back s, the stream's power: set below)
+        throttle.append((op, u, iso["time_s"] / r["time_s"], iso["time_s"], r["time_s"], 0.0))
     # alternate in order of work within each dtype, so each keeps half its points to fit
     fit_t, held_t = [], []
     for dtype in sorted({t[0].dtype for t in throttle}):
@@ -673,8 +718,21 @@ def fit_conditions(
         f, h = _split(own, lambda t: t[0].m * t[0].n * t[0].k)
         fit_t, held_t = fit_t + f, held_t + h
     static_w = static_fraction * gpu.tdp_watts
-    full_w, factors = _fit_power(fit_t, gpu.tdp_watts, static_w)
+    # the DRAM stream's energy and W, each fitted beside the other (two passes from the
+    # architecture's constant; the second moved it by ~4% on an H200)
+    stream = [(op, r) for (fam, _, cond), r in by.items() for op in [from_row(dict(r["op"]))]
+              if fam == "gemm" and cond == "in-workload|none"
+              and (r.get("meta") or {}).get("set") == "dram-power"]  # fmt: skip
+    energy = dram_energy(base, gpu)
+    fitted_energy = None
+    for _ in range(2):
+        fit_t = [(*t[:5], float(dram_power_w(energy, traffic[t[0]]))) for t in fit_t]
+        full_w, factors = _fit_power(fit_t, gpu.tdp_watts, static_w)
+        fitted_energy = fit_dram_energy(stream, gpu, static_w, full_w)
+        energy = energy if fitted_energy is None else fitted_energy
     power = None
+    streamed = (f"; DRAM energy from {len(stream)} weight-streaming GEMMs"
+                if fitted_energy is not None else "")  # fmt: skip
     if full_w > 0:
         power = PowerParams(
             architecture=gpu.architecture,
@@ -682,8 +740,9 @@ def fit_conditions(
             reference_clock_hz=gpu.boost_clock_hz,
             static_power_fraction=static_fraction,
             tensor_power_dtype_factor=factors,
+            dram_energy_j_per_byte=fitted_energy,
             source=f"{len(fit_t)} back-to-back tensor-core GEMMs on {gpu.id} "
-            "(gpumodel validate --conditions)",
+            f"(gpumodel validate --conditions){streamed}",
         )
 
     # dirty L2 write-back
