@@ -253,16 +253,16 @@ WARM_OPS = frozenset({"elementwise", "strided_elementwise", "layernorm", "rmsnor
 def traced_load(views: list[GroupView], gpu: GPUSpec) -> tuple[float, float]:
     """The traced step's (tensor activity, DRAM bytes/s) as the power limit sees them
     (``gpumodel.llm._timing.step_activity``, ``step_traffic``): the tensor work of its priced
-    ops at the max-clock roof, and their DRAM bytes, over the measured GPU time of all its ops. The model prices a step's
-    kernels at the clock of that activity, as it prices an LLM step: in an H100 training trace
-    (Llama-600m, bf16, validation/results/train-fitset-h100) the GEMMs ran at 758 TFLOP/s,
-    where back to back they would be held to 657 by the power limit (priced 15-22% slow at
-    that clock)."""
-    from gpumodel.llm._timing import op_kernel_sum, op_tensor_roof_s, step_activity, step_traffic
+    ops at the max-clock roof, and their DRAM bytes, over the measured GPU time of all its ops.
+    The model prices a step's kernels at the clock of those, as it prices an LLM step: in an
+    H100 training trace (Llama-600m, bf16, validation/results/train-fitset-h100) the GEMMs ran
+    at 758 TFLOP/s, where back to back they would be held to 657 by the power limit (priced
+    15-22% slow at that clock)."""
+    from gpumodel.llm._timing import op_dram_bytes, op_tensor_roof_s, step_activity, step_traffic
 
     priced = [v for v in views if v.pred_per_call_s is not None and v.mapped.op is not None]
     roof = sum(op_tensor_roof_s(v.mapped.op, gpu) * v.count for v in priced)
-    moved = sum(op_kernel_sum(v.mapped.op, gpu, lambda kw: kw.bytes) * v.count for v in priced)
+    moved = sum(op_dram_bytes(v.mapped.op, gpu) * v.count for v in priced)
     # NCCL kernels run beside the compute, on their own stream: not the compute's GPU time
     busy = sum(v.measured_s for v in views if v.mapped.family != COMM_FAMILY)
     return float(step_activity(busy, roof)), float(step_traffic(busy, moved))

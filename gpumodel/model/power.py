@@ -24,10 +24,10 @@ the harness's short bursts, at 690-700 W of a 700 W limit; CUDA-core (fp32) GEMM
 memory-bound copies stay at the maximum clock. Between the two, a GEMM that streams its weights
 at full bandwidth while its tensor cores work (M = 96-512 on 30-470 MB of weights) reaches the
 limit too: on an H200 such products ran at 1400-1700 MHz and 693 W back to back, 9-25% slower
-than the tensor term alone predicts (validation/results/h200-sxm/gemm-midm2-2026-11-29). The clock fitted this way is the *effective*
-one (the one time scales with): NVML reports lower SM clocks still (1305-1530 MHz), because the
-harness's isolated calls already run partly throttled and not all of a GEMM's time scales with
-the SM clock.
+than the tensor term alone predicts (validation/results/h200-sxm/gemm-midm2-2026-11-29). The
+clock fitted this way is the *effective* one (the one time scales with): NVML reports lower SM
+clocks still (1305-1530 MHz), because the harness's isolated calls already run partly throttled
+and not all of a GEMM's time scales with the SM clock.
 
 Dirty L2: a kernel that follows one which wrote its output finds L2 full of dirty lines; every
 line it brings in evicts one, and a dirty victim is written to DRAM first. It pays extra DRAM

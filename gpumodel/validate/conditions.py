@@ -18,9 +18,9 @@ every 50 ms (reads only: clocks are never set). Every kernel is also timed by
 Records (one dict per kernel and condition) feed ``fit_conditions`` (no GPU code): the
 power-limited clock of tensor-core work (``gpumodel.model.power``, one parameter per
 architecture, and the DRAM stream's energy per byte from weight-streaming GEMMs that stay under
-the limit, ``DRAM_POWER``) and the dirty-L2 write-back fraction, each fitted on half the points and scored on
-the other half, like every family of ``gpumodel validate``. Run on a GPU machine with
-``gpumodel validate --conditions --out CAL.yaml --report DIR``, or measure only with
+the limit, ``DRAM_POWER``) and the dirty-L2 write-back fraction, each fitted on half the points
+and scored on the other half, like every family of ``gpumodel validate``. Run on a GPU machine
+with ``gpumodel validate --conditions --out CAL.yaml --report DIR``, or measure only with
 ``python -m gpumodel.validate.conditions --out F``.
 """
 
@@ -291,9 +291,9 @@ def _measure(torch: Any, quick: bool, log: Callable[[str], None]) -> dict[str, A
     for dtype, m, n, k in DRAM_POWER[:1] if quick else DRAM_POWER:
         b2b = back_to_back(torch, _gemm_fn(torch, dtype, m, n, k), 1.0 if quick else BACK_TO_BACK_S)
         t = b2b.pop("time_s")
-        records.append({"family": "gemm", "condition": "in-workload", "op": _gemm_row(dtype, m, n, k),
-                        "time_s": t, "meta": {"engine": "torch", "flush": "none",
-                                              "set": "dram-power", **b2b}})  # fmt: skip
+        meta = {"engine": "torch", "flush": "none", "set": "dram-power", **b2b}
+        records.append({"family": "gemm", "condition": "in-workload",
+                        "op": _gemm_row(dtype, m, n, k), "time_s": t, "meta": meta})  # fmt: skip
         log(f"dram-power gemm {m}x{n}x{k}: {(m * k + k * n) * 2 / t / 1e12:.2f} TB/s at "
             f"{b2b['sm_clock_mhz_median']} MHz {b2b['power_w_median']} W")  # fmt: skip
     lap("gemm")
