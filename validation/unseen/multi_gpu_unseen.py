@@ -114,6 +114,12 @@ def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int,
     if tiny:
         return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
                 ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
+    if grid == 5:  # written 2026-11-29 (eighth session) after the FSDP2 memory model, before
+        # its run: other batches, sequence lengths and policies than runs 4-7 and the experiment
+        return [("gpt2-small", su.gpt2_config(False), "mixed", (12,), 1024),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (4,), 2048),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "mixed", (3,), 2048),
+                ("llama-2-7b", su.llama2_7b_config(False), "bf16", (1,), 4096)]  # fmt: skip
     if grid == 4:  # written 2026-11-29 (seventh session) before its run, the model unchanged
         return [("gpt2-small", su.gpt2_config(False), "bf16", (4, 16), 1024),
                 ("qwen3-0.6b", su.qwen3_0_6b_config(False), "mixed", (2, 6), 2048),
@@ -419,9 +425,10 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="multi-gpu")
     ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
-    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4), default=1,
+    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4, 5), default=1,
                     help="run 1-3's points; 4: the seventh session's DDP and FSDP points (its "
-                    "tp-decode points are grid 3's)")  # fmt: skip
+                    "tp-decode points are grid 3's); 5: the eighth session's FSDP points "
+                    "(fsdp-train only)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
