@@ -154,7 +154,7 @@ def calibrate_from_trace(
     host: HostProfile | str | Path | None = None,
     batch: int | None = None,
     context: int | None = None,
-    phase: str = "decode",
+    phase: str | None = None,
 ) -> Calibration:
     """Fit a calibration to one torch.profiler Chrome trace (``.json`` or ``.json.gz``).
 
@@ -169,8 +169,9 @@ def calibrate_from_trace(
     and an eager inference trace's host is taken at the profile's speed; with a GPU-bound
     ``step_ms`` (which bounds the host from above only) the same for an eager inference trace.
 
-    ``batch``, ``context``, ``phase``: the step a trace of CUDA-graph replays ran (a
-    ``fused-graph`` or ``hf-static-compiled`` step records no shapes); with them and ``model``
+    ``batch``, ``context``, ``phase`` (``"decode"``, the default, or ``"prefill"``): the step a
+    trace of CUDA-graph replays ran (a ``fused-graph`` or ``hf-static-compiled`` step records no
+    shapes); with them and ``model``
     the GEMM and attention kernels are fitted by name against the model's step
     (``gpumodel.tracegraph``). An eager trace reads its shapes from the trace instead.
     """
@@ -468,18 +469,23 @@ def _graph_self_check(
     return cal.model_copy(update={"trace": fit.model_copy(update={"self_check": check})})
 
 
-def _graph_step(batch: int | None, context: int | None, phase: str) -> GraphStep | None:
-    """The traced step of a graph trace from the user's flags (both or neither)."""
+def _graph_step(batch: int | None, context: int | None, phase: str | None) -> GraphStep | None:
+    """The traced step of a graph trace from the user's flags (batch and context both or
+    neither; a phase only with them)."""
     from gpumodel._validators import check_choice, check_counts
 
+    if phase is not None:
+        check_choice(phase, "phase", ("prefill", "decode"))
     if batch is None and context is None:
+        if phase is not None:
+            raise TraceFormatError("--phase goes with --batch and --context: the step of a "
+                                   "trace of CUDA-graph replays (an eager trace shows its own)")  # fmt: skip
         return None
     if batch is None or context is None:
         raise TraceFormatError("--batch and --context go together: the traced step's batch "
                                "and its context (KV length) in tokens")  # fmt: skip
     check_counts(batch=batch, context=context)
-    check_choice(phase, "phase", ("prefill", "decode"))
-    return GraphStep(batch=batch, context=context, phase=phase)
+    return GraphStep(batch=batch, context=context, phase=phase or "decode")
 
 
 def _fit_graph(

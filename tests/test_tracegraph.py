@@ -142,12 +142,21 @@ def test_an_eager_trace_ignores_the_step_flags_with_a_note():
     (["--model", "llama-3-8b", "--batch", "0", "--context", "2048"], "batch must be"),
     (["--model", "llama-3-8b", "--batch", "8", "--context", "2048", "--phase", "train"],
      "phase must be one of"),
+    (["--phase", "prefill"], "--phase goes with --batch and --context"),
+    (["--phase", "train"], "phase must be one of"),
 ])  # fmt: skip
 def test_bad_step_flags_exit_2_with_one_line(extra, message, capsys, tmp_path):
     rc = main(["calibrate", "--trace", str(FUSED), "--out", str(tmp_path / "c.yaml"), *extra])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_the_phase_is_checked_at_the_boundary():
+    """Found by fuzz seed 50: a phase that is not a string was accepted when no step was given."""
+    for bad in (object(), 3, "train"):
+        with pytest.raises(gm.SpecError):
+            calibrate_from_trace(FUSED, phase=bad)
 
 
 def test_cli_fits_the_graph_and_infer_uses_the_file(capsys, tmp_path):

@@ -42,7 +42,7 @@ def calibrate_command(
     context: int = typer.Option(
         None, help="... and its context, tokens (decode: the KV length; prefill: the prompt)"
     ),
-    phase: str = typer.Option("decode", help="... and its phase: decode or prefill"),
+    phase: str = typer.Option(None, help="... and its phase: decode (default) or prefill"),
     out: Path = typer.Option(
         None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
     ),
