@@ -745,6 +745,14 @@ def dram_energy(params: CalibrationParams, gpu: GPUSpec) -> float:
     return DRAM_ENERGY_J_PER_BYTE.get(gpu.architecture, 0.0)
 
 
+def dram_power(params: CalibrationParams, gpu: GPUSpec, bytes_per_s: Any) -> Any:
+    """Watts of a DRAM stream of ``bytes_per_s`` (a number or an array) on ``gpu``:
+    ``dram_energy`` x the rate (``gpumodel.model.power``)."""
+    from gpumodel.model.power import dram_power_w
+
+    return dram_power_w(dram_energy(params, gpu), bytes_per_s)
+
+
 def tensor_dtype(kw: KernelWork) -> str | None:
     """The dtype of a kernel's tensor-core work (its largest tensor part), None without any."""
     parts = [p for p in kw.flops if p.unit == "tensor"]
@@ -763,7 +771,7 @@ def sustained_clock(
     (gpumodel.model.power): at its own tensor activity and DRAM traffic (back to back with
     itself), or at ``activity`` and ``dram_bytes_per_s``, a step's averages; (1, None) without
     calibrated power behaviour."""
-    from gpumodel.model.power import dram_power_w, sustained_clock_ratio
+    from gpumodel.model.power import sustained_clock_ratio
 
     dtype = tensor_dtype(kw)
     watts = power_watts(params, gpu, dtype)
@@ -776,7 +784,7 @@ def sustained_clock(
         traffic = kw.bytes / isolated_s if isolated_s > 0 else 0.0
     else:
         traffic = dram_bytes_per_s or 0.0
-    mem_w = float(dram_power_w(dram_energy(params, gpu), traffic))
+    mem_w = float(dram_power(params, gpu, traffic))
     ratio = sustained_clock_ratio(u, gpu.tdp_watts, static_w, full_w, mem_w)
     mhz, max_mhz = ratio * gpu.boost_clock_hz / 1e6, gpu.boost_clock_hz / 1e6
     whose = "tensor activity" if own else "the step's average tensor activity"

@@ -40,7 +40,7 @@ from gpumodel.predict import (
     check_condition,
     compute_efficiency,
     core_overlap,
-    dram_energy,
+    dram_power,
     graph_floor_s,
     kernel_overhead,
     power_watts,
@@ -183,7 +183,7 @@ def _sustained(
     nbytes: np.ndarray, isolated_s: np.ndarray, t_compute: np.ndarray,
 ) -> np.ndarray:  # fmt: skip
     """Compute time at the sustained clock (predict.sustained_clock over arrays)."""
-    from gpumodel.model.power import dram_power_w, sustained_clock_ratio_array
+    from gpumodel.model.power import sustained_clock_ratio_array
     from gpumodel.sol import max_clock_peak_flops
 
     watts = power_watts(p, gpu, dtype)
@@ -192,7 +192,7 @@ def _sustained(
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.minimum(1.0, np.where(isolated_s > 0, flops / (isolated_s * roof), 0.0))
             traffic = np.where(isolated_s > 0, nbytes / isolated_s, 0.0)
-        mem_w = dram_power_w(dram_energy(p, gpu), traffic)
+        mem_w = dram_power(p, gpu, traffic)
         t_compute = t_compute / sustained_clock_ratio_array(u, gpu.tdp_watts, *watts, mem_w)
     return t_compute
 
@@ -370,12 +370,12 @@ def _kernel_in_workload(
     watts = power_watts(params, gpu, tensor_dtype(kw))
     if watts is None or not kw.flops:
         return iso, floor
-    from gpumodel.model.power import dram_power_w, sustained_clock_ratio_array
+    from gpumodel.model.power import sustained_clock_ratio_array
 
     if activity is not None:  # as predict.sustained_clock: every kernel that computes
         total = sum(np.asarray(p.flops, dtype=float) for p in kw.flops)
         u = np.broadcast_to(np.asarray(activity, dtype=float), (n,))
-        mem_w = dram_power_w(dram_energy(params, gpu), np.asarray(0.0 if dram is None else dram))
+        mem_w = dram_power(params, gpu, np.asarray(0.0 if dram is None else dram))
         ratio = np.where(np.broadcast_to(total, (n,)) > 0,
                          sustained_clock_ratio_array(u, gpu.tdp_watts, *watts, mem_w), 1.0)  # fmt: skip
         if np.all(ratio == 1.0):
@@ -386,7 +386,7 @@ def _kernel_in_workload(
         u = np.where(iso > 0, np.minimum(1.0, roof / iso), 0.0)
         traffic = np.where(iso > 0, np.asarray(kw.bytes, dtype=float) / iso, 0.0)
     ratio = sustained_clock_ratio_array(u, gpu.tdp_watts, *watts,
-                                        dram_power_w(dram_energy(params, gpu), traffic))  # fmt: skip
+                                        dram_power(params, gpu, traffic))  # fmt: skip
     if np.all(ratio == 1.0):
         return iso, floor
     return _kernel_array(kw, gpu, params, family, l2, n, clock_ratio=ratio)[0], floor

@@ -108,10 +108,10 @@ from gpumodel.llm.training import (
     training_host,
     training_memory,
 )
-from gpumodel.model.power import dram_power_w, sustained_clock_ratio_array
+from gpumodel.model.power import sustained_clock_ratio_array
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
-from gpumodel.predict import dram_energy, power_watts
+from gpumodel.predict import dram_power, power_watts
 from gpumodel.prediction import KernelPrediction
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
@@ -664,7 +664,7 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
                 for r, b, kb in zip(reps, steps, iso))  # fmt: skip
     activity = step_activity(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(roof_s, (n,)))
     dram = step_traffic(np.broadcast_to(gpu_s, (n,)), np.broadcast_to(moved, (n,)))
-    mem_w = dram_power_w(dram_energy(params, timer.gpu), dram)
+    mem_w = dram_power(params, timer.gpu, dram)
     # where the step's clock is the maximum at every point for every tensor dtype (fp8 draws
     # its own power: PowerParams.tensor_power_dtype_factor), its kernels take their isolated
     # times (predict.in_workload_time at ratio 1): the first pass is the answer

@@ -44,7 +44,7 @@ from typing import Any
 # P_dyn ~ C V^2 f with V ~ f across the DVFS range
 POWER_CLOCK_EXPONENT = 3.0
 # Joules per DRAM byte a kernel streams, by architecture (``e`` above). Hopper: the median over
-# the 48 points of the H200 mid-M GEMM fit set that ran below the limit at the maximum clock,
+# the 49 points of the H200 mid-M GEMM fit set that ran below the limit at the maximum clock,
 # (NVML power - P_static - u x W) / (DRAM bytes / time): 91 pJ/B (35-135), with W refitted
 # beside it on the calibrations' back-to-back GEMMs (validation/fitset/fit_dram_power.py, data
 # validation/results/h200-sxm/gemm-midm2-2026-11-29; the first pass, on the W fitted without

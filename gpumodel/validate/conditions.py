@@ -620,11 +620,19 @@ def dtype_power_factors(
 def fit_dram_energy(
     points: list[tuple[Any, dict[str, Any]]], gpu: Any, static_w: float, full_w: float
 ) -> float | None:
-    """Joules per DRAM byte from weight-streaming GEMMs run back to back ((op, record) with
-    NVML's median power and SM clock in its meta): over those at the maximum clock and under
-    the limit (``DRAM_POWER_MIN_CLOCK``, ``DRAM_POWER_MAX_LIMIT``), the median of (power -
-    P_static - u x W) / (DRAM bytes / time), u the tensor activity at the measured time. None
-    when no point qualifies (the architecture's constant then stands)."""
+    """Joules per DRAM byte from weight-streaming GEMMs run back to back: the median of
+    ``dram_energies``; None when no point qualifies (the architecture's constant then stands)."""
+    es = [e for e in dram_energies(points, gpu, static_w, full_w) if e > 0]
+    return float(statistics.median(es)) if es else None
+
+
+def dram_energies(
+    points: list[tuple[Any, dict[str, Any]]], gpu: Any, static_w: float, full_w: float
+) -> list[float]:
+    """(power - P_static - u x W) / (DRAM bytes / time) of each (op, record) of a GEMM run back
+    to back, with NVML's median power and SM clock in its meta, that stayed at the maximum clock
+    and under the limit (``DRAM_POWER_MIN_CLOCK``, ``DRAM_POWER_MAX_LIMIT``); u the tensor
+    activity at the measured time."""
     from gpumodel.predict import tensor_activity
 
     max_mhz = gpu.boost_clock_hz / 1e6
@@ -638,8 +646,7 @@ def fit_dram_energy(
             continue
         kw = op.kernels(gpu)[0]
         es.append((watts - static_w - tensor_activity(kw, gpu, t) * full_w) / (kw.bytes / t))
-    positive = [e for e in es if e > 0]
-    return float(statistics.median(positive)) if positive else None
+    return es
 
 
 def power_summary(report: dict[str, Any]) -> str:

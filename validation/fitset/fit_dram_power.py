@@ -3,9 +3,10 @@
 power refitted beside it, for the shipped Hopper calibrations.
 
 1. ``e``, joules per DRAM byte: from the mid-M GEMM fit set (``gemm_launches_device.py --set
-   midm2``, H200), the points that ran below the power limit at the maximum clock (NVML SM
-   clock >= 1970 MHz, power <= 675 W of 700): e = (NVML power - P_static - u x W) / (DRAM bytes
-   / time), u the tensor activity at the measured time, W and P_static the shipped calibration's.
+   midm2``, H200), the points that ran below the power limit at the maximum clock, as
+   ``validate --conditions`` reads its own (``gpumodel.validate.conditions.dram_energies``):
+   e = (NVML power - P_static - u x W) / (DRAM bytes / time), W and P_static the shipped
+   calibration's.
    The median is printed beside ``DRAM_ENERGY_J_PER_BYTE``; the fit set's in-workload times are
    then scored with and without the term.
 2. ``W``, the full tensor-activity power: the shipped calibrations' back-to-back GEMMs (their
@@ -34,25 +35,20 @@ POOLED = {  # the runs each shipped calibration's power was fitted on
     "h200-sxm": RESULTS / "h200-sxm" / "conditions-pooled-2026-11-28" / "conditions-measurements.json",
     "h100-sxm": RESULTS / "h100-sxm" / "conditions-pooled-2026-11-27" / "conditions-measurements.json",
 }  # fmt: skip
-MAX_CLOCK_MHZ, BELOW_LIMIT_W = 1970.0, 675.0
 
 
 def energy_per_byte(points: list[dict], gpu, cal) -> list[float]:
     """e of each fit-set point that ran unthrottled (see the module docstring)."""
     import gpumodel as gm
-    from gpumodel.predict import power_watts, tensor_activity
+    from gpumodel.predict import power_watts
+    from gpumodel.validate.conditions import dram_energies
 
     static_w, full_w = power_watts(cal.parameters, gpu, "bf16")
-    out = []
-    for p in points:
-        if p.get("sm_clock_mhz", 0) < MAX_CLOCK_MHZ or p.get("power_w", 1e9) > BELOW_LIMIT_W:
-            continue
-        op = gm.ops.Gemm(m=p["M"], n=p["N"], k=p["K"], dtype="bf16", transpose_b=True)
-        kw = op.kernels(gpu)[0]
-        t = p["in_workload_s"]
-        u = tensor_activity(kw, gpu, t)
-        out.append((p["power_w"] - static_w - u * full_w) / (kw.bytes / t))
-    return out
+    records = [(gm.ops.Gemm(m=p["M"], n=p["N"], k=p["K"], dtype="bf16", transpose_b=True),
+                {"time_s": p["in_workload_s"], "meta": {"sm_clock_mhz_median": p.get("sm_clock_mhz"),
+                                                        "power_w_median": p.get("power_w")}})
+               for p in points]  # fmt: skip
+    return dram_energies(records, gpu, static_w, full_w)
 
 
 def fit_set_errors(points: list[dict], energy: float) -> list[float]:
