@@ -263,6 +263,12 @@ def _check_work(op: Op, work: list[KernelWork]) -> None:
                             "(1 EiB) (docs/limits.md)")  # fmt: skip
 
 
+def empty_kernel_s(params: CalibrationParams) -> float:
+    """An empty kernel's isolated time (launch and CUDA events): the calibration's, else the
+    default."""
+    return params.kernel_overhead_s or DEFAULT_KERNEL_OVERHEAD_S
+
+
 def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: float) -> float:
     """A launch's floor when its kernel is replayed from a captured CUDA graph.
 
@@ -275,6 +281,14 @@ def graph_floor_s(isolated_s: float, graph_kernel_s: float, empty_kernel_s: floa
     ``isolated_s``: a kernel's own fixed work (a cuDNN convolution's prologue) stays."""
     hidden = max(0.0, empty_kernel_s - graph_kernel_s)
     return min(isolated_s, max(graph_kernel_s, isolated_s - hidden))
+
+
+def stream_floor(isolated_s: float, floor_s: float, empty_s: float | None) -> float:
+    """A launch's floor back to back in a stream, ``floor_s`` per kernel (the GPU time of a
+    small kernel issued back to back) in place of its isolated floor ``isolated_s``; with
+    ``empty_s`` (an empty kernel's isolated time) only the launch latency is hidden and the
+    kernel's own fixed GPU work stays, as in a replayed graph (``graph_floor_s``)."""
+    return floor_s if empty_s is None else graph_floor_s(isolated_s, floor_s, empty_s)
 
 
 # Qualifiers of a kernel family (an attention kernel's dropout or grouped heads, an fp32 row
@@ -640,7 +654,7 @@ def kernel_time(
                  note=f"{kw.launches} kernel(s) x {overhead * 1e6:.3g} us fixed cost per kernel ({source})")
         )  # fmt: skip
     else:
-        empty_s = params.kernel_overhead_s or DEFAULT_KERNEL_OVERHEAD_S
+        empty_s = empty_kernel_s(params)
         per = graph_floor_s(overhead, graph_kernel_s, empty_s)
         t_floor = kw.launches * per
         terms.append(Term(

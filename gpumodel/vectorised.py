@@ -34,19 +34,20 @@ from gpumodel.ops.base import (
 )
 from gpumodel.ops.matmul import fp8_promotion_flops, gemm_bytes, output_bytes_per_element
 from gpumodel.predict import (
-    DEFAULT_KERNEL_OVERHEAD_S,
     bandwidth_efficiency,
     calibrated_family,
     check_condition,
     compute_efficiency,
     core_overlap,
     dram_power,
+    empty_kernel_s,
     graph_floor_s,
     kernel_overhead,
     power_watts,
     predict,
     reads_dram,
     resident,
+    stream_floor,
     tensor_dtype,
     tensor_roof_time,
 )
@@ -158,7 +159,7 @@ def sweep(
     if condition == "in-graph":  # as predict.kernel_time (after the clock), the reference host's
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
 
-        empty_s = p.kernel_overhead_s or DEFAULT_KERNEL_OVERHEAD_S
+        empty_s = empty_kernel_s(p)
         t_floor = t_floor - overhead + graph_floor_s(overhead, REFERENCE_GRAPH_KERNEL_S, empty_s)
     bound = np.where(t_floor >= t_core, 2, np.where(t_compute >= t_memory, 1, 0))
     return {
@@ -326,6 +327,9 @@ def _kernel_array(
         t_memory = np.where(nbytes > 0, np.maximum(t_memory, chained / limit), t_memory)
     elif limit is not None:
         t_memory = np.where((nbytes > 0) & (limit < bandwidth), nbytes / limit, t_memory)
+    if l2 == "dirty" and params.dirty_l2_writeback_fraction:  # as predict.dirty_l2_bytes
+        dirty = params.dirty_l2_writeback_fraction * np.minimum(gpu.l2_cache_bytes, nbytes)
+        t_memory = t_memory + dirty / dram
     fitted_gemm = (
         params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
     )
@@ -408,17 +412,19 @@ def halves(op: Op, n: int) -> list[tuple[np.ndarray, Op]]:
 def op_kernel_times(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, *, l2: str = "cold",
     condition: str = "in-workload", stream_floor_s: float | None = None, activity: Any = None,
-    dram: Any = None,
+    dram: Any = None, stream_empty_s: float | None = None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     """Each kernel of ``op`` (built over arrays of ``n`` points: ``ops.base.build``) as
     (its time at every point, its launches, its name): what ``predict(op).kernels`` gives
     point by point, the family floor included, then (``stream_floor_s``)
-    ``_timing.in_stream``. Points that run different kernels are split and joined again (the
+    ``_timing.in_stream`` (``stream_empty_s``: its ``empty_s``). Points that run different kernels are split and joined again (the
     name is the first points' kernel's); MixedKernels when their kernels differ in number or
     launches (the sweep then times them one by one). ``activity``, ``dram``: as ``predict``'s
     ``activity`` and ``dram_bytes_per_s``, one value or one per point."""
     try:
-        return _op_kernels(op, gpu, params, n, l2, condition, stream_floor_s, activity, dram)
+        return _op_kernels(
+            op, gpu, params, n, l2, condition, stream_floor_s, activity, dram, stream_empty_s
+        )
     except ScalarOnly:
         raise
     except MixedKernels:
@@ -430,7 +436,7 @@ def op_kernel_times(
 
     parts = [(idx, op_kernel_times(half, gpu, params, len(idx), l2=l2, condition=condition,
                                    stream_floor_s=stream_floor_s, activity=part(activity, idx),
-                                   dram=part(dram, idx)))
+                                   dram=part(dram, idx), stream_empty_s=stream_empty_s))
              for idx, half in halves(op, n)]  # fmt: skip
     (ia, ka), (ib, kb) = parts
     if [x[1] for x in ka] != [x[1] for x in kb]:
@@ -446,6 +452,7 @@ def op_kernel_times(
 def _op_kernels(
     op: Op, gpu: GPUSpec, params: CalibrationParams, n: int, l2: str, condition: str,
     stream_floor_s: float | None, activity: Any = None, dram: Any = None,
+    stream_empty_s: float | None = None,
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     if params.family_time_scale:
         raise ScalarOnly("trace-fitted family scales: timed point by point")
@@ -477,8 +484,8 @@ def _op_kernels(
         out = list(times)
     launches = [k.launches * k.repeats for k in work]
     if stream_floor_s is not None:  # as _timing.in_stream: the isolated floor replaced
-        out = [np.maximum(0.0, t - f) + nl * stream_floor_s if f > 0 else t
-               for t, f, nl in zip(out, floors, launches)]  # fmt: skip
+        out = [np.maximum(0.0, t - f) + nl * stream_floor(f / nl, stream_floor_s, stream_empty_s)
+               if f > 0 and nl else t for t, f, nl in zip(out, floors, launches)]  # fmt: skip
     names = [k.name if k.repeats == 1 else f"{k.name} x {k.repeats:,}" for k in work]
     return list(zip(out, launches, names))
 

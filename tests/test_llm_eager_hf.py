@@ -191,3 +191,44 @@ def test_in_stream_keeps_the_other_floor_terms():
     assert [t.name for t in s.terms] == ["memory time", "in-stream floor", "reduction tail"]
     no_floor = k.model_copy(update={"terms": k.terms[:1]})
     assert in_stream(no_floor, 1.5e-6) is no_floor
+
+
+def test_in_stream_keeps_a_kernels_own_fixed_work_when_asked():
+    # empty_s given: only the launch latency a stream hides goes (an empty kernel: 3.5 us
+    # isolated, 1.5 us back to back): 4.5 us a launch -> 2.5 us; without it -> 1.5 us
+    from gpumodel.llm._timing import in_stream
+    from gpumodel.prediction import KernelPrediction, Term
+
+    k = KernelPrediction(name="cudnn attention", time_s=12e-6, bound="memory", flops=0,
+                         bytes=1e3, launches=2,
+                         terms=(Term(name="memory time", value=3e-6),
+                                Term(name="launch floor", value=9e-6)))  # fmt: skip
+    assert in_stream(k, 1.5e-6, 3.5e-6).time_s == pytest.approx(3e-6 + 2 * 2.5e-6)
+    assert in_stream(k, 1.5e-6).time_s == pytest.approx(3e-6 + 2 * 1.5e-6)
+    # a floor of 2 us a launch, under an empty kernel's: it loses what it has down to 1.5 us
+    small = k.model_copy(update={"time_s": 7e-6,
+                                 "terms": (k.terms[0], Term(name="launch floor", value=4e-6))})
+    assert in_stream(small, 1.5e-6, 3.5e-6).time_s == pytest.approx(3e-6 + 2 * 1.5e-6)
+
+
+def test_cudnn_attention_after_repeat_kv_keeps_its_floor_and_pays_the_dirty_l2():
+    import gpumodel as gm
+    from gpumodel.llm._timing import keeps_fixed_work
+    from gpumodel.llm.layers import decoder_layer
+    from gpumodel.ops.attention import Attention
+
+    assert keeps_fixed_work(Attention(seq=1, kv_seq=2048, impl="cudnn"))
+    assert not keeps_fixed_work(Attention(seq=1, kv_seq=2048, impl="flash"))
+    m = gm.get_model("llama-3-8b")
+    kw = {"attention": "cudnn", "fusion": "compiled", "kv_cache": "static"}
+    rep = {e.name: e for e in decoder_layer(m, 16, 1, 1024, gqa="repeat", **kw)}
+    nat = {e.name: e for e in decoder_layer(m, 16, 1, 1024, gqa="native", **kw)}
+    assert rep["attention"].l2 == "dirty" and nat["attention"].l2 == "cold"
+    # the write-back: validate's fraction x min(L2, bytes read) at the kernel's own DRAM rate
+    cal = gm.load_calibration("h200")
+    r = gm.predict(rep["attention"].op, "h200", calibration=cal, l2="dirty")
+    terms = {t.name: t.value for t in r.kernels[0].terms}
+    rate = r.kernels[0].bytes / terms["memory time"]
+    l2 = gm.get_gpu("h200").l2_cache_bytes
+    want = cal.parameters.dirty_l2_writeback_fraction * min(l2, r.kernels[0].bytes) / rate
+    assert terms["dirty-L2 write-back"] == pytest.approx(want, rel=1e-9)

@@ -12,12 +12,13 @@ import gpumodel as gm
 from gpumodel.calibration import CalibrationParams
 from gpumodel.llm import sweep as sweep_module
 from gpumodel.llm._comm import Collective
-from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timer
+from gpumodel.llm._timing import KEEP_ISOLATED_FLOOR, Timer, keeps_fixed_work
 from gpumodel.llm.layers import model_ops
 from gpumodel.llm.models import get_model
 from gpumodel.llm.runtimes import RUNTIME_NAMES
 from gpumodel.ops import Attention
 from gpumodel.ops.base import MixedKernels, build, uniform
+from gpumodel.predict import empty_kernel_s
 from gpumodel.vectorised import op_kernel_times
 
 REL = 1e-9
@@ -72,7 +73,9 @@ def _kernels_over_arrays(model, batch, seq, context, fusion, kv_cache, gqa):
                 if isinstance(e.op, Collective):
                     continue
                 stream = floor if e.kind not in KEEP_ISOLATED_FLOOR else None
-                got = op_kernel_times(e.op, g, params, len(batch), l2=e.l2, stream_floor_s=stream)
+                empty = empty_kernel_s(params) if keeps_fixed_work(e.op) else None
+                got = op_kernel_times(e.op, g, params, len(batch), l2=e.l2, stream_floor_s=stream,
+                                      stream_empty_s=empty)  # fmt: skip
                 for i, (b, c) in enumerate(zip(batch.tolist(), context.tolist())):
                     one = model_ops(spec, b, seq, c, tp=tp, fusion=fusion, kv_cache=kv_cache,
                                     gqa=gqa)  # fmt: skip

@@ -10,11 +10,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel import prediction
-from gpumodel.calibration import Calibration, calibration_label, resolve
+from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
 from gpumodel.ops.collectives import time_array
-from gpumodel.predict import predict
+from gpumodel.predict import empty_kernel_s, predict, stream_floor
 from gpumodel.prediction import Bound, KernelPrediction, Term
 from gpumodel.specs import GPUSpec
 
@@ -78,19 +78,42 @@ class Timed:
 KEEP_ISOLATED_FLOOR = frozenset({"gemm", "comm"})
 
 
-def in_stream(kernel: KernelPrediction, floor_s: float) -> KernelPrediction:
+def keeps_fixed_work(op: Any) -> bool:
+    """Whether back to back in a stream ``op``'s kernel keeps the part of its isolated floor
+    that is its own GPU work (``in_stream``'s ``empty_s``): cuDNN's fused attention, whose
+    isolated floor (9.6 us at decode on an H200) is mostly a ramp of its one block per head
+    streaming all keys. Its CUPTI times alone run 6.5-10.9 us over the memory term, in a graph
+    as alone (validation/results/h200-sxm/graph-attention-2026-11-30). The other kernels of a
+    step (Inductor's and PyTorch's elementwise kernels, FlashAttention's split-KV decode: 53 us
+    traced where its memory term is 54) run at about an empty kernel's in-stream time over it."""
+    return getattr(op, "op_name", None) == "attention" and getattr(op, "impl", None) == "cudnn"
+
+
+def in_stream(
+    kernel: KernelPrediction, floor_s: float, empty_s: float | None = None
+) -> KernelPrediction:
     """``kernel`` run back to back in a stream: its isolated-kernel "launch floor" term (what a
     single kernel measures between CUDA events: launch latency and event overheads included)
     replaced by ``floor_s`` per launch, the GPU time per kernel measured for small kernels
-    issued back to back. Every other term (bytes / bandwidth, first DRAM load, reduction
-    tail) stays."""
+    issued back to back; with ``empty_s`` (an empty kernel's isolated time) the floor only
+    loses the launch latency a stream hides and keeps the kernel's own fixed work
+    (``predict.stream_floor``, ``keeps_fixed_work``). Every other term (bytes / bandwidth,
+    first DRAM load, reduction tail) stays."""
     floor = sum(t.value for t in kernel.terms if t.name == "launch floor" and t.unit == "s")
-    if floor <= 0:
+    if floor <= 0 or not kernel.launches:
         return kernel
-    stream = kernel.launches * floor_s
+    isolated = floor / kernel.launches
+    per = stream_floor(isolated, floor_s, empty_s)
+    stream = kernel.launches * per
+    if empty_s is None:
+        why = f", replacing the isolated-kernel floor {floor * 1e6:.3g} us"
+    else:
+        why = (f": the isolated floor {isolated * 1e6:.3g} us less the launch latency a stream "
+               f"hides (an empty kernel {empty_s * 1e6:.3g} us isolated, {floor_s * 1e6:.3g} us "
+               "back to back)")  # fmt: skip
     term = Term(name="in-stream floor", value=stream,
-                note=f"{kernel.launches} kernel(s) x {floor_s * 1e6:.3g} us back to back in a "
-                     f"stream, replacing the isolated-kernel floor {floor * 1e6:.3g} us")  # fmt: skip
+                note=f"{kernel.launches} kernel(s) x {per * 1e6:.3g} us back to back in a "
+                     f"stream{why}")  # fmt: skip
     terms = tuple(term if t.name == "launch floor" else t for t in kernel.terms)
     return kernel.model_copy(
         update={"time_s": max(0.0, kernel.time_s - floor) + stream, "terms": terms}
@@ -140,6 +163,11 @@ class Timer:
     def label(self) -> str:
         return calibration_label(self.calibration)
 
+    @property
+    def params(self) -> CalibrationParams:
+        """The calibration's parameters (the defaults without one)."""
+        return self.calibration.parameters if self.calibration else CalibrationParams()
+
     def kernels(self, entry: LayerOp) -> tuple[KernelPrediction, ...]:
         key = (entry.op, entry.l2, entry.kind)
         if key not in self._cache:
@@ -152,7 +180,8 @@ class Timer:
                              activity=self.activity,
                              dram_bytes_per_s=self.dram_bytes_per_s).kernels  # fmt: skip
                 if self.stream_floor_s is not None and entry.kind not in KEEP_ISOLATED_FLOOR:
-                    ks = tuple(in_stream(k, self.stream_floor_s) for k in ks)
+                    empty = empty_kernel_s(self.params) if keeps_fixed_work(entry.op) else None
+                    ks = tuple(in_stream(k, self.stream_floor_s, empty) for k in ks)
                 self._cache[key] = ks
         kernels = self._cache[key]
         measured = self.op_times.get(entry.name)

@@ -100,9 +100,14 @@ class LayerOp:
     op: Op
     count: int = 1
     kind: Kind = "elementwise"
+    # the kernel before it wrote more than it reads back (``repeat_kv``'s copies before
+    # attention): it starts with L2 full of dirty lines and pays their write-back
+    after_writer: bool = False
 
     @property
-    def l2(self) -> Literal["cold", "warm"]:
+    def l2(self) -> Literal["cold", "warm", "dirty"]:
+        if self.after_writer:
+            return "dirty"
         return "warm" if self.kind in WARM_KINDS else "cold"
 
 
@@ -397,7 +402,13 @@ def decoder_layer(
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len, dropout=attention_dropout,
         mask=gqa == "repeat",
     )  # fmt: skip
-    ops.append(LayerOp("attention", attn, kind="attention"))
+    # after repeat_kv the kernel reads K/V copies just written: L2 holds the dirty tail of the
+    # V copy, which it evicts unread (blocks go head by head) and so writes back to DRAM. On an
+    # H200 cuDNN's decode kernel ran 6.6-8.3 us longer in a compiled graph than alone after a
+    # clean L2, as long as alone after a 512 MB write (validation/results/h200-sxm/
+    # graph-attention-2026-11-30); priced as validate's dirty-L2 write-back fraction of L2
+    after = gqa == "repeat" and s.kv_heads < s.heads
+    ops.append(LayerOp("attention", attn, kind="attention", after_writer=after))
     if fusion == "unfused" and attention == "naive" and uniform(seq > 1):
         # a naive (matmul/softmax/matmul) output is (batch, heads, seq, d): HF's
         # transpose(1, 2).contiguous() copies it; fused SDPA kernels write (batch, seq, heads, d)

@@ -51,7 +51,6 @@ from gpumodel._validators import (
     check_number,
 )
 from gpumodel.calibration import (
-    CalibrationParams,
     calibration_label,
     calibration_short,
     choose_calibration,
@@ -65,6 +64,7 @@ from gpumodel.llm._timing import (
     Timed,
     Timer,
     dram_bytes,
+    keeps_fixed_work,
     step_activity,
     step_traffic,
     tensor_roof_s,
@@ -111,7 +111,7 @@ from gpumodel.llm.training import (
 from gpumodel.model.power import sustained_clock_ratio_array
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
-from gpumodel.predict import dram_power, power_watts
+from gpumodel.predict import dram_power, empty_kernel_s, power_watts
 from gpumodel.prediction import KernelPrediction
 from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
@@ -649,7 +649,7 @@ def _array_step(spec, timer, rt, hp, ops, n, flags, hosts) -> dict[str, np.ndarr
     seq and context (``ops``): every kernel timed over the arrays
     (``vectorised.op_kernel_times``), the host's costs (``host_terms``) from the kernels' kinds,
     names and launches, which the points share. None where they do not run the same kernels."""
-    params = timer.calibration.parameters if timer.calibration else CalibrationParams()
+    params = timer.params
     # as predict_inference: the step's average tensor activity at the max clock sets its clock
     reps, steps = (1, spec.layers, 1), (ops.pre, ops.layer, ops.post)
     try:
@@ -717,8 +717,10 @@ def _entry_times(
                for v in sizes.tolist()]  # fmt: skip
         return [(np.array([k.time_s for k in kps])[inverse.ravel()], kps[0].launches, kps[0].name)]
     floor = timer.stream_floor_s if e.kind not in KEEP_ISOLATED_FLOOR else None
+    empty = empty_kernel_s(params) if keeps_fixed_work(e.op) else None
     return op_kernel_times(e.op, timer.gpu, params, n, l2=e.l2, stream_floor_s=floor,
-                           condition=condition, activity=activity, dram=dram)  # fmt: skip
+                           condition=condition, activity=activity, dram=dram,
+                           stream_empty_s=empty)  # fmt: skip
 
 
 @dataclass(frozen=True)
