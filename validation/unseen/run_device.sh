@@ -3,7 +3,7 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen|moe-train|moe-train2|moe-train3|moe-train4|graph2|graph2-static|grid3-static]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen|moe-train|moe-train2|moe-train3|moe-train4|graph2|graph2-static|grid3-static|grid4-static]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
@@ -23,6 +23,7 @@
 #   (8 points, traced at 16 x 3072): graph-replayed traces and the points to score them on;
 #   graph2-static: its static part alone, with the whole call's time for the compiles
 #   grid3-static: five new hf-static-compiled decode points (2026-11-30), nothing traced
+#   grid4-static: four more (2026-11-30, written before the repeat_kv copy-rate change)
 set -u
 OUT=$1
 TOTAL=${2:-570}
@@ -81,6 +82,8 @@ elif [ "$PLAN" = graph2 ]; then
   part fused fused $((TOTAL - 20 - (SECONDS - START))) 30 "--fused-grid 2"
 elif [ "$PLAN" = grid3-static ]; then  # 2026-11-30: five new compiled decode points
   part static static $((TOTAL - 20)) 30 "--static-grid grid3 --rounds 4"
+elif [ "$PLAN" = grid4-static ]; then  # 2026-11-30: four more compiled decode points
+  part static static $((TOTAL - 20)) 30 "--static-grid grid4 --rounds 4"
 elif [ "$PLAN" = graph2-static ]; then  # graph2's run 1 compiled one static point in 300 s
   part static static $((TOTAL - 20)) 30 "--static-grid graph2"
 elif [ "$PLAN" = train-fused ]; then

@@ -791,6 +791,10 @@ def part_llama(env: Env, parts: set[str], args, out_dir: Path, result: dict) -> 
             grid = [(2, 16), (3, 32)] if tiny else [(2, 3072), (12, 1536), (24, 2048), (64, 1024),
                                                      (8, 6144)]  # fmt: skip
             pgrid = []
+        elif args.static_grid == "grid4":  # written 2026-11-30 (ninth session) before the run and
+            # before any change for the repeat_kv copies' rate: decode only, new points
+            grid = [(2, 16), (3, 16)] if tiny else [(40, 1280), (6, 2560), (96, 512), (16, 5120)]
+            pgrid = []
         pts = static_points(env, model, cfg, grid, pgrid, deadline - (70 if traced_at else 45))
         run_round_robin(env, pts, args.rounds, 2, args.steps,
                         deadline - (40 if traced_at else 0))  # fmt: skip
@@ -1445,7 +1449,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--no-host", action="store_true")
-    ap.add_argument("--static-grid", choices=("short", "wide", "graph2", "grid3"), default="short",
+    ap.add_argument("--static-grid", choices=("short", "wide", "graph2", "grid3", "grid4"), default="short",
                     help="hf-static-compiled points: short (4 decode, 1 prefill; shares a call "
                     "with the other parts), wide (6 decode, 4 prefill; a call of its own) or "
                     "graph2 (4 other decode points, one traced)")  # fmt: skip
