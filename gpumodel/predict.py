@@ -919,6 +919,9 @@ def memory_bandwidth(
             why = ("M = 1: cuBLAS's GEMV kernels" if kw.gemm.m == 1
                    else "misaligned x @ W.T, M > 1: cuBLAS's slow kernels")  # fmt: skip
             note += f" x {slow:.3g} ({why})"
+    if kw.bandwidth_fraction != 1.0:
+        eff *= kw.bandwidth_fraction
+        note += f" x {kw.bandwidth_fraction:.3g} (this kernel's share of its family's rate)"
     return bandwidth * eff, note
 
 

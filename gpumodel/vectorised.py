@@ -317,6 +317,7 @@ def _kernel_array(
     dram = gpu.memory_bandwidth_bytes_per_s * bandwidth_efficiency(params, family, gemm_dtype, mix)
     if kw.gemm is not None and family == "gemm":
         dram = dram * gemm_model.stream_factor(kw.gemm, params.gemm.get(gemm_dtype))  # type: ignore[arg-type]
+    dram = dram * kw.bandwidth_fraction  # as predict.memory_bandwidth
     bandwidth = (np.where(in_l2, params.l2_bandwidth_bytes_per_s, dram)
                  if params.l2_bandwidth_bytes_per_s else dram + 0.0 * nbytes)  # fmt: skip
     t_memory = nbytes / bandwidth

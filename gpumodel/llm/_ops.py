@@ -43,6 +43,8 @@ class Pass(BaseModel):
     # a whole-row strided view); None: a vectorised contiguous kernel (a stream)
     strided: Literal["cast", "broadcast", "cat", "view_cat"] | None = None
     written_per_element: float | None = Field(None, ge=0)
+    # a contiguous kernel's share of the elementwise family's DRAM rate (KernelWork's)
+    bandwidth_fraction: float = Field(1.0, gt=0, le=1)
 
 
 class Passes(Op):
@@ -75,6 +77,7 @@ class Passes(Op):
                     bytes=nbytes,
                     working_set_bytes=nbytes,
                     threads=elements.astype("int64") if is_array(elements) else int(elements),
+                    bandwidth_fraction=p.bandwidth_fraction,
                 )
             )
         return out
@@ -83,9 +86,10 @@ class Passes(Op):
         return f"{self.name}(n={self.n}, {len(self.passes)} kernels, dtype={self.dtype})"
 
 
-def passes(name: str, n: int, dtype: str, *steps: tuple) -> Passes:
+def passes(name: str, n: int, dtype: str, *steps: tuple, bandwidth_fraction: float = 1.0) -> Passes:
     """``passes("rope", n, "bf16", ("mul cos", 1, 4, 1), ...)``: (name, fraction, bytes/elem,
-    flops/elem[, strided kind, bytes written/elem]) per kernel."""
+    flops/elem[, strided kind, bytes written/elem]) per kernel; ``bandwidth_fraction``: each
+    contiguous kernel's share of the elementwise family's rate (``Pass``)."""
     return build(
         Passes,
         name=name,
@@ -100,6 +104,7 @@ def passes(name: str, n: int, dtype: str, *steps: tuple) -> Passes:
                 flops_per_element=s[3],
                 strided=s[4] if len(s) > 4 else None,
                 written_per_element=s[5] if len(s) > 5 else None,
+                bandwidth_fraction=bandwidth_fraction,
             )
             for s in steps
         ),

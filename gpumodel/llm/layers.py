@@ -86,6 +86,12 @@ GQA = Literal["native", "repeat"]
 Experts = Literal["grouped_mm", "loop"]
 EXPERTS = ("grouped_mm", "loop")
 
+# Inductor's repeat_kv copies (one load per 4-8 stores, the loads served from L2) stream at
+# 0.89-0.90 of the elementwise family's calibrated DRAM rate: 3.96-4.01 TB/s where the family
+# gives 4.44, four shapes of GQA 4 in a compiled graph on an H200 (CUPTI, less the in-graph
+# floor; alone after a clean L2 0.91-0.92; validation/results/h200-sxm/graph-attention-2026-11-30)
+INDUCTOR_EXPAND_BANDWIDTH_FRACTION = 0.90
+
 # Kinds whose inputs were just written by the previous kernel and are small: predicted with
 # l2="warm" (L2-resident when they fit). GEMMs stream weights and attention streams the KV cache
 # from HBM, so they are predicted cold.
@@ -379,10 +385,11 @@ def decoder_layer(
             # Inductor emits one contiguous pointwise kernel per tensor that streams at memory
             # speed, not eager PyTorch's issue-bound strided copy: on an H200 the two copies of
             # a layer (batch 8, 2112 positions) moved 346 MB in 89 us, 3.9 TB/s (trace,
-            # validation/kernel_lists/static-compiled-h200/)
+            # validation/kernel_lists/static-compiled-h200/), at a share of the elementwise rate
             moved = b + b * kv_n / q_n  # writes one element, reads 1/repeat of one
             op = passes("repeat_kv (compiled)", cache, dt, ("expand k", 1, moved, 0),
-                        ("expand v", 1, moved, 0))  # fmt: skip
+                        ("expand v", 1, moved, 0),
+                        bandwidth_fraction=INDUCTOR_EXPAND_BANDWIDTH_FRACTION)  # fmt: skip
         else:  # PyTorch's strided copy kernel (the expand_copy family)
             op = build(ExpandCopy, n=cache, repeat=q_n // kv_n, tensors=2, dtype=dt)  # type: ignore[arg-type]
         ops.append(LayerOp("repeat_kv", op, kind="cache"))

@@ -109,6 +109,9 @@ class KernelWork:
     # needs (fast convolutions multiply less than the direct form); only the speed of light
     # uses it, the time model prices the kernels as described
     min_flops_fraction: float = 1.0
+    # the share of its family's calibrated DRAM rate this kernel reaches (a generated kernel its
+    # family was not measured on: Inductor's repeat_kv copies); the speed of light ignores it
+    bandwidth_fraction: float = 1.0
     # the part of ``bytes`` that reads again what the kernel read before (a softmax row read
     # three times): the time model prices it as stated, the speed of light lets L2 serve it
     reread_bytes: float = 0.0
