@@ -418,8 +418,8 @@ def op_kernel_times(
     """Each kernel of ``op`` (built over arrays of ``n`` points: ``ops.base.build``) as
     (its time at every point, its launches, its name): what ``predict(op).kernels`` gives
     point by point, the family floor included, then (``stream_floor_s``)
-    ``_timing.in_stream`` (``stream_empty_s``: its ``empty_s``). Points that run different kernels are split and joined again (the
-    name is the first points' kernel's); MixedKernels when their kernels differ in number or
+    ``_timing.in_stream`` (``stream_empty_s``: its ``empty_s``). Points that run different
+    kernels are split and joined again (the name is the first points' kernel's); MixedKernels when their kernels differ in number or
     launches (the sweep then times them one by one). ``activity``, ``dram``: as ``predict``'s
     ``activity`` and ``dram_bytes_per_s``, one value or one per point."""
     try:

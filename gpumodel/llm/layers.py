@@ -411,7 +411,7 @@ def decoder_layer(
     )  # fmt: skip
     # after repeat_kv the kernel reads K/V copies just written: L2 holds the dirty tail of the
     # V copy, which it evicts unread (blocks go head by head) and so writes back to DRAM. On an
-    # H200 cuDNN's decode kernel ran 6.6-8.3 us longer in a compiled graph than alone after a
+    # H200 cuDNN's decode kernel ran 6.6-9.3 us longer in a compiled graph than alone after a
     # clean L2, as long as alone after a 512 MB write (validation/results/h200-sxm/
     # graph-attention-2026-11-30); priced as validate's dirty-L2 write-back fraction of L2
     after = gqa == "repeat" and s.kv_heads < s.heads
