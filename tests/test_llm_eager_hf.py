@@ -232,3 +232,14 @@ def test_cudnn_attention_after_repeat_kv_keeps_its_floor_and_pays_the_dirty_l2()
     l2 = gm.get_gpu("h200").l2_cache_bytes
     want = cal.parameters.dirty_l2_writeback_fraction * min(l2, r.kernels[0].bytes) / rate
     assert terms["dirty-L2 write-back"] == pytest.approx(want, rel=1e-9)
+
+
+def test_the_step_says_when_cudnn_attention_keeps_its_floor():
+    from gpumodel.llm.inference import predict_inference
+
+    kw = {"batch": 2, "context": 128, "calibration": "none"}
+    compiled = predict_inference("llama-3-8b", "h200", "decode", runtime="hf-static-compiled", **kw)
+    fused = predict_inference("llama-3-8b", "h200", "decode", runtime="fused-graph", **kw)
+    kept = "cuDNN's attention keeps its own fixed work"
+    assert any(kept in n for n in compiled.notes)
+    assert not any(kept in n for n in fused.notes) and any("in-stream floor" in n for n in fused.notes)

@@ -63,6 +63,7 @@ from gpumodel.llm._timing import (
     Timed,
     Timer,
     drift_range_line,
+    keeps_fixed_work,
     queue_time_blocks,
     summarize,
 )
@@ -692,8 +693,11 @@ def predict_inference(
                  f"its kernels) and DRAM traffic {(timer.dram_bytes_per_s or 0) / 1e12:.2f} TB/s set "
                  "the power-limited clock of all of them")  # fmt: skip
     if floor is not None:
+        kept = any(keeps_fixed_work(e.op) for e in ops.layer)
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "
-                     "back (in a graph) instead of the isolated-kernel floor")  # fmt: skip
+                     "back (in a graph) instead of the isolated-kernel floor"
+                     + ("; cuDNN's attention keeps its own fixed work (its floor less the launch "
+                        "latency)" if kept else ""))  # fmt: skip
 
     one = tuple(np.array([b], dtype=float) for b in blocks)  # one step
     syncs = expert_loop_syncs(spec, batch * seq, fusion, experts)
