@@ -102,6 +102,14 @@ class Sampler:
                 "power_w_max": max(pw)}  # fmt: skip
 
 
+def write_json(path: str, obj: dict) -> None:
+    """``obj`` to ``path`` whole or not at all (a temporary file, then a rename): a run cut
+    short keeps the last complete write."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def repeat_kv(x, rep: int):
     """HF's repeat_kv: (b, kvh, L, d) -> (b, kvh * rep, L, d)."""
     if rep == 1:
@@ -270,14 +278,9 @@ def main() -> None:
         torch.cuda.empty_cache()
         print(json.dumps({k: r.get(k) for k in ("batch", "kv_heads", "keys", "graph_replay_us_per_layer",
                                                 "error")}), flush=True)  # fmt: skip
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, args.out)
+        write_json(args.out, result)
     result["elapsed_s"] = time.perf_counter() - t_start
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(args.out + ".tmp", args.out)
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":

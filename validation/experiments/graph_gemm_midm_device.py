@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
-from graph_attention_device import Sampler, kernel_durations  # this folder (first on sys.path)
+# this folder (first on sys.path)
+from graph_attention_device import Sampler, kernel_durations, write_json
 
 LAYERS = 8
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
@@ -139,13 +139,9 @@ def main() -> None:
         print(json.dumps({"m": m, "graph_replay_us": r.get("graph_replay_us"),
                           "eager_step_us": r.get("eager_step_us"), "error": r.get("error")}),
               flush=True)  # fmt: skip
-        with open(args.out + ".tmp", "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(args.out + ".tmp", args.out)
+        write_json(args.out, result)
     result["elapsed_s"] = time.perf_counter() - t0
-    with open(args.out + ".tmp", "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(args.out + ".tmp", args.out)
+    write_json(args.out, result)
 
 
 if __name__ == "__main__":
