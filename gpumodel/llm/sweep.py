@@ -318,7 +318,7 @@ def sweep_inference(
             pts["seq"].copy() if phase == "prefill" else np.full_like(pts["seq"], ctx_default)
         )
     rt = for_phase(rt, phase)
-    fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa)
+    fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa, phase)
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
     floor = stream_floor_s
