@@ -595,23 +595,25 @@ def test_static_compiled_prefill_is_the_eager_static_cache_path():
     assert d.fusion == "compiled" and d.kernels_per_layer == 18 and d.host_per_kernel_s == 0
 
 
-STATIC_PREFILL_TRACE = (Path(__file__).parents[1] / "validation" / "results" / "h200-sxm"
-                        / "static-prefill-trace-2026-11-30" / "static-prefill-trace.json")  # fmt: skip
+STATIC_CACHE_TRACE = (Path(__file__).parents[1] / "validation" / "results" / "h200-sxm"
+                      / "static-prefill-trace-2026-11-30" / "static-cache-trace.json")  # fmt: skip
 
 
 def test_static_cache_prefill_override_keeps_the_traced_causal_gqa_attention():
     # An H200 trace (transformers 5.17, torch 2.11) of Llama-3-8B prefills into a StaticCache
     # and into a DynamicCache: the same cuDNN kernel 32 times a step, and no repeat_kv copies
-    # (the host's aten::expand count is the same in both: RoPE's, not K/V's)
-    doc = json.loads(STATIC_PREFILL_TRACE.read_text())
-    pts = {(p["batch"], p["seq"], p["cache"]): p for p in doc["points"]}
+    # (no aten::clone; the host's aten::expand count is the same in both: RoPE's)
+    doc = json.loads(STATIC_CACHE_TRACE.read_text())
+    pts = {(p["phase"], p["batch"], p.get("seq", p.get("context")), p["cache"]): p
+           for p in doc["points"]}  # fmt: skip
     for b, s in ((2, 1024), (1, 1536)):
-        static, dynamic = pts[(b, s, "static")], pts[(b, s, "dynamic")]
+        static, dynamic = pts[("prefill", b, s, "static")], pts[("prefill", b, s, "dynamic")]
         assert [a["name"] for a in static["attention"]] == [a["name"] for a in dynamic["attention"]]
         assert static["attention"][0]["count"] == doc["layers"] == 32
         assert static["host_ops"]["aten::expand"] == dynamic["host_ops"]["aten::expand"]
+        assert "aten::clone" not in static["host_ops"]
         # kernels a step, less the allocator's memsets and the harness's per-layer
-        # cumulative_length.zero_() (a FillFunctor each): the model's list, the trace's 2
+        # cumulative_length.fill_() (a FillFunctor each): the model's list, the trace's 2
         # step-level position kernels (arange, + offset) aside
         memsets = sum(k["count"] for k in static["kernels"] if k["name"].startswith("Memset"))
         traced = static["kernels_per_step"] - memsets - doc["layers"]
@@ -624,10 +626,15 @@ def test_static_cache_prefill_override_keeps_the_traced_causal_gqa_attention():
                                   calibration="none")  # fmt: skip
         assert named.gqa == "native" and named.kernels_per_step == expected.kernels_per_step
         assert named.time_s == pytest.approx(expected.time_s, rel=1e-12)
-    # decoding into it (a compiled graph, or eager with the cache named) keeps the mask's
-    # repeat_kv, as the compiled decode trace shows
-    d = predict_inference("llama-3-8b", "h200", batch=2, context=1024, fusion="unfused",
-                          runtime="hf-static-compiled", kv_cache="static", calibration="none")  # fmt: skip
+    # one eager decode step into it does build the mask: repeat_kv's two copies a layer
+    # (aten::clone), SDPA on the expanded K/V (1.12 ms of cuDNN a step against 0.29 ms at
+    # kv_heads from a DynamicCache), as the model's override prices it
+    static, dynamic = pts[("decode", 4, 1536, "static")], pts[("decode", 4, 1536, "dynamic")]
+    assert static["host_ops"]["aten::clone"] == 2 * doc["layers"]
+    assert "aten::clone" not in dynamic["host_ops"]
+    assert static["attention"][0]["total_us"] > 3 * dynamic["attention"][0]["total_us"]
+    d = predict_inference("llama-3-8b", "h200", batch=4, context=1536, runtime="hf-eager",
+                          kv_cache="static", calibration="none")  # fmt: skip
     assert d.gqa == "repeat"
 
 
