@@ -686,28 +686,20 @@ def _dense_mlp(
     ]
 
 
-def _lm_head(model: ModelSpec, batch: int, seq: int, tokens: int, vocab: int, dt: str,
-             fusion: Fusion, logits: str) -> LayerOp:  # fmt: skip
-    """The LM head. ``logits="last"``: one row per sequence. HF eager (``"unfused"``) slices
-    ``hidden_states[:, -1:, :]``: after a prefill (seq > 1) those rows are ``seq`` apart, so
-    ``F.linear`` cannot fold them into one matrix and ``torch.matmul`` runs a ``bmm`` with the
-    weight broadcast (batch stride 0): ``batch`` products of 1 x vocab x hidden, each reading
-    the whole weight (dispatch trace of ``F.linear`` on torch 2.13; the H100 check measured the
-    LM head alone at 365 / 1469 / 2873 us for 1 / 4 / 8 sequences). A decode step's rows are
-    contiguous (one GEMM of ``batch`` rows); serving engines gather the rows first. The weight is
-    an ``nn.Linear``'s, [vocab, hidden]: ``transpose_b`` (cuBLAS's kernels for a misaligned
+def _lm_head(model: ModelSpec, batch: int, tokens: int, vocab: int, dt: str,
+             logits: str) -> LayerOp:  # fmt: skip
+    """The LM head. ``logits="last"``: one row per sequence, as HF's ``generate`` asks for
+    (``logits_to_keep=1``) and serving engines compute: one GEMM of ``batch`` rows reading the
+    weight once. After a prefill HF slices ``hidden_states[:, -1:, :]``, rows ``seq`` apart; the
+    size-1 dimension folds without a copy, so cuBLAS takes the rows as one strided matrix: every
+    committed eager prefill trace at batch 4 x 512 shows one GEMM of M = 4 a step (H200: nvjet
+    256 x 8, 245-254 us; H100: 384 x 8, 376-380 us; validation/results/steps-h*/
+    trace-llama3-8b-prefill-eager.json.gz), not one product per sequence. The weight is an
+    ``nn.Linear``'s, [vocab, hidden]: ``transpose_b`` (cuBLAS's kernels for a misaligned
     vocabulary such as GPT-2's 50257 differ from those of A @ B)."""
-    h = model.hidden
-    if logits != "last":
-        return LayerOp(
-            "lm_head", build(Gemm, m=tokens, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
-        )  # type: ignore[arg-type]
-    if fusion == "unfused" and uniform(seq > 1):
-        op = build(Gemm, m=1, n=vocab, k=h, dtype=dt, batch=batch, transpose_b=True)  # type: ignore[arg-type]
-        return LayerOp("lm_head", op, kind="gemm")
-    return LayerOp(
-        "lm_head", build(Gemm, m=batch, n=vocab, k=h, dtype=dt, transpose_b=True), kind="gemm"
-    )  # type: ignore[arg-type]
+    rows = batch if logits == "last" else tokens
+    op = build(Gemm, m=rows, n=vocab, k=model.hidden, dtype=dt, transpose_b=True)  # type: ignore[arg-type]
+    return LayerOp("lm_head", op, kind="gemm")
 
 
 def masked_kernel(attention: AttentionImpl, gqa: GQA, fusion: Fusion) -> AttentionImpl:
@@ -801,7 +793,7 @@ def model_ops(
         kv_cache=kv_cache, gqa=gqa, act_dtype=act_dtype, attention_dropout=attention_dropout,
         experts=experts,
     )  # fmt: skip
-    lm_head = _lm_head(model, batch, seq, tokens, s.vocab, dt, fusion, logits)
+    lm_head = _lm_head(model, batch, tokens, s.vocab, dt, logits)
     post = [_norm(model, "final_norm", tokens, at, fusion), lm_head]
     notes = []
     if model.moe:
