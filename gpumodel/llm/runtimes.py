@@ -171,8 +171,7 @@ def for_phase(rt: Runtime, phase: str) -> Runtime:
 
 
 def kernel_flags(
-    rt: Runtime, fusion: str | None, kv_cache: str | None, gqa: str | None,
-    phase: str = "decode",
+    rt: Runtime, fusion: str | None, kv_cache: str | None, gqa: str | None, phase: str
 ) -> tuple[str, str, str]:  # fmt: skip
     """(fusion, kv_cache, gqa) of a ``phase`` step: the runtime's, with the expert overrides
     given. With the kernels overridden, an HF model decoding into a StaticCache builds a mask,

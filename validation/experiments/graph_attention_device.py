@@ -103,11 +103,11 @@ class Sampler:
 
 
 def write_json(path: str, obj: dict) -> None:
-    """``obj`` to ``path`` whole or not at all (a temporary file, then a rename): a run cut
-    short keeps the last complete write."""
-    with open(path + ".tmp", "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(path + ".tmp", path)
+    """``obj`` to ``path`` whole or not at all (gpumodel's atomic write): a run cut short keeps
+    the last complete write."""
+    from gpumodel._io import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1))
 
 
 def repeat_kv(x, rep: int):

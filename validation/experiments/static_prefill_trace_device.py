@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import tempfile
+
+from graph_attention_device import write_json  # this folder (the script's own, on sys.path)
 
 SHAPES = ((2, 1024), (1, 1536))
 DECODE_SHAPES = ((4, 1536),)
@@ -171,10 +171,7 @@ def main() -> None:
 
         measure(static_decode, phase="decode", batch=b, context=ctx, cache="static")
         measure(dynamic_decode, phase="decode", batch=b, context=ctx, cache="dynamic")
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.out)) or ".")
-    with os.fdopen(fd, "w") as f:
-        json.dump(out, f, indent=1)
-    os.replace(tmp, args.out)
+    write_json(args.out, out)
 
 
 if __name__ == "__main__":
