@@ -352,7 +352,7 @@ def evaluate_kernels(
         data = json.loads(path.read_text())
         gpu_id = gpu_id_of(data.get("env") or {})
         host = kernel_host_profile(path)
-        for rec in data.get("records", []):
+        for index, rec in enumerate(data.get("records", [])):
             meas = rec.get("time_s_median")
             hosts = [("", None)]
             if host_prices(rec, host):
@@ -362,7 +362,8 @@ def evaluate_kernels(
             ):
                 cal_name = cal_name0 + host_name
                 row = {"source": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
-                       "gpu": gpu_id, "calibration": cal_name, "group": kernel_group(rec),
+                       "index": index, "gpu": gpu_id, "calibration": cal_name,
+                       "group": kernel_group(rec),
                        "done_when": kernel_done_when(rec), "condition": rec["condition"],
                        "measured_s": meas, "predicted_s": None, "error": None, "why": None,
                        "launch_bound": bool(rec.get("launch_bound"))}  # fmt: skip
