@@ -29,6 +29,7 @@ from gpumodel.errors import (
 # types, and a command loads only what it uses (pydantic, numpy and the specs are not loaded
 # until a name that needs them is touched): name -> module that defines it.
 _LAZY = {
+    "Accuracy": "gpumodel.accuracy",
     **dict.fromkeys(["Calibration", "load_calibration"], "gpumodel.calibration"),
     "predict": "gpumodel.predict",
     **dict.fromkeys(["KernelPrediction", "Prediction", "Term"], "gpumodel.prediction"),
@@ -61,6 +62,7 @@ _SUBMODULES = ("ops", "llm")
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and editors
     from gpumodel import llm, ops
+    from gpumodel.accuracy import Accuracy
     from gpumodel.calibration import Calibration, load_calibration
     from gpumodel.diagnose import DiagnoseReport, TraceFormatError, diagnose
     from gpumodel.hostprofile import HostProfile, list_hosts, load_host
@@ -141,6 +143,7 @@ sys.modules[__name__].__class__ = _Package
 __version__ = "0.1.0"
 
 __all__ = [
+    "Accuracy",
     "AmdahlResult",
     "Calibration",
     "CalibrationError",

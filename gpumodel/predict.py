@@ -157,13 +157,20 @@ def predict(
         graph_s = None if hp is None else hp.in_graph_kernel_s
         p = predict_with_params(op, gpu, params, label, l2, condition, activity=activity,
                                 dram_bytes_per_s=dram_bytes_per_s, graph_kernel_s=graph_s)  # fmt: skip
-    if hp is None or condition == "in-graph":  # a graph's kernels wait for no eager dispatch
-        return _finite_result(p)
-    if copy:
-        return _finite_result(host_copy_cost(p, op, hp))  # type: ignore[arg-type]
-    launch_s = cal.parameters.launch_host_s if cal else None
-    return _finite_result(eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None
-                                      else launch_s, op.host_call_factor(gpu)))  # fmt: skip
+    if hp is not None and condition != "in-graph":  # a graph's kernels wait for no dispatch
+        if copy:
+            p = host_copy_cost(p, op, hp)  # type: ignore[arg-type]
+        else:
+            launch_s = cal.parameters.launch_host_s if cal else None
+            p = eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None else launch_s,
+                            op.host_call_factor(gpu))  # fmt: skip
+    p = _finite_result(p)
+    if l2 != "cold" or activity is not None:  # inside a step, or an L2 no set measured
+        return p
+    from gpumodel.accuracy import kernel_accuracy, measured_host
+
+    acc = kernel_accuracy(op, gpu.id, cal, condition, host=measured_host(hp))
+    return p.model_copy(update={"accuracy": acc}) if acc is not None else p
 
 
 def eager_floor(

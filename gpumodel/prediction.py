@@ -6,9 +6,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpumodel.accuracy import Accuracy
 from gpumodel.units import format_number, format_quantity, format_time
 
 Bound = Literal["memory", "compute", "issue", "latency", "launch", "network"]
+
+
+def accuracy_line(acc: Accuracy | None) -> str:
+    """The explanation's line on how wrong predictions like this one measured."""
+    if acc is None:
+        return ("  expected error: not measured for this op, GPU and calibration (the unseen "
+                "sets cover H100 and H200 kernels and HF steps; docs/validation.md)")
+    return f"  expected error: {acc.summary()}"
 
 
 def drift_range_line(time_range_s: tuple[float, float], drift: str | None) -> str:
@@ -89,6 +98,8 @@ class Prediction(BaseModel):
     # host at the p10 and p90 of its speeds (gpumodel.predict.eager_floor)
     time_range_s: tuple[float, float] | None = None
     host_drift: str | None = None
+    # how wrong predictions like this one measured, where a set covers them (gpumodel.accuracy)
+    accuracy: Accuracy | None = None
 
     @property
     def achieved_flops(self) -> float:
@@ -155,6 +166,7 @@ class Prediction(BaseModel):
                 lines += [f"      {t.pretty()}" for t in k.terms]
         if self.time_range_s is not None:
             lines.append(drift_range_line(self.time_range_s, self.host_drift))
+        lines.append(accuracy_line(self.accuracy))
         if self.advice:
             lines.append("  what would help:")
             lines += [f"    - {a}" for a in self.advice]

@@ -11,7 +11,7 @@ CONTRACT = {
     "UnsupportedError", "sweep", "list_gpus", "speed_of_light", "calibrate_from_trace",
     "sweep_inference", "sweep_training", "SweepResult", "Price", "parse_prices", "price_for",
     "HostProfile", "load_host", "list_hosts", "search_training", "TrainingSearch",
-    "write_report",
+    "write_report", "Accuracy",
 }  # fmt: skip
 
 

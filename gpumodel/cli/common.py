@@ -69,9 +69,14 @@ def prediction_table(preds: list[gm.Prediction]):
         r = p.time_range_s
         return f"{ft(r[0])} - {ft(r[1])}" if r else "-"
 
+    def expected(p: gm.Prediction) -> str:  # the explanation's "expected error" line, short
+        a = p.accuracy
+        return f"{a.median_abs_pct:.1f}% (p90 {a.p90_abs_pct:.0f}%) {a.basis}" if a else "-"
+
     rows = [
         ("time", lambda p: ft(p.time_s)),
         *([("host drift range", time_range)] if any(p.time_range_s for p in preds) else []),
+        ("expected error", expected),
         ("bound", lambda p: p.bound),
         ("FLOPs", lambda p: fq(p.flops, "FLOP")),
         ("bytes moved", lambda p: fq(p.bytes, "B")),

@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpumodel import prediction
+from gpumodel.accuracy import Accuracy
 from gpumodel.calibration import Calibration, CalibrationParams, calibration_label, resolve
 from gpumodel.llm._comm import Collective, collective_kernel
 from gpumodel.llm.layers import LayerOp
@@ -21,7 +22,11 @@ from gpumodel.specs import GPUSpec
 
 class StepResult(BaseModel):
     """A whole-step result: ``time_s`` like every prediction, ``step_time_s`` kept as its
-    alias (the name these results had before). Subclasses declare ``time_s``."""
+    alias (the name these results had before). Subclasses declare ``time_s``. ``accuracy``:
+    how wrong predictions of steps like this one measured (``gpumodel.accuracy``), where a set
+    covers them."""
+
+    accuracy: Accuracy | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

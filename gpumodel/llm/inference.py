@@ -54,6 +54,7 @@ import numpy as np
 from pydantic import ConfigDict, Field
 
 from gpumodel._validators import check_args, check_bool, check_choice, check_counts, check_dtype
+from gpumodel.accuracy import measured_host, step_accuracy
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
@@ -90,7 +91,7 @@ from gpumodel.llm.runtimes import (
     traced_runtime,
 )
 from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
-from gpumodel.prediction import KernelPrediction
+from gpumodel.prediction import KernelPrediction, accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
 
@@ -197,6 +198,7 @@ class InferenceResult(StepResult):
         ]
         if self.time_range_s is not None:
             lines.append(drift_range_line(self.time_range_s, self.host))
+        lines.append(accuracy_line(self.accuracy))
         if self.bound == "host" and SYNC_TERM in self.host_by_kind_s:
             lines.append(f"  HOST-BOUND: the host issues the step's kernels in "
                          f"{format_time(self.host_time_s)} and waits for the GPU at each sync; "
@@ -757,6 +759,8 @@ def predict_inference(
         calibration=timer.label, host=host_dict(hp),
         host_warning=hp.mismatch() if ht.from_profile or new_shapes else None,
         time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
+        accuracy=step_accuracy(rt.name, phase, g.id, cal, measured_host(hp), gpus=gpus,
+                               metric="time, first round" if new_shapes else "time"),
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
         host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,
         kernels_by_kind=ht.kernels_by_kind, host_source=ht.source,

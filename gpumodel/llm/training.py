@@ -55,6 +55,7 @@ from gpumodel._validators import (
     check_int,
     check_number,
 )
+from gpumodel.accuracy import Accuracy, measured_host, step_accuracy
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
@@ -75,6 +76,7 @@ from gpumodel.llm.memory import (
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import training_attention
 from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm, Softmax
+from gpumodel.prediction import accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity, format_time
 
@@ -182,6 +184,8 @@ class TrainingStep(StepResult):
     # the step with the host at the p10 and p90 of its profile's measured drift (host_drift);
     # None without an eager host or a measured drift
     time_range_s: tuple[float, float] | None = None
+    # how wrong predictions of peak memory of steps like this one measured (gpumodel.accuracy)
+    memory_accuracy: Accuracy | None = None
     forward_s: float
     backward_s: float
     recompute_s: float
@@ -237,6 +241,9 @@ class TrainingStep(StepResult):
                          f"{format_time(gpu_mb)}")  # fmt: skip
         if self.time_range_s is not None and self.host is not None:
             lines.append(drift_range_line(self.time_range_s, self.host))
+        lines.append(accuracy_line(self.accuracy))
+        if self.memory_accuracy is not None:
+            lines.append(f"  expected peak-memory error: {self.memory_accuracy.summary()}")
         lines += [f"  note: {n}" for n in self.notes]
         if self.host_warning:
             lines.append(f"  warning: {self.host_warning}")
@@ -977,11 +984,18 @@ def predict_training_step(
     if not peak:
         raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
     mfu = tokens_step * flops_token / (step * gpus * peak)
+
+    def measured(metric: str) -> Accuracy | None:  # the unseen sets time one-GPU eager HF steps
+        if fusion != "unfused" or gpus > 1 or recompute != "none":
+            return None
+        return step_accuracy("hf-eager", "train", g.id, timer.calibration, measured_host(hp),
+                             policy=policy, metric=metric)  # fmt: skip
+
     return TrainingStep(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
         micro_batch=micro_batch, global_batch=global_batch, microbatches=m, seq=seq,
         dtype=dtype, recompute=recompute, calibration=timer.label, time_s=step, policy=policy,
-        time_range_s=time_range,
+        time_range_s=time_range, accuracy=measured("time"), memory_accuracy=measured("peak memory"),
         host=host_dict(hp) if hp else None,
         host_warning=hp.mismatch() if hp and not is_trace_host(hp) else None,
         host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
