@@ -127,6 +127,25 @@ def _too_big(path: Path, what: str, limit: int, decompressed: bool = False) -> I
     )
 
 
+# (device, inode) of every file a CLI command has read as input (None outside a command: a
+# library script may load a file and save it back): an output written over one of them
+# (``gpumodel calibrate --trace t.json.gz --out t.json.gz``) would destroy it, so
+# ``check_target`` refuses them unless the writer updates that file on purpose
+# (``replaces_input``: validate rewriting its calibration, a host profile measured again).
+_READ_INPUTS: set[tuple[int, int]] | None = None
+
+
+@contextlib.contextmanager
+def command_inputs() -> Iterator[None]:
+    """Within the block (one CLI command), outputs may not overwrite the files it read."""
+    global _READ_INPUTS
+    before, _READ_INPUTS = _READ_INPUTS, set()
+    try:
+        yield
+    finally:
+        _READ_INPUTS = before
+
+
 def open_regular(path: str | Path, what: str = "file") -> tuple[Path, int, int]:
     """Open ``path`` for reading if it is a regular file: (path, fd, size). Opened non-blocking
     so a FIFO cannot hang the open; the type is checked on the open descriptor."""
@@ -140,6 +159,8 @@ def open_regular(path: str | Path, what: str = "file") -> tuple[Path, int, int]:
         os.close(fd)
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise InputFileError(f"{path}: {what} is {kind}")
+    if _READ_INPUTS is not None:
+        _READ_INPUTS.add((st.st_dev, st.st_ino))
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
     return path, fd, st.st_size
@@ -453,9 +474,10 @@ def make_dir(path: str | Path, what: str = "output directory") -> Path:
     return path
 
 
-def check_target(path: str | Path, what: str = "output") -> Path:
+def check_target(path: str | Path, what: str = "output", replaces_input: bool = False) -> Path:
     """A path a result can be written to: its parent a writable directory, itself not a
-    directory. Errors are one line (OutputFileError)."""
+    directory, nor (unless ``replaces_input``) a file this process read as input. Errors are
+    one line (OutputFileError)."""
     try:
         path = as_path(path, what)
     except InputFileError as exc:
@@ -471,6 +493,14 @@ def check_target(path: str | Path, what: str = "output") -> Path:
         raise OutputFileError(f"{path}: {parent} is not a directory")
     if _is(path, "exists") and not _is(path, "is_file"):
         raise OutputFileError(f"{path}: {what} path exists and is not a regular file")
+    if not replaces_input and _READ_INPUTS:
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None and (st.st_dev, st.st_ino) in _READ_INPUTS:
+            raise OutputFileError(f"{path}: this command read that file as input; writing the "
+                                  f"{what} there would destroy it: give another path")  # fmt: skip
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputFileError(f"{path}: cannot write {what} (directory {parent} is not writable)")
     return path
@@ -503,10 +533,13 @@ def _create_new(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> Iterator[Path]:
+def atomic_path(
+    path: str | Path, what: str = "output", mkdir: bool = False, replaces_input: bool = False
+) -> Iterator[Path]:
     """A temp path beside ``path`` to write to; renamed over ``path`` when the block ends
-    without error, removed on any error (incl. KeyboardInterrupt and SIGTERM)."""
-    path = check_target(path, what) if not mkdir else Path(path)
+    without error, removed on any error (incl. KeyboardInterrupt and SIGTERM). ``path`` may be
+    a file this process read only with ``replaces_input`` (``check_target``)."""
+    path = check_target(path, what, replaces_input) if not mkdir else Path(path)
     if mkdir:
         try:
             path = as_path(path, what)
@@ -515,7 +548,7 @@ def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> 
             raise OutputFileError(str(exc)) from None
         except OSError as exc:
             raise OutputFileError(f"{path}: cannot create {path.parent} ({exc.strerror})") from None
-        check_target(path, what)
+        check_target(path, what, replaces_input)
     # The temp file's name is known before the file exists, inside the block that removes
     # it: Ctrl-C between tempfile.mkstemp creating it and the cleanup being in place left it
     # behind (fuzz seed 30). 64 random bits: no other writer's file has the name.
@@ -545,20 +578,25 @@ def atomic_path(path: str | Path, what: str = "output", mkdir: bool = False) -> 
 
 
 def atomic_write_bytes(
-    path: str | Path, data: bytes, what: str = "output", mkdir: bool = True
-) -> Path:
+    path: str | Path, data: bytes, what: str = "output", mkdir: bool = True,
+    replaces_input: bool = False,
+) -> Path:  # fmt: skip
     """Write ``data`` to ``path`` atomically: readers see the old file or the whole new one."""
-    with atomic_path(path, what, mkdir=mkdir) as tmp, open(tmp, "wb") as fh:
+    with atomic_path(path, what, mkdir, replaces_input) as tmp, open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
     return Path(path)
 
 
 def atomic_write_text(
-    path: str | Path, text: str, what: str = "output", mkdir: bool = True
-) -> Path:
+    path: str | Path, text: str, what: str = "output", mkdir: bool = True,
+    replaces_input: bool = False,
+) -> Path:  # fmt: skip
     """Write UTF-8 ``text`` to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    with atomic_path(path, what, mkdir=mkdir) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+    with (
+        atomic_path(path, what, mkdir, replaces_input) as tmp,
+        open(tmp, "w", encoding="utf-8") as fh,
+    ):
         fh.write(text)
         fh.flush()
     return Path(path)

@@ -343,10 +343,11 @@ class Calibration(_Frozen):
         own = f"{self.gpu_id}{system} {self.backend} {self.created:%Y-%m-%d} ({where}{via})"
         return f"{own}; collectives: {self.collectives_from}" if self.collectives_from else own
 
-    def save(self, path: str | Path) -> Path:
+    def save(self, path: str | Path, *, replaces_input: bool = False) -> Path:
         """Write atomically (temp file, then rename). The raw measurements go last and an end
         marker closes the file, so readers can skip the bulky measurements and still detect a
-        truncated file."""
+        truncated file. ``replaces_input``: ``path`` may be a file this process read (validate
+        updating a calibration it loaded); otherwise that is refused (``_io.check_target``)."""
         path = Path(path)
         if self._measurements_skipped:
             raise CalibrationError(
@@ -355,15 +356,15 @@ class Calibration(_Frozen):
             )
         head = self.model_dump(mode="json", exclude_none=False, exclude={"measurements"})
         text = dump_yaml(head) + dump_yaml({"measurements": self.measurements})
-        return atomic_write_text(path, text + END_MARKER)
+        return atomic_write_text(path, text + END_MARKER, replaces_input=replaces_input)
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
+def atomic_write_text(path: str | Path, text: str, *, replaces_input: bool = False) -> Path:
     """Write ``text`` to ``path`` so readers see the old file or the whole new one, never half
     (the shared writer, gpumodel._io.atomic_write_text)."""
     from gpumodel._io import atomic_write_text as _write
 
-    return _write(path, text)
+    return _write(path, text, replaces_input=replaces_input)
 
 
 def cache_dir() -> Path:

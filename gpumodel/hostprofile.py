@@ -327,7 +327,8 @@ class HostProfile(Checked):
         """Write the profile atomically (temp file in the same folder + rename)."""
         from gpumodel._io import atomic_write_text
 
-        return atomic_write_text(path, self.to_yaml(), "host profile", mkdir=True)
+        return atomic_write_text(path, self.to_yaml(), "host profile", mkdir=True,
+                                 replaces_input=True)  # fmt: skip
 
 
 def _norm(text: str) -> str:

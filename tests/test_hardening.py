@@ -1054,3 +1054,36 @@ def test_fuzz_seed28_required_counts_and_huge_condition():
         gm.plan_training("llama-3-8b", "h100", None, 1e9)  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="5001-digit number"):
         gm.predict(ops.Gemm(m=64, n=64, k=64), "h100", condition=10**5000)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# an output path that is one of the command's inputs (fuzz, 2026-11-30): the input was replaced
+
+
+def test_an_output_never_overwrites_the_commands_input(capsys, tmp_path):
+    trace = tmp_path / "step.json.gz"
+    trace.write_bytes((ROOT / "tests/fixtures/traces/lm_head_50257.json.gz").read_bytes())
+    before = trace.read_bytes()
+    for args in (("calibrate", "--trace", str(trace), "--gpu", "h100", "--step-ms", "45",
+                  "--out", str(trace)),
+                 ("diagnose", str(trace), "--html", str(trace)),
+                 ("report", "diagnose", str(trace), "--out", str(trace))):  # fmt: skip
+        refused(capsys, *args, match="read that file as input")
+        assert trace.read_bytes() == before, args
+    plan = tmp_path / "plan.json"
+    code, out, _ = run(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1T",
+                       "--gpu", "h100", "--days", "30", "--json")  # fmt: skip
+    plan.write_text(out)
+    refused(capsys, "report", "plan", str(plan), "--out", str(plan), match="as input")
+    assert plan.read_text() == out
+    code, _, err = run(capsys, "report", "plan", str(plan), "--out", str(tmp_path / "plan.html"))
+    assert code == 0, err  # another path is fine
+
+
+def test_a_script_may_save_over_what_it_loaded(tmp_path):
+    """Outside a CLI command the library keeps no list of inputs: load, change, save back."""
+    path = tmp_path / "host.yaml"
+    gm.load_host("reference-h100").save(path)
+    host = gm.load_host(str(path))
+    host.model_copy(update={"name": "mine"}).save(path)
+    assert gm.load_host(str(path)).name == "mine"

@@ -92,9 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     from gpumodel.errors import GpumodelError
 
     exit_types, abort_types, usage_types = _click_exceptions(typer)
+    from gpumodel._io import command_inputs
+
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
+        with command_inputs():  # an output may not overwrite a file the command read
+            result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
         sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
     except GpumodelError as exc:
         _err(f"error: {exc}\n")

@@ -397,7 +397,7 @@ def _install_system_calibration(result: dict, out_dir: Path) -> None:
         return
     target = user_system_calibration_path(result["gpu"], int(result["world"]))
     target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, fitted.read_text(encoding="utf-8"))
+    atomic_write_text(target, fitted.read_text(encoding="utf-8"), replaces_input=True)
     result["written"] = [*result.get("written", []), str(target)]
     result["found_by_predictions_at"] = str(target)
 

@@ -1020,7 +1020,7 @@ def run_conditions(
                       conditions_markdown(report, facts, gpu.id, held))  # fmt: skip
     atomic_write_text(out_dir / "conditions-fit.json", json.dumps(report, indent=1))
     if cal is not None and calibration_file:
-        cal.model_copy(update={"parameters": fitted}).save(calibration_file)
+        cal.model_copy(update={"parameters": fitted}).save(calibration_file, replaces_input=True)
     return {"gpu": gpu.id, "wall_s": data.get("wall_s"), **{k: v for k, v in report.items()
                                                            if k != "points"}}  # fmt: skip
 

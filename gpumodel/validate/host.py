@@ -281,7 +281,8 @@ def write_host_profile(profile: Mapping[str, Any], path: str | Path) -> Path:
     """Write the profile atomically (temp file in the same directory, then rename)."""
     from gpumodel._io import atomic_write_text
 
-    return atomic_write_text(path, profile_yaml(profile), "host profile", mkdir=True)
+    return atomic_write_text(path, profile_yaml(profile), "host profile", mkdir=True,
+                             replaces_input=True)  # the same day's profile measured again
 
 
 def default_profile_path(name: str) -> Path:

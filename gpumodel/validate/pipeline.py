@@ -230,7 +230,7 @@ def write_outputs(cal: Calibration, out: Path, report_dir: Path | None, plot: bo
     """Write the calibration (atomic) and, when asked, the markdown report and plot."""
     from gpumodel.validate.report import markdown_report, plot_validation
 
-    written = [cal.save(out)]
+    written = [cal.save(out, replaces_input=True)]  # a re-run replaces its calibration
     if report_dir is not None:
         from gpumodel._io import make_dir
 

@@ -825,7 +825,8 @@ def merge_into_calibration(path: str | Path, result: dict[str, Any]) -> Path:
     params = type(cal.parameters).model_validate(
         {**cal.parameters.model_dump(), "collectives": dict(result["params"])}
     )
-    return cal.model_copy(update={"parameters": params, "errors": errors}).save(path)
+    return cal.model_copy(update={"parameters": params, "errors": errors}).save(
+        path, replaces_input=True)  # fmt: skip
 
 
 __all__ = [
