@@ -25,13 +25,39 @@ def _terms(op: Gemm) -> dict:
 def test_busy_share_by_hand():
     # 1025^2 in 64x128 tiles: 17 x 9 = 153 tiles, two waves of 132: 1025^2 useful of
     # 64 x 128 x 264 computed
-    assert gemm_model.misaligned_busy_share(1025, 1025, 132) == pytest.approx(
+    assert gemm_model.misaligned_busy_share(1025, 1025, 1025, 132) == pytest.approx(
         1025**2 / (64 * 128 * 264))
     # 4097^2: 65 x 33 = 2145 tiles in 17 waves
-    assert gemm_model.misaligned_busy_share(4097, 4097, 132) == pytest.approx(
+    assert gemm_model.misaligned_busy_share(4097, 4097, 4097, 132) == pytest.approx(
         4097**2 / (64 * 128 * 17 * 132))
     # whole tiles filling whole waves: 64*12 x 128*11 = 132 tiles, one wave
-    assert gemm_model.misaligned_busy_share(768, 1408, 132) == pytest.approx(1.0)
+    assert gemm_model.misaligned_busy_share(768, 1408, 4096, 132) == pytest.approx(1.0)
+
+
+def test_a_few_tiles_split_a_long_k_over_the_idle_sms():
+    """Fuzz, 2026-11-30: one 64 x 128 tile over K = 2^20 + 1 ran on one SM, 15 ms; cuBLAS
+    splits such a K (at most 16 slices of at least 2048: gpumodel.model.splitk). By hand: 1 tile
+    x 16 slices busy 16 of 132 SMs; 64 x 128 x 1024 as 8 tiles x 16 slices = 128 of 132."""
+    assert gemm_model.misaligned_busy_share(64, 128, 2**20 + 1, 132) == pytest.approx(16 / 132)
+    assert gemm_model.misaligned_busy_share(64 * 8, 128, 2**20 + 1, 132) == pytest.approx(
+        128 / 132)
+    # a K too short to split (< 2 x 2048) keeps the one-wave share: 1 tile of 132
+    assert gemm_model.misaligned_busy_share(64, 128, 4095, 132) == pytest.approx(1 / 132)
+    assert np.asarray(gemm_model.misaligned_busy_share(
+        [64, 64], [128, 128], [4095, 2**20 + 1], 132)) == pytest.approx([1 / 132, 16 / 132])
+
+
+def test_one_row_runs_a_gemv_whatever_the_alignment():
+    """M = 1 (or N = 1): cuBLAS's GEMV, no tiles to waste: K off by one costs a GEMV's time,
+    not 1,000x it (it was 15.2 ms against 12.8 us)."""
+    aligned = gm.predict(Gemm(m=1, n=8, k=2**20, dtype="bf16"), "h100-sxm").time_s
+    odd = gm.predict(Gemm(m=1, n=8, k=2**20 + 1, dtype="bf16"), "h100-sxm")
+    assert "tiles and waves (misaligned kernel)" not in {t.name for t in odd.terms}
+    assert odd.time_s == pytest.approx(aligned, rel=0.05)
+    swept = gm.sweep("gemm", "h100-sxm", m=[1, 64], n=[8, 128], k=[2**20 + 1] * 2, dtype="bf16")
+    one = [gm.predict(Gemm(m=m, n=n, k=2**20 + 1, dtype="bf16"), "h100-sxm").time_s
+           for m, n in ((1, 8), (64, 128))]  # fmt: skip
+    assert np.asarray(swept["time_s"]) == pytest.approx(one, rel=1e-9)
 
 
 def test_time_is_waves_of_whole_tiles_so_it_never_falls():

@@ -11,6 +11,8 @@ Alignment (same guide): tensor cores need the fastest-varying dimensions to be m
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpumodel.calibration import CalibrationParams, GemmParams
 from gpumodel.ops.base import GemmShape
 from gpumodel.prediction import Term
@@ -51,13 +53,28 @@ MISALIGNED_DTYPES = ("bf16", "fp16")
 MISALIGNED_TILE = (64, 128)
 
 
-def misaligned_busy_share(m: int, n: int, sm_count: int, batch: int = 1) -> float:
-    """Useful share of the tiles x waves a misaligned product's fallback kernel runs:
-    tile quantization x wave quantization over ``MISALIGNED_TILE``."""
-    from gpumodel.model.quantization import tile_efficiency, wave_efficiency
+def misaligned_busy_share(m: Any, n: Any, k: Any, sm_count: int, batch: Any = 1) -> Any:
+    """Useful share of the tiles x waves a misaligned product's fallback kernel runs: tile
+    quantization x wave quantization over ``MISALIGNED_TILE`` (numpy-ready: arrays of sizes give
+    an array). A product of fewer tiles than SMs splits K over the idle ones, as cuBLAS does
+    (slices of at least ``MIN_K_PER_SPLIT``, at most ``MAX_SPLITS``: ``gpumodel.model.splitk``):
+    without that a skinny product with a long K ran on one SM, 1,000x its aligned time
+    (M = 1, N = 8, K = 2^20 + 1: 15 ms against 13 us; fuzz, 2026-11-30). The products the tile
+    was fitted on (513-6143) fill the SMs or have too short a K to split: they keep their share.
+    """
+    import numpy as np
 
-    return (tile_efficiency(m, n, MISALIGNED_TILE)
-            * wave_efficiency(m, n, MISALIGNED_TILE, sm_count, batch=batch))  # fmt: skip
+    from gpumodel.model.quantization import tile_efficiency_array, wave_efficiency_array
+    from gpumodel.model.splitk import MAX_SPLITS, MIN_K_PER_SPLIT
+
+    mt, nt = MISALIGNED_TILE
+    m, n, k = (np.asarray(v, dtype=np.int64) for v in (m, n, k))
+    tiles = np.asarray(batch, dtype=np.int64) * (-(-m // mt)) * (-(-n // nt))
+    slices = np.clip(np.minimum(-(-sm_count // tiles), k // MIN_K_PER_SPLIT), 1, MAX_SPLITS)
+    splits = np.where(tiles < sm_count, slices, 1)
+    share = (tile_efficiency_array(m, n, MISALIGNED_TILE)
+             * wave_efficiency_array(m, n, MISALIGNED_TILE, sm_count, batch=batch * splits))  # fmt: skip
+    return float(share) if share.ndim == 0 else share
 
 
 #: An nn.Linear-style product (x @ W.T) whose N is off 16 bytes, as a language model's head over
@@ -182,9 +199,10 @@ def fallback_kernel(shape: GemmShape, gpu: GPUSpec) -> tuple[float, str, str] | 
             f"N = {shape.n} off 16 bytes: cuBLAS's kernel for M = {shape.m} runs "
             f"{busy * 100:.0f}% of the FLOPs of its {MISALIGNED_ROWS_TILE}-row tiles' time (its "
             "share of a tile is fitted per dtype and range of M)")  # fmt: skip
-    if (shape.cublas and shape.dtype in MISALIGNED_DTYPES
+    if (shape.cublas and shape.dtype in MISALIGNED_DTYPES and min(shape.m, shape.n) > 1
             and not (shape.transpose_a or shape.transpose_b)):  # fmt: skip
-        busy = misaligned_busy_share(shape.m, shape.n, gpu.sm_count, shape.batch)
+        # (one row or column: cuBLAS's GEMV, which needs no alignment and runs no tiles)
+        busy = misaligned_busy_share(shape.m, shape.n, shape.k, gpu.sm_count, shape.batch)
         if busy < 1.0:
             return busy, "tiles and waves (misaligned kernel)", (
                 f"the fallback kernel runs whole {MISALIGNED_TILE[0]}x{MISALIGNED_TILE[1]} tiles "
@@ -263,12 +281,10 @@ def efficiency_array(
         if np.any(rows):
             penalty = penalty * np.where(rows, misaligned_rows_busy_share(m, dtype), 1.0)
         if (gpu.vendor == "nvidia" and cublas and dtype in MISALIGNED_DTYPES
-                and not (transpose_a or transpose_b)):
-            from gpumodel.model.quantization import tile_efficiency_array, wave_efficiency_array
-
-            penalty = penalty * (tile_efficiency_array(m, n, MISALIGNED_TILE)
-                                 * wave_efficiency_array(m, n, MISALIGNED_TILE, gpu.sm_count,
-                                                         batch=batch))  # fmt: skip
+                and not (transpose_a or transpose_b)):  # fmt: skip
+            gemv = np.minimum(np.asarray(m), np.asarray(n)) <= 1  # no tiles (fallback_kernel)
+            busy = misaligned_busy_share(m, n, k, gpu.sm_count, batch)
+            penalty = penalty * np.where(gemv, 1.0, busy)
         factor = factor * np.where(bad, penalty, 1.0)
     return factor
 

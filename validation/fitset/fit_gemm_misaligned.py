@@ -52,7 +52,7 @@ def fit(path: Path = FIT_SET) -> dict:
     cal = gm.load_calibration(str(CAL))
     sms = gm.get_gpu("h100-sxm").sm_count
     pts = [(op, t, gm.predict(op, "h100-sxm", cal, condition="in-graph").time_s,
-            gemm_model.misaligned_busy_share(op.m, op.n, sms))
+            gemm_model.misaligned_busy_share(op.m, op.n, op.k, sms))
            for op, t in points(path)]  # fmt: skip
     scores = {}
     for tile in TILES:
