@@ -10,6 +10,7 @@ This is the only place unit scaling happens; everything past the loader is SI fl
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -180,7 +181,12 @@ def format_count(value: float, digits: int = 3) -> str:
 def format_number(x: float) -> str:
     """A plain number for humans: three significant digits, written out (with thousands
     separators) from 1,000 to 999,999 where ``.3g`` would switch to an exponent (a ridge point
-    of 1,062 FLOP/B, not 1.06e+03)."""
+    of 1,062 FLOP/B, not 1.06e+03). An infinite value (the intensity of a kernel that moves no
+    bytes) is "unbounded", NaN (0 / 0) "-": never "inf" or "nan" in an output."""
+    if math.isnan(x):
+        return "-"
+    if math.isinf(x):
+        return "unbounded" if x > 0 else "-unbounded"
     return f"{x:,.0f}" if 1e3 <= abs(x) < 1e6 else f"{x:.3g}"
 
 

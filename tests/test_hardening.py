@@ -1087,3 +1087,67 @@ def test_a_script_may_save_over_what_it_loaded(tmp_path):
     host = gm.load_host(str(path))
     host.model_copy(update={"name": "mine"}).save(path)
     assert gm.load_host(str(path)).name == "mine"
+
+
+# ---------------------------------------------------------------------------------------------
+# the fuzz pass of 2026-11-30: tracebacks, inf and absurd numbers where a line belongs
+
+
+def _fixture_trace() -> dict:
+    return json.loads(gzip.decompress(
+        (ROOT / "tests/fixtures/traces/lm_head_50257.json.gz").read_bytes()))  # fmt: skip
+
+
+def test_odd_trace_fields_are_no_traceback(capsys, tmp_path):
+    doc = _fixture_trace()
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    ops_ = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"
+            and (e.get("args") or {}).get("Input Dims")]  # fmt: skip
+    kernels[0]["args"] = [1, 2, 3]  # another tool's "args": not an object
+    ops_[0]["args"]["Input Dims"] = [[float("nan"), 3]]  # not sizes
+    ops_[1]["args"]["Input Dims"] = [["a", 3]]
+    ops_[2]["args"]["Input Strides"] = [[1e300, 1]]
+    kernels[1]["dur"] = 1e300  # a corrupt duration: dropped and said, not 2e289 days a step
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "diagnose", str(path))
+    assert code == 0 and "Traceback" not in err and "days" not in out, err
+    assert "dropped 1 event(s)" in out
+    code, out, err = run(capsys, "calibrate", "--trace", str(path), "--gpu", "h100",
+                         "--step-ms", "45", "--out", str(tmp_path / "c.yaml"))  # fmt: skip
+    assert code == 0, err
+
+
+def test_a_kernel_summary_of_zero_time_is_refused(capsys, tmp_path):
+    head = (ROOT / "tests/fixtures/traces/nsys_cuda_gpu_kern_sum_synthetic.csv").read_text()
+    path = tmp_path / "zero.csv"
+    path.write_text(head.splitlines()[0] + '\n"0.0","0","10","0","0","0","0","0","k1"\n')
+    refused(capsys, "diagnose", str(path), "--gpu", "h100", match="took no time")
+
+
+@pytest.mark.parametrize("args, match", [
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1e-320", "--gpus", "8"), "tokens"),
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "0.5", "--gpus", "8"), "tokens"),
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1T", "--gpus", "8", "--mfu",
+      "1e-310"), "mfu"),
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1T", "--gpus", "8",
+      "--global-batch", "1000000000"), "more than the run's"),
+    (("plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--rate", "1e-310/s"), "rate"),
+    (("littles-law", "--gpu", "h100", "--bytes-per-thread", "5e-324"), "bytes per thread"),
+])  # fmt: skip
+def test_inputs_that_gave_inf_or_nonsense_are_refused(capsys, args, match):
+    refused(capsys, *args, match=match)
+
+
+def test_none_for_a_required_count_is_a_gpumodel_error():
+    for kw in ({"batch": None}, {"gpus": None}):
+        with pytest.raises(GpumodelError, match="must be a number"):
+            gm.predict_inference("llama-3-8b", "h100", **kw)
+
+
+def test_no_inf_or_nan_in_a_formatted_number(capsys):
+    from gpumodel.units import format_number
+
+    assert (format_number(math.inf), format_number(math.nan)) == ("unbounded", "-")
+    code, out, _ = run(capsys, "amdahl", "--parallel-fraction", "1")
+    assert code == 0 and "unbounded" in out and "inf" not in out

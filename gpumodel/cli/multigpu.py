@@ -232,7 +232,7 @@ def amdahl_cmd(
     table.add_column("limit 1/(1-p)", justify="right")
     for r in results:
         cells = [f"{s:.2f}x ({100 * e:.0f}%)" for s, e in zip(r.speedup, r.efficiency)]
-        limit = "inf" if math.isinf(r.limit) else f"{r.limit:.3g}x"
+        limit = "unbounded" if math.isinf(r.limit) else f"{r.limit:.3g}x"
         table.add_row(f"{r.parallel_fraction:.4g}", *cells, limit)
     out = console()
     out.print(table)

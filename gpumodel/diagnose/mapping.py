@@ -79,6 +79,22 @@ class TensorArg:
         return self.numel * self.itemsize
 
 
+
+# the largest tensor size or stride a trace may state (2^53: exact in a JSON number)
+_MAX_SIZE = 2**53
+
+
+def _sizes(values: list[Any]) -> tuple[int, ...] | None:
+    """``values`` as tensor sizes (or strides): whole numbers in [0, 2^53], else None."""
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        if not (math.isfinite(v) and v == int(v) and 0 <= v <= _MAX_SIZE):
+            return None
+        out.append(int(v))
+    return tuple(out)
+
 class OpArgs:
     """Positional access to a recorded operator's arguments."""
 
@@ -92,13 +108,14 @@ class OpArgs:
     def _tensor(self, dims: Any, typ: Any, strides: Any) -> TensorArg | None:
         if typ not in TORCH_DTYPES or not isinstance(dims, list):
             return None
-        if dims and isinstance(dims[0], list):
+        shape = _sizes(dims)
+        if shape is None:  # nested lists (a TensorList), or not sizes at all (NaN, text)
             return None
         name, size = TORCH_DTYPES[typ]
-        st = tuple(int(s) for s in strides) if isinstance(strides, list) and strides else None
-        if st is not None and (len(st) != len(dims) or any(isinstance(s, list) for s in strides)):
+        st = _sizes(strides) if isinstance(strides, list) and strides else None
+        if st is not None and len(st) != len(shape):
             st = None
-        return TensorArg(tuple(int(d) for d in dims), name, size, st)
+        return TensorArg(shape, name, size, st)
 
     def tensor(self, i: int) -> TensorArg | None:
         if i >= len(self.dims) or i >= len(self.types):

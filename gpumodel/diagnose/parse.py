@@ -53,6 +53,12 @@ class TraceFormatError(SpecError):
     """The profile could not be read: wrong format, truncated beyond repair, or empty."""
 
 
+# An event is a measurement only within these bounds (microseconds, as the trace states them):
+# a kernel or call longer than a day, or a timestamp beyond 3,000 years of the epoch, is a
+# corrupt field (a fuzzed 1e300 us kernel priced 2.3e289 days a step), dropped and counted.
+MAX_EVENT_US = 86_400e6
+MAX_TIMESTAMP_US = 1e17
+
 @dataclass(eq=False, slots=True)
 class CpuEvent:
     """A CPU-side range: an operator (``cpu_op``) or a user annotation (``user_annotation``)."""
@@ -348,8 +354,8 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
             continue
         ph = ev.get("ph")
         if ph != "X":
-            if ph == "i" and ev.get("name") == "[memory]":
-                _note_memory(trace, ev.get("args") or {})
+            if ph == "i" and ev.get("name") == "[memory]" and isinstance(ev.get("args"), dict):
+                _note_memory(trace, ev["args"])
             continue
         cat = ev.get("cat")
         try:
@@ -357,10 +363,12 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
             dur = float(ev.get("dur", 0.0))
         except (KeyError, TypeError, ValueError, OverflowError):
             continue
-        if not (math.isfinite(ts) and math.isfinite(dur) and dur >= 0):
-            bad_times += 1  # a negative or NaN duration is no measurement: dropped, and said
+        if not (abs(ts) <= MAX_TIMESTAMP_US and 0 <= dur <= MAX_EVENT_US):
+            bad_times += 1  # a negative, NaN or day-long duration is no measurement: dropped
             continue
         args = ev.get("args") or {}
+        if not isinstance(args, dict):  # another tool's field of the same name: no arguments
+            args = {}
         name = str(ev.get("name", ""))
         if cat in CPU_CATS:
             trace.cpu.append(
@@ -383,7 +391,8 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
             )  # fmt: skip
     if bad_times:
         trace.warnings.append(
-            f"dropped {bad_times} event(s) with a negative, NaN or infinite time or duration"
+            f"dropped {bad_times} event(s) with a negative, NaN, infinite or impossible time or "
+            "duration (longer than a day)"
         )
     if not trace.gpu:
         raise TraceFormatError(
@@ -495,6 +504,9 @@ def _parse_nsys_csv(text: str, path: Path) -> Trace:
         rows.append(KernelSummaryRow(name=name, total_s=total, instances=count, avg_s=avg))
     if not rows:
         raise TraceFormatError(f"{path}: the Nsight kernel summary has no kernel rows")
+    if not sum(r.total_s for r in rows) > 0:
+        raise TraceFormatError(f"{path}: the Nsight kernel summary's kernels took no time (every "
+                               "Total Time is 0): nothing to diagnose")  # fmt: skip
     return Trace(
         format="nsys_kern_sum_csv",
         path=str(path),

@@ -53,7 +53,15 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from gpumodel._validators import check_args, check_bool, check_choice, check_counts, check_dtype
+from gpumodel._validators import (
+    MAX_GPUS,
+    check_args,
+    check_bool,
+    check_choice,
+    check_counts,
+    check_dtype,
+    check_int,
+)
 from gpumodel.accuracy import measured_host, step_accuracy
 from gpumodel.calibration import Calibration
 from gpumodel.errors import SpecError, UnsupportedError
@@ -638,7 +646,9 @@ def predict_inference(
     A step whose memory (``memory(phase=...)``) does not fit raises InfeasibleError unless
     ``allow_oversubscribe=True``.
     """
-    check_counts(batch=batch, seq=seq, context=context, gpus=gpus, tp=tp)
+    check_int(batch, "batch")  # required: None is an error, not 'not given'
+    check_int(gpus, "gpus", le=MAX_GPUS)
+    check_counts(seq=seq, context=context, tp=tp)
     check_dtype(dtype)
     check_bool(allow_oversubscribe, "allow_oversubscribe")
     check_bool(new_shapes, "new_shapes")

@@ -324,7 +324,9 @@ def plan_serving(
     """
     check_int(prompt, "prompt")  # required: None is an error, not 'not given'
     check_int(output, "output", ge=0)
-    rate = check_number(rate, "rate (requests/s)", gt=0, le=1e12)
+    # at least one request in ~12 days: below it the GPU-hour price of an idle replica gave
+    # $1e29 per 1M tokens (fuzz, 2026-11-30)
+    rate = check_number(rate, "rate (requests/s)", ge=1e-6, le=1e12)
     check_dtype(dtype)
     check_args(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, latency_slo_s=latency_slo_s)
     spec = get_model(model)

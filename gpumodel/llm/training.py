@@ -1008,6 +1008,10 @@ def predict_training_step(
     )  # fmt: skip
 
 
+# The lowest model-FLOPs utilisation a plan accepts: 0.01% (a run below it is not one)
+MIN_MFU = 1e-4
+
+
 def plan_training(
     model: ModelSpec | str,
     gpu: GPUSpec | str,
@@ -1045,9 +1049,9 @@ def plan_training(
     check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
                attention="flash" if attention is None else attention,
                fragmentation=fragmentation)  # fmt: skip
-    tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
-    if mfu is not None:
-        mfu = check_number(mfu, "mfu", gt=0, le=1)
+    tokens = check_number(tokens, "tokens", ge=1, le=MAX_TOKENS)
+    if mfu is not None:  # below 0.01% no training run: a typo (fuzz: 1e-310 gave inf days)
+        mfu = check_number(mfu, "mfu", ge=MIN_MFU, le=1)
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = seq or min(spec.max_context, 8192)
@@ -1078,6 +1082,10 @@ def plan_training(
                                      attention=attention, policy=policy, host=host,
                                      fragmentation=fragmentation)  # fmt: skip
         step = best
+        if step.tokens_per_step > tokens:
+            raise SpecError(f"one step trains {step.tokens_per_step:,} tokens ({step.global_batch} "
+                            f"sequences x {step.seq}), more than the run's {tokens:,.0f}: lower "
+                            "--global-batch or raise --tokens")  # fmt: skip
         steps = math.ceil(tokens / step.tokens_per_step)
         time_s = steps * step.step_time_s
         used_mfu, source = total / (time_s * gpus * peak), "derived"

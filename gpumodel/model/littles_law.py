@@ -222,7 +222,7 @@ def concurrency(
     gpu = get_gpu(gpu)
     if gpu.vendor == "cpu":
         raise UnsupportedError(f"Little's law in warps needs a GPU; {gpu.id} is a CPU spec")
-    check_number(bytes_per_thread_in_flight, "bytes per thread in flight", gt=0, le=2**20)
+    check_number(bytes_per_thread_in_flight, "bytes per thread in flight", ge=1, le=2**20)
     check_int(ilp, "ilp (independent operations per thread)", ge=1, le=2**20)
     if resident_warps_per_sm is not None:
         check_number(resident_warps_per_sm, "resident warps per SM", gt=0, le=2**20)
