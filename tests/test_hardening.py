@@ -1134,6 +1134,8 @@ def test_a_kernel_summary_of_zero_time_is_refused(capsys, tmp_path):
       "--global-batch", "1000000000"), "more than the run's"),
     (("plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--rate", "1e-310/s"), "rate"),
     (("littles-law", "--gpu", "h100", "--bytes-per-thread", "5e-324"), "bytes per thread"),
+    (("sweep-llm", "--model", "llama-3-8b", "--batch", "1:1200:+1", "--context", "1:8192:+1",
+      "--rows", "1"), "coarser step"),  # 9.8 M points ran past 100 s at 3.7 GB
 ])  # fmt: skip
 def test_inputs_that_gave_inf_or_nonsense_are_refused(capsys, args, match):
     refused(capsys, *args, match=match)

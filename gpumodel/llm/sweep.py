@@ -117,8 +117,10 @@ from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.vectorised import op_kernel_times
 
-# the largest grid one call builds (rows are ~150 bytes: 10^7 rows ~ 1.5 GB)
-MAX_POINTS = 10_000_000
+# the largest grid one call builds: at the 8,000-30,000 points a second of a 2-core laptop
+# (benchmarks/bench_llm_sweep.py; distinct eager steps are the slow end) about half a minute,
+# ~40 MB of rows (~150 bytes each). 10^7 ran past 100 s and 3.7 GB (fuzz, 2026-11-30).
+MAX_POINTS = 250_000
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,8 @@ def _points(axes: dict[str, np.ndarray], grid: bool) -> dict[str, np.ndarray]:
     if grid:
         size = math.prod(a.size for a in axes.values())
         if size > MAX_POINTS:
-            raise SpecError(f"the grid has {size:,} points, more than {MAX_POINTS:,}; split it")
+            raise SpecError(f"the grid has {size:,} points, more than {MAX_POINTS:,}: use a "
+                            "coarser step (e.g. 1:8192:x2) or split it")  # fmt: skip
         mesh = np.meshgrid(*(a.ravel() for a in axes.values()), indexing="ij")
         return {k: m.ravel() for k, m in zip(axes, mesh)}
     try:
