@@ -1,6 +1,10 @@
-"""Shared fixtures: a tiny fixture GPU with round numbers, and an isolated calibration cache."""
+"""Shared fixtures: a tiny fixture GPU with round numbers, an isolated calibration cache, and
+the unseen sets' scoring script as a module."""
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +68,13 @@ def uniform_host(per_op_s: float, name: str = "uniform-test-host"):
 def old_host():
     """The pre-profile default: 25.1 us per eager kernel (4.6 us launch + 20.5 us HF/PyTorch)."""
     return uniform_host(25.1e-6, "old-default")
+
+
+@pytest.fixture(scope="session")
+def ev():
+    """``validation/unseen/evaluate.py`` (a script, not a package), loaded as a module."""
+    path = Path(__file__).resolve().parents[1] / "validation" / "unseen" / "evaluate.py"
+    spec = importlib.util.spec_from_file_location("unseen_evaluate", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

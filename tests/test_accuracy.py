@@ -7,7 +7,6 @@ the table stale fails; the lookups are checked against the table's own entries."
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
 import subprocess
 import sys
@@ -21,16 +20,7 @@ from gpumodel import _paths
 from gpumodel.accuracy import TABLE_FILE, _table, kernel_classes, step_class
 
 ROOT = Path(__file__).resolve().parents[1]
-EVALUATE = ROOT / "validation" / "unseen" / "evaluate.py"
 DOWN_PROJ = gm.ops.Gemm(m=64, n=4096, k=14336, dtype="bf16", transpose_b=True)
-
-
-@pytest.fixture(scope="module")
-def ev():
-    spec = importlib.util.spec_from_file_location("unseen_evaluate_acc", EVALUATE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")

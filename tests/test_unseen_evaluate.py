@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 import gpumodel as gm
-
-PATH = Path(__file__).resolve().parents[1] / "validation" / "unseen" / "evaluate.py"
-
-
-@pytest.fixture(scope="module")
-def ev():
-    spec = importlib.util.spec_from_file_location("unseen_evaluate", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_error_statistics_by_hand(ev):
