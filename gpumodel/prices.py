@@ -12,7 +12,7 @@ such. ``gpumodel prices`` lists the table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -90,13 +90,19 @@ def parse_prices(text: str) -> float | dict[str, float]:
         name, sep, value = part.partition("=")
         if not sep or not name.strip():
             raise SpecError(f"--price: expected GPU=$/hour pairs like 'h100=2.49', got {part!r}")
-        out[name.strip().lower()] = _check(value.strip(), f"--price {name.strip()}")
+        key = name.strip().lower()
+        if key in out:  # the second would silently win
+            raise SpecError(f"--price: {key} is priced twice; give each GPU one price")
+        out[key] = _check(value.strip(), f"--price {name.strip()}")
     return out
 
 
-def resolve_price_keys(price: PriceArg) -> PriceArg:
+def resolve_price_keys(price: PriceArg, used: Iterable[Any] | None = None) -> PriceArg:
     """A mapping's keys resolved to GPU ids (so ``h100`` prices ``h100-sxm``); unknown GPU
-    names are an error, not a silently unused price."""
+    names, two keys for one GPU, and (with ``used``, the GPUs a plan prices) a mapping that
+    prices none of them are errors, not a silently unused price (``--price a100=2 --gpu h100``
+    used the spec's H100 price). One list may price more GPUs than a command uses (a shared
+    price list): the others keep their spec's price."""
     if not isinstance(price, Mapping):
         return price
     if not price:  # it would price no GPU, silently: the specs' prices would be used instead
@@ -104,7 +110,18 @@ def resolve_price_keys(price: PriceArg) -> PriceArg:
                         "GPU, or GPU -> $ per GPU-hour pairs like {'h100': 2.49}")  # fmt: skip
     from gpumodel.specs import get_gpu
 
-    return {get_gpu(k).id: v for k, v in price.items()}
+    out: dict[str, Any] = {}
+    for key, value in price.items():
+        gpu_id = get_gpu(key).id
+        if gpu_id in out:
+            raise SpecError(f"price: {gpu_id} is priced twice (as {key} too); give one price")
+        out[gpu_id] = value
+    if used is not None:
+        ids = [get_gpu(g).id for g in used]
+        if not any(k in ids for k in out):
+            raise SpecError(f"price: {', '.join(out)} prices none of the GPUs here "
+                            f"({', '.join(ids)}): their specs' prices would be used")  # fmt: skip
+    return out
 
 
 def price_footnote(prices: Mapping[str, Price | None]) -> list[str]:

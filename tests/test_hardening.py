@@ -1136,6 +1136,15 @@ def test_a_kernel_summary_of_zero_time_is_refused(capsys, tmp_path):
     (("littles-law", "--gpu", "h100", "--bytes-per-thread", "5e-324"), "bytes per thread"),
     (("sweep-llm", "--model", "llama-3-8b", "--batch", "1:1200:+1", "--context", "1:8192:+1",
       "--rows", "1"), "coarser step"),  # 9.8 M points ran past 100 s at 3.7 GB
+    (("roofline", "--gpu", "h100", "--dtype", "fp4"), "no fp4 rate"),  # an empty table
+    # a price list that prices none of the plan's GPUs, or one GPU twice: the spec's price was
+    # used silently / the second won
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1T", "--gpu", "h100", "--days", "30",
+      "--price", "a100=2"), "prices none of the GPUs"),
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1T", "--gpu", "h100", "--days", "30",
+      "--price", "h100=2,h100=3"), "priced twice"),
+    (("plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--price", "h100=2,h100-sxm=3"),
+     "priced twice"),
 ])  # fmt: skip
 def test_inputs_that_gave_inf_or_nonsense_are_refused(capsys, args, match):
     refused(capsys, *args, match=match)

@@ -58,6 +58,8 @@ def roofline(
             if peak and (dtype is None or dt == dtype):
                 rows.append({"dtype": dt, "unit": unit, "peak_flops": peak,
                              "bandwidth_bytes_per_s": bw, "ridge_point": peak / bw})  # fmt: skip
+    if dtype and not rows:  # an empty table is no answer (fuzz, 2026-11-30: fp4 on an H100)
+        fail(f"{spec.id} has no {dtype} rate in its spec")
     if calibration is not None:  # checked even when no --op uses it (never silently ignored)
         from gpumodel.calibration import resolve
 

@@ -183,7 +183,7 @@ def search_training(
     if not counts or counts[0] < 1:
         raise SpecError("GPU counts must be >= 1")
     cal = choose_calibration(g, calibration, calibration_from)
-    price_info = price_for(g, resolve_price_keys(price))
+    price_info = price_for(g, resolve_price_keys(price, used=[g]))
     if budget is not None and price_info is None:
         raise SpecError(f"--budget needs a price: {g.id}'s spec has none; pass --price")
     t, p, d = layouts(spec, counts, tp, pp)

@@ -344,7 +344,7 @@ def plan_serving(
     ):
         raise SpecError(f"gpus must be a GPU id, a spec or a list of them, got {_show(gpus)}")
     targets = [gpus] if isinstance(gpus, (str, GPUSpec)) else list(gpus)
-    price = resolve_price_keys(price)
+    price = resolve_price_keys(price, used=targets)
     options = []
     prices: dict[str, dict[str, Any] | None] = {}
     for item in targets:

@@ -1091,7 +1091,7 @@ def plan_training(
         used_mfu, source = total / (time_s * gpus * peak), "derived"
     from gpumodel.prices import price_for, resolve_price_keys
 
-    price_info = price_for(g, resolve_price_keys(price))
+    price_info = price_for(g, resolve_price_keys(price, used=[g]))
     usd = price_info.usd_per_gpu_hour if price_info else None
     src = None
     if price_info is not None:
