@@ -110,6 +110,9 @@ def predict(
     it); None: the kernel's own, as back to back with itself. ``dram_bytes_per_s`` (with
     ``activity``): that step's average DRAM traffic at the maximum clock, whose power the limit
     sees too (``gpumodel.model.power``); None: none.
+
+    The result's ``accuracy``: how wrong predictions like this one measured on sets never
+    fitted to (``gpumodel.accuracy``; None where none was measured, or inside a step).
     """
     check_condition(condition, l2)
     if not isinstance(op, Op):
