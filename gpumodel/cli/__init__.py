@@ -93,38 +93,45 @@ def main(argv: list[str] | None = None) -> int:
 
     exit_types, abort_types, usage_types = _click_exceptions(typer)
     from gpumodel._io import command_inputs
+    from gpumodel.cli._app import end_command
 
     args = list(sys.argv[1:] if argv is None else argv)
+    ok = False
     try:
-        with command_inputs():  # an output may not overwrite a file the command read
-            result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
-        sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
-    except GpumodelError as exc:
-        _err(f"error: {exc}\n")
-        return 2
-    except BrokenPipeError:  # `gpumodel ... | head`: the reader left; stop quietly
-        _silence_stdout()
-        return 141
-    except OSError as exc:
-        if exc.filename is not None:  # a file the command touched: not an output failure
-            raise
-        _silence_stdout()
-        _err(f"error: cannot write the output ({exc.strerror or exc})\n")
-        return 2
-    except exit_types as exc:
-        return exc.exit_code
-    except abort_types:
-        sys.stderr.write("aborted\n")
-        return 1
-    except usage_types as exc:
-        _err(f"error: {exc.format_message()}\n")
-        return 2
-    except SystemExit as exc:  # click exits 1 itself on a closed pipe (EPIPE)
-        return exc.code if isinstance(exc.code, int) else 1
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
-    return result if isinstance(result, int) else 0
+        try:
+            with command_inputs():  # an output may not overwrite a file the command read
+                result = command(args)(args=args, prog_name="gpumodel", standalone_mode=False)
+            sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+            ok = True
+        except GpumodelError as exc:
+            _err(f"error: {exc}\n")
+            return 2
+        except BrokenPipeError:  # `gpumodel ... | head`: the reader left; stop quietly
+            _silence_stdout()
+            return 141
+        except OSError as exc:
+            if exc.filename is not None:  # a file the command touched: not an output failure
+                raise
+            _silence_stdout()
+            _err(f"error: cannot write the output ({exc.strerror or exc})\n")
+            return 2
+        except exit_types as exc:
+            ok = True  # a command's own exit (validate's 1 on a missed tolerance)
+            return exc.exit_code
+        except abort_types:
+            sys.stderr.write("aborted\n")
+            return 1
+        except usage_types as exc:
+            _err(f"error: {exc.format_message()}\n")
+            return 2
+        except SystemExit as exc:  # click exits 1 itself on a closed pipe (EPIPE)
+            return exc.code if isinstance(exc.code, int) else 1
+        except KeyboardInterrupt:
+            sys.stderr.write("interrupted\n")
+            return 130
+        return result if isinstance(result, int) else 0
+    finally:
+        end_command(ok)  # its warnings, after output; none after an error line
 
 
 def _err(line: str) -> None:

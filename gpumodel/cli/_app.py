@@ -22,6 +22,30 @@ app = typer.Typer(
 )
 
 
+# The running command's warnings, each printed once to stderr when it ends without an error (a
+# failed command's only stderr line is then its error: fuzz, 2026-11-30, found a host warning
+# before the error line, and `plan train --fusion unfused` warning twice).
+_warnings: list[str] = []
+
+
+def warn(message: str | None) -> None:
+    """A one-line warning for the command's end (``end_command``); repeats are dropped."""
+    if message and message not in _warnings:
+        _warnings.append(message)
+
+
+def end_command(ok: bool) -> None:
+    """Print the command's warnings if it ``ok``-ended, else drop them."""
+    try:
+        if ok:
+            for message in _warnings:
+                sys.stderr.write(f"warning: {message}\n")
+    except (OSError, ValueError):  # a stderr the shell closed (2>&-): the output stands
+        pass
+    finally:
+        _warnings.clear()
+
+
 def fail(message: str) -> NoReturn:
     """Raise the one-line, exit-code-2 error for bad input found in the CLI layer."""
     from gpumodel.errors import GpumodelError

@@ -73,9 +73,10 @@ def _out(text: str) -> None:
 
 
 def _warn(message: str | None) -> None:
-    """One line on stderr."""
-    if message:
-        typer.echo(f"warning: {message}", err=True)
+    """One line on stderr when the command ends without an error (``_app.warn``)."""
+    from gpumodel.cli._app import warn
+
+    warn(message)
 
 
 def _plt():
