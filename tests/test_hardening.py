@@ -1173,3 +1173,10 @@ def test_a_failed_command_prints_only_its_error_and_warnings_come_once(capsys, t
     code, _, err = run(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1T",
                        "--gpu", "h100", "--days", "30", "--fusion", "unfused")  # fmt: skip
     assert code == 0 and err.count("warning:") <= 1, err
+
+
+def test_the_sweeps_check_their_price_list_as_the_plans_do():
+    with pytest.raises(SpecError, match="prices none of the GPUs"):
+        gm.sweep_inference("llama-3-8b", "h100", batch=[1], context=[512], price={"a100": 2.0})
+    with pytest.raises(SpecError, match="prices none of the GPUs"):
+        gm.sweep_training("llama-2-7b", "h100", price={"a100": 2.0})

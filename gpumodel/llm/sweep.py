@@ -327,7 +327,7 @@ def sweep_inference(
     floor = stream_floor_s
     if floor is None and rt.host != "eager":
         floor = hp.in_graph_kernel_s
-    price = resolve_price_keys(price)
+    price = resolve_price_keys(price, used=gpus)
 
     n = len(pts["tp"])
     keys = np.stack([pts["tp"], pts["batch"], pts["seq"], pts["context"]], axis=1)
@@ -468,7 +468,7 @@ def sweep_training(
                             f"= {int(per_step[i])}")  # fmt: skip
     m = gb // per_step
     layers = spec.layers // pts["pp"]
-    price = resolve_price_keys(price)
+    price = resolve_price_keys(price, used=gpus)
     n = len(m)
     parts: list[dict[str, np.ndarray]] = []
     calibrations: dict[str, str] = {}
