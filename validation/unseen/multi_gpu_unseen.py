@@ -63,6 +63,11 @@ def tp_grids(tiny: bool, grid: int) -> list[tuple[str, object, list[tuple[int, i
     if tiny:
         return [("llama-3-8b", su.llama3_8b_config(True), [(1, 16), (2, 32)]),
                 ("llama-3-70b", llama3_70b_config(True), [(2, 16)])]  # fmt: skip
+    if grid == 6:  # written 2026-11-30 (twelfth session) before its run, the model unchanged:
+        # batches and contexts no earlier grid used, to check the accuracy table's classes
+        return [("llama-3-8b", su.llama3_8b_config(False), [(4, 1024), (12, 4096), (40, 2048),
+                                                            (2, 6144)]),
+                ("llama-3-70b", llama3_70b_config(False), [(8, 4096), (40, 1024), (2, 8192)])]
     if grid == 1:
         small = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
         large = [(1, 2048), (8, 2048), (32, 2048), (64, 2048), (1, 8192), (16, 8192)]
@@ -89,6 +94,10 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
         return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024, 8),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048, None),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048, None)]  # fmt: skip
+    if grid == 6:  # written 2026-11-30 before its run (see tp_grids)
+        return [("gpt2-small", su.gpt2_config(False), "bf16", (10,), 1024, None),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "amp", (3,), 2048, None),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (5,), 2048, None)]  # fmt: skip
     if grid == 4:  # written 2026-11-29 (seventh session) before its run, the model unchanged
         return [("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (2, 6), 2048, None),
                 ("gpt2-small", su.gpt2_config(False), "amp", (6, 20), 1024, None),
@@ -114,6 +123,11 @@ def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int,
     if tiny:
         return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
                 ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
+    if grid == 6:  # written 2026-11-30 before its run (see tp_grids)
+        return [("gpt2-small", su.gpt2_config(False), "bf16", (6,), 1024),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "mixed", (3,), 2048),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (4,), 2048),
+                ("llama-2-7b", su.llama2_7b_config(False), "bf16", (1,), 2048)]  # fmt: skip
     if grid == 5:  # written 2026-11-29 (eighth session) after the FSDP2 memory model, before
         # its run: other batches, sequence lengths and policies than runs 4-7 and the experiment
         return [("gpt2-small", su.gpt2_config(False), "mixed", (12,), 1024),
@@ -425,10 +439,10 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="multi-gpu")
     ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
-    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4, 5), default=1,
+    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4, 5, 6), default=1,
                     help="run 1-3's points; 4: the seventh session's DDP and FSDP points (its "
                     "tp-decode points are grid 3's); 5: the eighth session's FSDP points "
-                    "(fsdp-train only)")  # fmt: skip
+                    "(fsdp-train only); 6: the twelfth session's points of all three parts")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
