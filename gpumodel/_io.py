@@ -607,7 +607,7 @@ def save_figure(fig: Any, path: str | Path, **savefig_kwargs: Any) -> Path:
     leaves the old image, not a truncated one). The format comes from ``path``'s suffix."""
     path = Path(path)
     fmt = savefig_kwargs.pop("format", None) or (path.suffix.lstrip(".").lower() or "png")
-    with atomic_path(path, "plot", mkdir=False) as tmp:
+    with atomic_path(path, "plot", mkdir=True) as tmp:
         try:
             fig.savefig(tmp, format=fmt, **savefig_kwargs)
         except ValueError as exc:  # e.g. an image format matplotlib does not write

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 import gpumodel as gm
-from gpumodel.cli._app import app, fail, json_text
+from gpumodel.cli._app import app, json_text
 
 CHUNK = 8192
 KEYS = ("op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity")
@@ -51,8 +51,6 @@ def batch(
     from gpumodel.calibration import calibration_label, resolve
     from gpumodel.vectorised import predict_rows
 
-    if as_json and as_csv:
-        fail("pass --json or --csv, not both")
     spec = gm.get_gpu(gpu)
     label = calibration_label(resolve(calibration, spec))
     predicted = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gpumodel.cli._app import app, fail, print_json
+from gpumodel.cli._app import app, print_json
 
 
 @app.command("calibrations")
@@ -19,8 +19,6 @@ def calibrations(
     from gpumodel.calibration import cache_dir, find_calibrations
     from gpumodel.cli.tables import Table, show
 
-    if as_json and as_csv:
-        fail("pass --json or --csv, not both")
     gpu_id = gm.get_gpu(gpu).id if gpu else None
     rows = find_calibrations(gpu_id)
     if as_json:

@@ -228,7 +228,9 @@ def memory(
     model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     batch: int = typer.Option(1, help="sequences (training: micro-batch)"),
-    seq: int = typer.Option(2048, help="context length (KV cache) / training sequence"),
+    seq: int = typer.Option(
+        None, help="context length (KV cache) / training sequence (default: 2048, or the model's "
+        "max_context if shorter)"),
     dtype: str = typer.Option("bf16"),
     phase: str = typer.Option(
         None,
@@ -271,6 +273,8 @@ def memory(
         fail("--phase is for inference; --train is the training peak")
     if policy is not None and not train:
         fail("--policy is a training precision policy: add --train")
+    if seq is None:
+        seq = min(2048, _llm().get_model(model).max_context)
     for opt, v in (("--batch", batch), ("--seq", seq), ("--dp", dp), ("--tp", tp), ("--pp", pp),
                    ("--accumulation", accumulation)):  # fmt: skip
         _at_least(opt, v)
@@ -392,8 +396,6 @@ def plan_train(
         _at_least(opt, v)
     if zero not in (0, 1, 2, 3):
         fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
-    if as_json and as_csv:
-        fail("pass --json or --csv, not both")
     n_tokens = parse_count(tokens)
     counts = parse_counts(gpus, "--gpus") if gpus is not None else None
     prices = gm.parse_prices(price) if price is not None else None
@@ -572,8 +574,6 @@ def plan_serve(
     _choice(slo, "--slo", ("chat", "server", "none"))
     _at_least("--prompt", prompt)
     _at_least("--output", output, 0)
-    if as_json and as_csv:
-        fail("pass --json or --csv, not both")
     names = split_list(gpu)
     if not names:
         fail("--gpu needs at least one GPU id, e.g. --gpu l4,a100,h100")

@@ -297,8 +297,6 @@ def sweep_llm(
     # the declared values, checked in both modes (an option one mode does not use is still
     # never silently accepted with a value that cannot be meant)
     check_args(fusion=fusion, recompute=recompute, policy=policy, dtype=dtype)
-    if as_json and as_csv:
-        fail("pass --json or --csv, not both")
     if rows < 0:
         fail(f"--rows must be >= 0, got {rows}")
     gpus = [g.strip() for g in gpu.split(",") if g.strip()]

@@ -292,7 +292,7 @@ def memory(
     gpu: GPUSpec | str,
     *,
     batch: int = 1,
-    seq: int = 2048,
+    seq: int | None = None,
     dtype: str = "bf16",
     train: bool = False,
     tp: int = 1,
@@ -313,7 +313,8 @@ def memory(
     accumulation: int = 1,
 ) -> MemoryBreakdown:
     """Memory per GPU. Inference (``phase``, default ``"decode"``; see the module docstring):
-    ``batch`` sequences of ``seq`` tokens of context (KV cache) and the working buffers of one
+    ``batch`` sequences of ``seq`` tokens of context (KV cache; default the model's
+    max_context up to 2048, never beyond its max_context) and the working buffers of one
     forward over ``prefill_tokens`` tokens (default: batch*seq for ``"prefill"``, batch for
     ``"decode"``).
     Training: micro-batch ``batch`` of ``seq`` tokens, ``microbatches`` in flight per pipeline
@@ -322,6 +323,8 @@ def memory(
     gradients and its activations at different moments)."""
     from gpumodel._validators import check_args
 
+    spec = get_model(model)
+    seq = spec.check_context(min(2048, spec.max_context) if seq is None else seq, "seq")
     for name, value in (("batch", batch), ("seq", seq), ("tp", tp), ("pp", pp), ("dp", dp),
                         ("accumulation", accumulation)):  # fmt: skip
         check_int(value, name, le=MAX_GPUS if name in ("tp", "pp", "dp") else MAX_ELEMENTS)
@@ -331,7 +334,7 @@ def memory(
                fragmentation=fragmentation, dtype=dtype)  # fmt: skip
     if kv_dtype is not None:
         check_args(dtype=kv_dtype)
-    return memory_of(get_model(model), get_gpu(gpu), batch=batch, seq=seq, dtype=dtype,
+    return memory_of(spec, get_gpu(gpu), batch=batch, seq=seq, dtype=dtype,
                      train=train, tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute,
                      sequence_parallel=sequence_parallel, attention=attention,
                      microbatches=microbatches, kv_dtype=kv_dtype, prefill_tokens=prefill_tokens,
@@ -526,12 +529,13 @@ def _largest(lo: int, hi: int, ok: Any) -> int:
     return lo
 
 
-def max_batch(model: ModelSpec | str, gpu: GPUSpec | str, *, seq: int = 2048,
+def max_batch(model: ModelSpec | str, gpu: GPUSpec | str, *, seq: int | None = None,
               limit: int = 1 << 20, **kwargs: Any) -> int:  # fmt: skip
-    """Largest batch of ``seq``-token sequences that fits (0 if none)."""
+    """Largest batch of ``seq``-token sequences that fits (0 if none; ``seq`` as ``memory``)."""
     from gpumodel._validators import check_args
 
-    check_args(seq=seq)
+    if seq is not None:
+        check_args(seq=seq)
     check_int(limit, "limit", ge=1, le=2**31)
     return _largest(1, limit, lambda b: memory(model, gpu, batch=b, seq=seq, **kwargs).fits)
 

@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from gpumodel import _paths
 from gpumodel._validators import Checked, NonEmptyStr, SeqTokens, Size
-from gpumodel.errors import SpecError, UnknownModelError
+from gpumodel.errors import SpecError, UnknownModelError, UnsupportedError
 from gpumodel.specs import find_by_name, index_yaml_dirs, load_yaml_model
 
 
@@ -129,6 +129,15 @@ class ModelSpec(_Frozen):
         return self
 
     # -- sizes ------------------------------------------------------------------------------
+
+    def check_context(self, tokens: int, what: str = "context") -> int:
+        """``tokens`` where the model attends over that many, else the one-line error: its
+        positions (learned, or RoPE as trained) end at ``max_context``. A context-extended
+        variant is a model YAML with a larger max_context."""
+        if tokens > self.max_context:
+            raise UnsupportedError(f"{what} {tokens} exceeds {self.id}'s max_context "
+                                   f"{self.max_context}")  # fmt: skip
+        return tokens
 
     @property
     def q_dim(self) -> int:

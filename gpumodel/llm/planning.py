@@ -187,7 +187,7 @@ def search_training(
     if budget is not None and price_info is None:
         raise SpecError(f"--budget needs a price: {g.id}'s spec has none; pass --price")
     t, p, d = layouts(spec, counts, tp, pp)
-    seq = seq or min(spec.max_context, 8192)
+    seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
     # data parallelism up to the global batch: no more ranks than sequences per step
     batch_cap = global_batch or int(default_global_batch(seq, 1))
     keep = d * micro_batch <= batch_cap

@@ -248,10 +248,7 @@ def serve_on(
     host: Any = None,
 ) -> ServingOption:
     """The serving option on one GPU type (see the module docstring)."""
-    context = prompt + output
-    if context > spec.max_context:
-        raise SpecError(f"prompt + output = {context} exceeds {spec.id}'s max_context "
-                        f"{spec.max_context}")  # fmt: skip
+    context = spec.check_context(prompt + output, "prompt + output")
     options = []
     last_mem = None
     for t in TP_SIZES:
@@ -330,6 +327,7 @@ def plan_serving(
     check_dtype(dtype)
     check_args(ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, latency_slo_s=latency_slo_s)
     spec = get_model(model)
+    spec.check_context(prompt + output, "prompt + output")  # the model's limit, on every GPU
     if not isinstance(slo, str) or slo not in SLO_PRESETS:
         raise SpecError(f"slo must be one of {', '.join(SLO_PRESETS)}, got {slo!r}")
     ttft_slo_s = SLO_PRESETS[slo][0] if ttft_slo_s is None else ttft_slo_s
