@@ -100,9 +100,25 @@ def kernel_classes(op: Op) -> list[str]:
     return []
 
 
-def step_class(runtime: str, phase: str, policy: str | None = None) -> str:
-    """The unseen step sets' class of a one-GPU step: ``"hf-eager decode"``, ``"train amp"``."""
-    return f"train {policy}" if phase == "train" else f"{runtime} {phase}"
+def parallel_layout(*, tp: int = 1, pp: int = 1, dp: int = 1, zero: int = 0) -> str | None:
+    """The unseen step sets' name of how a step spreads over GPUs: ``""`` (one GPU), ``"tp 2"``
+    (tensor parallel), ``"ddp 2"`` (data parallel, ZeRO 0: PyTorch DDP), ``"fsdp 2"`` (ZeRO 3:
+    FSDP); None for a layout no set measured (ZeRO 1-2, pipelines, several kinds at once).
+    Replicas of a served model do not change a step: pass its ``tp`` alone."""
+    if pp != 1 or (tp > 1 and dp > 1):
+        return None
+    if tp > 1:
+        return f"tp {tp}"
+    if dp > 1:
+        return {0: f"ddp {dp}", 3: f"fsdp {dp}"}.get(zero)
+    return ""
+
+
+def step_class(runtime: str, phase: str, policy: str | None = None, layout: str = "") -> str:
+    """The unseen step sets' class of a step: ``"hf-eager decode"``, ``"train amp"``,
+    ``"train bf16, fsdp 2"`` (``layout``: :func:`parallel_layout`)."""
+    base = f"train {policy}" if phase == "train" else f"{runtime} {phase}"
+    return f"{base}, {layout}" if layout else base
 
 
 @functools.lru_cache(maxsize=1)
@@ -211,16 +227,17 @@ def kernel_accuracy(op: Op, gpu_id: str, cal: Calibration | None, condition: str
 
 
 def step_accuracy(runtime: str, phase: str, gpu_id: str, cal: Calibration | None, host: bool,
-                  *, policy: str | None = None, gpus: int = 1,
+                  *, policy: str | None = None, layout: str | None = "",
                   metric: str = "time") -> Accuracy | None:  # fmt: skip
-    """The measured error of one-GPU whole-step predictions like this one. ``metric``: ``time``
-    (a steady-state step), ``time, first round`` (a step at new shapes: ``new_shapes=True``) or
-    ``peak memory`` (training). Steps over several GPUs: None (their sets are too few to pool)."""
+    """The measured error of whole-step predictions like this one. ``metric``: ``time`` (a
+    steady-state step), ``time, first round`` (a step at new shapes: ``new_shapes=True``) or
+    ``peak memory`` (training). ``layout``: how the step spreads over GPUs
+    (:func:`parallel_layout`; None, a layout no set measured: no figure)."""
     table = _table()
-    kind = _calibration_kind(cal, gpu_id, table) if table and gpus == 1 else None
+    kind = _calibration_kind(cal, gpu_id, table) if table and layout is not None else None
     if kind is None:
         return None
-    classes = [step_class(runtime, phase, policy)]
+    classes = [step_class(runtime, phase, policy, layout or "")]
     found = _lookup(f"step {metric}", classes, gpu_id, kind, "in-workload", host, MIN_STEP_POINTS)
     hosted = None if host or found is None else _lookup(
         f"step {metric}", classes, gpu_id, kind, "in-workload", True, MIN_STEP_POINTS)  # fmt: skip

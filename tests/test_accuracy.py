@@ -17,7 +17,7 @@ import pytest
 
 import gpumodel as gm
 from gpumodel import _paths
-from gpumodel.accuracy import TABLE_FILE, _table, kernel_classes, step_class
+from gpumodel.accuracy import TABLE_FILE, _table, kernel_classes, parallel_layout, step_class
 
 ROOT = Path(__file__).resolve().parents[1]
 DOWN_PROJ = gm.ops.Gemm(m=64, n=4096, k=14336, dtype="bf16", transpose_b=True)
@@ -91,6 +91,17 @@ def test_classes_most_specific_first():
     assert kernel_classes(gm.ops.Elementwise(op="add", n=1 << 20)) == []
     assert step_class("hf-eager", "decode") == "hf-eager decode"
     assert step_class("hf-eager", "train", "amp") == "train amp"
+    assert step_class("hf-eager", "train", "bf16", "fsdp 2") == "train bf16, fsdp 2"
+
+
+def test_multi_gpu_layouts_by_name():
+    assert parallel_layout() == ""
+    assert parallel_layout(tp=2) == "tp 2"
+    assert parallel_layout(dp=2) == "ddp 2"  # ZeRO 0: PyTorch DDP
+    assert parallel_layout(dp=4, zero=3) == "fsdp 4"
+    assert parallel_layout(dp=2, zero=1) is None  # ZeRO-1: no set measured it
+    assert parallel_layout(tp=2, pp=2) is None
+    assert parallel_layout(tp=2, dp=2) is None
 
 
 def test_a_kernel_prediction_carries_its_class(table):
@@ -142,7 +153,8 @@ def test_steps_carry_their_runtime_and_host(table):
     first = gm.predict_inference("llama-3-8b", "h100", batch=8, context=2048, runtime="hf-eager",
                                  new_shapes=True).accuracy  # fmt: skip
     assert "new KV lengths" in first.what
-    assert gm.predict_inference("llama-3-8b", "h100", gpus=2, batch=8, context=2048,
+    # no H100 pair measured tensor-parallel decode: nothing claimed
+    assert gm.predict_inference("llama-3-8b", "h100", gpus=2, tp=2, batch=8, context=2048,
                                 runtime="fused-graph").accuracy is None  # fmt: skip
     t = gm.predict_training_step("gpt2-small", "h100", 1, micro_batch=4, global_batch=4, seq=1024,
                                  fusion="unfused", recompute="none", policy="amp")  # fmt: skip
@@ -163,3 +175,44 @@ def test_the_cli_shows_and_exports_it():
     data = json.loads(subprocess.run([*run[:-1], "h100", "--json"], capture_output=True,
                                      text=True, check=True).stdout)  # fmt: skip
     assert data["accuracy"]["basis"] == "unseen"
+
+
+def _tp_decode_records():
+    for path in sorted(glob.glob(str(ROOT / "validation/results/steps-h200x2-*/steps-*.json"))):
+        for rec in json.loads(Path(path).read_text())["records"]:
+            if rec.get("tp", 1) == 2 and rec["status"] == "ok" and rec["phase"] == "decode":
+                yield rec
+
+
+def test_a_multi_gpu_class_recomputed_from_the_raw_measurements(table):
+    """Tensor-parallel (tp 2) fused-graph decode on 2 x H200, the H200's own calibration, no host
+    profile: every run's records predicted here through the public API (not evaluate.py), each
+    measured step the median of its timed steps, the slowest GPU's."""
+    errors = []
+    for rec in _tp_decode_records():
+        if rec["context"] > gm.get_model(rec["workload"]).max_context:
+            continue  # refused (Llama-3-70B at 16k: the engine ran it past the model's 8192)
+        r = gm.predict_inference(rec["workload"], "h200", gpus=2, tp=2, batch=rec["batch"],
+                                 context=rec["context"], runtime="fused-graph")  # fmt: skip
+        errors.append(r.time_s / rec["step_s"]["median"] - 1)
+    e = entry(table, "step time", "fused-graph decode, tp 2", "h200-sxm", "own")
+    assert len(errors) == e["n"] >= 20
+    assert 100 * np.median(np.abs(errors)) == pytest.approx(e["median_abs_pct"], abs=0.01)
+    # a prediction at tp 2 reports that class; the one-GPU class no longer holds its points
+    got = gm.predict_inference("llama-3-8b", "h200", gpus=2, tp=2, batch=8, context=2048,
+                               runtime="fused-graph").accuracy  # fmt: skip
+    assert (got.median_abs_pct, got.n) == (e["median_abs_pct"], e["n"])
+    one_gpu = [rec for path in glob.glob(str(ROOT / "validation/results/steps-h200-*/steps-*.json"))
+               for rec in json.loads(Path(path).read_text())["records"]
+               if (rec["runtime"], rec["phase"], rec["status"]) == ("fused-graph", "decode", "ok")
+               and rec.get("gpus", 1) == 1]  # fmt: skip
+    one = entry(table, "step time", "fused-graph decode", "h200-sxm", "own")
+    assert one["n"] == len(one_gpu) > 0
+    fsdp = gm.predict_training_step("tinyllama-1.1b", "h200", 2, micro_batch=2, global_batch=4,
+                                    seq=2048, zero=3, fusion="unfused", recompute="none",
+                                    policy="bf16").accuracy  # fmt: skip
+    assert fsdp.what.startswith("train bf16, fsdp 2")
+    zero1 = gm.predict_training_step("tinyllama-1.1b", "h200", 2, micro_batch=2, global_batch=4,
+                                     seq=2048, zero=1, fusion="unfused", recompute="none",
+                                     policy="bf16").accuracy  # fmt: skip
+    assert zero1 is None

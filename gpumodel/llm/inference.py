@@ -62,9 +62,9 @@ from gpumodel._validators import (
     check_dtype,
     check_int,
 )
-from gpumodel.accuracy import measured_host, step_accuracy
+from gpumodel.accuracy import measured_host, parallel_layout, step_accuracy
 from gpumodel.calibration import Calibration
-from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.errors import SpecError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._timing import (
     OpTime,
@@ -533,11 +533,7 @@ def _defaults(
         raise SpecError(f"phase must be 'prefill' or 'decode', got '{phase}'")
     if seq < 1 or context < seq:
         raise SpecError(f"need 1 <= seq <= context, got seq {seq}, context {context}")
-    if context > model.max_context:
-        raise UnsupportedError(
-            f"context {context} exceeds {model.id}'s max_context {model.max_context}"
-        )
-    return seq, context
+    return seq, model.check_context(context)
 
 
 def timed_ops(
@@ -769,7 +765,8 @@ def predict_inference(
         calibration=timer.label, host=host_dict(hp),
         host_warning=hp.mismatch() if ht.from_profile or new_shapes else None,
         time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
-        accuracy=step_accuracy(rt.name, phase, g.id, cal, measured_host(hp), gpus=gpus,
+        accuracy=step_accuracy(rt.name, phase, g.id, cal, measured_host(hp),
+                               layout=parallel_layout(tp=tp),
                                metric="time, first round" if new_shapes else "time"),
         host_time_s=host_time, host_overhead_s=host_overhead, host_per_kernel_s=mean_host,
         host_per_step_s=host_per_step_s, host_by_kind_s=ht.by_kind_s, stream_floor_s=floor,

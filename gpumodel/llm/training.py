@@ -55,7 +55,7 @@ from gpumodel._validators import (
     check_int,
     check_number,
 )
-from gpumodel.accuracy import Accuracy, measured_host, step_accuracy
+from gpumodel.accuracy import Accuracy, measured_host, parallel_layout, step_accuracy
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
@@ -908,7 +908,7 @@ def predict_training_step(
                fragmentation=fragmentation)  # fmt: skip
     spec = get_model(model)
     g = get_gpu(gpu)
-    seq = seq or min(spec.max_context, 8192)
+    seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
     if gpus % (tp * pp):
         raise SpecError(f"gpus ({gpus}) must be a multiple of tp x pp ({tp} x {pp})")
     if spec.layers % pp:
@@ -985,11 +985,12 @@ def predict_training_step(
         raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
     mfu = tokens_step * flops_token / (step * gpus * peak)
 
-    def measured(metric: str) -> Accuracy | None:  # the unseen sets time one-GPU eager HF steps
-        if fusion != "unfused" or gpus > 1 or recompute != "none":
+    def measured(metric: str) -> Accuracy | None:  # the unseen sets time eager HF steps
+        if fusion != "unfused" or recompute != "none":
             return None
+        layout = parallel_layout(tp=tp, pp=pp, dp=dp, zero=zero)
         return step_accuracy("hf-eager", "train", g.id, timer.calibration, measured_host(hp),
-                             policy=policy, metric=metric)  # fmt: skip
+                             policy=policy, layout=layout, metric=metric)  # fmt: skip
 
     return TrainingStep(
         model=spec.id, gpu=g.id, gpus=gpus, tp=tp, pp=pp, dp=dp, zero=zero,
@@ -1054,7 +1055,7 @@ def plan_training(
         mfu = check_number(mfu, "mfu", ge=MIN_MFU, le=1)
     spec = get_model(model)
     g = get_gpu(gpu)
-    seq = seq or min(spec.max_context, 8192)
+    seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
     peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector")
     if not peak:
         raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")

@@ -18,8 +18,10 @@ checks the table's calibrations against the shipped files).
 Which rows count: the conditions ``gm.predict`` prices with a cold L2 (``do_bench``'s dirty flush
 and the per-call CUDA-event copies are left out); without a host profile, eager loops whose host
 set the pace (``launch_bound``) are left out of ``in-workload`` (the prediction then assumes the
-GPU sets it); with one, they count. Whole steps: one GPU, the metric evaluate.py names (steady
-state, first round at new shapes, training peak memory).
+GPU sets it); with one, they count. Whole steps: the metric evaluate.py names (steady state,
+first round at new shapes, training peak memory), a class per runtime and phase (or training
+policy) and per multi-GPU layout (tensor parallel, DDP, FSDP: ``gpumodel.accuracy.parallel_layout``;
+before 2026-11-30 the multi-GPU steps were pooled with the one-GPU ones).
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ from evaluate import CONDITION_OF_METHOD, ROOT, git_head, kernel_op, quantile
 
 from gpumodel import _paths
 from gpumodel._io import atomic_write_text
-from gpumodel.accuracy import TABLE_FILE, TABLE_VERSION, kernel_classes, step_class
+from gpumodel.accuracy import (
+    TABLE_FILE,
+    TABLE_VERSION,
+    kernel_classes,
+    parallel_layout,
+    step_class,
+)
 from gpumodel.calibration import load_calibration
 
 GPUS = ("h100-sxm", "h200-sxm")
@@ -124,14 +132,18 @@ def kernel_keys(rows: list[dict]) -> dict[tuple, list[tuple[str, float]]]:
 
 
 def step_keys(rows: list[dict]) -> dict[tuple, list[tuple[str, float]]]:
-    """The same over whole-step rows (one GPU; ``metric`` as evaluate.py names it)."""
+    """The same over whole-step rows (``metric`` as evaluate.py names it; a step over several GPUs
+    in its layout's class, ``parallel_layout``)."""
     out: dict[tuple, list[tuple[str, float]]] = defaultdict(list)
     for r in rows:
         kind = calibration_kind(r["calibration"])
         if r.get("error") is None or kind is None or r.get("status") != "ok":
             continue
         cal, host = kind
-        cls = step_class(r["runtime"], r["phase"], r.get("policy"))
+        layout = parallel_layout(tp=r.get("tp", 1), dp=r.get("dp", 1), zero=r.get("zero", 0))
+        if layout is None:
+            continue
+        cls = step_class(r["runtime"], r["phase"], r.get("policy"), layout)
         out[(f"step {r['metric']}", cls, r["gpu"], cal, "in-workload", host)].append(
             (run_of(r["source"]), r["error"]))  # fmt: skip
     return out

@@ -589,7 +589,9 @@ def evaluate_steps(
                         "workload": rec["workload"] + (" padded" if rec.get("mask") else ""),
                         "runtime": rec["runtime"], "phase": rec["phase"],
                         "policy": rec.get("policy"), "batch": rec["batch"], "seq": rec["seq"],
-                        "context": rec.get("context"), "status": rec.get("status")}  # fmt: skip
+                        "context": rec.get("context"), "status": rec.get("status"),
+                        "gpus": rec.get("gpus", 1), "tp": rec.get("tp") or 1,
+                        "dp": rec.get("dp") or 1, "zero": rec.get("zero") or 0}  # fmt: skip
                 row = {**base, "metric": "time", "group": None, "done_when": step_done_when(rec),
                        "measured": steady_s(rec), "predicted": None,
                        "error": None, "why": None, "runtime_passed": None}  # fmt: skip
