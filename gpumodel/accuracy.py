@@ -73,10 +73,10 @@ class Accuracy(Checked):
 def measured_host(hp: Any) -> bool:
     """Whether a prediction's host profile stands for its machine (one measured there, by
     ``gpumodel validate --host-only``): the sets' "+ host profile" figures hold for those, not
-    for the shipped reference host, which a prediction assumes when none is found."""
-    from gpumodel.hostprofile import DEFAULT_HOST
+    for the shipped typical or reference hosts, which a prediction assumes when none is found."""
+    from gpumodel.hostprofile import SHIPPED_REFERENCE_HOSTS
 
-    return hp is not None and hp.name != DEFAULT_HOST
+    return hp is not None and hp.name not in SHIPPED_REFERENCE_HOSTS
 
 
 def kernel_classes(op: Op) -> list[str]:

@@ -60,13 +60,14 @@ Profiles are looked up by name in the user cache (``$GPUMODEL_CACHE_DIR/hosts`` 
 ``~/.cache/gpumodel/hosts``, where ``gpumodel validate --host-only`` writes
 ``measured-<hostname>-<date>.yaml``) and then in the shipped ``specs/hosts/``. With no ``host``
 the default is ``default_host()``: ``local.yaml`` in the cache if present, else the newest
-cached profile measured on this machine's CPU model, else the reference host. Which host a
+cached profile measured on this machine's CPU model, else the shipped ``typical`` host (the
+median of the host profiles measured on the project's H100 and H200 machines). Which host a
 prediction assumes is always in its result (``host``), and ``mismatch()`` is the one-line
 warning when the machine running differs from it.
 
 Precedence of the eager host cost per kernel (``gpumodel.llm.inference.host_terms``): a figure
 given (``host_per_kernel_s``) > a calibration fitted from the user's trace (``calibrate
---trace``) > this profile (measured, or the reference host).
+--trace``) > this profile (measured, or the typical host).
 """
 
 from __future__ import annotations
@@ -85,8 +86,14 @@ from gpumodel._io import dump_yaml
 from gpumodel._validators import Checked, HostSeconds, HostSecondsOrZero
 from gpumodel.errors import SpecError, UnknownModelError
 
-# The profile a prediction assumes when none is given and none was measured locally.
-DEFAULT_HOST = "reference-h100"
+# The profile a prediction assumes when none is given and none was measured locally: the median
+# of the host profiles measured on the device machines (specs/hosts/typical.yaml, built by
+# validation/hosts/typical_hosts.py; until 2026-11-30 ``reference-h100``, the flat 26.6 us per
+# eager call the model assumed before hosts were measured, 2-3x what those machines spend).
+DEFAULT_HOST = "typical"
+# The shipped profiles that stand for no machine in particular (a prediction with one of them
+# has not measured its host: ``gpumodel.accuracy`` reports the "host not measured" figures).
+SHIPPED_REFERENCE_HOSTS = (DEFAULT_HOST, "reference-h100")
 # Used where a profile could not measure a graph figure (see specs/hosts/reference-h100.yaml).
 REFERENCE_GRAPH_REPLAY_S = 20e-6
 REFERENCE_GRAPH_KERNEL_S = 1.21e-6
@@ -430,7 +437,7 @@ def default_host() -> HostProfile:
     """The host a prediction assumes when none is given: ``local.yaml`` in the user cache if
     present; else the newest profile there (``gpumodel validate --host-only`` writes
     ``measured-<hostname>-<date>.yaml``) measured on this machine's CPU model; else the named
-    reference host ``DEFAULT_HOST`` with its figures."""
+    shipped typical host ``DEFAULT_HOST`` with its figures."""
     folder = user_hosts_dir()
     local = folder / f"{LOCAL_HOST}.yaml"
     if local.is_file():

@@ -489,3 +489,35 @@ def test_build_profile_writes_the_copies_when_measured_and_null_when_not():
     assert prof["spread"]["host_copy_s.h2d_pinned"] == [pytest.approx(1.9e-6),
                                                         pytest.approx(9.1e-6)]  # fmt: skip
     assert HostProfile.model_validate(prof).copy_cost_s("d2h", False) == pytest.approx(5.5e-6)
+
+
+def test_the_default_host_is_the_median_measured_machine():
+    """The shipped ``typical`` host, recomputed here with numpy from the committed profiles of
+    the device machines (one per device call: the same time and CPU count once), those measured
+    before the cutoff it names: each figure their median, its drift the p10/p90 of a machine's
+    HF layer time over the median's."""
+    import numpy as np
+
+    h = gm.load_host()  # no profile in the test's cache: the shipped default
+    from gpumodel.hostprofile import SHIPPED_REFERENCE_HOSTS
+
+    assert h.name == "typical" and h.name in SHIPPED_REFERENCE_HOSTS
+    cutoff = h.notes["profiles_measured_before"]
+    root = Path(__file__).resolve().parents[1] / "validation" / "results"
+    profiles = {}
+    for path in root.glob("**/host*.yaml"):
+        d = yaml.safe_load(path.read_text())
+        if isinstance(d, dict) and d.get("host_profile") == 1 and str(d["measured_at"]) < cutoff:
+            profiles[(str(d["measured_at"]), d["cpu_model"])] = d
+    assert len(profiles) >= 250
+    for kind in ("matmul", "elementwise", "sdpa", "optimizer_step"):
+        values = [d["eager_op_s"][kind] for d in profiles.values()]
+        assert h.cost_s(kind) == pytest.approx(np.median(values), rel=1e-4), kind
+    layer = np.array([d["hf_model_layer_s"] for d in profiles.values()
+                      if d.get("hf_model_layer_s") is not None])  # fmt: skip
+    assert h.hf_model_layer_s == pytest.approx(np.median(layer), rel=1e-4)
+    assert h.host_drift == pytest.approx(np.percentile(layer, [10, 90]) / np.median(layer),
+                                         abs=1e-3)  # fmt: skip
+    # 2-3x below the flat 26.6 us per call the model assumed before (reference-h100)
+    old = gm.load_host("reference-h100")
+    assert 2 < old.cost_s("elementwise") / h.cost_s("elementwise") < 4

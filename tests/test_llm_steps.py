@@ -40,8 +40,7 @@ DEVS_STYLE = {
 
 
 def test_reference_host_is_the_old_assumption():
-    h = gm.load_host()  # no local profile in the isolated cache: the default
-    assert h.name == hostprofile.DEFAULT_HOST == "reference-h100"
+    h = gm.load_host("reference-h100")  # by name; no longer the default
     # 6.14 us launch (H100 calibration) + 20.5 us HF/PyTorch dispatch = the 26.6 us per kernel
     assert h.cost_s("matmul") == h.cost_s("copy") == pytest.approx(6.14e-6 + 20.5e-6, abs=1e-9)
     assert h.cost_s("view") == 0.0 and h.in_graph_kernel_s == 1.21e-6
@@ -484,11 +483,11 @@ def test_default_host_is_the_cached_profile_of_this_cpu(tmp_path, monkeypatch):
     assert h.name == "measured-a-20261123" and h.mismatch() is None  # the newest of this CPU
     r = predict_inference("llama-3-8b", "h100", batch=1, context=512, runtime="hf-eager")
     assert r.host["name"] == "measured-a-20261123" and r.host_warning is None
-    # another machine: no cached profile of its CPU -> the reference host, with a warning
+    # another machine: no cached profile of its CPU -> the typical host, with a warning
     monkeypatch.setattr(hostprofile, "local_cpu_model", lambda: "Some Other CPU")
-    assert gm.load_host().name == "reference-h100"
+    assert gm.load_host().name == "typical"
     r = predict_inference("llama-3-8b", "h100", batch=1, context=512, runtime="hf-eager")
-    assert r.host["name"] == "reference-h100" and "Some Other CPU" in r.host_warning
+    assert r.host["name"] == "typical" and "Some Other CPU" in r.host_warning
 
 
 def test_trace_fitted_host_beats_the_default_profile_not_a_named_one():

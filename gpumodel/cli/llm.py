@@ -48,7 +48,7 @@ INFER_RUNTIME_HELP = RUNTIME_HELP + (
 )
 HOST_HELP = (
     "host profile: a name (`gpumodel validate --host-only` writes 'local') or a YAML "
-    "file; default: the local one if measured, else reference-h100"
+    "file; default: the local one if measured, else typical (the median measured machine)"
 )
 POLICIES = ("amp", "bf16", "mixed")
 ATTENTION = ("flash", "cudnn", "efficient", "naive")

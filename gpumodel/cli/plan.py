@@ -261,7 +261,7 @@ def sweep_llm(
     host: str = typer.Option(
         None,
         help="host profile: a name or a YAML file (default: the "
-        "measured one of this machine, else reference-h100)",
+        "measured one of this machine, else typical)",
     ),
     new_shapes: bool = typer.Option(
         False, "--new-shapes", help="inference: price steps at attention shapes new to the "

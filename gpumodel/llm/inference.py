@@ -25,8 +25,9 @@ intercept of two small Llamas' decode forwards over their layer counts), a layer
 the per-layer figure and the model's own work is host time per step, spent before the first
 layer (a real step's trace spends ~1 ms there: validation/results/steps-h200-run4).
 ``host_per_kernel_s`` / ``host_per_step_s`` override it with one figure per kernel (experts).
-The reference host ``reference-h100`` carries the figures the model assumed before hosts were
-measured: 26.64 us per eager kernel (the H100 calibration's bare launch 6.14 us + 20.5 us of
+With no host given or measured here, the shipped ``typical`` host (the median of the profiles
+measured on the project's device machines) is assumed. The reference host ``reference-h100``
+carries the figures the model assumed before hosts were measured: 26.64 us per eager kernel (the H100 calibration's bare launch 6.14 us + 20.5 us of
 HF/PyTorch dispatch per kernel, 4.545 ms / 181 kernels of a tiny-width 4-layer Llama decode,
 H100 host, 2026-11-22, torch 2.11, transformers 5.17; validation/results/h100-sxm/llm-report.md).
 Host-bound steps are noisy on shared machines (32 -> 40 ms drift within one run, issue 17):
@@ -619,7 +620,7 @@ def predict_inference(
     Left out with a ``calibration`` fitted from a trace (``calibrate --trace``), the runtime that
     trace ran in (``runtimes.traced_runtime``), said in the notes.
     ``host``: the host profile (name, file or HostProfile; default: the locally measured one,
-    else ``reference-h100``). ``attention``: ``"flash"``, ``"cudnn"`` or ``"naive"`` (default:
+    else ``typical``). ``attention``: ``"flash"``, ``"cudnn"`` or ``"naive"`` (default:
     the runtime's own, ``runtimes.runtime_attention``: cuDNN for the HF runtimes' decode on an
     H100/H200/B200, else FlashAttention). Expert overrides: ``fusion``/``kv_cache``/``gqa``
     replace the runtime's kernel choices; ``host_per_kernel_s``/``host_per_step_s`` the eager

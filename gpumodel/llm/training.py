@@ -888,7 +888,7 @@ def predict_training_step(
     (Megatron: bf16 weights, fp32 master + moments); None: the ZeRO accounting of ``dtype``
     weights with 12 B of fp32 optimizer state (as ``"mixed"`` for bf16). ``host``: the host
     profile whose eager costs bound an unfused (HF) step (default: the measured local one,
-    else the reference host). ``fragmentation``: the allocator's reserved / allocated ratio
+    else the typical host). ``fragmentation``: the allocator's reserved / allocated ratio
     (default: the ratio a trace calibration measured, ``trace_fragmentation``, else 1).
     ``fusion="unfused"``: norms, RoPE and SwiGLU as eager PyTorch runs them (an HF model)
     instead of Megatron-style fused kernels. ``attention``: the fused kernel (``"flash"``,
