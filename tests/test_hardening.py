@@ -1167,8 +1167,9 @@ def test_no_inf_or_nan_in_a_formatted_number(capsys):
 def test_a_failed_command_prints_only_its_error_and_warnings_come_once(capsys, tmp_path):
     """Fuzz, 2026-11-30: the host-profile warning printed before the error line (two lines on
     stderr for an exit 2), and twice for `plan train --fusion unfused`."""
+    (tmp_path / "a-file").write_text("")  # a plot under a file cannot be written
     line = refused(capsys, "infer", "--model", "llama-3-8b", "--gpu", "h100", "--host",
-                   "reference-h100", "--plot", str(tmp_path / "no" / "p.png"))  # fmt: skip
+                   "reference-h100", "--plot", str(tmp_path / "a-file" / "p.png"))  # fmt: skip
     assert "warning" not in line
     code, _, err = run(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1T",
                        "--gpu", "h100", "--days", "30", "--fusion", "unfused")  # fmt: skip

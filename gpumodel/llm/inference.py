@@ -27,9 +27,10 @@ layer (a real step's trace spends ~1 ms there: validation/results/steps-h200-run
 ``host_per_kernel_s`` / ``host_per_step_s`` override it with one figure per kernel (experts).
 With no host given or measured here, the shipped ``typical`` host (the median of the profiles
 measured on the project's device machines) is assumed. The reference host ``reference-h100``
-carries the figures the model assumed before hosts were measured: 26.64 us per eager kernel (the H100 calibration's bare launch 6.14 us + 20.5 us of
-HF/PyTorch dispatch per kernel, 4.545 ms / 181 kernels of a tiny-width 4-layer Llama decode,
-H100 host, 2026-11-22, torch 2.11, transformers 5.17; validation/results/h100-sxm/llm-report.md).
+carries the figures the model assumed before hosts were measured: 26.64 us per eager kernel
+(the H100 calibration's bare launch 6.14 us + 20.5 us of HF/PyTorch dispatch per kernel,
+4.545 ms / 181 kernels of a tiny-width 4-layer Llama decode, H100 host, 2026-11-22, torch 2.11,
+transformers 5.17; validation/results/h100-sxm/llm-report.md).
 Host-bound steps are noisy on shared machines (32 -> 40 ms drift within one run, issue 17):
 the profile's ``spread`` says how much.
 

@@ -324,7 +324,7 @@ def memory(
     from gpumodel._validators import check_args
 
     spec = get_model(model)
-    seq = spec.check_context(min(2048, spec.max_context) if seq is None else seq, "seq")
+    seq = min(2048, spec.max_context) if seq is None else seq
     for name, value in (("batch", batch), ("seq", seq), ("tp", tp), ("pp", pp), ("dp", dp),
                         ("accumulation", accumulation)):  # fmt: skip
         check_int(value, name, le=MAX_GPUS if name in ("tp", "pp", "dp") else MAX_ELEMENTS)
@@ -334,6 +334,7 @@ def memory(
                fragmentation=fragmentation, dtype=dtype)  # fmt: skip
     if kv_dtype is not None:
         check_args(dtype=kv_dtype)
+    spec.check_context(seq, "seq")
     return memory_of(spec, get_gpu(gpu), batch=batch, seq=seq, dtype=dtype,
                      train=train, tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute,
                      sequence_parallel=sequence_parallel, attention=attention,
