@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpumodel.errors import SpecError, UnsupportedError
+from gpumodel.hostprofile import load_host
 from gpumodel.llm import get_model, predict_inference
 from gpumodel.llm._timing import queue_time
 from gpumodel.llm.inference import DEFAULT_EAGER_HOST_PER_KERNEL_S, DEFAULT_GRAPH_LAUNCH_S
@@ -40,9 +41,13 @@ def test_eager_runtime_is_host_bound_at_batch_1(old_host):
 
 
 def test_graph_runtime_adds_one_launch():
-    r = predict_inference("llama-3-8b", "h100", "decode", batch=1, context=512, runtime="graph",
-                          calibration="none")  # fmt: skip
-    assert r.step_time_s == pytest.approx(r.gpu_time_s + DEFAULT_GRAPH_LAUNCH_S)
+    kw = {"batch": 1, "context": 512, "runtime": "graph", "calibration": "none"}
+    r = predict_inference("llama-3-8b", "h100", "decode", host="reference-h100", **kw)
+    assert r.step_time_s == pytest.approx(r.gpu_time_s + DEFAULT_GRAPH_LAUNCH_S)  # its 20 us
+    # the default host: the median machine's measured cudaGraphLaunch (~3 us)
+    d = predict_inference("llama-3-8b", "h100", "decode", **kw)
+    launch = load_host().graph_replay_s
+    assert 1e-6 < launch < 10e-6 and d.step_time_s == pytest.approx(d.gpu_time_s + launch)
 
 
 def test_prefill_is_compute_bound_and_reports_ttft():
