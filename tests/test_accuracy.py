@@ -124,6 +124,12 @@ def test_no_error_is_claimed_without_measurements():
     assert gm.predict(DOWN_PROJ, "a100").accuracy is None  # carried across a generation
     assert gm.predict(DOWN_PROJ, "h100", "none").accuracy is None  # the datasheet alone
     assert gm.predict(DOWN_PROJ, "h100", l2="dirty").accuracy is None  # no set's L2 state
+    # an eager loop priced on a shipped host: the sets timed loops against their own machine's
+    # profile, and the GPU-paced figures do not hold for a host-priced call
+    assert gm.predict(DOWN_PROJ, "h100", host="typical").accuracy is None
+    mine = gm.load_host("typical").model_copy(update={"name": "measured-vm-1"})
+    hosted = gm.predict(DOWN_PROJ, "h100", host=mine).accuracy
+    assert "host profile measured beside it" in hosted.what
     assert "not measured" in gm.predict(DOWN_PROJ, "a100").explain()
 
 
