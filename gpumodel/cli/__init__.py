@@ -54,18 +54,23 @@ def command(argv: list[str] | None = None):
 
     load_commands(argv)
     cmd = typer.main.get_command(app)
-    _refuse_blank_values(cmd)
-    _refuse_json_with_csv(cmd)
+    _guard_inputs(cmd)
     return cmd
 
 
+def _guard_inputs(cmd) -> None:
+    """The CLI's input rules, applied once to every command of the tree."""
+    for sub in getattr(cmd, "commands", {}).values():
+        _guard_inputs(sub)
+    _refuse_blank_values(cmd)
+    _refuse_json_with_csv(cmd)
+
+
 def _refuse_json_with_csv(cmd) -> None:
-    """``--json`` with ``--csv`` is an error (one line, exit 2) on every command that has both:
+    """``--json`` with ``--csv`` is an error (one line, exit 2) on a command that has both:
     one rule here, not a check per command (some printed JSON, some CSV)."""
     from gpumodel.errors import SpecError
 
-    for sub in getattr(cmd, "commands", {}).values():
-        _refuse_json_with_csv(sub)
     inner = getattr(cmd, "callback", None)
     if inner is None or not {"as_json", "as_csv"} <= {p.name for p in cmd.params}:
         return
@@ -79,12 +84,10 @@ def _refuse_json_with_csv(cmd) -> None:
 
 
 def _refuse_blank_values(cmd) -> None:
-    """Every option and argument given on the command line as '' or blanks is an error (one
-    line, exit 2), never read as its default (issue #20: `--dtype ''` was bf16)."""
+    """Every option and argument of ``cmd`` given on the command line as '' or blanks is an
+    error (one line, exit 2), never read as its default (issue #20: `--dtype ''` was bf16)."""
     from gpumodel.errors import SpecError
 
-    for sub in getattr(cmd, "commands", {}).values():
-        _refuse_blank_values(sub)
     for param in getattr(cmd, "params", ()):
         if getattr(param, "is_flag", False) or getattr(param, "_gm_blank", False):
             continue

@@ -273,8 +273,6 @@ def memory(
         fail("--phase is for inference; --train is the training peak")
     if policy is not None and not train:
         fail("--policy is a training precision policy: add --train")
-    if seq is None:
-        seq = min(2048, _llm().get_model(model).max_context)
     for opt, v in (("--batch", batch), ("--seq", seq), ("--dp", dp), ("--tp", tp), ("--pp", pp),
                    ("--accumulation", accumulation)):  # fmt: skip
         _at_least(opt, v)
@@ -289,6 +287,7 @@ def memory(
     if policy is not None and fusion == "unfused":  # as plan train / predict_training_step
         kw["activation_model"] = "hf-eager"
     m = _llm().memory(model, gpu, batch=batch, seq=seq, **kw)
+    seq = m.seq  # the library's default where none was given
     largest_batch = _llm().max_batch(model, gpu, seq=seq, limit=1 << 16, **kw)
     longest = _llm().max_context(model, gpu, batch=batch, **kw)
     if plot:

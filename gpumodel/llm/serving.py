@@ -248,7 +248,7 @@ def serve_on(
     host: Any = None,
 ) -> ServingOption:
     """The serving option on one GPU type (see the module docstring)."""
-    context = spec.check_context(prompt + output, "prompt + output")
+    context = prompt + output  # within max_context: checked once, in plan_serving
     options = []
     last_mem = None
     for t in TP_SIZES:
