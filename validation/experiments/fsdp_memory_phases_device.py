@@ -15,7 +15,14 @@ the allocated bytes after it recorded. The third step runs under
 step's peak and sums the blocks alive at it by who allocated them (the first Python frame in
 FSDP, the optimizer, the loss, the model's modules; none: the autograd engine's C++).
 
-usage: python3 fsdp_memory_phases_device.py --out FILE.json [--tiny]
+``--wrap ddp`` (2026-11-30, thirteenth session): the same for PyTorch DDP (its defaults:
+``gradient_as_bucket_view=False``, 25 MiB buckets) in ``amp`` (fp32 parameters, bf16 autocast)
+and ``bf16``, six steps all under the memory history from before the wrap (so DDP's buckets are
+in the trace), each step's peak and the blocks alive at it by owner (the innermost Python frame
+where none of the above). One point runs twice, the second with a ``--settle`` pause after each
+step (do blocks freed by DDP outlive their step while NCCL's work objects hold them?).
+
+usage: python3 fsdp_memory_phases_device.py --out FILE.json [--wrap fsdp|ddp] [--tiny]
 """
 
 from __future__ import annotations
@@ -44,27 +51,40 @@ POINTS = [("tinyllama-1.1b", "bf16", 1, 2048), ("tinyllama-1.1b", "mixed", 1, 20
           ("llama-2-7b", "bf16", 1, 2048), ("llama-2-7b", "mixed", 1, 2048),
           ("llama-2-7b", "bf16", 2, 2048)]  # fmt: skip
 TINY_POINTS = [("tiny", "bf16", 2, 64), ("tiny", "mixed", 2, 64)]
+# DDP's: (model, policy, batch, seq, seconds settled after each step); not the unseen grids'
+DDP_POINTS = [("tinyllama-1.1b", "amp", 2, 1024, 0.0), ("tinyllama-1.1b", "amp", 2, 1024, 1.0),
+              ("tinyllama-1.1b", "bf16", 2, 1024, 0.0), ("tinyllama-1.1b", "amp", 6, 1024, 0.0),
+              ("llama-2-7b", "bf16", 1, 1024, 0.0)]  # fmt: skip
+DDP_TINY_POINTS = [("tiny", "amp", 2, 64, 0.0), ("tiny", "bf16", 2, 64, 0.5)]
 
 
 def owner(frames: list[dict]) -> str:
     """Who allocated a block: the first Python frame of FSDP, the optimizer, the loss or the
     model's modules; the autograd engine when no Python frame is recorded."""
     files = [f.get("filename", "") for f in frames]
-    for key, label in (("distributed/fsdp", "fsdp"), ("torch/optim", "optimizer"),
+    for key, label in (("distributed/fsdp", "fsdp"), ("nn/parallel/distributed", "ddp"),
+                       ("torch/optim", "optimizer"),
                        ("loss_utils", "loss"), ("transformers/models", "model forward"),
                        ("torch/nn/functional", "model forward"), ("autograd", "autograd")):  # fmt: skip
         hit = next((i for i, f in enumerate(files) if key in f), None)
         if hit is not None:
-            if label == "fsdp":  # the FSDP function that allocated
-                return f"fsdp:{frames[hit].get('name', '?')}"
+            if label in ("fsdp", "ddp"):  # the FSDP or DDP function that allocated
+                return f"{label}:{frames[hit].get('name', '?')}"
             return label
-    return "no python frame (autograd engine)" if not frames else f"other:{files[0][-40:]}"
+    if not frames:
+        return "no python frame (autograd engine)"
+    return f"other:{frames[0].get('name', '?')}@{files[0][-40:]}:{frames[0].get('line', '?')}"
 
 
-def replay_peak(snapshot: dict, device: int, base_bytes: int) -> dict:
+def replay_peak(
+    snapshot: dict, device: int, base_bytes: int, bounds: list[int] | None = None
+) -> dict | list[dict]:
     """The trace's peak: bytes alive at it (``base_bytes`` allocated before recording started),
-    the blocks allocated during the trace still alive there, summed by owner."""
+    the blocks allocated during the trace still alive there, summed by owner. With ``bounds``
+    (event counts at the ends of steps), one such dict per step, the step's own peak."""
     events = snapshot["device_traces"][device]
+    if bounds is not None:
+        return replay_ranges(events, base_bytes, bounds)
     # a block's memory returns to the pool when its free completes (after the streams that used
     # it); traces without completions free at the request
     free = ("free_completed" if any(e["action"] == "free_completed" for e in events)
@@ -87,19 +107,98 @@ def replay_peak(snapshot: dict, device: int, base_bytes: int) -> dict:
             "alive_at_peak_by_owner": dict(sorted(by.items(), key=lambda kv: -kv[1]))}  # fmt: skip
 
 
-def one_point(torch, rank: int, name: str, policy: str, b: int, seq: int) -> dict:
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+def replay_ranges(events: list[dict], base_bytes: int, bounds: list[int]) -> list[dict]:
+    """``replay_peak`` over consecutive ranges of one trace: each range's peak and its owners."""
+    free = ("free_completed" if any(e["action"] == "free_completed" for e in events)
+            else "free_requested")  # fmt: skip
+    live: dict[int, tuple[int, str]] = {}
+    now, out, start = base_bytes, [], 0
+    for end in bounds:
+        peak, peak_live = now, dict(live)
+        for e in events[start:end]:
+            if e["action"] == "alloc":
+                live[e["addr"]] = (e["size"], owner(e.get("frames", [])))
+                now += e["size"]
+                if now > peak:
+                    peak, peak_live = now, dict(live)
+            elif e["action"] == free:
+                now -= live.pop(e["addr"])[0] if e["addr"] in live else e["size"]
+        by: dict[str, int] = {}
+        for size, who in peak_live.values():
+            by[who] = by.get(who, 0) + size
+        out.append({"peak_bytes": peak, "after_bytes": now, "alive_at_peak_by_owner":
+                    dict(sorted(by.items(), key=lambda kv: -kv[1])[:14])})  # fmt: skip
+        start = end
+    return out
+
+
+def build_model(torch, name: str, dtype):
+    """The HF Llama of ``MODELS[name]`` with random weights, on this GPU, in ``dtype``."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     cfg = LlamaConfig(**MODELS[name], max_position_embeddings=4096, attn_implementation="sdpa",
                       tie_word_embeddings=False)  # fmt: skip
-    dtype = torch.float32 if policy == "mixed" else torch.bfloat16
     torch.manual_seed(0)
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).train()
     torch.set_default_dtype(old)
+    return cfg, model
+
+
+def ddp_point(torch, rank: int, name: str, policy: str, b: int, seq: int, settle_s: float) -> dict:
+    """Six DDP training steps under the memory history from before the wrap: each step's
+    peak, the allocated bytes after it and (rank 0) the blocks alive at its peak by owner."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    cuda = torch.cuda
+    cfg, model = build_model(torch, name, torch.float32 if policy == "amp" else torch.bfloat16)
+    n_params = sum(p.numel() for p in model.parameters())
+    cuda.synchronize()
+    base = cuda.memory_allocated()
+    cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+    ddp = DDP(model, device_ids=[rank])
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, cfg.vocab_size, (b, seq), device="cuda")
+    cuda.synchronize()
+    after_wrap = cuda.memory_allocated()
+    bounds, steps = [], []
+    for _ in range(6):
+        cuda.reset_peak_memory_stats()
+        start = cuda.memory_allocated()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=policy == "amp"):
+            loss = ddp(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+        cuda.synchronize()
+        if settle_s:
+            time.sleep(settle_s)
+        steps.append({"start_bytes": start, "peak_bytes": cuda.max_memory_allocated(),
+                      "allocated_after_bytes": cuda.memory_allocated()})  # fmt: skip
+        if rank == 0:  # the trace's length at the step's end
+            bounds.append(len(cuda.memory._snapshot()["device_traces"][cuda.current_device()]))
+    snap = cuda.memory._snapshot() if rank == 0 else None
+    cuda.memory._record_memory_history(enabled=None)
+    out = {"wrap": "ddp", "model": name, "policy": policy, "batch": b, "seq": seq,
+           "settle_s": settle_s, "params": n_params, "before_wrap_bytes": base,
+           "after_wrap_bytes": after_wrap, "steps": steps}  # fmt: skip
+    if snap is not None:
+        out["trace_steps"] = replay_peak(snap, cuda.current_device(), base, bounds)
+    del ddp, model, opt, ids, snap
+    import gc
+
+    gc.collect()
+    cuda.empty_cache()
+    return out
+
+
+def one_point(torch, rank: int, name: str, policy: str, b: int, seq: int) -> dict:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    cfg, model = build_model(torch, name, torch.float32 if policy == "mixed" else torch.bfloat16)
     n_params = sum(p.numel() for p in model.parameters())
     layers = model.model.layers
     layer_params = sum(p.numel() for p in layers[0].parameters())
@@ -158,10 +257,17 @@ def worker(rank: int, world: int, port: int, args) -> None:
     dist.init_process_group("nccl", rank=rank, world_size=world,
                             device_id=torch.device("cuda", rank))  # fmt: skip
     results = []
-    for name, policy, b, seq in TINY_POINTS if args.tiny else POINTS:
+    if args.wrap == "ddp":
+        points = DDP_TINY_POINTS if args.tiny else DDP_POINTS
+    else:
+        points = [(*p, 0.0) for p in (TINY_POINTS if args.tiny else POINTS)]
+    for name, policy, b, seq, settle_s in points:
         t0 = time.perf_counter()
         try:
-            r = one_point(torch, rank, name, policy, b, seq)
+            if args.wrap == "ddp":
+                r = ddp_point(torch, rank, name, policy, b, seq, settle_s)
+            else:
+                r = one_point(torch, rank, name, policy, b, seq)
             r["seconds"] = time.perf_counter() - t0
         except Exception as e:  # recorded; the next point runs
             r = {"model": name, "policy": policy, "batch": b, "seq": seq, "error": repr(e)[:300]}
@@ -169,7 +275,9 @@ def worker(rank: int, world: int, port: int, args) -> None:
         r["rank"] = rank
         results.append(r)
         if rank == 0:
-            print(json.dumps({k: v for k, v in r.items() if k not in ("steps",)})[:600], flush=True)
+            print(
+                json.dumps({k: v for k, v in r.items() if k not in ("steps",)})[:1500], flush=True
+            )
         dist.barrier()
     gathered = [None] * world
     dist.all_gather_object(gathered, results)
@@ -179,7 +287,7 @@ def worker(rank: int, world: int, port: int, args) -> None:
         meta = {"what": __doc__.splitlines()[0], "script": "validation/experiments/"
                 "fsdp_memory_phases_device.py", "torch": torch.__version__,
                 "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0),
-                "world": world, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+                "world": world, "wrap": args.wrap, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
         tmp = args.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump({**meta, "ranks": gathered}, f, indent=1)
@@ -191,6 +299,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--wrap", choices=("fsdp", "ddp"), default="fsdp")
     args = ap.parse_args()
     import torch
     import torch.multiprocessing as mp
