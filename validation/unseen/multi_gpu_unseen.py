@@ -374,21 +374,38 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
               + (len(fsdp_grids(args.tiny, args.grid)) if "fsdp-train" in parts else 0))  # fmt: skip
     out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "_groups_left": groups}
     path = out_dir / f".rank{rank}.json"
+    # the training parts first: tp-decode leaves ~1 GiB allocated in the process after its
+    # engines and graphs are deleted (992 MiB on both GPUs in run 11), which sat under runs 1-3
+    # and 9-11's training peaks (their annotations.json); decode's peaks are not scored
+    runs = (("ddp-train", part_ddp_train), ("fsdp-train", part_fsdp_train),
+            ("tp-decode", part_tp_decode))  # fmt: skip
     try:
-        if "tp-decode" in parts:
-            part_tp_decode(d, args, out_dir, out)
-            write_json(path, out)
-        if "ddp-train" in parts:
-            part_ddp_train(d, args, out_dir, out)
-            write_json(path, out)
-        if "fsdp-train" in parts:
-            part_fsdp_train(d, args, out_dir, out)
+        for name, part in runs:
+            if name in parts:
+                held_before_part(d, out, name)
+                part(d, args, out_dir, out)
+                write_json(path, out)
+        held_before_part(d, out, "end")
     except Exception:
         traceback.print_exc()
         raise
     finally:
         write_json(path, out)
         dist.destroy_process_group()
+
+
+def held_before_part(d: Dist, out: dict, part: str) -> None:
+    """The bytes this process's tensors hold as a part starts (``end``: after the last), logged
+    and kept: every point's peak sits on them, so anything a part leaves behind shows here
+    (added 2026-11-30, thirteenth session, after the DDP and FSDP2 peaks of runs measured after
+    ``tp-decode`` sat ~1 GiB above those of runs without it)."""
+    d.env.fresh_memory()
+    if not d.env.cuda:
+        return
+    held = int(d.torch.cuda.memory_allocated())
+    out.setdefault("held_before_part_bytes", {})[part] = held
+    if d.rank == 0:
+        su.log(f"held before {part}: {held / 2**20:.1f} MiB")
 
 
 # --------------------------------------------------------------------------- the parent
@@ -503,6 +520,8 @@ def main() -> int:
             result["models"] = per_rank[0]["models"]
             result["traces"] = per_rank[0]["traces"]
             result["fused_check"] = [r.get("fused_check") for r in per_rank]
+            result["held_before_part_bytes"] = [r.get("held_before_part_bytes")
+                                                for r in per_rank]  # fmt: skip
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - su.T0, 1)
         write_json(out_dir / f"steps-{args.tag}.json", result)
