@@ -235,6 +235,10 @@ class MemoryBreakdown(Checked):
     capacity_bytes: float
     fits: bool
     notes: tuple[str, ...] = ()
+    # what one early step can hold beyond the repeating steps' peak, in the total (PyTorch
+    # DDP's second step: its first buckets while they are still alive); a job's peak is the
+    # larger of the two, and a job that can run out of memory at step 2 does not fit
+    transient_bytes: float = 0.0
 
     @property
     def headroom_bytes(self) -> float:
@@ -247,6 +251,7 @@ class MemoryBreakdown(Checked):
             "optimizer states": self.optimizer_bytes,
             "activations": self.activations_bytes,
             "KV cache": self.kv_cache_bytes,
+            "second-step buckets": self.transient_bytes,
             "allocator fragmentation": self.fragmentation_bytes,
             "framework overhead": self.overhead_bytes,
         }
@@ -257,6 +262,11 @@ class MemoryBreakdown(Checked):
         context/workspaces overhead and without fragmentation."""
         return self.total_bytes - self.overhead_bytes - self.fragmentation_bytes
 
+    @property
+    def steady_allocated_bytes(self) -> float:
+        """``allocated_bytes`` of the repeating steps, without the early transient."""
+        return self.allocated_bytes - self.transient_bytes
+
     def message(self) -> str:
         """'needs 152.3 GB, has 80.0 GB' (decimal GB, as GPU datasheets count)."""
         return f"needs {self.total_bytes / 1e9:.1f} GB, has {self.capacity_bytes / 1e9:.1f} GB"
@@ -265,6 +275,7 @@ class MemoryBreakdown(Checked):
         data = self.model_dump(mode="json")
         data["headroom_bytes"] = self.headroom_bytes
         data["allocated_bytes"] = self.allocated_bytes
+        data["steady_allocated_bytes"] = self.steady_allocated_bytes
         return data
 
     def explain(self) -> str:
@@ -456,6 +467,7 @@ def memory_of(
     if buckets:
         notes.append(f"DDP buckets {buckets / 1e9:.2f} GB beside the gradients "
                      "(gradient_as_bucket_view=False)")  # fmt: skip
+    grads_at_backward_start = steady_grads = gr  # accumulating: the gradients live throughout
     if eager and accumulation == 1 and (dp == 1 or ddp or fsdp):
         # An eager step's optimizer.zero_grad(set_to_none=True) (PyTorch's default since 2.0,
         # and HF Trainer's) frees the gradients between steps, and neither accumulation (the
@@ -471,7 +483,21 @@ def memory_of(
             notes.append(f"gradients {gr / 1e9:.2f} GB freed between steps (zero_grad "
                          "set_to_none): the peak holds the larger of them and the activations")  # fmt: skip
         gr = max(0.0, gr - act)
+        grads_at_backward_start, steady_grads = 0.0, gr
     gr += buckets
+    # DDP's second step rebuilds the buckets in the order the first backward made the
+    # gradients (DistributedDataParallel._pre_forward -> Reducer._rebuild_buckets); the first
+    # ones are freed when their last reference goes, and when they are still alive at the
+    # backward's start that step peaks at the activations plus two sets of buckets. Measured on
+    # 2 x H200 (validation/results/h200-sxm-x2/ddp-memory-phases-2026-11-30, the blocks alive at
+    # each step's peak): alive on a rank in 2 of 4 TinyLlama jobs (+2.20 GB bf16, +4.40 GB amp:
+    # one gradients copy), freed before it in the others; a race (likely with the first step's
+    # NCCL work objects). Every job has a second step and runs out of memory at its largest, so
+    # the job's peak counts them; the repeating steps' peak is ``steady_allocated_bytes``
+    transient = max(0.0, buckets + grads_at_backward_start - steady_grads) if buckets else 0.0
+    if transient:
+        notes.append(f"DDP's second step can still hold its first buckets at the backward's "
+                     f"start: {transient / 1e9:.2f} GB in the job's peak, not in the later steps'")  # fmt: skip
     if fsdp:  # FSDP2's unsharded units: their parameters, and as much for their gradients
         # in the dtype they are gathered in: amp's fp32 parameters, else bf16 (mixed's
         # param_dtype)
@@ -480,7 +506,7 @@ def memory_of(
         gr += unsharded
         notes.append(f"FSDP2: the root unit and two layers unsharded, {unsharded / 1e9:.2f} GB "
                      "of parameters and as much of their gradients")  # fmt: skip
-    allocated = w + gr + opt + act + kv
+    allocated = w + gr + opt + act + kv + transient
     frag_bytes = allocated * (frag - 1.0)
     if frag > 1.0:
         notes.append(f"allocator fragmentation x{frag:.3g} (reserved / allocated)")
@@ -494,7 +520,7 @@ def memory_of(
         recompute=recompute if train else "none", sequence_parallel=sp, attention=attention,
         weights_bytes=w, gradients_bytes=gr, optimizer_bytes=opt, activations_bytes=act,
         kv_cache_bytes=kv, overhead_bytes=overhead_bytes, total_bytes=total, capacity_bytes=cap,
-        fits=total <= cap, notes=tuple(notes),
+        fits=total <= cap, notes=tuple(notes), transient_bytes=transient,
     )  # fmt: skip
 
 

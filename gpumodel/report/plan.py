@@ -299,6 +299,8 @@ def _train(page: dict[str, Any]) -> str:
     mem = step.get("memory") or {}
     parts = [k for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
                          "activations_bytes", "kv_cache_bytes", "overhead_bytes") if k in mem]  # fmt: skip
+    if mem.get("transient_bytes"):  # DDP's second-step buckets
+        parts.insert(-1, "transient_bytes")
     if parts:
         cap = mem.get("capacity_bytes") or page["capacity_bytes"].get(d.get("gpu"), 0.0)
         bars = [svg.Bar(k.removesuffix("_bytes").replace("_", " "), mem[k], svg.PALETTE[2],
