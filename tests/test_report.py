@@ -41,6 +41,22 @@ def test_plan_json_round_trip_gives_the_same_page(capsys, tmp_path):
     assert "fastest within $100,000" in html and f">{choice['gpus']}</td>" in html
 
 
+def test_a_ddp_plan_shows_its_second_step_buckets(capsys, tmp_path):
+    """A DDP job (eager HF, ZeRO 0) holds its first bucket set at the second step: the page's
+    memory bars show it, the same bytes as the JSON, and the total holds them."""
+    args = ["plan", "train", "--model", "tinyllama-1.1b", "--tokens", "1e9", "--gpu", "h200",
+            "--gpus", "2", "--zero", "0", "--fusion", "unfused", "--policy", "bf16",
+            "--micro-batch", "2", "--global-batch", "4", "--seq", "1024", "--recompute", "none"]  # fmt: skip
+    assert main([*args, "--html", str(tmp_path / "a.html"), "--json"]) == 0
+    mem = json.loads(capsys.readouterr().out)["step"]["memory"]
+    assert mem["transient_bytes"] == pytest.approx(1_100_048_384 * 2)
+    parts = ("weights", "gradients", "optimizer", "activations", "kv_cache", "transient",
+             "overhead", "fragmentation")  # fmt: skip
+    assert sum(mem[f"{k}_bytes"] for k in parts) == pytest.approx(mem["total_bytes"])
+    html = (tmp_path / "a.html").read_text(encoding="utf-8")
+    assert "second-step buckets" in html
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -303,8 +303,9 @@ def _train(page: dict[str, Any]) -> str:
         parts.insert(-1, "transient_bytes")
     if parts:
         cap = mem.get("capacity_bytes") or page["capacity_bytes"].get(d.get("gpu"), 0.0)
-        bars = [svg.Bar(k.removesuffix("_bytes").replace("_", " "), mem[k], svg.PALETTE[2],
-                        note=h.fmt(mem[k], "bytes")) for k in parts]  # fmt: skip
+        label = {"transient_bytes": "second-step buckets"}
+        bars = [svg.Bar(label.get(k, k.removesuffix("_bytes").replace("_", " ")), mem[k],
+                        svg.PALETTE[2], note=h.fmt(mem[k], "bytes")) for k in parts]  # fmt: skip
         bars.append(svg.Bar("total", mem.get("total_bytes", 0.0),
                             svg.PALETTE[2] if mem.get("fits", True) else svg.PALETTE[5],
                             note=h.fmt(mem.get("total_bytes"), "bytes")))  # fmt: skip
