@@ -11,6 +11,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import gpumodel as gm
@@ -140,6 +141,54 @@ def test_ddp_job_peak_holds_the_second_steps_first_buckets():
     assert one.transient_bytes == 0 and one.steady_allocated_bytes == one.allocated_bytes
     fsdp = _step("tinyllama-1.1b", 2, zero=3).memory
     assert fsdp.transient_bytes == 0
+
+
+HOST = RESULTS / "h200-sxm-x2" / "ddp-host-2026-11-30"
+
+
+def test_ddp_host_work_is_the_experiments_fit():
+    """DDP's host work per step and per gradient tensor, recomputed here from the committed
+    interleaved experiment: per model, the median of each step's slower rank under DDP less the
+    same module stepped without it, over the host profile's elementwise call measured in the
+    same call; least squares over the tensor count."""
+    import statistics
+
+    import yaml
+
+    from gpumodel.llm.ddp import DDP_STEP_HOST_OPS, DDP_TENSOR_HOST_OPS
+
+    data = json.loads((HOST / "ddp-host-interleaved.json").read_text())
+    call_s = yaml.safe_load((HOST / "host-after.yaml").read_text())["eager_op_s"]["elementwise"]
+    xs, ys = [], []
+    for r0, r1 in zip(*data["ranks"], strict=True):
+        med = {m: statistics.median(max(a, b) for a, b in zip(r0["modes"][m]["wall_s"],
+                                                                r1["modes"][m]["wall_s"]))
+               for m in ("plain", "ddp")}  # fmt: skip
+        xs.append(r0["tensors"])
+        ys.append((med["ddp"] - med["plain"]) / call_s)
+    slope, intercept = np.polyfit(xs, ys, 1)
+    assert DDP_TENSOR_HOST_OPS == pytest.approx(slope, abs=0.01)
+    assert DDP_STEP_HOST_OPS == pytest.approx(intercept, abs=0.5)
+    assert all(y > 0 for y in ys)  # DDP costs host time on every model measured
+
+
+def test_a_host_bound_ddp_step_pays_its_host_work():
+    """GPT-2 small at batch 1 x 128 is host-bound: under DDP its host path grows by DDP's work
+    on the host's elementwise call, (118 + 3.43 x 170 tensors) x the typical host's (the model's
+    tensor list: HF holds 148, fused c_attn, each LayerNorm's weight and bias), and the sweep
+    prices it as the step does; TinyLlama's list is HF's 201 tensors exactly."""
+    kw = dict(micro_batch=1, seq=128, recompute="none", fusion="unfused", policy="amp",
+              host="typical")  # fmt: skip
+    one = gm.predict_training_step("gpt2-small", "h200", 1, global_batch=1, **kw)
+    two = gm.predict_training_step("gpt2-small", "h200", 2, global_batch=2, zero=0, **kw)
+    call_s = gm.load_host("typical").cost_s("elementwise")
+    assert two.host_time_s - one.host_time_s == pytest.approx((118 + 3.43 * 170) * call_s)
+    from gpumodel.llm.ddp import parameter_elements
+
+    assert len(parameter_elements(gm.get_model("tinyllama-1.1b"))) == 22 * 9 + 3
+    assert any("on the host" in n for n in two.notes if n.startswith("DDP:"))
+    sw = gm.sweep_training("gpt2-small", "h200", dp=[2], global_batch=2, zero=0, **kw)
+    assert float(sw["time_s"][0]) == pytest.approx(two.time_s, rel=1e-9)
 
 
 def test_ddp_gradients_all_reduce_in_their_own_dtype():

@@ -16,6 +16,10 @@ gradients overlapped with the backward:
   ``channels`` of the GPU's SMs (24 ring channels on Hopper, one thread block each:
   ``comm.NCCL_RING_CHANNELS``), so the backward runs on the rest:
   ``min(comm_s, backward) x channels / SMs``.
+- host: on a step the host sets the pace of, DDP's autograd hooks and copies per gradient
+  tensor and its per-step work (forward checks, the bucket all-reduce calls, the ranks waiting
+  for each other at each bucket) add ``DDP_STEP_HOST_OPS + DDP_TENSOR_HOST_OPS x tensors`` eager
+  elementwise calls' worth of host time (``ddp_host_s``);
 - memory: the buckets stay allocated beside the gradients (``gradient_as_bucket_view`` False,
   DDP's default: "the saved memory size will be equal to the total gradients size" when it is
   True, torch.nn.parallel.DistributedDataParallel's documentation; ``memory.memory_of``).
@@ -32,8 +36,8 @@ measured before this model was written, run 3 after it): docs/multi-gpu.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from gpumodel.model import comm
 from gpumodel.ops import Elementwise
@@ -41,10 +45,21 @@ from gpumodel.ops.collectives import AllReduce
 from gpumodel.specs import BYTES_PER_ELEMENT
 
 if TYPE_CHECKING:
+    from gpumodel.hostprofile import HostProfile
     from gpumodel.llm._timing import Timer
     from gpumodel.llm.layers import Fusion
     from gpumodel.llm.models import ModelSpec
 
+# DDP's host work per step and per gradient tensor, in eager elementwise calls' worth of the
+# host profile (so it follows the host's speed). Fitted on 2 x H200 (validation/experiments/
+# ddp_host_device.py --interleave; validation/results/h200-sxm-x2/ddp-host-2026-11-30): 8 narrow
+# HF models (Llama- and GPT-2-shaped, width 256, 8-24 layers, 75-292 gradient tensors, amp and
+# bf16; none an unseen configuration), each step's time the slower rank's, DDP against the same
+# module stepped without DDP, step by step in turn; least squares of the difference over the
+# tensors, in units of the host profile measured in the same call (elementwise 7.49 us): 118 +
+# 3.43 per tensor (0.9 ms + 25.7 us; residuals -2.1 to +3.5 ms on 3.5-11.9 ms differences).
+DDP_STEP_HOST_OPS = 118.0
+DDP_TENSOR_HOST_OPS = 3.43
 BUCKET_CAP_BYTES = 25 * 2**20  # DistributedDataParallel(bucket_cap_mb=25), its default
 FIRST_BUCKET_BYTES = 2**20  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES: the first is 1 MiB
 
@@ -64,6 +79,22 @@ class DdpSync:
 def is_ddp(fusion: Fusion, zero: int, dp: int) -> bool:
     """An eager (HF, unfused) step over dp > 1 ranks without ZeRO: PyTorch DDP's buckets."""
     return fusion == "unfused" and zero == 0 and dp > 1
+
+
+def ddp_host_s(spec: ModelSpec, host: HostProfile, tp: int = 1, pp: int = 1) -> float:
+    """Host seconds DDP adds to one rank's step on ``host``: its per-step work and the hooks and
+    copies of each of the rank's gradient tensors (``parameter_elements``' list: exact for
+    Llama-layout models; GPT-2's is 170 where HF holds 148, its q/k/v split and each LayerNorm's
+    weight and bias as one, 0.6 ms high on the typical host)."""
+    tensors = len(parameter_elements(spec, tp, pp))
+    return (DDP_STEP_HOST_OPS + DDP_TENSOR_HOST_OPS * tensors) * host.cost_s("elementwise")
+
+
+def with_ddp_host(stage: Any, ddp_s: Any) -> Any:
+    """``stage`` (``training.StageTimes`` or the sweep's arrays of them) with DDP's host work
+    ``ddp_s`` (a number, or an array over the sweep's points) on its host path, once a
+    micro-batch."""
+    return replace(stage, head_host_s=stage.head_host_s + ddp_s)
 
 
 def parameter_elements(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[float]:

@@ -69,6 +69,7 @@ from gpumodel.llm._timing import (
     step_traffic,
     tensor_roof_s,
 )
+from gpumodel.llm.ddp import ddp_host_s, with_ddp_host
 from gpumodel.llm.fsdp import fsdp_unit_host_s, with_unit_host
 from gpumodel.llm.inference import (
     _defaults,
@@ -496,6 +497,11 @@ def sweep_training(
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
         if hp_g is not None and fusion == "unfused" and zero == 3:  # FSDP's hooks where dp > 1
             stage = with_unit_host(stage, np.where(pts["dp"] > 1, fsdp_unit_host_s(hp_g), 0.0))
+        if hp_g is not None and fusion == "unfused" and zero == 0:  # DDP's host where dp > 1
+            tpp = np.stack([pts["tp"], pts["pp"]], axis=1)
+            tuniq, tinv = _group_rows(tpp)
+            ddp_s = np.array([ddp_host_s(spec, hp_g, t, p) for t, p in tuniq.tolist()])[tinv]
+            stage = with_ddp_host(stage, np.where(pts["dp"] > 1, ddp_s, 0.0))
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)
         tokens_mb = pts["micro_batch"] * pts["seq"]
         puniq, pinv = _group_rows(np.stack([pts["tp"], pts["pp"], tokens_mb], axis=1))

@@ -61,7 +61,7 @@ from gpumodel.hostprofile import HostProfile, host_dict, load_host
 from gpumodel.llm._comm import AllReduce, SendRecv, placed
 from gpumodel.llm._ops import passes
 from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, drift_range_line, summarize
-from gpumodel.llm.ddp import DdpSync, ddp_sync, is_ddp
+from gpumodel.llm.ddp import DdpSync, ddp_host_s, ddp_sync, is_ddp, with_ddp_host
 from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS, fsdp_unit_host_s, is_fsdp, with_unit_host
 from gpumodel.llm.inference import DATASHEET_NOTE
 from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, model_ops
@@ -938,6 +938,9 @@ def predict_training_step(
     fsdp_s = fsdp_unit_host_s(hp) if hp is not None and is_fsdp(fusion, zero, dp) else 0.0
     if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
         stage = with_unit_host(stage, fsdp_s)
+    ddp_s = ddp_host_s(spec, hp, tp, pp) if hp is not None and is_ddp(fusion, zero, dp) else 0.0
+    if ddp_s:  # DDP's hooks, copies and per-step work on the host path
+        stage = with_ddp_host(stage, ddp_s)
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
     gpu_sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, None, fusion)
     sync = gpu_sync.on_host(hp)
@@ -967,7 +970,9 @@ def predict_training_step(
                      f"{format_time(d.comm_s)} of all-reduces overlapping the backward, "
                      f"{format_time(d.tail_s)} of the last bucket after it, bucket copies "
                      f"{format_time(d.copy_s)}, NCCL holding {d.sm_share:.0%} of the SMs "
-                     "while it overlaps (zero=1 or more prices ZeRO/FSDP instead)")  # fmt: skip
+                     "while it overlaps (zero=1 or more prices ZeRO/FSDP instead)"
+                     + (f"; its hooks and per-step work {format_time(ddp_s)} on the host"
+                        if ddp_s else ""))  # fmt: skip
     elif fsdp_s:
         notes.append(f"FSDP: {layers + 1} sharded units' hooks and copies on the host, "
                      f"{format_time(fsdp_s)} each a micro-batch ({FSDP_UNIT_HOST_OPS:g} eager "
