@@ -100,6 +100,7 @@ from gpumodel.llm.runtimes import (
 )
 from gpumodel.llm.training import (
     combine_step,
+    ddp_host_applies,
     default_global_batch,
     model_flops_per_token,
     p2p_time,
@@ -497,7 +498,7 @@ def sweep_training(
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
         if hp_g is not None and fusion == "unfused" and zero == 3:  # FSDP's hooks where dp > 1
             stage = with_unit_host(stage, np.where(pts["dp"] > 1, fsdp_unit_host_s(hp_g), 0.0))
-        if hp_g is not None and fusion == "unfused" and zero == 0:  # DDP's host where dp > 1
+        if ddp_host_applies(hp_g, fusion, zero):  # DDP's host work where dp > 1
             tpp = np.stack([pts["tp"], pts["pp"]], axis=1)
             tuniq, tinv = _group_rows(tpp)
             ddp_s = np.array([ddp_host_s(spec, hp_g, t, p) for t, p in tuniq.tolist()])[tinv]

@@ -529,6 +529,13 @@ def is_trace_host(hp: HostProfile) -> bool:
     return hp.name.startswith(TRACE_HOST_PREFIX)
 
 
+def ddp_host_applies(hp: HostProfile | None, fusion: Fusion, zero: int, dp: int = 2) -> bool:
+    """Whether DDP's host work (``ddp.ddp_host_s``) adds to an eager step's host path: a DDP
+    layout on a measured or named host. A traced step's host is its own figure per kernel,
+    DDP's hooks included when the trace was a DDP rank's, so nothing is added to it."""
+    return hp is not None and is_ddp(fusion, zero, dp) and not is_trace_host(hp)
+
+
 def trace_host(cal: Any) -> HostProfile | None:
     """The host of the user's own traced step (``calibrate --trace``): its host time per
     launched kernel with the profiler's cost removed, for every eager kernel kind, as a host
@@ -938,7 +945,7 @@ def predict_training_step(
     fsdp_s = fsdp_unit_host_s(hp) if hp is not None and is_fsdp(fusion, zero, dp) else 0.0
     if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
         stage = with_unit_host(stage, fsdp_s)
-    ddp_s = ddp_host_s(spec, hp, tp, pp) if hp is not None and is_ddp(fusion, zero, dp) else 0.0
+    ddp_s = ddp_host_s(spec, hp, tp, pp) if ddp_host_applies(hp, fusion, zero, dp) else 0.0
     if ddp_s:  # DDP's hooks, copies and per-step work on the host path
         stage = with_ddp_host(stage, ddp_s)
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
