@@ -69,10 +69,12 @@ def report(rows: list[dict], pooled: dict, table: dict, source: Path, table_path
         f"`{shown}` (written {table['generated']}, model "
         f"{table['model']}, {table['sources']} files). Scores only.",
         "",
-        f"Pooled over the broadest classes (each scored prediction once: a point predicted with "
-        f"and without its host profile counts twice): {pooled['points']} predictions, "
-        f"{100 * pooled['within_p90']:.1f}% within their class's p90 (90% if the bars hold). "
-        "Each class's new median against the lowest and highest run median the table holds: "
+        (f"Pooled over the broadest classes (each scored prediction once: a point predicted "
+         f"with and without its host profile counts twice): {pooled['points']} predictions, "
+         f"{100 * pooled['within_p90']:.1f}% within their class's p90 (90% if the bars hold). "
+         if pooled["points"] else f"Nothing pooled: no class holds {MIN_NEW_POINTS} new points "
+         "or more (the rows below give each class's share within its p90). ")
+        + "Each class's new median against the lowest and highest run median the table holds: "
         + ", ".join(f"{sum(r['where'] == w for r in rows)} {w}" for w in ("below", "in", "above"))
         + ".",
         "",
