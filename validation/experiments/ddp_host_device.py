@@ -68,24 +68,26 @@ def build(torch, family: str, fields: dict, policy: str):
     return cfg, model
 
 
+def one_step(torch, dist, model, ctx, opt, ids, policy: str) -> tuple[float, float]:
+    """(wall, thread-CPU) seconds of one training step of this rank, started after a barrier."""
+    torch.cuda.synchronize()
+    dist.barrier()
+    t0, c0 = time.perf_counter(), time.thread_time()
+    with ctx(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=policy == "amp"):
+        loss = model(input_ids=ids, labels=ids).loss
+    with ctx():
+        loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, time.thread_time() - c0
+
+
 def time_mode(torch, dist, model, opt, ids, policy: str, steps: int, ctx) -> dict:
-    """Per-step wall and thread-CPU seconds of this rank, each step started after a barrier."""
-    walls, cpus = [], []
-    for i in range(steps + 3):
-        torch.cuda.synchronize()
-        dist.barrier()
-        t0, c0 = time.perf_counter(), time.thread_time()
-        with ctx(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=policy == "amp"):
-            loss = model(input_ids=ids, labels=ids).loss
-        with ctx():
-            loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        if i >= 3:  # warm-up: the first steps (DDP's bucket rebuild, AdamW's states)
-            walls.append(time.perf_counter() - t0)
-            cpus.append(time.thread_time() - c0)
-    return {"wall_s": walls, "thread_cpu_s": cpus}
+    """Per-step wall and thread-CPU seconds of this rank after 3 warm-up steps (DDP's bucket
+    rebuild, AdamW's states)."""
+    times = [one_step(torch, dist, model, ctx, opt, ids, policy) for _ in range(steps + 3)][3:]
+    return {"wall_s": [w for w, _ in times], "thread_cpu_s": [c for _, c in times]}
 
 
 def interleaved(torch, dist, ddp, ids, policy: str, steps: int) -> dict:
@@ -101,19 +103,10 @@ def interleaved(torch, dist, ddp, ids, policy: str, steps: int) -> dict:
     for i in range(steps + 3):
         for m in names[i % 3 :] + names[: i % 3]:
             model, ctx = modes[m]
-            torch.cuda.synchronize()
-            dist.barrier()
-            t0, c0 = time.perf_counter(), time.thread_time()
-            with ctx(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=policy == "amp"):
-                loss = model(input_ids=ids, labels=ids).loss
-            with ctx():
-                loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            torch.cuda.synchronize()
+            wall, cpu = one_step(torch, dist, model, ctx, opt, ids, policy)
             if i >= 3:
-                out[m]["wall_s"].append(time.perf_counter() - t0)
-                out[m]["thread_cpu_s"].append(time.thread_time() - c0)
+                out[m]["wall_s"].append(wall)
+                out[m]["thread_cpu_s"].append(cpu)
     return out
 
 
