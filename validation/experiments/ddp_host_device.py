@@ -26,15 +26,10 @@ own thread.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
 import statistics
-import sys
 import time
 
-SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-            "NVSHMEM_DISABLE_NVLS": "1"}  # fmt: skip
+from two_gpus import finish, spawn, start_rank  # this folder's (first on sys.path)
 
 # (name, family, config fields, batch, seq): narrow, so the GPU idles; not the unseen grids'
 MODELS = [
@@ -119,16 +114,11 @@ def report(rank: int, rec: dict) -> None:
 
 
 def worker(rank: int, world: int, port: int, args) -> None:
-    os.environ.update(SAFE_ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import contextlib
 
-    import torch
-    import torch.distributed as dist
+    torch, dist = start_rank(rank, world, port)
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))  # fmt: skip
     out = []
     for name, family, fields, b, seq in TINY if args.tiny else MODELS:
         for policy in POLICIES:
@@ -164,22 +154,10 @@ def worker(rank: int, world: int, port: int, args) -> None:
             del ddp, model, opt, ids
             torch.cuda.empty_cache()
             report(rank, rec)
-    gathered = [None] * world
-    dist.all_gather_object(gathered, out)
-    if rank == 0:
-        import transformers
-
-        meta = {"what": __doc__.splitlines()[0], "script": "validation/experiments/"
-                "ddp_host_device.py", "torch": torch.__version__,
-                "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0),
-                "cpu": _cpu_model(), "world": world, "steps": args.steps,
-                "interleave": args.interleave,
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({**meta, "ranks": gathered}, f, indent=1)
-        os.replace(tmp, args.out)
-    dist.destroy_process_group()
+    meta = {"what": __doc__.splitlines()[0], "script": "validation/experiments/"
+            "ddp_host_device.py", "cpu": _cpu_model(), "steps": args.steps,
+            "interleave": args.interleave}  # fmt: skip
+    finish(torch, dist, rank, world, out, meta, args.out)
 
 
 def _cpu_model() -> str:
@@ -197,16 +175,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--interleave", action="store_true")
     args = ap.parse_args()
-    import torch
-    import torch.multiprocessing as mp
-
-    world = min(2, torch.cuda.device_count())
-    if world < 2:
-        sys.exit("needs 2 GPUs")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(worker, args=(world, port, args), nprocs=world, join=True)
+    spawn(worker, args)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ FSDP, the optimizer, the loss, the model's modules; none: the autograd engine's 
 ``gradient_as_bucket_view=False``, 25 MiB buckets) in ``amp`` (fp32 parameters, bf16 autocast)
 and ``bf16``, six steps all under the memory history from before the wrap (so DDP's buckets are
 in the trace), each step's peak and the blocks alive at it by owner (the innermost Python frame
-where none of the above). One point runs twice, the second with a ``--settle`` pause after each
-step (do blocks freed by DDP outlive their step while NCCL's work objects hold them?).
+where none of the above). One point runs twice, the second pausing 1 s after each step
+(``DDP_POINTS``' last field: do blocks freed by DDP outlive their step while NCCL's work objects
+hold them?).
 
 usage: python3 fsdp_memory_phases_device.py --out FILE.json [--wrap fsdp|ddp] [--tiny]
 """
@@ -30,12 +31,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import sys
 import time
 
-SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-            "NVSHMEM_DISABLE_NVLS": "1"}  # fmt: skip
+from two_gpus import finish, spawn, start_rank  # this folder's (first on sys.path)
 
 # (name, LlamaConfig fields) from the public config.json files
 MODELS = {
@@ -249,13 +247,7 @@ def one_point(torch, rank: int, name: str, policy: str, b: int, seq: int) -> dic
 
 
 def worker(rank: int, world: int, port: int, args) -> None:
-    os.environ.update(SAFE_ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    import torch
-    import torch.distributed as dist
-
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world,
-                            device_id=torch.device("cuda", rank))  # fmt: skip
+    torch, dist = start_rank(rank, world, port)
     results = []
     if args.wrap == "ddp":
         points = DDP_TINY_POINTS if args.tiny else DDP_POINTS
@@ -279,20 +271,9 @@ def worker(rank: int, world: int, port: int, args) -> None:
                 json.dumps({k: v for k, v in r.items() if k not in ("steps",)})[:1500], flush=True
             )
         dist.barrier()
-    gathered = [None] * world
-    dist.all_gather_object(gathered, results)
-    if rank == 0:
-        import transformers
-
-        meta = {"what": __doc__.splitlines()[0], "script": "validation/experiments/"
-                "fsdp_memory_phases_device.py", "torch": torch.__version__,
-                "transformers": transformers.__version__, "gpu": torch.cuda.get_device_name(0),
-                "world": world, "wrap": args.wrap, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
-        tmp = args.out + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({**meta, "ranks": gathered}, f, indent=1)
-        os.replace(tmp, args.out)
-    dist.destroy_process_group()
+    meta = {"what": __doc__.splitlines()[0], "script": "validation/experiments/"
+            "fsdp_memory_phases_device.py", "wrap": args.wrap}  # fmt: skip
+    finish(torch, dist, rank, world, results, meta, args.out)
 
 
 def main() -> None:
@@ -301,13 +282,7 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--wrap", choices=("fsdp", "ddp"), default="fsdp")
     args = ap.parse_args()
-    import torch
-    import torch.multiprocessing as mp
-
-    world = min(2, torch.cuda.device_count())
-    if world < 2:
-        sys.exit("needs 2 GPUs")
-    mp.spawn(worker, args=(world, 29517, args), nprocs=world, join=True)
+    spawn(worker, args)
 
 
 if __name__ == "__main__":
