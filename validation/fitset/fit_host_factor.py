@@ -11,7 +11,8 @@ other families' ("other") the median of all points of the policy. Fit data only:
 training steps are never read.
 
     PYTHONPATH=. python validation/fitset/fit_host_factor.py validation/results/train-fitset-h100-clean \
-        validation/results/train-fitset-h200-2026-11-28 validation/results/train-fitset-h100-2026-11-28
+        validation/results/train-fitset-h200-2026-11-28 validation/results/train-fitset-h100-2026-11-28 \
+        validation/results/train-fitset-h200-2026-11-29
 
 (``train-fitset-h100`` of 2026-11-24 ran after profiler sessions: superseded by the clean set.)
 """
@@ -46,9 +47,9 @@ def point_factors(data_dir: Path) -> list[tuple[str, str, int, float]]:
     return out
 
 
-# the fit sets the shipped TRAIN_HOST_FACTOR is the fit of (three VMs: two H100, one H200)
+# the fit sets the shipped TRAIN_HOST_FACTOR is the fit of (four VMs: two H100, two H200)
 FIT_SETS = ("train-fitset-h100-clean", "train-fitset-h200-2026-11-28",
-            "train-fitset-h100-2026-11-28")  # fmt: skip
+            "train-fitset-h100-2026-11-28", "train-fitset-h200-2026-11-29")  # fmt: skip
 
 
 def pool(data_dirs: list[Path]) -> dict[tuple[str, str], list[float]]:
