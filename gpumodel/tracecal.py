@@ -192,6 +192,11 @@ def calibrate_from_trace(
             f"{path}: calibrate needs a torch.profiler Chrome trace (.json or .json.gz), not an "
             "Nsight Systems summary: it has no shapes and no host timeline"
         )
+    if tr.truncated:  # diagnose reports on what was read; a fit of part of a step is wrong
+        where = ("its gzip stream ends early" if any("gzip" in w for w in tr.warnings)
+                 else "its JSON ends mid-trace")  # fmt: skip
+        raise TraceFormatError(f"{path}: the trace is truncated ({where}); calibrate fits whole "
+                               "steps: export the trace again")  # fmt: skip
     if not any(g.kind == "kernel" for g in tr.gpu):
         raise TraceFormatError(
             f"{path}: the trace has no GPU kernels (profile with "

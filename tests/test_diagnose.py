@@ -202,6 +202,17 @@ def test_gzip_and_plain_chrome_traces_read_alike(tmp_path):
     assert len(a.gpu) == len(b.gpu) > 0 and not a.truncated and not b.truncated
 
 
+def test_a_byte_order_mark_before_the_trace_is_read_past(tmp_path):
+    """An editor that saved the trace as "UTF-8 with BOM" puts EF BB BF before the JSON: the
+    same trace, the same events."""
+    tb = item_every_step()
+    plain = tb.write(tmp_path / "t.json")
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    a, b = load_trace(plain), load_trace(bom)
+    assert b.format == "torch_chrome_trace" and len(b.gpu) == len(a.gpu) > 0
+
+
 def test_long_integers_are_refused_outside_strings_only(tmp_path):
     # the trace reader parses integers with plain int() unless a digit run longer than 100 is
     # somewhere in the text; one inside a string (a name) must still read, one as a number not

@@ -242,7 +242,7 @@ def _decode(data: bytes, path: Path) -> str:
             f"{path}: binary file (an .nsys-rep or .sqlite report?); expected {EXPECTED}"
         )
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # (an editor's byte-order mark is not content)
     except UnicodeDecodeError:
         return data.decode("latin-1")
 
