@@ -378,6 +378,12 @@ def user_calibration_path(gpu_id: str) -> Path:
     return cache_dir() / "calibrations" / f"{gpu_id}.yaml"
 
 
+def missed_calibration_path(gpu_id: str) -> Path:
+    """Where ``gpumodel validate`` keeps a fit that missed a tolerance when no ``--out`` was
+    given: beside the user calibrations, not among them (a prediction never picks it up)."""
+    return cache_dir() / "calibrations" / "missed" / f"{gpu_id}.yaml"
+
+
 def shipped_calibration_path(gpu_id: str) -> Path:
     return _paths.results_dir() / gpu_id / "calibration.yaml"
 

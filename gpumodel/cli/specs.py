@@ -81,12 +81,16 @@ def specs_show(
 
 
 @specs_app.command("check")
-def specs_check(files: list[str]) -> None:
+def specs_check(files: list[str], as_json: bool = typer.Option(False, "--json")) -> None:
     """Validate spec files; warn when a tensor rate looks like a sparse figure."""
     from gpumodel.speccheck import check_spec
 
-    for f in files:
-        spec = gm.load_spec_file(f)
+    checked = [(f, gm.load_spec_file(f)) for f in files]  # every file read before any output
+    if as_json:
+        print_json([{"file": f, "id": spec.id, "warnings": check_spec(spec)}
+                    for f, spec in checked])  # fmt: skip
+        return
+    for f, spec in checked:
         warnings = check_spec(spec)
         status = "ok" if not warnings else f"{len(warnings)} warning(s)"
         console().print(f"{f}: {spec.id}: {status}", highlight=False, markup=False)
@@ -95,7 +99,9 @@ def specs_check(files: list[str]) -> None:
 
 
 @specs_app.command("schema")
-def specs_schema() -> None:
+def specs_schema(
+    as_json: bool = typer.Option(True, "--json", help="(the schema is JSON either way)"),
+) -> None:
     """JSON Schema of a spec file, for editor validation."""
     from gpumodel.specs import spec_json_schema
 

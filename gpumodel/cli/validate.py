@@ -94,7 +94,7 @@ def validate(
     if host_only:
         _host_profile(host_out, as_json, no_progress, host_repeats, host_window)
         return
-    from gpumodel.calibration import user_calibration_path
+    from gpumodel.calibration import missed_calibration_path, user_calibration_path
     from gpumodel.validate.pipeline import run_seconds, run_validate, timing_line, write_outputs
     from gpumodel.validate.report import HEADER, error_rows
 
@@ -113,7 +113,9 @@ def validate(
         # the fit's independent parts on the host's cores (GPUMODEL_FIT_WORKERS overrides)
         cal, fails, skipped = run_validate(backend, quick, gpu, fam, progress, from_measurements,
                                            workers="auto")  # fmt: skip
-    target = Path(out) if out else user_calibration_path(cal.gpu_id)
+    # a fit that missed a tolerance does not become the default one unasked
+    target = (Path(out) if out else missed_calibration_path(cal.gpu_id) if fails
+              else user_calibration_path(cal.gpu_id))  # fmt: skip
     written = write_outputs(cal, target, Path(report) if report else None, plot, skipped, fails)
     if html:
         from gpumodel.report import write_report
@@ -142,6 +144,10 @@ def validate(
             out_console.print(f"wrote {w}", highlight=False, markup=False)
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
+        if fails and not out:
+            out_console.print(f"not installed as {cal.gpu_id}'s default (a tolerance was missed): "
+                              f"use it with --calibration {target}", highlight=False,
+                              markup=False)  # fmt: skip
         timing = timing_line(cal.environment)
         if timing:
             out_console.print(timing, highlight=False, markup=False)
