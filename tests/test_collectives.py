@@ -276,6 +276,24 @@ def test_tree_wins_small_messages_across_many_nodes():
     assert "tree's" in p.details["why"] and "beat ring's" in p.details["why"]
 
 
+def test_more_gpus_than_a_node_holds_are_placed_in_nodes_and_say_so():
+    """64 H100s with no nodes or system: not one 64-GPU NVLink switch (no shipped platform has
+    one; DGX/HGX baseboards hold 8) but 8 nodes of 8 over the default NICs, the same time as
+    asking for 8 nodes; a placement given is kept; an uneven count is refused."""
+    placed = gm.predict(AllReduce(bytes="1GB", gpus=64), "h100", "none")
+    asked = gm.predict(AllReduce(bytes="1GB", gpus=64, nodes=8), "h100", "none")
+    assert placed.details["topology"]["nodes"] == 8
+    assert placed.time_s == asked.time_s
+    assert any("placed as 8 nodes of 8" in n for n in placed.details["notes"])
+    # between nodes each node's 8 NICs (50 GB/s each way) carry 2 x 7/8 of the 1 GB: >= 4.4 ms
+    assert placed.time_s >= 2 * 7 / 8 * 1e9 / (8 * 50e9)
+    one_switch = gm.predict(AllReduce(bytes="1GB", gpus=64, gpus_per_node=64), "h100", "none")
+    assert one_switch.details["topology"]["nodes"] == 1  # a placement given is kept
+    assert one_switch.time_s < placed.time_s
+    with pytest.raises(gm.GpumodelError, match="do not split evenly over 2 nodes"):
+        gm.predict(AllReduce(bytes="1GB", gpus=9), "h100", "none")
+
+
 def test_hierarchical_beats_flat_ring_across_two_nodes():
     # dgx-h100 x 2: NVSwitch 450 GB/s each way in a node, 50 GB/s per GPU between nodes
     p = gm.predict(AllReduce(bytes="1GB", gpus=16, system="dgx-h100"), "h100", "none")

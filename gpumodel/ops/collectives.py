@@ -49,6 +49,10 @@ Algorithm = Literal[
 # Between nodes without a system spec: one 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout;
 # NVIDIA DGX H100 user guide).
 DEFAULT_NETWORK_BYTES_PER_S = 400e9 / 8
+# GPUs in one node without a system spec or a placement: 8, the baseboard of every shipped
+# spec's server platform (NVIDIA DGX/HGX A100, H100, H200 and B200 user guides; AMD Instinct
+# MI300X/MI325X platform: 8 OAMs; PCIe servers such as the 8x A100 PCIe system spec).
+DEFAULT_GPUS_PER_NODE = 8
 _SCALE_UP = ("nvlink", "nvswitch", "infinity_fabric")
 _MIXED = ("ring", "tree", "hierarchical", "pairwise")  # mix intra- and inter-node steps
 
@@ -329,6 +333,17 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
         if op.gpus % op.gpus_per_node:
             raise SpecError(f"{op.gpus} GPUs do not fill nodes of {op.gpus_per_node} evenly")
         nodes = op.gpus // op.gpus_per_node
+    elif op.gpus_per_node is None and nodes == 1 and op.gpus > DEFAULT_GPUS_PER_NODE:
+        # no node holds 64 GPUs on one NVLink switch: fill nodes of at most 8, and say so
+        nodes = math.ceil(op.gpus / DEFAULT_GPUS_PER_NODE)
+        if op.gpus % nodes:
+            raise SpecError(
+                f"{op.gpus} GPUs do not split evenly over {nodes} nodes of at most "
+                f"{DEFAULT_GPUS_PER_NODE}; give nodes (--nodes) or a system (--system)"
+            )
+        notes.append(f"{op.gpus} GPUs and no nodes given: placed as {nodes} nodes of "
+                     f"{op.gpus // nodes} (a server holds at most {DEFAULT_GPUS_PER_NODE}; give "
+                     "nodes or a system to place them otherwise)")  # fmt: skip
 
     # the intra-node link
     if system is not None:
