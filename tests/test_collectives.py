@@ -279,7 +279,8 @@ def test_tree_wins_small_messages_across_many_nodes():
 def test_more_gpus_than_a_node_holds_are_placed_in_nodes_and_say_so():
     """64 H100s with no nodes or system: not one 64-GPU NVLink switch (no shipped platform has
     one; DGX/HGX baseboards hold 8) but 8 nodes of 8 over the default NICs, the same time as
-    asking for 8 nodes; a placement given is kept; an uneven count is refused."""
+    asking for 8 nodes; a placement given is kept; a count 8 does not divide takes the fewest
+    equal nodes."""
     placed = gm.predict(AllReduce(bytes="1GB", gpus=64), "h100", "none")
     asked = gm.predict(AllReduce(bytes="1GB", gpus=64, nodes=8), "h100", "none")
     assert placed.details["topology"]["nodes"] == 8
@@ -290,8 +291,10 @@ def test_more_gpus_than_a_node_holds_are_placed_in_nodes_and_say_so():
     one_switch = gm.predict(AllReduce(bytes="1GB", gpus=64, gpus_per_node=64), "h100", "none")
     assert one_switch.details["topology"]["nodes"] == 1  # a placement given is kept
     assert one_switch.time_s < placed.time_s
-    with pytest.raises(gm.GpumodelError, match="do not split evenly over 2 nodes"):
-        gm.predict(AllReduce(bytes="1GB", gpus=9), "h100", "none")
+    # the fewest equal nodes of at most 8: 9 GPUs as 3 x 3, 12 as 2 x 6, 11 (prime) one a node
+    for gpus, nodes in ((9, 3), (12, 2), (11, 11)):
+        p = gm.predict(AllReduce(bytes="1GB", gpus=gpus), "h100", "none")
+        assert p.details["topology"]["nodes"] == nodes
 
 
 def test_hierarchical_beats_flat_ring_across_two_nodes():

@@ -334,13 +334,10 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
             raise SpecError(f"{op.gpus} GPUs do not fill nodes of {op.gpus_per_node} evenly")
         nodes = op.gpus // op.gpus_per_node
     elif op.gpus_per_node is None and nodes == 1 and op.gpus > DEFAULT_GPUS_PER_NODE:
-        # no node holds 64 GPUs on one NVLink switch: fill nodes of at most 8, and say so
-        nodes = math.ceil(op.gpus / DEFAULT_GPUS_PER_NODE)
-        if op.gpus % nodes:
-            raise SpecError(
-                f"{op.gpus} GPUs do not split evenly over {nodes} nodes of at most "
-                f"{DEFAULT_GPUS_PER_NODE}; give nodes (--nodes) or a system (--system)"
-            )
+        # no node holds 64 GPUs on one NVLink switch: the fewest equal nodes of at most 8 (9
+        # GPUs: 3 x 3; a prime count, one a node), and say so
+        nodes = next(n for n in range(math.ceil(op.gpus / DEFAULT_GPUS_PER_NODE), op.gpus + 1)
+                     if op.gpus % n == 0)  # fmt: skip
         notes.append(f"{op.gpus} GPUs and no nodes given: placed as {nodes} nodes of "
                      f"{op.gpus // nodes} (a server holds at most {DEFAULT_GPUS_PER_NODE}; give "
                      "nodes or a system to place them otherwise)")  # fmt: skip
