@@ -185,6 +185,8 @@ def test_cli_amdahl_json_and_times(capsys):
         ["amdahl", "--parallel-fraction", "0.9", "--gpus", "0,2"],
         ["amdahl"],
         ["amdahl", "--serial-ms", "10"],
+        # two answers to one question: p = 0.5 given, p = 0.9 from the times
+        ["amdahl", "--parallel-fraction", "0.5", "--serial-ms", "1", "--parallel-ms", "9"],
         ["dp-step", "--compute-ms", "-1", "--grad-bytes", "1GB"],
         ["dp-step", "--compute-ms", "300", "--grad-bytes", "-1GB"],
         ["dp-step", "--compute-ms", "300", "--grad-bytes", "1GB", "--gpus", "0"],

@@ -21,6 +21,9 @@ PUBLISHED = {
     "llama-3-8b": (8.03e9, 0.01),
     # HF meta-llama/Meta-Llama-3-70B: 70.6B
     "llama-3-70b": (70.6e9, 0.01),
+    # HF meta-llama/Llama-3.1-8B and -70B model cards: 8.03B and 70.6B (Llama 3's architectures)
+    "llama-3.1-8b": (8.03e9, 0.01),
+    "llama-3.1-70b": (70.6e9, 0.01),
     # Llama 3 Herd paper: 405B; HF meta-llama/Llama-3.1-405B: 406B
     "llama-3-405b": (405e9, 0.01),
     # HF mistralai/Mistral-7B-v0.1: 7.24B
@@ -73,6 +76,10 @@ def test_every_preset_has_sources_and_is_listed():
 
 def test_aliases_and_case():
     assert get_model("Llama3-8B").id == "llama-3-8b"
+    # Llama 3.1 is its own preset, not an alias of Llama 3: its context is 128K, not 8K
+    assert (get_model("llama-3.1-8b").id, get_model("llama-3.1-8b").max_context) == (
+        "llama-3.1-8b", 131072)  # fmt: skip
+    assert get_model("llama-3-8b").max_context == 8192
     assert get_model("mixtral").moe.top_k == 2
 
 

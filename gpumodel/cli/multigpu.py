@@ -196,6 +196,8 @@ def amdahl_cmd(
     counts = _counts(gpus)
     results = []
     if serial_ms is not None or parallel_ms is not None:
+        if parallel_fraction is not None:
+            fail("give --parallel-fraction or --serial-ms and --parallel-ms, not both")
         if serial_ms is None or parallel_ms is None:
             fail("give both --serial-ms and --parallel-ms")
         if serial_ms < 0 or parallel_ms < 0 or serial_ms + parallel_ms <= 0:
