@@ -102,6 +102,19 @@ def test_user_file_defaults_and_typos(tmp_path):
         load_model_file(bad)
 
 
+def test_a_head_width_that_does_not_divide_is_asked_for(tmp_path):
+    """hidden 4095 over 32 heads would floor head_dim to 127 and price a different model: a
+    file must say its head_dim then (Gemma-style models do: 8 heads x 256 over hidden 2048)."""
+    base = ("id: odd\nname: Odd\nlayers: 2\nvocab: 1000\nmax_context: 512\n"
+            "sources: [{title: made up}]\n")  # fmt: skip
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(base + "hidden: 4095\nheads: 32\n")
+    with pytest.raises(SpecError, match=r"hidden \(4095\) is not a multiple of heads \(32\)"):
+        load_model_file(odd)
+    odd.write_text(base + "hidden: 4095\nheads: 32\nhead_dim: 128\n")
+    assert load_model_file(odd).q_dim == 4096
+
+
 def test_user_directory_on_the_search_path(tmp_path):
     (tmp_path / "x.yaml").write_text(
         "id: extra-model\nname: X\nlayers: 1\nhidden: 64\nheads: 2\nvocab: 10\nmax_context: 8\n"

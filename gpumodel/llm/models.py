@@ -115,6 +115,9 @@ class ModelSpec(_Frozen):
             hidden, heads = _count(data.get("hidden")), _count(data.get("heads"))
             if heads and hidden:  # a wrong-typed value gets no default: its own check names it
                 data.setdefault("kv_heads", heads)
+                if "head_dim" not in data and hidden % heads:
+                    raise SpecError(f"hidden ({hidden}) is not a multiple of heads ({heads}): "
+                                    "give head_dim")  # fmt: skip
                 data.setdefault("head_dim", hidden // heads)
             if hidden:
                 data.setdefault("ffn_hidden", 4 * hidden)
