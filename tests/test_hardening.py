@@ -1132,6 +1132,11 @@ def test_a_kernel_summary_of_zero_time_is_refused(capsys, tmp_path):
       "1e-310"), "mfu"),
     (("plan", "train", "--model", "llama-2-7b", "--tokens", "1T", "--gpus", "8",
       "--global-batch", "1000000000"), "more than the run's"),
+    # the same over several counts, or the count searched for a deadline: was priced (0.0 days)
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1000", "--gpus", "8,16"),
+     "more than the run's 1,000: lower --global-batch or raise --tokens"),
+    (("plan", "train", "--model", "llama-2-7b", "--tokens", "1000", "--days", "30"),
+     "more than the run's 1,000"),
     (("plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--rate", "1e-310/s"), "rate"),
     (("littles-law", "--gpu", "h100", "--bytes-per-thread", "5e-324"), "bytes per thread"),
     (("sweep-llm", "--model", "llama-3-8b", "--batch", "1:1200:+1", "--context", "1:8192:+1",

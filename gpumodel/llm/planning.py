@@ -221,7 +221,15 @@ def search_training(
                 f"{least['capacity_bytes'] / 1e9:.1f} GB)"
             )
             continue
-        best = ok[np.argmin(ok["train_time_s"])]
+        # a run shorter than one step is no plan (plan_training's check, per count)
+        whole = ok[ok["global_batch"] * seq <= tokens]
+        if not len(whole):
+            least = int(np.min(ok["global_batch"]))
+            infeasible.append(f"{n} GPUs: one step trains {least * seq:,} tokens ({least} "
+                              f"sequences x {seq}), more than the run's {tokens:,.0f}: lower "
+                              "--global-batch or raise --tokens")  # fmt: skip
+            continue
+        best = whole[np.argmin(whole["train_time_s"])]
         cost = float(best["cost_usd"]) if price_info else None
         options.append(TrainingOption(
             gpus=n, tp=int(best["tp"]), pp=int(best["pp"]), dp=int(best["dp"]),
@@ -231,8 +239,8 @@ def search_training(
             memory_per_gpu_bytes=float(best["memory_bytes"]),
         ))  # fmt: skip
     if not options:
-        raise InfeasibleError(f"{spec.id} on {g.id}: {infeasible[-1]}; try --zero 3 or "
-                              "--recompute full")  # fmt: skip
+        hint = "; try --zero 3 or --recompute full" if "fits memory" in infeasible[-1] else ""
+        raise InfeasibleError(f"{spec.id} on {g.id}: {infeasible[-1]}{hint}")
     d_arr = np.array([o.days for o in options])
     c_arr = np.array([o.cost_usd if o.cost_usd is not None else o.gpu_hours for o in options])
     front = _frontier(d_arr, c_arr)
