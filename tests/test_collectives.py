@@ -585,6 +585,20 @@ def test_cli_allreduce_json(capsys):
     assert math.isfinite(data["details"]["busbw_bytes_per_s"])
 
 
+def test_cli_table_says_when_a_measured_line_priced_the_prediction(capsys):
+    """The table lists each algorithm as the model prices it; where the calibration's measured
+    NCCL line set the prediction (the H200's 4-GPU fit), the chosen row's time is not the
+    headline's, and the table's caption says which one the prediction is."""
+    argv = ["allreduce", "--bytes", "512KiB", "--gpus", "4", "--gpu", "h200", "--in-graph"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    chosen = next(r for r in data["details"]["algorithms"] if r["chosen"])
+    assert chosen["time_s"] != pytest.approx(data["time_s"], rel=1e-3)
+    assert main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"the prediction ({gm.format_time(data['time_s'])}) is the calibration's measured" in out
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -149,7 +149,12 @@ def _print_collective(pred: gm.Prediction, op: Any) -> None:
              else f"one node, {intra['kind']} {fq(intra['per_direction_bytes_per_s'], 'B/s')} "
                   "per direction per GPU")  # fmt: skip
     title = f"{op.collective} of {fq(op.bytes, 'B')} on {op.gpus} x {pred.gpu} ({where})"
-    table = Table(title=title, title_justify="left")
+    chosen = [r["time_s"] for r in d["algorithms"] if r["chosen"]]
+    caption = None
+    if chosen and abs(chosen[0] - pred.time_s) > 1e-3 * pred.time_s:  # a measured line priced it
+        caption = (f"the algorithms as the model prices them; the prediction "
+                   f"({ft(pred.time_s)}) is the calibration's measured NCCL line")  # fmt: skip
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for col, just in (("algorithm", "left"), ("time", "right"), ("algbw", "right"),
                       ("busbw", "right"), ("steps", "right"), ("bound", "left"),
                       ("NCCL", "left"), ("cost", "left")):  # fmt: skip
