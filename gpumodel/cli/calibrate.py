@@ -99,7 +99,8 @@ def render(cal: Calibration, target: Path) -> None:
         f"  profiler's own host cost: {p.method}: {p.per_event_s * 1e6:.2f} us x "
         f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
         f"(host {p.profiled_host_step_s * 1e3:.3f} -> {host_after})",
-        f"  host per launched kernel: {fit.host_per_kernel_s * 1e6:.2f} us",
+        f"  host per issued kernel: {fit.host_per_kernel_s * 1e6:.2f} us (the launches less "
+        "a library's helper kernels inside one call, e.g. split-K reductions, plus graph replays)",
         *(
             [
                 f"  peak memory (allocator): {fit.peak_allocated_bytes / 1e9:.2f} GB allocated, "
