@@ -215,7 +215,7 @@ def test_ddp_gradients_all_reduce_in_their_own_dtype():
 
 def test_eager_fsdp_pays_each_units_host_work():
     """FSDP2 (ZeRO-3, eager) runs hooks and copies for every sharded layer and the root each
-    micro-batch: 570 eager elementwise calls' worth a unit (llm/fsdp.py, fitted on 14 points of
+    micro-batch: 650 eager elementwise calls' worth a unit (llm/fsdp.py, fitted on 14 points of
     two 2 x H200 VMs); TinyLlama has 22 layers + the root = 23 units. DDP and ZeRO-1 pay none."""
     from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS
 
@@ -227,6 +227,24 @@ def test_eager_fsdp_pays_each_units_host_work():
     assert any(n.startswith("FSDP: 23 sharded units") for n in fsdp.notes)
     for step in (_step("tinyllama-1.1b", 2, zero=0), _step("tinyllama-1.1b", 1, zero=3), zero1):
         assert not any(n.startswith("FSDP") for n in step.notes)
+
+
+def test_fsdp_unit_host_is_the_fit_of_its_fit_set():
+    """FSDP_UNIT_HOST_OPS is what validation/fitset/fit_fsdp_unit_host.py makes of the 14 FSDP2
+    points of its two VMs with the shipped training host factor (each point solved for the
+    calls' worth that prices it at its measured median), to the nearest 10; each VM's points
+    agree within a factor of 1.4 (its host profile prices its own points)."""
+    import sys
+
+    from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "validation" / "fitset"))
+    from fit_fsdp_unit_host import fit
+
+    value, per_run = fit()
+    assert value == FSDP_UNIT_HOST_OPS == 650
+    assert [len(us) for us in per_run.values()] == [7, 7]
+    assert all(max(us) / min(us) < 1.4 for us in per_run.values())
 
 
 @pytest.mark.parametrize("zero", [0, 3])

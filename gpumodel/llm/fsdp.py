@@ -12,9 +12,12 @@ validation/results/steps-h200x2-multi-gpu-run5-fsdp). The GPU work of those kern
 
 Priced as a host cost per unit and micro-batch, ``FSDP_UNIT_HOST_OPS`` times the host profile's
 eager elementwise call, so it follows the host's speed. Fitted on the 14 FSDP2 points of two
-2 x H200 VMs (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp: the measured step less the priced
-eager host and optimizer, per unit, over each VM's elementwise cost: 446-624, the two VMs'
-medians 597 and 559); docs/multi-gpu.md gives its check on points it was not fitted to.
+2 x H200 VMs (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp; validation/fitset/
+fit_fsdp_unit_host.py: per point, the calls' worth at which the step is priced at its measured
+median, every other term as shipped; the median of the points). The eager host it adds to is
+priced with the training host factor, so it is refitted with that factor: 570 with the
+three-VM factor (the VMs' medians 597 and 559), 650 with the four-VM one of 2026-11-30 (662 and
+629); docs/multi-gpu.md gives its check on points it was not fitted to.
 
 Its memory (``memory.memory_of``), from where the peak of each step falls
 (validation/experiments/fsdp_memory_phases_device.py, 2 x H200: each phase's peak and the blocks
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from gpumodel.llm.layers import Fusion
     from gpumodel.llm.models import ModelSpec
 
-FSDP_UNIT_HOST_OPS = 570.0  # eager elementwise calls' worth of host per FSDP unit and micro-batch
+FSDP_UNIT_HOST_OPS = 650.0  # eager elementwise calls' worth of host per FSDP unit and micro-batch
 # Bytes per parameter of (sharded weights, sharded gradients, optimizer states) under FSDP2's
 # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), the ``mixed`` policy as FSDP2 runs
 # it: fp32 parameters (the optimizer's master), fp32 gradients, fp32 AdamW moments; bf16 copies
