@@ -157,6 +157,13 @@ def test_batch_formats_keep_order(capsys, tmp_path):
     ]
 
 
+def test_version(capsys):
+    import gpumodel as gm
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"gpumodel {gm.__version__}"
+
+
 def test_validate_numpy_backend_end_to_end(capsys, tmp_path):
     """The whole measure -> fit -> report pipeline on the CPU backend."""
     out = tmp_path / "cal.yaml"

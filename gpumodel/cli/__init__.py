@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import typer
+
 from gpumodel.cli._app import app
 
 # Each module registers its commands on ``app`` when imported. A run imports only the module of
@@ -40,8 +42,24 @@ def load_commands(argv: list[str] | None = None) -> None:
     register_ops()
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from gpumodel import __version__
+
+        print(f"gpumodel {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="print the version and exit",
+    ),
+) -> None:
     """Analytical GPU performance model and cost calculator, calibrated on real hardware."""
 
 
