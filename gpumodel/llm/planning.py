@@ -37,7 +37,7 @@ from gpumodel.llm.layers import AttentionImpl, Fusion
 from gpumodel.llm.memory import Policy, Recompute
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.sweep import SweepResult, sweep_training
-from gpumodel.llm.training import default_global_batch
+from gpumodel.llm.training import default_global_batch, step_exceeds_run
 from gpumodel.prices import PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity
@@ -225,9 +225,7 @@ def search_training(
         whole = ok[ok["global_batch"] * seq <= tokens]
         if not len(whole):
             least = int(np.min(ok["global_batch"]))
-            infeasible.append(f"{n} GPUs: one step trains {least * seq:,} tokens ({least} "
-                              f"sequences x {seq}), more than the run's {tokens:,.0f}: lower "
-                              "--global-batch or raise --tokens")  # fmt: skip
+            infeasible.append(f"{n} GPUs: {step_exceeds_run(least, seq, tokens)}")
             continue
         best = whole[np.argmin(whole["train_time_s"])]
         cost = float(best["cost_usd"]) if price_info else None

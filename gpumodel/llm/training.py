@@ -531,6 +531,12 @@ def is_trace_host(hp: HostProfile) -> bool:
     return hp.name.startswith(TRACE_HOST_PREFIX)
 
 
+def step_exceeds_run(global_batch: int, seq: int, tokens: float) -> str:
+    """Why a plan whose one step trains more tokens than the whole run has no answer."""
+    return (f"one step trains {global_batch * seq:,} tokens ({global_batch} sequences x {seq}), "
+            f"more than the run's {tokens:,.0f}: lower --global-batch or raise --tokens")  # fmt: skip
+
+
 def ddp_host_applies(hp: HostProfile | None, fusion: Fusion, zero: int, dp: int = 2) -> bool:
     """Whether DDP's host work (``ddp.ddp_host_s``) adds to an eager step's host path: a DDP
     layout on a measured or named host. A traced step's host is its own figure per kernel,
@@ -1098,9 +1104,7 @@ def plan_training(
                                      fragmentation=fragmentation)  # fmt: skip
         step = best
         if step.tokens_per_step > tokens:
-            raise SpecError(f"one step trains {step.tokens_per_step:,} tokens ({step.global_batch} "
-                            f"sequences x {step.seq}), more than the run's {tokens:,.0f}: lower "
-                            "--global-batch or raise --tokens")  # fmt: skip
+            raise SpecError(step_exceeds_run(step.global_batch, step.seq, tokens))
         steps = math.ceil(tokens / step.tokens_per_step)
         time_s = steps * step.step_time_s
         used_mfu, source = total / (time_s * gpus * peak), "derived"
