@@ -51,15 +51,17 @@ if TYPE_CHECKING:
     from gpumodel.llm.models import ModelSpec
 
 # DDP's host work per step and per gradient tensor, in eager elementwise calls' worth of the
-# host profile (so it follows the host's speed). Fitted on 2 x H200 (validation/experiments/
-# ddp_host_device.py --interleave; validation/results/h200-sxm-x2/ddp-host-2026-11-30): 8 narrow
-# HF models (Llama- and GPT-2-shaped, width 256, 8-24 layers, 75-292 gradient tensors, amp and
-# bf16; none an unseen configuration), each step's time the slower rank's, DDP against the same
-# module stepped without DDP, step by step in turn; least squares of the difference over the
-# tensors, in units of the host profile measured in the same call (elementwise 7.49 us): 118 +
-# 3.43 per tensor (0.9 ms + 25.7 us; residuals -2.1 to +3.5 ms on 3.5-11.9 ms differences).
-DDP_STEP_HOST_OPS = 118.0
-DDP_TENSOR_HOST_OPS = 3.43
+# host the slowest rank runs (``ranks.rank_host``; so it follows the host's speed). Fitted on
+# 2 x H200 (validation/experiments/ddp_host_device.py --interleave; validation/results/
+# h200-sxm-x2/ddp-host-2026-11-30; validation/fitset/fit_ddp_host.py): 8 narrow HF models
+# (Llama- and GPT-2-shaped, width 256, 8-24 layers, 75-292 gradient tensors, amp and bf16; none
+# an unseen configuration), each step's time the slower rank's, DDP against the same module
+# stepped without DDP, step by step in turn; least squares of the difference over the tensors,
+# in units of the host profile measured in the same call (elementwise 7.49 us) x the 2-rank
+# factor (1.09): 109 + 3.15 per tensor (0.9 ms + 25.7 us; residuals -2.1 to +3.5 ms on 3.5-11.9
+# ms differences). Before the slowest-rank factor (2026-11-30): 118 + 3.43 of the bare profile.
+DDP_STEP_HOST_OPS = 109.0
+DDP_TENSOR_HOST_OPS = 3.15
 BUCKET_CAP_BYTES = 25 * 2**20  # DistributedDataParallel(bucket_cap_mb=25), its default
 FIRST_BUCKET_BYTES = 2**20  # torch.distributed's _DEFAULT_FIRST_BUCKET_BYTES: the first is 1 MiB
 

@@ -15,9 +15,11 @@ eager elementwise call, so it follows the host's speed. Fitted on the 14 FSDP2 p
 2 x H200 VMs (steps-h200x2-multi-gpu-run4-fsdp, -run5-fsdp; validation/fitset/
 fit_fsdp_unit_host.py: per point, the calls' worth at which the step is priced at its measured
 median, every other term as shipped; the median of the points). The eager host it adds to is
-priced with the training host factor, so it is refitted with that factor: 570 with the
-three-VM factor (the VMs' medians 597 and 559), 650 with the four-VM one of 2026-11-30 (662 and
-629); docs/multi-gpu.md gives its check on points it was not fitted to.
+priced with the training host factor and slowed as the slowest of the job's ranks runs it
+(``ranks.rank_host``), so it is refitted with both: 570 with the three-VM factor (the VMs'
+medians 597 and 559), 650 with the four-VM one of 2026-11-30 (662 and 629), 560 with the
+slowest-rank factor of the same day (575 and 543); docs/multi-gpu.md gives its check on points
+it was not fitted to.
 
 Its memory (``memory.memory_of``), from where the peak of each step falls
 (validation/experiments/fsdp_memory_phases_device.py, 2 x H200: each phase's peak and the blocks
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     from gpumodel.llm.layers import Fusion
     from gpumodel.llm.models import ModelSpec
 
-FSDP_UNIT_HOST_OPS = 650.0  # eager elementwise calls' worth of host per FSDP unit and micro-batch
+FSDP_UNIT_HOST_OPS = 560.0  # eager elementwise calls' worth of host per FSDP unit and micro-batch
 # Bytes per parameter of (sharded weights, sharded gradients, optimizer states) under FSDP2's
 # MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), the ``mixed`` policy as FSDP2 runs
 # it: fp32 parameters (the optimizer's master), fp32 gradients, fp32 AdamW moments; bf16 copies

@@ -91,6 +91,7 @@ from gpumodel.llm.layers import (
 )
 from gpumodel.llm.memory import Policy, Recompute, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.ranks import rank_host
 from gpumodel.llm.runtimes import (
     for_phase,
     get_runtime,
@@ -483,25 +484,29 @@ def sweep_training(
         timer = Timer(g, choose_calibration(g, calibration, calibration_from))
         calibrations[g.id] = calibration_label(timer.calibration)
         hp_g = training_host(host, timer.calibration, fusion)  # a traced host per calibration
+        ranks = pts["tp"] * pts["pp"] * pts["dp"]
+        paced = {r: rank_host(hp_g, r) for r in np.unique(ranks).tolist()}  # the slowest rank's
         frag = fragmentation if fragmentation is not None else trace_fragmentation(
             timer.calibration)  # fmt: skip
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
         fields = ("layer_fwd_s", "head_fwd_s", "pre_fwd_s", "layer_bwd_s", "head_bwd_s",
                   "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s", "layer_host_s",
                   "head_host_s", "pre_host_s", "layer_synced_s")  # fmt: skip
-        skey = np.stack([pts["tp"], pts["micro_batch"], pts["seq"]], axis=1)
+        skey = np.stack([pts["tp"], pts["micro_batch"], pts["seq"], ranks], axis=1)
         suniq, sinv = _group_rows(skey)
         svals = np.empty((len(suniq), len(fields)))
-        for i, (t, b, s) in enumerate(suniq.tolist()):
-            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, hp_g)
+        for i, (t, b, s, r) in enumerate(suniq.tolist()):
+            st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, paced[r])
             svals[i] = [getattr(st, f) for f in fields]
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
         if hp_g is not None and fusion == "unfused" and zero == 3:  # FSDP's hooks where dp > 1
-            stage = with_unit_host(stage, np.where(pts["dp"] > 1, fsdp_unit_host_s(hp_g), 0.0))
+            unit_s = np.array([fsdp_unit_host_s(paced[r]) for r in ranks.tolist()])
+            stage = with_unit_host(stage, np.where(pts["dp"] > 1, unit_s, 0.0))
         if ddp_host_applies(hp_g, fusion, zero):  # DDP's host work where dp > 1
-            tpp = np.stack([pts["tp"], pts["pp"]], axis=1)
+            tpp = np.stack([pts["tp"], pts["pp"], ranks], axis=1)
             tuniq, tinv = _group_rows(tpp)
-            ddp_s = np.array([ddp_host_s(spec, hp_g, t, p) for t, p in tuniq.tolist()])[tinv]
+            ddp_s = np.array([ddp_host_s(spec, paced[r], t, p)
+                              for t, p, r in tuniq.tolist()])[tinv]  # fmt: skip
             stage = with_ddp_host(stage, np.where(pts["dp"] > 1, ddp_s, 0.0))
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)
         tokens_mb = pts["micro_batch"] * pts["seq"]
@@ -509,7 +514,8 @@ def sweep_training(
         p2p = np.array([p2p_time(spec, timer, tok, t, p, dtype)
                         for t, p, tok in puniq.tolist()])[pinv]  # fmt: skip
         duniq, dinv = _group_rows(np.stack([pts["tp"], pts["pp"], pts["dp"]], axis=1))
-        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, hp_g, fusion)[:5]
+        dvals = np.array([sync_times(spec, timer, t, p, d, zero, dtype, policy, paced[t * p * d],
+                                     fusion)[:5]
                           for t, p, d in duniq.tolist()]).reshape(-1, 5)  # fmt: skip
         res = combine_step(stage, layers, pts["pp"], m, recompute, p2p,
                            *(dvals[dinv, j] for j in range(5)))  # fmt: skip

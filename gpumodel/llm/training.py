@@ -74,6 +74,7 @@ from gpumodel.llm.memory import (
     state_bytes,
 )
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.ranks import rank_host, slowest_rank_factor
 from gpumodel.llm.runtimes import training_attention
 from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm, Softmax
 from gpumodel.prediction import accuracy_line
@@ -948,17 +949,18 @@ def predict_training_step(
     if host is not None and fusion != "unfused":
         load_host(host)  # checked even when the fused step does not use it (never ignored)
     hp = training_host(host, timer.calibration, fusion)
+    paced = rank_host(hp, gpus)  # the host as the slowest of the job's ranks runs it
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
-                        policy, hp)  # fmt: skip
-    fsdp_s = fsdp_unit_host_s(hp) if hp is not None and is_fsdp(fusion, zero, dp) else 0.0
+                        policy, paced)  # fmt: skip
+    fsdp_s = fsdp_unit_host_s(paced) if paced is not None and is_fsdp(fusion, zero, dp) else 0.0
     if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
         stage = with_unit_host(stage, fsdp_s)
-    ddp_s = ddp_host_s(spec, hp, tp, pp) if ddp_host_applies(hp, fusion, zero, dp) else 0.0
+    ddp_s = ddp_host_s(spec, paced, tp, pp) if ddp_host_applies(hp, fusion, zero, dp) else 0.0
     if ddp_s:  # DDP's hooks, copies and per-step work on the host path
         stage = with_ddp_host(stage, ddp_s)
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
     gpu_sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, None, fusion)
-    sync = gpu_sync.on_host(hp)
+    sync = gpu_sync.on_host(paced)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
     layers = spec.layers // pp
     t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5])
@@ -968,7 +970,7 @@ def predict_training_step(
         def step_at(f: float) -> float:  # the step with every host time x f
             slower = replace(stage, layer_host_s=f * stage.layer_host_s,
                              head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s)  # fmt: skip
-            sync = gpu_sync.on_host(hp.scaled(f))  # the sync's GPU side does not move
+            sync = gpu_sync.on_host(paced.scaled(f))  # the sync's GPU side does not move
             return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync[:5])["step"])
 
         lo, hi = (step_at(f) for f in hp.host_drift)
@@ -992,6 +994,10 @@ def predict_training_step(
         notes.append(f"FSDP: {layers + 1} sharded units' hooks and copies on the host, "
                      f"{format_time(fsdp_s)} each a micro-batch ({FSDP_UNIT_HOST_OPS:g} eager "
                      "calls' worth, fitted on FSDP2 steps of 2 x H200; zero=0 prices DDP)")  # fmt: skip
+    if paced is not hp:
+        notes.append(f"host: the slowest of {gpus} ranks paces the step, its host "
+                     f"{slowest_rank_factor(gpus):.2f}x the profile's one process "
+                     "(llm/ranks.py: measured on 2-8 processes at once)")  # fmt: skip
     if hp is not None and traced_train_kernels(spec, policy) is not None:
         notes.append("host: the kernels of an eager HF training step counted in a torch.profiler "
                      "trace (forward, loss, backward; validation/kernel_lists/"
