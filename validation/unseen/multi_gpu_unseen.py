@@ -94,6 +94,14 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
         return [("gpt2-small", su.gpt2_config(False), "amp", (4, 8, 16), 1024, 8),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1, 2, 4), 2048, None),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2, 4), 2048, None)]  # fmt: skip
+    if grid == 9:  # written 2026-11-30 (fifteenth session) after the slowest-rank host factor
+        # and the DDP and FSDP host refits that follow it, before its run: points no earlier
+        # grid measured, at the host-bound batches where runs 14 and 15 missed
+        return [("gpt2-small", su.gpt2_config(False), "amp", (4,), 1024, None),
+                ("gpt2-small", su.gpt2_config(False), "bf16", (3,), 1024, None),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (1,), 1024, None),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (2,), 1024, None),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "bf16", (2,), 1024, None)]  # fmt: skip
     if grid == 8:  # written 2026-11-30 (fourteenth session) after the four-VM training host
         # factor and the FSDP unit host's refit, before its run: points no earlier grid measured
         return [("gpt2-small", su.gpt2_config(False), "amp", (5,), 1024, None),
@@ -135,6 +143,10 @@ def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int,
     if tiny:
         return [("tinyllama-1.1b", su.tinyllama_config(True), "mixed", (1, 2), 64),
                 ("tinyllama-1.1b", su.tinyllama_config(True), "bf16", (2,), 64)]  # fmt: skip
+    if grid == 9:  # written 2026-11-30 before its run (see ddp_grids)
+        return [("gpt2-small", su.gpt2_config(False), "mixed", (3,), 1024),
+                ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (1,), 1024),
+                ("qwen3-0.6b", su.qwen3_0_6b_config(False), "mixed", (1,), 1024)]  # fmt: skip
     if grid == 8:  # written 2026-11-30 before its run (see ddp_grids)
         return [("gpt2-small", su.gpt2_config(False), "bf16", (2,), 1024),
                 ("tinyllama-1.1b", su.tinyllama_config(False), "mixed", (2,), 1024),
@@ -473,12 +485,12 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tag", default="multi-gpu")
     ap.add_argument("--tiny", action="store_true", help="tiny configs, 2 CPU processes (gloo)")
-    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4, 5, 6, 7, 8), default=1,
+    ap.add_argument("--grid", type=int, choices=(1, 2, 3, 4, 5, 6, 7, 8, 9), default=1,
                     help="run 1-3's points; 4: the seventh session's DDP and FSDP points (its "
                     "tp-decode points are grid 3's); 5: the eighth session's FSDP points "
                     "(fsdp-train only); 6: the twelfth session's points of all three parts; 7: the "
                     "thirteenth's host-bound DDP points (ddp-train only); 8: the fourteenth's DDP and FSDP "
-                    "points")  # fmt: skip
+                    "points; 9: the fifteenth's")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
