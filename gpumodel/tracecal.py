@@ -260,6 +260,9 @@ def calibrate_from_trace(
     comm_s = sum(v.measured_s for v in comm)
     exposed = exposed_comm_us([g for v in comm for i in v.instances for g in i.gpu], tl.activities)
     exposed_s = sum(exposed.values()) * 1e-6
+    collectives: dict[str, float] = defaultdict(float)
+    for v in comm:  # "nccl:all_reduce" -> "all_reduce"
+        collectives[v.mapped.label.partition(":")[2] or "nccl"] += v.count / periods
     if comm:
         notes.append(
             f"collectives: {sum(v.count for v in comm) / periods:.3g} NCCL kernels per step, "
@@ -434,7 +437,8 @@ def calibrate_from_trace(
         matched_fraction=matched / total, unmatched=unmatched_rows, families=families,
         profiler=host["correction"], host_per_kernel_s=host["host_per_kernel_s"],
         host_op_s=host["op_s"], host_op_counts=host["op_counts"], self_check=self_check,
-        model=model, notes=notes, peak_allocated_bytes=tr.peak_allocated_bytes,
+        collectives=dict(collectives), model=model, notes=notes,
+        peak_allocated_bytes=tr.peak_allocated_bytes,
         peak_reserved_bytes=tr.peak_reserved_bytes,
     )  # fmt: skip
     env = dict(base.environment) if base is not None else {}

@@ -88,6 +88,9 @@ class TraceFit(_Frozen):
     host_op_s: dict[str, Seconds]  # corrected median host time of one top-level call, by kind
     host_op_counts: dict[str, NonNegativeFloat]  # top-level calls per step, by kind
     self_check: dict[str, FiniteFloat]  # the fitted model on the traced step itself
+    # NCCL kernels per step by collective ("all_reduce", "all_gather", ...; "nccl" where the
+    # kind is not known): which multi-GPU layout the traced rank ran (none: one GPU)
+    collectives: dict[str, NonNegativeFloat] = Field(default_factory=dict)
     model: str | None = None
     # allocator high-water marks of the traced steps (profile_memory=True), bytes
     peak_allocated_bytes: ByteCount | None = None

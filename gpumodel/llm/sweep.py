@@ -69,8 +69,8 @@ from gpumodel.llm._timing import (
     step_traffic,
     tensor_roof_s,
 )
-from gpumodel.llm.ddp import ddp_host_s, with_ddp_host
-from gpumodel.llm.fsdp import fsdp_unit_host_s, with_unit_host
+from gpumodel.llm.ddp import ddp_host_s, is_ddp, with_ddp_host
+from gpumodel.llm.fsdp import fsdp_unit_host_s, is_fsdp, with_unit_host
 from gpumodel.llm.inference import (
     _defaults,
     host_terms,
@@ -101,8 +101,8 @@ from gpumodel.llm.runtimes import (
 )
 from gpumodel.llm.training import (
     combine_step,
-    ddp_host_applies,
     default_global_batch,
+    hooks_host,
     model_flops_per_token,
     p2p_time,
     stage_times,
@@ -499,13 +499,16 @@ def sweep_training(
             st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, paced[r])
             svals[i] = [getattr(st, f) for f in fields]
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
-        if hp_g is not None and fusion == "unfused" and zero == 3:  # FSDP's hooks where dp > 1
-            unit_s = np.array([fsdp_unit_host_s(paced[r]) for r in ranks.tolist()])
-            stage = with_unit_host(stage, np.where(pts["dp"] > 1, unit_s, 0.0))
-        if ddp_host_applies(hp_g, fusion, zero):  # DDP's host work where dp > 1
+        fsdp_hp = hooks_host(hp_g, timer.calibration, "fsdp")
+        if fsdp_hp is not None and is_fsdp(fusion, zero, 2):  # FSDP's hooks where dp > 1
+            runiq, rinv = np.unique(ranks, return_inverse=True)
+            unit_s = np.array([fsdp_unit_host_s(rank_host(fsdp_hp, r)) for r in runiq.tolist()])
+            stage = with_unit_host(stage, np.where(pts["dp"] > 1, unit_s[rinv.ravel()], 0.0))
+        ddp_hp = hooks_host(hp_g, timer.calibration, "ddp")
+        if ddp_hp is not None and is_ddp(fusion, zero, 2):  # DDP's host work where dp > 1
             tpp = np.stack([pts["tp"], pts["pp"], ranks], axis=1)
             tuniq, tinv = _group_rows(tpp)
-            ddp_s = np.array([ddp_host_s(spec, paced[r], t, p)
+            ddp_s = np.array([ddp_host_s(spec, rank_host(ddp_hp, r), t, p)
                               for t, p, r in tuniq.tolist()])[tinv]  # fmt: skip
             stage = with_ddp_host(stage, np.where(pts["dp"] > 1, ddp_s, 0.0))
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)

@@ -538,11 +538,36 @@ def step_exceeds_run(global_batch: int, seq: int, tokens: float) -> str:
             f"more than the run's {tokens:,.0f}: lower --global-batch or raise --tokens")  # fmt: skip
 
 
-def ddp_host_applies(hp: HostProfile | None, fusion: Fusion, zero: int, dp: int = 2) -> bool:
-    """Whether DDP's host work (``ddp.ddp_host_s``) adds to an eager step's host path: a DDP
-    layout on a measured or named host. A traced step's host is its own figure per kernel,
-    DDP's hooks included when the trace was a DDP rank's, so nothing is added to it."""
-    return hp is not None and is_ddp(fusion, zero, dp) and not is_trace_host(hp)
+def traced_layout(cal: Any) -> Literal["ddp", "fsdp"] | None:
+    """The multi-GPU layout of the rank a calibration was traced on, read from the trace's NCCL
+    kernels: "fsdp" where it all-gathers or reduce-scatters (ZeRO-3), "ddp" where it only
+    all-reduces, None for a one-GPU trace or a calibration not fitted from one."""
+    done = getattr(getattr(cal, "trace", None), "collectives", None) or {}
+    kinds = {k for k, n in done.items() if n > 0}
+    if kinds & {"all_gather", "reduce_scatter"}:
+        return "fsdp"
+    return "ddp" if "all_reduce" in kinds else None
+
+
+def hooks_host(
+    hp: HostProfile | None, cal: Any, layout: Literal["ddp", "fsdp"]
+) -> HostProfile | None:
+    """The host DDP's or FSDP2's hooks (``ddp.ddp_host_s``, ``fsdp.fsdp_unit_host_s``: counted in
+    eager elementwise calls) are priced on; None where they add nothing: no host (a fused
+    step), or a traced host whose trace was a rank of that very layout (its host per kernel
+    holds them). On any other traced host they cost the trace's own top-level elementwise call
+    (its profiler cost removed), the unit their constants count, not its host per kernel
+    (which holds the model's Python around every kernel: 34-50 us against 9-15 us a call on
+    the committed training traces)."""
+    if hp is None or not is_trace_host(hp):
+        return hp
+    if traced_layout(cal) == layout:
+        return None
+    call = (cal.trace.host_op_s or {}).get("elementwise")
+    if not call:  # a trace with no eager elementwise call: its figure per kernel
+        return hp
+    costs = hp.eager_op_s.model_copy(update={"elementwise": call})
+    return hp.model_copy(update={"eager_op_s": costs})
 
 
 def trace_host(cal: Any) -> HostProfile | None:
@@ -952,10 +977,13 @@ def predict_training_step(
     paced = rank_host(hp, gpus)  # the host as the slowest of the job's ranks runs it
     stage = stage_times(spec, g, timer, micro_batch, seq, tp, dtype, fusion, attention,
                         policy, paced)  # fmt: skip
-    fsdp_s = fsdp_unit_host_s(paced) if paced is not None and is_fsdp(fusion, zero, dp) else 0.0
+    fsdp_hp = rank_host(hooks_host(hp, timer.calibration, "fsdp"), gpus)
+    fsdp_s = fsdp_unit_host_s(fsdp_hp) if fsdp_hp is not None and is_fsdp(fusion, zero, dp) else 0.0
     if fsdp_s:  # each sharded layer's hooks, and the root's, on the host path
         stage = with_unit_host(stage, fsdp_s)
-    ddp_s = ddp_host_s(spec, paced, tp, pp) if ddp_host_applies(hp, fusion, zero, dp) else 0.0
+    ddp_hp = rank_host(hooks_host(hp, timer.calibration, "ddp"), gpus)
+    ddp_s = (ddp_host_s(spec, ddp_hp, tp, pp)
+             if ddp_hp is not None and is_ddp(fusion, zero, dp) else 0.0)  # fmt: skip
     if ddp_s:  # DDP's hooks, copies and per-step work on the host path
         stage = with_ddp_host(stage, ddp_s)
     p2p = p2p_time(spec, timer, micro_batch * seq, tp, pp, dtype)
@@ -989,11 +1017,16 @@ def predict_training_step(
                      f"{format_time(d.copy_s)}, NCCL holding {d.sm_share:.0%} of the SMs "
                      "while it overlaps (zero=1 or more prices ZeRO/FSDP instead)"
                      + (f"; its hooks and per-step work {format_time(ddp_s)} on the host"
-                        if ddp_s else ""))  # fmt: skip
+                        if ddp_s else "")
+                     + ("; its hooks are in the traced DDP rank's host per kernel"
+                        if hp is not None and ddp_hp is None else ""))  # fmt: skip
     elif fsdp_s:
         notes.append(f"FSDP: {layers + 1} sharded units' hooks and copies on the host, "
                      f"{format_time(fsdp_s)} each a micro-batch ({FSDP_UNIT_HOST_OPS:g} eager "
                      "calls' worth, fitted on FSDP2 steps of 2 x H200; zero=0 prices DDP)")  # fmt: skip
+    elif hp is not None and is_fsdp(fusion, zero, dp):
+        notes.append("FSDP: the traced rank ran FSDP2, so its units' hooks are in the trace's "
+                     "host per kernel, not added again")  # fmt: skip
     if paced is not hp:
         notes.append(f"host: the slowest of {gpus} ranks paces the step, its host "
                      f"{slowest_rank_factor(gpus):.2f}x the profile's one process "
