@@ -499,13 +499,14 @@ def sweep_training(
             st = stage_times(spec, g, timer, b, s, t, dtype, fusion, attention, policy, paced[r])
             svals[i] = [getattr(st, f) for f in fields]
         stage = _Stage(**{f: svals[sinv, j] for j, f in enumerate(fields)})
+        most_dp = int(pts["dp"].max())  # a layout's hooks are added where dp > 1
         fsdp_hp = hooks_host(hp_g, timer.calibration, "fsdp")
-        if fsdp_hp is not None and is_fsdp(fusion, zero, 2):  # FSDP's hooks where dp > 1
+        if fsdp_hp is not None and is_fsdp(fusion, zero, most_dp):  # FSDP's per-unit hooks
             runiq, rinv = np.unique(ranks, return_inverse=True)
             unit_s = np.array([fsdp_unit_host_s(rank_host(fsdp_hp, r)) for r in runiq.tolist()])
             stage = with_unit_host(stage, np.where(pts["dp"] > 1, unit_s[rinv.ravel()], 0.0))
         ddp_hp = hooks_host(hp_g, timer.calibration, "ddp")
-        if ddp_hp is not None and is_ddp(fusion, zero, 2):  # DDP's host work where dp > 1
+        if ddp_hp is not None and is_ddp(fusion, zero, most_dp):  # DDP's host work
             tpp = np.stack([pts["tp"], pts["pp"], ranks], axis=1)
             tuniq, tinv = _group_rows(tpp)
             ddp_s = np.array([ddp_host_s(spec, rank_host(ddp_hp, r), t, p)
