@@ -244,6 +244,11 @@ def _table(columns: dict[str, np.ndarray]) -> np.ndarray:
     return out
 
 
+def _paced_by_ranks(host: HostProfile | None, ranks: list[int]) -> dict[int, HostProfile | None]:
+    """``host`` as the slowest rank of a job of each size in ``ranks`` runs it."""
+    return {r: rank_host(host, r) for r in ranks}
+
+
 def _group_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of an integer matrix and, for each row, the index of its distinct row."""
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
@@ -485,7 +490,8 @@ def sweep_training(
         calibrations[g.id] = calibration_label(timer.calibration)
         hp_g = training_host(host, timer.calibration, fusion)  # a traced host per calibration
         ranks = pts["tp"] * pts["pp"] * pts["dp"]
-        paced = {r: rank_host(hp_g, r) for r in np.unique(ranks).tolist()}  # the slowest rank's
+        runiq, rinv = np.unique(ranks, return_inverse=True)
+        paced = _paced_by_ranks(hp_g, runiq.tolist())  # the slowest rank's host per job size
         frag = fragmentation if fragmentation is not None else trace_fragmentation(
             timer.calibration)  # fmt: skip
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
@@ -502,14 +508,15 @@ def sweep_training(
         most_dp = int(pts["dp"].max())  # a layout's hooks are added where dp > 1
         fsdp_hp = hooks_host(hp_g, timer.calibration, "fsdp")
         if fsdp_hp is not None and is_fsdp(fusion, zero, most_dp):  # FSDP's per-unit hooks
-            runiq, rinv = np.unique(ranks, return_inverse=True)
-            unit_s = np.array([fsdp_unit_host_s(rank_host(fsdp_hp, r)) for r in runiq.tolist()])
+            hooks = paced if fsdp_hp is hp_g else _paced_by_ranks(fsdp_hp, runiq.tolist())
+            unit_s = np.array([fsdp_unit_host_s(hooks[r]) for r in runiq.tolist()])
             stage = with_unit_host(stage, np.where(pts["dp"] > 1, unit_s[rinv.ravel()], 0.0))
         ddp_hp = hooks_host(hp_g, timer.calibration, "ddp")
         if ddp_hp is not None and is_ddp(fusion, zero, most_dp):  # DDP's host work
+            hooks = paced if ddp_hp is hp_g else _paced_by_ranks(ddp_hp, runiq.tolist())
             tpp = np.stack([pts["tp"], pts["pp"], ranks], axis=1)
             tuniq, tinv = _group_rows(tpp)
-            ddp_s = np.array([ddp_host_s(spec, rank_host(ddp_hp, r), t, p)
+            ddp_s = np.array([ddp_host_s(spec, hooks[r], t, p)
                               for t, p, r in tuniq.tolist()])[tinv]  # fmt: skip
             stage = with_ddp_host(stage, np.where(pts["dp"] > 1, ddp_s, 0.0))
         # pipeline sends per (tp, pp, tokens); gradient sync and optimizer per (tp, pp, dp)

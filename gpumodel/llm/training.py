@@ -77,6 +77,7 @@ from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.ranks import rank_host, slowest_rank_factor
 from gpumodel.llm.runtimes import training_attention
 from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm, Softmax
+from gpumodel.ops.collectives import AllGather, ReduceScatter
 from gpumodel.prediction import accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_count, format_quantity, format_time
@@ -544,9 +545,9 @@ def traced_layout(cal: Any) -> Literal["ddp", "fsdp"] | None:
     all-reduces, None for a one-GPU trace or a calibration not fitted from one."""
     done = getattr(getattr(cal, "trace", None), "collectives", None) or {}
     kinds = {k for k, n in done.items() if n > 0}
-    if kinds & {"all_gather", "reduce_scatter"}:
+    if kinds & {AllGather.collective, ReduceScatter.collective}:
         return "fsdp"
-    return "ddp" if "all_reduce" in kinds else None
+    return "ddp" if AllReduce.collective in kinds else None
 
 
 def hooks_host(
