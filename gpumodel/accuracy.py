@@ -93,7 +93,9 @@ def kernel_classes(op: Op) -> list[str]:
     if name == "conv2d":
         return [f"conv2d:{op.dtype}:{op.layout}", f"conv2d:{op.dtype}", "conv2d"]  # type: ignore[attr-defined]
     if name == "attention" and not op.backward:  # type: ignore[attr-defined]
-        return ["attention"]
+        # 16-bit tensors (cuDNN, flash, memory-efficient) pool; fp32 runs its own 3xTF32 kernel
+        wide = {"fp32": "fp32", "tf32": "fp32"}.get(op.dtype, op.dtype)  # type: ignore[attr-defined]
+        return ["attention"] if wide in ("fp16", "bf16") else [f"attention:{wide}"]
     if name == "host_transfer":
         pinned = "pinned" if op.pinned else "pageable"  # type: ignore[attr-defined]
         return [f"host_transfer:{op.direction}:{pinned}", "host_transfer"]  # type: ignore[attr-defined]
@@ -194,6 +196,8 @@ def _held_out_families(op: Op) -> list[str]:
         fp32 = op.dtype == "fp32"  # type: ignore[attr-defined]
         return [*(["conv2d fp32 (cuDNN, CUDA cores)"] if fp32 else []), "conv2d (cuDNN)"]
     if name == "attention":
+        if op.dtype not in ("fp16", "bf16"):  # type: ignore[attr-defined]
+            return []  # validate times 16-bit attention only
         impl = "cuDNN" if op.impl == "cudnn" else "flash"  # type: ignore[attr-defined]
         if op.backward:  # type: ignore[attr-defined]
             return [f"attention backward ({impl})"]

@@ -60,8 +60,8 @@ def test_fp8_sweep_equals_scalar_where_only_fp8_is_power_limited():
         s = gm.predict_inference("llama-3-8b", "h100", phase="prefill", batch=row["batch"],
                                  seq=512, dtype="fp8", runtime="hf-eager")  # fmt: skip
         if row["batch"] == 33:  # the premise, at the step's activity and traffic as its note says
-            activity = float(re.search(r"tensor activity ([0-9.]+)", s.notes[0]).group(1))
-            traffic = float(re.search(r"traffic ([0-9.]+) TB/s", s.notes[0]).group(1)) * 1e12
+            activity = float(re.search(r"tensor activity ([0-9.]+)", " ".join(s.notes)).group(1))
+            traffic = float(re.search(r"traffic ([0-9.]+) TB/s", " ".join(s.notes)).group(1)) * 1e12
             ratio = {d: sustained_clock_ratio(activity, gpu.tdp_watts,
                                               *power_watts(params, gpu, d),
                                               dram_power_w(dram_energy(params, gpu), traffic))

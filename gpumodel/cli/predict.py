@@ -95,8 +95,12 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
     fields = dict(cls.model_fields)
     common_names = {c[0] for c in _COMMON}
 
-    def command(**kwargs: Any) -> None:
+    def command(ctx: typer.Context, **kwargs: Any) -> None:
         common = {k: kwargs.pop(k) for k in list(kwargs) if k in common_names}
+        # a field the user did not give is left to the op, whose defaults may depend on the
+        # fields given (Attention's impl on its dtype)
+        kwargs = {k: v for k, v in kwargs.items()
+                  if getattr(ctx.get_parameter_source(k), "name", None) != "DEFAULT"}  # fmt: skip
         if common["l2"] not in ("cold", "warm", "dirty"):
             fail(f"--l2 must be cold, warm or dirty, got {common['l2']!r}")
         row: dict[str, Any] = {"op": name}
@@ -112,7 +116,9 @@ def _make_command(name: str, cls: type[gm.ops.Op]) -> None:
                                 common["l2"], common["condition"], common["host"])  # fmt: skip
         print_predictions(preds, common["as_json"], common["explain"], common["as_csv"])
 
-    params = [_parameter(k, f) for k, f in fields.items()]
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=typer.Context)]  # fmt: skip
+    params += [_parameter(k, f) for k, f in fields.items()]
     params += [
         inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=o, annotation=t)
         for n, t, o in _COMMON

@@ -42,6 +42,7 @@ from gpumodel.ops import (
     Softmax,
     StridedElementwise,
 )
+from gpumodel.ops.attention import IMPL_DTYPES
 
 # torch "Input type" -> (dtype name, bytes per element)
 TORCH_DTYPES: dict[str, tuple[str, float]] = {
@@ -571,7 +572,9 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     mask = name == "aten::scaled_dot_product_attention" and a.tensor(3) is not None
     if mask:
         notes.append("explicit attention mask: dense (non-causal) work, cuDNN's biased kernel")
-    if q.dtype not in MODEL_DTYPES:
+    if q.dtype not in MODEL_DTYPES or q.dtype not in IMPL_DTYPES["efficient"]:
+        # fp64 runs SDPA's math path (its matmuls and softmax are the trace's own ops); no SDPA
+        # kernel takes 8-bit tensors
         return unmapped("attention", f"{q.dtype} attention is not modelled", a, q.dtype)
     dtype = q.dtype
     if dtype == "fp32" and any(_HALF_KERNEL.search(k) for k in kn):
@@ -585,6 +588,8 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
     cudnn = any("cudnn" in k.lower() for k in kn)
     efficient = not cudnn and (name in _EFFICIENT
                                or any("fmha_cutlass" in k.lower() for k in kn))  # fmt: skip
+    # flash and cuDNN take 16-bit tensors only: fp32 SDPA runs the memory-efficient kernel
+    efficient = efficient or (not cudnn and dtype not in IMPL_DTYPES["flash"])
     impl = "cudnn" if cudnn else "efficient" if efficient else "flash"
     dropout = False
     di = _ATTN_DROPOUT.get(name)

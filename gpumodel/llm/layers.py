@@ -56,7 +56,7 @@ rows, in a Python loop.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpumodel.errors import UnsupportedError
@@ -75,6 +75,7 @@ from gpumodel.ops import (
     RMSNorm,
     StridedElementwise,
 )
+from gpumodel.ops.attention import sdpa_impl
 from gpumodel.ops.base import at_least, build, is_array, uniform
 from gpumodel.specs import BYTES_PER_ELEMENT
 
@@ -403,7 +404,7 @@ def decoder_layer(
     # about kv_len keys (the triangle at the start is ignored). With an explicit mask the
     # kernel computes every key block (the mask is data, not a causal flag).
     causal = gqa == "native" and uniform(1 < seq) and uniform(seq <= kv_len)
-    attention = masked_kernel(attention, gqa, fusion)
+    attention = sdpa_impl(masked_kernel(attention, gqa, fusion), dt)
     attn = build(Attention,
         batch=batch, heads=s.heads, seq=seq, head_dim=d, dtype=dt, causal=causal,  # type: ignore[arg-type]
         impl=attention, kv_heads=kv_heads, kv_seq=kv_len, dropout=attention_dropout,
@@ -702,6 +703,24 @@ def _lm_head(model: ModelSpec, batch: int, tokens: int, vocab: int, dt: str,
     return LayerOp("lm_head", op, kind="gemm")
 
 
+# Weight dtypes whose models quantize their GEMMs only: attention, the KV cache, the norms and
+# the residual stream stay bf16, as vLLM and TensorRT-LLM run FP8/INT8 (W8A8) and FP4 checkpoints
+# by default (vLLM's kv_cache_dtype "auto" is the activations' dtype)
+GEMM_ONLY_DTYPES = ("fp8", "int8", "fp4")
+
+
+def activation_dtype(dtype: str) -> str:
+    """The dtype of everything but the GEMMs in a model of weight dtype ``dtype``."""
+    return "bf16" if dtype in GEMM_ONLY_DTYPES else dtype
+
+
+def quantized(entry: LayerOp, dtype: str) -> LayerOp:
+    """``entry`` with its GEMM (``kind="gemm"``) in ``dtype``; other ops unchanged."""
+    if entry.kind != "gemm":
+        return entry
+    return replace(entry, op=build(type(entry.op), **{**dict(entry.op), "dtype": dtype}))
+
+
 def masked_kernel(attention: AttentionImpl, gqa: GQA, fusion: Fusion) -> AttentionImpl:
     """The SDPA kernel an HF step (not a fused engine) runs when it passes a mask
     (``gqa="repeat"``): torch's flash kernel takes no ``attn_mask`` (``sdp_utils.cpp``,
@@ -759,6 +778,8 @@ def model_ops(
     it too: an fp32 model's embedding rows are fp32)."""
     if dtype not in BYTES_PER_ELEMENT:
         raise UnsupportedError(f"unknown dtype '{dtype}'")
+    # an 8- or 4-bit model's GEMMs run in its dtype; everything between them in bf16
+    gemm_dtype, dtype = dtype, activation_dtype(dtype)
     given, gqa = gqa, hf_window_gqa(model, fusion, gqa, seq, context)
     s = tp_shape(model, tp)
     h, b, d = model.hidden, BYTES_PER_ELEMENT[dtype], model.head_dim
@@ -794,6 +815,9 @@ def model_ops(
         experts=experts,
     )  # fmt: skip
     lm_head = _lm_head(model, batch, tokens, s.vocab, dt, logits)
+    if gemm_dtype != dt:
+        layer = [quantized(e, gemm_dtype) for e in layer]
+        lm_head = quantized(lm_head, gemm_dtype)
     post = [_norm(model, "final_norm", tokens, at, fusion), lm_head]
     notes = []
     if model.moe:
@@ -818,6 +842,8 @@ def model_ops(
         kv = "repeat_kv'd K/V" if model.kv_heads < model.heads else "a mask"
         notes.append(f"keys at the {model.sliding_window}-token sliding window: HF passes an "
                      f"explicit mask, so SDPA gets {kv} and computes every key block")  # fmt: skip
+    if gemm_dtype != dt:
+        notes.append(f"{gemm_dtype} GEMMs; attention, the KV cache, norms and activations in {dt}")
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
                     tokens=tokens, notes=tuple(notes), gqa=gqa,
-                    attention=masked_kernel(attention, gqa, fusion))  # fmt: skip
+                    attention=sdpa_impl(masked_kernel(attention, gqa, fusion), dt))  # fmt: skip

@@ -55,7 +55,7 @@ from gpumodel._validators import MAX_ELEMENTS, MAX_GPUS, Checked, check_int
 from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
 from gpumodel.llm.ddp import is_ddp
 from gpumodel.llm.fsdp import MIXED_STATE_BYTES, is_fsdp, unsharded_elements
-from gpumodel.llm.layers import AttentionImpl, tp_shape
+from gpumodel.llm.layers import AttentionImpl, activation_dtype, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity
@@ -399,7 +399,9 @@ def memory_of(
         raise SpecError(f"{spec.id}: {spec.layers} layers do not split into pp={pp} stages")
     shape = tp_shape(spec, tp)
     beta = BYTES_PER_ELEMENT[dtype]
-    kv_beta = BYTES_PER_ELEMENT[kv_dtype or dtype]
+    # an 8- or 4-bit model keeps its KV cache and activations in bf16 (layers.activation_dtype)
+    kv_beta = BYTES_PER_ELEMENT[kv_dtype or activation_dtype(dtype)]
+    act_beta = BYTES_PER_ELEMENT[activation_dtype(dtype)]
     sp = (tp > 1 and train) if sequence_parallel is None else sequence_parallel
     params_per_gpu = spec.param_count() / (tp * pp)
     layers = spec.layers // pp
@@ -456,10 +458,10 @@ def memory_of(
             tokens = batch * seq if phase == "prefill" else batch
         # transient buffers of one layer: residual + norm output, gate/up/act outputs, fp32
         # logits of the last token per sequence
-        act = tokens * beta * (2 * spec.hidden + 3 * shape.ffn) + batch * shape.vocab * 4.0
+        act = tokens * act_beta * (2 * spec.hidden + 3 * shape.ffn) + batch * shape.vocab * 4.0
         if not flash:
             q_rows = seq if phase == "prefill" else 1
-            act += batch * shape.heads * q_rows * spec.attended(seq) * (beta + 4.0)
+            act += batch * shape.heads * q_rows * spec.attended(seq) * (act_beta + 4.0)
     w += cache
     # PyTorch DDP keeps its buckets allocated beside the gradients: one more copy of them
     # (gradient_as_bucket_view False, its default; llm/ddp.py)

@@ -85,6 +85,7 @@ from gpumodel.llm.layers import (
     Experts,
     Fusion,
     LayerOp,
+    activation_dtype,
     expert_loop_syncs,
     model_ops,
     tp_shape,
@@ -112,6 +113,7 @@ from gpumodel.llm.training import (
     training_memory,
 )
 from gpumodel.model.power import sustained_clock_ratio_array
+from gpumodel.ops.attention import sdpa_impl
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
 from gpumodel.predict import dram_power, empty_kernel_s, power_watts
@@ -348,7 +350,8 @@ def sweep_inference(
     # once per kernel the GPUs run (``runtime_attention``), over arrays of batch, seq and
     # context for each tp (``ops.base.build``)
     # per GPU: the kernel each runs (the runtime's own where none was named)
-    kernel_of = {g.id: runtime_attention(rt, g.compute_capability, attention) for g in gpus}
+    kernel_of = {g.id: sdpa_impl(runtime_attention(rt, g.compute_capability, attention),
+                                 activation_dtype(dtype)) for g in gpus}  # fmt: skip
     built: dict[str, tuple[dict[str, Any], list[tuple[np.ndarray, Any]]]] = {}
     for att in set(kernel_of.values()):
         flags = {"dtype": dtype, "attention": att, "fusion": fusion, "kv_cache": kv_cache,

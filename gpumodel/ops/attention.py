@@ -12,6 +12,7 @@ from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.model.scheduling import TileWork
 from gpumodel.ops.base import (
     Dtype,
+    ExecUnit,
     FlopPart,
     GemmShape,
     KernelWork,
@@ -111,6 +112,37 @@ SPLIT_KV_BLOCKS_PER_SM = 2
 SPLIT_KV_BLOCK_M = 64
 
 
+# The dtypes each implementation takes: PyTorch's SDPA checks (sdp_utils.cpp) give
+# FlashAttention-2 and cuDNN fp16/bf16 only, the memory-efficient kernel fp16/bf16/fp32, the math
+# path any floating type; ``tf32`` is fp32 tensors with TF32 matmuls allowed. No SDPA kernel
+# takes 8-bit or 4-bit tensors (8-bit models run attention in bf16).
+IMPL_DTYPES = {"flash": ("fp16", "bf16"), "cudnn": ("fp16", "bf16"),
+               "efficient": ("fp16", "bf16", "fp32", "tf32"),
+               "naive": ("fp16", "bf16", "fp32", "tf32", "fp64")}  # fmt: skip
+# What SDPA runs for a wide dtype when no ``impl`` is named: fp32 (tf32) tensors the
+# memory-efficient kernel (flash and cuDNN refuse them; on an H200 SDPA's default dispatch ran
+# fmha_cutlassF_f32_* for 10 of 10 shapes, TF32 on or off), fp64 the math path
+# (validation/results/h200-sxm/sdpa-dtypes-2026-11-30)
+WIDE_DTYPE_IMPL = {"fp32": "efficient", "tf32": "efficient", "fp64": "naive"}
+# The memory-efficient kernel multiplies fp32 on sm80+ tensor cores as three TF32 products per
+# product (CUTLASS's OpMultiplyAddFastF32, "3xTF32": the big x big, big x small and small x big
+# halves of each operand; gemm_kernel_utils.h DefaultGemmType<ArchTag >= 80, float>), so TF32 on
+# or off runs the same kernel at the same time (the H200 run above: 0.0-1.0% apart). Those
+# TF32 products reach a larger share of their peak than the kernel's 16-bit products of theirs
+# (both run sm80's mma.sync on Hopper, whose 16-bit peak is wgmma's), so the fp32 kernel ran
+# 1.7-3.8x its bf16 time, not 3 x 2: priced as FAST_F32_WORK_FACTOR TF32 products of the 16-bit
+# kernel's calibrated rate, fitted to the ratio of fp32 to bf16 time on 10 shapes, forward and
+# backward (cutlassF and cutlassB) apart (H200; validation/fitset/fit_attention_fp32.py)
+FAST_F32_TF32_PRODUCTS = 3
+FAST_F32_WORK_FACTOR = {"forward": 2.5, "backward": 1.8}
+
+
+def sdpa_impl(impl: str, dtype: str) -> str:
+    """``impl``, or what SDPA runs instead for ``dtype`` tensors that ``impl`` does not take
+    (an fp32 model's attention: the memory-efficient kernel; fp64: the math path)."""
+    return impl if dtype in IMPL_DTYPES[impl] else WIDE_DTYPE_IMPL.get(dtype, impl)
+
+
 def split_kv_threshold(gpu: GPUSpec) -> float:
     """Blocks (batch x heads x query blocks) from which FlashAttention-2 decodes in one KV split:
     0.8 x (2 x SMs), as flash_api.cpp counts them."""
@@ -165,6 +197,15 @@ class Attention(Op):
         "StaticCache, or keys at a sliding window): cuDNN's biased kernel",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _wide_dtype_impl(cls, data: object) -> object:
+        """fp32, tf32 and fp64 attention without a named ``impl`` runs what SDPA picks for
+        them (``WIDE_DTYPE_IMPL``): flash, the default, takes 16-bit tensors only."""
+        if isinstance(data, dict) and "impl" not in data and data.get("dtype") in WIDE_DTYPE_IMPL:
+            return {**data, "impl": WIDE_DTYPE_IMPL[data["dtype"]]}
+        return data
+
     @field_validator("mask")
     @classmethod
     def _no_mask_is_none(cls, v: bool | None) -> bool | None:
@@ -181,6 +222,12 @@ class Attention(Op):
             raise SpecError(
                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.n_kv_heads})"
             )
+        if self.dtype not in IMPL_DTYPES[self.impl]:
+            takes = [i for i, dts in IMPL_DTYPES.items() if self.dtype in dts]
+            hint = (f"{self.dtype} attention runs impl={' or '.join(takes)}" if takes else
+                    "no SDPA kernel takes 8- or 4-bit tensors: 8-bit models run attention in bf16")
+            raise SpecError(f"impl={self.impl} takes {'/'.join(IMPL_DTYPES[self.impl])} tensors "
+                            f"only (PyTorch's SDPA); {hint}")  # fmt: skip
         if self.causal and self.seq > self.n_kv_seq:
             raise SpecError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
         return self
@@ -298,8 +345,16 @@ class Attention(Op):
                     FlopPart("sfu", "fp32", EXP_PER_SCORE * scores))  # fmt: skip
         return (FlopPart(vunit, vdt, SOFTMAX_FLOPS_PER_SCORE * scores),)
 
+    def product_unit(self, gpu: GPUSpec) -> tuple[ExecUnit, str, float]:
+        """(unit, dtype, work per product) of the kernel's matrix products: the memory-efficient
+        kernel's fp32 products on TF32 tensor cores where the GPU has them
+        (``FAST_F32_WORK_FACTOR``), else the dtype's own unit, once."""
+        if self.impl == "efficient" and self.dtype in ("fp32", "tf32") and gpu.peak_flops("tf32", "tensor"):
+            return "tensor", "tf32", FAST_F32_WORK_FACTOR["backward" if self.backward else "forward"]
+        return (*matmul_unit(gpu, self.dtype), 1.0)
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        unit, dt = matmul_unit(gpu, self.dtype)
+        unit, dt, passes = self.product_unit(gpu)
         softmax = self.softmax_parts(gpu)
         tile_k = self.head_dim_tile()
         block_m, block_n = block_rows(self.impl, self.head_dim)
@@ -309,12 +364,18 @@ class Attention(Op):
         b, h, s, d = self.batch, self.heads, self.seq, self.head_dim
         q_bytes = b * h * s * d * size
         kv_bytes = 2 * b * self.n_kv_heads * self.n_kv_seq * d * size
-        mm_flops = 4.0 * self.computed_scores * d
-        exact = self.scores / self.computed_scores  # the speed of light counts the exact scores
+        # the speed of light counts the exact scores, each product once
+        exact = self.scores / self.computed_scores / passes
+        mm_flops = 4.0 * self.computed_scores * d * passes
         notes: tuple[str, ...] = ()
+        if passes != 1:
+            notes = (f"fp32 products as {FAST_F32_TF32_PRODUCTS} TF32 products each (the "
+                     f"memory-efficient kernel's 3xTF32), priced as {passes:.3g} at its 16-bit "
+                     "products' calibrated rate (these FLOPs count that; the speed of light "
+                     "counts each product once)",)  # fmt: skip
         if self.mask and self.impl == "cudnn":
             slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
-            notes = (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
+            notes += (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
                      f"dense rate (x{CUDNN_MASK_UNALIGNED_FACTOR:g} again for a prefill at an odd "
                      "key length), priced as that much more work (these FLOPs count it; the "
                      "speed of light counts the exact products)",)  # fmt: skip
@@ -342,7 +403,7 @@ class Attention(Op):
                     bytes_written=q_bytes,
                     working_set_bytes=2 * q_bytes + kv_bytes,
                     min_flops_fraction=exact,
-                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype,
+                    gemm=GemmShape(s, self.n_kv_seq, d, b * h, dt,
                                    tile_m=block_m if uniform(s > 1) else None, tile_n=block_n,
                                    tile_k=tile_k, needs_alignment=False),
                     tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
@@ -370,7 +431,7 @@ class Attention(Op):
                             self.n_kv_seq,
                             d,
                             blocks,
-                            self.dtype,
+                            dt,
                             tile_m=FLASH_BLOCK_M,
                             tile_k=tile_k,
                             needs_alignment=False,
@@ -397,7 +458,7 @@ class Attention(Op):
                         self.n_kv_seq,
                         d,
                         b * h,
-                        self.dtype,
+                        dt,
                         tile_m=FLASH_BLOCK_M if uniform(s > 1) else None,
                         tile_n=block_n,
                         tile_k=tile_k,
@@ -416,7 +477,7 @@ class Attention(Op):
                 flops=(FlopPart(unit, dt, mm_flops / 2),),
                 bytes=q_bytes + half_kv + score_bytes,
                 bytes_written=score_bytes,
-                gemm=GemmShape(s, self.n_kv_seq, d, b * h, self.dtype),
+                gemm=GemmShape(s, self.n_kv_seq, d, b * h, dt),
             ),
             KernelWork(
                 name="softmax",
@@ -430,6 +491,6 @@ class Attention(Op):
                 flops=(FlopPart(unit, dt, mm_flops / 2),),
                 bytes=score_bytes + half_kv + q_bytes,
                 bytes_written=q_bytes,
-                gemm=GemmShape(s, d, self.n_kv_seq, b * h, self.dtype),
+                gemm=GemmShape(s, d, self.n_kv_seq, b * h, dt),
             ),
         ]

@@ -66,6 +66,8 @@ def describe(cls: str) -> str:
     if parts[0] == "conv2d":
         return "cuDNN F.conv2d" + "".join(f" {p}" for p in parts[1:]) + " (cudnn.benchmark on)"
     if parts[0] == "attention":
+        if len(parts) > 1:
+            return f"F.scaled_dot_product_attention forward, {parts[1]} tensors (memory-efficient kernel)"
         return "F.scaled_dot_product_attention forward (cuDNN, flash, memory-efficient)"
     if parts[0] == "host_transfer":
         return "host<->device copies 4 KB-1 GB" + "".join(f" {p}" for p in parts[1:])

@@ -208,7 +208,7 @@ def kernel_op(rec: dict):
         # the memory-efficient backend as its own kernel where the API names it (2026-11-28),
         # else as FlashAttention (both fused kernels)
         impls = typing.get_args(ops.Attention.model_fields["impl"].annotation)
-        impl = used if used in ("cudnn", "efficient") and used in impls else "flash"
+        impl = "naive" if used == "math" else used if used in ("cudnn", "efficient") and used in impls else "flash"
         return ops.Attention(batch=s["batch"], heads=s["heads"], seq=s["seq_q"],
                              kv_seq=s["seq_kv"] if s["seq_kv"] != s["seq_q"] else None,
                              head_dim=s["head_dim"], dtype=DTYPES[rec["dtype"]],

@@ -135,6 +135,14 @@ SDPA_SHAPES = [
     ("llama 4k causal b1", 1, 32, 4096, 128, True),
     ("short causal wide batch", 32, 32, 512, 128, True),
     ("hd112 full", 4, 16, 2048, 112, False),
+    # added 2026-11-30 (sixteenth session), before gpumodel's fp32 attention rule was written:
+    # fp32 tensors, which SDPA hands to its memory-efficient kernel (flash and cuDNN refuse them)
+    ("bert-base fp32", 16, 12, 512, 64, False, "fp32"),
+    ("gpt2 fp32 causal", 8, 12, 1024, 64, True, "fp32"),
+    ("llama hd128 fp32 causal", 2, 32, 2048, 128, True, "fp32"),
+    ("vit-l/14 fp32", 32, 16, 257, 64, False, "fp32"),
+    ("hd96 fp32", 4, 32, 1024, 96, False, "fp32"),
+    ("long fp32 causal", 1, 16, 8192, 128, True, "fp32"),
 ]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
@@ -226,12 +234,12 @@ def conv_flops_bytes(p):
     return flops, nbytes
 
 
-def sdpa_flops_bytes(b, h, s, d, causal):
+def sdpa_flops_bytes(b, h, s, d, causal, elem=2):
     # QK^T and PV, 2 FLOPs per multiply-add each; causal does half (FlashAttention-2 paper's count)
     flops = 4 * b * h * s * s * d
     if causal:
         flops //= 2
-    return flops, 2 * 4 * b * h * s * d  # bf16 Q, K, V read, O written
+    return flops, elem * 4 * b * h * s * d  # Q, K, V read, O written
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1072,12 +1080,12 @@ class Run:
         self.check_sdpa()
         for label, b, h, s, d, causal, *dtype in shapes:
             dtype_name = dtype[0] if dtype else "bf16"
-            dt = {"bf16": t.bfloat16, "fp16": t.float16}[dtype_name]
+            dt = {"bf16": t.bfloat16, "fp16": t.float16, "fp32": t.float32}[dtype_name]
             if time.time() > deadline:
                 self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
                 continue
             q, k, v = (self.randn((b, h, s, d), dt) for _ in range(3))
-            flops, nbytes = sdpa_flops_bytes(b, h, s, d, causal)
+            flops, nbytes = sdpa_flops_bytes(b, h, s, d, causal, ELEM_BYTES[dtype_name])
             default_kernels = self.kernel_names(
                 lambda q=q, k=k, v=v, causal=causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
             )
@@ -1106,7 +1114,7 @@ class Run:
                     "layout": "BHSD contiguous",
                     "backend_requested": backend,
                     "n_input_sets": 1,
-                    "working_set_bytes": 3 * b * h * s * d * 2,
+                    "working_set_bytes": 3 * b * h * s * d * ELEM_BYTES[dtype_name],
                 }
                 if backend == "default":
                     base["kernels_launched"] = default_kernels
