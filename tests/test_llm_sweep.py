@@ -125,8 +125,8 @@ def test_sweep_errors_are_the_scalar_ones():
         gm.sweep_inference("gpt2", "h100", tp=[8])
     with pytest.raises(gm.UnsupportedError, match="pipeline"):
         gm.sweep_inference("llama-3-8b", "h100", pp=[2])
-    with pytest.raises(gm.SpecError, match="do not split into pp=3"):
-        gm.sweep_training("llama-2-7b", "h100", pp=[1, 3])
+    with pytest.raises(gm.SpecError, match="pp=33 stages for 32 layers"):
+        gm.sweep_training("llama-2-7b", "h100", pp=[1, 33])
     with pytest.raises(gm.SpecError, match="not a multiple"):
         gm.sweep_training("llama-2-7b", "h100", dp=3, global_batch=1024)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gpumodel.llm.layers import stage_layers
 from gpumodel.model import comm
 from gpumodel.ops import Elementwise
 from gpumodel.ops.collectives import AllReduce
@@ -121,7 +122,7 @@ def parameter_elements(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[float]
     norms = [spec.norm_params] * 2
     layer = [x / tp for x in attn + mlp] + norms
     out = [spec.embedding_params() / tp]
-    out += layer * (spec.layers // pp)
+    out += layer * stage_layers(spec.layers, pp)
     out += [spec.norm_params]
     if spec.lm_head_params():
         out.append(spec.lm_head_params() / tp)

@@ -146,6 +146,13 @@ class TPShape:
     vocab: int
 
 
+def stage_layers(layers: Any, pp: Any) -> Any:
+    """Layers of a pipeline's largest stage, ``ceil(layers / pp)``: stages need not be equal
+    (Llama 3 405B trained its 126 layers over 16 stages, Dubey et al. 2024, section 3.3.2), and
+    the largest sets the pace and the memory (numpy-capable)."""
+    return -(-layers // pp)
+
+
 def tp_shape(model: ModelSpec, tp: int) -> TPShape:
     """Split heads, KV heads, FFN and vocabulary over ``tp`` GPUs (Megatron-LM)."""
     if tp < 1:

@@ -55,7 +55,7 @@ from gpumodel._validators import MAX_ELEMENTS, MAX_GPUS, Checked, check_int
 from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
 from gpumodel.llm.ddp import is_ddp
 from gpumodel.llm.fsdp import MIXED_STATE_BYTES, is_fsdp, unsharded_elements
-from gpumodel.llm.layers import AttentionImpl, activation_dtype, tp_shape
+from gpumodel.llm.layers import AttentionImpl, activation_dtype, stage_layers, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity
@@ -395,17 +395,21 @@ def memory_of(
         raise SpecError(f"unknown dtype '{dtype}'")
     if min(batch, seq, tp, pp, dp, accumulation) < 1:
         raise SpecError("batch, seq, tp, pp, dp and accumulation must be >= 1")
-    if spec.layers % pp:
-        raise SpecError(f"{spec.id}: {spec.layers} layers do not split into pp={pp} stages")
+    if pp > spec.layers:
+        raise SpecError(f"{spec.id}: pp={pp} stages for {spec.layers} layers")
     shape = tp_shape(spec, tp)
     beta = BYTES_PER_ELEMENT[dtype]
     # an 8- or 4-bit model keeps its KV cache and activations in bf16 (layers.activation_dtype)
     kv_beta = BYTES_PER_ELEMENT[kv_dtype or activation_dtype(dtype)]
     act_beta = BYTES_PER_ELEMENT[activation_dtype(dtype)]
     sp = (tp > 1 and train) if sequence_parallel is None else sequence_parallel
-    params_per_gpu = spec.param_count() / (tp * pp)
-    layers = spec.layers // pp
+    layers = stage_layers(spec.layers, pp)  # the largest stage's
+    share = layers / spec.layers  # of the parameters (1 / pp where the stages are equal)
+    params_per_gpu = spec.param_count() * share / tp
     notes: list[str] = []
+    if spec.layers % pp:
+        notes.append(f"{spec.layers} layers over pp={pp}: stages of {layers} and fewer; the "
+                     f"{layers}-layer stage's memory")  # fmt: skip
     flash = attention != "naive"  # fused kernels (flash, cuDNN) keep no score matrix
     if policy is not None and policy not in POLICY_STATE_BYTES:
         raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
@@ -425,7 +429,7 @@ def memory_of(
             w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=wb,
                                            optimizer_bytes=ob, grad_bytes=gb)  # fmt: skip
             if policy == "amp":  # autocast's bf16 copies of the matmul weights
-                cache = 2.0 * spec.matmul_param_count() / (tp * pp)
+                cache = 2.0 * spec.matmul_param_count() * share / tp
                 notes.append(f"amp: autocast's bf16 weight copies {cache / 1e9:.2f} GB")
         in_flight = min(pp, microbatches) if microbatches else pp
         if activation_model == "hf-eager" and recompute != "full":

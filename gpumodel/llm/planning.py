@@ -53,9 +53,11 @@ def layouts(
     spec: ModelSpec, counts: Iterable[int], tp: int | None = None, pp: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every (tp, pp, dp) with tp x pp x dp in ``counts``: tp in 1-8 dividing the heads (or
-    ``tp``), pp dividing the layers (or ``pp``)."""
+    ``tp``), pp dividing the layers or one of the GPU counts' sizes (2^k, 3 x 2^k) up to the
+    layers, whose stages are then uneven (``layers.stage_layers``), or ``pp``."""
     tps = [tp] if tp else [t for t in TP_SIZES if spec.heads % t == 0]
-    pps = [pp] if pp else [p for p in range(1, spec.layers + 1) if spec.layers % p == 0]
+    pps = [pp] if pp else sorted({p for p in range(1, spec.layers + 1) if spec.layers % p == 0}
+                                 | {p for p in DEFAULT_GPU_COUNTS if p <= spec.layers})  # fmt: skip
     rows = [(t, p, n // (t * p)) for n in counts for t in tps for p in pps
             if n % (t * p) == 0]  # fmt: skip
     if not rows:
@@ -186,17 +188,10 @@ def search_training(
     price_info = price_for(g, resolve_price_keys(price, used=[g]))
     if budget is not None and price_info is None:
         raise SpecError(f"--budget needs a price: {g.id}'s spec has none; pass --price")
-    t, p, d = layouts(spec, counts, tp, pp)
     seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
-    # data parallelism up to the global batch: no more ranks than sequences per step
     batch_cap = global_batch or int(default_global_batch(seq, 1))
-    keep = d * micro_batch <= batch_cap
-    if global_batch is not None:
-        keep &= global_batch % (d * micro_batch) == 0
-    if not keep.any():
-        raise SpecError(f"no layout of {spec.id} over these GPU counts keeps dp x micro-batch "
-                        f"within a global batch of {batch_cap} sequences")  # fmt: skip
-    t, p, d = t[keep], p[keep], d[keep]
+    t, p, d = within_batch(spec, *layouts(spec, counts, tp, pp), micro_batch, global_batch,
+                           batch_cap)  # fmt: skip
     r: SweepResult = sweep_training(
         spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch, seq=seq, zero=zero, dtype=dtype,
         recompute=recompute, fusion=fusion, attention=attention, calibration=cal,
@@ -288,12 +283,31 @@ def search_training(
     )  # fmt: skip
 
 
+def within_batch(
+    spec: ModelSpec, t: np.ndarray, p: np.ndarray, d: np.ndarray, micro_batch: int,
+    global_batch: int | None, batch_cap: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The layouts whose data parallelism the global batch holds: dp x micro-batch at most
+    ``batch_cap`` sequences (no more ranks than sequences per step), dividing ``global_batch``
+    where one is given; SpecError when none does."""
+    keep = d * micro_batch <= batch_cap
+    if global_batch is not None:
+        keep &= global_batch % (d * micro_batch) == 0
+    if not keep.any():
+        raise SpecError(f"no layout of {spec.id} over these GPU counts keeps dp x micro-batch "
+                        f"within a global batch of {batch_cap} sequences")  # fmt: skip
+    return t[keep], p[keep], d[keep]
+
+
 def fastest_layout(
     spec: ModelSpec, g: GPUSpec, gpus: int, tokens: float, **kwargs: Any
 ) -> tuple[int, int]:
     """(tp, pp) of the fastest layout of ``gpus`` GPUs that fits memory; InfeasibleError with
     the smallest layout's shortfall when none does (``plan_training``'s search)."""
     t, p, d = layouts(spec, [gpus], kwargs.pop("tp", None), kwargs.pop("pp", None))
+    if kwargs.get("global_batch") is not None:  # a given batch: the layouts that divide it
+        t, p, d = within_batch(spec, t, p, d, kwargs.get("micro_batch", 1),
+                               kwargs["global_batch"], kwargs["global_batch"])  # fmt: skip
     r = sweep_training(spec, g, tp=t, pp=p, dp=d, tokens=tokens, grid=False, **kwargs)
     rows = r.table
     ok = rows[rows["fits"]]

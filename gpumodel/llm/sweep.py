@@ -88,6 +88,7 @@ from gpumodel.llm.layers import (
     activation_dtype,
     expert_loop_syncs,
     model_ops,
+    stage_layers,
     tp_shape,
 )
 from gpumodel.llm.memory import Policy, Recompute, memory_of
@@ -463,9 +464,9 @@ def sweep_training(
             "micro_batch": _ints("micro_batch", micro_batch),
             "seq": _ints("seq", seq_default if seq is None else seq)}  # fmt: skip
     pts = _points(axes, grid)
-    bad = sorted({int(p) for p in pts["pp"] if spec.layers % p})
+    bad = sorted({int(p) for p in pts["pp"] if p > spec.layers})
     if bad:
-        raise SpecError(f"{spec.id}: {spec.layers} layers do not split into pp={bad[0]} stages")
+        raise SpecError(f"{spec.id}: pp={bad[0]} stages for {spec.layers} layers")
     for t in np.unique(pts["tp"]).tolist():
         tp_shape(spec, t)
     per_step = pts["dp"] * pts["micro_batch"]
@@ -478,7 +479,7 @@ def sweep_training(
             raise SpecError(f"global batch {int(gb[i])} is not a multiple of dp x micro_batch "
                             f"= {int(per_step[i])}")  # fmt: skip
     m = gb // per_step
-    layers = spec.layers // pts["pp"]
+    layers = stage_layers(spec.layers, pts["pp"])
     price = resolve_price_keys(price, used=gpus)
     n = len(m)
     parts: list[dict[str, np.ndarray]] = []

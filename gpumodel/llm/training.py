@@ -64,7 +64,14 @@ from gpumodel.llm._timing import OpTime, StepResult, Timed, Timer, drift_range_l
 from gpumodel.llm.ddp import DdpSync, ddp_host_s, ddp_sync, is_ddp, with_ddp_host
 from gpumodel.llm.fsdp import FSDP_UNIT_HOST_OPS, fsdp_unit_host_s, is_fsdp, with_unit_host
 from gpumodel.llm.inference import DATASHEET_NOTE
-from gpumodel.llm.layers import AttentionImpl, Fusion, LayerOp, activation_dtype, model_ops
+from gpumodel.llm.layers import (
+    AttentionImpl,
+    Fusion,
+    LayerOp,
+    activation_dtype,
+    model_ops,
+    stage_layers,
+)
 from gpumodel.llm.memory import (
     POLICY_STATE_BYTES,
     MemoryBreakdown,
@@ -829,7 +836,8 @@ def sync_times(
     fsdp = is_fsdp(fusion, zero, dp)
     per = state_bytes(policy, fsdp)[1] if policy is not None else BYTES_PER_ELEMENT[dtype]
     grad_dtype = "fp32" if per == 4 else dtype
-    grad_bytes = spec.param_count() / (tp * pp) * per
+    share = stage_layers(spec.layers, pp) / spec.layers  # the largest stage's parameters
+    grad_bytes = spec.param_count() * share / tp * per
     dp_comm = 0.0
     ddp = ddp_sync(spec, timer, tp, pp, dp, grad_dtype) if is_ddp(fusion, zero, dp) else None
     if ddp is not None:
@@ -839,7 +847,7 @@ def sync_times(
         dp_comm = timer.collective_time_s(LayerOp("dp_grad_sync", sync, kind="comm"))
         if zero == 3:
             dp_comm *= 1.5  # parameter all-gathers in forward and backward (ZeRO section 7.2)
-    shard = spec.param_count() / (tp * pp) / (dp if zero >= 1 else 1)
+    shard = spec.param_count() * share / tp / (dp if zero >= 1 else 1)
     if policy == "bf16":
         opt = AdamW.for_states(shard, BYTES_PER_ELEMENT["bf16"])
     else:
@@ -955,8 +963,8 @@ def predict_training_step(
     seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
     if gpus % (tp * pp):
         raise SpecError(f"gpus ({gpus}) must be a multiple of tp x pp ({tp} x {pp})")
-    if spec.layers % pp:
-        raise SpecError(f"{spec.id}: {spec.layers} layers do not split into pp={pp} stages")
+    if pp > spec.layers:
+        raise SpecError(f"{spec.id}: pp={pp} stages for {spec.layers} layers")
     dp = gpus // (tp * pp)
     per_step = dp * micro_batch
     if global_batch is None:
@@ -993,7 +1001,7 @@ def predict_training_step(
     gpu_sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, None, fusion)
     sync = gpu_sync.on_host(paced)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
-    layers = spec.layers // pp
+    layers = stage_layers(spec.layers, pp)
     t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5])
     time_range: tuple[float, float] | None = None
     if hp is not None and hp.host_drift is not None:  # host times scale with the host's speed
