@@ -312,7 +312,7 @@ FAMILY_QUALIFIERS = {
     ":spill": "the rate of a row kernel that reads its row three times",
     ":smem": "the rate of a row kernel that holds its row in shared memory",
     ":16-bit": "the 16-bit kernel's own rate",
-    ":fp32": "the fp32 kernel's own rate",
+    ":fp32": "the fp32 kernel's own calibrated rate",
 }
 
 

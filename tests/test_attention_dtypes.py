@@ -141,3 +141,19 @@ def test_cli_prices_fp32_attention_and_refuses_what_sdpa_refuses():
         bad = run(*args)
         assert bad.returncode == 2
         assert bad.stderr.count("\n") == 1 and "takes fp16/bf16 tensors only" in bad.stderr
+
+
+def test_fp32_attention_is_its_own_family_where_a_calibration_measured_it():
+    """``gpumodel validate`` now times fp32 SDPA (the memory-efficient kernel): its family is
+    ``attention:efficient:fp32``; a calibration without it prices the 16-bit kernel's family
+    with the fitted work factor and says so."""
+    from gpumodel.validate.families.attention import attention_points
+
+    op = Attention(batch=4, heads=16, seq=2048, head_dim=64, dtype="fp32")
+    assert op.family == "attention:efficient:fp32"
+    assert op.model_copy(update={"backward": True}).family == "attention:efficient:fp32:backward"
+    p = gm.predict(op, "h200")
+    notes = [t.note for k in p.kernels for t in k.terms if t.name == "nearest calibrated family"]
+    assert notes and "priced as attention:efficient" in notes[0]
+    fp32 = [pt for pt in attention_points(False) if pt.dtype == "fp32"]
+    assert len(fp32) == 10 and {pt.backend for pt in fp32} == {"efficient"}

@@ -14,6 +14,7 @@ import pytest
 
 from gpumodel._paths import kernels_dir
 from gpumodel.errors import DeviceError
+from gpumodel.ops import from_row
 from gpumodel.validate import cupy_engine, device_info, runner, timing
 from gpumodel.validate import families as fam
 
@@ -304,6 +305,7 @@ def test_plans_are_well_formed(quick):
         assert min(m, n, k) >= 1 and tag in {"square", "llm", "misaligned", "linear-misaligned"}
     for p in fam.attention.attention_points(quick):
         assert p.backend in fam.attention.ATTN_BACKENDS
+        from_row(p.op())  # an op the model takes (fp32 only on the memory-efficient kernel)
         assert p.heads % p.kv_heads == 0
         assert p.phase == "prefill" or (p.seq == 1 and not p.causal)
     for kind, rows, hidden, dtype in fam.norm.norm_points(quick):

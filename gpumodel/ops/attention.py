@@ -250,6 +250,10 @@ class Attention(Op):
         cuDNN's kernels are calibrated apart."""
         base = "attention_decode" if uniform(self.seq == 1) else "attention"
         base = f"{base}:{self.impl}" if self.impl in ("cudnn", "efficient") else base
+        # fp32 tensors: the memory-efficient kernel's 3xTF32 variant, fitted apart where a
+        # calibration measured it, else priced as the 16-bit kernel (``FAST_F32_WORK_FACTOR``)
+        wide = self.impl == "efficient" and self.dtype in ("fp32", "tf32")
+        base = f"{base}:fp32" if wide else base
         base = f"{base}:dropout" if self.dropout else base
         if self.backward and self.n_kv_heads != self.heads:
             base = f"{base}:gqa"  # dK, dV per query head, then summed over each group

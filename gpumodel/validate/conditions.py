@@ -368,8 +368,8 @@ def _bmms(
 
 def sdpa_backend(torch: Any, fn: Callable[[], Any]) -> tuple[str, list[str]]:
     """(gpumodel attention impl, CUDA kernel names) of one SDPA call, read from torch.profiler:
-    "cudnn" when a cuDNN kernel ran, else "flash" (PyTorch's FlashAttention-2 or its
-    memory-efficient kernel: both tile like FA2), else "naive" (separate matmuls, softmax)."""
+    "cudnn" when a cuDNN kernel ran, "efficient" for the memory-efficient (xFormers) kernel,
+    "flash" for FlashAttention-2, else "naive" (separate matmuls, softmax)."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -384,7 +384,9 @@ def sdpa_backend(torch: Any, fn: Callable[[], Any]) -> tuple[str, list[str]]:
     low = " ".join(names).lower()
     if "cudnn" in low:
         return "cudnn", names
-    if "flash" in low or "fmha" in low or "efficient_attention" in low:
+    if "fmha_cutlass" in low or "efficient_attention" in low:
+        return "efficient", names
+    if "flash" in low or "fmha" in low:
         return "flash", names
     return "naive", names
 

@@ -1,7 +1,8 @@
 """Attention: PyTorch's scaled_dot_product_attention (bf16, head dim 128, and 64 for some prefill
 shapes) with the flash, cuDNN, memory-efficient and math backends, prefill (causal and not; as
-HF trains and prefills: grouped K/V heads, dropout 0.1) and decode (GQA), and the backward of
-the fused prefill calls. It fits per kernel family (prefill,
+HF trains and prefills: grouped K/V heads, dropout 0.1) and decode (GQA), fp32 prefill on the
+memory-efficient kernel (the only fused one that takes it), and the backward of the fused
+prefill calls. It fits per kernel family (prefill,
 decode, backward, per backend) the compute and bandwidth efficiency and the floor.
 """
 
@@ -35,6 +36,7 @@ def attention_op(
     kv_seq: int,
     impl: str = "flash",
     dropout: bool = False,
+    dtype: str = "bf16",
 ) -> dict[str, Any]:
     extra = {"dropout": True} if dropout else {}
     return {
@@ -43,7 +45,7 @@ def attention_op(
         "heads": int(heads),
         "seq": int(seq),
         "head_dim": int(head_dim),
-        "dtype": "bf16",
+        "dtype": dtype,
         "causal": bool(causal),
         "impl": impl,
         "kv_heads": int(kv_heads),
@@ -64,6 +66,7 @@ class AttnPoint:
     backend: str
     head_dim: int = HEAD_DIM
     dropout: float = 0.0  # SDPA's dropout_p
+    dtype: str = "bf16"  # fp32: the memory-efficient kernel's 3xTF32 products
 
     def op(self) -> dict[str, Any]:
         return attention_op(
@@ -76,6 +79,7 @@ class AttnPoint:
             self.kv_seq,
             self.backend if self.backend in FUSED_BACKENDS else "flash",
             dropout=self.dropout > 0,
+            dtype=self.dtype,
         )
 
 
@@ -131,6 +135,15 @@ def attention_points(quick: bool) -> list[AttnPoint]:
     for b, kvs, kvh in decode:
         for backend in ATTN_BACKENDS:
             out.append(AttnPoint("decode", b, 32, 1, kvh, kvs, False, backend))
+    # fp32 tensors, which only the memory-efficient kernel takes (its own family, ``:fp32``):
+    # (batch, heads, seq, head dim)
+    fp32 = [(1, 32, 2048, 128), (4, 16, 1024, 64)] if quick else [
+        (1, 32, 1024, 128), (1, 32, 4096, 128), (8, 16, 1024, 128), (4, 16, 2048, 64),
+        (16, 12, 512, 64)]  # fmt: skip
+    for b, h, s, d in fp32:
+        for causal in (True, False):
+            out.append(AttnPoint("prefill", b, h, s, h, s, causal, "efficient", head_dim=d,
+                                 dtype="fp32"))  # fmt: skip
     return out
 
 
@@ -149,7 +162,7 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
         "math": SDPBackend.MATH,
     }[p.backend]
     d = p.head_dim
-    bf = torch.bfloat16
+    bf = torch.float32 if p.dtype == "fp32" else torch.bfloat16
     q = torch.randn(p.batch, p.heads, p.seq, d, device="cuda", dtype=bf)
     k = torch.randn(p.batch, p.kv_heads, p.kv_seq, d, device="cuda", dtype=bf)
     v = torch.randn(p.batch, p.kv_heads, p.kv_seq, d, device="cuda", dtype=bf)
@@ -186,7 +199,8 @@ def _attention_point(ctx: _Ctx, p: AttnPoint) -> list[dict[str, Any]]:
             ref = torch.softmax(scores, dim=-1) @ vh
             errs.append(_check_close(out[0, h, rows], ref, 2e-2, f"attention head {h}"))
         del out
-        footprint = 2 * d * (2 * p.batch * p.heads * p.seq + 2 * p.batch * p.kv_heads * p.kv_seq)
+        size = 4 if p.dtype == "fp32" else 2
+        footprint = size * d * (2 * p.batch * p.heads * p.seq + 2 * p.batch * p.kv_heads * p.kv_seq)
         t, spread, reps = ctx.time(fn, footprint)
     meta = {
         "backend": p.backend,
@@ -289,11 +303,16 @@ def _label(p: AttnPoint) -> str:
         f"s={p.seq} kv={p.kv_heads}x{p.kv_seq}{' causal' if p.causal else ''}"
         f"{f' d={p.head_dim}' if p.head_dim != HEAD_DIM else ''}"
         f"{f' dropout={p.dropout:g}' if p.dropout else ''}"
+        f"{f' {p.dtype}' if p.dtype != 'bf16' else ''}"
     )
 
 
 def _attn(p: Point) -> bool:
     return p.family == "attention"
+
+
+def _fp32(p: Point) -> bool:
+    return getattr(p.op, "dtype", "bf16") in ("fp32", "tf32")
 
 
 ATTENTION = Family(
@@ -324,13 +343,17 @@ ATTENTION = Family(
               lambda p: _attn(p) and p.meta.get("backend") == "cudnn"
               and getattr(p.op, "seq", 1) == 1, 10.0, None, order=18),
         Group("attention prefill (memory-efficient)",
-              lambda p: _attn(p) and p.meta.get("backend") == "efficient"
+              lambda p: _attn(p) and p.meta.get("backend") == "efficient" and not _fp32(p)
               and getattr(p.op, "seq", 1) > 1 and not _backward(p), 10.0, None, order=18.1),
         Group("attention decode (memory-efficient)",
               lambda p: _attn(p) and p.meta.get("backend") == "efficient"
               and getattr(p.op, "seq", 1) == 1, 10.0, None, order=18.2),
         Group("attention backward (memory-efficient)",
-              lambda p: _backward(p) and p.meta.get("backend") == "efficient", 10.0, None,
-              order=18.3),
+              lambda p: _backward(p) and p.meta.get("backend") == "efficient" and not _fp32(p),
+              10.0, None, order=18.3),
+        Group("attention prefill fp32 (memory-efficient)",
+              lambda p: _attn(p) and _fp32(p) and not _backward(p), 15.0, None, order=18.4),
+        Group("attention backward fp32 (memory-efficient)",
+              lambda p: _backward(p) and _fp32(p), 15.0, None, order=18.5),
     ),
 )  # fmt: skip
