@@ -37,11 +37,13 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         # a .json/.yaml batch is parsed whole (~10x its size in memory): bounded like YAML,
         # and the message points to JSONL, which streams (a 200 MB .json hit MemoryError)
         if suffix == ".json":
-            rows = loads_json(
-                read_text(path, "batch file (use .jsonl for a large batch: it streams)",
-                          max_input_bytes(yaml=True)), path, "batch file")  # fmt: skip
+            text = read_text(path, "batch file (use .jsonl for a large batch: it streams)",
+                             max_input_bytes(yaml=True))  # fmt: skip
+            # an empty file holds no rows, as an empty .jsonl or .csv does
+            rows = loads_json(text, path, "batch file") if text.strip() else []
         else:
             rows = read_yaml(path, "batch file (use .jsonl for a large batch: it streams)")
+            rows = [] if rows is None else rows  # an empty YAML document
         if isinstance(rows, dict) and "ops" in rows:
             rows = rows["ops"]
         if not isinstance(rows, list):

@@ -287,6 +287,10 @@ def test_batch_csv_file_streams_and_empty_file(tmp_path, capsys):
     assert code == 0 and json.loads(out) == []
     code, out, _ = run(capsys, "batch", str(empty))
     assert code == 0 and "0 ops" in out
+    for name in ("none.json", "none.yaml", "none.csv"):  # every format alike when empty
+        (tmp_path / name).write_text("\n")
+        code, out, _ = run(capsys, "batch", str(tmp_path / name), "--json")
+        assert code == 0 and json.loads(out) == [], name
     code, _, err = run(capsys, "batch", str(f), "--json", "--csv")
     assert code == 2 and "not both" in err
 
