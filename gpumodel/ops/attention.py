@@ -358,7 +358,7 @@ class Attention(Op):
         return (*matmul_unit(gpu, self.dtype), 1.0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        unit, dt, passes = self.product_unit(gpu)
+        unit, dt, work = self.product_unit(gpu)
         softmax = self.softmax_parts(gpu)
         tile_k = self.head_dim_tile()
         block_m, block_n = block_rows(self.impl, self.head_dim)
@@ -369,12 +369,12 @@ class Attention(Op):
         q_bytes = b * h * s * d * size
         kv_bytes = 2 * b * self.n_kv_heads * self.n_kv_seq * d * size
         # the speed of light counts the exact scores, each product once
-        exact = self.scores / self.computed_scores / passes
-        mm_flops = 4.0 * self.computed_scores * d * passes
+        exact = self.scores / self.computed_scores / work
+        mm_flops = 4.0 * self.computed_scores * d * work
         notes: tuple[str, ...] = ()
-        if passes != 1:
+        if work != 1:
             notes = (f"fp32 products as {FAST_F32_TF32_PRODUCTS} TF32 products each (the "
-                     f"memory-efficient kernel's 3xTF32), priced as {passes:.3g} at its 16-bit "
+                     f"memory-efficient kernel's 3xTF32), priced as {work:.3g} at its 16-bit "
                      "products' calibrated rate (these FLOPs count that; the speed of light "
                      "counts each product once)",)  # fmt: skip
         if self.mask and self.impl == "cudnn":
