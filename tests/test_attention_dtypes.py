@@ -18,6 +18,7 @@ from gpumodel.ops import Attention
 from gpumodel.ops.attention import FAST_F32_WORK_FACTOR, IMPL_DTYPES
 
 FIT_SET = results_dir() / "h200-sxm" / "sdpa-dtypes-2026-11-30" / "sdpa-dtypes.json"
+GQA_FIT_SET = results_dir() / "h200-sxm" / "sdpa-gqa-fp32-2026-11-30" / "sdpa-gqa-fp32.json"
 
 
 @pytest.mark.parametrize(("impl", "dtype"), [
@@ -120,13 +121,45 @@ def test_an_8_bit_model_runs_attention_and_its_cache_in_bf16():
     assert fp8_kv.kv_cache_bytes == pytest.approx(mem.kv_cache_bytes / 2)
 
 
-def test_an_fp32_model_runs_the_memory_efficient_kernel():
+def test_an_fp32_model_runs_the_memory_efficient_kernel_or_the_math_path():
+    """Without grouped K/V heads (GPT-2) fp32 attention is the memory-efficient kernel; with
+    them (Llama 3), passed to SDPA as such, the efficient kernel refuses (an H200: "No available
+    kernel") and SDPA runs its math path: cuBLAS SGEMMs and softmax kernels."""
+    records = json.loads(GQA_FIT_SET.read_text())["records"]
+    gqa = [r for r in records if r["mode"] == "gqa"]
+    assert len(gqa) == 4 and all(any("gemm_f32" in k for k in r["kernels"]) for r in gqa)
+    assert not any("fmha" in k for r in gqa for k in r["kernels"])
+    refused = [r for r in records if r["mode"] == "gqa efficient"]
+    assert all("No available kernel" in r["error"] for r in refused)
+    assert gm.predict_inference("gpt2", "h100", batch=2, context=1024, dtype="fp32").attention \
+        == "efficient"  # fmt: skip
     p = gm.predict_inference("llama-3-8b", "h100", batch=2, context=1024, dtype="fp32")
-    assert p.attention == "efficient"
+    assert p.attention == "math"
     spec = gm.llm.get_model("llama-3-8b")
-    ops = model_ops(spec, 2, 1, 1024, dtype="fp32", attention="cudnn")
-    assert ops.attention == "efficient"
-    assert next(e.op for e in ops.layer if e.name == "attention").impl == "efficient"
+    ops = model_ops(spec, 2, 8, 1024, dtype="fp32", attention="cudnn")
+    names = [e.name for e in ops.layer]
+    assert ops.attention == "math" and "attention" not in names
+    assert {"sdpa_math_expand_kv", "sdpa_math_qk", "sdpa_math_softmax", "sdpa_math_pv"} <= set(names)
+    qk = next(e.op for e in ops.layer if e.name == "sdpa_math_qk")
+    assert (qk.m, qk.n, qk.k, qk.batch, qk.dtype) == (8, 1024, 128, 2 * 32, "fp32")
+
+
+def test_the_math_paths_saved_tensors_are_what_an_h200_kept():
+    """The fit-set run measured what autograd keeps after the math path's forward: the scaled
+    q, K and V repeated to every head, and the probabilities (e.g. 159,383,552 B for 32 heads
+    x 1024 x 1024, head dim 64, fp32). The memory model's math term keeps those and o_proj's
+    input; without grouped heads it is the fused kernel's q, k, v, output and log-sum-exp."""
+    from gpumodel.llm.memory import hf_eager_activation_bytes_per_token
+
+    for r in (r for r in json.loads(GQA_FIT_SET.read_text())["records"] if r["mode"] == "gqa"):
+        b, h, _, s, d = r["shape"]
+        assert r["saved_bytes"] == b * h * s * s * 4 + 3 * b * h * s * d * 4
+    spec = gm.llm.get_model("tinyllama-1.1b")  # 32 heads of 64, 4 K/V heads
+    math = hf_eager_activation_bytes_per_token(spec, "fp32", math_seq=2048)
+    fused = hf_eager_activation_bytes_per_token(spec, "fp32")
+    q_n, kv_n = 32 * 64, 4 * 64
+    assert math - fused == pytest.approx((4 * 4 * q_n + 4 * 32 * 2048)
+                                         - (4 * (q_n + 2 * kv_n) + 4 * q_n + 4 * 32))  # fmt: skip
 
 
 def test_cli_prices_fp32_attention_and_refuses_what_sdpa_refuses():

@@ -50,7 +50,7 @@ HOST_HELP = (
     "host profile: a name (`gpumodel validate --host-only` writes 'local') or a YAML "
     "file; default: the local one if measured, else typical (the median measured machine)"
 )
-POLICIES = ("amp", "bf16", "mixed")
+POLICIES = ("amp", "bf16", "mixed", "fp32")  # gpumodel.llm.memory.Policy
 ATTENTION = ("flash", "cudnn", "efficient", "naive")
 RECOMPUTE = ("none", "selective", "full")
 FUSION = ("fused", "unfused")
@@ -238,7 +238,8 @@ def memory(
         "seq; default); --train: the training peak",
     ),
     train: bool = typer.Option(False, "--train", help="training memory (states + activations)"),
-    policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
+    policy: str = typer.Option(None, help="training precision policy: amp, bf16, mixed or "
+                               "fp32 (an fp32 model, no autocast; --dtype fp32 or tf32)"),
     fusion: str = typer.Option(
         "fused",
         help="training: fused (Megatron-style kernels) or unfused (eager HF: with "
@@ -361,7 +362,8 @@ def plan_train(
     dtype: str = typer.Option("bf16"),
     policy: str = typer.Option(
         None,
-        help="precision policy: amp (fp32 weights + bf16 autocast), bf16, or mixed "
+        help="precision policy: amp (fp32 weights + bf16 autocast), bf16, fp32 (no autocast; "
+        "--dtype fp32 or tf32) or mixed "
         "(Megatron: bf16 weights, fp32 master + moments; the default accounting)",
     ),
     host: str = typer.Option(None, help=HOST_HELP),

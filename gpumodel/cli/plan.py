@@ -266,7 +266,8 @@ def sweep_llm(
     new_shapes: bool = typer.Option(
         False, "--new-shapes", help="inference: price steps at attention shapes new to the "
         "process (as infer --new-shapes)"),
-    policy: str = typer.Option(None, help="training precision policy: amp, bf16 or mixed"),
+    policy: str = typer.Option(None, help="training precision policy: amp, bf16, mixed or "
+                               "fp32 (an fp32 model, no autocast; --dtype fp32 or tf32)"),
     fusion: str = typer.Option(None, help="training: fused (default) or unfused (eager HF)"),
     dtype: str = typer.Option("bf16"),
     zero: int = typer.Option(1, help="training: ZeRO stage"),
@@ -327,8 +328,10 @@ def sweep_llm(
             fail("--context is for --mode inference (training: --seq)")
         if recompute not in ("none", "selective", "full"):
             fail(f"--recompute: '{recompute}' is not one of none, selective, full")
-        if policy is not None and policy not in ("amp", "bf16", "mixed"):
-            fail(f"--policy: '{policy}' is not one of amp, bf16, mixed")
+        from gpumodel.llm.memory import POLICY_STATE_BYTES
+
+        if policy is not None and policy not in POLICY_STATE_BYTES:
+            fail(f"--policy: '{policy}' is not one of {', '.join(POLICY_STATE_BYTES)}")
         if fusion is not None and fusion not in ("fused", "unfused"):
             fail(f"--fusion: '{fusion}' is not one of fused, unfused")
         r = gm.sweep_training(model, gpus, micro_batch=counts["batch"], seq=seqs,

@@ -86,6 +86,7 @@ from gpumodel.llm.layers import (
     Fusion,
     KVCache,
     ModelOps,
+    RunAttention,
     activation_dtype,
     expert_loop_syncs,
     model_ops,
@@ -149,7 +150,7 @@ class InferenceResult(StepResult):
     runtime: str
     fusion: Fusion
     kv_cache: KVCache
-    attention: AttentionImpl
+    attention: RunAttention
     gqa: GQA = "native"
     calibration: str
     host: dict[str, str]
@@ -758,7 +759,7 @@ def predict_inference(
     # host-bound: the host's issue time exceeds the GPU's busy time (the queue runs dry)
     bound = "host" if host_time > gpu_time and eager else gpu_bound
 
-    b = BYTES_PER_ELEMENT[dtype]
+    b = BYTES_PER_ELEMENT[activation_dtype(dtype)]  # an 8-bit model's cache is bf16
     s = tp_shape(spec, tp)
     kv_bytes = 2.0 * spec.layers * s.kv_heads * spec.head_dim * b * spec.attended(context) * batch
     replicas = gpus // tp

@@ -73,9 +73,10 @@ from gpumodel.ops import (
     LayerNorm,
     Op,
     RMSNorm,
+    Softmax,
     StridedElementwise,
 )
-from gpumodel.ops.attention import sdpa_impl
+from gpumodel.ops.attention import IMPL_DTYPES, sdpa_impl
 from gpumodel.ops.base import at_least, build, is_array, uniform
 from gpumodel.specs import BYTES_PER_ELEMENT
 
@@ -83,6 +84,8 @@ Kind = Literal["gemm", "attention", "norm", "elementwise", "embedding", "cache",
 Fusion = Literal["fused", "unfused", "compiled"]
 KVCache = Literal["static", "concat", "none"]
 AttentionImpl = Literal["flash", "cudnn", "efficient", "naive"]
+# what a step's attention ran: one of those, or SDPA's math path (``sdpa_math``)
+RunAttention = Literal["flash", "cudnn", "efficient", "naive", "math"]
 GQA = Literal["native", "repeat"]
 Experts = Literal["grouped_mm", "loop"]
 EXPERTS = ("grouped_mm", "loop")
@@ -110,6 +113,9 @@ class LayerOp:
     # the kernel before it wrote more than it reads back (``repeat_kv``'s copies before
     # attention): it starts with L2 full of dirty lines and pays their write-back
     after_writer: bool = False
+    # its backward as a multiple of its forward where the general rules do not hold (None:
+    # ``training._backward``'s; 0: nothing to differentiate, e.g. a mask)
+    backward_factor: float | None = None
 
     @property
     def l2(self) -> Literal["cold", "warm", "dirty"]:
@@ -423,7 +429,10 @@ def decoder_layer(
     # clean L2, as long as alone after a 512 MB write (validation/results/h200-sxm/
     # graph-attention-2026-11-30); priced as validate's dirty-L2 write-back fraction of L2
     after = gqa == "repeat" and s.kv_heads < s.heads
-    ops.append(LayerOp("attention", attn, kind="attention", after_writer=after))
+    if sdpa_math(dt, gqa, kv_heads, s.heads):
+        ops += _sdpa_math_ops(batch, s.heads, kv_heads, seq, kv_len, d, dt, causal)
+    else:
+        ops.append(LayerOp("attention", attn, kind="attention", after_writer=after))
     if fusion == "unfused" and attention == "naive" and uniform(seq > 1):
         # a naive (matmul/softmax/matmul) output is (batch, heads, seq, d): HF's
         # transpose(1, 2).contiguous() copies it; fused SDPA kernels write (batch, seq, heads, d)
@@ -443,6 +452,55 @@ def decoder_layer(
     if fusion != "compiled":  # compiled: folded into the next layer's (or the final) norm
         ops.append(residual_add("residual_add_mlp", tokens * h, dt, at))
     return ops
+
+
+def sdpa_math(dtype: str, gqa: str, kv_heads: int, heads: int) -> bool:
+    """Whether SDPA runs its math path (aten ``_scaled_dot_product_attention_math``): fp64, or
+    fp32/tf32 with grouped K/V heads passed as such (``enable_gqa``, HF's ``gqa="native"``),
+    which the memory-efficient kernel refuses ("No available kernel" on an H200; fp32 HF steps of
+    a GQA model ran cuBLAS SGEMMs and softmax kernels, validation/results/h200-sxm/
+    sdpa-gqa-fp32-2026-11-30)."""
+    if dtype == "fp64":
+        return True
+    wide = dtype not in IMPL_DTYPES["flash"]
+    return wide and gqa == "native" and kv_heads < heads
+
+
+def _sdpa_math_ops(batch: Any, heads: int, kv_heads: int, seq: Any, kv_len: Any, d: int,
+                   dt: str, causal: bool) -> list[LayerOp]:  # fmt: skip
+    """SDPA's math path, kernel by kernel as the H200 traces show it: K and V repeated to every
+    query head (``repeat_interleave``), q and K scaled by sqrt(scale), the scores by batched
+    cuBLAS GEMMs, the causal mask built (ones, tril, to -inf) and added, ``_safe_softmax``
+    (softmax, then rows that are all -inf zeroed: isneginf, all over the row, where), then P V.
+    Autograd keeps q, K and V expanded and the probabilities (``memory``'s math term)."""
+    ew = "fp32" if dt == "tf32" else dt  # the elementwise kernels' dtype (tf32: fp32 tensors)
+    e = BYTES_PER_ELEMENT[ew]
+    q_n, rows = heads * d, batch * heads * seq
+    scores = rows * kv_len
+    expand = build(ExpandCopy, n=batch * kv_len * q_n, repeat=heads // kv_heads, tensors=2,
+                   dtype=ew)  # type: ignore[arg-type]  # fmt: skip
+    scale = passes("sdpa math: scale q and k", batch * seq * q_n, ew, ("q * sqrt(scale)", 1, 2 * e, 1),
+                   ("k * sqrt(scale)", kv_len / seq, 2 * e, 1))  # fmt: skip
+    qk = build(Gemm, m=seq, n=kv_len, k=d, batch=batch * heads, dtype=dt)  # type: ignore[arg-type]
+    steps = [("add the mask", 1, 2 * e, 1)] if causal else []
+    steps += [("isneginf", 1, e + 1, 1), ("all over the row", 1, 1, 1)]
+    safe = passes("sdpa math: mask, -inf rows", scores, ew, *steps)
+    soft = build(Softmax, rows=rows, cols=kv_len, dtype=ew)  # type: ignore[arg-type]
+    where = passes("sdpa math: zero the -inf rows", scores, ew, ("where", 1, 2 * e + 1, 1))
+    pv = build(Gemm, m=seq, n=d, k=kv_len, batch=batch * heads, dtype=dt)  # type: ignore[arg-type]
+    # backward: the expansion's a sum over each group, the scales' and the where's one pass
+    # each, the mask and the -inf test none; the products and the softmax by the general rules
+    ops = [LayerOp("sdpa_math_expand_kv", expand, kind="attention", backward_factor=1.0),
+           LayerOp("sdpa_math_scale", scale, kind="attention", backward_factor=1.0),
+           LayerOp("sdpa_math_qk", qk, kind="attention")]  # fmt: skip
+    if causal:
+        mask = passes("sdpa math: causal mask", at_least(seq * kv_len, 1), ew,
+                      ("ones", 1, 1, 0), ("tril", 1, 2, 0), ("to -inf", 1, 1 + e, 1))  # fmt: skip
+        ops.append(LayerOp("sdpa_math_mask", mask, kind="attention", backward_factor=0.0))
+    return [*ops, LayerOp("sdpa_math_safe", safe, kind="attention", backward_factor=0.0),
+            LayerOp("sdpa_math_softmax", soft, kind="attention"),
+            LayerOp("sdpa_math_where", where, kind="attention", backward_factor=1.0),
+            LayerOp("sdpa_math_pv", pv, kind="attention")]  # fmt: skip
 
 
 def _view_cat(n: Any, dtype: str) -> Op:
@@ -853,4 +911,5 @@ def model_ops(
         notes.append(f"{gemm_dtype} GEMMs; attention, the KV cache, norms and activations in {dt}")
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
                     tokens=tokens, notes=tuple(notes), gqa=gqa,
-                    attention=sdpa_impl(masked_kernel(attention, gqa, fusion), dt))  # fmt: skip
+                    attention="math" if any(e.name == "sdpa_math_qk" for e in layer) else
+                    sdpa_impl(masked_kernel(attention, gqa, fusion), dt))  # fmt: skip

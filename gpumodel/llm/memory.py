@@ -55,7 +55,7 @@ from gpumodel._validators import MAX_ELEMENTS, MAX_GPUS, Checked, check_int
 from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
 from gpumodel.llm.ddp import is_ddp
 from gpumodel.llm.fsdp import MIXED_STATE_BYTES, is_fsdp, unsharded_elements
-from gpumodel.llm.layers import AttentionImpl, activation_dtype, stage_layers, tp_shape
+from gpumodel.llm.layers import AttentionImpl, activation_dtype, sdpa_math, stage_layers, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity
@@ -64,7 +64,7 @@ DEFAULT_OVERHEAD_BYTES = 1.5e9
 ADAM_BYTES_PER_PARAM = 12.0  # fp32 master weights + momentum + variance (ZeRO section 3.1)
 Recompute = Literal["none", "selective", "full"]
 Phase = Literal["prefill", "decode", "train"]
-Policy = Literal["amp", "bf16", "mixed"]
+Policy = Literal["amp", "bf16", "mixed", "fp32"]
 ActivationModel = Literal["megatron", "hf-eager"]
 
 # Training precision policies: bytes per parameter of (weights, gradients, optimizer states).
@@ -75,11 +75,22 @@ ActivationModel = Literal["megatron", "hf-eager"]
 #   mixed  Megatron / ZeRO: bf16 weights and grads, fp32 master weights + moments: 2 + 2 + 12
 #          (Rajbhandari et al. 2020, section 3.1); under FSDP2 its MixedPrecisionPolicy's
 #          4 + 4 + 8 (fsdp.MIXED_STATE_BYTES, ``state_bytes``)
+#   fp32   an fp32 model trained as it is built, no autocast (TF32 matmuls or not: the step's
+#          ``dtype``, fp32 or tf32): 4 + 4 + 8, and every saved activation fp32
 POLICY_STATE_BYTES: dict[str, tuple[float, float, float]] = {
     "amp": (4.0, 4.0, 8.0),
     "bf16": (2.0, 2.0, 4.0),
     "mixed": (2.0, 2.0, 12.0),
+    "fp32": (4.0, 4.0, 8.0),
 }
+
+
+def check_policy_dtype(policy: str | None, dtype: str) -> None:
+    """The ``fp32`` policy trains an fp32 model: its matmuls in fp32 or tf32, nothing else
+    (a one-line SpecError otherwise)."""
+    if policy == "fp32" and dtype not in ("fp32", "tf32"):
+        raise SpecError(f"policy fp32 trains an fp32 model: dtype fp32 (PyTorch's default, "
+                        f"TF32 matmuls off) or tf32 (allow_tf32 on), got {dtype}")  # fmt: skip
 
 
 def state_bytes(policy: Policy, fsdp: bool = False) -> tuple[float, float, float]:
@@ -90,14 +101,17 @@ def state_bytes(policy: Policy, fsdp: bool = False) -> tuple[float, float, float
 
 # HF's loss (ForCausalLMLoss): bf16 logits (2 B) kept by the output, upcast to fp32 (4 B),
 # log_softmax's fp32 output saved for backward (4 B); at the start of the backward the fp32
-# gradient of log_softmax (4 B) is alive beside them: 14 B per logit at the peak.
+# gradient of log_softmax (4 B) is alive beside them: 14 B per logit at the peak. An fp32 model's
+# logits are fp32 already (the upcast is no copy): 12 B.
 HF_LOSS_BYTES_PER_LOGIT = 14.0
+HF_LOSS_BYTES_PER_FP32_LOGIT = 12.0
 # Caching-allocator fragmentation: max_memory_reserved / max_memory_allocated. 1.0 (none) until
 # measured on the training workloads (devs' validation/results/steps-*/); pass fragmentation=.
 DEFAULT_FRAGMENTATION = 1.0
 
 
-def hf_eager_activation_bytes_per_token(model: ModelSpec, policy: str, t: int = 1) -> float:
+def hf_eager_activation_bytes_per_token(model: ModelSpec, policy: str, t: int = 1,
+                                        math_seq: int | None = None) -> float:  # fmt: skip
     """Bytes one eager HF Llama/GPT decoder layer leaves saved for backward per token, counted
     from what each autograd node saves (PyTorch derivatives.yaml: mul saves the operand the
     other's gradient needs, pow saves its input, mm saves both inputs, SDPA saves q, k, v, the
@@ -124,32 +138,43 @@ def hf_eager_activation_bytes_per_token(model: ModelSpec, policy: str, t: int = 
                      (``GroupedGemm``): twice that. H200 steps of a Qwen3-MoE (top-8) and a
                      Mixtral-layout model (top-2): peak allocated 14-23% over the dense term
                      (validation/results/steps-h200-moe-train-run1)
+    ``fp32`` (an fp32 model, no autocast): every tensor above in fp32, no casts (RMSNorm's
+    ``.float()`` of an fp32 tensor is itself), as amp's norms. ``math_seq``: attention on SDPA's
+    math path over that many keys (``layers.sdpa_math``: fp32 with grouped K/V heads), which
+    keeps the scaled q, K and V repeated to every head and the probabilities, one score per
+    head and key (an H200 measured exactly that: 159.4 MB for 32 heads x 1024 x 1024 in fp32,
+    validation/results/h200-sxm/sdpa-gqa-fp32-2026-11-30), and the output for o_proj.
     Dropout masks are not counted (assumes dropout 0 or eval-free configs).
     Tensor parallelism divides heads and ffn terms by ``t``."""
     h, f = model.hidden, model.ffn_hidden / t
     q_n = model.heads * model.head_dim / t
     kv_n = max(1, model.kv_heads // t) * model.head_dim
     amp = policy == "amp"
+    wide = amp or policy == "fp32"  # the residual stream and the norms in fp32
+    e = 4 if policy == "fp32" else 2  # the bytes of a saved bf16 (fp32 policy: fp32) tensor
     if model.norm == "layernorm":  # native layer_norm saves its input (amp: its fp32 cast)
-        norms = 2 * (4 * h if amp else 2 * h)
+        norms = 2 * (4 * h if wide else 2 * h)
     else:
-        norms = 2 * (4 * h + (4 * h if amp else 2 * h))
+        norms = 2 * (4 * h + (4 * h if wide else 2 * h))
     inputs = (3 + 2) * 2 * h if amp and model.ffn_kind != "gelu_mlp" else 0.0
     if amp and model.ffn_kind == "gelu_mlp":
         inputs = (1 + 1) * 2 * h  # fused c_attn and c_fc: one cast each
-    attention = 2 * (q_n + 2 * kv_n) + 2 * q_n + 4 * model.heads / t
+    if math_seq is None:
+        attention = e * (q_n + 2 * kv_n) + e * q_n + 4 * model.heads / t
+    else:
+        attention = 4 * e * q_n + e * model.heads / t * math_seq
     if model.qk_norm:
         attention += 4 * (q_n + kv_n)
     if model.ffn_kind == "gelu_mlp":
         # HF "gelu_new" in Python: 0.5*x*(1 + tanh(c*(x + 0.044715*x^3))) saves x, tanh's
         # output, 0.5*x and 1 + tanh, then c_proj its input; amp runs pow in fp32 so tanh and
         # 1 + tanh are fp32 and c_proj's input is a bf16 cast
-        mlp = (2 + 4 + 2 + 4 + 2) * f if amp else 5 * 2 * f
+        mlp = (2 + 4 + 2 + 4 + 2) * f if amp else 5 * e * f
     else:
-        mlp = 4 * 2 * f
+        mlp = 4 * e * f
     if model.moe is not None:
-        e, k = model.moe.experts, model.moe.top_k
-        mlp = 4 * e + k * (2 * h + 4 * f) * (4 if amp else 2)
+        experts, k = model.moe.experts, model.moe.top_k
+        mlp = 4 * experts + k * (2 * h + 4 * f) * (4 if wide else 2)
     return norms + inputs + attention + mlp
 
 
@@ -345,6 +370,7 @@ def memory(
                fragmentation=fragmentation, dtype=dtype)  # fmt: skip
     if kv_dtype is not None:
         check_args(dtype=kv_dtype)
+    check_policy_dtype(policy, dtype)
     spec.check_context(seq, "seq")
     return memory_of(spec, get_gpu(gpu), batch=batch, seq=seq, dtype=dtype,
                      train=train, tp=tp, pp=pp, dp=dp, zero=zero, recompute=recompute,
@@ -432,13 +458,17 @@ def memory_of(
                 cache = 2.0 * spec.matmul_param_count() * share / tp
                 notes.append(f"amp: autocast's bf16 weight copies {cache / 1e9:.2f} GB")
         in_flight = min(pp, microbatches) if microbatches else pp
+        # an fp32 model with grouped K/V heads: HF passes them to SDPA as such, which runs its
+        # math path and keeps the probabilities
+        math = (activation_model == "hf-eager" and policy == "fp32"
+                and sdpa_math(dtype, "native", shape.kv_heads, shape.heads))  # fmt: skip
         if activation_model == "hf-eager" and recompute != "full":
-            per_layer = (
-                seq * batch * hf_eager_activation_bytes_per_token(spec, policy or "bf16", tp)
-            )
-            logits = HF_LOSS_BYTES_PER_LOGIT * seq * batch * spec.vocab / tp
+            per_layer = seq * batch * hf_eager_activation_bytes_per_token(
+                spec, policy or "bf16", tp, math_seq=seq if math else None)  # fmt: skip
+            per_logit = HF_LOSS_BYTES_PER_FP32_LOGIT if policy == "fp32" else HF_LOSS_BYTES_PER_LOGIT
+            logits = per_logit * seq * batch * spec.vocab / tp
             notes.append("activations as autograd saves them for eager HF modules; HF loss "
-                         f"{HF_LOSS_BYTES_PER_LOGIT:g} B per logit")  # fmt: skip
+                         f"{per_logit:g} B per logit")  # fmt: skip
         else:
             per_layer = activation_bytes_per_layer(seq, batch, spec.hidden, spec.heads, tp, sp,
                                                    recompute, flash)  # fmt: skip
@@ -449,7 +479,10 @@ def memory_of(
         last_stage = per_layer * layers + logits
         act = max(first_stage, last_stage) if pp > 1 else first_stage + logits
         kv = 0.0
-        if flash and recompute != "full":
+        if math and recompute != "full":
+            notes.append("SDPA's math path (fp32, grouped K/V heads): the probabilities, "
+                         "one per head and key, are stored")  # fmt: skip
+        elif flash and recompute != "full":
             notes.append("flash attention: the 5as^2b score-matrix term of Korthikanti et al. "
                          "is not stored")  # fmt: skip
     else:
@@ -507,7 +540,7 @@ def memory_of(
     if fsdp:  # FSDP2's unsharded units: their parameters, and as much for their gradients
         # in the dtype they are gathered in: amp's fp32 parameters, else bf16 (mixed's
         # param_dtype)
-        unsharded = unsharded_elements(spec, tp) * (4.0 if policy == "amp" else 2.0)
+        unsharded = unsharded_elements(spec, tp) * (4.0 if policy in ("amp", "fp32") else 2.0)
         w += unsharded
         gr += unsharded
         notes.append(f"FSDP2: the root unit and two layers unsharded, {unsharded / 1e9:.2f} GB "

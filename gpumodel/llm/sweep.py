@@ -91,7 +91,7 @@ from gpumodel.llm.layers import (
     stage_layers,
     tp_shape,
 )
-from gpumodel.llm.memory import Policy, Recompute, memory_of
+from gpumodel.llm.memory import Policy, Recompute, check_policy_dtype, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.ranks import rank_host
 from gpumodel.llm.runtimes import (
@@ -456,6 +456,7 @@ def sweep_training(
     )  # a given host is checked
     hp = hp if fusion == "unfused" else None
     check_dtype(dtype)
+    check_policy_dtype(policy, dtype)
     if tokens is not None:
         tokens = check_number(tokens, "tokens", gt=0, le=MAX_TOKENS)
     gpus = _gpus(gpu)

@@ -77,6 +77,7 @@ from gpumodel.llm.memory import (
     MemoryBreakdown,
     Policy,
     Recompute,
+    check_policy_dtype,
     memory_of,
     state_bytes,
 )
@@ -380,6 +381,10 @@ def autocast_head_casts(spec: ModelSpec, tokens: int, tp: int) -> LayerOp:
 def _backward(entry: LayerOp) -> list[tuple[LayerOp, float]]:
     """Backward ops of a forward op, each with a time multiplier."""
     op = entry.op
+    if entry.backward_factor is not None:  # the op says what its backward costs
+        if not entry.backward_factor:
+            return []
+        return [(LayerOp(f"{entry.name}.bwd", op, entry.count, entry.kind), entry.backward_factor)]
     if isinstance(op, Gemm):
         dx = Gemm(m=op.m, n=op.k, k=op.n, dtype=op.dtype, batch=op.batch)
         dw = Gemm(m=op.k, n=op.n, k=op.m, dtype=op.dtype, batch=op.batch)
@@ -958,6 +963,7 @@ def predict_training_step(
     check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
                attention="flash" if attention is None else attention,
                fragmentation=fragmentation)  # fmt: skip
+    check_policy_dtype(policy, dtype)
     spec = get_model(model)
     g = get_gpu(gpu)
     seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
@@ -1120,6 +1126,7 @@ def plan_training(
     check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
                attention="flash" if attention is None else attention,
                fragmentation=fragmentation)  # fmt: skip
+    check_policy_dtype(policy, dtype)
     tokens = check_number(tokens, "tokens", ge=1, le=MAX_TOKENS)
     if mfu is not None:  # below 0.01% no training run: a typo (fuzz: 1e-310 gave inf days)
         mfu = check_number(mfu, "mfu", ge=MIN_MFU, le=1)

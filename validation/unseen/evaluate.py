@@ -491,8 +491,10 @@ def predict_step(
     fn = gm.predict_training_step
     # data parallel over ``gpus`` (DDP, multi_gpu_unseen.py): the batch is per GPU
     gpus = rec.get("gpus", 1)
+    # the matmuls' dtype: bf16 (amp's autocast, bf16 models) unless the record says (fp32
+    # training: fp32, or tf32 with TF32 matmuls on)
     req = {"micro_batch": rec["batch"], "global_batch": rec["batch"] * gpus, "seq": rec["seq"],
-           "dtype": "bf16", "calibration": cal, "recompute": "none"}  # fmt: skip
+           "dtype": rec.get("dtype", "bf16"), "calibration": cal, "recompute": "none"}  # fmt: skip
     opt: dict[str, Any] = {"policy": rec.get("policy"), "fusion": "unfused"}
     if rec.get("dp", 1) > 1:  # PyTorch DDP (ZeRO 0: gpumodel's default is ZeRO-1) or FSDP (3)
         req["zero"] = rec.get("zero", 0)

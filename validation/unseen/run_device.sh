@@ -3,7 +3,7 @@
 # (each process measures the host first), all inside ~570 s. Outputs go to $1 (the device's $OUT)
 # as at most 8 files: log.txt, 4 gzipped traces, 3 tarballs (results JSON, host YAML, summary).
 # The device returns at most 8 files from $OUT: write nothing else there.
-# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen|moe-train|moe-train2|moe-train3|moe-train4|graph2|graph2-static|grid3-static|grid4-static]
+# usage: bash validation/unseen/run_device.sh OUTDIR [TOTAL_S] [all|static|fused|train-fused|arch|padded|families|families2|families3|family-train|moe|moe2|moe3|moe4|moe-qwen|moe-train|moe-train2|moe-train3|moe-train4|train-fp32|train-fp32-2|graph2|graph2-static|grid3-static|grid4-static]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 #   static: only the hf-static-compiled part, with its wide grid (6 compiled decode points and
 #   4 prefill points; each compile takes ~35 s, too many to share a call with the other parts)
@@ -15,6 +15,7 @@
 #   families: Qwen2.5-7B, Qwen3-8B, Phi-3-mini eager decode and prefill, ~230 s
 #   families2, families3: the same models at run 2's / run 3's points (--families-grid 2 / 3)
 #   family-train: Qwen3-0.6B amp/bf16 and Phi-3-mini bf16 training, Qwen3-8B hf-static-compiled
+#   train-fp32: GPT-2 small and the 1.1B model trained in fp32 (no autocast), TF32 off and on
 #   moe: Mixtral-8x7B and Qwen3-30B-A3B eager decode and prefill, grouped_mm and loop experts
 #   moe-qwen: the moe part's Qwen3-30B-A3B alone; moe2..moe4: run 2's..run 4's points
 #   moe-train: small MoE training steps (Qwen3-MoE 1.9B amp/bf16, Mixtral-layout 3.6B bf16/amp),
@@ -77,6 +78,10 @@ elif [[ $PLAN =~ ^moe-train[234]$ ]]; then
   part moe-train moe-train $((TOTAL - 20)) 30 "--moe-grid ${PLAN#moe-train}"
 elif [ "$PLAN" = family-train ]; then
   part family-train family-train $((TOTAL - 20)) 30
+elif [ "$PLAN" = train-fp32 ]; then  # 2026-11-30: fp32 training, TF32 off and on
+  part train-fp32 train-fp32 $((TOTAL - 20)) 30
+elif [ "$PLAN" = train-fp32-2 ]; then  # its second grid, after the fp32 policy's model
+  part train-fp32 train-fp32 $((TOTAL - 20)) 30 "--fp32-grid 2"
 elif [ "$PLAN" = graph2 ]; then
   part static static 300 30 "--static-grid graph2"
   part fused fused $((TOTAL - 20 - (SECONDS - START))) 30 "--fused-grid 2"

@@ -707,12 +707,20 @@ def train_points(
             if not losses:
                 losses.append(float(loss))
 
-        pts.append(Point({"workload": name, "runtime": "hf-eager", "phase": "train",
-                          "policy": policy, "batch": b, "seq": seq, "context": 0}, setup, step,
-                         tokens=b * seq, details={"optimizer": "torch.optim.AdamW(fused=True), "
+        weights = {"amp": "fp32, bf16 autocast",
+                   "fp32": "fp32 (no autocast), fp32 grads and AdamW states; TF32 matmuls off",
+                   "tf32": "fp32 (no autocast), fp32 grads and AdamW states; TF32 matmuls on "
+                           "(torch.backends.cuda.matmul.allow_tf32 = True)"}.get(
+            policy, "bf16 (model.to(bfloat16)), bf16 grads and AdamW states")  # fmt: skip
+        key = {"workload": name, "runtime": "hf-eager", "phase": "train",
+               "policy": "fp32" if policy == "tf32" else policy, "batch": b, "seq": seq,
+               "context": 0}  # fmt: skip
+        if policy in ("fp32", "tf32"):
+            key["dtype"] = policy  # the matmuls' precision
+        pts.append(Point(key, setup, step, tokens=b * seq,
+                         details={"optimizer": "torch.optim.AdamW(fused=True), "
                          "zero_grad(set_to_none=True)", "loss": "HF labels= (logits upcast "
-                         "to fp32 in the loss)", "weights": "fp32, bf16 autocast" if policy ==
-                         "amp" else "bf16 (model.to(bfloat16)), bf16 grads and AdamW states",
+                         "to fp32 in the loss)", "weights": weights,
                          "attn_implementation": "sdpa"}))  # fmt: skip
     pts[0].details["first_loss"] = losses  # filled by the first step (a finite number)
     return pts
@@ -1390,6 +1398,48 @@ def part_train(env: Env, args, out_dir: Path, result: dict) -> None:
             env.fresh_memory()
 
 
+def part_train_fp32(env: Env, args, out_dir: Path, result: dict) -> None:
+    """Training as a beginner runs it (added 2026-11-30, sixteenth session, before gpumodel
+    priced an fp32 policy): an fp32 HF model, no autocast, fused AdamW in fp32; with PyTorch's
+    default TF32-off matmuls (``fp32``) and with ``allow_tf32 = True`` (``tf32``). GPT-2 small
+    at 1024 tokens and the 1.1B Llama-architecture model at 2048; one fp32 step of GPT-2
+    traced."""
+    import torch
+
+    tiny = args.tiny
+    plans = [("gpt2-small", gpt2_config(tiny), (1, 2) if tiny else (2, 4, 8),
+              64 if tiny else 1024, 2 if tiny else 4),
+             ("tinyllama-1.1b", tinyllama_config(tiny), (1, 2),
+              64 if tiny else 2048, None)]  # fmt: skip
+    if args.fp32_grid == 2:  # written after the fp32 policy's model, before its run
+        plans = [("qwen3-0.6b", qwen3_0_6b_config(tiny), (1, 2) if tiny else (2, 4),
+                  64 if tiny else 1024, None),
+                 ("tinyllama-1.1b", tinyllama_config(tiny), (1, 2) if tiny else (4,),
+                  64 if tiny else 1024, None)]  # fmt: skip
+    runs = [(plan, mode) for plan in plans for mode in ("fp32", "tf32")]
+    for done, ((name, cfg, batches, seq, trace_b), mode) in enumerate(runs):
+        torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+        try:
+            model = build_causal_lm(env, cfg, torch.float32).train()
+            n_params = sum(p.numel() for p in model.parameters())
+            result["models"].setdefault(name, {"params": n_params, "config": cfg.to_dict()})
+            pts = train_points(env, name, model, cfg, mode, batches, seq)
+            remaining = T0 + args.budget_s - time.perf_counter()
+            run_round_robin(env, pts, args.rounds, 2, args.steps,
+                            time.perf_counter() + remaining / (len(runs) - done) * 0.7)  # fmt: skip
+            if mode == "fp32" and trace_b is not None:
+                traced = next(p for p in pts if p.key["batch"] == trace_b)
+                result["traces"].append(
+                    trace_point(env, traced, out_dir, f"trace-{name}-train-fp32", True)
+                )
+                traced = None
+            result["records"] += [p.record() for p in pts]
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        del model, pts
+        env.fresh_memory()
+
+
 def summary_table(records: list[dict]) -> str:
     head = ("| workload | runtime | phase | policy | batch | seq | median ms | p10 ms | p90 ms | "
             "round medians ms | wall ms | peak alloc GB | status |\n|---|---|---|---|---:|---:|"
@@ -1435,7 +1485,7 @@ def measure_host(tiny: bool, path: Path, window_s: float) -> dict:
 
 
 PARTS = ("decode", "prefill", "static", "train", "fused", "arch", "padded", "families",
-         "family-train", "moe", "moe-train")  # fmt: skip
+         "family-train", "moe", "moe-train", "train-fp32")  # fmt: skip
 
 
 def main() -> int:
@@ -1458,6 +1508,9 @@ def main() -> int:
                     "call's (traced at 16 x 3072)")  # fmt: skip
     ap.add_argument("--families-grid", type=int, choices=(1, 2, 3), default=1,
                     help="the families part's points: run 1's, run 2's or run 3's")  # fmt: skip
+    ap.add_argument("--fp32-grid", type=int, choices=(1, 2), default=1,
+                    help="train-fp32's points: 1 (GPT-2, the 1.1B model at 2048) or 2 (Qwen3-0.6B, "
+                         "the 1.1B model at 1024)")  # fmt: skip
     ap.add_argument("--moe-grid", type=int, choices=(1, 2, 3, 4), default=1,
                     help="the moe part's points: run 1's ... run 4's (moe-train: 1 to 4)")  # fmt: skip
     ap.add_argument("--moe-models", default=None,
@@ -1523,6 +1576,8 @@ def main() -> int:
             part_moe(env, args, out_dir, result)
         if "moe-train" in parts:
             part_moe_train(env, args, out_dir, result)
+        if "train-fp32" in parts:
+            part_train_fp32(env, args, out_dir, result)
     finally:
         result["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         result["seconds"] = round(time.perf_counter() - T0, 1)
