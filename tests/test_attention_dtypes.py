@@ -190,3 +190,17 @@ def test_fp32_attention_is_its_own_family_where_a_calibration_measured_it():
     assert notes and "priced as attention:efficient" in notes[0]
     fp32 = [pt for pt in attention_points(False) if pt.dtype == "fp32"]
     assert len(fp32) == 10 and {pt.backend for pt in fp32} == {"efficient"}
+
+
+def test_a_named_kernel_must_take_the_models_attention_dtype():
+    """``attention=`` names a kernel: one that refuses the model's attention dtype is a one-line
+    error, not silently another kernel; unnamed, the step runs what SDPA runs."""
+    with pytest.raises(SpecError, match="attention=flash takes fp16/bf16 tensors") as err:
+        gm.predict_inference("llama-3-8b", "h100", dtype="fp32", attention="flash")
+    assert "\n" not in str(err.value)
+    with pytest.raises(SpecError, match="attention=cudnn takes fp16/bf16"):
+        gm.predict_training_step("gpt2", "h100", 1, dtype="fp32", policy="fp32",
+                                 fusion="unfused", attention="cudnn")  # fmt: skip
+    # an 8-bit model's attention is bf16: any 16-bit kernel may be named
+    assert gm.predict_inference("llama-3-8b", "h100", dtype="fp8", attention="flash").attention \
+        == "flash"  # fmt: skip

@@ -90,6 +90,7 @@ from gpumodel.llm.layers import (
     activation_dtype,
     expert_loop_syncs,
     model_ops,
+    step_attention,
     tp_shape,
 )
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
@@ -102,7 +103,6 @@ from gpumodel.llm.runtimes import (
     sdpa_graph_build_s,
     traced_runtime,
 )
-from gpumodel.ops.attention import sdpa_impl
 from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
 from gpumodel.prediction import KernelPrediction, accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -669,7 +669,7 @@ def predict_inference(
     rt, kernel, fusion, kv_cache, gqa = resolve_step(
         runtime, phase, g.compute_capability, attention, fusion, kv_cache, gqa
     )
-    kernel = sdpa_impl(kernel, activation_dtype(dtype))  # an fp32 model: the efficient kernel
+    kernel = step_attention(kernel, attention, dtype)  # an fp32 model: the efficient kernel
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp

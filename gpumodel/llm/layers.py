@@ -59,7 +59,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from gpumodel.errors import UnsupportedError
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm._comm import AllReduce, placed
 from gpumodel.llm._ops import Passes, passes
 from gpumodel.llm.models import ModelSpec
@@ -777,6 +777,19 @@ GEMM_ONLY_DTYPES = ("fp8", "int8", "fp4")
 def activation_dtype(dtype: str) -> str:
     """The dtype of everything but the GEMMs in a model of weight dtype ``dtype``."""
     return "bf16" if dtype in GEMM_ONLY_DTYPES else dtype
+
+
+def step_attention(kernel: str, named: str | None, dtype: str) -> str:
+    """The attention kernel a step of a ``dtype`` model runs: ``kernel`` (the runtime's, or
+    ``named`` by the user), or what SDPA runs for that dtype instead (``sdpa_impl``: an fp32
+    model's memory-efficient kernel) where the runtime chose; a named kernel that does not take
+    the model's attention dtype is a one-line error."""
+    adt = activation_dtype(dtype)
+    if named is not None and adt not in IMPL_DTYPES[named]:
+        raise SpecError(f"attention={named} takes {'/'.join(IMPL_DTYPES[named])} tensors, and a "
+                        f"{dtype} model's attention runs in {adt}: leave attention unset (SDPA "
+                        f"runs {sdpa_impl(named, adt)})")  # fmt: skip
+    return sdpa_impl(kernel, adt)
 
 
 def quantized(entry: LayerOp, dtype: str) -> LayerOp:

@@ -85,10 +85,10 @@ from gpumodel.llm.layers import (
     Experts,
     Fusion,
     LayerOp,
-    activation_dtype,
     expert_loop_syncs,
     model_ops,
     stage_layers,
+    step_attention,
     tp_shape,
 )
 from gpumodel.llm.memory import Policy, Recompute, check_policy_dtype, memory_of
@@ -114,7 +114,6 @@ from gpumodel.llm.training import (
     training_memory,
 )
 from gpumodel.model.power import sustained_clock_ratio_array
-from gpumodel.ops.attention import sdpa_impl
 from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
 from gpumodel.predict import dram_power, empty_kernel_s, power_watts
@@ -351,8 +350,8 @@ def sweep_inference(
     # once per kernel the GPUs run (``runtime_attention``), over arrays of batch, seq and
     # context for each tp (``ops.base.build``)
     # per GPU: the kernel each runs (the runtime's own where none was named)
-    kernel_of = {g.id: sdpa_impl(runtime_attention(rt, g.compute_capability, attention),
-                                 activation_dtype(dtype)) for g in gpus}  # fmt: skip
+    kernel_of = {g.id: step_attention(runtime_attention(rt, g.compute_capability, attention),
+                                      attention, dtype) for g in gpus}  # fmt: skip
     built: dict[str, tuple[dict[str, Any], list[tuple[np.ndarray, Any]]]] = {}
     for att in set(kernel_of.values()):
         flags = {"dtype": dtype, "attention": att, "fusion": fusion, "kv_cache": kv_cache,

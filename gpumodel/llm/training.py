@@ -68,9 +68,9 @@ from gpumodel.llm.layers import (
     AttentionImpl,
     Fusion,
     LayerOp,
-    activation_dtype,
     model_ops,
     stage_layers,
+    step_attention,
 )
 from gpumodel.llm.memory import (
     POLICY_STATE_BYTES,
@@ -85,7 +85,6 @@ from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.ranks import rank_host, slowest_rank_factor
 from gpumodel.llm.runtimes import training_attention
 from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm, Softmax
-from gpumodel.ops.attention import sdpa_impl
 from gpumodel.ops.collectives import AllGather, ReduceScatter
 from gpumodel.prediction import accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
@@ -662,8 +661,8 @@ def stage_times(
     # autocast around an fp32 model (eager): the residual stream, norms, RoPE and GELU in fp32
     act = "fp32" if policy == "amp" and fusion == "unfused" else None
     ops = model_ops(spec, micro_batch, seq, seq, dtype=dtype, tp=tp, fusion=fusion,
-                    attention=sdpa_impl(training_attention(fusion, g.compute_capability, attention),
-                                        activation_dtype(dtype)),
+                    attention=step_attention(training_attention(fusion, g.compute_capability,
+                                                                attention), attention, dtype),
                     kv_cache="none", logits="all", act_dtype=act,
                     attention_dropout=spec.attention_dropout > 0)  # fmt: skip
     vocab_tp = math.ceil(spec.vocab / tp)
