@@ -131,10 +131,19 @@ WIDE_DTYPE_IMPL = {"fp32": "efficient", "tf32": "efficient", "fp64": "naive"}
 # TF32 products reach a larger share of their peak than the kernel's 16-bit products of theirs
 # (both run sm80's mma.sync on Hopper, whose 16-bit peak is wgmma's), so the fp32 kernel ran
 # 1.7-3.8x its bf16 time, not 3 x 2: priced as FAST_F32_WORK_FACTOR TF32 products of the 16-bit
-# kernel's calibrated rate, fitted to the ratio of fp32 to bf16 time on 10 shapes, forward and
-# backward (cutlassF and cutlassB) apart (H200; validation/fitset/fit_attention_fp32.py)
+# kernel's calibrated rate, fitted to the ratio of fp32 to bf16 time on 10 shapes, the forward
+# kernels up to head dim 64 (64 x 64 tiles) and above (64 x 128, 32 x 128) and the backward
+# (cutlassB) apart (H200; validation/fitset/fit_attention_fp32.py)
 FAST_F32_TF32_PRODUCTS = 3
-FAST_F32_WORK_FACTOR = {"forward": 2.5, "backward": 1.8}
+FAST_F32_WORK_FACTOR = {"forward": 2.65, "forward wide": 1.9, "backward": 1.8}
+FAST_F32_NARROW_HEAD_DIM = 64  # the forward's 64 x 64 kernels; wider heads run "forward wide"
+
+
+def fast_f32_work_key(backward: bool, head_dim: int) -> str:
+    """Which ``FAST_F32_WORK_FACTOR`` a memory-efficient fp32 kernel takes."""
+    if backward:
+        return "backward"
+    return "forward" if head_dim <= FAST_F32_NARROW_HEAD_DIM else "forward wide"
 
 
 def sdpa_impl(impl: str, dtype: str) -> str:
@@ -354,7 +363,7 @@ class Attention(Op):
         kernel's fp32 products on TF32 tensor cores where the GPU has them
         (``FAST_F32_WORK_FACTOR``), else the dtype's own unit, once."""
         if self.impl == "efficient" and self.dtype in ("fp32", "tf32") and gpu.peak_flops("tf32", "tensor"):
-            return "tensor", "tf32", FAST_F32_WORK_FACTOR["backward" if self.backward else "forward"]
+            return "tensor", "tf32", FAST_F32_WORK_FACTOR[fast_f32_work_key(self.backward, self.head_dim)]
         return (*matmul_unit(gpu, self.dtype), 1.0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:

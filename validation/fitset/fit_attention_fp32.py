@@ -4,8 +4,8 @@ kernel's calibrated rate, that SDPA's memory-efficient kernel spends per fp32 pr
 
 The fit set: validation/results/h200-sxm/sdpa-dtypes-2026-11-30 (experiments/
 sdpa_dtypes_device.py): 10 shapes of no unseen grid, each timed in fp32 and in bf16 with the
-memory-efficient backend forced, forward and forward + backward. One factor per pass (the
-forward and the backward are different kernels), each fitted to the
+memory-efficient backend forced, forward and forward + backward. One factor per kernel (the
+forward up to head dim 64, the forward above, the backward), each fitted to the
 ratio fp32 / bf16 time of each shape and pass, not to the times: the 16-bit family's own error
 at a shape (its calibration's) cancels, so what is fitted is the fp32 kernel alone. Scanned from
 1 to 3 in steps of 0.05, the factor whose predicted ratios have the smallest median |log error|
@@ -29,9 +29,10 @@ sys.path.insert(0, str(ROOT))
 import gpumodel as gm  # noqa: E402
 from gpumodel.calibration import default_calibration  # noqa: E402
 from gpumodel.ops import attention  # noqa: E402
+from gpumodel.ops.attention import FAST_F32_WORK_FACTOR, fast_f32_work_key  # noqa: E402
 
 FIT_SET = ROOT / "validation/results/h200-sxm/sdpa-dtypes-2026-11-30/sdpa-dtypes.json"
-FACTORS = [1.0 + 0.05 * i for i in range(41)]
+FACTORS = [round(1.0 + 0.05 * i, 2) for i in range(41)]
 
 
 def pairs() -> list[tuple[dict, float, bool]]:
@@ -69,8 +70,10 @@ def main() -> int:
     cal = default_calibration(gpu)
     shipped = dict(attention.FAST_F32_WORK_FACTOR)
     fitted = {}
-    for key, backward in (("forward", False), ("backward", True)):
-        data = [p for p in pairs() if p[2] == backward]
+    for key in FAST_F32_WORK_FACTOR:
+        backward = key == "backward"
+        data = [p for p in pairs()
+                if fast_f32_work_key(p[2], p[0]["head_dim"]) == key]  # fmt: skip
         scores = {}
         for f in FACTORS:
             attention.FAST_F32_WORK_FACTOR[key] = f

@@ -143,6 +143,14 @@ SDPA_SHAPES = [
     ("vit-l/14 fp32", 32, 16, 257, 64, False, "fp32"),
     ("hd96 fp32", 4, 32, 1024, 96, False, "fp32"),
     ("long fp32 causal", 1, 16, 8192, 128, True, "fp32"),
+    # added 2026-11-30 after the fp32 work factor was split by kernel (head dim up to 64 or
+    # above), before any run measured them
+    ("t5-like fp32", 8, 8, 512, 64, False, "fp32"),
+    ("hd128 fp32 full", 2, 16, 2048, 128, False, "fp32"),
+    ("hd64 fp32 causal 4k", 1, 12, 4096, 64, True, "fp32"),
+    ("hd80 fp32", 4, 32, 1024, 80, False, "fp32"),
+    ("hd128 fp32 causal b8", 8, 32, 512, 128, True, "fp32"),
+    ("hd32 fp32", 16, 16, 1024, 32, False, "fp32"),
 ]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
