@@ -454,6 +454,12 @@ def decoder_layer(
     return ops
 
 
+def ran_attention(layer: list[LayerOp]) -> str:
+    """The attention kernel a layer's ops run: its ``Attention`` op's impl, else SDPA's math
+    path (``_sdpa_math_ops``, priced as separate kernels)."""
+    return next((e.op.impl for e in layer if isinstance(e.op, Attention)), "math")
+
+
 def sdpa_math(dtype: str, gqa: str, kv_heads: int, heads: int) -> bool:
     """Whether SDPA runs its math path (aten ``_scaled_dot_product_attention_math``): fp64, or
     fp32/tf32 with grouped K/V heads passed as such (``enable_gqa``, HF's ``gqa="native"``),
@@ -924,5 +930,4 @@ def model_ops(
         notes.append(f"{gemm_dtype} GEMMs; attention, the KV cache, norms and activations in {dt}")
     return ModelOps(pre=tuple(pre), layer=tuple(layer), layers=model.layers, post=tuple(post),
                     tokens=tokens, notes=tuple(notes), gqa=gqa,
-                    attention="math" if any(e.name == "sdpa_math_qk" for e in layer) else
-                    sdpa_impl(masked_kernel(attention, gqa, fusion), dt))  # fmt: skip
+                    attention=ran_attention(layer))  # fmt: skip
