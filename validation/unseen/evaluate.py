@@ -212,7 +212,8 @@ def kernel_op(rec: dict):
         return ops.Attention(batch=s["batch"], heads=s["heads"], seq=s["seq_q"],
                              kv_seq=s["seq_kv"] if s["seq_kv"] != s["seq_q"] else None,
                              head_dim=s["head_dim"], dtype=DTYPES[rec["dtype"]],
-                             causal=bool(rec.get("causal")), impl=impl)  # fmt: skip
+                             causal=bool(rec.get("causal")), impl=impl,
+                             backward=rec.get("pass") == "backward")  # fmt: skip
     if fam == "copy":
         kw = dict(bytes=s["bytes"], direction=rec["direction"],
                   pinned=rec["host_memory"] == "pinned")  # fmt: skip
@@ -339,7 +340,8 @@ def kernel_done_when(rec: dict) -> list[str]:
         if 4096 <= s["bytes"] <= 2**30:
             g.append(f"copy 4KB-1GB {rec['direction']} {rec['host_memory']}")
     elif fam == "sdpa":
-        g.append(f"sdpa {'causal' if rec.get('causal') else 'full'}")
+        g.append(f"sdpa {'causal' if rec.get('causal') else 'full'}"
+                 + (" backward" if rec.get("pass") == "backward" else ""))
     return g
 
 

@@ -152,6 +152,27 @@ SDPA_SHAPES = [
     ("hd128 fp32 causal b8", 8, 32, 512, 128, True, "fp32"),
     ("hd32 fp32", 16, 16, 1024, 32, False, "fp32"),
 ]
+# added 2026-11-30 (seventeenth session), before any model of the memory-efficient kernel above
+# head dim 128 was fitted: training shapes whose backward (dQ, dK, dV through torch.autograd.grad
+# on a retained graph, as a training step's backward calls it) is timed too, each backend;
+# Gemma's head dim 256, head dims 160 and 192, and two 16-bit controls (head dims 64 and 128)
+SDPA_BACKWARD_SHAPES = [
+    ("gemma-7b train hd256 causal", 1, 16, 4096, 256, True),
+    ("gemma-2b train hd256 b4", 4, 8, 2048, 256, True),
+    ("hd256 full", 2, 8, 1024, 256, False),
+    ("hd192 full", 2, 16, 2048, 192, False),
+    ("hd160 causal", 4, 16, 1024, 160, True),
+    ("llama train hd128 causal", 2, 32, 2048, 128, True),
+    ("gpt2 train hd64 causal", 8, 12, 1024, 64, True),
+    # added 2026-11-30 after run 30 had measured the shapes above, before gpumodel's rule for
+    # head dims above 128 was written (its clean check)
+    ("hd256 long causal", 1, 16, 8192, 256, True),
+    ("hd256 small full", 4, 4, 512, 256, False),
+    ("hd192 causal 4k", 1, 16, 4096, 192, True),
+    ("hd160 full b2", 2, 24, 1024, 160, False),
+    ("hd224 causal", 2, 8, 2048, 224, True),
+    ("hd144 full", 8, 8, 1024, 144, False),
+]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
 COPY_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
@@ -170,7 +191,7 @@ GEMM_MAX_SETS = 64
 CONV_MAX_SETS = 16
 
 # rough family budgets (s); points past a family's budget are skipped and listed
-DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 90, "copy": 35}
+DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 150, "copy": 35}
 # in-workload-graph: the same back-to-back loop captured in a CUDA graph and replayed, so the
 # kernels run back to back without the eager launch gaps; only for ops under GRAPH_MAX_CALL_S
 # (larger ones are not launch-bound) and only where a single eager call is under GRAPH_PRECHECK_S
@@ -1084,7 +1105,10 @@ class Run:
             from torch.nn.attention import SDPBackend, sdpa_kernel
         except Exception:
             SDPBackend = sdpa_kernel = None
-        shapes = SDPA_SHAPES if not self.args.smoke else [("smoke", 1, 2, 64, 32, True)]
+        shapes = SDPA_SHAPES + SDPA_BACKWARD_SHAPES
+        backward_labels = {shape[0] for shape in SDPA_BACKWARD_SHAPES}
+        if self.args.smoke:
+            shapes, backward_labels = [("smoke", 1, 2, 64, 32, True)], {"smoke"}
         self.check_sdpa()
         for label, b, h, s, d, causal, *dtype in shapes:
             dtype_name = dtype[0] if dtype else "bf16"
@@ -1106,7 +1130,7 @@ class Run:
                     "cudnn": "CUDNN_ATTENTION",
                 }.get(backend)
 
-                def fn(be=be, q=q, k=k, v=v, causal=causal):
+                def fn(q=q, k=k, v=v, be=be, causal=causal):
                     if be is None:
                         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                     with sdpa_kernel(getattr(SDPBackend, be)):
@@ -1151,7 +1175,38 @@ class Run:
                             "why": f"{type(exc).__name__}: {exc}"[:300],
                         }
                     )
+                    continue
+                if label in backward_labels:
+                    self.sdpa_backward(base, fn, q, k, v, flops, nbytes)
             q = k = v = None
+
+    def sdpa_backward(self, base, fn, q, k, v, flops, nbytes):
+        """The backward of one forward call: dQ, dK, dV for a random dO through
+        torch.autograd.grad on the retained graph (the backend is the forward's choice)."""
+        t = self.torch
+        base = {**base, "pass": "backward"}
+        base.pop("kernels_launched", None)
+        try:
+            leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+            out = fn(*leaves)
+            dout = self.randn(tuple(out.shape), out.dtype)
+
+            def bwd():
+                return t.autograd.grad(out, leaves, dout, retain_graph=True)
+
+            if base["backend_requested"] == "default":
+                base["kernels_launched"] = self.kernel_names(bwd)
+                base["backend_used"] = classify_sdpa(base["kernels_launched"])
+            # the backward's work: QK^T recomputed, dV, dP, dQ, dK (2.5x the forward's products);
+            # bytes: Q, K, V, O, dO read, dQ, dK, dV written
+            w = self.timer.in_workload([bwd], SDPA_WARMUP_S, SDPA_TIMED_S if not self.args.smoke else 0.01)
+            self.add(base, "in-workload", w, flops * 5 // 2, nbytes * 2)
+            if self.have_triton:
+                self.add(base, "do_bench", self.timer.do_bench(bwd), flops * 5 // 2, nbytes * 2)
+        except Exception as exc:
+            self.skipped.append({"family": "sdpa", "label": base["label"], "pass": "backward",
+                                 "backend": base["backend_requested"],
+                                 "why": f"{type(exc).__name__}: {exc}"[:300]})  # fmt: skip
 
     def kernel_names(self, fn):
         t = self.torch
@@ -1460,7 +1515,8 @@ def estimate(points_gemm, points_conv):
     # per point: warm-up + timed loop + do_bench (~25+100 ms + 5 estimate calls) + setup
     g = len(points_gemm) * (GEMM_WARMUP_S + GEMM_TIMED_S + 0.14 + 0.04)
     c = len(points_conv) * (CONV_WARMUP_S + CONV_TIMED_S + 0.1)
-    s = len(SDPA_SHAPES) * len(SDPA_BACKENDS) * (SDPA_WARMUP_S + SDPA_TIMED_S + 0.15)
+    s = (len(SDPA_SHAPES) + 2 * len(SDPA_BACKWARD_SHAPES)) * len(SDPA_BACKENDS) * (
+        SDPA_WARMUP_S + SDPA_TIMED_S + 0.15)
     return {"gemm_s": round(g), "conv2d_s": round(c), "sdpa_s": round(s), "copy_s": 20, "sustain_s": 5}
 
 
@@ -1495,7 +1551,7 @@ def main(argv=None):
         print(
             f"conv2d points: {len(pc)} ({len(RESNET50_CONVS)} layers x {CONV_BATCHES} x {CONV_LAYOUTS} x {CONV_DTYPES})"
         )
-        print(f"sdpa: {len(SDPA_SHAPES)} shapes x {SDPA_BACKENDS}")
+        print(f"sdpa: {len(SDPA_SHAPES)} shapes + {len(SDPA_BACKWARD_SHAPES)} forward and backward x {SDPA_BACKENDS}")
         print(f"copy: {len(COPY_SIZES)} sizes (+4 GB if time) x pinned/pageable x h2d/d2h")
         est = estimate(pg, pc)
         print(f"estimate (s): {est} total ~{sum(est.values())}")
