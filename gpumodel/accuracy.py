@@ -92,10 +92,17 @@ def kernel_classes(op: Op) -> list[str]:
         return [*out, f"gemm:{dtype}", "gemm"]
     if name == "conv2d":
         return [f"conv2d:{op.dtype}:{op.layout}", f"conv2d:{op.dtype}", "conv2d"]  # type: ignore[attr-defined]
-    if name == "attention" and not op.backward:  # type: ignore[attr-defined]
-        # 16-bit tensors (cuDNN, flash, memory-efficient) pool; fp32 runs its own 3xTF32 kernel
-        wide = {"fp32": "fp32", "tf32": "fp32"}.get(op.dtype, op.dtype)  # type: ignore[attr-defined]
-        return ["attention"] if wide in ("fp16", "bf16") else [f"attention:{wide}"]
+    if name == "attention":
+        # 16-bit tensors (cuDNN, flash, memory-efficient) pool, head dims above 128 (other
+        # kernels) apart too; fp32 runs its own 3xTF32 kernel
+        dtype = {"fp32": "fp32", "tf32": "fp32"}.get(op.dtype, op.dtype)  # type: ignore[attr-defined]
+        base = "attention:backward" if op.backward else "attention"  # type: ignore[attr-defined]
+        if dtype not in ("fp16", "bf16"):
+            return [] if op.backward else [f"attention:{dtype}"]  # type: ignore[attr-defined]
+        from gpumodel.ops.attention import WIDE_HEAD_DIM
+
+        wide = op.head_dim > WIDE_HEAD_DIM  # type: ignore[attr-defined]
+        return [f"{base}:wide", base] if wide else [base]
     if name == "host_transfer":
         pinned = "pinned" if op.pinned else "pageable"  # type: ignore[attr-defined]
         return [f"host_transfer:{op.direction}:{pinned}", "host_transfer"]  # type: ignore[attr-defined]
@@ -196,8 +203,10 @@ def _held_out_families(op: Op) -> list[str]:
         fp32 = op.dtype == "fp32"  # type: ignore[attr-defined]
         return [*(["conv2d fp32 (cuDNN, CUDA cores)"] if fp32 else []), "conv2d (cuDNN)"]
     if name == "attention":
-        if op.dtype not in ("fp16", "bf16"):  # type: ignore[attr-defined]
-            return []  # validate times 16-bit attention only
+        from gpumodel.ops.attention import WIDE_HEAD_DIM
+
+        if op.dtype not in ("fp16", "bf16") or op.head_dim > WIDE_HEAD_DIM:  # type: ignore[attr-defined]
+            return []  # validate times 16-bit attention at head dims 64 and 128 only
         impl = "cuDNN" if op.impl == "cudnn" else "flash"  # type: ignore[attr-defined]
         if op.backward:  # type: ignore[attr-defined]
             return [f"attention backward ({impl})"]

@@ -34,15 +34,25 @@ SOFTMAX_FLOPS_PER_SCORE = 5.0  # max, subtract, exp, sum, scale
 # a score on the FP32 lanes; elsewhere all 5 on the FP32 lanes.
 EXP_PER_SCORE = 1.0
 # Head dims a fused kernel is built for: the matrix products run at the next multiple (K in
-# whole tiles). FlashAttention-2 rounds to 32 up to 192, else 256 (flash_api.cpp,
-# head_size_rounded); cuDNN's Hopper kernels run 64 or 128 wide (kernel names
+# whole tiles). FlashAttention-2 rounds to 32 up to 128, to 64 above (flash_api.cpp,
+# head_size_rounded: 144 and 160 run its 192 kernel, 224 its 256 one; on an H200 they ran 1.2x
+# and 1.14x slower per FLOP than 192 and 256, validation/results/h200-sxm/sdpa-wide-head-2026-11-30);
+# cuDNN's Hopper kernels run 64 or 128 wide (kernel names
 # ..._64x128x64_... at head dim 64, ..._64x128x128_... at 80, 96 and 128,
 # validation/results/unseen-h200-run16); xFormers' kernels behind SDPA's memory-efficient
 # backend are built for at most 64 or 128 (kMaxK), and loop over wider heads unpadded.
 HEAD_DIM_TILE = {"flash": 32, "cudnn": 64, "efficient": 64}
+FLASH_WIDE_HEAD_DIM_TILE = 64
+# cuDNN's forward given a mask (its biased kernel) runs head dims above 128 as 256: on the H200's
+# wide-head fit set its time per score was 4.1-5.0 ns at every head dim from 144 to 256
+# (validation/results/h200-sxm/sdpa-wide-head-2026-11-30); its backward showed no such step.
+# Priced as work (zeros multiplied still draw the power the clock model counts)
+CUDNN_MASK_WIDE_HEAD_DIM = 256
 # Query and key rows per thread block of each fused kernel, for the last, partial tiles (tile
 # quantization in M and N). FlashAttention-2's forward: 128 queries x 128 keys up to head dim
-# 64, 128 x 64 above (flash_fwd_launch_template.h, sm80 kernels, what PyTorch runs on sm90);
+# 64, 128 x 64 above (flash_fwd_launch_template.h, sm80 kernels, what PyTorch runs on sm90;
+# above head dim 128 with 8 warps and 128-160 KB of shared memory, one block per SM:
+# ``FLASH_WIDE_BLOCKS_PER_SM``);
 # cuDNN's Hopper kernels: 64 x 128 (..._64x128x{64,128}_... kernel names); xFormers'
 # memory-efficient kernels: 64 x 64 up to head dim 64, 64 x 128 up to 128, 32 x 128 above
 # (fmha_cutlassF_*_64x64_rf, _64x128_rf, _32x128_gmem).
@@ -95,6 +105,7 @@ CUDNN_MASK_BACKWARD_WORK_FACTOR = 1.67
 # 5 of the forward's 2 (Dao 2023, FlashAttention-2, section 3.1)
 BACKWARD_MATMUL_FACTOR = 2.5
 FLASH_BLOCK_M = 128  # queries per thread block in FlashAttention-2's forward kernel
+FLASH_WIDE_BLOCKS_PER_SM = 1  # above head dim 128 (``block_rows``)
 # Thread blocks of the flash forward kernel resident per SM (head_dim 128, ~64-96 KB of shared
 # memory each on sm80/sm90). 2 reproduces the causal / non-causal time ratios measured on an
 # H100 (0.51-1.0 across 8 shapes, validation/results/h100-sxm); 1 and 3 do not.
@@ -135,8 +146,27 @@ WIDE_DTYPE_IMPL = {"fp32": "efficient", "tf32": "efficient", "fp64": "naive"}
 # kernels up to head dim 64 (64 x 64 tiles) and above (64 x 128, 32 x 128) and the backward
 # (cutlassB) apart (H200; validation/fitset/fit_attention_fp32.py)
 FAST_F32_TF32_PRODUCTS = 3
-FAST_F32_WORK_FACTOR = {"forward": 2.65, "forward wide": 1.9, "backward": 1.8}
+FAST_F32_WORK_FACTOR = {"forward": 2.65, "forward wide": 2.1, "backward": 1.8}
 FAST_F32_NARROW_HEAD_DIM = 64  # the forward's 64 x 64 kernels; wider heads run "forward wide"
+
+# Head dims above 128 (Gemma's 256, 144-224) run other kernels than the ones validate times and
+# calibrates (head dims 64 and 128): FlashAttention-2's with fewer queries per SM, cuDNN's
+# backward and its masked forward with smaller tiles, and xFormers' memory-efficient kernels
+# built for any head dim (kMaxK 65536: ``fmha_cutlassF_*_32x128_gmem``, whose output
+# accumulator lives in global memory and is worked through in 128 columns, and
+# ``fmha_cutlassB_*_128x64_k65536``, 3.8-5x slower than its head-dim-128 kernel per product).
+# Priced as the calibrated family with this much work per product (the speed of light counts
+# each product once), one factor per kernel, fitted on the H200's wide-head fit set (10 shapes,
+# head dims 144-256, bf16; fp32 on 2; validation/fitset/fit_attention_wide_head.py). The
+# memory-efficient forward also pads its second product, P V, to whole 128-column chunks
+# (``EFFICIENT_WIDE_OUTPUT_CHUNK``). cuDNN's forward without a mask runs at its calibrated rate
+# (fit set 0.93-1.17x, median 1.04x): no factor.
+WIDE_HEAD_DIM = 128
+WIDE_HEAD_WORK_FACTOR = {"flash forward": 1.48, "flash backward": 1.4, "cudnn backward": 1.83,
+                         "cudnn mask forward": 1.72, "efficient forward": 1.41,
+                         "efficient backward": 5.17, "efficient fp32 forward": 1.1,
+                         "efficient fp32 backward": 1.38}  # fmt: skip
+EFFICIENT_WIDE_OUTPUT_CHUNK = 128
 
 
 def fast_f32_work_key(backward: bool, head_dim: int) -> str:
@@ -144,6 +174,14 @@ def fast_f32_work_key(backward: bool, head_dim: int) -> str:
     if backward:
         return "backward"
     return "forward" if head_dim <= FAST_F32_NARROW_HEAD_DIM else "forward wide"
+
+
+def wide_head_work_key(impl: str, backward: bool, dtype: str, mask: bool) -> str | None:
+    """Which ``WIDE_HEAD_WORK_FACTOR`` a fused kernel above head dim 128 takes (None: none)."""
+    fp32 = " fp32" if impl == "efficient" and dtype in ("fp32", "tf32") else ""
+    key = f"{impl}{' mask' if mask and impl == 'cudnn' and not backward else ''}{fp32} " + (
+        "backward" if backward else "forward")
+    return key if key in WIDE_HEAD_WORK_FACTOR else None
 
 
 def sdpa_impl(impl: str, dtype: str) -> str:
@@ -341,12 +379,35 @@ class Attention(Op):
     def head_dim_tile(self) -> int | None:
         """The width the fused kernel's head dimension is padded to a multiple of (None: not
         padded; see ``HEAD_DIM_TILE``)."""
-        d = self.head_dim
-        if self.impl == "flash" and uniform(d > 192):
-            return 256
-        if self.impl == "efficient" and uniform(d > 128):
+        wide = uniform(self.head_dim > WIDE_HEAD_DIM)
+        if self.impl == "flash" and wide:
+            return FLASH_WIDE_HEAD_DIM_TILE
+        if self.impl == "efficient" and wide:
             return None
         return HEAD_DIM_TILE.get(self.impl)
+
+    def wide_head_work(self) -> float:
+        """Work per product of a fused kernel above head dim 128 over its calibrated family's
+        (``WIDE_HEAD_WORK_FACTOR``), 1 up to 128. Its padding too where no tile model prices
+        it: the memory-efficient forward's P V in whole ``EFFICIENT_WIDE_OUTPUT_CHUNK`` columns,
+        a backward's products at the head dim its kernel is built for (flash 192 for 144
+        and 160: fit set 1.42-1.54x its price unpadded, against 1.15-1.32x at 192 and 256),
+        cuDNN's masked forward at ``CUDNN_MASK_WIDE_HEAD_DIM``. Not decode (one query per
+        sequence, other kernels; none measured at these head dims)."""
+        d = self.head_dim
+        if not uniform(d > WIDE_HEAD_DIM) or uniform(self.seq == 1):
+            return 1.0
+        key = wide_head_work_key(self.impl, self.backward, self.dtype, bool(self.mask))
+        work = WIDE_HEAD_WORK_FACTOR[key] if key else 1.0
+        tile = self.head_dim_tile()
+        if self.backward and tile:
+            work = work * (-(-d // tile) * tile) / d
+        if self.impl == "cudnn" and self.mask and not self.backward:  # over its 64-wide tiles
+            work = work * CUDNN_MASK_WIDE_HEAD_DIM / (-(-d // tile) * tile)
+        if self.impl == "efficient" and not self.backward:
+            chunk = EFFICIENT_WIDE_OUTPUT_CHUNK
+            work = work * (d + -(-d // chunk) * chunk) / (2 * d)  # QK^T over d, P V over the chunks
+        return work
 
     def softmax_parts(self, gpu: GPUSpec) -> tuple[FlopPart, ...]:
         """The softmax's work per score: the exponential on the SFUs where the GPU has a rate
@@ -367,7 +428,9 @@ class Attention(Op):
         return (*matmul_unit(gpu, self.dtype), 1.0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        unit, dt, work = self.product_unit(gpu)
+        unit, dt, fast_f32 = self.product_unit(gpu)
+        wide = self.wide_head_work()
+        work = fast_f32 * wide
         softmax = self.softmax_parts(gpu)
         tile_k = self.head_dim_tile()
         block_m, block_n = block_rows(self.impl, self.head_dim)
@@ -381,11 +444,16 @@ class Attention(Op):
         exact = self.scores / self.computed_scores / work
         mm_flops = 4.0 * self.computed_scores * d * work
         notes: tuple[str, ...] = ()
-        if work != 1:
+        if fast_f32 != 1:
             notes = (f"fp32 products as {FAST_F32_TF32_PRODUCTS} TF32 products each (the "
-                     f"memory-efficient kernel's 3xTF32), priced as {work:.3g} at its 16-bit "
+                     f"memory-efficient kernel's 3xTF32), priced as {fast_f32:.3g} at its 16-bit "
                      "products' calibrated rate (these FLOPs count that; the speed of light "
                      "counts each product once)",)  # fmt: skip
+        if uniform(wide != 1):
+            notes += (f"head dim {d} (above {WIDE_HEAD_DIM}) runs another {self.impl} kernel than "
+                      f"the calibrated family's: priced as {float(wide):.3g}x the work per "
+                      "product (fitted on an H200; these FLOPs count it, the speed of light "
+                      "does not)",)  # fmt: skip
         if self.mask and self.impl == "cudnn":
             slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
             notes += (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
@@ -472,14 +540,15 @@ class Attention(Op):
                         d,
                         b * h,
                         dt,
-                        tile_m=FLASH_BLOCK_M if uniform(s > 1) else None,
+                        tile_m=block_m if uniform(s > 1) else None,
                         tile_n=block_n,
                         tile_k=tile_k,
                         needs_alignment=False,
                     ),
-                    tile_work=self.query_tiles() if uniform(s > 1) else None,
+                    tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
                     tile_groups=b * h,
-                    tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
+                    tile_blocks_per_sm=FLASH_WIDE_BLOCKS_PER_SM
+                    if uniform(d > WIDE_HEAD_DIM) else FLASH_BLOCKS_PER_SM,
                 )
             ]
         score_bytes = self.scores * size

@@ -3,7 +3,8 @@
 kernel's calibrated rate, that SDPA's memory-efficient kernel spends per fp32 product.
 
 The fit set: validation/results/h200-sxm/sdpa-dtypes-2026-11-30 (experiments/
-sdpa_dtypes_device.py): 10 shapes of no unseen grid, each timed in fp32 and in bf16 with the
+sdpa_dtypes_device.py): 10 shapes of no unseen grid (9 since head dims above 128 have their own
+rule, fit_attention_wide_head.py, fitted after this one), each timed in fp32 and in bf16 with the
 memory-efficient backend forced, forward and forward + backward. One factor per kernel (the
 forward up to head dim 64, the forward above, the backward), each fitted to the
 ratio fp32 / bf16 time of each shape and pass, not to the times: the 16-bit family's own error
@@ -29,7 +30,11 @@ sys.path.insert(0, str(ROOT))
 import gpumodel as gm  # noqa: E402
 from gpumodel.calibration import default_calibration  # noqa: E402
 from gpumodel.ops import attention  # noqa: E402
-from gpumodel.ops.attention import FAST_F32_WORK_FACTOR, fast_f32_work_key  # noqa: E402
+from gpumodel.ops.attention import (  # noqa: E402
+    FAST_F32_WORK_FACTOR,
+    WIDE_HEAD_DIM,
+    fast_f32_work_key,
+)
 
 FIT_SET = ROOT / "validation/results/h200-sxm/sdpa-dtypes-2026-11-30/sdpa-dtypes.json"
 FACTORS = [round(1.0 + 0.05 * i, 2) for i in range(41)]
@@ -42,6 +47,8 @@ def pairs() -> list[tuple[dict, float, bool]]:
     out = []
     for (shape, causal, mode), r in by.items():
         if mode != "fp32 efficient" or "forward_s" not in r:
+            continue
+        if json.loads(shape)["head_dim"] > WIDE_HEAD_DIM:  # fit_attention_wide_head.py's
             continue
         b = by[(shape, causal, "bf16 efficient")]
         shp = {**json.loads(shape), "causal": causal}

@@ -66,9 +66,12 @@ def describe(cls: str) -> str:
     if parts[0] == "conv2d":
         return "cuDNN F.conv2d" + "".join(f" {p}" for p in parts[1:]) + " (cudnn.benchmark on)"
     if parts[0] == "attention":
-        if len(parts) > 1:
-            return f"F.scaled_dot_product_attention forward, {parts[1]} tensors (memory-efficient kernel)"
-        return "F.scaled_dot_product_attention forward (cuDNN, flash, memory-efficient)"
+        what = "backward (dQ, dK, dV)" if "backward" in parts else "forward"
+        if parts[-1] == "wide":
+            return f"F.scaled_dot_product_attention {what}, head dims above 128 (cuDNN, flash, memory-efficient)"
+        if parts[-1] not in ("attention", "backward"):
+            return f"F.scaled_dot_product_attention {what}, {parts[-1]} tensors (memory-efficient kernel)"
+        return f"F.scaled_dot_product_attention {what} (cuDNN, flash, memory-efficient)"
     if parts[0] == "host_transfer":
         return "host<->device copies 4 KB-1 GB" + "".join(f" {p}" for p in parts[1:])
     return cls
