@@ -260,19 +260,19 @@ def _finite_result(p: Prediction) -> Prediction:
     an output (inputs are bounded so that this does not happen; this names it if it does)."""
     if not (math.isfinite(p.time_s) and p.time_s >= 0):
         raise SpecError(f"{p.op} on {p.gpu}: the model gives a time of {p.time_s!r} s; "
-                        "the inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
+                        "the inputs are outside what the model covers (docs/hardening.md#bounds)")  # fmt: skip
     return p
 
 
 def _check_work(op: Op, work: list[KernelWork]) -> None:
-    """Each kernel's FLOPs and bytes within what can exist (docs/limits.md)."""
+    """Each kernel's FLOPs and bytes within what can exist (docs/hardening.md#bounds)."""
     for k in work:
         if not (0 <= k.total_flops <= MAX_FLOPS):
             raise SpecError(f"{op.label()}: {k.name} does {k.total_flops:.3g} FLOPs, more than "
-                            f"the {MAX_FLOPS:.0e} any kernel does (docs/limits.md)")  # fmt: skip
+                            f"the {MAX_FLOPS:.0e} any kernel does (docs/hardening.md#bounds)")  # fmt: skip
         if not (0 <= k.bytes <= MAX_BYTES):
             raise SpecError(f"{op.label()}: {k.name} moves {k.bytes:.3g} bytes, more than 2**60 "
-                            "(1 EiB) (docs/limits.md)")  # fmt: skip
+                            "(1 EiB) (docs/hardening.md#bounds)")  # fmt: skip
 
 
 def empty_kernel_s(params: CalibrationParams) -> float:
@@ -469,7 +469,7 @@ def assemble(
     for kw in work:
         for part in kw.flops:  # ``repeats`` identical kernels each do the part's FLOPs
             key = f"{part.unit}:{part.dtype}"
-            flops_by_unit[key] = flops_by_unit.get(key, 0.0) + part.flops * kw.repeats
+            flops_by_unit[key] = flops_by_unit.get(key, 0.0) + part.flops * part.useful * kw.repeats
     flops = sum(flops_by_unit.values())
     nbytes = sum(k.bytes for k in kernels)
     main = max(flops_by_unit, key=flops_by_unit.__getitem__) if flops_by_unit else "vector:fp32"
@@ -658,6 +658,14 @@ def kernel_time(
             Term(name="overlap factor", value=t_core / roof, unit="x",
                  note=f"(t_c^p + t_m^p)^(1/p), p = {p:.3g}: compute and memory overlap imperfectly")
         )  # fmt: skip
+    t_sol = sol_floor_s(kw, gpu)
+    floored = t_core < t_sol
+    if floored:
+        terms.append(Term(name="speed-of-light floor", value=t_sol - t_core,
+                          note=f"no kernel beats {format_quantity(t_sol, 's')} for this work "
+                               "(gm.speed_of_light: max clock, DRAM's rate for what L2 cannot "
+                               "hold): a calibrated efficiency above the roofs is held to them"))  # fmt: skip
+        t_core = t_sol
     overhead, source = kernel_overhead(params, family, fitted_gemm)
     if graph_kernel_s is None:
         t_floor = kw.launches * overhead
@@ -689,6 +697,10 @@ def kernel_time(
     bound: Bound
     if t_floor >= t_core:
         bound = "launch"
+    elif floored:  # the roof that binds the speed of light
+        from gpumodel.sol import kernel_sol
+
+        bound = kernel_sol(kw, gpu).bound
     elif issue is not None and issue[0] >= max(t_compute - issue[0], t_memory):
         bound = "issue"
     elif t_compute >= t_memory:
@@ -696,9 +708,20 @@ def kernel_time(
     else:
         bound = "latency" if latency_bound else "memory"
     return KernelPrediction(
-        name=kw.name, time_s=time_s, bound=bound, flops=kw.total_flops, bytes=kw.bytes,
+        name=kw.name, time_s=time_s, bound=bound, flops=kw.useful_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def sol_floor_s(kw: KernelWork, gpu: GPUSpec) -> Any:
+    """The speed-of-light time of ``kw`` (``sol.roof_time_s``), numbers or a sweep's arrays: the
+    families fitted on compute-bound points leave their DRAM efficiency free (up to 50x), which
+    priced memory-bound calls below what DRAM can deliver."""
+    from gpumodel.sol import roof_time_s
+
+    parts = [(part.unit, part.dtype, part.flops) for part in kw.flops]
+    return roof_time_s(parts, kw.bytes, gpu, reread_bytes=kw.reread_bytes,
+                       min_flops_fraction=kw.min_flops_fraction)  # fmt: skip
 
 
 def core_overlap(
@@ -806,8 +829,8 @@ def sustained_clock(
     static_w, full_w = watts
     own = activity is None
     u = tensor_activity(kw, gpu, isolated_s) if own else activity
-    if own:
-        traffic = kw.bytes / isolated_s if isolated_s > 0 else 0.0
+    if own:  # no more than DRAM's datasheet rate: bytes L2 holds do not cross it
+        traffic = min(kw.bytes / isolated_s, gpu.memory_bandwidth_bytes_per_s) if isolated_s > 0 else 0.0
     else:
         traffic = dram_bytes_per_s or 0.0
     mem_w = float(dram_power(params, gpu, traffic))

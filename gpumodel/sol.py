@@ -33,7 +33,7 @@ compression can shrink all-zero lines).
 from __future__ import annotations
 
 from gpumodel.errors import UnsupportedError
-from gpumodel.ops.base import KernelWork, Op
+from gpumodel.ops.base import KernelWork, Op, is_array
 from gpumodel.prediction import KernelPrediction, Prediction, Term
 from gpumodel.speccheck import TENSOR_FP16_FLOP_PER_CLK_PER_SM
 from gpumodel.specs import GPUSpec, get_gpu
@@ -75,6 +75,33 @@ def host_link_roof_bytes_per_s(gpu: GPUSpec) -> float:
     where the spec names no host link)."""
     link = gpu.interconnect.pcie.per_direction_bytes_per_s if gpu.interconnect else None
     return link or gpu.memory_bandwidth_bytes_per_s
+
+
+def _larger(a, b):
+    """max(a, b) of numbers or, elementwise, of numpy arrays over a sweep's points."""
+    if is_array(a) or is_array(b):
+        import numpy as np  # loaded already: the arrays are numpy's
+
+        return np.maximum(a, b)
+    return max(a, b)
+
+
+def roof_time_s(parts, nbytes, gpu: GPUSpec, *, reread_bytes=0.0, min_flops_fraction=1.0):
+    """``kernel_sol``'s time alone from a kernel's work: ``parts`` ((unit, dtype, FLOPs), ...)
+    and ``nbytes``; numbers or numpy arrays over a sweep's points (``predict`` and the sweeps
+    hold every kernel's time to it)."""
+    per_unit: dict[str, object] = {}
+    for unit, dtype, flops in parts:
+        roof = max_clock_peak_flops(gpu, dtype, unit)
+        if not roof:
+            raise UnsupportedError(f"{gpu.id} has no {unit} {dtype} rate in its spec")
+        per_unit[unit] = per_unit.get(unit, 0.0) + flops * min_flops_fraction / roof
+    t = 0.0
+    for t_unit in per_unit.values():
+        t = _larger(t, t_unit)
+    dram_bytes = _larger(0.0, nbytes - reread_bytes - 2 * gpu.l2_cache_bytes)
+    t = _larger(t, dram_bytes / gpu.memory_bandwidth_bytes_per_s)
+    return _larger(t, nbytes / l2_roof_bytes_per_s(gpu))
 
 
 def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
@@ -126,7 +153,7 @@ def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
     time_s = max(t_compute, t_memory)
     return KernelPrediction(
         name=kw.name, time_s=time_s, bound="compute" if t_compute >= t_memory else "memory",
-        flops=kw.total_flops, bytes=kw.bytes, launches=kw.launches, terms=tuple(terms),
+        flops=kw.useful_flops, bytes=kw.bytes, launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
 
 
@@ -149,4 +176,4 @@ def speed_of_light(op: Op, gpu: GPUSpec | str) -> Prediction:
 
 
 __all__ = ["SOL_LABEL", "kernel_sol", "l2_roof_bytes_per_s", "max_clock_peak_flops",
-           "speed_of_light", "tensor_clock_scale"]  # fmt: skip
+           "roof_time_s", "speed_of_light", "tensor_clock_scale"]  # fmt: skip

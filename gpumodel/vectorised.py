@@ -47,10 +47,12 @@ from gpumodel.predict import (
     predict,
     reads_dram,
     resident,
+    sol_floor_s,
     stream_floor,
     tensor_dtype,
     tensor_roof_time,
 )
+from gpumodel.sol import roof_time_s
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 
 BOUNDS = np.array(["memory", "compute", "launch"])
@@ -150,12 +152,16 @@ def sweep(
     if l2 == "dirty" and p.dirty_l2_writeback_fraction:  # as predict.dirty_l2_bytes
         dirty = p.dirty_l2_writeback_fraction * np.minimum(gpu.l2_cache_bytes, nbytes)
         t_memory = t_memory + dirty / (gpu.memory_bandwidth_bytes_per_s * bw_eff)
-    t_core = _core_time(t_compute, t_memory, exponent, rows)
+    parts = [(unit, dt, flops)]
+    if op == "gemm" and promoted:
+        parts.append((vunit, vdt, fp8_promotion_flops(m, n, k, batch)))
+    t_sol = roof_time_s(parts, nbytes, gpu)  # as predict.kernel_time's speed-of-light floor
+    t_core = np.maximum(_core_time(t_compute, t_memory, exponent, rows), t_sol)
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
     if condition != "isolated":  # as predict.in_workload_time
         t_compute = _sustained(p, gpu, unit, dt, flops, nbytes, t_floor + t_core, t_compute)
-        t_core = _core_time(t_compute, t_memory, exponent, rows)
+        t_core = np.maximum(_core_time(t_compute, t_memory, exponent, rows), t_sol)
     if condition == "in-graph":  # as predict.kernel_time (after the clock), the reference host's
         from gpumodel.hostprofile import REFERENCE_GRAPH_KERNEL_S
 
@@ -193,7 +199,7 @@ def _sustained(
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.minimum(1.0, np.where(isolated_s > 0, flops / (isolated_s * roof), 0.0))
             traffic = np.where(isolated_s > 0, nbytes / isolated_s, 0.0)
-        mem_w = dram_power(p, gpu, traffic)
+        mem_w = dram_power(p, gpu, np.minimum(traffic, gpu.memory_bandwidth_bytes_per_s))
         t_compute = t_compute / sustained_clock_ratio_array(u, gpu.tdp_watts, *watts, mem_w)
     return t_compute
 
@@ -335,7 +341,8 @@ def _kernel_array(
         params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
     )
     p, rows = core_overlap(params, fitted_gemm, kw.gemm, issue)
-    t_core = _core_time(t_compute + 0.0 * nbytes, t_memory, p, rows)
+    t_core = np.maximum(_core_time(t_compute + 0.0 * nbytes, t_memory, p, rows),
+                        sol_floor_s(kw, gpu))  # as predict.kernel_time
     overhead, _ = kernel_overhead(params, family, fitted_gemm)
     launch_floor = kw.launches * overhead
     t_floor: Any = launch_floor
@@ -390,6 +397,7 @@ def _kernel_in_workload(
     with np.errstate(divide="ignore", invalid="ignore"):
         u = np.where(iso > 0, np.minimum(1.0, roof / iso), 0.0)
         traffic = np.where(iso > 0, np.asarray(kw.bytes, dtype=float) / iso, 0.0)
+    traffic = np.minimum(traffic, gpu.memory_bandwidth_bytes_per_s)  # as predict.sustained_clock
     ratio = sustained_clock_ratio_array(u, gpu.tdp_watts, *watts,
                                         dram_power(params, gpu, traffic))  # fmt: skip
     if np.all(ratio == 1.0):
@@ -495,7 +503,7 @@ def _check_array_work(op: Op, k: KernelWork, n: int) -> None:
     flops = sum((np.asarray(p.flops, dtype=float) for p in k.flops), np.zeros(n))
     if np.any(flops > MAX_FLOPS) or np.any(np.asarray(k.bytes) > MAX_BYTES):
         raise SpecError(f"{op.op_name}: {k.name} exceeds the sizes any kernel has "
-                        "(docs/limits.md)")  # fmt: skip
+                        "(docs/hardening.md#bounds)")  # fmt: skip
 
 
 def _broadcast(*arrays: Any) -> list[Any]:

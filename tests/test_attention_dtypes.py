@@ -56,9 +56,11 @@ def test_fp32_products_run_as_tf32_on_the_tensor_cores_and_sol_counts_them_once(
     op = Attention(batch=2, heads=8, seq=1024, head_dim=128, dtype="fp32")
     mm = 4 * 2 * 8 * 1024 * 1024 * 128  # QK^T and PV, not causal
     p = gm.predict(op, "h100", "none")
-    # head dim 128: the forward's 64 x 128 kernel
-    assert p.flops_by_unit["tensor:tf32"] == pytest.approx(
-        FAST_F32_WORK_FACTOR["forward wide"] * mm)  # fmt: skip
+    # head dim 128: the forward's 64 x 128 kernel prices the factor; the prediction reports
+    # each product once
+    work = sum(f.flops for f in op.kernels(gm.get_gpu("h100"))[0].flops if f.unit == "tensor")
+    assert work == pytest.approx(FAST_F32_WORK_FACTOR["forward wide"] * mm)
+    assert p.flops_by_unit["tensor:tf32"] == pytest.approx(mm)
     assert "vector:fp32" in p.flops_by_unit  # the softmax stays on the FP32 lanes
     # the speed of light: each product once at the TF32 peak at the max clock (H100: 494.7
     # TFLOP/s datasheet at 1.83 GHz -> x 1.98 / 1.83 at the max boost clock)
@@ -66,9 +68,10 @@ def test_fp32_products_run_as_tf32_on_the_tensor_cores_and_sol_counts_them_once(
     tensor = next(t for t in sol.kernels[0].terms if t.name == "compute roof (tensor tf32)")
     roof = 4096 / 2 * 132 * 1.98e9  # TF32: half of the 4096 dense 16-bit FLOP/clk/SM
     assert tensor.value == pytest.approx(mm / roof, rel=1e-3)
-    backward = gm.predict(op.model_copy(update={"backward": True}), "h100", "none")
-    assert backward.flops_by_unit["tensor:tf32"] == pytest.approx(
-        FAST_F32_WORK_FACTOR["backward"] * 2.5 * mm)  # fmt: skip
+    backward = op.model_copy(update={"backward": True})
+    work = sum(f.flops for f in backward.kernels(gm.get_gpu("h100"))[0].flops if f.unit == "tensor")
+    assert work == pytest.approx(FAST_F32_WORK_FACTOR["backward"] * 2.5 * mm)
+    assert gm.predict(backward, "h100", "none").flops_by_unit["tensor:tf32"] == pytest.approx(2.5 * mm)
 
 
 def test_tf32_and_fp32_run_the_same_kernel():
@@ -121,6 +124,12 @@ def test_an_8_bit_model_runs_attention_and_its_cache_in_bf16():
     assert mem.kv_cache_bytes == pytest.approx(2 * 32 * 8 * 128 * 2 * 2048 * 8)
     fp8_kv = gm.llm.memory("llama-3-8b", "h100", batch=8, seq=2048, dtype="fp8", kv_dtype="fp8")
     assert fp8_kv.kv_cache_bytes == pytest.approx(mem.kv_cache_bytes / 2)
+    # the weights: the GEMMs' at 1 byte, the embedding table (128256 x 4096) and the norms
+    # (65 of 4096: two a layer and the final one) at 2, as every command counts them
+    other = 128256 * 4096 + 65 * 4096
+    assert mem.weights_bytes == pytest.approx((8_030_261_248 - other) * 1 + other * 2)
+    infer = gm.predict_inference("llama-3-8b", "h100", batch=8, context=2048, dtype="fp8")
+    assert infer.weights_bytes == infer.memory.weights_bytes == mem.weights_bytes
 
 
 def test_an_fp32_model_runs_the_memory_efficient_kernel_or_the_math_path():

@@ -56,8 +56,12 @@ def test_causal_kernels_pay_for_their_diagonal_tiles():
     extra = 64 * 32 * 128 * 128 * CAUSAL_DIAGONAL_EXTRA_TILES["flash"]
     assert op.scores == exact
     assert op.computed_scores == exact + extra
-    p = gm.predict(op, "h100", "none")
-    assert p.flops_by_unit["tensor:bf16"] == 4 * (exact + extra) * 64
+    kernel = op.kernels(gm.get_gpu("h100"))[0]
+    assert kernel.flops[0].flops == 4 * (exact + extra) * 64  # priced: the tiles computed
+    p = gm.predict(op, "h100", "none")  # reported: the scores needed, half the full op's
+    assert p.flops_by_unit["tensor:bf16"] == pytest.approx(4 * exact * 64)
+    full = gm.predict(op.model_copy(update={"causal": False}), "h100", "none")
+    assert p.flops == pytest.approx(full.flops / 2)
     # decode (one query row) adds one row of the tile, not 128
     one = Attention(batch=1, heads=1, seq=1, kv_seq=4096, causal=True)
     assert one.computed_scores - one.scores == CAUSAL_DIAGONAL_EXTRA_TILES["flash"] * 128

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 
 import pytest
 
 import gpumodel as gm
-from gpumodel._paths import results_dir
+from gpumodel._paths import results_dir, validation_dir
 from gpumodel.accuracy import kernel_accuracy, kernel_classes
 from gpumodel.calibration import default_calibration
 from gpumodel.ops import Attention
@@ -28,9 +30,10 @@ CLEAN_CHECK = {"hd256 long causal", "hd256 small full", "hd192 causal 4k", "hd16
 
 
 def products(op: Attention) -> float:
-    """The tensor-core FLOPs the model prices for ``op`` on an H200 (no calibration)."""
-    p = gm.predict(op, "h200", "none")
-    return p.flops_by_unit[f"tensor:{op.dtype}"]
+    """The tensor-core work the model prices for ``op`` on an H200 (what its kernels compute;
+    a prediction reports the FLOPs the algorithm needs)."""
+    gpu = gm.get_gpu("h200")
+    return sum(part.flops for k in op.kernels(gpu) for part in k.flops if part.unit == "tensor")
 
 
 @pytest.mark.parametrize(("head_dim", "padded"), [(96, 96), (112, 128), (128, 128), (144, 192),
@@ -47,6 +50,14 @@ def test_head_dims_up_to_128_take_no_wide_head_work():
     op = Attention(batch=2, heads=8, seq=1024, head_dim=128, impl="efficient", backward=True)
     assert op.wide_head_work() == 1.0
     assert products(op) == pytest.approx(2.5 * 4 * 2 * 8 * 1024 * 1024 * 128)
+
+
+def test_predictions_report_the_products_once():
+    """The work factors price the kernel; the FLOPs a prediction reports are the algorithm's."""
+    op = Attention(batch=1, heads=16, seq=2048, head_dim=256, impl="efficient", backward=True)
+    p = gm.predict(op, "h200")
+    assert p.flops_by_unit["tensor:bf16"] == pytest.approx(2.5 * 4 * 16 * 2048 * 2048 * 256)
+    assert p.flops < products(op) / 5
 
 
 def test_the_memory_efficient_backward_at_head_dim_256():
@@ -92,6 +103,8 @@ def test_wide_heads_have_their_own_accuracy_classes_and_no_held_out_figure():
     assert kernel_classes(wide) == ["attention:backward:wide", "attention:backward"]
     assert kernel_classes(Attention(seq=2048, head_dim=256)) == ["attention:wide", "attention"]
     assert kernel_classes(Attention(seq=2048)) == ["attention"]
+    assert kernel_classes(Attention(seq=2048, head_dim=256, impl="cudnn", mask=True)) == [
+        "attention:masked", "attention:wide", "attention"]  # fmt: skip
     cal = default_calibration(gm.get_gpu("h100"))
     found = kernel_accuracy(wide, "h100-sxm", cal, "in-workload", False)
     assert found is None or found.basis == "unseen"
@@ -138,3 +151,10 @@ def test_the_unseen_clean_check():
     assert len(errors[False]) == len(errors[True]) == 24
     assert statistics.median(errors[False]) < 0.10
     assert statistics.median(errors[True]) < 0.15
+
+
+def test_the_fit_script_reproduces_the_shipped_factors():
+    script = validation_dir() / "fitset" / "fit_attention_wide_head.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -102,8 +102,17 @@ def runtime_attention(rt: Runtime, compute_capability: str | None, attention: st
     FlashAttention-style kernels of their own."""
     if attention is not None:
         return attention
+    if pre_ampere(compute_capability):
+        return "efficient"
     hf = rt.name in ("hf-eager", "hf-static-compiled")
     return "cudnn" if hf and compute_capability in CUDNN_SDPA_PREFERRED_CC else "flash"
+
+
+def pre_ampere(compute_capability: str | None) -> bool:
+    """A GPU without FlashAttention-2 or cuDNN's attention (compute capability below 8.0,
+    ``ops.attention.SDPA_MIN_CC``): SDPA, and engines such as vLLM (through xFormers), run the
+    memory-efficient kernel there."""
+    return compute_capability is not None and float(compute_capability) < 8.0
 
 
 def training_attention(fusion: str, compute_capability: str | None, attention: str | None) -> str:
@@ -114,6 +123,8 @@ def training_attention(fusion: str, compute_capability: str | None, attention: s
     train-fitset-h100); fused (Megatron-style) steps run FlashAttention."""
     if attention is not None:
         return attention
+    if pre_ampere(compute_capability):
+        return "efficient"
     eager_cudnn = fusion == "unfused" and compute_capability in CUDNN_SDPA_PREFERRED_CC
     return "cudnn" if eager_cudnn else "flash"
 

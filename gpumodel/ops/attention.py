@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace as dc_replace
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -182,6 +183,29 @@ def wide_head_work_key(impl: str, backward: bool, dtype: str, mask: bool) -> str
     key = f"{impl}{' mask' if mask and impl == 'cudnn' and not backward else ''}{fp32} " + (
         "backward" if backward else "forward")
     return key if key in WIDE_HEAD_WORK_FACTOR else None
+
+
+# PyTorch's SDPA runs FlashAttention-2 and cuDNN's attention on compute capability 8.0 and later
+# only, the memory-efficient kernel from 5.0 (sdp_utils.cpp: check_sm_version for each
+# backend); cuDNN's is NVIDIA's (ROCm builds run flash and the memory-efficient kernel)
+SDPA_MIN_CC = {"flash": 8.0, "cudnn": 8.0}
+
+
+def sdpa_kernel_on(impl: str, gpu: GPUSpec, named: bool = True) -> str:
+    """``impl``, where ``gpu`` runs it; else, when ``named`` is False (a default), the kernel
+    SDPA's default dispatch runs there (the memory-efficient one); a named kernel the GPU does
+    not run is a one-line error."""
+    if impl == "cudnn" and gpu.vendor != "nvidia":
+        why = f"impl=cudnn is NVIDIA's cuDNN; {gpu.id} runs impl=flash or efficient"
+    elif (impl in SDPA_MIN_CC and gpu.vendor == "nvidia" and gpu.compute_capability
+          and float(gpu.compute_capability) < SDPA_MIN_CC[impl]):  # fmt: skip
+        why = (f"impl={impl} runs on compute capability {SDPA_MIN_CC[impl]:g}+ (PyTorch's SDPA); "
+               f"{gpu.id} is {gpu.compute_capability}: impl=efficient runs there")  # fmt: skip
+    else:
+        return impl
+    if named:
+        raise UnsupportedError(why)
+    return "efficient"
 
 
 def sdpa_impl(impl: str, dtype: str) -> str:
@@ -414,10 +438,11 @@ class Attention(Op):
         for them, the rest (max, subtract, sum, scale) on the FP32 lanes."""
         vunit, vdt = vector_unit(gpu, self.dtype)
         scores = self.computed_scores
+        useful = self.scores / scores  # the scores a causal kernel computes whole, not needed
         if gpu.peak_flops("fp32", "sfu"):
-            return (FlopPart(vunit, vdt, (SOFTMAX_FLOPS_PER_SCORE - EXP_PER_SCORE) * scores),
-                    FlopPart("sfu", "fp32", EXP_PER_SCORE * scores))  # fmt: skip
-        return (FlopPart(vunit, vdt, SOFTMAX_FLOPS_PER_SCORE * scores),)
+            return (FlopPart(vunit, vdt, (SOFTMAX_FLOPS_PER_SCORE - EXP_PER_SCORE) * scores, useful),
+                    FlopPart("sfu", "fp32", EXP_PER_SCORE * scores, useful))  # fmt: skip
+        return (FlopPart(vunit, vdt, SOFTMAX_FLOPS_PER_SCORE * scores, useful),)
 
     def product_unit(self, gpu: GPUSpec) -> tuple[ExecUnit, str, float]:
         """(unit, dtype, work per product) of the kernel's matrix products: the memory-efficient
@@ -428,6 +453,13 @@ class Attention(Op):
         return (*matmul_unit(gpu, self.dtype), 1.0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
+        runs = sdpa_kernel_on(self.impl, gpu, named="impl" in self.model_fields_set)
+        if runs != self.impl:  # the default kernel does not run on this GPU: what SDPA runs
+            other = self.model_copy(update={"impl": runs})
+            note = (f"{gpu.id} (compute capability {gpu.compute_capability}) has no "
+                    f"{self.impl} kernel: SDPA's default dispatch runs impl={runs}")  # fmt: skip
+            return [dc_replace(k, family=k.family or other.family, notes=(*k.notes, note))
+                    for k in other.kernels(gpu)]  # fmt: skip
         unit, dt, fast_f32 = self.product_unit(gpu)
         wide = self.wide_head_work()
         work = fast_f32 * wide
@@ -447,19 +479,19 @@ class Attention(Op):
         if fast_f32 != 1:
             notes = (f"fp32 products as {FAST_F32_TF32_PRODUCTS} TF32 products each (the "
                      f"memory-efficient kernel's 3xTF32), priced as {fast_f32:.3g} at its 16-bit "
-                     "products' calibrated rate (these FLOPs count that; the speed of light "
-                     "counts each product once)",)  # fmt: skip
+                     "products' calibrated rate (the FLOPs shown and the speed of light count "
+                     "each product once)",)  # fmt: skip
         if uniform(wide != 1):
             notes += (f"head dim {d} (above {WIDE_HEAD_DIM}) runs another {self.impl} kernel than "
                       f"the calibrated family's: priced as {float(wide):.3g}x the work per "
-                      "product (fitted on an H200; these FLOPs count it, the speed of light "
-                      "does not)",)  # fmt: skip
+                      "product (fitted on an H200; the FLOPs shown and the speed of light "
+                      "count the products once)",)  # fmt: skip
         if self.mask and self.impl == "cudnn":
             slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
             notes += (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
                      f"dense rate (x{CUDNN_MASK_UNALIGNED_FACTOR:g} again for a prefill at an odd "
-                     "key length), priced as that much more work (these FLOPs count it; the "
-                     "speed of light counts the exact products)",)  # fmt: skip
+                     "key length), priced as that much more work (the FLOPs shown and the "
+                     "speed of light count the exact products)",)  # fmt: skip
         if self.backward:
             if self.impl == "naive":
                 raise UnsupportedError("attention backward is modelled for fused kernels only")
@@ -467,7 +499,7 @@ class Attention(Op):
             return [
                 KernelWork(
                     name=f"{self.impl} attention backward",
-                    flops=(FlopPart(unit, dt, BACKWARD_MATMUL_FACTOR * mm_flops), *softmax),
+                    flops=(FlopPart(unit, dt, BACKWARD_MATMUL_FACTOR * mm_flops, exact), *softmax),
                     bytes=4 * q_bytes + 2 * kv_bytes,
                     bytes_written=q_bytes + kv_bytes,
                     working_set_bytes=4 * q_bytes + 2 * kv_bytes,
@@ -479,7 +511,7 @@ class Attention(Op):
             return [
                 KernelWork(
                     name=f"{self.impl} attention",
-                    flops=(FlopPart(unit, dt, mm_flops), *softmax),
+                    flops=(FlopPart(unit, dt, mm_flops, exact), *softmax),
                     bytes=2 * q_bytes + kv_bytes,
                     bytes_written=q_bytes,
                     working_set_bytes=2 * q_bytes + kv_bytes,
@@ -503,7 +535,7 @@ class Attention(Op):
                 return [
                     KernelWork(
                         name="flash attention (decode, one KV split)",
-                        flops=(FlopPart(unit, dt, mm_flops), *softmax),
+                        flops=(FlopPart(unit, dt, mm_flops, exact), *softmax),
                         bytes=nbytes,
                         bytes_written=q_bytes,
                         working_set_bytes=nbytes,
@@ -526,7 +558,7 @@ class Attention(Op):
             return [
                 KernelWork(
                     name="flash attention",
-                    flops=(FlopPart(unit, dt, mm_flops), *softmax),
+                    flops=(FlopPart(unit, dt, mm_flops, exact), *softmax),
                     bytes=nbytes,
                     bytes_written=q_bytes,  # O
                     min_flops_fraction=exact,
@@ -556,7 +588,7 @@ class Attention(Op):
         return [
             KernelWork(
                 name="QK^T",
-                flops=(FlopPart(unit, dt, mm_flops / 2),),
+                flops=(FlopPart(unit, dt, mm_flops / 2, exact),),
                 bytes=q_bytes + half_kv + score_bytes,
                 bytes_written=score_bytes,
                 gemm=GemmShape(s, self.n_kv_seq, d, b * h, dt),
@@ -570,7 +602,7 @@ class Attention(Op):
             ),
             KernelWork(
                 name="PV",
-                flops=(FlopPart(unit, dt, mm_flops / 2),),
+                flops=(FlopPart(unit, dt, mm_flops / 2, exact),),
                 bytes=score_bytes + half_kv + q_bytes,
                 bytes_written=q_bytes,
                 gemm=GemmShape(s, d, self.n_kv_seq, b * h, dt),

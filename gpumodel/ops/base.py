@@ -24,11 +24,15 @@ ExecUnit = Literal["tensor", "vector", "sfu", "none"]  # sfu: special function u
 
 @dataclass(frozen=True)
 class FlopPart:
-    """FLOPs executed by one unit in one dtype."""
+    """FLOPs executed by one unit in one dtype. ``useful``: the share of them the algorithm
+    needs (a fused causal kernel computes its diagonal tiles whole; fp32 attention's products
+    run as several TF32 ones): the time model prices ``flops``, a prediction reports
+    ``flops x useful`` (number or a sweep's array)."""
 
     unit: ExecUnit
     dtype: str
     flops: float
+    useful: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,13 @@ class KernelWork:
 
     @property
     def total_flops(self) -> float:
+        """The FLOPs the time model prices (the units' work)."""
         return sum(p.flops for p in self.flops)
+
+    @property
+    def useful_flops(self) -> float:
+        """The FLOPs the algorithm needs, what a prediction reports (``FlopPart.useful``)."""
+        return sum(p.flops * p.useful for p in self.flops)
 
 
 class Op(Checked):

@@ -148,6 +148,11 @@ class Gemm(Op):
         ]
 
 
+# what F.conv2d runs on CUDA (cuDNN's convolution forward: float16, bfloat16, float32 with TF32
+# on or off, float64); 8-bit and 4-bit tensors raise "not implemented" there
+CONV_DTYPES = ("fp16", "bf16", "fp32", "tf32", "fp64")
+
+
 class Conv2d(Op):
     """2-D convolution, square kernel, computed as an implicit GEMM:
     M = batch*out_h*out_w, N = out_channels, K = in_channels*kernel^2 (cuDNN's formulation).
@@ -176,6 +181,9 @@ class Conv2d(Op):
 
     @model_validator(mode="after")
     def _fits(self) -> Conv2d:
+        if self.dtype not in CONV_DTYPES:
+            raise SpecError(f"conv2d takes {'/'.join(CONV_DTYPES)} tensors (PyTorch's F.conv2d "
+                            f"on CUDA), not {self.dtype}")  # fmt: skip
         if self.out_height < 1 or self.out_width < 1:
             raise SpecError(
                 f"kernel {self.kernel} with padding {self.padding} does not fit a "
