@@ -20,6 +20,13 @@ FORMATS = (".jsonl", ".ndjson", ".json", ".yaml", ".yml", ".csv")
 
 def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     """Rows of a batch file, in order. Format from the suffix: .jsonl/.json, .yaml/.yml, .csv."""
+    for _, row in located_rows(path):
+        yield row
+
+
+def located_rows(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, row) for each row of a batch file: ``FILE:LINE`` (JSONL, CSV) or ``FILE: row N``
+    (a .json or .yaml list), what an error about the row names."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
@@ -30,7 +37,7 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         for number, line in iter_lines(path, "batch file"):
             if line.strip():
                 row = loads_json(line, path, "row", line=number)
-                yield _mapping(row, f"{path}:{number}")
+                yield f"{path}:{number}", _mapping(row, f"{path}:{number}")
     elif suffix == ".csv":
         yield from _csv_rows(path)
     else:
@@ -49,7 +56,7 @@ def iter_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         if not isinstance(rows, list):
             raise SpecError(f"{path}: expected a list of rows, each a mapping with an 'op' field")
         for number, row in enumerate(rows, 1):
-            yield _mapping(row, f"{path}: row {number}")
+            yield f"{path}: row {number}", _mapping(row, f"{path}: row {number}")
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -69,13 +76,15 @@ def _mapping(row: Any, where: str) -> dict[str, Any]:
     return row
 
 
-def _csv_rows(path: Path) -> Iterator[dict[str, Any]]:
+def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     lines = (line for _, line in iter_lines(path, "batch file"))
     try:
-        for number, row in enumerate(csv.DictReader(lines), 2):
+        reader = csv.DictReader(lines)
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
             if None in row:
-                raise SpecError(f"{path}:{number}: more cells than the header has columns")
-            yield {k.strip(): _cell(v) for k, v in row.items() if k is not None}
+                raise SpecError(f"{where}: more cells than the header has columns")
+            yield where, {k.strip(): _cell(v) for k, v in row.items() if k is not None}
     except csv.Error as exc:
         raise SpecError(f"{path}: not valid CSV ({exc})") from None
 

@@ -257,14 +257,14 @@ def format_validation_error(exc: ValidationError, where: str) -> str:
     errors = exc.errors()
     # a typo'd key also makes the real key "missing": name the typo first
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    loc = ".".join(str(p) for p in err["loc"])
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif err["type"] == "missing":
         msg = "required key is missing"
     more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{where}: {loc}: {msg}{more}"
+    return f"{where}: {loc}: {msg}{more}" if loc else f"{where}: {msg}{more}"  # a whole-object check
 
 
 def read_yaml(path: Path) -> Any:

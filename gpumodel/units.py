@@ -196,6 +196,8 @@ def format_time(seconds: float) -> str:
 
     # rounded first, so that the unit is the one the shown digits need (999.96 us is "1 ms")
     seconds = float(f"{check_number(seconds, 'seconds'):.3g}")
+    if seconds < 0:  # a difference of two times: the unit of its size
+        return "-" + format_time(-seconds)
     if seconds < 1e-6:
         return f"{seconds * 1e9:.3g} ns"
     if seconds < 1e-3:

@@ -144,17 +144,25 @@ def test_batch_formats_keep_order(capsys, tmp_path):
     bad.write_text('{"op": "gemm", "m": 1}\n')
     code, _, err = run(capsys, "batch", str(bad))
     assert code == 2 and "n: required key is missing" in err
-    # a bad row deep in a batch is named by its number, counted as the output's "#" column
-    # (from 0), across the chunks the command reads
+    # a bad row deep in a batch is named by its file and line, and by its number, counted as
+    # the output's "#" column (from 0), across the chunks the command reads; every row before
+    # it is written first, in each format
     from gpumodel.cli import batch as batch_cli
 
+    n = batch_cli.CHUNK + 5
     deep = tmp_path / "deep.jsonl"
-    deep.write_text('{"op": "relu", "n": 1000}\n' * (batch_cli.CHUNK + 5)
+    deep.write_text('{"op": "relu", "n": 1000}\n' * n
                     + '{"op": "all_reduce", "bytes": 8, "gpus": -1}\n')  # fmt: skip
-    code, _, err = run(capsys, "batch", str(deep), "--calibration", "none")
+    code, out, err = run(capsys, "batch", str(deep), "--calibration", "none")
     assert code == 2 and err.strip().splitlines() == [
-        f"error: op #{batch_cli.CHUNK + 5}: op all_reduce: gpus: must be at least 1, got -1"
+        f"error: {deep}:{n + 1} (row #{n}): op all_reduce: gpus: must be at least 1, got -1"
     ]
+    assert out.splitlines()[-1].split()[:2] == [str(n - 1), "relu(n=1000,"]  # no notes
+    rows = tmp_path / "rows.csv"  # a bad row inside the first chunk
+    rows.write_text("op,n\nrelu,10\nrelu,20\nrelu,0\nrelu,30\n")
+    code, out, err = run(capsys, "batch", str(rows), "--csv", "--calibration", "none")
+    assert code == 2 and err.strip() == f"error: {rows}:4 (row #2): op relu: n: must be at least 1, got 0"
+    assert [line.split(",")[0] for line in out.splitlines()] == ["row", "0", "1"]
 
 
 def test_version(capsys):

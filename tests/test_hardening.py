@@ -1186,3 +1186,70 @@ def test_the_sweeps_check_their_price_list_as_the_plans_do():
         gm.sweep_inference("llama-3-8b", "h100", batch=[1], context=[512], price={"a100": 2.0})
     with pytest.raises(SpecError, match="prices none of the GPUs"):
         gm.sweep_training("llama-2-7b", "h100", price={"a100": 2.0})
+
+
+# --- the seventeenth session's new-user pass (docs/hardening.md) -------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "int8", "fp4"])
+def test_conv2d_takes_only_what_f_conv2d_runs(capsys, dtype):
+    code, _, err = run(capsys, "predict", "conv2d", "--batch", "8", "--in-channels", "64",
+                       "--out-channels", "64", "--height", "56", "--width", "56", "--kernel", "3",
+                       "--dtype", dtype)  # fmt: skip
+    assert code == 2 and err.strip() == (
+        f"error: op conv2d: conv2d takes fp16/bf16/fp32/tf32/fp64 tensors (PyTorch's F.conv2d "
+        f"on CUDA), not {dtype}")  # fmt: skip
+
+
+def test_attention_kernels_run_where_sdpa_runs_them(capsys):
+    """Flash and cuDNN attention need compute capability 8.0 (sdp_utils.cpp); cuDNN is NVIDIA's."""
+    t4 = gm.predict(ops.Attention(seq=4096, dtype="fp16"), "t4")  # the default: what SDPA runs
+    efficient = gm.predict(ops.Attention(seq=4096, dtype="fp16", impl="efficient"), "t4")
+    assert t4.time_s == efficient.time_s
+    assert "SDPA's default dispatch runs impl=efficient" in t4.explain()
+    for gpu, impl in (("t4", "flash"), ("v100", "cudnn"), ("mi300x", "cudnn")):
+        code, _, err = run(capsys, "predict", "attention", "--seq", "1024", "--gpu", gpu,
+                           "--impl", impl, "--dtype", "fp16")  # fmt: skip
+        assert code == 2 and err.count("\n") == 1 and f"impl={impl}" in err
+    assert gm.predict_inference("llama-3-8b", "v100", dtype="fp16", batch=1).attention == "efficient"
+
+
+def test_prefill_of_a_given_context_is_that_prompt(capsys):
+    p = gm.predict_inference("llama-3-8b", "h100", phase="prefill", context=512)
+    assert (p.seq, p.context) == (512, 512)
+    code, out, _ = run(capsys, "infer", "--model", "llama-3-8b", "--phase", "prefill",
+                       "--context", "512", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["seq"] == 512
+    sweep = gm.sweep_inference("llama-3-8b", "h100", phase="prefill", context=[512, 1024])
+    assert [r["seq"] for r in sweep.records()] == [512, 1024]
+    assert sweep.records()[0]["time_s"] == pytest.approx(p.time_s, rel=1e-9)
+
+
+def test_littles_law_uses_the_shipped_calibrations_latency(capsys):
+    import yaml
+
+    from gpumodel._paths import results_dir
+
+    cal = yaml.safe_load((results_dir() / "h100-sxm" / "calibration.yaml").read_text())
+    measured = cal["parameters"]["dram_latency_cycles"]
+    code, out, _ = run(capsys, "littles-law", "--gpu", "h100", "--json")
+    assert code == 0 and json.loads(out)["latency_dram_cycles"] == pytest.approx(measured)
+    code, out, _ = run(capsys, "littles-law", "--gpu", "h100", "--calibration", "none", "--json")
+    assert json.loads(out)["latency_dram_cycles"] == 675  # published microbenchmarks
+
+
+def test_a_plan_page_lists_capacities_in_the_plans_order():
+    from gpumodel.report.plan import plan_data
+
+    plan = {"options": [{"gpu": g} for g in ("l4", "a100-sxm4-80gb", "h100-sxm")]}
+    assert list(plan_data(plan)["capacity_bytes"]) == ["l4", "a100-sxm4-80gb", "h100-sxm"]
+
+
+def test_small_output_fixes(capsys):
+    assert gm.format_time(-1) == "-1 s" and gm.format_time(-2.5e-6) == "-2.5 µs"
+    code, out, _ = run(capsys, "predict", "gemm", "--m", "64", "--n", "64", "--k", "64",
+                       "--gpu", "h100,h100-sxm,h200", "--json")  # fmt: skip
+    assert code == 0 and [p["gpu"] for p in json.loads(out)] == ["h100-sxm", "h200-sxm"]
+    code, out, _ = run(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100",
+                       "--batch", "1,2")  # fmt: skip
+    assert code == 0 and "{" not in out and "host typical" in out.replace("\n", " ")

@@ -53,10 +53,24 @@ def batch(
 
     spec = gm.get_gpu(gpu)
     label = calibration_label(resolve(calibration, spec))
-    predicted = (
-        (start, predict_rows(chunk, spec, calibration, condition, start))
-        for start, chunk in _chunks(file)
-    )
+
+    def predicted() -> Iterator[tuple[int, list[dict]]]:
+        for start, located in _chunks(file):
+            chunk = [row for _, row in located]
+            try:
+                yield start, predict_rows(chunk, spec, calibration, condition, start)
+            except gm.GpumodelError as exc:
+                # the rows before the bad one are written first; the error names its line
+                bad = _first_bad_row(chunk, spec, calibration, condition)
+                if bad is None:  # no row alone (the condition, the calibration): as raised
+                    raise
+                if bad:
+                    yield start, predict_rows(chunk[:bad], spec, calibration, condition, start)
+                why = str(exc)
+                why = why.split(": ", 1)[1] if why.startswith("op #") else why
+                raise type(exc)(f"{located[bad][0]} (row #{start + bad}): {why}") from None
+
+    predicted = predicted()  # type: ignore[assignment]
     with input_limit_mb(max_input_mb):
         if as_json:
             _write_json(predicted)
@@ -66,15 +80,34 @@ def batch(
             _write_table(predicted, spec.id, label)
 
 
-def _chunks(path: str) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-    """(index of the first row, rows) for each run of ``CHUNK`` rows of the file."""
-    from gpumodel.batchio import iter_rows
+def _chunks(path: str) -> Iterator[tuple[int, list[tuple[str, dict[str, Any]]]]]:
+    """(index of the first row, (where, row) pairs) for each run of ``CHUNK`` rows of the file."""
+    from gpumodel.batchio import located_rows
 
-    rows = iter_rows(path)
+    rows = located_rows(path)
     start = 0
     while chunk := list(islice(rows, CHUNK)):
         yield start, chunk
         start += len(chunk)
+
+
+def _first_bad_row(rows: list[dict[str, Any]], *args: Any) -> int | None:
+    """Index of the first row ``predict_rows(rows, *args)`` refuses: the first whose op does
+    not validate, else the first that does not price on its own (None where none alone does)."""
+    from gpumodel.ops import from_row
+    from gpumodel.vectorised import predict_rows
+
+    try:
+        predict_rows([], *args)  # the command's own options (the condition)
+    except gm.GpumodelError:
+        return None
+    for check in (from_row, lambda row: predict_rows([row], *args)):
+        for i, row in enumerate(rows):
+            try:
+                check(row)
+            except gm.GpumodelError:
+                return i
+    return None
 
 
 def _write_json(predicted: Iterator[tuple[int, list[dict]]]) -> None:

@@ -13,7 +13,11 @@ def resolve_gpus(gpu: str, specs_dir: Sequence[str] = ()) -> list[gm.GPUSpec]:
     names = split_list(gpu)
     if not names:
         fail("--gpu needs at least one GPU id, e.g. --gpu h100 or --gpu a100,h100")
-    return [gm.get_gpu(n, specs_dir) for n in names]
+    specs: dict[str, gm.GPUSpec] = {}
+    for n in names:  # one column per GPU: an alias and its id name one
+        g = gm.get_gpu(n, specs_dir)
+        specs.setdefault(g.id, g)
+    return list(specs.values())
 
 
 def calibration_for(gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None) -> Any:

@@ -122,7 +122,7 @@ def infer(
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     phase: str = typer.Option("decode", help="prefill or decode"),
     batch: int = typer.Option(1, help="sequences per step (per replica)"),
-    seq: int = typer.Option(None, help="new tokens per sequence (prefill: prompt length)"),
+    seq: int = typer.Option(None, help="new tokens per sequence (prefill: prompt length; default 2048, or --context where given)"),
     context: int = typer.Option(None, help="tokens attended to (decode: KV-cache length)"),
     dtype: str = typer.Option("bf16", help="weights and activations dtype"),
     gpus: int = typer.Option(1, help="GPUs in total (replicas of --tp GPUs)"),

@@ -218,6 +218,9 @@ def littles_law_command(
     latency: float | None = typer.Option(
         None, "--latency", help="plain Little's law: latency (e.g. 24 cycles)"
     ),
+    calibration: str = typer.Option(
+        None, help="'none', a calibration file, or a GPU id (default: the GPU's shipped one, "
+        "whose measured DRAM latency it uses)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     specs_dir: list[str] = typer.Option([], "--specs-dir", help=_SPECS_DIR_HELP),
 ) -> None:
@@ -239,7 +242,11 @@ def littles_law_command(
         }
     result = None
     if gpu is not None:
-        result = concurrency(_gpu(gpu, specs_dir), latency_cycles, None, bytes_per_thread, ilp)
+        from gpumodel.calibration import resolve
+
+        spec = _gpu(gpu, specs_dir)
+        result = concurrency(spec, latency_cycles, None, bytes_per_thread, ilp,
+                             calibration=resolve(calibration, spec))  # fmt: skip
     if as_json:
         data: dict[str, Any] = result.model_dump(mode="json") if result else {}
         if plain:

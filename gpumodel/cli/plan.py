@@ -210,8 +210,7 @@ def sweep_table(r: Any, limit: int | None = None) -> Table:
     fixed = {k: records[0][k] for k, _ in cols
              if records and k in constant and all(x[k] == records[0][k] for x in records)}  # fmt: skip
     cols = [(k, c) for k, c in cols if k not in fixed]
-    settings = [f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
-                for k, v in r.settings.items() if v is not None]  # fmt: skip
+    settings = [f"{k} {_setting(v)}" for k, v in r.settings.items() if v is not None]
     t = Table(
         title=f"{r.kind} sweep of {r.model}: {len(r):,} points ("
         + ", ".join([f"{k} {v}" for k, v in fixed.items()] + settings) + ")",
@@ -353,3 +352,13 @@ def sweep_llm(
         print_json(r.to_dict())
         return
     show(sweep_table(r, limit=rows), as_csv)
+
+
+def _setting(value: object) -> str:
+    """A sweep setting as a title shows it: a host by its name, a GPU -> value mapping as
+    ``gpu value`` pairs, a float in short form."""
+    if isinstance(value, dict):
+        if "name" in value:  # a host profile
+            return str(value["name"])
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return f"{value:g}" if isinstance(value, float) else str(value)

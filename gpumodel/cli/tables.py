@@ -102,8 +102,19 @@ def write_stream(t: Table, chunks: Iterable[list[list[str]]], grow: str | None =
     with '~'. ``notes`` is called after the last row (a count known only then)."""
     out = out or sys.stdout
     it = iter(chunks)
-    first = next(it, [])
-    second = next(it, None)
+    failed: list[BaseException] = []  # a chunk that raised: the rows before it are written first
+
+    def following() -> list[list[str]] | None:
+        if failed:
+            return None
+        try:
+            return next(it, None)
+        except Exception as exc:
+            failed.append(exc)
+            return None
+
+    first = following() or []
+    second = following()
     widths = [len(c) for c in t.columns]
     for row in first:
         for i, cell in enumerate(row):
@@ -124,7 +135,9 @@ def write_stream(t: Table, chunks: Iterable[list[list[str]]], grow: str | None =
         if chunk:
             out.write("\n".join(GAP.join(_cell(c, w, r) for c, w, r in zip(row, widths, right))
                                 .rstrip() for row in chunk) + "\n")  # fmt: skip
-        chunk, second = second, (next(it, None) if second is not None else None)
+        chunk, second = second, (following() if second is not None else None)
+    if failed:
+        raise failed[0]
     for note in [*t.notes, *(notes() if notes else [])]:
         out.write("\n".join(textwrap.wrap(note, width, subsequent_indent="  ",
                                           break_on_hyphens=False)) + "\n")  # fmt: skip

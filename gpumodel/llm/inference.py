@@ -93,7 +93,7 @@ from gpumodel.llm.layers import (
     step_attention,
     tp_shape,
 )
-from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, what_fits
+from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, weights_bytes, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import (
     HF_VIEWS_PER_LAYER,
@@ -528,8 +528,8 @@ def step_times(
 def _defaults(
     model: ModelSpec, phase: str, seq: int | None, context: int | None
 ) -> tuple[int, int]:
-    if phase == "prefill":
-        seq = seq if seq is not None else min(2048, model.max_context)
+    if phase == "prefill":  # a prompt of 2048 tokens, or of the context where only that is given
+        seq = seq if seq is not None else context if context is not None else min(2048, model.max_context)
         context = context if context is not None else seq
     elif phase == "decode":
         seq = seq if seq is not None else 1
@@ -784,7 +784,7 @@ def predict_inference(
         kernels_per_layer=sum(t.launches for t in layer),
         flops_per_step=sum(o.flops for o in breakdown),
         bytes_per_step=sum(o.bytes for o in breakdown),
-        weights_bytes=spec.param_count() * b / tp,
+        weights_bytes=weights_bytes(spec, dtype) / tp,
         kv_cache_bytes=kv_bytes, memory=mem,
         bound=bound, bound_shares=shares, breakdown=tuple(breakdown), notes=tuple(notes),
     )  # fmt: skip

@@ -323,6 +323,16 @@ class MemoryBreakdown(Checked):
         return "\n".join(lines)
 
 
+
+def weights_bytes(spec: ModelSpec, dtype: str) -> float:
+    """Bytes of a served model's weights in ``dtype``: an 8- or 4-bit model quantizes its GEMMs'
+    weights only (``layers.GEMM_ONLY_DTYPES``); its embedding table (a gather, not a GEMM) and
+    its norms stay in the activation dtype (bf16). Llama-3-8B in fp8: 7.50 G GEMM weights at 1
+    byte, 0.53 G table and norm parameters at 2: 8.56 GB (every parameter at 1 byte: 8.03)."""
+    other = spec.embedding_params() + spec.norm_params * (2 * spec.layers + 1)
+    return ((spec.param_count() - other) * BYTES_PER_ELEMENT[dtype]
+            + other * BYTES_PER_ELEMENT[activation_dtype(dtype)])  # fmt: skip
+
 def memory(
     model: ModelSpec | str,
     gpu: GPUSpec | str,
@@ -486,7 +496,7 @@ def memory_of(
             notes.append("flash attention: the 5as^2b score-matrix term of Korthikanti et al. "
                          "is not stored")  # fmt: skip
     else:
-        w, gr, opt = params_per_gpu * beta, 0.0, 0.0
+        w, gr, opt = weights_bytes(spec, dtype) * share / tp, 0.0, 0.0
         kv = (2.0 * layers * shape.kv_heads * spec.head_dim * kv_beta
               * spec.attended(seq) * batch)  # fmt: skip
         if prefill_tokens is not None:

@@ -330,6 +330,8 @@ def sweep_inference(
         pts["context"] = (
             pts["seq"].copy() if phase == "prefill" else np.full_like(pts["seq"], ctx_default)
         )
+    elif phase == "prefill" and seq is None:  # the scalar's default: a prompt of the context
+        pts["seq"] = pts["context"].copy()
     rt = for_phase(rt, phase)
     fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa, phase)
     if stream_floor_s is not None and stream_floor_s < 0:
@@ -387,7 +389,7 @@ def sweep_inference(
         fits[:] = need <= cap  # MemoryBreakdown.fits
         if not np.all(np.isfinite(step) & (step >= 0)):
             raise SpecError(f"{spec.id} on {g.id}: the model gives a non-finite step time; the "
-                            "inputs are outside what the model covers (docs/limits.md)")  # fmt: skip
+                            "inputs are outside what the model covers (docs/hardening.md#bounds)")  # fmt: skip
         t_step = step[inverse]
         n_gpus = pts["tp"] * pts["dp"]
         tokens_per_s = pts["dp"] * (pts["batch"] * pts["seq"]) / t_step

@@ -40,9 +40,11 @@ def plan_data(plan: Any) -> dict[str, Any]:
         kind = "serve"
     else:
         kind = "train"
-    gpus = {o["gpu"] for o in data.get("options", []) if "gpu" in o}
-    gpus |= {data["gpu"]} if "gpu" in data else set()
-    capacity = {g: get_gpu(g).memory_bytes for g in gpus}
+    # in the plan's order (a set's order changes from process to process: the same plan gave
+    # two pages that differed in it)
+    gpus = [o["gpu"] for o in data.get("options", []) if "gpu" in o]
+    gpus += [data["gpu"]] if "gpu" in data else []
+    capacity = {g: get_gpu(g).memory_bytes for g in dict.fromkeys(gpus)}
     return {"kind": "plan", "plan": kind, "data": data, "capacity_bytes": capacity}
 
 
