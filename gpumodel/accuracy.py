@@ -102,7 +102,8 @@ def kernel_classes(op: Op) -> list[str]:
         from gpumodel.ops.attention import WIDE_HEAD_DIM
 
         wide = op.head_dim > WIDE_HEAD_DIM  # type: ignore[attr-defined]
-        return [f"{base}:wide", base] if wide else [base]
+        mask = op.mask  # type: ignore[attr-defined]
+        return [*([f"{base}:masked"] if mask else []), *([f"{base}:wide"] if wide else []), base]
     if name == "host_transfer":
         pinned = "pinned" if op.pinned else "pageable"  # type: ignore[attr-defined]
         return [f"host_transfer:{op.direction}:{pinned}", "host_transfer"]  # type: ignore[attr-defined]

@@ -13,8 +13,9 @@ unseen grid (the fit set of the fp32 rule, never scored against):
 - forward + backward (``torch.autograd.grad``) of the memory-efficient kernel, fp32 and bf16;
 - ``fp64`` default dispatch on the smaller shapes.
 
-Times: CUDA events around a back-to-back loop of at least ``LOOP_S`` of GPU work, median of
-``ROUNDS`` rounds (the unseen harness's in-workload condition, written here on its own).
+Times (sdpa_timing.py): CUDA events around a back-to-back loop of at least ``LOOP_S`` of GPU
+work, median of ``ROUNDS`` rounds (the unseen harness's in-workload condition, written here on
+its own).
 
 usage: python3 sdpa_dtypes_device.py --out FILE.json [--tiny]
 """
@@ -24,9 +25,9 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
-import subprocess
 import time
+
+from sdpa_timing import kernel_names, loop_time_s, sh
 
 # (batch, heads, seq, head_dim, causal): none of these is a shape of validate's or the unseen grids
 SHAPES = [(1, 16, 512, 64, False), (4, 16, 1024, 64, True), (2, 32, 1024, 128, False),
@@ -35,53 +36,6 @@ SHAPES = [(1, 16, 512, 64, False), (4, 16, 1024, 64, True), (2, 32, 1024, 128, F
           (1, 32, 4096, 64, False)]  # fmt: skip
 TINY_SHAPES = [(1, 2, 64, 32, False), (1, 2, 64, 32, True)]
 FP64_MAX_SCORES = 2 * 32 * 1024 * 1024  # batch x heads x seq^2: the math backend's score tensor
-LOOP_S = 0.05
-ROUNDS = 5
-
-
-def loop_time_s(torch, fn) -> float:
-    """Median over ROUNDS of (CUDA-event time of n calls back to back) / n."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    one_s = max(start.elapsed_time(end) / 1e3, 1e-6)
-    n = max(3, min(2000, int(LOOP_S / one_s)))
-    times = []
-    for _ in range(ROUNDS):
-        start.record()
-        for _ in range(n):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / n)
-    return statistics.median(times)
-
-
-def kernel_names(torch, fn) -> list[str]:
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    names: list[str] = []
-    for ev in prof.events():
-        if "CUDA" in str(getattr(ev, "device_type", "")) and ev.name not in names:
-            names.append(ev.name[:160])
-    return names[:10]
-
-
-def sh(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
-    except Exception as exc:  # environment notes only
-        return f"n/a ({exc!r})"
 
 
 def main() -> int:

@@ -69,6 +69,8 @@ def describe(cls: str) -> str:
         what = "backward (dQ, dK, dV)" if "backward" in parts else "forward"
         if parts[-1] == "wide":
             return f"F.scaled_dot_product_attention {what}, head dims above 128 (cuDNN, flash, memory-efficient)"
+        if parts[-1] == "masked":
+            return f"F.scaled_dot_product_attention {what} given a boolean mask (the default dispatch)"
         if parts[-1] not in ("attention", "backward"):
             return f"F.scaled_dot_product_attention {what}, {parts[-1]} tensors (memory-efficient kernel)"
         return f"F.scaled_dot_product_attention {what} (cuDNN, flash, memory-efficient)"

@@ -213,7 +213,8 @@ def kernel_op(rec: dict):
                              kv_seq=s["seq_kv"] if s["seq_kv"] != s["seq_q"] else None,
                              head_dim=s["head_dim"], dtype=DTYPES[rec["dtype"]],
                              causal=bool(rec.get("causal")), impl=impl,
-                             backward=rec.get("pass") == "backward")  # fmt: skip
+                             backward=rec.get("pass") == "backward",
+                             **({"mask": True} if rec.get("mask") else {}))  # fmt: skip
     if fam == "copy":
         kw = dict(bytes=s["bytes"], direction=rec["direction"],
                   pinned=rec["host_memory"] == "pinned")  # fmt: skip
@@ -340,7 +341,7 @@ def kernel_done_when(rec: dict) -> list[str]:
         if 4096 <= s["bytes"] <= 2**30:
             g.append(f"copy 4KB-1GB {rec['direction']} {rec['host_memory']}")
     elif fam == "sdpa":
-        g.append(f"sdpa {'causal' if rec.get('causal') else 'full'}"
+        g.append(f"sdpa {'masked' if rec.get('mask') else 'causal' if rec.get('causal') else 'full'}"
                  + (" backward" if rec.get("pass") == "backward" else ""))
     return g
 

@@ -173,6 +173,17 @@ SDPA_BACKWARD_SHAPES = [
     ("hd224 causal", 2, 8, 2048, 224, True),
     ("hd144 full", 8, 8, 1024, 144, False),
 ]
+# added 2026-11-30 (seventeenth session), before any run measured them: the causal pattern as an
+# explicit boolean mask (what HF passes with padding or a sliding window; is_causal off), the
+# default dispatch, forward and backward; head dims 64-256 and an odd key length
+# (label, batch, heads, seq, head_dim)
+SDPA_MASKED_SHAPES = [
+    ("masked llama prefill hd128", 2, 32, 2048, 128),
+    ("masked gpt2 hd64", 8, 12, 1024, 64),
+    ("masked gemma hd256", 2, 8, 2048, 256),
+    ("masked hd192 4k", 1, 16, 4096, 192),
+    ("masked odd length hd128", 1, 32, 2047, 128),
+]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
 COPY_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
@@ -1179,6 +1190,44 @@ class Run:
                 if label in backward_labels:
                     self.sdpa_backward(base, fn, q, k, v, flops, nbytes)
             q = k = v = None
+        if not self.args.smoke:
+            self.sdpa_masked(deadline)
+
+    def sdpa_masked(self, deadline):
+        """SDPA_MASKED_SHAPES: the default dispatch given a boolean causal mask, forward and
+        backward (the work of a dense call: the mask is data)."""
+        import torch.nn.functional as F
+
+        for label, b, h, s, d in SDPA_MASKED_SHAPES:
+            if time.time() > deadline:
+                self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
+                continue
+            q, k, v = (self.randn((b, h, s, d), self.torch.bfloat16) for _ in range(3))
+            mask = self.torch.ones(s, s, dtype=self.torch.bool, device=self.device).tril()
+            flops, nbytes = sdpa_flops_bytes(b, h, s, d, False, ELEM_BYTES["bf16"])
+
+            def fn(q=q, k=k, v=v, mask=mask):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+            kernels = self.kernel_names(fn)
+            base = {
+                "family": "sdpa", "op": "F.scaled_dot_product_attention", "label": label,
+                "shape": {"batch": b, "heads": h, "seq_q": s, "seq_kv": s, "head_dim": d},
+                "causal": False, "mask": "bool causal (tril)", "dtype": "bf16",
+                "layout": "BHSD contiguous", "backend_requested": "default", "n_input_sets": 1,
+                "working_set_bytes": 3 * b * h * s * d * 2 + s * s,
+                "kernels_launched": kernels, "backend_used": classify_sdpa(kernels),
+            }  # fmt: skip
+            try:
+                w = self.timer.in_workload([fn], SDPA_WARMUP_S, SDPA_TIMED_S)
+                self.add(base, "in-workload", w, flops, nbytes)
+                if self.have_triton:
+                    self.add(base, "do_bench", self.timer.do_bench(fn), flops, nbytes)
+            except Exception as exc:
+                self.skipped.append({"family": "sdpa", "label": label,
+                                     "why": f"{type(exc).__name__}: {exc}"[:300]})  # fmt: skip
+                continue
+            self.sdpa_backward(base, fn, q, k, v, flops, nbytes)
 
     def sdpa_backward(self, base, fn, q, k, v, flops, nbytes):
         """The backward of one forward call: dQ, dK, dV for a random dO through

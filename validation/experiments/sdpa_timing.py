@@ -1,0 +1,59 @@
+"""Timing helpers shared by the SDPA device experiments (sdpa_dtypes_device.py,
+sdpa_wide_head_device.py): a back-to-back loop timed by CUDA events, the kernel names one call
+launches, and shell output for the environment notes. Standalone: imports nothing from gpumodel.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+
+LOOP_S = 0.05  # GPU time of one timed round
+ROUNDS = 5
+
+
+def loop_time_s(torch, fn) -> float:
+    """Median over ROUNDS of (CUDA-event time of n calls back to back) / n (the unseen harness's
+    in-workload condition, written here on its own)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    one_s = max(start.elapsed_time(end) / 1e3, 1e-6)
+    n = max(3, min(2000, int(LOOP_S / one_s)))
+    times = []
+    for _ in range(ROUNDS):
+        start.record()
+        for _ in range(n):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / n)
+    return statistics.median(times)
+
+
+def kernel_names(torch, fn) -> list[str]:
+    """The distinct GPU kernels one call of ``fn`` launches (torch.profiler), first 10."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names: list[str] = []
+    for ev in prof.events():
+        if "CUDA" in str(getattr(ev, "device_type", "")) and ev.name not in names:
+            names.append(ev.name[:160])
+    return names[:10]
+
+
+def sh(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except Exception as exc:  # environment notes only
+        return f"n/a ({exc!r})"
