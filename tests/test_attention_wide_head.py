@@ -158,3 +158,25 @@ def test_the_fit_script_reproduces_the_shipped_factors():
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_cudnns_masked_backward_pays_for_an_odd_key_length():
+    """Head dims up to 128: CUDNN_MASK_BACKWARD_WORK_FACTOR x CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR
+    the dense backward's work at an odd key length, the first alone at an even one; above 128
+    no odd-length penalty (1.02-1.05x measured)."""
+    from gpumodel.ops.attention import (
+        CUDNN_MASK_BACKWARD_WORK_FACTOR,
+        CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR,
+    )
+
+    def work(seq: int, head_dim: int = 128, mask: bool = True) -> float:
+        return products(Attention(batch=2, heads=16, seq=seq, head_dim=head_dim, impl="cudnn",
+                                  backward=True, mask=mask or None))  # fmt: skip
+
+    assert work(2048) == pytest.approx(CUDNN_MASK_BACKWARD_WORK_FACTOR * work(2048, mask=False))
+    assert work(2047) == pytest.approx(CUDNN_MASK_BACKWARD_WORK_FACTOR
+                                       * CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR * work(2047, mask=False))  # fmt: skip
+    assert work(2047, 256) == pytest.approx(CUDNN_MASK_BACKWARD_WORK_FACTOR * work(2047, 256, False))
+    script = validation_dir() / "fitset" / "fit_attention_mask_backward.py"
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -102,6 +102,14 @@ CUDNN_MASK_KEY_ALIGN = 2
 # mean 1.67 (the 1 x 1K call, whose dense pass ran slower than the masked one, left out; same
 # run, sdpa-mask-backward.json).
 CUDNN_MASK_BACKWARD_WORK_FACTOR = 1.67
+# ... and at an odd key length this much more work (the forward's: CUDNN_MASK_UNALIGNED_FACTOR):
+# the backward alone, masked over dense, at 5 odd lengths (511-3071, head dims 64 and 128) ran
+# 1.07-1.23x its ratio at the even length above (the factor fitted to those ratios: 1.6% median
+# |log error|); at head dims 192 and 256 1.02-1.05x, not applied there. H200
+# (validation/results/h200-sxm/sdpa-mask-backward-2026-12-01,
+# validation/fitset/fit_attention_mask_backward.py). Direct backward timings there confirmed the
+# even factor: masked / dense 1.55-1.75x, median 1.59.
+CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR = 1.24
 # Backward matrix products: S = Q K^T recomputed, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q:
 # 5 of the forward's 2 (Dao 2023, FlashAttention-2, section 3.1)
 BACKWARD_MATMUL_FACTOR = 2.5
@@ -395,9 +403,11 @@ class Attention(Op):
         ``CUDNN_MASK_WORK_FACTOR`` (backward: ``CUDNN_MASK_BACKWARD_WORK_FACTOR``), a prefill's
         at an odd key length (not a multiple of ``CUDNN_MASK_KEY_ALIGN``) x
         ``CUDNN_MASK_UNALIGNED_FACTOR``."""
-        if self.backward:
-            return CUDNN_MASK_BACKWARD_WORK_FACTOR
         unaligned = (self.n_kv_seq % CUDNN_MASK_KEY_ALIGN != 0) & (self.seq > 1)
+        if self.backward:  # its odd-length penalty measured at head dims up to 128
+            unaligned = unaligned & (self.head_dim <= WIDE_HEAD_DIM)
+            return CUDNN_MASK_BACKWARD_WORK_FACTOR * (
+                1 + (CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR - 1) * unaligned)
         return CUDNN_MASK_WORK_FACTOR * (1 + (CUDNN_MASK_UNALIGNED_FACTOR - 1) * unaligned)
 
     def head_dim_tile(self) -> int | None:
