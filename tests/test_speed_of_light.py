@@ -239,3 +239,16 @@ def test_no_prediction_beats_speed_of_light(gpu: str, condition: str):
                     if t.name == "sustained clock" and "TB/s)" in t.note:
                         rate = float(t.note.split("DRAM traffic (")[1].split(" TB/s")[0]) * 1e12
                         assert rate <= gm.get_gpu(gpu).memory_bandwidth_bytes_per_s * 1.005
+
+
+def test_the_floor_is_the_speed_of_light():
+    """``predict``'s floor (``sol.roof_time_s``, arrays too) and ``kernel_sol`` give one time."""
+    from gpumodel.predict import sol_floor_s
+    from gpumodel.sol import kernel_sol
+
+    for gpu in ("h100", "l4", "a100"):
+        g = gm.get_gpu(gpu)
+        for op in [*_FLOOR_OPS, gm.ops.Softmax(rows=4096, cols=32000),
+                   gm.ops.Attention(seq=2048, causal=True, dtype="fp32")]:  # fmt: skip
+            for kw in op.kernels(g):
+                assert sol_floor_s(kw, g) == pytest.approx(kernel_sol(kw, g).time_s, rel=1e-12)

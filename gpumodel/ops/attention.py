@@ -402,7 +402,8 @@ class Attention(Op):
         """cuDNN's masked kernel's work per score over the dense kernel's (``mask``, cuDNN):
         ``CUDNN_MASK_WORK_FACTOR`` (backward: ``CUDNN_MASK_BACKWARD_WORK_FACTOR``), a prefill's
         at an odd key length (not a multiple of ``CUDNN_MASK_KEY_ALIGN``) x
-        ``CUDNN_MASK_UNALIGNED_FACTOR``."""
+        ``CUDNN_MASK_UNALIGNED_FACTOR`` (backward, head dims up to 128:
+        ``CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR``)."""
         unaligned = (self.n_kv_seq % CUDNN_MASK_KEY_ALIGN != 0) & (self.seq > 1)
         if self.backward:  # its odd-length penalty measured at head dims up to 128
             unaligned = unaligned & (self.head_dim <= WIDE_HEAD_DIM)
@@ -497,11 +498,12 @@ class Attention(Op):
                       "product (fitted on an H200; the FLOPs shown and the speed of light "
                       "count the products once)",)  # fmt: skip
         if self.mask and self.impl == "cudnn":
-            slower = CUDNN_MASK_BACKWARD_WORK_FACTOR if self.backward else CUDNN_MASK_WORK_FACTOR
+            slower, odd = ((CUDNN_MASK_BACKWARD_WORK_FACTOR, CUDNN_MASK_UNALIGNED_BACKWARD_FACTOR)
+                           if self.backward else (CUDNN_MASK_WORK_FACTOR, CUDNN_MASK_UNALIGNED_FACTOR))  # fmt: skip
             notes += (f"an explicit mask runs cuDNN's biased kernel at ~1/{slower:.3g} of its "
-                     f"dense rate (x{CUDNN_MASK_UNALIGNED_FACTOR:g} again for a prefill at an odd "
-                     "key length), priced as that much more work (the FLOPs shown and the "
-                     "speed of light count the exact products)",)  # fmt: skip
+                     f"dense rate (x{odd:g} again at an odd key length), priced as that much "
+                     "more work (the FLOPs shown and the speed of light count the exact "
+                     "products)",)  # fmt: skip
         if self.backward:
             if self.impl == "naive":
                 raise UnsupportedError("attention backward is modelled for fused kernels only")

@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 
-from sdpa_timing import kernel_names, loop_time_s, sh
+from sdpa_timing import kernel_names, loop_time_s, write_results
 
 # (batch, heads, seq, head_dim, causal): none of these is a shape of validate's or the unseen grids
 SHAPES = [(1, 16, 512, 64, False), (4, 16, 1024, 64, True), (2, 32, 1024, 128, False),
@@ -101,14 +100,7 @@ def main() -> int:
         if b * h * s * s <= FP64_MAX_SCORES:
             run(shape, "fp32 math", "fp32", math_be)
             run(shape, "fp64 default", "fp64")
-    env = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-           "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-           "cpu": platform.processor() or sh(["bash", "-c", "grep -m1 'model name' /proc/cpuinfo"]),
-           "python": platform.python_version(), "elapsed_s": round(time.time() - t0, 1)}  # fmt: skip
-    with open(args.out, "w") as f:
-        json.dump({"env": env, "records": records}, f, indent=1)
+    write_results(args.out, torch, records, t0)
     return 0
 
 

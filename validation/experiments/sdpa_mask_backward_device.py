@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 
-from sdpa_timing import kernel_names, loop_time_s, sh
+from sdpa_timing import kernel_names, loop_time_s, write_results
 
 # (batch, heads, seq, head_dim): even key lengths; each is also run at seq - 1
 SHAPES = [(1, 32, 1024, 128), (4, 16, 2048, 64), (2, 16, 1536, 128), (1, 8, 4096, 256),
@@ -69,14 +68,7 @@ def main() -> int:
                 records.append(rec)
                 print(json.dumps({k: rec.get(k) for k in ("shape", "mode", "forward_s",
                                                            "backward_s", "error")}), flush=True)  # fmt: skip
-    env = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-           "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-           "cpu": sh(["bash", "-c", "grep -m1 'model name' /proc/cpuinfo"]) or platform.processor(),
-           "python": platform.python_version(), "elapsed_s": round(time.time() - t0, 1)}  # fmt: skip
-    with open(args.out, "w") as f:
-        json.dump({"env": env, "records": records}, f, indent=1)
+    write_results(args.out, torch, records, t0)
     return 0
 
 

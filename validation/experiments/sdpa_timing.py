@@ -57,3 +57,20 @@ def sh(cmd: list[str]) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
     except Exception as exc:  # environment notes only
         return f"n/a ({exc!r})"
+
+
+def write_results(path: str, torch, records: list, started_s: float) -> None:
+    """``{"env": ..., "records": records}`` to ``path``: the GPU, driver, CPU and library versions
+    of this machine, and the seconds since ``started_s``."""
+    import json
+    import platform
+    import time
+
+    env = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+           "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+           "cpu": sh(["bash", "-c", "grep -m1 'model name' /proc/cpuinfo"]) or platform.processor(),
+           "python": platform.python_version(), "elapsed_s": round(time.time() - started_s, 1)}  # fmt: skip
+    with open(path, "w") as f:
+        json.dump({"env": env, "records": records}, f, indent=1)

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 
-from sdpa_timing import kernel_names, loop_time_s, sh
+from sdpa_timing import kernel_names, loop_time_s, write_results
 
 # (batch, heads, seq, head_dim, causal): none of these is a shape of validate's or the unseen grids
 SHAPES = [(2, 16, 1024, 256, True), (1, 8, 4096, 256, False), (8, 8, 512, 256, True),
@@ -99,14 +98,7 @@ def main() -> int:
         run(shape, "default", masked=True)
         for dtype in OTHER_DTYPES.get(shape, ()):
             run(shape, "efficient", dtype)
-    env = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-           "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-           "cpu": sh(["bash", "-c", "grep -m1 'model name' /proc/cpuinfo"]) or platform.processor(),
-           "python": platform.python_version(), "elapsed_s": round(time.time() - t0, 1)}  # fmt: skip
-    with open(args.out, "w") as f:
-        json.dump({"env": env, "records": records}, f, indent=1)
+    write_results(args.out, torch, records, t0)
     return 0
 
 
