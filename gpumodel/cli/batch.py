@@ -54,7 +54,7 @@ def batch(
     spec = gm.get_gpu(gpu)
     label = calibration_label(resolve(calibration, spec))
 
-    def predicted() -> Iterator[tuple[int, list[dict]]]:
+    def predict_chunks() -> Iterator[tuple[int, list[dict]]]:
         for start, located in _chunks(file):
             chunk = [row for _, row in located]
             try:
@@ -70,7 +70,7 @@ def batch(
                 why = why.split(": ", 1)[1] if why.startswith("op #") else why
                 raise type(exc)(f"{located[bad][0]} (row #{start + bad}): {why}") from None
 
-    predicted = predicted()  # type: ignore[assignment]
+    predicted = predict_chunks()
     with input_limit_mb(max_input_mb):
         if as_json:
             _write_json(predicted)
