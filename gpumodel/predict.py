@@ -371,7 +371,8 @@ def predict_with_params(
     unscaled = params.without_trace_scales()
     if floor_op is not None:
         floor = predict_with_params(floor_op, gpu, unscaled, label, l2, condition,
-                                    activity=activity, graph_kernel_s=graph_kernel_s).time_s  # fmt: skip
+                                    activity=activity, dram_bytes_per_s=dram_bytes_per_s,
+                                    graph_kernel_s=graph_kernel_s).time_s  # fmt: skip
         gap = floor - sum(k.time_s for k in kernels)
         if gap > 0:
             i = max(range(len(kernels)), key=lambda j: kernels[j].time_s)
