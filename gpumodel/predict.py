@@ -36,6 +36,7 @@ from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_po
 from gpumodel.model.scheduling import FILL_TILE, fill_efficiency, schedule_efficiency
 from gpumodel.ops.base import KernelWork, Op
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
+from gpumodel.sol import host_link_roof_bytes_per_s, kernel_sol, max_clock_peak_flops, roof_time_s
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.tracefit import family_key
 from gpumodel.units import format_quantity, format_time
@@ -478,8 +479,6 @@ def assemble(
     peak = gpu.peak_flops(dtype, unit) or 0.0
     bw = gpu.memory_bandwidth_bytes_per_s
     if work and all(kw.transfer for kw in work):  # a host copy: the host link is its memory
-        from gpumodel.sol import host_link_roof_bytes_per_s
-
         bw = host_link_roof_bytes_per_s(gpu)
     ai = arithmetic_intensity(flops, nbytes)
     ridge = ridge_point(peak, bw) if peak else 0.0
@@ -699,8 +698,6 @@ def kernel_time(
     if t_floor >= t_core:
         bound = "launch"
     elif floored:  # the roof that binds the speed of light
-        from gpumodel.sol import kernel_sol
-
         bound = kernel_sol(kw, gpu).bound
     elif issue is not None and issue[0] >= max(t_compute - issue[0], t_memory):
         bound = "issue"
@@ -718,8 +715,6 @@ def sol_floor_s(kw: KernelWork, gpu: GPUSpec) -> Any:
     """The speed-of-light time of ``kw`` (``sol.roof_time_s``), numbers or a sweep's arrays: the
     families fitted on compute-bound points leave their DRAM efficiency free (up to 50x), which
     priced memory-bound calls below what DRAM can deliver."""
-    from gpumodel.sol import roof_time_s
-
     parts = [(part.unit, part.dtype, part.flops) for part in kw.flops]
     return roof_time_s(parts, kw.bytes, gpu, reread_bytes=kw.reread_bytes,
                        min_flops_fraction=kw.min_flops_fraction)  # fmt: skip
@@ -750,8 +745,6 @@ def tensor_roof_time(kw: KernelWork, gpu: GPUSpec) -> Any:
     """Seconds the tensor cores would take for one of ``kw``'s tensor FLOPs at their peak and
     the max clock (gpumodel.sol), summed over dtypes; 0 without tensor work. numpy-ready (a
     kernel built over arrays of sizes gives an array)."""
-    from gpumodel.sol import max_clock_peak_flops
-
     total: Any = 0.0
     for part in kw.flops:
         roof = max_clock_peak_flops(gpu, part.dtype, "tensor") if part.unit == "tensor" else 0

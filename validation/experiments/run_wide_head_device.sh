@@ -10,11 +10,7 @@ set -u
 OUT=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/validation/unseen/device_common.sh"
-step python3 -m gpumodel validate --host-only --host-window 20 --host-out "$OUT/host-before.yaml"
-W=$(mktemp -d)
-step timeout 260 python3 "$ROOT/validation/unseen/kernels_unseen.py" --families sdpa --out "$W/k"
-mv "$W/k/unseen.json" "$OUT/unseen.json"
-mv "$W/k/nvml_samples.json" "$OUT/nvml_samples.json"
+unseen_sdpa 260
 step timeout 200 python3 "$ROOT/validation/experiments/sdpa_wide_head_device.py" \
   --out "$OUT/sdpa-wide-head.json"
 date -u >>"$OUT/log.txt"

@@ -10,11 +10,8 @@ set -u
 OUT=$1
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/validation/unseen/device_common.sh"
-step python3 -m gpumodel validate --host-only --host-window 20 --host-out "$OUT/host-before.yaml"
+unseen_sdpa 200
 W=$(mktemp -d)
-step timeout 200 python3 "$ROOT/validation/unseen/kernels_unseen.py" --families sdpa --out "$W/k"
-mv "$W/k/unseen.json" "$OUT/unseen.json"
-mv "$W/k/nvml_samples.json" "$OUT/nvml_samples.json"
 step timeout 220 python3 -m gpumodel validate --families attention --no-host --no-torch \
   --no-progress --out "$OUT/validate-attention.yaml" --report "$W/r"
 mv "$W/r/report.md" "$OUT/validate-attention-report.md"
