@@ -153,6 +153,14 @@ def format_quantity(value: float, unit: str, binary: bool = False, digits: int =
     return f"{number} {prefix}{unit}"
 
 
+def format_gb(value: float) -> str:
+    """A memory size as GPU datasheets count it, decimal GB with one decimal
+    (``'141.2 GB'``), or decimal TB from 1 TB on (``'52.42 TB'``, not ``'52423.7 GB'``)."""
+    if abs(value) >= 1e12:
+        return f"{value / 1e12:.2f} TB"
+    return f"{value / 1e9:.1f} GB"
+
+
 def _scaled(value: float, steps: list[tuple[str, float]], digits: int) -> tuple[str, str]:
     """``value`` in the largest of ``steps`` (prefix, scale; largest first, the last 1) it
     reaches, with ``digits`` significant digits: the number's text and the prefix."""

@@ -63,6 +63,14 @@ def test_infeasible_message():
     assert ok.fits and re.fullmatch(r"needs \d+\.\d GB, has 80\.0 GB", ok.message())
 
 
+def test_infeasible_message_counts_terabytes_as_tb():
+    # Llama-3-405B's KV cache: 126 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 516,096 B a
+    # token; x 1000 x 100,000 tokens = 51.61 TB, beside 811.7 GB of bf16 weights: 52.42 TB
+    m = memory("llama-3-405b", "h100", batch=1000, seq=100_000)
+    assert m.kv_cache_bytes == 1000 * 100_000 * 126 * 8 * 128 * 2 * 2
+    assert re.fullmatch(r"needs 52\.4\d TB, has 80\.0 GB", m.message())
+
+
 def test_max_batch_and_context_are_the_edge():
     b = max_batch("llama-3-8b", "h100", seq=4096)
     assert b > 1

@@ -94,6 +94,14 @@ def test_format_quantity_picks_the_prefix_its_digits_need(value, binary, text):
     assert format_quantity(value, "B", binary=binary) == text
 
 
+@pytest.mark.parametrize(("value", "text"), [(141.24e9, "141.2 GB"), (80e9, "80.0 GB"),
+                                           (999.9e9, "999.9 GB"), (52_423.7e9, "52.42 TB")])
+def test_format_gb_keeps_datasheet_gb_below_a_terabyte(value, text):
+    from gpumodel.units import format_gb
+
+    assert format_gb(value) == text
+
+
 @given(st.floats(min_value=1.0, max_value=999e15), st.floats(min_value=1e-9, max_value=900 * 86400),
        st.booleans())
 def test_formatted_numbers_never_show_an_exponent(x, seconds, binary):

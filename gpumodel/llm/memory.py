@@ -58,7 +58,7 @@ from gpumodel.llm.fsdp import MIXED_STATE_BYTES, is_fsdp, unsharded_elements
 from gpumodel.llm.layers import AttentionImpl, activation_dtype, sdpa_math, stage_layers, tp_shape
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
-from gpumodel.units import format_quantity
+from gpumodel.units import format_gb, format_quantity
 
 DEFAULT_OVERHEAD_BYTES = 1.5e9
 ADAM_BYTES_PER_PARAM = 12.0  # fp32 master weights + momentum + variance (ZeRO section 3.1)
@@ -293,8 +293,8 @@ class MemoryBreakdown(Checked):
         return self.allocated_bytes - self.transient_bytes
 
     def message(self) -> str:
-        """'needs 152.3 GB, has 80.0 GB' (decimal GB, as GPU datasheets count)."""
-        return f"needs {self.total_bytes / 1e9:.1f} GB, has {self.capacity_bytes / 1e9:.1f} GB"
+        """'needs 152.3 GB, has 80.0 GB' (decimal GB, as GPU datasheets count; TB from 1 TB)."""
+        return f"needs {format_gb(self.total_bytes)}, has {format_gb(self.capacity_bytes)}"
 
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
@@ -588,7 +588,7 @@ def fits(model: ModelSpec | str, gpu: GPUSpec | str, *, strict: bool = False,
 
 
 def infeasible_message(m: MemoryBreakdown) -> str:
-    parts = ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in m.components().items() if v)
+    parts = ", ".join(f"{k} {format_gb(v)}" for k, v in m.components().items() if v)
     return f"{m.model} on {m.gpu}: {m.message()} ({parts})"
 
 

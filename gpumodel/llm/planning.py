@@ -40,7 +40,7 @@ from gpumodel.llm.sweep import SweepResult, sweep_training
 from gpumodel.llm.training import default_global_batch, step_exceeds_run
 from gpumodel.prices import PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
-from gpumodel.units import format_count, format_quantity
+from gpumodel.units import format_count, format_gb, format_quantity
 
 TP_SIZES = (1, 2, 4, 8)
 # costs within 1% are a tie, which the fewer GPUs win (a plan's cost is not known to 1%)
@@ -212,8 +212,8 @@ def search_training(
             least = mine[np.argmin(mine["memory_bytes"])]
             infeasible.append(
                 f"{n} GPUs: no layout fits memory (least: tp={least['tp']} pp={least['pp']} "
-                f"needs {least['memory_bytes'] / 1e9:.1f} GB, has "
-                f"{least['capacity_bytes'] / 1e9:.1f} GB)"
+                f"needs {format_gb(least['memory_bytes'])}, has "
+                f"{format_gb(least['capacity_bytes'])})"
             )
             continue
         # a run shorter than one step is no plan (plan_training's check, per count)
