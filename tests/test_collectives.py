@@ -310,6 +310,21 @@ def test_hierarchical_beats_flat_ring_across_two_nodes():
     assert forced.time_s == pytest.approx(times["hierarchical"])
 
 
+def test_a_gpu_on_another_systems_switch_sends_at_its_own_nvlink_rate(capsys):
+    # A100 SXM4: NVLink 3, 600 GB/s both ways = 300 GB/s each way (A100 datasheet); a DGX H100's
+    # NVSwitch gives 450 GB/s each way, which no A100 port reaches
+    ring = {"algorithm": "ring", "nodes": 1}
+    own = gm.predict(AllReduce(bytes="1GB", gpus=8, **ring), "a100", "none")
+    placed = gm.predict(AllReduce(bytes="1GB", gpus=8, system="dgx-h100", **ring), "a100", "none")
+    assert placed.details["topology"]["intra_node"]["per_direction_bytes_per_s"] == 300e9
+    assert placed.time_s == pytest.approx(own.time_s, rel=0.05)
+    # a GPU without a switch port cannot join it: one line, exit 2
+    assert main(["allreduce", "--bytes", "1GB", "--gpus", "8", "--system", "dgx-h100",
+                 "--gpu", "l40s"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "l40s has no NVLink switch port" in err and len(err.strip().splitlines()) == 1
+
+
 def test_hierarchical_wins_on_a_user_system_file(tmp_path, nvl):
     path = tmp_path / "two-node.yaml"
     path.write_text(

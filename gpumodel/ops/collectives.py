@@ -312,8 +312,14 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
 
     notes: list[str] = []
     system = get_system(op.system) if op.system else None
+    own_link = _scale_up(gpu)
     if system is not None and system.gpu != gpu.id:
         notes.append(f"system {system.id} is specified with {system.gpu}; predicting on {gpu.id}")
+        if system.intra_node.kind in ("nvswitch", "nvlink") and (
+                own_link is None or own_link[0] != "nvlink" or _nvlink_bridged(gpu)):
+            raise SpecError(f"{gpu.id} has no NVLink switch port: it cannot sit on {system.id}'s "
+                            f"{system.intra_node.kind}; drop --gpu (the system's is {system.gpu}) "
+                            "or drop --system")  # fmt: skip
 
     # placement: nodes and GPUs per node
     nodes = op.nodes
@@ -351,8 +357,14 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
         intra_note = (f"{system.id} {intra_node.kind}: "
                       f"{format_quantity(intra_node.bandwidth_both_directions_bytes_per_s, 'B/s')} "
                       f"per GPU both directions = {format_quantity(intra_bw, 'B/s')} each way")  # fmt: skip
+        if own_link is not None and kind in ("nvswitch", "nvlink") and own_link[1] < intra_bw:
+            # a GPU sends no faster than its own NVLink ports: an A100 (300 GB/s each way) in a
+            # DGX H100's switch (450 GB/s) gets its own rate
+            intra_bw = own_link[1]
+            intra_note += (f", capped at {gpu.id}'s own NVLink "
+                           f"{format_quantity(intra_bw, 'B/s')} each way")  # fmt: skip
     else:
-        scale_up = _scale_up(gpu)
+        scale_up = own_link
         intra_alpha = None
         if scale_up is not None and not (_nvlink_bridged(gpu) and op.gpus // nodes > 2):
             kind, intra_bw = scale_up
