@@ -36,6 +36,8 @@ TABLE_FILE = "accuracy/accuracy.json"
 TABLE_VERSION = 1
 # the fewest scored points a class needs to stand for a prediction (fewer: the broader class)
 MIN_KERNEL_POINTS = 20
+# head dims the unseen SDPA grids measured, per tensor dtype (validation/unseen/kernels_unseen.py)
+MEASURED_HEAD_DIMS = {"fp16": (40, 256), "bf16": (40, 256), "fp32": (32, 128)}
 MIN_STEP_POINTS = 5
 
 
@@ -94,11 +96,17 @@ def kernel_classes(op: Op) -> list[str]:
         return [f"conv2d:{op.dtype}:{op.layout}", f"conv2d:{op.dtype}", "conv2d"]  # type: ignore[attr-defined]
     if name == "attention":
         # 16-bit tensors (cuDNN, flash, memory-efficient) pool, head dims above 128 (other
-        # kernels) apart too; fp32 runs its own 3xTF32 kernel
+        # kernels) apart too; fp32 runs its own 3xTF32 kernel; decode (one query against a KV
+        # cache, other kernels again) per kernel. Head dims outside the measured ones: none.
         dtype = {"fp32": "fp32", "tf32": "fp32"}.get(op.dtype, op.dtype)  # type: ignore[attr-defined]
+        lo, hi = MEASURED_HEAD_DIMS.get(dtype, (0, -1))
+        if not lo <= op.head_dim <= hi:  # type: ignore[attr-defined]
+            return []
         base = "attention:backward" if op.backward else "attention"  # type: ignore[attr-defined]
         if dtype not in ("fp16", "bf16"):
             return [] if op.backward else [f"attention:{dtype}"]  # type: ignore[attr-defined]
+        if op.seq == 1 and not op.backward:  # type: ignore[attr-defined]
+            return [f"attention:decode:{op.impl}", "attention:decode"]  # type: ignore[attr-defined]
         from gpumodel.ops.attention import WIDE_HEAD_DIM
 
         wide = op.head_dim > WIDE_HEAD_DIM  # type: ignore[attr-defined]

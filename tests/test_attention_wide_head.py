@@ -85,8 +85,9 @@ def test_cudnns_masked_forward_runs_wide_heads_as_256():
         4 * scores * 160 * WIDE_HEAD_WORK_FACTOR["cudnn mask forward"] * 256 / 192)
 
 
-def test_decode_at_wide_heads_is_left_as_it_was():
-    """No decode call was measured above head dim 128: no factor."""
+def test_decode_at_wide_heads_takes_no_work_factor():
+    """Decode is priced by its bandwidth at wide heads (test_attention_decode.py), not by these
+    factors."""
     op = Attention(batch=8, heads=16, seq=1, kv_seq=4096, head_dim=256)
     assert op.wide_head_work() == 1.0
 

@@ -176,6 +176,14 @@ WIDE_HEAD_WORK_FACTOR = {"flash forward": 1.48, "flash backward": 1.4, "cudnn ba
                          "efficient backward": 5.17, "efficient fp32 forward": 1.1,
                          "efficient fp32 backward": 1.38}  # fmt: skip
 EFFICIENT_WIDE_OUTPUT_CHUNK = 128
+# cuDNN's decode (one query per sequence against a KV cache) above head dim 128 runs its kernel
+# for head dim 256 whatever the width: at head dim 160 it took 0.85-0.97x its time at 256 for
+# 37.5% fewer bytes, and at 256 1.2-1.4x the calibrated decode rate's time. Priced as that kernel
+# streaming the cache at the width it is built for, CUDNN_DECODE_WIDE_BANDWIDTH of the calibrated
+# family's DRAM rate (bytes and the speed of light stay the real ones), fitted on the H200's
+# decode fit set (5 shapes x head dims 160 and 256; validation/fitset/fit_attention_decode.py)
+CUDNN_DECODE_WIDE_HEAD_DIM = 256
+CUDNN_DECODE_WIDE_BANDWIDTH = 0.79
 
 
 def fast_f32_work_key(backward: bool, head_dim: int) -> str:
@@ -199,11 +207,25 @@ def wide_head_work_key(impl: str, backward: bool, dtype: str, mask: bool) -> str
 SDPA_MIN_CC = {"flash": 8.0, "cudnn": 8.0}
 
 
-def sdpa_kernel_on(impl: str, gpu: GPUSpec, named: bool = True) -> str:
-    """``impl``, where ``gpu`` runs it; else, when ``named`` is False (a default), the kernel
-    SDPA's default dispatch runs there (the memory-efficient one); a named kernel the GPU does
-    not run is a one-line error."""
-    if impl == "cudnn" and gpu.vendor != "nvidia":
+# Head dims PyTorch's SDPA runs each fused kernel at (sdp_utils.cpp): FlashAttention-2 and cuDNN
+# up to 256 (check_head_dim_size_flash, cuDNN's tensor-shape check); cuDNN and the
+# memory-efficient kernel multiples of 8 for 16-bit tensors, the memory-efficient kernel
+# multiples of 4 for fp32 (minimum_gemm_alignment on sm80+); FlashAttention-2 pads its head dim
+# to a multiple of 8 itself (flash_api.cpp)
+SDPA_MAX_HEAD_DIM = {"flash": 256, "cudnn": 256}
+SDPA_HEAD_DIM_ALIGN = {"cudnn": 8, "efficient": 8}
+SDPA_HEAD_DIM_ALIGN_FP32 = 4
+
+
+def sdpa_kernel_on(impl: str, gpu: GPUSpec, named: bool = True, head_dim: int | None = None) -> str:
+    """``impl``, where ``gpu`` runs it at ``head_dim``; else, when ``named`` is False (a
+    default), the kernel SDPA's default dispatch runs there (the memory-efficient one); a named
+    kernel the GPU does not run is a one-line error."""
+    top = SDPA_MAX_HEAD_DIM.get(impl)
+    if top and isinstance(head_dim, int) and head_dim > top:
+        why = (f"impl={impl} runs head dims up to {top} (PyTorch's SDPA); head dim {head_dim} "
+               "runs impl=efficient")  # fmt: skip
+    elif impl == "cudnn" and gpu.vendor != "nvidia":
         why = f"impl=cudnn is NVIDIA's cuDNN; {gpu.id} runs impl=flash or efficient"
     elif (impl in SDPA_MIN_CC and gpu.vendor == "nvidia" and gpu.compute_capability
           and float(gpu.compute_capability) < SDPA_MIN_CC[impl]):  # fmt: skip
@@ -444,6 +466,26 @@ class Attention(Op):
             work = work * (d + -(-d // chunk) * chunk) / (2 * d)  # QK^T over d, P V over the chunks
         return work
 
+    def _check_head_dim_alignment(self) -> None:
+        """cuDNN and the memory-efficient kernel take head dims in whole vectors only
+        (``SDPA_HEAD_DIM_ALIGN``): another is a one-line error naming what runs it."""
+        wide = self.dtype in ("fp32", "tf32")
+        align = SDPA_HEAD_DIM_ALIGN_FP32 if wide else SDPA_HEAD_DIM_ALIGN.get(self.impl)
+        if align and self.impl != "naive" and isinstance(self.head_dim, int) and self.head_dim % align:
+            other = "impl=naive (the math path)" if wide else "impl=flash (which pads it) or naive"
+            raise UnsupportedError(f"impl={self.impl} takes head dims that are multiples of "
+                                   f"{align} for {self.dtype} tensors (PyTorch's SDPA); head dim "
+                                   f"{self.head_dim} runs {other}")  # fmt: skip
+
+    def decode_bandwidth_fraction(self) -> float:
+        """The share of its family's calibrated DRAM rate a decode kernel streams the KV cache
+        at: cuDNN's above head dim 128 (``CUDNN_DECODE_WIDE_BANDWIDTH``, at the width of its
+        ``CUDNN_DECODE_WIDE_HEAD_DIM`` kernel), 1 otherwise."""
+        if (self.impl != "cudnn" or self.backward or not uniform(self.seq == 1)
+                or not uniform(self.head_dim > WIDE_HEAD_DIM)):  # fmt: skip
+            return 1.0
+        return CUDNN_DECODE_WIDE_BANDWIDTH * self.head_dim / CUDNN_DECODE_WIDE_HEAD_DIM
+
     def softmax_parts(self, gpu: GPUSpec) -> tuple[FlopPart, ...]:
         """The softmax's work per score: the exponential on the SFUs where the GPU has a rate
         for them, the rest (max, subtract, sum, scale) on the FP32 lanes."""
@@ -464,13 +506,17 @@ class Attention(Op):
         return (*matmul_unit(gpu, self.dtype), 1.0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        runs = sdpa_kernel_on(self.impl, gpu, named="impl" in self.model_fields_set)
-        if runs != self.impl:  # the default kernel does not run on this GPU: what SDPA runs
+        runs = sdpa_kernel_on(self.impl, gpu, named="impl" in self.model_fields_set,
+                              head_dim=self.head_dim)  # fmt: skip
+        if runs != self.impl:  # the default kernel does not run here: what SDPA runs
             other = self.model_copy(update={"impl": runs})
-            note = (f"{gpu.id} (compute capability {gpu.compute_capability}) has no "
-                    f"{self.impl} kernel: SDPA's default dispatch runs impl={runs}")  # fmt: skip
+            why = (f"head dim {self.head_dim} is above {self.impl}'s"
+                   if self.head_dim > SDPA_MAX_HEAD_DIM.get(self.impl, self.head_dim) else
+                   f"{gpu.id} (compute capability {gpu.compute_capability}) has no {self.impl}")  # fmt: skip
+            note = f"{why} kernel: SDPA's default dispatch runs impl={runs}"
             return [dc_replace(k, family=k.family or other.family, notes=(*k.notes, note))
                     for k in other.kernels(gpu)]  # fmt: skip
+        self._check_head_dim_alignment()
         unit, dt, fast_f32 = self.product_unit(gpu)
         wide = self.wide_head_work()
         work = fast_f32 * wide
@@ -534,6 +580,7 @@ class Attention(Op):
                     tile_work=self.query_tiles(block_m) if uniform(s > 1) else None,
                     tile_groups=b * h,
                     tile_blocks_per_sm=LIBRARY_BLOCKS_PER_SM,
+                    bandwidth_fraction=self.decode_bandwidth_fraction(),
                     notes=notes,
                 )
             ]

@@ -1,5 +1,6 @@
 """Timing helpers shared by the SDPA device experiments (sdpa_dtypes_device.py,
-sdpa_wide_head_device.py): a back-to-back loop timed by CUDA events, the kernel names one call
+sdpa_wide_head_device.py, ...): a back-to-back loop timed by CUDA events, the same calls replayed
+from a CUDA graph, the kernel names one call
 launches, and shell output for the environment notes. Standalone: imports nothing from gpumodel.
 """
 
@@ -30,6 +31,34 @@ def loop_time_s(torch, fn) -> float:
         start.record()
         for _ in range(n):
             fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / n)
+    return statistics.median(times)
+
+
+def graph_time_s(torch, fn) -> float:
+    """Median over ROUNDS of one replay of a CUDA graph holding n calls of ``fn``, / n: the GPU
+    time without eager launch gaps (a decode kernel of 10 us is shorter than its launch)."""
+    one_s = loop_time_s(torch, fn)
+    n = max(3, min(500, int(LOOP_S / one_s)))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(n):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(ROUNDS):
+        start.record()
+        graph.replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3 / n)

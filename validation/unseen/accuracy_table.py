@@ -66,6 +66,10 @@ def describe(cls: str) -> str:
     if parts[0] == "conv2d":
         return "cuDNN F.conv2d" + "".join(f" {p}" for p in parts[1:]) + " (cudnn.benchmark on)"
     if parts[0] == "attention":
+        if parts[1:2] == ["decode"]:
+            kernel = {"cudnn": "cuDNN", "flash": "flash", "efficient": "memory-efficient"}
+            return ("F.scaled_dot_product_attention decode (one query against a KV cache), "
+                    + (f"{kernel[parts[2]]} kernel" if len(parts) > 2 else "every kernel"))
         what = "backward (dQ, dK, dV)" if "backward" in parts else "forward"
         if parts[-1] == "wide":
             return f"F.scaled_dot_product_attention {what}, head dims above 128 (cuDNN, flash, memory-efficient)"

@@ -211,6 +211,7 @@ def kernel_op(rec: dict):
         impl = "naive" if used == "math" else used if used in ("cudnn", "efficient") and used in impls else "flash"
         return ops.Attention(batch=s["batch"], heads=s["heads"], seq=s["seq_q"],
                              kv_seq=s["seq_kv"] if s["seq_kv"] != s["seq_q"] else None,
+                             kv_heads=s.get("kv_heads") if s.get("kv_heads") != s["heads"] else None,
                              head_dim=s["head_dim"], dtype=DTYPES[rec["dtype"]],
                              causal=bool(rec.get("causal")), impl=impl,
                              backward=rec.get("pass") == "backward",
@@ -341,7 +342,9 @@ def kernel_done_when(rec: dict) -> list[str]:
         if 4096 <= s["bytes"] <= 2**30:
             g.append(f"copy 4KB-1GB {rec['direction']} {rec['host_memory']}")
     elif fam == "sdpa":
-        g.append(f"sdpa {'masked' if rec.get('mask') else 'causal' if rec.get('causal') else 'full'}"
+        kind = ("decode" if rec.get("decode") else "masked" if rec.get("mask")
+                else "causal" if rec.get("causal") else "full")  # fmt: skip
+        g.append(f"sdpa {kind}"
                  + (" backward" if rec.get("pass") == "backward" else ""))
     return g
 

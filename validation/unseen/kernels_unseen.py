@@ -190,6 +190,33 @@ SDPA_MASKED_SHAPES = [
     ("masked odd hd128 4k", 1, 32, 4093, 128),
     ("masked even hd128 b4", 4, 32, 1024, 128),
 ]
+# added 2026-12-01 (eighteenth session), before any run measured them: decode, one query per
+# sequence against a KV cache (is_causal off), as HF's generate calls SDPA. "expanded": K/V
+# materialised at the query heads (repeat_kv); "gqa": K/V at their own heads with enable_gqa
+# (transformers' path without a mask); head dims 64-256 (Gemma's 256), batch 1-64, KV 1k-32k
+# (label, batch, heads, kv_heads, kv_seq, head_dim, gqa, dtype)
+SDPA_DECODE_SHAPES = [
+    ("decode llama3-8b b1 2k", 1, 32, 32, 2048, 128, False, "bf16"),
+    ("decode llama3-8b b8 2k", 8, 32, 32, 2048, 128, False, "bf16"),
+    ("decode llama3-8b b32 4k", 32, 32, 32, 4096, 128, False, "bf16"),
+    ("decode llama3-8b b64 1k", 64, 32, 32, 1024, 128, False, "bf16"),
+    ("decode llama3-8b gqa b8 4k", 8, 32, 8, 4096, 128, True, "bf16"),
+    ("decode long b1 32k", 1, 32, 8, 32768, 128, True, "bf16"),
+    ("decode gpt2 hd64 b16 1k", 16, 12, 12, 1024, 64, False, "bf16"),
+    ("decode gemma-7b hd256 b1 4k", 1, 16, 16, 4096, 256, False, "bf16"),
+    ("decode gemma-7b hd256 b8 2k", 8, 16, 16, 2048, 256, False, "bf16"),
+    ("decode gemma-7b hd256 b32 1k", 32, 16, 16, 1024, 256, False, "bf16"),
+    ("decode gemma-2b mqa hd256 b16 2k", 16, 8, 1, 2048, 256, True, "bf16"),
+    ("decode fp16 hd128 b4 8k", 4, 32, 32, 8192, 128, False, "fp16"),
+    # added 2026-12-01 after run 34 had measured the shapes above, before any run measured these
+    # (the clean check of the cuDNN wide-head decode rule written on the fit set after run 34)
+    ("decode gemma-2-9b hd256 gqa b4 8k", 4, 16, 8, 8192, 256, True, "bf16"),
+    ("decode hd256 b64 512", 64, 8, 8, 512, 256, False, "bf16"),
+    ("decode hd192 b8 4k", 8, 16, 16, 4096, 192, False, "bf16"),
+    ("decode hd128 gqa b16 16k", 16, 32, 8, 16384, 128, True, "bf16"),
+    ("decode phi-2 hd80 b8 2k", 8, 32, 32, 2048, 80, False, "bf16"),
+    ("decode phi-3 hd96 b4 4k", 4, 32, 32, 4096, 96, False, "bf16"),
+]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
 COPY_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
@@ -208,7 +235,7 @@ GEMM_MAX_SETS = 64
 CONV_MAX_SETS = 16
 
 # rough family budgets (s); points past a family's budget are skipped and listed
-DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 150, "copy": 35}
+DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 190, "copy": 35}
 # in-workload-graph: the same back-to-back loop captured in a CUDA graph and replayed, so the
 # kernels run back to back without the eager launch gaps; only for ops under GRAPH_MAX_CALL_S
 # (larger ones are not launch-bound) and only where a single eager call is under GRAPH_PRECHECK_S
@@ -1198,6 +1225,65 @@ class Run:
             q = k = v = None
         if not self.args.smoke:
             self.sdpa_masked(deadline)
+            self.sdpa_decode(deadline)
+
+    def sdpa_decode(self, deadline):
+        """SDPA_DECODE_SHAPES: one query per sequence against its KV cache, each backend,
+        eager and replayed from a CUDA graph (a compiled decode step replays one)."""
+        import torch.nn.functional as F
+
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+        except Exception:
+            SDPBackend = sdpa_kernel = None
+        t = self.torch
+        for label, b, h, hkv, kv, d, gqa, dtype_name in SDPA_DECODE_SHAPES:
+            if time.time() > deadline:
+                self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
+                continue
+            dt = {"bf16": t.bfloat16, "fp16": t.float16}[dtype_name]
+            elem = ELEM_BYTES[dtype_name]
+            q = self.randn((b, h, 1, d), dt)
+            k, v = (self.randn((b, hkv, kv, d), dt) for _ in range(2))
+            # 2 products of 2 FLOPs per multiply-add; Q and O once, K and V at their own heads
+            flops, nbytes = 4 * b * h * kv * d, elem * (2 * b * h * d + 2 * b * hkv * kv * d)
+            extra = {"enable_gqa": True} if gqa else {}
+            for backend in SDPA_BACKENDS:
+                if backend != "default" and sdpa_kernel is None:
+                    continue
+                be = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                      "cudnn": "CUDNN_ATTENTION"}.get(backend)  # fmt: skip
+
+                def fn(q=q, k=k, v=v, be=be, extra=extra):
+                    if be is None:
+                        return F.scaled_dot_product_attention(q, k, v, **extra)
+                    with sdpa_kernel(getattr(SDPBackend, be)):
+                        return F.scaled_dot_product_attention(q, k, v, **extra)
+
+                base = {
+                    "family": "sdpa", "op": "F.scaled_dot_product_attention", "label": label,
+                    "shape": {"batch": b, "heads": h, "kv_heads": hkv, "seq_q": 1, "seq_kv": kv,
+                              "head_dim": d},
+                    "causal": False, "decode": True, "enable_gqa": gqa, "dtype": dtype_name,
+                    "layout": "BHSD contiguous", "backend_requested": backend,
+                    "n_input_sets": 1, "working_set_bytes": nbytes,
+                }  # fmt: skip
+                try:
+                    fn()
+                    if backend == "default":
+                        base["kernels_launched"] = self.kernel_names(fn)
+                        base["backend_used"] = classify_sdpa(base["kernels_launched"])
+                    else:
+                        base["backend_used"] = backend
+                    w = self.timer.in_workload([fn], SDPA_WARMUP_S, SDPA_TIMED_S)
+                    self.add(base, "in-workload", w, flops, nbytes)
+                    if self.have_triton:
+                        self.add(base, "do_bench", self.timer.do_bench(fn), flops, nbytes)
+                    self.graph_variant(base, [fn], flops, nbytes)
+                except Exception as exc:
+                    self.skipped.append({"family": "sdpa", "label": label, "backend": backend,
+                                         "why": f"{type(exc).__name__}: {exc}"[:300]})  # fmt: skip
+            q = k = v = None
 
     def sdpa_masked(self, deadline):
         """SDPA_MASKED_SHAPES: the default dispatch given a boolean causal mask, forward and
