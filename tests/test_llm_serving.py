@@ -22,7 +22,7 @@ def test_replicas_cover_the_rate(plan):
         if o.feasible:
             assert o.replicas == math.ceil(50 / o.requests_per_s_per_replica - 1e-9)
             assert o.gpus == o.replicas * o.tp
-            assert o.batch <= o.max_batch
+            assert o.batch <= o.capacity_batch <= o.max_batch
 
 
 def test_cost_arithmetic(plan):
@@ -49,7 +49,51 @@ def test_latency_target_limits_the_batch():
     free = plan_serving("llama-3-8b", "h100", rate=10, calibration="none", slo="none").options[0]
     tight = plan_serving("llama-3-8b", "h100", rate=10, tpot_slo_s=0.02,
                          calibration="none").options[0]  # fmt: skip
-    assert tight.meets_slo and tight.tpot_s <= 0.02 and tight.batch < free.batch
+    assert tight.meets_slo and tight.tpot_s <= 0.02 and tight.capacity_batch < free.capacity_batch
+
+
+def _cycle_s(o, prompt: int, output: int, batch: int) -> float:
+    """One replica's cycle of ``batch`` prefills and ``output`` decode steps, from the scalar
+    model (the module docstring's formula)."""
+    common = dict(runtime="fused-graph", gpus=o.tp, tp=o.tp)
+    t_pf = gm.predict_inference("llama-3-8b", "h100", "prefill", batch=1, seq=prompt,
+                                **common).time_s  # fmt: skip
+    t_dec = gm.predict_inference("llama-3-8b", "h100", "decode", batch=batch,
+                                 context=prompt + output // 2, **common).time_s  # fmt: skip
+    return batch * t_pf + output * t_dec
+
+
+@pytest.mark.parametrize("rate", [0.01, 1.0, 30.0])
+def test_a_replica_runs_the_batch_its_load_brings(rate):
+    """Little's law: a replica serving r requests/s with latency W(B) holds r x W(B) requests, so
+    it runs the smallest batch B whose throughput B / cycle(B) covers r (at 0.01 req/s one
+    request at a time: TPOT is batch 1's decode step, not the capacity batch's)."""
+    o = plan_serving("llama-3-8b", "h100", rate=rate, prompt=1024, output=256).options[0]
+    per_replica = rate / o.replicas
+    assert o.batch / _cycle_s(o, 1024, 256, o.batch) >= per_replica * (1 - 1e-9)
+    if o.batch > 1:
+        assert (o.batch - 1) / _cycle_s(o, 1024, 256, o.batch - 1) < per_replica
+    assert o.latency_s == pytest.approx(_cycle_s(o, 1024, 256, o.batch), rel=1e-9)
+    if rate == 0.01:
+        assert o.batch == 1 and o.capacity_batch > 1
+        step = gm.predict_inference("llama-3-8b", "h100", "decode", batch=1, context=1152,
+                                    runtime="fused-graph").time_s  # fmt: skip
+        assert o.tpot_s == pytest.approx(step, rel=1e-9)
+
+
+def test_a_missed_target_shows_the_closest_the_gpu_gets():
+    """No batch meets TPOT <= 1 ms: the row shown is the one nearest the targets (batch 1's
+    decode step), not the highest-throughput one."""
+    o = plan_serving("llama-3-8b", "h100", rate=1, tpot_slo_s=0.001).options[0]
+    assert not o.meets_slo and o.capacity_batch == 1 and o.batch == 1
+
+
+def test_prefill_only_serving_has_no_tpot(capsys):
+    o = plan_serving("llama-3-8b", "h100", rate=1, output=0).options[0]
+    assert o.feasible and o.tpot_s is None and o.usd_per_million_output_tokens is None
+    assert main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--rate", "1/s",
+                 "--output", "0"]) == 0  # fmt: skip
+    assert "0 ns" not in capsys.readouterr().out
 
 
 def test_model_too_big_everywhere():
@@ -139,7 +183,10 @@ def test_an_h200_never_needs_more_gpus_than_an_h100(model, rate):
     (44 us each) inside a CUDA-graph runtime."""
     opts = {o.gpu: o for o in plan_serving(model, ["h100", "h200"], rate=rate).options}
     assert opts["h200-sxm"].gpus <= opts["h100-sxm"].gpus
-    assert opts["h200-sxm"].tpot_s <= opts["h100-sxm"].tpot_s * 1.0001
+    # at the same fleet the H200's replica runs each token no slower (fewer H200s run harder:
+    # a larger batch, as the rate brings it)
+    if opts["h200-sxm"].gpus == opts["h100-sxm"].gpus:
+        assert opts["h200-sxm"].tpot_s <= opts["h100-sxm"].tpot_s * 1.0001
 
 
 def test_every_price_names_its_provider_date_and_source():

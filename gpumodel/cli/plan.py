@@ -136,7 +136,8 @@ def serving_table(p: Any) -> Table:
                  "calibration"],
         right={"tp", "batch", "TTFT", "TPOT", "GPUs", "$/hour", "$/1M tok"},
     )  # fmt: skip
-    fields = ["gpu", "feasible", "tp", "batch", "max_batch", "ttft_s", "tpot_s", "latency_s",
+    fields = ["gpu", "feasible", "tp", "batch", "capacity_batch", "max_batch", "ttft_s",
+              "tpot_s", "latency_s",
               "requests_per_s_per_replica", "replicas", "gpus", "usd_per_gpu_hour",
               "usd_per_hour", "usd_per_million_tokens", "usd_per_million_output_tokens",
               "memory_per_gpu_bytes", "meets_slo", "best", "calibration"]  # fmt: skip
@@ -147,11 +148,15 @@ def serving_table(p: Any) -> Table:
         if not o.feasible:
             t.add(o.gpu + " (no fit)", "-", "-", "-", "-", "-", "-", "-", "-", "-")
             continue
-        t.add(o.gpu + (" (best)" if o.best else ""), o.tp, f"{o.batch}/{o.max_batch}",
-              format_time(o.ttft_s or 0), format_time(o.tpot_s or 0), o.gpus,
+        t.add(o.gpu + (" (best)" if o.best else ""), o.tp,
+              f"{o.batch}/{o.capacity_batch}/{o.max_batch}", format_time(o.ttft_s or 0),
+              format_time(o.tpot_s) if o.tpot_s is not None else "-", o.gpus,
               dollars(o.usd_per_hour), dollars(o.usd_per_million_tokens),
               "met" if o.meets_slo else "MISSED", calibration_short(o.calibration))  # fmt: skip
-    t.notes = [f"targets: {describe_targets(p)}; a GPU that misses them is never the best buy"]
+    t.notes = [f"targets: {describe_targets(p)}; a GPU that misses them is never the best buy",
+               "batch: requests in flight per replica at this rate (Little's law) / the "
+               "replica's capacity batch, which sets the replica count / the most that fit in "
+               "memory; TTFT and TPOT at the first"]  # fmt: skip
     if p.best:
         t.notes.append(f"best buy: {p.best} (lowest $ per 1M tokens that meets the targets)")
     else:

@@ -20,9 +20,14 @@ Per GPU type:
          latency    = TTFT + output * TPOT = cycle
          throughput = B / cycle requests per second
 
-     The batch is the one with the highest throughput that meets the latency targets given
-     (TTFT, TPOT, end-to-end), else the highest throughput.
-  4. replicas = ceil(rate / throughput); GPUs = replicas * tp; $/hour = GPUs * price;
+     The capacity batch is the one with the highest throughput that meets the latency targets
+     given (TTFT, TPOT, end-to-end), else the one closest to them (the smallest worst ratio of
+     a time to its target).
+  4. replicas = ceil(rate / capacity throughput); each replica then serves rate / replicas, and
+     the batch it runs is the smallest whose throughput covers that (Little's law: requests in
+     flight = arrival rate x latency, and B / cycle(B) is B over its latency): at 0.01 req/s a
+     replica runs one request at a time, not its capacity batch. TTFT, TPOT and latency are the
+     ones at that batch. GPUs = replicas * tp; $/hour = GPUs * price;
      $ per 1M tokens = $/hour / (rate * (prompt + output) * 3600) * 1e6 (prompt and output
      tokens both count; the output-token price is reported too).
 
@@ -96,7 +101,8 @@ class ServingOption(BaseModel):
     reason: str = ""
     tp: int | None = None
     max_batch: int | None = None
-    batch: int | None = None
+    batch: int | None = None  # requests in flight per replica at the rate (Little's law)
+    capacity_batch: int | None = None  # the batch of the replica's capacity (sets replicas)
     ttft_s: float | None = None
     tpot_s: float | None = None
     latency_s: float | None = None
@@ -147,9 +153,11 @@ class ServingPlan(BaseModel):
                 continue
             cost = (f"${o.usd_per_hour:,.2f}/h, ${o.usd_per_million_tokens:.3g}/1M tokens"
                     if o.usd_per_hour is not None else "no price")  # fmt: skip
+            tpot = format_time(o.tpot_s) if o.tpot_s is not None else "- (no output)"
             lines.append(
-                f"  {o.gpu}: tp={o.tp}, batch {o.batch}/{o.max_batch}, TTFT "
-                f"{format_time(o.ttft_s or 0)}, TPOT {format_time(o.tpot_s or 0)}, latency "
+                f"  {o.gpu}: tp={o.tp}, batch {o.batch} at this rate (capacity "
+                f"{o.capacity_batch}, memory for {o.max_batch}), TTFT "
+                f"{format_time(o.ttft_s or 0)}, TPOT {tpot}, latency "
                 f"{format_time(o.latency_s or 0)}, {o.requests_per_s_per_replica:.3g} req/s per "
                 f"replica -> {o.replicas} replicas = {o.gpus} GPUs, {cost}"
                 + ("" if o.meets_slo else " (misses the latency target)")
@@ -181,54 +189,71 @@ def _batches(limit: int) -> list[int]:
     return sorted({*out, limit})
 
 
-Row = tuple[float, int, float, float, float]  # requests/s, batch, TTFT, TPOT, latency
+Row = tuple[float, int, float, float | None, float]  # requests/s, batch, TTFT, TPOT, latency
 
 
-def _replica(
-    spec: ModelSpec,
-    g: GPUSpec,
-    tp: int,
-    mem_bytes: float,
-    prompt: int,
-    output: int,
-    dtype: str,
-    runtime: Runtime,
-    slo: tuple[float | None, float | None, float | None],
-    calibration: Any,
-    host: Any = None,
-) -> tuple[int, int, float, Row, bool]:
-    """(tp, max batch, memory, chosen row, meets targets) for one replica of ``tp`` GPUs."""
-    ttft_slo, tpot_slo, latency_slo = slo
-    context = prompt + output
-    limit = max_batch(spec, g, seq=context, dtype=dtype, tp=tp, phase="decode", limit=4096)
-    common: dict[str, Any] = dict(dtype=dtype, gpus=tp, tp=tp, runtime=runtime,
-                                  calibration=calibration, host=host)  # fmt: skip
-    t_pf = predict_inference(spec, g, "prefill", batch=1, seq=prompt, **common).time_s
-    mid = prompt + output // 2
-    best: Row | None = None
-    fallback: Row | None = None
-    batches = _batches(limit)
-    # every batch's decode step at once (the vectorised sweep: equal to predict_inference)
-    decode = sweep_inference(spec, g, phase="decode", batch=batches, context=mid, tp=tp,
-                             dtype=dtype, runtime=runtime, calibration=calibration,
-                             host=host)  # fmt: skip
-    for b, t_dec in zip(batches, decode["time_s"].tolist()):
-        cycle = b * t_pf + output * t_dec
-        tpot = (cycle - t_pf) / output if output else 0.0
-        row = (b / cycle, b, t_pf, tpot, cycle)
-        ok = ((ttft_slo is None or t_pf <= ttft_slo)
-              and (tpot_slo is None or tpot <= tpot_slo)
-              and (latency_slo is None or cycle <= latency_slo))  # fmt: skip
-        if ok and (best is None or row[0] > best[0]):
-            best = row
-        if fallback is None or row[0] > fallback[0]:
-            fallback = row
-    chosen = best or fallback
-    assert chosen is not None
-    # the memory reported is the decode steady state at the chosen batch and full context
-    mem_bytes = memory(spec, g, batch=chosen[1], seq=context, dtype=dtype, tp=tp,
-                       phase="decode").total_bytes  # fmt: skip
-    return tp, limit, mem_bytes, chosen, best is not None
+class _Replica:
+    """One replica of ``tp`` GPUs: its rows (``Row``) at any batches, one cycle of B prefills
+    and ``output`` decode steps each (the module docstring, step 3)."""
+
+    def __init__(self, spec: ModelSpec, g: GPUSpec, tp: int, prompt: int, output: int,
+                 dtype: str, runtime: Runtime, calibration: Any, host: Any) -> None:  # fmt: skip
+        self.spec, self.g, self.tp, self.output, self.dtype = spec, g, tp, output, dtype
+        self.runtime, self.calibration, self.host = runtime, calibration, host
+        self.context = prompt + output
+        self.limit = max_batch(spec, g, seq=self.context, dtype=dtype, tp=tp, phase="decode",
+                               limit=4096)  # fmt: skip
+        self.t_prefill = predict_inference(spec, g, "prefill", batch=1, seq=prompt, dtype=dtype,
+                                           gpus=tp, tp=tp, runtime=runtime,
+                                           calibration=calibration, host=host).time_s  # fmt: skip
+        self.mid = prompt + output // 2
+
+    def rows(self, batches: list[int]) -> list[Row]:
+        # every batch's decode step at once (the vectorised sweep: equal to predict_inference)
+        decode = sweep_inference(self.spec, self.g, phase="decode", batch=batches,
+                                 context=self.mid, tp=self.tp, dtype=self.dtype,
+                                 runtime=self.runtime, calibration=self.calibration,
+                                 host=self.host)["time_s"].tolist()  # fmt: skip
+        out = []
+        for b, t_dec in zip(batches, decode):
+            cycle = b * self.t_prefill + self.output * t_dec
+            tpot = (cycle - self.t_prefill) / self.output if self.output else None
+            out.append((b / cycle, b, self.t_prefill, tpot, cycle))
+        return out
+
+    def memory_bytes(self, batch: int) -> float:
+        """The decode steady state at ``batch`` and the full context, per GPU."""
+        return memory(self.spec, self.g, batch=batch, seq=self.context, dtype=self.dtype,
+                      tp=self.tp, phase="decode").total_bytes  # fmt: skip
+
+    def operating_row(self, capacity: Row, rate: float) -> Row:
+        """The row of the smallest batch whose throughput covers ``rate`` (at most the
+        capacity batch): what the replica runs at that load (Little's law)."""
+        candidates = [r for r in self.rows(_batches(capacity[1])) if r[0] >= rate]
+        hi = candidates[0] if candidates else capacity
+        lo = max([b for b in _batches(capacity[1]) if b < hi[1]], default=0)
+        if hi[1] - lo > 1:  # the exact batch between two powers of two
+            hi = next((r for r in self.rows(list(range(lo + 1, hi[1] + 1))) if r[0] >= rate), hi)
+        return hi
+
+
+def _targets_ratio(row: Row, slo: tuple[float | None, float | None, float | None]) -> float:
+    """The worst of a row's TTFT, TPOT and latency over its target (at most 1: all met)."""
+    _, _, ttft, tpot, latency = row
+    ratios = [t / target for t, target in zip((ttft, tpot, latency), slo)
+              if target is not None and t is not None]  # fmt: skip
+    return max(ratios, default=0.0)
+
+
+def _capacity(replica: _Replica, slo: tuple[float | None, float | None, float | None]
+              ) -> tuple[Row, bool]:  # fmt: skip
+    """The capacity row (highest throughput meeting the targets, else the closest to them) and
+    whether it meets them."""
+    rows = replica.rows(_batches(replica.limit))
+    met = [r for r in rows if _targets_ratio(r, slo) <= 1]
+    if met:
+        return max(met, key=lambda r: r[0]), True
+    return min(rows, key=lambda r: (_targets_ratio(r, slo), -r[0])), False
 
 
 def serve_on(
@@ -249,7 +274,8 @@ def serve_on(
 ) -> ServingOption:
     """The serving option on one GPU type (see the module docstring)."""
     context = prompt + output  # within max_context: checked once, in plan_serving
-    options = []
+    slo = (ttft_slo_s, tpot_slo_s, latency_slo_s)
+    options: list[tuple[_Replica, Row, bool]] = []
     last_mem = None
     for t in TP_SIZES:
         try:
@@ -259,19 +285,20 @@ def serve_on(
         mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, phase="decode")
         last_mem = mem
         if mem.fits:
-            options.append(_replica(spec, g, t, mem.total_bytes, prompt, output, dtype, runtime,
-                                    (ttft_slo_s, tpot_slo_s, latency_slo_s), calibration,
-                                    host))  # fmt: skip
+            replica = _Replica(spec, g, t, prompt, output, dtype, runtime, calibration, host)
+            options.append((replica, *_capacity(replica, slo)))
     if not options:
         reason = (infeasible_message(last_mem) + f" at tp={last_mem.tp}" if last_mem
                   else "no tensor-parallel size fits")  # fmt: skip
         return ServingOption(gpu=g.id, feasible=False, reason=reason)
     # meeting the targets first, then the fewest GPUs for the rate, then requests/s per GPU
-    tp, limit, mem_bytes, chosen, meets = max(
-        options, key=lambda o: (o[4], -math.ceil(rate / o[3][0] - 1e-9) * o[0], o[3][0] / o[0])
-    )
-    rps, b, ttft, tpot, latency = chosen
+    replica, capacity, meets = max(
+        options, key=lambda o: (o[2], -math.ceil(rate / o[1][0] - 1e-9) * o[0].tp,
+                                o[1][0] / o[0].tp))  # fmt: skip
+    tp, limit, rps = replica.tp, replica.limit, capacity[0]
     replicas = max(1, math.ceil(rate / rps - 1e-9))
+    _, b, ttft, tpot, latency = replica.operating_row(capacity, rate / replicas)
+    mem_bytes = replica.memory_bytes(capacity[1])  # what a replica holds at its capacity
     n_gpus = replicas * tp
     price_info = price_for(g, price)
     usd = price_info.usd_per_gpu_hour if price_info else None
@@ -279,7 +306,7 @@ def serve_on(
     tokens_per_hour = rate * context * 3600.0
     return ServingOption(
         gpu=g.id, feasible=True, calibration=calibration_label(resolve(calibration, g)), tp=tp,
-        max_batch=limit, batch=b, ttft_s=ttft, tpot_s=tpot,
+        max_batch=limit, batch=b, capacity_batch=capacity[1], ttft_s=ttft, tpot_s=tpot,
         latency_s=latency, requests_per_s_per_replica=rps,
         output_tokens_per_s_per_replica=rps * output, replicas=replicas, gpus=n_gpus,
         usd_per_gpu_hour=usd, usd_per_hour=per_hour,
