@@ -310,6 +310,18 @@ def test_hierarchical_beats_flat_ring_across_two_nodes():
     assert forced.time_s == pytest.approx(times["hierarchical"])
 
 
+@pytest.mark.parametrize("gpus", [8, 16, 32])
+def test_the_datasheet_floor_never_exceeds_the_prediction(gpus):
+    """The explanation's floor, ring volume x plain size/bandwidth, bounds the prediction from
+    below. Across nodes the plain rate is the node's 8 NICs together (8 x 50 GB/s = 400 GB/s,
+    below NVLink's 450), as NCCL's channels use them: one NIC's 50 GB/s gave a 37.5 ms floor
+    under a 5.24 ms prediction for 16 H100s."""
+    p = gm.predict(AllReduce(bytes="1GB", gpus=gpus), "h100")
+    plain = p.details["plain_transfer_s"]
+    assert plain == pytest.approx(1e9 / (400e9 if gpus > 8 else 450e9))
+    assert plain * comm.bus_factor("all_reduce", gpus) <= p.time_s
+
+
 def test_a_gpu_on_another_systems_switch_sends_at_its_own_nvlink_rate(capsys):
     # A100 SXM4: NVLink 3, 600 GB/s both ways = 300 GB/s each way (A100 datasheet); a DGX H100's
     # NVSwitch gives 450 GB/s each way, which no A100 port reaches

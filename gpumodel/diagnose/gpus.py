@@ -3,7 +3,9 @@
 CUDA names a device loosely ("NVIDIA H100 80GB HBM3" is the SXM5 part, "NVIDIA H100 PCIe" the
 PCIe card, "NVIDIA A100-SXM4-80GB"), so the match is by tokens: the family token (``h100``)
 must agree, then variant tokens (``pcie``, ``nvl``, ``sxm4``, ``80gb``), the SM count and the
-memory size decide between the parts of that family.
+memory size decide between the parts of that family. The family is the id's model number
+(``rtx-4090``: ``4090``, so an RTX 3090 or an RTX A6000 is no RTX 4090), and a form factor the
+device names must be the spec's (an H200 NVL or a V100 PCIe is not the SXM part: no spec).
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ def gpu_from_device_name(
         return None
     best: tuple[float, GPUSpec] | None = None
     for spec in list_gpus(specs_dirs):
-        family = spec.id.split("-")[0]
+        family = _family(spec.id)
         if family not in dev:
             continue
         words = _tokens(" ".join((spec.id, spec.name, spec.memory.type, *spec.aliases)))
+        if any(_form_factor(t) and not any(_form_factor(w) == _form_factor(t) for w in words)
+               for t in dev):  # fmt: skip
+            continue  # the device is a form factor this spec is not
         words -= {family}
         score = 10.0 + 3.0 * len(words & dev)
         if any(ff in words and not any(t.startswith(ff) for t in dev) for ff in _FORM_FACTORS):
@@ -52,6 +57,21 @@ def gpu_from_device_name(
         if best is None or score > best[0]:
             best = (score, spec)
     return best[1] if best else None
+
+
+def _family(spec_id: str) -> str:
+    """The model number of a spec id: its first token with a digit (``a100-sxm4-80gb``:
+    ``a100``, ``rtx-4090``: ``4090``)."""
+    parts = spec_id.split("-")
+    return next((p for p in parts if any(c.isdigit() for c in p)), parts[0])
+
+
+def _form_factor(token: str) -> str | None:
+    """``pcie``, ``nvl`` or ``sxm`` for a form-factor token (``sxm4`` is ``sxm``), else None."""
+    for ff in ("pcie", "nvl", "sxm"):
+        if token.startswith(ff):
+            return ff
+    return None
 
 
 __all__ = ["gpu_from_device_name"]

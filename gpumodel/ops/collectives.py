@@ -781,7 +781,16 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
     flops = float(cost.bytes_reduced) / element_bytes(op.dtype)
     ai = flops / sent if sent else 0.0
     bound: Bound = "latency" if t_alpha >= t_beta + t_drain else "network"
-    plain_link = topo.inter if topo.nodes > 1 and topo.inter is not None else topo.intra
+    # the per-GPU datasheet rate a plain transfer gets: in a node its link; across nodes the
+    # slower of that link and the node's NICs together (NCCL spreads its channels over them)
+    plain_bw = topo.intra.datasheet_bytes_per_s or bw
+    plain_text = _link_desc(topo.intra, efficiency=False)
+    if topo.nodes > 1 and topo.inter is not None:
+        nics = topo.gpus_per_node * (topo.inter.datasheet_bytes_per_s or topo.inter.bandwidth_bytes_per_s)
+        if nics < plain_bw:
+            plain_bw = nics
+            plain_text = (f"{topo.gpus_per_node} NICs x {_link_desc(topo.inter, efficiency=False)}"
+                          f" = {format_quantity(nics, 'B/s')}")  # fmt: skip
     table = [_row(c, n, factor, c is chosen) for c in cands]
     details: dict[str, Any] = {
         "collective": op.collective,
@@ -793,8 +802,8 @@ def _predict(op: Collective, gpu: GPUSpec, calibration: Any) -> Prediction:
         "algorithms": table,
         "calibrated": calibrated or False,
         "topology": _topo_dict(topo),
-        "plain_transfer_s": comm.plain_transfer_time(n, plain_link.datasheet_bytes_per_s or bw),
-        "plain_transfer_link": _link_desc(plain_link, efficiency=False),
+        "plain_transfer_s": comm.plain_transfer_time(n, plain_bw),
+        "plain_transfer_link": plain_text,
         "ring_factor": comm.ring_factor_explanation(p) if op.collective == "all_reduce" else None,
         "notes": list(topo.notes),
     }
@@ -863,8 +872,9 @@ def _beta_note(c: comm.Candidate, topo: comm.Topology) -> tuple[str, float]:
     assert topo.inter is not None
     g = topo.gpus_per_node
     if c.algorithm in ("ring", "tree"):
-        return (f"min({_link_desc(topo.intra)}, {g} NICs x {_link_desc(topo.inter)}): NCCL's "
-                f"channels cross nodes through every NIC of a node"), rate  # fmt: skip
+        nics = format_quantity(g * topo.inter.bandwidth_bytes_per_s, "B/s")
+        return (f"min({_link_desc(topo.intra)}, {g} NICs x ({_link_desc(topo.inter)}) = "
+                f"{nics}): NCCL's channels cross nodes through every NIC of a node"), rate  # fmt: skip
     if c.algorithm == "hierarchical":
         return (f"in-node phases over {_link_desc(topo.intra)}; the n/g shard over "
                 f"{_link_desc(topo.inter)}"), rate  # fmt: skip
