@@ -346,6 +346,17 @@ def test_gpu_from_device_name_unknown_family():
     assert gpu_from_device_name("Imaginary Accelerator 9000") is None
 
 
+@pytest.mark.parametrize(("name", "sms", "mem"), [
+    ("NVIDIA GeForce RTX 3090", 82, 24e9),  # another RTX: the model number decides
+    ("NVIDIA RTX A6000", 84, 48e9),
+    ("NVIDIA RTX 6000 Ada Generation", 142, 48e9),
+    ("NVIDIA H200 NVL", 132, 141e9),  # a form factor no H200 spec is
+    ("Tesla V100-PCIE-32GB", 80, 32e9),
+])  # fmt: skip
+def test_a_device_of_no_spec_is_not_passed_off_as_a_neighbour(name, sms, mem):
+    assert gpu_from_device_name(name, sms, mem) is None
+
+
 def test_nsys_kernel_summary_csv():
     rep = diagnose(FIXTURES / "nsys_cuda_gpu_kern_sum_synthetic.csv", gpu="h100")
     assert rep.source.format == "nsys_kern_sum_csv"
