@@ -216,6 +216,9 @@ SDPA_DECODE_SHAPES = [
     ("decode hd128 gqa b16 16k", 16, 32, 8, 16384, 128, True, "bf16"),
     ("decode phi-2 hd80 b8 2k", 8, 32, 32, 2048, 80, False, "bf16"),
     ("decode phi-3 hd96 b4 4k", 4, 32, 32, 4096, 96, False, "bf16"),
+    # a padding mask (HF's batched generate with left padding: a bool mask, K/V expanded)
+    ("decode padded llama b8 2k", 8, 32, 32, 2048, 128, False, "bf16", "mask"),
+    ("decode padded gpt2 b16 1k", 16, 12, 12, 1024, 64, False, "bf16", "mask"),
 ]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
@@ -1237,7 +1240,7 @@ class Run:
         except Exception:
             SDPBackend = sdpa_kernel = None
         t = self.torch
-        for label, b, h, hkv, kv, d, gqa, dtype_name in SDPA_DECODE_SHAPES:
+        for label, b, h, hkv, kv, d, gqa, dtype_name, *masked in SDPA_DECODE_SHAPES:
             if time.time() > deadline:
                 self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
                 continue
@@ -1248,6 +1251,10 @@ class Run:
             # 2 products of 2 FLOPs per multiply-add; Q and O once, K and V at their own heads
             flops, nbytes = 4 * b * h * kv * d, elem * (2 * b * h * d + 2 * b * hkv * kv * d)
             extra = {"enable_gqa": True} if gqa else {}
+            if masked:  # every other sequence left-padded over its first eighth of keys
+                mask = t.ones(b, 1, 1, kv, dtype=t.bool, device=self.device)
+                mask[::2, :, :, : kv // 8] = False
+                extra = {"attn_mask": mask}
             for backend in SDPA_BACKENDS:
                 if backend != "default" and sdpa_kernel is None:
                     continue
@@ -1265,6 +1272,7 @@ class Run:
                     "shape": {"batch": b, "heads": h, "kv_heads": hkv, "seq_q": 1, "seq_kv": kv,
                               "head_dim": d},
                     "causal": False, "decode": True, "enable_gqa": gqa, "dtype": dtype_name,
+                    **({"mask": "bool padding"} if masked else {}),
                     "layout": "BHSD contiguous", "backend_requested": backend,
                     "n_input_sets": 1, "working_set_bytes": nbytes,
                 }  # fmt: skip
