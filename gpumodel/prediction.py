@@ -113,6 +113,15 @@ class Prediction(BaseModel):
         memory = self.bytes / self.bandwidth_bytes_per_s if self.bandwidth_bytes_per_s else 0.0
         return max(compute, memory)
 
+    def roofline_disagrees(self) -> str | None:
+        """The datasheet roofline's bound where the model's differs (compute-bound on its
+        kernels' rates, padded tiles and calibrated efficiencies, at an intensity below the
+        datasheet ridge; or the reverse), else None."""
+        if self.bound not in ("compute", "memory") or not self.ridge_point or not self.flops:
+            return None
+        roof = "memory" if self.arithmetic_intensity < self.ridge_point else "compute"
+        return roof if roof != self.bound else None
+
     def roofline_fields(self) -> dict[str, Any]:
         """The seed article's roofline summary: bottleneck, peak achievable, max utilisation."""
         memory_bound = self.arithmetic_intensity < self.ridge_point
@@ -150,6 +159,12 @@ class Prediction(BaseModel):
             f"{format_number(self.ridge_point)} FLOP/B -> attainable "
             f"{format_quantity(self.attainable_flops, 'FLOP/s')}",
         ]
+        roof = self.roofline_disagrees()
+        if roof:
+            lines.append(
+                f"  {self.bound}-bound on its kernels' rates (calibrated efficiencies, padded "
+                f"tiles: the terms below), where the datasheet roofline at this intensity says "
+                f"{roof}")  # fmt: skip
         if self.time_s > 0 and self.flops:
             lines.append(
                 f"  achieved: {format_quantity(self.achieved_flops, 'FLOP/s')} "

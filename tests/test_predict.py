@@ -604,3 +604,21 @@ def test_shipped_fp32_norm_families_take_the_copy_roof():
         for fam in ("layernorm:fp32", "rmsnorm:fp32", "softmax:fp32", "softmax:long-rows:fp32"):
             assert params.family_bandwidth_efficiency[fam] == pytest.approx(roof, rel=0.05)
             assert params.family_elements_per_sm_cycle[fam] > 0
+
+
+def test_a_bound_the_datasheet_roofline_would_not_give_says_so(capsys):
+    """Flash decode computes 128-row query tiles for one query (AI ~1 FLOP/B of useful work,
+    far below the ridge): compute-bound on its kernel's rates, memory-bound on the datasheet
+    roofline. The table and the explanation name both instead of contradicting the numbers."""
+    from gpumodel.cli import main
+    from gpumodel.ops import Attention
+
+    p = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=4096), "h200")
+    assert p.arithmetic_intensity < p.ridge_point and p.bound == "compute"
+    assert p.roofline_disagrees() == "memory"
+    assert "where the datasheet roofline at this intensity says memory" in p.explain()
+    assert main(["predict", "attention", "--batch", "8", "--seq", "1", "--kv-seq", "4096",
+                 "--gpu", "h200"]) == 0  # fmt: skip
+    assert "compute (roofline: memory)" in capsys.readouterr().out
+    big = gm.predict(gm.ops.Gemm(m=8192, n=8192, k=8192), "h100")
+    assert big.bound == "compute" and big.roofline_disagrees() is None

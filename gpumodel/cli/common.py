@@ -81,7 +81,7 @@ def prediction_table(preds: list[gm.Prediction]):
         ("time", lambda p: ft(p.time_s)),
         *([("host drift range", time_range)] if any(p.time_range_s for p in preds) else []),
         ("expected error", expected),
-        ("bound", lambda p: p.bound),
+        ("bound", lambda p: p.bound + (f" (roofline: {r})" if (r := p.roofline_disagrees()) else "")),
         ("FLOPs", lambda p: fq(p.flops, "FLOP")),
         ("bytes moved", lambda p: fq(p.bytes, "B")),
         ("AI (FLOP/B)", lambda p: format_number(p.arithmetic_intensity)),
