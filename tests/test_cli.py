@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import gpumodel as gm
 from gpumodel.cli import main
 
 
@@ -91,6 +92,15 @@ def test_specs_commands(capsys, tmp_path):
     assert code == 0 and any(d["id"] == "h100-sxm" for d in json.loads(out))
     code, out, _ = run(capsys, "specs", "show", "h100")
     assert code == 0 and "h100-sxm.yaml" in out
+    # plain show is valid YAML however long its lines (no console wrapping), and --file is the
+    # spec file itself, which passes the check as a user's copy
+    assert yaml.safe_load(out)["notes"] == gm.get_gpu("h100").notes
+    code, out, _ = run(capsys, "specs", "show", "h100", "--file")
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(out)
+    assert code == 0 and out == Path("specs/h100-sxm.yaml").read_text()
+    code, out, _ = run(capsys, "specs", "check", str(copy))
+    assert code == 0 and "ok" in out
     code, out, _ = run(capsys, "specs", "schema")
     assert code == 0 and "properties" in json.loads(out)
     code, out, _ = run(capsys, "specs", "check", "specs/h100-sxm.yaml")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -65,10 +66,17 @@ def specs_list(
 
 @specs_app.command("show")
 def specs_show(
-    gpu: str, specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json")
+    gpu: str, specs_dir: SpecsDir = [], as_json: bool = typer.Option(False, "--json"),
+    as_file: bool = typer.Option(False, "--file", help="the spec file as written, with its "
+                                 "sources: a start for your own (--file > mine.yaml)"),
 ) -> None:
     """One GPU's spec in SI units, and the file it came from."""
     spec = gm.get_gpu(gpu, specs_dir)
+    if as_file:
+        if not spec.origin or not Path(spec.origin).is_file():
+            raise gm.SpecError(f"{spec.id} was not loaded from a file")
+        typer.echo(Path(spec.origin).read_text(), nl=False)
+        return
     data = spec.model_dump(mode="json")
     data["origin"] = spec.origin
     if as_json:
@@ -76,8 +84,10 @@ def specs_show(
         return
     import yaml
 
-    console().print(f"# from {spec.origin}", highlight=False, markup=False)
-    console().print(yaml.safe_dump(data, sort_keys=False, width=100), highlight=False, markup=False)
+    # plain stdout: YAML folds its own long strings validly, a console's wrapping would not
+    # (`specs show h100 > my.yaml` is how a user starts a spec of their own)
+    typer.echo(f"# from {spec.origin}")
+    typer.echo(yaml.safe_dump(data, sort_keys=False, width=100), nl=False)
 
 
 @specs_app.command("check")
