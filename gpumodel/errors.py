@@ -28,6 +28,10 @@ class UnknownGPUError(GpumodelError, LookupError):
     def __init__(self, name: str, known: Iterable[str]):
         self.name = name
         self.known = sorted(set(known))
+        if "," in name:  # a list where one GPU is asked for
+            super().__init__(f"one GPU id here, got the list '{name}' (predict, plan serve and "
+                             "sweep-llm compare GPUs: run this once per GPU)")  # fmt: skip
+            return
         close = difflib.get_close_matches(name.lower(), self.known, n=4, cutoff=0.4)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         super().__init__(f"unknown GPU '{name}'{hint} (see `gpumodel specs list`)")

@@ -94,3 +94,23 @@ def test_plot_needs_matplotlib_or_writes(capsys, tmp_path):
         assert code == 2 and "pip install 'gpumodel[plot]'" in err
     else:
         assert code == 0 and path.stat().st_size > 0
+
+
+def test_memory_refuses_training_flags_without_train_and_hints_what_fits(capsys):
+    """--zero/--dp shard training states: without --train they were dropped silently. A model
+    that does not fit says what would (as infer does), not only 'largest batch 0'."""
+    code, _, err = run(capsys, "memory", "--model", "llama-3-8b", "--dp", "8", "--zero", "3")
+    assert code == 2 and "add --train" in err
+    code, out, _ = run(capsys, "memory", "--model", "llama-3-70b", "--gpu", "h100")
+    # 70.6B bf16 weights are 141 GB: two H100s (tp 2) hold 70.6 GB each plus the KV cache
+    assert code == 0 and "fits: tp >= 2" in out
+    code, out, _ = run(capsys, "memory", "--model", "llama-3-8b", "--context", "8192")
+    assert code == 0 and "context 8192" in out  # infer's name for it works here too
+
+
+def test_experts_on_a_dense_model_and_a_gpu_list_where_one_is_asked_are_errors(capsys):
+    code, _, err = run(capsys, "infer", "--model", "llama-3-8b", "--experts", "loop")
+    assert code == 2 and "dense model" in err
+    code, _, err = run(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1T",
+                       "--gpu", "h100,a100", "--gpus", "64")  # fmt: skip
+    assert code == 2 and "one GPU id here, got the list 'h100,a100'" in err

@@ -142,7 +142,7 @@ def infer(
         "padding mask)",
     ),
     experts: str = typer.Option(
-        "grouped_mm",
+        None,
         help="mixture of experts under hf-eager: grouped_mm (transformers 5's default: one "
         "grouped GEMM per projection) or loop (experts_implementation='eager', transformers 4)",
     ),
@@ -176,6 +176,8 @@ def infer(
     _choice(kv_cache, "--kv-cache", KV_CACHE)
     _choice(gqa, "--gqa", ("native", "repeat"))
     _choice(experts, "--experts", ("grouped_mm", "loop"))
+    if experts is not None and _llm().get_model(model).moe is None:
+        fail(f"--experts is how HF runs a mixture of experts; {model} is a dense model")
     for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
                    ("--tp", tp)):  # fmt: skip
         _at_least(opt, v)
@@ -186,7 +188,7 @@ def infer(
         attention=attention, fusion=fusion, kv_cache=kv_cache, gqa=gqa,  # type: ignore[arg-type]
         host_per_kernel_s=host_us * 1e-6 if host_us is not None else None, host=host,
         allow_oversubscribe=allow_oversubscribe, new_shapes=new_shapes,
-        experts=experts,  # type: ignore[arg-type]
+        experts=experts or "grouped_mm",  # type: ignore[arg-type]
     )  # fmt: skip
     _warn(r.host_warning)
     if plot:
@@ -229,8 +231,8 @@ def memory(
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     batch: int = typer.Option(1, help="sequences (training: micro-batch)"),
     seq: int = typer.Option(
-        None, help="context length (KV cache) / training sequence (default: 2048, or the model's "
-        "max_context if shorter)"),
+        None, "--seq", "--context", help="context length (KV cache) / training sequence "
+        "(default: 2048, or the model's max_context if shorter)"),
     dtype: str = typer.Option("bf16"),
     phase: str = typer.Option(
         None,
@@ -279,6 +281,9 @@ def memory(
         _at_least(opt, v)
     if accumulation != 1 and not train:
         fail("--accumulation is a training option: add --train")
+    if not train and (zero != 0 or dp != 1):
+        fail("--zero and --dp shard training states: add --train (an inference replica's "
+             "memory per GPU does not depend on how many there are)")
     if zero not in (0, 1, 2, 3):
         fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
     kw: dict[str, Any] = dict(dtype=dtype, train=train, tp=tp, pp=pp, dp=dp, zero=zero,
@@ -299,6 +304,10 @@ def memory(
     _out(m.explain())
     _out(f"  largest batch at seq {seq}: {largest_batch}; longest context at batch {batch}: "
          f"{longest} (model max {_llm().get_model(model).max_context})")  # fmt: skip
+    if not m.fits:
+        from gpumodel.llm.memory import what_fits
+
+        _out(f"  {what_fits(model, gpu, batch=batch, seq=seq, **kw)}")
     if plot:
         _out(f"wrote {plot}")
 
