@@ -1061,6 +1061,10 @@ def test_misaligned_vocab_says_what_to_pad():
     eff = f.details["aligned_efficiency"]["bf16"]
     padded_ms = (2 * 8192 * 768 * 50304 / 989.4e12 + 2.5e-6) / eff * 1e3
     assert f.recoverable_s * 1e3 == pytest.approx(2.0 - padded_ms, rel=0.02)
+    # the footnote says what the arithmetic above is (it said "speed of light / efficiency"
+    # where the model's calibrated time was divided)
+    assert f.evidence[-1].startswith("padded time = the model's time for the padded shape")
+    assert f"({eff:.0%}; at most 100%)" in f.evidence[-1]
 
 
 def test_fusible_elementwise_chain():

@@ -399,12 +399,13 @@ def _misaligned(groups: list[GroupView], n_steps: int) -> Draft | None:
                   for got, g in rows[:4]]  # fmt: skip
     dts = sorted({g.mapped.op.dtype for _, g in rows if g.mapped.op is not None})
     if any(dt in eff for dt in dts):
-        d.evidence.append("padded time = speed of light / the best efficiency this trace's "
-                          "aligned " + ", ".join(f"{dt} products reach ({eff[dt]:.0%})"
-                                                 for dt in dts if dt in eff))  # fmt: skip
+        d.evidence.append("padded time = the model's time for the padded shape (calibration "
+                          "applied) / the best ratio of model to measured time this trace's "
+                          "aligned " + ", ".join(f"{dt} products reach ({eff[dt]:.0%}; at most "
+                                                 "100%)" for dt in dts if dt in eff))  # fmt: skip
     else:
         d.evidence.append("no aligned product of that dtype in the trace: the padded time is the "
-                          "speed of light, so this is an upper bound")  # fmt: skip
+                          "model's for the padded shape, so this is an upper bound")  # fmt: skip
     d.details = {
         "pads": [{"size": p["size"], "padded": p["padded"], "dims": sorted(p["dims"]),
                   "ops": p["ops"]} for p in ordered],
