@@ -23,9 +23,21 @@ TENSOR_FP16_FLOP_PER_CLK_PER_SM = {
 SIBLING_RATIO = {"bf16": 1.0, "tf32": 0.5, "fp8": 2.0, "int8": 2.0, "fp4": 4.0}
 
 
+def alias_warnings(spec: GPUSpec) -> list[str]:
+    """The aliases of ``spec`` that another spec of the library already has (a copy of a
+    shipped file that kept its aliases): the library keeps them for the first spec."""
+    from gpumodel.specs import library
+
+    lib = library()
+    taken = {a: i for i, s in lib.specs.items() if i != spec.id for a in (i, *s.aliases)}
+    return [f"alias '{a}' is already {taken[a.lower()]}'s: --gpu {a} keeps meaning "
+            f"{taken[a.lower()]} (overriding is by id; drop or rename the alias)"
+            for a in spec.aliases if a.lower() in taken]  # fmt: skip
+
+
 def check_spec(spec: GPUSpec) -> list[str]:
     """Warnings (empty when nothing looks off)."""
-    warnings: list[str] = []
+    warnings: list[str] = alias_warnings(spec)
     fp16 = spec.peak_flops("fp16", "tensor")
     per_clk = TENSOR_FP16_FLOP_PER_CLK_PER_SM.get(spec.architecture.lower())
     if fp16 and per_clk:

@@ -94,6 +94,21 @@ def test_user_spec_dir_overrides_shipped(tmp_path, monkeypatch):
     assert gm.get_gpu("h100").memory_bandwidth_bytes_per_s == 3e12
 
 
+def test_a_copy_that_kept_the_shipped_aliases_does_not_take_them(tmp_path):
+    """Overriding is by id: a user's copy of the H100 file renamed my-h100 but still listing
+    the aliases h100, h100-sxm5 leaves --gpu h100 the shipped H100 (it turned into the copy),
+    and specs check says why."""
+    data = yaml.safe_load((Path(__file__).parent.parent / "specs" / "h100-sxm.yaml").read_text())
+    data["id"] = "my-h100"
+    data["memory"]["bandwidth"] = "3 TB/s"
+    path = _write(tmp_path, data, "my-h100.yaml")
+    assert gm.get_gpu("h100", specs_dirs=[tmp_path]).id == "h100-sxm"
+    assert gm.get_gpu("my-h100", specs_dirs=[tmp_path]).memory_bandwidth_bytes_per_s == 3e12
+    warnings = check_spec(load_spec_file(path))
+    assert any("alias 'h100' is already h100-sxm's" in w for w in warnings)
+    assert not any("alias" in w for w in check_spec(gm.get_gpu("h100")))
+
+
 def test_sparse_rate_is_flagged():
     h100 = gm.get_gpu("h100")
     sparse = h100.model_copy(

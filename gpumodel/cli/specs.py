@@ -87,7 +87,7 @@ def specs_show(
     # plain stdout: YAML folds its own long strings validly, a console's wrapping would not
     # (`specs show h100 > my.yaml` is how a user starts a spec of their own)
     typer.echo(f"# from {spec.origin}")
-    typer.echo(yaml.safe_dump(data, sort_keys=False, width=100), nl=False)
+    typer.echo(yaml.safe_dump(data, sort_keys=False, width=88), nl=False)
 
 
 @specs_app.command("check")
