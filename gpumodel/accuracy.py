@@ -36,9 +36,9 @@ TABLE_FILE = "accuracy/accuracy.json"
 TABLE_VERSION = 1
 # the fewest scored points a class needs to stand for a prediction (fewer: the broader class)
 MIN_KERNEL_POINTS = 20
+MIN_STEP_POINTS = 5
 # head dims the unseen SDPA grids measured, per tensor dtype (validation/unseen/kernels_unseen.py)
 MEASURED_HEAD_DIMS = {"fp16": (40, 256), "bf16": (40, 256), "fp32": (32, 128)}
-MIN_STEP_POINTS = 5
 
 
 class Accuracy(Checked):

@@ -29,7 +29,7 @@ def alias_warnings(spec: GPUSpec) -> list[str]:
     from gpumodel.specs import library
 
     lib = library()
-    taken = {a: i for i, s in lib.specs.items() if i != spec.id for a in (i, *s.aliases)}
+    taken = {a.lower(): i for i, s in lib.specs.items() if i != spec.id for a in (i, *s.aliases)}
     return [f"alias '{a}' is already {taken[a.lower()]}'s: --gpu {a} keeps meaning "
             f"{taken[a.lower()]} (overriding is by id; drop or rename the alias)"
             for a in spec.aliases if a.lower() in taken]  # fmt: skip

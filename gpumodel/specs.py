@@ -392,15 +392,11 @@ class SpecLibrary:
                     self._loaded.pop(names[0], None)  # a later file overrides a parsed one
                 self._files[names[0]] = (f, names[1])
         # an alias names the first spec on the search path that claims it (the shipped one
-        # before a user's copy that kept its aliases: overriding is by id); the others are kept
-        # in ``alias_conflicts`` (alias, its spec, the spec whose claim is ignored)
+        # before a user's copy that kept its aliases: overriding is by id; `specs check` warns)
         self._aliases: dict[str, str] = {}
-        self.alias_conflicts: list[tuple[str, str, str]] = []
         for spec_id, (_, aliases) in self._files.items():
             for a in aliases:
-                owner = self._aliases.setdefault(a.lower(), spec_id)
-                if owner != spec_id:
-                    self.alias_conflicts.append((a.lower(), owner, spec_id))
+                self._aliases.setdefault(a.lower(), spec_id)
 
     def _load(self, spec_id: str) -> GPUSpec:
         spec = self._loaded.get(spec_id)

@@ -229,9 +229,9 @@ class _Replica:
     def operating_row(self, capacity: Row, rate: float) -> Row:
         """The row of the smallest batch whose throughput covers ``rate`` (at most the
         capacity batch): what the replica runs at that load (Little's law)."""
-        candidates = [r for r in self.rows(_batches(capacity[1])) if r[0] >= rate]
-        hi = candidates[0] if candidates else capacity
-        lo = max([b for b in _batches(capacity[1]) if b < hi[1]], default=0)
+        sizes = _batches(capacity[1])
+        hi = next((r for r in self.rows(sizes) if r[0] >= rate), capacity)
+        lo = max([b for b in sizes if b < hi[1]], default=0)
         if hi[1] - lo > 1:  # the exact batch between two powers of two
             hi = next((r for r in self.rows(list(range(lo + 1, hi[1] + 1))) if r[0] >= rate), hi)
         return hi
