@@ -344,13 +344,13 @@ def test_every_command_prints_the_same_memory(capsys):
     lib = gm.fits("llama-3-8b", "h100", batch=batch, seq=ctx)
     assert mem["total_bytes"] == inf["memory"]["total_bytes"] == lib.total_bytes
     # plan serve: 1024 + 256 tokens = context 1280; its max batch and its memory at the
-    # chosen batch are the memory command's
+    # replica's capacity batch (what a replica must hold at peak load) are the memory command's
     plan = _cli_json(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpu", "h100", "--prompt",
                      "1024", "--output", "256")  # fmt: skip
     opt = plan["options"][0]
     assert opt["max_batch"] == mem["max_batch"]
     at = _cli_json(capsys, "memory", "--model", "llama-3-8b", "--gpu", "h100", "--batch",
-                   str(opt["batch"]), "--seq", str(ctx))  # fmt: skip
+                   str(opt["capacity_batch"]), "--seq", str(ctx))  # fmt: skip
     assert opt["memory_per_gpu_bytes"] == at["total_bytes"]
     # plan train and memory --train: the same training peak
     train = _cli_json(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1e9", "--gpu",
