@@ -102,11 +102,12 @@ def kernel_classes(op: Op) -> list[str]:
         lo, hi = MEASURED_HEAD_DIMS.get(dtype, (0, -1))
         if not lo <= op.head_dim <= hi:  # type: ignore[attr-defined]
             return []
+        if op.seq == 1 and not op.backward:  # type: ignore[attr-defined]
+            decode = f"attention:decode:{op.impl}"  # type: ignore[attr-defined]
+            return [decode, "attention:decode"] if dtype in ("fp16", "bf16") else [f"{decode}:{dtype}"]
         base = "attention:backward" if op.backward else "attention"  # type: ignore[attr-defined]
         if dtype not in ("fp16", "bf16"):
             return [] if op.backward else [f"attention:{dtype}"]  # type: ignore[attr-defined]
-        if op.seq == 1 and not op.backward:  # type: ignore[attr-defined]
-            return [f"attention:decode:{op.impl}", "attention:decode"]  # type: ignore[attr-defined]
         from gpumodel.ops.attention import WIDE_HEAD_DIM
 
         wide = op.head_dim > WIDE_HEAD_DIM  # type: ignore[attr-defined]

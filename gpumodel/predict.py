@@ -34,7 +34,7 @@ from gpumodel.errors import InfeasibleError, SpecError, UnsupportedError
 from gpumodel.model import gemm as gemm_model
 from gpumodel.model.roofline import arithmetic_intensity, overlap_time, ridge_point
 from gpumodel.model.scheduling import FILL_TILE, fill_efficiency, schedule_efficiency
-from gpumodel.ops.base import KernelWork, Op
+from gpumodel.ops.base import KernelWork, Op, is_array
 from gpumodel.prediction import Bound, KernelPrediction, Prediction, Term
 from gpumodel.sol import host_link_roof_bytes_per_s, kernel_sol, max_clock_peak_flops, roof_time_s
 from gpumodel.specs import GPUSpec, get_gpu
@@ -658,6 +658,15 @@ def kernel_time(
             Term(name="overlap factor", value=t_core / roof, unit="x",
                  note=f"(t_c^p + t_m^p)^(1/p), p = {p:.3g}: compute and memory overlap imperfectly")
         )  # fmt: skip
+    t_serial = serial_loop_s(kw, gpu)
+    serial = t_serial > t_core
+    if serial:
+        terms.append(Term(name="serial block loop", value=t_serial - t_core,
+                          note=f"each of {float(kw.serial_blocks):.4g} thread blocks runs "
+                               f"{float(kw.serial_cycles):.4g} SM cycles of dependent steps, "
+                               f"{kw.serial_blocks_per_sm:g} at once per SM: "
+                               f"{format_time(t_serial)} whatever the bandwidth"))  # fmt: skip
+        t_core = t_serial
     t_sol = sol_floor_s(kw, gpu)
     floored = t_core < t_sol
     if floored:
@@ -699,6 +708,8 @@ def kernel_time(
         bound = "launch"
     elif floored:  # the roof that binds the speed of light
         bound = kernel_sol(kw, gpu).bound
+    elif serial:  # a loop of dependent steps, neither roof
+        bound = "latency"
     elif issue is not None and issue[0] >= max(t_compute - issue[0], t_memory):
         bound = "issue"
     elif t_compute >= t_memory:
@@ -709,6 +720,22 @@ def kernel_time(
         name=kw.name, time_s=time_s, bound=bound, flops=kw.useful_flops, bytes=kw.bytes,
         launches=kw.launches, terms=tuple(terms),
     )  # fmt: skip
+
+
+def serial_loop_s(kw: KernelWork, gpu: GPUSpec) -> Any:
+    """The time of a kernel's latency-bound per-block loop (``KernelWork.serial_cycles``): one
+    block's cycles at the boost clock, times the waves its blocks need at
+    ``serial_blocks_per_sm`` per SM (at least one); 0 without one. Numbers or a sweep's
+    arrays."""
+    slots = kw.serial_blocks_per_sm * gpu.sm_count
+    if is_array(kw.serial_cycles) or is_array(kw.serial_blocks):
+        import numpy as np
+
+        waves = np.maximum(1.0, np.asarray(kw.serial_blocks, dtype=float) / slots)
+        return np.asarray(kw.serial_cycles, dtype=float) / gpu.boost_clock_hz * waves
+    if not kw.serial_cycles:
+        return 0.0
+    return kw.serial_cycles / gpu.boost_clock_hz * max(1.0, kw.serial_blocks / slots)
 
 
 def sol_floor_s(kw: KernelWork, gpu: GPUSpec) -> Any:

@@ -47,6 +47,7 @@ from gpumodel.predict import (
     predict,
     reads_dram,
     resident,
+    serial_loop_s,
     sol_floor_s,
     stream_floor,
     tensor_dtype,
@@ -341,7 +342,8 @@ def _kernel_array(
         params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
     )
     p, rows = core_overlap(params, fitted_gemm, kw.gemm, issue)
-    t_core = np.maximum(_core_time(t_compute + 0.0 * nbytes, t_memory, p, rows),
+    t_core = np.maximum(np.maximum(_core_time(t_compute + 0.0 * nbytes, t_memory, p, rows),
+                                   serial_loop_s(kw, gpu)),
                         sol_floor_s(kw, gpu))  # as predict.kernel_time
     overhead, _ = kernel_overhead(params, family, fitted_gemm)
     launch_floor = kw.launches * overhead

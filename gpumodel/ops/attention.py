@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace as dc_replace
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -155,7 +155,7 @@ WIDE_DTYPE_IMPL = {"fp32": "efficient", "tf32": "efficient", "fp64": "naive"}
 # kernels up to head dim 64 (64 x 64 tiles) and above (64 x 128, 32 x 128) and the backward
 # (cutlassB) apart (H200; validation/fitset/fit_attention_fp32.py)
 FAST_F32_TF32_PRODUCTS = 3
-FAST_F32_WORK_FACTOR = {"forward": 2.65, "forward wide": 2.1, "backward": 1.8}
+FAST_F32_WORK_FACTOR = {"forward": 2.55, "forward wide": 2.1, "backward": 1.8}
 FAST_F32_NARROW_HEAD_DIM = 64  # the forward's 64 x 64 kernels; wider heads run "forward wide"
 
 # Head dims above 128 (Gemma's 256, 144-224) run other kernels than the ones validate times and
@@ -173,7 +173,7 @@ FAST_F32_NARROW_HEAD_DIM = 64  # the forward's 64 x 64 kernels; wider heads run 
 WIDE_HEAD_DIM = 128
 WIDE_HEAD_WORK_FACTOR = {"flash forward": 1.48, "flash backward": 1.4, "cudnn backward": 1.83,
                          "cudnn mask forward": 1.72, "efficient forward": 1.41,
-                         "efficient backward": 5.17, "efficient fp32 forward": 1.1,
+                         "efficient backward": 5.17, "efficient fp32 forward": 1.11,
                          "efficient fp32 backward": 1.38}  # fmt: skip
 EFFICIENT_WIDE_OUTPUT_CHUNK = 128
 # cuDNN's decode (one query per sequence against a KV cache) above head dim 128 runs its kernel
@@ -184,6 +184,26 @@ EFFICIENT_WIDE_OUTPUT_CHUNK = 128
 # decode fit set (5 shapes x head dims 160 and 256; validation/fitset/fit_attention_decode.py)
 CUDNN_DECODE_WIDE_HEAD_DIM = 256
 CUDNN_DECODE_WIDE_BANDWIDTH = 0.79
+# The memory-efficient kernel's decode: each thread block holds one query (of a 64- or 32-row
+# tile) and walks the whole KV cache one key tile after another (fmha_cutlassF_*_64x64_rf,
+# 64x128_rf, 32x128_gmem): on an H200, 33-49 ns a key per block in 16-bit and 97-160 ns in
+# fp32 whatever the number of blocks up to the SMs, 8 of them or 128, so with few blocks it is
+# latency-bound, not bandwidth-bound (the first model priced 1 x 32 heads x 16K keys 79-96%
+# fast). Priced as a serial loop (``KernelWork.serial_cycles``) of SM cycles per key and blocks
+# resident per SM, per kernel (tensor dtype, head dim up to 64 / 128 / above), fitted on the
+# H200's fit set (validation/results/h200-sxm/sdpa-decode-efficient-2026-12-01,
+# validation/fitset/fit_attention_decode_efficient.py). Cycles carry to another GPU at its
+# clock; GPUs before sm80 run other builds of the kernel (none measured).
+EFFICIENT_DECODE_CYCLES_PER_KEY = {("16-bit", 64): 70.1, ("16-bit", 128): 62.8, ("16-bit", 256): 97.3,
+                                   ("fp32", 64): 207.3, ("fp32", 128): 187.6, ("fp32", 256): 318.0}  # fmt: skip
+EFFICIENT_DECODE_BLOCKS_PER_SM = {("16-bit", 64): 2.05, ("16-bit", 128): 1.2, ("16-bit", 256): 1.4,
+                                  ("fp32", 64): 1.25, ("fp32", 128): 0.95, ("fp32", 256): 1.1}  # fmt: skip
+
+
+def efficient_decode_key(dtype: str, head_dim: int) -> tuple[str, int]:
+    """Which of the memory-efficient decode kernels runs (``EFFICIENT_DECODE_CYCLES_PER_KEY``)."""
+    return ("fp32" if dtype in ("fp32", "tf32") else "16-bit",
+            64 if head_dim <= 64 else 128 if head_dim <= 128 else 256)
 
 
 def fast_f32_work_key(backward: bool, head_dim: int) -> str:
@@ -486,6 +506,16 @@ class Attention(Op):
             return 1.0
         return CUDNN_DECODE_WIDE_BANDWIDTH * self.head_dim / CUDNN_DECODE_WIDE_HEAD_DIM
 
+    def decode_serial_loop(self) -> dict[str, Any]:
+        """The memory-efficient kernel's decode as a serial loop over the keys
+        (``EFFICIENT_DECODE_CYCLES_PER_KEY``): ``KernelWork`` fields, none for other calls."""
+        if self.impl != "efficient" or self.backward or not uniform(self.seq == 1):
+            return {}
+        key = efficient_decode_key(self.dtype, self.head_dim)
+        return {"serial_cycles": EFFICIENT_DECODE_CYCLES_PER_KEY[key] * self.n_kv_seq,
+                "serial_blocks": self.batch * self.heads,
+                "serial_blocks_per_sm": EFFICIENT_DECODE_BLOCKS_PER_SM[key]}
+
     def softmax_parts(self, gpu: GPUSpec) -> tuple[FlopPart, ...]:
         """The softmax's work per score: the exponential on the SFUs where the GPU has a rate
         for them, the rest (max, subtract, sum, scale) on the FP32 lanes."""
@@ -582,6 +612,7 @@ class Attention(Op):
                     tile_blocks_per_sm=LIBRARY_BLOCKS_PER_SM,
                     bandwidth_fraction=self.decode_bandwidth_fraction(),
                     notes=notes,
+                    **self.decode_serial_loop(),
                 )
             ]
         if self.impl == "flash":

@@ -9,7 +9,7 @@ tile/wave quantization and alignment.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict
 
@@ -119,6 +119,13 @@ class KernelWork:
     # the part of ``bytes`` that reads again what the kernel read before (a softmax row read
     # three times): the time model prices it as stated, the speed of light lets L2 serve it
     reread_bytes: float = 0.0
+    # a latency-bound loop each thread block runs step after step (the memory-efficient
+    # attention kernel's decode walks its key tiles one at a time): SM cycles of one block's
+    # loop, its blocks, and how many run at once on an SM. The kernel takes at least
+    # serial_cycles / clock x max(1, serial_blocks / (serial_blocks_per_sm x SMs))
+    serial_cycles: Any = 0.0
+    serial_blocks: Any = 0.0
+    serial_blocks_per_sm: float = 1.0
 
     @property
     def total_flops(self) -> float:
