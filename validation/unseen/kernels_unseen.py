@@ -219,6 +219,14 @@ SDPA_DECODE_SHAPES = [
     # a padding mask (HF's batched generate with left padding: a bool mask, K/V expanded)
     ("decode padded llama b8 2k", 8, 32, 32, 2048, 128, False, "bf16", "mask"),
     ("decode padded gpt2 b16 1k", 16, 12, 12, 1024, 64, False, "bf16", "mask"),
+    # added 2026-12-01 after run 35, before any run measured them (the clean check of the
+    # memory-efficient kernel's decode loop): fp32 models' decode (SDPA runs that kernel for
+    # fp32 tensors) and two more 16-bit shapes every backend runs
+    ("decode gpt2 fp32 b1 1k", 1, 12, 12, 1024, 64, False, "fp32"),
+    ("decode llama fp32 b4 4k", 4, 32, 32, 4096, 128, False, "fp32"),
+    ("decode fp32 hd256 b2 2k", 2, 16, 16, 2048, 256, False, "fp32"),
+    ("decode hd128 b2 8k", 2, 16, 16, 8192, 128, False, "bf16"),
+    ("decode hd64 b96 2k", 96, 12, 12, 2048, 64, False, "bf16"),
 ]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
@@ -1244,7 +1252,7 @@ class Run:
             if time.time() > deadline:
                 self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
                 continue
-            dt = {"bf16": t.bfloat16, "fp16": t.float16}[dtype_name]
+            dt = {"bf16": t.bfloat16, "fp16": t.float16, "fp32": t.float32}[dtype_name]
             elem = ELEM_BYTES[dtype_name]
             q = self.randn((b, h, 1, d), dt)
             k, v = (self.randn((b, hkv, kv, d), dt) for _ in range(2))
