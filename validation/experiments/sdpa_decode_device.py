@@ -12,11 +12,10 @@ usage: python3 sdpa_decode_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
-from sdpa_timing import graph_time_s, kernel_names, loop_time_s, write_results
+from sdpa_timing import experiment_args, graph_time_s, kernel_names, loop_time_s, write_results
 
 # (batch, heads, kv_heads, kv_seq); each at every head dim of HEAD_DIMS
 SHAPES = [(2, 32, 32, 1024), (16, 32, 8, 2048), (4, 16, 16, 8192), (48, 16, 16, 512),
@@ -27,10 +26,7 @@ TINY_SHAPES = [(1, 2, 2, 64)]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true")
-    args = ap.parse_args()
+    args = experiment_args()
 
     import torch
     import torch.nn.functional as F

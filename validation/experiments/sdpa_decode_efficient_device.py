@@ -12,11 +12,10 @@ usage: python3 sdpa_decode_efficient_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
-from sdpa_timing import graph_time_s, kernel_names, write_results
+from sdpa_timing import experiment_args, graph_time_s, kernel_names, write_results
 
 # (batch, heads): batch x heads thread blocks of one query each
 BLOCKS = [(1, 8), (1, 32), (4, 32), (16, 32), (64, 32)]
@@ -26,10 +25,7 @@ DTYPES = ["bf16", "fp32"]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true")
-    args = ap.parse_args()
+    args = experiment_args()
 
     import torch
     import torch.nn.functional as F

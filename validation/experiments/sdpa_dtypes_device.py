@@ -22,11 +22,10 @@ usage: python3 sdpa_dtypes_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
-from sdpa_timing import kernel_names, loop_time_s, write_results
+from sdpa_timing import experiment_args, kernel_names, loop_time_s, write_results
 
 # (batch, heads, seq, head_dim, causal): none of these is a shape of validate's or the unseen grids
 SHAPES = [(1, 16, 512, 64, False), (4, 16, 1024, 64, True), (2, 32, 1024, 128, False),
@@ -38,10 +37,7 @@ FP64_MAX_SCORES = 2 * 32 * 1024 * 1024  # batch x heads x seq^2: the math backen
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true")
-    args = ap.parse_args()
+    args = experiment_args()
 
     import torch
     import torch.nn.functional as F

@@ -15,11 +15,10 @@ usage: python3 sdpa_mask_backward_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
-from sdpa_timing import kernel_names, loop_time_s, write_results
+from sdpa_timing import experiment_args, kernel_names, loop_time_s, write_results
 
 # (batch, heads, seq, head_dim): even key lengths; each is also run at seq - 1
 SHAPES = [(1, 32, 1024, 128), (4, 16, 2048, 64), (2, 16, 1536, 128), (1, 8, 4096, 256),
@@ -28,10 +27,7 @@ TINY_SHAPES = [(1, 2, 64, 32)]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true")
-    args = ap.parse_args()
+    args = experiment_args()
 
     import torch
     import torch.nn.functional as F

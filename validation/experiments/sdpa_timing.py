@@ -6,11 +6,20 @@ launches, and shell output for the environment notes. Standalone: imports nothin
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 
 LOOP_S = 0.05  # GPU time of one timed round
 ROUNDS = 5
+
+
+def experiment_args() -> argparse.Namespace:
+    """The SDPA experiments' command line: ``--out FILE.json`` and ``--tiny`` (a code-path run)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--tiny", action="store_true")
+    return ap.parse_args()
 
 
 def loop_time_s(torch, fn) -> float:

@@ -23,11 +23,10 @@ usage: python3 sdpa_wide_head_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
-from sdpa_timing import kernel_names, loop_time_s, write_results
+from sdpa_timing import experiment_args, kernel_names, loop_time_s, write_results
 
 # (batch, heads, seq, head_dim, causal): none of these is a shape of validate's or the unseen grids
 SHAPES = [(2, 16, 1024, 256, True), (1, 8, 4096, 256, False), (8, 8, 512, 256, True),
@@ -40,10 +39,7 @@ TINY_SHAPES = [(1, 2, 64, 32, False), (1, 2, 64, 32, True)]
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--tiny", action="store_true")
-    args = ap.parse_args()
+    args = experiment_args()
 
     import torch
     import torch.nn.functional as F
