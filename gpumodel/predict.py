@@ -130,6 +130,7 @@ def predict(
         raise SpecError("activity sets the in-workload clock; an isolated call runs at the "
                         "maximum clock (pass condition='in-workload')")  # fmt: skip
     gpu = get_gpu(gpu)
+    op = op.on(gpu)  # the kernel that runs it there named (attention's SDPA dispatch)
     cal = resolve(calibration, gpu)
     custom = getattr(op, "predict_on", None)
     if calibration is None and cal is None and hasattr(op, "with_system_calibration"):
@@ -352,6 +353,7 @@ def predict_with_params(
     fit passes ``condition="isolated"``, the condition its measurements were taken in).
     ``graph_kernel_s`` (in-graph only): the GPU time per kernel of a replayed graph (None: the
     reference host's ``REFERENCE_GRAPH_KERNEL_S``)."""
+    op = op.on(gpu)
     work = op.kernels(gpu)
     _check_work(op, work)
     kernels = []

@@ -169,6 +169,7 @@ def speed_of_light(op: Op, gpu: GPUSpec | str) -> Prediction:
 
         raise SpecError(f"op must be a gpumodel op (gm.ops.Gemm(...), ...), got {_show(op)}")
     gpu = get_gpu(gpu)
+    op = op.on(gpu)
     work = op.kernels(gpu)
     if not work:
         raise UnsupportedError(f"{op.label()} has no kernels to bound")

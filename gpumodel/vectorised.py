@@ -467,6 +467,7 @@ def _op_kernels(
 ) -> list[tuple[np.ndarray, int, str]]:  # fmt: skip
     if params.family_time_scale:
         raise ScalarOnly("trace-fitted family scales: timed point by point")
+    op = op.on(gpu)
     work = op.kernels(gpu)
     out = []
     floors = []

@@ -107,7 +107,7 @@ def test_head_dims_above_256_run_the_memory_efficient_kernel():
     wide = Attention(seq=1024, head_dim=512)
     kernels = wide.kernels(gpu)
     assert [k.name for k in kernels] == ["efficient attention"]
-    assert "head dim 512 is above flash's kernel" in kernels[0].notes[-1]
+    assert "head dim 512 is above the flash and cuDNN kernels' 256" in kernels[0].notes[-1]
     with pytest.raises(UnsupportedError, match="runs head dims up to 256"):
         Attention(seq=1024, head_dim=512, impl="cudnn").kernels(gpu)
 

@@ -48,7 +48,7 @@ def test_wide_dtypes_default_to_the_kernel_sdpa_runs():
     assert Attention(seq=512, dtype="fp32").impl == "efficient"
     assert Attention(seq=512, dtype="tf32").impl == "efficient"
     assert Attention(seq=512, dtype="fp64").impl == "naive"
-    assert Attention(seq=512, dtype="bf16").impl == "flash"
+    assert Attention(seq=512, dtype="bf16").impl == "sdpa"  # per GPU: test_sdpa_dispatch.py
     assert Attention(seq=512, dtype="fp32", impl="naive").impl == "naive"  # named: kept
 
 
@@ -181,10 +181,11 @@ def test_cli_prices_fp32_attention_and_refuses_what_sdpa_refuses():
 
     ok = run("--dtype", "fp32")
     assert ok.returncode == 0 and "impl=efficient" in ok.stdout
-    for args in (("--dtype", "fp32", "--impl", "flash"), ("--dtype", "int8")):
+    for args, why in ((("--dtype", "fp32", "--impl", "flash"), "takes fp16/bf16 tensors only"),
+                      (("--dtype", "int8"), "no SDPA kernel takes 8- or 4-bit tensors")):
         bad = run(*args)
         assert bad.returncode == 2
-        assert bad.stderr.count("\n") == 1 and "takes fp16/bf16 tensors only" in bad.stderr
+        assert bad.stderr.count("\n") == 1 and why in bad.stderr
 
 
 def test_fp32_attention_is_its_own_family_where_a_calibration_measured_it():

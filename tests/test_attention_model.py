@@ -51,7 +51,7 @@ def test_causal_kernels_pay_for_their_diagonal_tiles():
     """4 x 16 heads x 4096 causal: exact scores 64 x 4096 x 4096 / 2; each of the 32 query
     tiles of a head adds FlashAttention-2's CAUSAL_DIAGONAL_EXTRA_TILES tiles of 128 x 128
     scores."""
-    op = Attention(batch=4, heads=16, seq=4096, head_dim=64, causal=True)
+    op = Attention(batch=4, heads=16, seq=4096, head_dim=64, causal=True, impl="flash")
     exact = 64 * 4096 * 4096 / 2
     extra = 64 * 32 * 128 * 128 * CAUSAL_DIAGONAL_EXTRA_TILES["flash"]
     assert op.scores == exact
@@ -62,9 +62,12 @@ def test_causal_kernels_pay_for_their_diagonal_tiles():
     assert p.flops_by_unit["tensor:bf16"] == pytest.approx(4 * exact * 64)
     full = gm.predict(op.model_copy(update={"causal": False}), "h100", "none")
     assert p.flops == pytest.approx(full.flops / 2)
-    # decode (one query row) adds one row of the tile, not 128
-    one = Attention(batch=1, heads=1, seq=1, kv_seq=4096, causal=True)
-    assert one.computed_scores - one.scores == CAUSAL_DIAGONAL_EXTRA_TILES["flash"] * 128
+    # decode (one query row, the last position) computes its whole row: 4096 scores, no more
+    one = Attention(batch=1, heads=1, seq=1, kv_seq=4096, causal=True, impl="flash")
+    assert one.computed_scores == 4096 and not one.causal_tiled
+    # a query tile and a half: the diagonal work would exceed the full 192 x 192 matrix
+    short = Attention(batch=1, heads=1, seq=192, causal=True, impl="flash")
+    assert short.computed_scores == 192 * 192
     # cuDNN's kernel pays its own
     cudnn = Attention(batch=4, heads=16, seq=4096, head_dim=64, causal=True, impl="cudnn")
     assert cudnn.computed_scores == exact + extra / CAUSAL_DIAGONAL_EXTRA_TILES["flash"] * (

@@ -41,7 +41,7 @@ def products(op: Attention) -> float:
 def test_flash_pads_head_dims_as_flash_api_rounds_them(head_dim, padded):
     """FlashAttention-2 (flash_api.cpp, head_size_rounded): multiples of 32 up to 128, of 64
     above."""
-    kernel = Attention(seq=1024, head_dim=head_dim).kernels(gm.get_gpu("h200"))[0]
+    kernel = Attention(seq=1024, head_dim=head_dim, impl="flash").kernels(gm.get_gpu("h200"))[0]
     tile = kernel.gemm.tile_k
     assert -(-head_dim // tile) * tile == padded
 
@@ -88,8 +88,9 @@ def test_cudnns_masked_forward_runs_wide_heads_as_256():
 def test_decode_at_wide_heads_takes_no_work_factor():
     """Decode is priced by its bandwidth at wide heads (test_attention_decode.py), not by these
     factors."""
-    op = Attention(batch=8, heads=16, seq=1, kv_seq=4096, head_dim=256)
-    assert op.wide_head_work() == 1.0
+    for impl in ("flash", "cudnn", "efficient"):
+        op = Attention(batch=8, heads=16, seq=1, kv_seq=4096, head_dim=256, impl=impl)
+        assert op.wide_head_work() == 1.0
 
 
 def test_the_explanation_names_the_wide_head_kernel():

@@ -54,20 +54,25 @@ def test_small_op_is_never_nanoseconds():
 
 def test_flash_attention_flops_causal_and_gqa():
     h100 = gm.get_gpu("h100")
-    full = gm.predict(Attention(batch=2, heads=32, seq=4096, head_dim=128), h100, "none")
+    full = gm.predict(Attention(batch=2, heads=32, seq=4096, head_dim=128, impl="flash"), h100,
+                      "none")
     causal = gm.predict(
-        Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True), h100, "none"
+        Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True, impl="flash"), h100,
+        "none"
     )
     mm = 4 * 2 * 32 * 4096 * 4096 * 128
     assert full.flops_by_unit["tensor:bf16"] == mm
     # reported: half the products; priced: plus the diagonal tiles the causal kernel computes
     # whole, 32 query tiles per head x 1.75 tiles of 128 x 128 scores x 4 x 128 FLOP, 64 heads
     assert causal.flops_by_unit["tensor:bf16"] == mm / 2
-    kernel = Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True).kernels(h100)[0]
+    kernel = Attention(batch=2, heads=32, seq=4096, head_dim=128, causal=True,
+                       impl="flash").kernels(h100)[0]
     assert kernel.flops[0].flops == mm / 2 + 64 * 32 * 1.75 * 128 * 128 * 4 * 128
-    mha = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=8192, head_dim=128), h100, "none")
+    mha = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=8192, head_dim=128, impl="flash"),
+                     h100, "none")
     gqa = gm.predict(
-        Attention(batch=8, heads=32, kv_heads=8, seq=1, kv_seq=8192, head_dim=128), h100, "none"
+        Attention(batch=8, heads=32, kv_heads=8, seq=1, kv_seq=8192, head_dim=128, impl="flash"),
+        h100, "none"
     )
     assert mha.bound == gqa.bound == "memory"
     # decode reads the KV cache: 2 * 8 * kv_heads * 8192 * 128 * 2 B; GQA 8/32 of it
@@ -339,7 +344,8 @@ def test_decode_attention_split_kv_choice_follows_flash_attention_2():
     h100 = gm.get_gpu("h100")
 
     def decode(batch: int, kv_heads: int, heads: int = 32) -> Attention:
-        return Attention(batch=batch, heads=heads, kv_heads=kv_heads, seq=1, kv_seq=32768)
+        return Attention(batch=batch, heads=heads, kv_heads=kv_heads, seq=1, kv_seq=32768,
+                         impl="flash")
 
     assert decode(8, 8).decode_splits_kv(h100)
     assert not decode(32, 8).decode_splits_kv(h100)
@@ -358,8 +364,8 @@ def test_one_split_decode_computes_padded_query_tiles():
     heads (GQA 4) both compute 256 blocks x 128 rows x 32768 keys x 128 x 4 = 550 GFLOP of
     tiles: measured 1545 and 1554 us on an H100, 1543 and 1550 us on an H200."""
     h100 = gm.get_gpu("h100")
-    mha = Attention(batch=8, heads=32, seq=1, kv_seq=32768)
-    gqa = Attention(batch=32, heads=32, kv_heads=8, seq=1, kv_seq=32768)
+    mha = Attention(batch=8, heads=32, seq=1, kv_seq=32768, impl="flash")
+    gqa = Attention(batch=32, heads=32, kv_heads=8, seq=1, kv_seq=32768, impl="flash")
 
     def tile_m(op: Attention) -> float:
         p = gm.predict(op, h100, "none")
@@ -613,12 +619,12 @@ def test_a_bound_the_datasheet_roofline_would_not_give_says_so(capsys):
     from gpumodel.cli import main
     from gpumodel.ops import Attention
 
-    p = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=4096), "h200")
+    p = gm.predict(Attention(batch=8, heads=32, seq=1, kv_seq=4096, impl="flash"), "h200")
     assert p.arithmetic_intensity < p.ridge_point and p.bound == "compute"
     assert p.roofline_disagrees() == "memory"
     assert "where the datasheet roofline at this intensity says memory" in p.explain()
     assert main(["predict", "attention", "--batch", "8", "--seq", "1", "--kv-seq", "4096",
-                 "--gpu", "h200"]) == 0  # fmt: skip
+                 "--impl", "flash", "--gpu", "h200"]) == 0  # fmt: skip
     assert "compute (roofline: memory)" in capsys.readouterr().out
     big = gm.predict(gm.ops.Gemm(m=8192, n=8192, k=8192), "h100")
     assert big.bound == "compute" and big.roofline_disagrees() is None

@@ -51,6 +51,31 @@ def predict_on_gpus(
     ]
 
 
+def common_label(preds: list[gm.Prediction]) -> str:
+    """The op of ``preds`` (one per GPU) as one label; a field each GPU runs differently
+    (attention's ``impl``: SDPA's dispatch per GPU) shows each value with its GPUs."""
+    import re
+
+    labels = [p.op for p in preds]
+    if len(set(labels)) == 1:
+        return labels[0]
+    split = [re.match(r"(\w+)\((.*)\)$", lb) for lb in labels]
+    fields = [re.split(r", (?=\w+=)", m.group(2)) if m else [] for m in split]
+    if not all(split) or len({(m.group(1), len(f)) for m, f in zip(split, fields)}) != 1:  # type: ignore[union-attr]
+        return " / ".join(dict.fromkeys(labels))
+    out = []
+    for column in zip(*fields):
+        if len(set(column)) == 1:
+            out.append(column[0])
+            continue
+        key = column[0].split("=", 1)[0]
+        by_value: dict[str, list[str]] = {}
+        for f, p in zip(column, preds):
+            by_value.setdefault(f.split("=", 1)[1], []).append(p.gpu)
+        out.append(f"{key}=" + " / ".join(f"{v} ({', '.join(g)})" for v, g in by_value.items()))
+    return f"{split[0].group(1)}({', '.join(out)})"  # type: ignore[union-attr]
+
+
 def prediction_table(preds: list[gm.Prediction]):
     """One column per GPU, one row per quantity; each column's calibration in a row (short) and
     in full in a footnote. CSV: one row per GPU with the raw values."""
@@ -59,7 +84,7 @@ def prediction_table(preds: list[gm.Prediction]):
     from gpumodel.units import format_number
 
     fq, ft = gm.format_quantity, gm.format_time
-    table = Table(title=preds[0].op, columns=["", *[p.gpu for p in preds]],
+    table = Table(title=common_label(preds), columns=["", *[p.gpu for p in preds]],
                   right={p.gpu for p in preds})  # fmt: skip
 
     def kind(p: gm.Prediction) -> str:  # "measured 2026-11-22" -> "measured"

@@ -582,7 +582,7 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
         dtype = "bf16"
         notes.append("fp32 inputs run as a 16-bit kernel (autocast): priced in bf16")
     # the kernel that ran, by its name: cuDNN's (what torch's SDPA runs first on an H100, H200
-    # or B200, gpumodel.llm.runtimes.CUDNN_SDPA_PREFERRED_CC, and what the LLM step model then
+    # or B200, gpumodel.ops.attention.CUDNN_SDPA_PREFERRED_CC, and what the LLM step model then
     # prices), xFormers' CUTLASS kernels behind the memory-efficient backend (an explicit mask,
     # fp32: fmha_cutlassF/B), else FlashAttention's
     cudnn = any("cudnn" in k.lower() for k in kn)

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace as dc_replace
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from gpumodel._validators import SeqTokens, Size
 from gpumodel.errors import SpecError, UnsupportedError
@@ -136,7 +136,8 @@ SPLIT_KV_BLOCK_M = 64
 # FlashAttention-2 and cuDNN fp16/bf16 only, the memory-efficient kernel fp16/bf16/fp32, the math
 # path any floating type; ``tf32`` is fp32 tensors with TF32 matmuls allowed. No SDPA kernel
 # takes 8-bit or 4-bit tensors (8-bit models run attention in bf16).
-IMPL_DTYPES = {"flash": ("fp16", "bf16"), "cudnn": ("fp16", "bf16"),
+IMPL_DTYPES = {"sdpa": ("fp16", "bf16", "fp32", "tf32", "fp64"),
+               "flash": ("fp16", "bf16"), "cudnn": ("fp16", "bf16"),
                "efficient": ("fp16", "bf16", "fp32", "tf32"),
                "naive": ("fp16", "bf16", "fp32", "tf32", "fp64")}  # fmt: skip
 # What SDPA runs for a wide dtype when no ``impl`` is named: fp32 (tf32) tensors the
@@ -237,25 +238,52 @@ SDPA_HEAD_DIM_ALIGN = {"cudnn": 8, "efficient": 8}
 SDPA_HEAD_DIM_ALIGN_FP32 = 4
 
 
-def sdpa_kernel_on(impl: str, gpu: GPUSpec, named: bool = True, head_dim: int | None = None) -> str:
-    """``impl``, where ``gpu`` runs it at ``head_dim``; else, when ``named`` is False (a
-    default), the kernel SDPA's default dispatch runs there (the memory-efficient one); a named
-    kernel the GPU does not run is a one-line error."""
-    top = SDPA_MAX_HEAD_DIM.get(impl)
-    if top and isinstance(head_dim, int) and head_dim > top:
-        why = (f"impl={impl} runs head dims up to {top} (PyTorch's SDPA); head dim {head_dim} "
-               "runs impl=efficient")  # fmt: skip
-    elif impl == "cudnn" and gpu.vendor != "nvidia":
-        why = f"impl=cudnn is NVIDIA's cuDNN; {gpu.id} runs impl=flash or efficient"
-    elif (impl in SDPA_MIN_CC and gpu.vendor == "nvidia" and gpu.compute_capability
-          and float(gpu.compute_capability) < SDPA_MIN_CC[impl]):  # fmt: skip
-        why = (f"impl={impl} runs on compute capability {SDPA_MIN_CC[impl]:g}+ (PyTorch's SDPA); "
-               f"{gpu.id} is {gpu.compute_capability}: impl=efficient runs there")  # fmt: skip
+# Compute capabilities on which torch's SDPA tries cuDNN attention first (torch 2.5+ with cuDNN
+# >= 9.9: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, check_prefer_cudnn_attention:
+# major 9 or 10 with minor 0, i.e. H100/H200 and B200/GB200). Elsewhere flash runs first. On an
+# H200 (torch 2.11) the default dispatch ran cuDNN's kernel for every 16-bit call of the unseen
+# grid: prefill at head dims 40-256, masked, decode (validation/results/unseen-h200-run36).
+CUDNN_SDPA_PREFERRED_CC = ("9.0", "10.0")
+
+
+def sdpa_dispatch(gpu: GPUSpec, dtype: str, head_dim: int, mask: bool = False) -> tuple[str, str]:
+    """(impl, why): the kernel PyTorch's SDPA runs by default on ``gpu`` for ``dtype`` tensors
+    at ``head_dim``, with (``mask``) or without an explicit attn_mask, tried in SDPA's order:
+    cuDNN where torch prefers it (``CUDNN_SDPA_PREFERRED_CC``; head dims <= 256, multiples of
+    8), FlashAttention-2 on sm80+ (head dims <= 256; no explicit mask), else the
+    memory-efficient kernel (and the kernels of ``WIDE_DTYPE_IMPL`` for wide dtypes)."""
+    if dtype in WIDE_DTYPE_IMPL:
+        return WIDE_DTYPE_IMPL[dtype], f"{dtype} tensors"
+    cc = gpu.compute_capability if gpu.vendor == "nvidia" else None
+    if head_dim > SDPA_MAX_HEAD_DIM["flash"]:
+        why = f"head dim {head_dim} is above the flash and cuDNN kernels' {SDPA_MAX_HEAD_DIM['flash']}"
+    elif cc and float(cc) < SDPA_MIN_CC["flash"]:
+        why = f"{gpu.id} (compute capability {cc}) has no flash or cuDNN kernel"
+    elif cc in CUDNN_SDPA_PREFERRED_CC and head_dim % SDPA_HEAD_DIM_ALIGN["cudnn"] == 0:
+        return "cudnn", f"torch tries cuDNN's kernel first on compute capability {cc}"
+    elif not mask:
+        return "flash", f"FlashAttention-2 runs first on {gpu.id}"
     else:
-        return impl
-    if named:
-        raise UnsupportedError(why)
-    return "efficient"
+        why = "FlashAttention-2 takes no explicit mask"
+    if head_dim % SDPA_HEAD_DIM_ALIGN["efficient"]:  # the memory-efficient kernel refuses it too
+        return "naive", f"{why}, and the memory-efficient kernel no head dim {head_dim}: the math path"
+    return "efficient", why
+
+
+def check_sdpa_kernel(impl: str, gpu: GPUSpec, head_dim: int) -> None:
+    """A one-line error where ``gpu`` does not run the named kernel ``impl`` at ``head_dim``."""
+    top = SDPA_MAX_HEAD_DIM.get(impl)
+    if top and head_dim > top:
+        raise UnsupportedError(f"impl={impl} runs head dims up to {top} (PyTorch's SDPA); head "
+                               f"dim {head_dim} runs impl=efficient")  # fmt: skip
+    if impl == "cudnn" and gpu.vendor != "nvidia":
+        raise UnsupportedError(f"impl=cudnn is NVIDIA's cuDNN; {gpu.id} runs impl=flash or "
+                               "efficient")  # fmt: skip
+    if (impl in SDPA_MIN_CC and gpu.vendor == "nvidia" and gpu.compute_capability
+            and float(gpu.compute_capability) < SDPA_MIN_CC[impl]):  # fmt: skip
+        raise UnsupportedError(f"impl={impl} runs on compute capability {SDPA_MIN_CC[impl]:g}+ "
+                               f"(PyTorch's SDPA); {gpu.id} is {gpu.compute_capability}: "
+                               "impl=efficient runs there")  # fmt: skip
 
 
 def sdpa_impl(impl: str, dtype: str) -> str:
@@ -304,7 +332,13 @@ class Attention(Op):
     head_dim: Size = 128
     dtype: Dtype = "bf16"
     causal: bool = False
-    impl: Literal["flash", "cudnn", "efficient", "naive"] = "flash"
+    impl: Literal["sdpa", "flash", "cudnn", "efficient", "naive"] = Field(
+        "sdpa",
+        description="sdpa: the kernel PyTorch's SDPA picks on the GPU (cuDNN's on H100/H200/"
+        "B200, FlashAttention-2 on other sm80+ GPUs, the memory-efficient kernel for fp32, "
+        "head dims above 256 or older GPUs); flash, cudnn, efficient: that SDPA backend forced; "
+        "naive: separate matmuls and softmax",
+    )
     backward: bool = Field(False, description="the backward pass (dQ, dK, dV) instead")
     kv_heads: Size | None = None
     kv_seq: SeqTokens | None = None
@@ -317,13 +351,16 @@ class Attention(Op):
         description="an explicit attn_mask instead of is_causal (HF with padding, a "
         "StaticCache, or keys at a sliding window): cuDNN's biased kernel",
     )
+    # set by ``on``: why SDPA's default dispatch picked ``impl`` on the GPU (explain() shows it)
+    _dispatch_note: str | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
     def _wide_dtype_impl(cls, data: object) -> object:
         """fp32, tf32 and fp64 attention without a named ``impl`` runs what SDPA picks for
-        them (``WIDE_DTYPE_IMPL``): flash, the default, takes 16-bit tensors only."""
-        if isinstance(data, dict) and "impl" not in data and data.get("dtype") in WIDE_DTYPE_IMPL:
+        them (``WIDE_DTYPE_IMPL``) on every GPU, named as such."""
+        if (isinstance(data, dict) and data.get("impl", "sdpa") == "sdpa"
+                and data.get("dtype") in WIDE_DTYPE_IMPL):  # fmt: skip
             return {**data, "impl": WIDE_DTYPE_IMPL[data["dtype"]]}
         return data
 
@@ -344,7 +381,7 @@ class Attention(Op):
                 f"heads ({self.heads}) must be a multiple of kv_heads ({self.n_kv_heads})"
             )
         if self.dtype not in IMPL_DTYPES[self.impl]:
-            takes = [i for i, dts in IMPL_DTYPES.items() if self.dtype in dts]
+            takes = [i for i, dts in IMPL_DTYPES.items() if self.dtype in dts and i != "sdpa"]
             hint = (f"{self.dtype} attention runs impl={' or '.join(takes)}" if takes else
                     "no SDPA kernel takes 8- or 4-bit tensors: 8-bit models run attention in bf16")
             raise SpecError(f"impl={self.impl} takes {'/'.join(IMPL_DTYPES[self.impl])} tensors "
@@ -385,6 +422,8 @@ class Attention(Op):
         decode on the regular kernel (one KV split) never faster than the largest batch that
         still splits KV: those families are calibrated apart, so the time could fall where a
         growing seq or batch switches kernels."""
+        if self.impl == "sdpa":
+            return self.on(gpu).monotone_floor(gpu)
         if uniform(self.seq > 1):
             return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
         if self.impl != "flash" or self.backward or uniform(self.decode_splits_kv(gpu)):
@@ -403,7 +442,7 @@ class Attention(Op):
         causal mask, tile i only visits keys up to its last query.
         """
         n = -(-self.seq // block)
-        if not self.causal:
+        if not self.causal_tiled:
             return TileWork(n)
         offset = self.n_kv_seq - self.seq  # queries are the last `seq` positions
         return TileWork(n, block=block, offset=offset, span=self.n_kv_seq)
@@ -429,8 +468,9 @@ class Attention(Op):
     @property
     def computed_scores(self) -> float:
         """Scores a fused kernel computes: ``scores`` plus, when causal, the masked part of each
-        query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``; the naive path computes
-        the whole matrix as ``scores`` says)."""
+        query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``), at most the whole matrix
+        (the naive path computes the whole matrix as ``scores`` says)."""
+        self._check_kernel_named()
         if self.mask and self.impl == "cudnn":
             return self.scores * self.mask_work_factor()
         if not self.causal or self.impl == "naive":
@@ -438,7 +478,20 @@ class Attention(Op):
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
         rows = at_most(self.seq, FLASH_BLOCK_M)  # fewer queries than a tile: that many (decode 1)
         extra = CAUSAL_DIAGONAL_EXTRA_TILES[self.impl] * q_tiles * rows * FLASH_BLOCK_M
-        return self.scores + self.batch * self.heads * extra
+        # never more than the same call without the mask computes (``causal_tiled``)
+        full = self.batch * self.heads * self.seq * self.n_kv_seq
+        return at_most(self.scores + self.batch * self.heads * extra, full)
+
+    @property
+    def causal_tiled(self) -> bool:
+        """Whether the causal mask shapes the kernel's work (tiles of unequal work, no key
+        tile padding): at a few query tiles the fitted diagonal work covers the half the mask
+        removes, and the call is priced as the full one, never above it (197 causal queries
+        were 1.65x the full call; cuDNN ran them in 0.88-0.89x its time on an H200,
+        validation/results/h200-sxm/sdpa-prefill-short-2026-12-01)."""
+        if not self.causal or self.impl == "naive":
+            return False
+        return uniform(self.computed_scores < self.batch * self.heads * self.seq * self.n_kv_seq)
 
     def mask_work_factor(self):  # a number, or an array over the sweeps' points
         """cuDNN's masked kernel's work per score over the dense kernel's (``mask``, cuDNN):
@@ -471,6 +524,7 @@ class Attention(Op):
         and 160: fit set 1.42-1.54x its price unpadded, against 1.15-1.32x at 192 and 256),
         cuDNN's masked forward at ``CUDNN_MASK_WIDE_HEAD_DIM``. Not decode (one query per
         sequence, other kernels; none measured at these head dims)."""
+        self._check_kernel_named()
         d = self.head_dim
         if not uniform(d > WIDE_HEAD_DIM) or uniform(self.seq == 1):
             return 1.0
@@ -485,6 +539,12 @@ class Attention(Op):
             chunk = EFFICIENT_WIDE_OUTPUT_CHUNK
             work = work * (d + -(-d // chunk) * chunk) / (2 * d)  # QK^T over d, P V over the chunks
         return work
+
+    def _check_kernel_named(self) -> None:
+        """The kernel-specific quantities need the kernel: SDPA's pick depends on the GPU."""
+        if self.impl == "sdpa":
+            raise UnsupportedError("impl=sdpa is SDPA's pick on a GPU: name the kernel "
+                                   "(op.on(gpu), or impl=flash/cudnn/efficient/naive)")  # fmt: skip
 
     def _check_head_dim_alignment(self) -> None:
         """cuDNN and the memory-efficient kernel take head dims in whole vectors only
@@ -535,17 +595,29 @@ class Attention(Op):
             return "tensor", "tf32", FAST_F32_WORK_FACTOR[fast_f32_work_key(self.backward, self.head_dim)]
         return (*matmul_unit(gpu, self.dtype), 1.0)
 
+    def on(self, gpu: GPUSpec) -> Attention:
+        """This op with the kernel that runs it on ``gpu`` named: ``impl="sdpa"`` becomes what
+        SDPA's default dispatch picks there (``sdpa_dispatch``), which ``kernels`` notes; a
+        named kernel the GPU does not run is a one-line error."""
+        if self.impl != "sdpa":
+            check_sdpa_kernel(self.impl, gpu, self.head_dim)
+            return self
+        impl, why = sdpa_dispatch(gpu, self.dtype, self.head_dim, bool(self.mask))
+        op = self.model_copy(update={"impl": impl})
+        op._dispatch_note = f"SDPA's default dispatch runs impl={impl}: {why}"
+        return op
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
-        runs = sdpa_kernel_on(self.impl, gpu, named="impl" in self.model_fields_set,
-                              head_dim=self.head_dim)  # fmt: skip
-        if runs != self.impl:  # the default kernel does not run here: what SDPA runs
-            other = self.model_copy(update={"impl": runs})
-            why = (f"head dim {self.head_dim} is above {self.impl}'s"
-                   if self.head_dim > SDPA_MAX_HEAD_DIM.get(self.impl, self.head_dim) else
-                   f"{gpu.id} (compute capability {gpu.compute_capability}) has no {self.impl}")  # fmt: skip
-            note = f"{why} kernel: SDPA's default dispatch runs impl={runs}"
-            return [dc_replace(k, family=k.family or other.family, notes=(*k.notes, note))
-                    for k in other.kernels(gpu)]  # fmt: skip
+        if self.impl == "sdpa":  # called unresolved: each kernel names the family that runs it
+            op = self.on(gpu)
+            return [dc_replace(k, family=k.family or op.family) for k in op.kernels(gpu)]
+        check_sdpa_kernel(self.impl, gpu, self.head_dim)
+        if self._dispatch_note:
+            return [dc_replace(k, notes=(*k.notes, self._dispatch_note))
+                    for k in self._kernels(gpu)]  # fmt: skip
+        return self._kernels(gpu)
+
+    def _kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         self._check_head_dim_alignment()
         unit, dt, fast_f32 = self.product_unit(gpu)
         wide = self.wide_head_work()
@@ -553,7 +625,7 @@ class Attention(Op):
         softmax = self.softmax_parts(gpu)
         tile_k = self.head_dim_tile()
         block_m, block_n = block_rows(self.impl, self.head_dim)
-        if self.causal:  # the diagonal tiles, computed whole, are in ``computed_scores``
+        if self.causal_tiled:  # the diagonal tiles, computed whole, are in ``computed_scores``
             block_n = None
         size = element_bytes(self.dtype)
         b, h, s, d = self.batch, self.heads, self.seq, self.head_dim

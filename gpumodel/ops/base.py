@@ -159,6 +159,11 @@ class Op(Checked):
         the library launches more for it than the probe did (``Gemm``: cuBLAS's split-K)."""
         return 1.0
 
+    def on(self, gpu: GPUSpec) -> Op:
+        """This op as ``gpu`` runs it: itself, unless which kernel runs depends on the GPU
+        (``Attention``'s default, SDPA's dispatch), then with that kernel named."""
+        return self
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         raise NotImplementedError
 

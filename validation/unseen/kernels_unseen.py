@@ -151,6 +151,14 @@ SDPA_SHAPES = [
     ("hd80 fp32", 4, 32, 1024, 80, False, "fp32"),
     ("hd128 fp32 causal b8", 8, 32, 512, 128, True, "fp32"),
     ("hd32 fp32", 16, 16, 1024, 32, False, "fp32"),
+    # added 2026-12-01 (nineteenth session) after the causal cap at short sequences was written
+    # on the short-sequence fit set, before any run measured them: sequences below 512
+    ("clip text causal", 64, 12, 77, 64, True),
+    ("bert-base 128", 32, 12, 128, 64, False),
+    ("squad 384 hd64", 16, 16, 384, 64, False),
+    ("vit-l/14 bf16", 32, 16, 257, 64, False),
+    ("llama prefill 256 causal", 8, 32, 256, 128, True),
+    ("t5 decoder 320 causal", 16, 8, 320, 64, True),
 ]
 # added 2026-11-30 (seventeenth session), before any model of the memory-efficient kernel above
 # head dim 128 was fitted: training shapes whose backward (dQ, dK, dV through torch.autograd.grad
