@@ -416,6 +416,9 @@ def read_calibration_file(path: str | Path, measurements: bool = False) -> Calib
     except InputFileError as exc:
         raise CalibrationError(str(exc)) from None
     if text.strip() and not text.endswith(END_MARKER):
+        if "\ngpu_id:" not in "\n" + text:  # not the start of one either
+            raise CalibrationError(f"{path}: not a gpumodel calibration (no gpu_id; one is "
+                                   "written by gpumodel validate or gpumodel calibrate --trace)")  # fmt: skip
         raise CalibrationError(f"{path}: calibration is truncated (its end marker is missing)")
     skipped = not measurements and "\nmeasurements:" in text
     if skipped:
@@ -621,7 +624,8 @@ def transfer(cal: Calibration, target: GPUSpec) -> Calibration:
     source = get_gpu(cal.gpu_id)
     if source.vendor != target.vendor:
         raise CalibrationError(
-            f"cannot transfer a {source.vendor} calibration ({source.id}) to a {target.vendor} GPU"
+            f"cannot transfer a calibration of {source.id} ({source.vendor}) to {target.id} "
+            f"({target.vendor}): the kernels and their libraries differ"
         )
     p = cal.parameters
     # L2 bandwidth scales with SMs x clock (each SM's L2 slice path is per-clock)
@@ -696,13 +700,14 @@ def calibration_label(cal: Calibration | None) -> str:
     return cal.label if cal is not None else DATASHEET_LABEL
 
 
-def calibration_short(label: str) -> str:
+def calibration_short(label: str, dated: bool = True) -> str:
     """A calibration label for a table cell: 'datasheet only', 'measured 2026-11-22' or
-    'from h100-sxm 2026-11-22' (the full label, with its path, belongs in a footnote)."""
+    'from h100-sxm 2026-11-22' (the full label, with its path, belongs in a footnote);
+    ``dated=False``: without the date (a narrow table whose footnote dates each)."""
     if label == DATASHEET_LABEL:
         return "datasheet only"
     words = label.split()
-    date = words[2] if len(words) > 2 else ""
+    date = words[2] if len(words) > 2 and dated else ""
     if "transferred from " in label:
         return f"from {label.split('transferred from ')[1].rstrip(')')} {date}".strip()
     return f"measured {date}".strip()
@@ -742,9 +747,12 @@ def resolve(calibration: Any, gpu: GPUSpec) -> Calibration | None:
         return None
     cal = load_calibration(calibration)
     if cal.gpu_id != gpu.id:
+        # the file itself where one was given (--calibration-from GPU_ID would carry that GPU's
+        # shipped calibration, not this one)
+        source = calibration if isinstance(calibration, (str, Path)) else cal.gpu_id
         raise CalibrationError(
             f"calibration {cal.label} is for {cal.gpu_id}, not {gpu.id}; transfer it explicitly "
-            f"with load_calibration(..., for_gpu=...) or --calibration-from {cal.gpu_id}"
+            f"with load_calibration(..., for_gpu=...) or --calibration-from {source}"
         )
     return cal
 

@@ -111,15 +111,19 @@ def _first_bad_row(rows: list[dict[str, Any]], *args: Any) -> int | None:
 
 
 def _write_json(predicted: Iterator[tuple[int, list[dict]]]) -> None:
-    """One JSON array, laid out as ``json.dumps(all_rows, indent=2)`` would be."""
+    """One JSON array, laid out as ``json.dumps(all_rows, indent=2)`` would be; closed even
+    when a bad row stops it (stdout stays valid JSON: the rows before it; the error on
+    stderr, exit 2)."""
     out = sys.stdout
     n = 0
-    for _, results in predicted:
-        for r in results:
-            text = json_text(r).replace("\n", "\n  ")
-            out.write(("[\n  " if n == 0 else ",\n  ") + text)
-            n += 1
-    out.write("\n]\n" if n else "[]\n")
+    try:
+        for _, results in predicted:
+            for r in results:
+                text = json_text(r).replace("\n", "\n  ")
+                out.write(("[\n  " if n == 0 else ",\n  ") + text)
+                n += 1
+    finally:
+        out.write("\n]\n" if n else "[]\n")
 
 
 def _write_csv(predicted: Iterator[tuple[int, list[dict]]], gpu: str, label: str) -> None:

@@ -271,7 +271,7 @@ def dp_step_cmd(
     """A data-parallel training step: compute, gradient all-reduce, and the step time with no
     overlap, DDP-style bucketed overlap and perfect overlap, against GPU count."""
     if compute_ms < 0 or not math.isfinite(compute_ms):
-        fail(f"--compute-ms must not be negative, got {compute_ms}")
+        fail(f"--compute-ms must be a finite number >= 0, got {compute_ms}")
     if not 0 <= backward_fraction <= 1:
         fail(f"--backward-fraction must be within [0, 1], got {backward_fraction}")
     if scaling not in ("weak", "strong"):

@@ -152,11 +152,15 @@ def serving_table(p: Any) -> Table:
               f"{o.batch}/{o.capacity_batch}/{o.max_batch}", format_time(o.ttft_s or 0),
               format_time(o.tpot_s) if o.tpot_s is not None else "-", o.gpus,
               dollars(o.usd_per_hour), dollars(o.usd_per_million_tokens),
-              "met" if o.meets_slo else "MISSED", calibration_short(o.calibration))  # fmt: skip
+              "met" if o.meets_slo else "MISSED",
+              calibration_short(o.calibration, dated=False))  # fmt: skip
     t.notes = [f"targets: {describe_targets(p)}; a GPU that misses them is never the best buy",
                "batch: requests in flight per replica at this rate (Little's law) / the "
                "replica's capacity batch, which sets the replica count / the most that fit in "
-               "memory; TTFT and TPOT at the first"]  # fmt: skip
+               "memory; TTFT and TPOT at the first",
+               "$/1M tok: per million tokens the requests carry, prompt and output "
+               "(usd_per_million_output_tokens: output alone); mem/GPU (memory_per_gpu_bytes): "
+               "a replica at its capacity batch"]  # fmt: skip
     if p.best:
         t.notes.append(f"best buy: {p.best} (lowest $ per 1M tokens that meets the targets)")
     else:
@@ -229,6 +233,11 @@ def sweep_table(r: Any, limit: int | None = None) -> Table:
         t.add(*[_fmt(k, row[k]) for k, _ in cols])
     if limit is not None and len(r) > limit:
         t.notes.append(f"... {len(r) - limit:,} more rows: --csv or --json for all, --rows N")
+    if "usd_per_million_tokens" in dict(cols):
+        phase = r.settings.get("phase")
+        which = ("generated tokens (a decode step: one per sequence)" if phase == "decode"
+                 else "prompt tokens")  # fmt: skip
+        t.notes.append(f"$/1M tok: per million {which}; plan serve counts prompt and output")
     t.notes += calibration_notes(r.calibrations)
     t.notes += price_notes({g: p.to_dict() if p else None for g, p in r.prices.items()})
     t.notes += [f"warning: {w}" for w in r.warnings]
@@ -245,6 +254,7 @@ from gpumodel.cli._app import app, print_json  # noqa: E402
 
 @app.command("sweep-llm")
 def sweep_llm(
+    ctx: typer.Context,
     model: str = typer.Option(..., help="model preset id/alias or a model YAML file"),
     gpu: str = typer.Option("h100", help="GPU ids, comma-separated"),
     mode: str = typer.Option("inference", help="inference or training"),
@@ -304,6 +314,15 @@ def sweep_llm(
     check_args(fusion=fusion, recompute=recompute, policy=policy, dtype=dtype)
     if rows < 0:
         fail(f"--rows must be >= 0, got {rows}")
+    # an option of the other mode is an error, not silently nothing
+    other = (("policy", "fusion", "zero", "recompute", "tokens") if mode == "inference"
+             else ("phase", "runtime", "context", "new_shapes"))  # fmt: skip
+    given = [o for o in other if getattr(ctx.get_parameter_source(o), "name", "") != "DEFAULT"]
+    if given:
+        flags = ", ".join("--" + o.replace("_", "-") for o in given)
+        kind = "training" if mode == "inference" else "inference"
+        fail(f"{flags} {'is a' if len(given) == 1 else 'are'} {kind} option"
+             f"{'' if len(given) == 1 else 's'}; this sweep is --mode {mode}")
     gpus = [g.strip() for g in gpu.split(",") if g.strip()]
     if not gpus:
         fail("--gpu needs at least one GPU id")
@@ -320,16 +339,10 @@ def sweep_llm(
         if runtime is not None and runtime not in names:
             fail(f"--runtime: '{runtime}' is not one of {', '.join(names[:3])}")
         ctx = parse_counts(context, "--context") if context is not None else None
-        if tokens is not None:
-            fail("--tokens is for --mode training (the tokens to train on)")
         r = gm.sweep_inference(model, gpus, phase=phase, batch=counts["batch"], seq=seqs,  # type: ignore[arg-type]
                                context=ctx, tp=counts["tp"], pp=counts["pp"], dp=counts["dp"],
                                runtime=runtime, host=host, new_shapes=new_shapes, **common)  # type: ignore[arg-type]  # fmt: skip
     else:
-        if new_shapes:
-            fail("--new-shapes is for --mode inference")
-        if context is not None:
-            fail("--context is for --mode inference (training: --seq)")
         if recompute not in ("none", "selective", "full"):
             fail(f"--recompute: '{recompute}' is not one of none, selective, full")
         from gpumodel.llm.memory import POLICY_STATE_BYTES

@@ -37,14 +37,19 @@ class Table:
         self.rows.append([str(c) for c in cells])
 
 
-def _fit(widths: list[int], width: int) -> list[int]:
-    """Column widths shrunk (widest first) until the row fits ``width``."""
+def _fit(widths: list[int], width: int, cut: list[bool] | None = None) -> list[int]:
+    """Column widths shrunk (widest first) until the row fits ``width``; only the columns
+    ``cut`` allows (text: labels), never below 4 characters, the first (what each row is)
+    last. Numbers are never cut: a table of very large ones runs wider than ``width``."""
     widths = list(widths)
+    cut = [True] * len(widths) if cut is None else cut
     total = sum(widths) + len(GAP) * (len(widths) - 1)
     while total > width:
-        i = max(range(len(widths)), key=widths.__getitem__)
-        if widths[i] <= 4:
+        others = [j for j in range(1, len(widths)) if cut[j] and widths[j] > 4]
+        first = [0] if cut and cut[0] and widths[0] > 4 else []
+        if not others and not first:
             break
+        i = max(others, key=widths.__getitem__) if others else 0
         widths[i] -= 1
         total -= 1
     return widths
@@ -64,8 +69,8 @@ def render_lines(t: Table, width: int = WIDTH) -> Iterable[str]:
     for row in t.rows:
         for i in range(n):
             widths[i] = max(widths[i], len(row[i]))
-    widths = _fit(widths, width)
     right = [c in t.right for c in t.columns]
+    widths = _fit(widths, width, [not r for r in right])
     if t.title:
         yield from textwrap.wrap(t.title, width) or [""]
     yield GAP.join(_cell(c, w, r) for c, w, r in zip(t.columns, widths, right)).rstrip()
@@ -124,8 +129,8 @@ def write_stream(t: Table, chunks: Iterable[list[list[str]]], grow: str | None =
         if grow is not None:
             i = t.columns.index(grow)
             widths[i] += max(0, width - sum(widths) - len(GAP) * (len(widths) - 1))
-    widths = _fit(widths, width)
     right = [c in t.right for c in t.columns]
+    widths = _fit(widths, width, [not r for r in right])
     head = [*(textwrap.wrap(t.title, width) if t.title else []),
             GAP.join(_cell(c, w, r) for c, w, r in zip(t.columns, widths, right)).rstrip(),
             GAP.join("-" * w for w in widths)]  # fmt: skip

@@ -98,6 +98,7 @@ from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import (
     HF_VIEWS_PER_LAYER,
     Runtime,
+    check_eager_options,
     host_kind,
     resolve_step,
     sdpa_graph_build_s,
@@ -669,6 +670,7 @@ def predict_inference(
     rt, kernel, fusion, kv_cache, gqa = resolve_step(
         runtime, phase, g.compute_capability, attention, fusion, kv_cache, gqa
     )
+    check_eager_options(rt, phase, new_shapes, host_per_kernel_s, host_per_step_s)
     kernel = step_attention(kernel, attention, dtype)  # an fp32 model: the efficient kernel
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")

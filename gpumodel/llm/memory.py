@@ -86,11 +86,19 @@ POLICY_STATE_BYTES: dict[str, tuple[float, float, float]] = {
 
 
 def check_policy_dtype(policy: str | None, dtype: str) -> None:
-    """The ``fp32`` policy trains an fp32 model: its matmuls in fp32 or tf32, nothing else
-    (a one-line SpecError otherwise)."""
-    if policy == "fp32" and dtype not in ("fp32", "tf32"):
+    """The policy and the matmuls' ``dtype`` agree (a one-line SpecError otherwise): ``fp32``
+    trains an fp32 model (fp32 or tf32 matmuls); ``amp`` and ``mixed`` run 16-bit (or 8-bit)
+    matmuls; ``bf16`` keeps everything in bf16, so its matmuls are not fp16 or wider."""
+    wide = dtype in ("fp32", "tf32")
+    if policy == "fp32" and not wide:
         raise SpecError(f"policy fp32 trains an fp32 model: dtype fp32 (PyTorch's default, "
                         f"TF32 matmuls off) or tf32 (allow_tf32 on), got {dtype}")  # fmt: skip
+    if policy in ("amp", "mixed") and wide:
+        raise SpecError(f"policy {policy} runs its matmuls in 16 bits (bf16 or fp16), got dtype "
+                        f"{dtype}: an fp32 model trains under policy fp32")  # fmt: skip
+    if policy == "bf16" and (wide or dtype == "fp16"):
+        raise SpecError(f"policy bf16 keeps weights, gradients and activations in bf16: dtype "
+                        f"bf16 (or an 8-bit GEMM dtype), got {dtype}")  # fmt: skip
 
 
 def state_bytes(policy: Policy, fsdp: bool = False) -> tuple[float, float, float]:
@@ -217,16 +225,22 @@ def activation_bytes_per_layer(
     sequence_parallel: bool = False,
     recompute: Recompute = "none",
     flash: bool = True,
+    element_bytes: float = 2.0,
 ) -> float:
-    """Bytes of activations one layer stores for backward (Korthikanti et al. 2022, Table 2)."""
+    """Bytes of activations one layer stores for backward (Korthikanti et al. 2022, Table 2),
+    its tensors ``element_bytes`` each. The paper's figures count 16-bit tensors and 1-byte
+    dropout masks: of 34 sbh, 32 are tensors and 2 masks; of the score term 5as/h, 4 and 1; of
+    the tensor-parallel 10 sbh, 8 and 2. An fp32 model's tensors (``element_bytes=4``) take
+    twice the tensor bytes; its masks stay one byte."""
     sbh = float(s) * b * h
+    k = element_bytes / 2.0  # the tensors' bytes over the paper's 16-bit ones
     if recompute == "full":
-        return 2.0 * sbh / (t if sequence_parallel else 1)
+        return 2.0 * k * sbh / (t if sequence_parallel else 1)
     # 5as/h: the attention score matrices; gone with flash attention or selective recompute
-    scores = 0.0 if (flash or recompute == "selective") else 5.0 * a * s / h
+    scores = 0.0 if (flash or recompute == "selective") else (4.0 * k + 1.0) * a * s / h
     if sequence_parallel or t == 1:
-        return sbh / t * (34.0 + scores)
-    return sbh * (10.0 + 24.0 / t + scores / t)
+        return sbh / t * (32.0 * k + 2.0 + scores)
+    return sbh * (8.0 * k + 2.0 + 24.0 * k / t + scores / t)
 
 
 class MemoryBreakdown(Checked):
@@ -458,8 +472,10 @@ def memory_of(
     ddp = eager and is_ddp("unfused", zero, dp)
     fsdp = eager and is_fsdp("unfused", zero, dp)
     if train:
-        if policy is None:
-            w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=beta)
+        if policy is None:  # mixed precision: fp32 master weights, unless they are fp32 already
+            w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=beta,
+                                           optimizer_bytes=ADAM_BYTES_PER_PARAM
+                                           - (4.0 if beta >= 4 else 0.0))  # fmt: skip
         else:
             wb, gb, ob = state_bytes(policy, fsdp)
             w, gr, opt = model_state_bytes(params_per_gpu, zero, dp, weight_bytes=wb,
@@ -480,8 +496,11 @@ def memory_of(
             notes.append("activations as autograd saves them for eager HF modules; HF loss "
                          f"{per_logit:g} B per logit")  # fmt: skip
         else:
+            # the saved tensors' dtype: fp32 under the fp32 policy (or an fp32 model without
+            # one), else 16-bit (amp's autocast saves bf16 tensors)
+            e = 4.0 if policy == "fp32" or (policy is None and act_beta >= 4) else 2.0
             per_layer = activation_bytes_per_layer(seq, batch, spec.hidden, spec.heads, tp, sp,
-                                                   recompute, flash)  # fmt: skip
+                                                   recompute, flash, e)  # fmt: skip
             if policy == "amp" and recompute == "full":  # the saved layer inputs are fp32
                 per_layer *= 2.0
             logits = 4.0 * seq * batch * spec.vocab / tp

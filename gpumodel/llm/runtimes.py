@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 from gpumodel.errors import SpecError
 from gpumodel.llm.layers import GQA, Fusion, KVCache
+from gpumodel.ops.attention import CUDNN_SDPA_PREFERRED_CC
 
 RuntimeName = Literal["hf-eager", "hf-static-compiled", "fused-graph"]
 RUNTIME_NAMES: tuple[str, ...] = ("hf-eager", "hf-static-compiled", "fused-graph")
@@ -84,10 +85,6 @@ RUNTIMES: dict[str, Runtime] = {
 }  # fmt: skip
 
 
-# Compute capabilities on which torch's SDPA tries cuDNN attention first (torch 2.5+ with cuDNN
-# >= 9.9: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, check_prefer_cudnn_attention:
-# major 9 or 10 with minor 0, i.e. H100/H200 and B200/GB200). Elsewhere flash runs first.
-CUDNN_SDPA_PREFERRED_CC = ("9.0", "10.0")
 
 
 def runtime_attention(rt: Runtime, compute_capability: str | None, attention: str | None) -> str:
@@ -179,6 +176,22 @@ def for_phase(rt: Runtime, phase: str) -> Runtime:
         return Runtime(rt.name, "unfused", "static", "native", "eager",
                        rt.summary + "; prefill uncompiled (eager, into the StaticCache)")  # fmt: skip
     return rt
+
+
+def check_eager_options(
+    rt: Runtime, phase: str, new_shapes: bool, host_per_kernel_s: Any, host_per_step_s: Any
+) -> None:  # fmt: skip
+    """Options that price an eager step's host side are an error on a step that replays a
+    graph (``rt`` already ``for_phase``): they would change nothing."""
+    if rt.host == "eager":
+        return
+    step = f"{rt.name}'s {phase} replays a graph captured at fixed shapes"
+    if host_per_kernel_s is not None or host_per_step_s is not None:
+        raise SpecError(f"host_per_kernel_s / host_per_step_s (--host-us) price an eager step's "
+                        f"host; {step} (graph_launch_s sets its launch)")  # fmt: skip
+    if new_shapes:
+        raise SpecError(f"new_shapes (--new-shapes) prices the cuDNN attention graphs eager SDPA "
+                        f"builds at new shapes; {step}: use runtime hf-eager")  # fmt: skip
 
 
 def kernel_flags(

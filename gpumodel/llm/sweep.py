@@ -95,6 +95,7 @@ from gpumodel.llm.memory import Policy, Recompute, check_policy_dtype, memory_of
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.ranks import rank_host
 from gpumodel.llm.runtimes import (
+    check_eager_options,
     for_phase,
     get_runtime,
     kernel_flags,
@@ -333,6 +334,7 @@ def sweep_inference(
     elif phase == "prefill" and seq is None:  # the scalar's default: a prompt of the context
         pts["seq"] = pts["context"].copy()
     rt = for_phase(rt, phase)
+    check_eager_options(rt, phase, new_shapes, host_per_kernel_s, host_per_step_s)
     fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa, phase)
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")
@@ -502,7 +504,7 @@ def sweep_training(
             timer.calibration)  # fmt: skip
         # per (tp, micro-batch, seq): one layer's, the head's and the embedding's op times
         fields = ("layer_fwd_s", "head_fwd_s", "pre_fwd_s", "layer_bwd_s", "head_bwd_s",
-                  "layer_attention_s", "layer_comm_fwd_s", "layer_comm_bwd_s", "layer_host_s",
+                  "layer_selective_s", "layer_comm_fwd_s", "layer_comm_bwd_s", "layer_host_s",
                   "head_host_s", "pre_host_s", "layer_synced_s")  # fmt: skip
         skey = np.stack([pts["tp"], pts["micro_batch"], pts["seq"], ranks], axis=1)
         suniq, sinv = _group_rows(skey)
@@ -765,7 +767,7 @@ class _Stage:
     pre_fwd_s: np.ndarray
     layer_bwd_s: np.ndarray
     head_bwd_s: np.ndarray
-    layer_attention_s: np.ndarray
+    layer_selective_s: np.ndarray
     layer_comm_fwd_s: np.ndarray
     layer_comm_bwd_s: np.ndarray
     layer_host_s: np.ndarray

@@ -13,6 +13,8 @@ Per GPU and micro-batch (b sequences of s tokens, T = b*s rows), from the op mod
               gradient reads both again: ``LayerNorm.backward_traffic``); TP all-reduces once
               more each
     recompute full: one more forward of the layers; selective: one more attention forward
+              of the unfused path (a fused kernel's backward recomputes its scores itself:
+              nothing more, ``selective_recompute_s``)
 
 Pipeline (1F1B, Narayanan et al. 2021, section 2.2): m micro-batches through p stages take
 (m + p - 1) micro-batch slots; the bubble fraction is (p - 1)/m. Stage boundaries send T*h
@@ -437,7 +439,7 @@ class StageTimes:
     pre_fwd_s: float
     layer_bwd_s: float
     head_bwd_s: float
-    layer_attention_s: float
+    layer_selective_s: float
     layer_comm_fwd_s: float
     layer_comm_bwd_s: float
     # host time to issue the kernels (eager, ``host`` given; 0 otherwise), forward + backward
@@ -684,13 +686,24 @@ def stage_times(
         layer_fwd_s=_sum(layer_f), head_fwd_s=_sum(head_f), pre_fwd_s=_sum(pre_f),
         layer_bwd_s=_sum(layer_b, [f for _, f in layer_b_entries]),
         head_bwd_s=_sum(head_b, [f for _, f in head_b_entries]),
-        layer_attention_s=sum(t.time_s for t in layer_f if t.entry.kind == "attention"),
+        layer_selective_s=selective_recompute_s(layer_f),
         layer_comm_fwd_s=sum(t.time_s for t in layer_f if t.entry.kind == "comm"),
         layer_comm_bwd_s=sum(t.time_s for t in layer_b if t.entry.kind == "comm"),
         **_stage_host(spec, policy, host, layer_f + layer_b, head_f + head_b, pre_f),
         layer_synced_s=synced_layer_s(layer_f, layer_b, [f for _, f in layer_b_entries],
                                       spec, policy, host),
     )  # fmt: skip
+
+
+def selective_recompute_s(layer_f: list[Any]) -> float:
+    """Seconds selective recompute adds to one layer's backward (Korthikanti et al. 2022: the
+    attention core again, whose score matrices it does not store): the unfused path's
+    attention ops; none for a fused kernel (flash, cuDNN, memory-efficient), which stores no
+    score matrix and whose backward kernel recomputes the scores itself (its price)."""
+    attention = [t for t in layer_f if t.entry.kind == "attention"]
+    if any(isinstance(t.entry.op, Attention) and t.entry.op.impl != "naive" for t in attention):
+        return 0.0
+    return sum(t.time_s for t in attention)
 
 
 def attention_note(spec: ModelSpec, stage: StageTimes) -> list[str]:
@@ -892,7 +905,7 @@ def combine_step(
     if recompute == "full":
         rec = layers * stage.layer_fwd_s
     elif recompute == "selective":
-        rec = layers * stage.layer_attention_s
+        rec = layers * stage.layer_selective_s
     else:
         rec = 0.0 * fwd
     tp_comm = layers * (stage.layer_comm_fwd_s + stage.layer_comm_bwd_s)
