@@ -89,9 +89,9 @@ def test_a_causal_call_never_costs_more_than_the_full_one(impl):
     """A causal kernel skips the key tiles above the diagonal: at few query tiles the fitted
     diagonal work once exceeded the full matrix (197 causal queries priced 1.65x the full
     call; cuDNN ran them at 0.88x, validation/results/h200-sxm/sdpa-prefill-short-2026-12-01).
-    Where the mask still shapes the work, its tiles of unequal work may finish last: within 1%."""
+    Where the mask still shapes the work, its tiles of unequal work may finish last: within 2%."""
     for seq in (64, 128, 197, 256, 384, 512, 1024):
         full = Attention(batch=32, heads=16, seq=seq, impl=impl)
         causal = full.model_copy(update={"causal": True})
         assert causal.computed_scores <= full.computed_scores
-        assert gm.predict(causal, "h200").time_s <= gm.predict(full, "h200").time_s * 1.01
+        assert gm.predict(causal, "h200").time_s <= gm.predict(full, "h200").time_s * 1.02

@@ -475,23 +475,30 @@ class Attention(Op):
             return self.scores * self.mask_work_factor()
         if not self.causal or self.impl == "naive":
             return self.scores
+        # never more than the same call without the mask computes (``causal_tiled``)
+        return at_most(self._causal_scores(), self._full_scores())
+
+    def _full_scores(self):
+        return self.batch * self.heads * self.seq * self.n_kv_seq
+
+    def _causal_scores(self):
+        """``scores`` plus each query tile's diagonal work (``CAUSAL_DIAGONAL_EXTRA_TILES``)."""
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
         rows = at_most(self.seq, FLASH_BLOCK_M)  # fewer queries than a tile: that many (decode 1)
         extra = CAUSAL_DIAGONAL_EXTRA_TILES[self.impl] * q_tiles * rows * FLASH_BLOCK_M
-        # never more than the same call without the mask computes (``causal_tiled``)
-        full = self.batch * self.heads * self.seq * self.n_kv_seq
-        return at_most(self.scores + self.batch * self.heads * extra, full)
+        return self.scores + self.batch * self.heads * extra
 
     @property
     def causal_tiled(self) -> bool:
         """Whether the causal mask shapes the kernel's work (tiles of unequal work, no key
-        tile padding): at a few query tiles the fitted diagonal work covers the half the mask
-        removes, and the call is priced as the full one, never above it (197 causal queries
-        were 1.65x the full call; cuDNN ran them in 0.88-0.89x its time on an H200,
-        validation/results/h200-sxm/sdpa-prefill-short-2026-12-01)."""
+        tile padding). Not where the fitted diagonal work would exceed the half the mask
+        removes (a few query tiles): the call is then priced as the full one, never above it
+        (197 causal queries were 1.65x the full call; cuDNN ran them in 0.88-0.89x its time
+        on an H200, validation/results/h200-sxm/sdpa-prefill-short-2026-12-01)."""
         if not self.causal or self.impl == "naive":
             return False
-        return uniform(self.computed_scores < self.batch * self.heads * self.seq * self.n_kv_seq)
+        self._check_kernel_named()
+        return uniform(self._causal_scores() <= self._full_scores())
 
     def mask_work_factor(self):  # a number, or an array over the sweeps' points
         """cuDNN's masked kernel's work per score over the dense kernel's (``mask``, cuDNN):
