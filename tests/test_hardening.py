@@ -961,7 +961,7 @@ def test_fuzz_final_rerun_findings(capsys):
         gm.sweep_inference("llama-3-8b", 10**5000)  # type: ignore[arg-type]
     code, _, err = run(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100",
                        "--tokens", "inf")  # fmt: skip
-    assert code == 2 and "--tokens is for --mode training" in err
+    assert code == 2 and "--tokens is a training option" in err
 
 
 def test_fuzz_leftovers_of_the_final_rerun_closed(capsys, tmp_path):

@@ -96,10 +96,12 @@ def test_host_per_step_comes_before_the_kernels(old_host):
     assert queue_time([1e-6] * 4, 1e-5, start_s=1e-4) == pytest.approx(1e-4 + 4e-5 + 1e-6)
     with pytest.raises(SpecError, match=">= 0"):
         predict_inference("llama-3-8b", "h100", "decode", host_per_step_s=-1e-3, **kw, runtime="eager", gqa="native", host=old_host)
-    # a CUDA graph has no per-kernel or per-step host time
-    g = predict_inference("llama-3-8b", "h100", "decode", runtime="graph", host_per_step_s=1e-3,
-                          calibration="none")  # fmt: skip
+    # a CUDA graph has no per-kernel or per-step host time: giving one is an error
+    g = predict_inference("llama-3-8b", "h100", "decode", runtime="graph", calibration="none")
     assert g.host_per_step_s == 0.0 and g.host_per_kernel_s == 0.0
+    with pytest.raises(SpecError, match="price an eager step's host"):
+        predict_inference("llama-3-8b", "h100", "decode", runtime="graph", host_per_step_s=1e-3,
+                          calibration="none")  # fmt: skip
 
 
 def test_tensor_parallel_replicas_and_comm():

@@ -131,7 +131,9 @@ def test_plan_serve_cli_shows_calibrations_and_rejects_both_options(capsys):
     code = main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "l4,h100"])
     out = capsys.readouterr().out
     shipped = gm.load_calibration("h100-sxm").created.date()  # the committed H100 run's date
-    assert code == 0 and "datasheet only" in out and f"measured {shipped}" in out
+    # the table names each GPU's kind of calibration; the footnote dates it
+    assert code == 0 and "datasheet only" in out and "measured" in out
+    assert f"calibration h100-sxm: h100-sxm cupy {shipped}" in out
     assert "warning: l4: datasheet roofline only" in out
     code = main(["plan", "serve", "--model", "llama-3-8b", "--gpu", "l4",
                  "--calibration", "none", "--calibration-from", "h100"])  # fmt: skip

@@ -442,7 +442,7 @@ class Attention(Op):
         causal mask, tile i only visits keys up to its last query.
         """
         n = -(-self.seq // block)
-        if not self.causal_tiled:
+        if not self.causal:
             return TileWork(n)
         offset = self.n_kv_seq - self.seq  # queries are the last `seq` positions
         return TileWork(n, block=block, offset=offset, span=self.n_kv_seq)
@@ -468,37 +468,17 @@ class Attention(Op):
     @property
     def computed_scores(self) -> float:
         """Scores a fused kernel computes: ``scores`` plus, when causal, the masked part of each
-        query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``), at most the whole matrix
-        (the naive path computes the whole matrix as ``scores`` says)."""
+        query tile's diagonal tile (``CAUSAL_DIAGONAL_EXTRA_TILES``; the naive path computes
+        the whole matrix as ``scores`` says)."""
         self._check_kernel_named()
         if self.mask and self.impl == "cudnn":
             return self.scores * self.mask_work_factor()
         if not self.causal or self.impl == "naive":
             return self.scores
-        # never more than the same call without the mask computes (``causal_tiled``)
-        return at_most(self._causal_scores(), self._full_scores())
-
-    def _full_scores(self):
-        return self.batch * self.heads * self.seq * self.n_kv_seq
-
-    def _causal_scores(self):
-        """``scores`` plus each query tile's diagonal work (``CAUSAL_DIAGONAL_EXTRA_TILES``)."""
         q_tiles = -(-self.seq // FLASH_BLOCK_M)
         rows = at_most(self.seq, FLASH_BLOCK_M)  # fewer queries than a tile: that many (decode 1)
         extra = CAUSAL_DIAGONAL_EXTRA_TILES[self.impl] * q_tiles * rows * FLASH_BLOCK_M
         return self.scores + self.batch * self.heads * extra
-
-    @property
-    def causal_tiled(self) -> bool:
-        """Whether the causal mask shapes the kernel's work (tiles of unequal work, no key
-        tile padding). Not where the fitted diagonal work would exceed the half the mask
-        removes (a few query tiles): the call is then priced as the full one, never above it
-        (197 causal queries were 1.65x the full call; cuDNN ran them in 0.88-0.89x its time
-        on an H200, validation/results/h200-sxm/sdpa-prefill-short-2026-12-01)."""
-        if not self.causal or self.impl == "naive":
-            return False
-        self._check_kernel_named()
-        return uniform(self._causal_scores() <= self._full_scores())
 
     def mask_work_factor(self):  # a number, or an array over the sweeps' points
         """cuDNN's masked kernel's work per score over the dense kernel's (``mask``, cuDNN):
@@ -632,7 +612,7 @@ class Attention(Op):
         softmax = self.softmax_parts(gpu)
         tile_k = self.head_dim_tile()
         block_m, block_n = block_rows(self.impl, self.head_dim)
-        if self.causal_tiled:  # the diagonal tiles, computed whole, are in ``computed_scores``
+        if self.causal:  # the diagonal tiles, computed whole, are in ``computed_scores``
             block_n = None
         size = element_bytes(self.dtype)
         b, h, s, d = self.batch, self.heads, self.seq, self.head_dim
