@@ -305,7 +305,9 @@ class Attention(Op):
     FLOPs: ``4 * batch * heads * seq * kv_seq * head_dim`` for the two products (QK^T and PV),
     times the unmasked fraction when ``causal`` (kernels that skip masked blocks, as
     FlashAttention does: ``1 - seq / (2 * kv_seq)``, one half for square causal attention).
-    Bytes: ``flash`` reads Q, K, V once and writes O once (Dao et al. 2022, when tiles fit);
+    ``impl="sdpa"`` (the default): the kernel PyTorch's SDPA picks on the GPU it is priced on
+    (``sdpa_dispatch``; ``on(gpu)`` names it). Bytes: ``flash`` reads Q, K, V once and writes O
+    once (Dao et al. 2022, when tiles fit);
     ``naive`` also writes the score matrix, reads it for the softmax and again for PV.
     ``cudnn`` is PyTorch SDPA's cuDNN backend (what SDPA picks on an H100 with PyTorch 2.11):
     the same fused work, its own calibrated family (``attention:cudnn``; it ran 1.7-2.0x faster
