@@ -12,10 +12,9 @@ usage: python3 sdpa_decode_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import json
 import time
 
-from sdpa_timing import experiment_args, graph_time_s, kernel_names, loop_time_s, write_results
+from sdpa_timing import experiment_args, measure, write_results
 
 # (batch, heads, kv_heads, kv_seq); each at every head dim of HEAD_DIMS
 SHAPES = [(2, 32, 32, 1024), (16, 32, 8, 2048), (4, 16, 16, 8192), (48, 16, 16, 512),
@@ -49,18 +48,7 @@ def main() -> int:
 
                 rec = {"shape": {"batch": b, "heads": h, "kv_heads": hkv, "kv_seq": kv,
                                  "head_dim": d}, "backend": backend}  # fmt: skip
-                try:
-                    with torch.no_grad():
-                        call()
-                        if backend == "default":
-                            rec["kernels"] = kernel_names(torch, call)
-                        rec["eager_s"] = loop_time_s(torch, call)
-                        rec["graph_s"] = graph_time_s(torch, call)
-                except Exception as exc:  # a refusal is a finding
-                    rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                records.append(rec)
-                print(json.dumps({k: rec.get(k) for k in ("shape", "backend", "eager_s", "graph_s",
-                                                           "error")}), flush=True)  # fmt: skip
+                measure(torch, call, rec, records, kernels=backend == "default", eager=True)
     write_results(args.out, torch, records, t0)
     return 0
 

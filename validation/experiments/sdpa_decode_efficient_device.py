@@ -12,10 +12,9 @@ usage: python3 sdpa_decode_efficient_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import json
 import time
 
-from sdpa_timing import experiment_args, graph_time_s, kernel_names, write_results
+from sdpa_timing import experiment_args, measure, write_results
 
 # (batch, heads): batch x heads thread blocks of one query each
 BLOCKS = [(1, 8), (1, 32), (4, 32), (16, 32), (64, 32)]
@@ -47,15 +46,7 @@ def main() -> int:
                 return F.scaled_dot_product_attention(q, k, v)
 
         rec = {"shape": {"batch": b, "heads": h, "kv_seq": kv, "head_dim": d}, "dtype": dt}
-        try:
-            with torch.no_grad():
-                call()
-                rec["kernels"] = kernel_names(torch, call)
-                rec["graph_s"] = graph_time_s(torch, call)
-        except Exception as exc:  # a refusal is a finding
-            rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
-        records.append(rec)
-        print(json.dumps({k: rec.get(k) for k in ("shape", "dtype", "graph_s", "error")}), flush=True)
+        measure(torch, call, rec, records)
         del q, k, v
     write_results(args.out, torch, records, t0)
     return 0

@@ -13,10 +13,9 @@ usage: python3 sdpa_prefill_short_device.py --out FILE.json [--tiny]
 
 from __future__ import annotations
 
-import json
 import time
 
-from sdpa_timing import experiment_args, graph_time_s, kernel_names, write_results
+from sdpa_timing import experiment_args, measure, write_results
 
 BATCH_HEADS = [(1, 12), (8, 12), (32, 16)]
 SEQS = [128, 197, 256, 512, 1024, 2048]
@@ -47,16 +46,7 @@ def main() -> int:
 
         rec = {"shape": {"batch": b, "heads": h, "seq": s, "head_dim": d}, "causal": causal,
                "backend": backend, "dtype": "bf16"}  # fmt: skip
-        try:
-            with torch.no_grad():
-                call()
-                rec["kernels"] = kernel_names(torch, call)
-                rec["graph_s"] = graph_time_s(torch, call)
-        except Exception as exc:  # a refusal is a finding
-            rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
-        records.append(rec)
-        print(json.dumps({k: rec.get(k) for k in ("shape", "causal", "backend", "graph_s",
-                                                  "error")}), flush=True)  # fmt: skip
+        measure(torch, call, rec, records)
         del q, k, v
     write_results(args.out, torch, records, t0)
     return 0

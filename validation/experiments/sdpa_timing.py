@@ -7,6 +7,7 @@ launches, and shell output for the environment notes. Standalone: imports nothin
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 
@@ -88,6 +89,25 @@ def kernel_names(torch, fn) -> list[str]:
         if "CUDA" in str(getattr(ev, "device_type", "")) and ev.name not in names:
             names.append(ev.name[:160])
     return names[:10]
+
+
+def measure(torch, call, rec: dict, records: list, kernels: bool = True,
+            eager: bool = False) -> None:  # fmt: skip
+    """Time one call into ``rec``: the kernels it launches (``kernels``), its back-to-back
+    loop (``eager``, as ``eager_s``) and its graph replay (``graph_s``); a refusal is recorded
+    as the finding it is (``error``). ``rec`` is appended to ``records`` and printed."""
+    try:
+        with torch.no_grad():
+            call()
+            if kernels:
+                rec["kernels"] = kernel_names(torch, call)
+            if eager:
+                rec["eager_s"] = loop_time_s(torch, call)
+            rec["graph_s"] = graph_time_s(torch, call)
+    except Exception as exc:  # a refusal is a finding
+        rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    records.append(rec)
+    print(json.dumps({k: v for k, v in rec.items() if k != "kernels"}), flush=True)
 
 
 def sh(cmd: list[str]) -> str:
