@@ -3,9 +3,11 @@
 #
 # The device tool copies the working tree (tracked files) and refuses trees over 64 MiB;
 # validation/results/ alone holds over 200 MB of traces and step data the device never needs.
-# usage: bash validation/park_results.sh park [KEEP...]   move every results folder but the
+# usage: bash validation/park_results.sh park [KEEP...]   move every results folder and report
+#                                                         out of the tree but KEEP and the
 #                                                         shipped calibrations (h100-sxm,
-#                                                         h200-sxm) and KEEP out of the tree
+#                                                         h200-sxm: their files stay, their
+#                                                         subfolders go)
 #        bash validation/park_results.sh unpark          move them back
 #        bash validation/park_results.sh status          what is parked, and the tree's size
 # While folders are parked a pre-commit hook refuses every commit: a commit then would record
@@ -19,7 +21,7 @@ PARK="${TMPDIR:-/tmp}/gpumodel-parked-$(printf '%s' "$ROOT" | cksum | cut -d' ' 
 HOOK="$GIT_DIR/hooks/pre-commit"
 
 tree_mb() {  # the tracked files present now, in MB (what the device tool copies)
-  git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{printf "%.1f", $1 / 1e6}'
+  git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {printf "%.1f", s / 1e6}'
 }
 
 install_hook() {
@@ -39,6 +41,14 @@ EOF
   chmod +x "$HOOK"
 }
 
+park_one() {  # move validation/results/REL to the park, recorded in the marker
+  local rel=${1#validation/results/}
+  [ -e "$PARK/$rel" ] && { echo "$PARK/$rel exists: left in place" >&2; return; }
+  mkdir -p "$(dirname "$PARK/$rel")"
+  mv "$1" "$PARK/$rel"
+  echo "$rel" >>"$MARK"
+}
+
 case "${1:-status}" in
   park)
     shift
@@ -47,12 +57,18 @@ case "${1:-status}" in
     mkdir -p "$PARK"
     : >"$MARK"
     install_hook
-    for d in validation/results/*/; do
-      name=$(basename "$d")
-      [[ "$keep" == *" $name "* ]] && continue
-      [ -e "$PARK/$name" ] && { echo "$PARK/$name exists: left in place" >&2; continue; }
-      mv "$d" "$PARK/$name"
-      echo "$name" >>"$MARK"
+    # every results folder but those kept; in a kept folder, its subfolders (the shipped
+    # calibration files stay); the reports beside the folders but README.md
+    for path in validation/results/*; do
+      name=${path#validation/results/}
+      [ "$name" = README.md ] && continue
+      if [[ "$keep" == *" $name "* ]]; then
+        for sub in "$path"/*/; do
+          [ -d "$sub" ] && park_one "${sub%/}"
+        done
+        continue
+      fi
+      park_one "$path"
     done
     echo "parked $(wc -l <"$MARK") folders in $PARK; the tree is $(tree_mb) MB"
     ;;
@@ -62,6 +78,7 @@ case "${1:-status}" in
     while read -r name; do
       [ -n "$name" ] || continue
       if [ -e "validation/results/$name" ] || ! mv "$PARK/$name" "validation/results/$name"; then
+        # (a kept folder's subfolder goes back into it; the folder itself never left)
         echo "validation/results/$name: not moved back from $PARK" >&2
         left+=("$name")
       fi
@@ -71,7 +88,7 @@ case "${1:-status}" in
       exit 1
     fi
     rm -f "$MARK"
-    rmdir "$PARK" 2>/dev/null || true
+    find "$PARK" -depth -type d -empty -delete 2>/dev/null || true
     echo "unparked; the tree is $(tree_mb) MB"
     ;;
   status)
