@@ -140,6 +140,25 @@ class EagerOpCosts(Checked):
     # than torch.matmul's call); profiles measured before it was, or GPUs without fp8: None
     # (``cost_s`` uses matmul's)
     scaled_mm: HostSeconds | None = None
+    # SDPA called otherwise than the ``sdpa`` probe's default call (profiles from 2026-12-01;
+    # None before: ``cost_s`` uses sdpa's): inside ``with sdpa_kernel(...)`` (a backend forced
+    # around each call, PyTorch's documented pattern), with a boolean ``attn_mask`` (converted
+    # to an additive one inside the call), and the backward of one call (``torch.autograd.grad``
+    # over its retained graph)
+    sdpa_forced: HostSeconds | None = None
+    sdpa_mask: HostSeconds | None = None
+    sdpa_backward: HostSeconds | None = None
+
+
+#: Eager kinds a profile may not have measured, and the kind whose figure stands in for each.
+EAGER_KIND_FALLBACK = {"conv": "matmul", "scaled_mm": "matmul", "sdpa_forced": "sdpa",
+                       "sdpa_mask": "sdpa", "sdpa_backward": "sdpa"}  # fmt: skip
+#: The SDPA probes' call (``eager_op_s.sdpa*``): a decode-sized problem whose GPU time is far
+#: below its host time on every GPU measured (batch, heads, query length, key length, head dim).
+SDPA_PROBE_SHAPE = (1, 8, 1, 128, 64)
+#: The backward probe's q, k and v (batch, heads, length, head dim): a short prefill, as training
+#: calls it.
+SDPA_BACKWARD_PROBE_SHAPE = (1, 8, 128, 64)
 
 
 #: The host copies a profile times (``host_copy_s``): direction and host memory.
@@ -198,6 +217,9 @@ class HostProfile(Checked):
     host_copy_s: HostCopyCosts | None = None
     spread: dict[str, tuple[HostSecondsOrZero, HostSecondsOrZero]] = Field(default_factory=dict)
     host_drift: tuple[float, float] | None = None
+    # kernels each SDPA probe launched per call, counted by torch.profiler after the rounds
+    # (profiles from 2026-12-01; ``probe_launches``)
+    probe_kernels: dict[str, int] | None = None
     # provenance that `gpumodel validate --host-only` records beside the figures (named here so
     # that any other key is still an error)
     notes: str | dict[str, Any] | None = None
@@ -306,23 +328,32 @@ class HostProfile(Checked):
         """Kernels the profile's own probe of ``kind`` launched per call. Profiles written
         before 2026-11-25 timed ``conv`` on an NCHW bf16 ``F.conv2d`` (their ``shapes`` name no
         layout), which runs cuDNN's three layout transposes around the convolution: 4 kernels.
-        Later ones time channels-last, one kernel."""
+        Later ones time channels-last, one kernel. The SDPA probes: as counted
+        (``probe_kernels``), else what ``Attention`` says its library launches for the probe's
+        call on the profile's GPU (a profile from before 2026-12-01)."""
+        kind = self.measured_kind(kind)
+        if self.probe_kernels and kind in self.probe_kernels:
+            return self.probe_kernels[kind]
         probe = str((self.shapes or {}).get("eager_ops", ""))
-        if kind == "conv" and self.eager_op_s.conv is not None and "F.conv2d" in probe:
+        if kind == "conv" and "F.conv2d" in probe:
             return 1 if "channels_last" in probe else 4
+        if kind.startswith("sdpa"):
+            return _sdpa_probe_launches(self.gpu, kind)
         return 1
 
     def measured(self, kind: str) -> bool:
-        """Whether this profile timed eager calls of ``kind`` itself (``conv`` and
-        ``scaled_mm`` may be missing: ``cost_s`` then stands in matmul's)."""
-        return kind not in ("conv", "scaled_mm") or getattr(self.eager_op_s, kind) is not None
+        """Whether this profile timed eager calls of ``kind`` itself (``conv``, ``scaled_mm``
+        and the SDPA variants may be missing: ``EAGER_KIND_FALLBACK``)."""
+        return kind not in EAGER_KIND_FALLBACK or getattr(self.eager_op_s, kind) is not None
+
+    def measured_kind(self, kind: str) -> str:
+        """``kind``, or the kind whose figure stands in for it where it was not measured."""
+        return kind if self.measured(kind) else EAGER_KIND_FALLBACK[kind]
 
     def cost_s(self, kind: str) -> float:
-        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``); ``conv`` or
-        ``scaled_mm`` of a profile that did not measure it: ``matmul``'s (all one cuBLAS/cuDNN
-        call)."""
-        if not self.measured(kind):
-            kind = "matmul"
+        """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``; one the profile
+        did not measure: ``EAGER_KIND_FALLBACK``'s stand-in)."""
+        kind = self.measured_kind(kind)
         return float(getattr(self.eager_op_s, "copy_" if kind == "copy" else kind))
 
     def to_yaml(self) -> str:
@@ -458,3 +489,22 @@ def host_dict(host: HostProfile) -> dict[str, Any]:
     if host.host_drift is not None:
         out["drift"] = "{:g}-{:g}".format(*host.host_drift)
     return out
+
+
+@functools.lru_cache(maxsize=32)
+def _sdpa_probe_launches(gpu_name: str, kind: str) -> int:
+    """Kernels the SDPA probe ``kind`` (``EAGER_OPS_PROBES``) launches on the GPU a profile
+    names, as ``Attention.host_launches`` counts them there; 1 where no spec matches."""
+    from gpumodel.diagnose.gpus import gpu_from_device_name
+    from gpumodel.ops.attention import Attention
+
+    gpu = gpu_from_device_name(gpu_name)
+    if gpu is None:
+        return 1
+    if kind == "sdpa_backward":
+        b, h, s, d = SDPA_BACKWARD_PROBE_SHAPE
+        op = Attention(batch=b, heads=h, seq=s, head_dim=d, backward=True)
+    else:
+        b, h, s, kv, d = SDPA_PROBE_SHAPE
+        op = Attention(batch=b, heads=h, seq=s, kv_seq=kv, head_dim=d, mask=kind == "sdpa_mask")
+    return op.on(gpu).host_launches(gpu) or 1

@@ -167,7 +167,7 @@ def predict(
             p = host_copy_cost(p, op, hp)  # type: ignore[arg-type]
         else:
             launch_s = cal.parameters.launch_host_s if cal else None
-            p = eager_floor(p, op, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None else launch_s,
+            p = eager_floor(p, op, gpu, hp, DEFAULT_LAUNCH_HOST_S if launch_s is None else launch_s,
                             op.host_call_factor(gpu))  # fmt: skip
     p = _finite_result(p)
     if l2 != "cold" or activity is not None:  # inside a step, or an L2 no set measured
@@ -181,7 +181,7 @@ def predict(
 
 
 def eager_floor(
-    p: Prediction, op: Op, hp: Any, launch_s: float, call_factor: float = 1.0
+    p: Prediction, op: Op, gpu: GPUSpec, hp: Any, launch_s: float, call_factor: float = 1.0
 ) -> Prediction:
     """``p`` as one call of an eager PyTorch loop on host ``hp``. Back to back, the host issues
     one call every ``hp.cost_s(kind)`` x ``call_factor`` seconds (``Op.host_call_factor``:
@@ -190,14 +190,17 @@ def eager_floor(
     max(GPU time, that): the GPU drains the queue faster than the host fills it. Shown as the
     term "eager dispatch"; where it binds the bound is "launch"."""
     kind = op.host_kind or ""
-    launches = sum(k.launches for k in p.kernels) or 1
+    launches = op.host_launches(gpu) or sum(k.launches for k in p.kernels) or 1
     # the profile's figure is a call of its own probe, which may itself launch several kernels
     probe = hp.probe_launches(kind)
     floor_s = max(hp.cost_s(kind) * call_factor + (launches - probe) * launch_s, launch_s)
-    what = kind if hp.measured(kind) else f"matmul ({kind} not measured)"
-    if probe > 1:
-        what += f" (its probe launched {probe} kernels)"
-    extra = f" + {launches - 1} more launches" if launches > 1 else ""
+    stand_in = hp.measured_kind(kind)
+    what = kind if stand_in == kind else f"{stand_in} ({kind} not measured)"
+    extra = ""
+    if launches != probe:
+        extra = f", {launches} kernel{'s' if launches > 1 else ''} against its probe's {probe}"
+    elif launches > 1:
+        extra = f" ({launches} kernels, as its probe)"
     if call_factor != 1.0:
         extra += f" x {call_factor:g} (cuBLAS splits K: its reduction's launch)"
     binds = floor_s > p.time_s

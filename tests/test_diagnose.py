@@ -620,7 +620,10 @@ def test_memory_efficient_attention_is_priced_as_its_own_kernel():
     for m in (by_name, by_kernel):
         assert m.op.impl == "efficient" and m.op.family == "attention:efficient"
         assert any("memory-efficient" in n for n in m.notes)
-    assert map_op("aten::scaled_dot_product_attention", mask_args).op.impl == "flash"
+    # no kernel recorded: flash takes no mask, so the masked call runs the efficient kernel
+    assert map_op("aten::scaled_dot_product_attention", mask_args).op.impl == "efficient"
+    plain = _args([[4, 16, 1024, 64]] * 3, [BF16] * 3, ["", "", ""])
+    assert map_op("aten::scaled_dot_product_attention", plain).op.impl == "flash"
 
 
 def test_map_norms_and_softmax():

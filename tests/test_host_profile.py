@@ -71,8 +71,9 @@ def test_build_profile_schema_and_values():
     assert p["spread"]["eager_op_s.matmul"] == pytest.approx([1.9e-6, 9.1e-6])
     # elementwise is figure 2: twice that
     assert p["eager_op_s"]["elementwise"] == pytest.approx(11e-6)
-    # kernel_launch_s is figure 13 (after the 12 eager kinds)
-    assert p["kernel_launch_s"] == pytest.approx(13 * 5.5e-6)
+    # kernel_launch_s is figure 16 (after the 15 eager kinds)
+    assert len(EAGER_OP_KINDS) == 15
+    assert p["kernel_launch_s"] == pytest.approx(16 * 5.5e-6)
     assert p["hf_decoder_layer_s"] is None
     assert "hf_decoder_layer_s" not in p["spread"]
     assert p["hf_decoder_layer_kernels"] is None

@@ -85,7 +85,7 @@ def test_a_forced_call_pays_the_forced_probe_and_its_extra_launches():
     p = gm.predict(op, "h200", cal, host=str(RUN39_HOST))
     term = next(t for t in p.terms if t.name == "eager dispatch")
     assert term.value == pytest.approx(forced + cal.parameters.launch_host_s, rel=1e-12)
-    assert "sdpa_forced call, 2 launches against its probe's 1" in term.note
+    assert "sdpa_forced call, 2 kernels against its probe's 1" in term.note
     # the same call at SDPA's default: the default probe
     default = gm.predict(op.model_copy(update={"impl": "sdpa"}), "h200", cal, host=str(RUN39_HOST))
     term = next(t for t in default.terms if t.name == "eager dispatch")

@@ -191,7 +191,7 @@ def _host_profile(
         print_json({"host_profile": str(target), "profile": profile})
         return
     out_console = console()
-    ops = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in profile["eager_op_s"].items())
+    ops = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in profile["eager_op_s"].items() if v is not None)
     out_console.print(f"host {profile['name']}: {profile['cpu_model']}, {profile['cpu_cores']} "
                       f"cores, torch {profile['torch']}, {profile['gpu']}", highlight=False,
                       markup=False)  # fmt: skip

@@ -590,6 +590,9 @@ def _attention(name: str, a: OpArgs, kn: Sequence[str]) -> Mapped:
                                or any("fmha_cutlass" in k.lower() for k in kn))  # fmt: skip
     # flash and cuDNN take 16-bit tensors only: fp32 SDPA runs the memory-efficient kernel
     efficient = efficient or (not cudnn and dtype not in IMPL_DTYPES["flash"])
+    # FlashAttention-2 takes no explicit mask: where it would run, a masked call runs the
+    # memory-efficient kernel (gpumodel.llm.layers.masked_kernel)
+    efficient = efficient or (not cudnn and mask)
     impl = "cudnn" if cudnn else "efficient" if efficient else "flash"
     dropout = False
     di = _ATTN_DROPOUT.get(name)

@@ -245,6 +245,35 @@ SDPA_HEAD_DIM_ALIGN_FP32 = 4
 # grid: prefill at head dims 40-256, masked, decode (validation/results/unseen-h200-run36).
 CUDNN_SDPA_PREFERRED_CC = ("9.0", "10.0")
 
+# Kernels one eager SDPA call launches beside the kernel priced (counted by torch.profiler per
+# call on an H200, torch 2.11, cuDNN 9.19: validation/results/h200-sxm/sdpa-launches-2026-12-01,
+# and the default calls of unseen runs 33-38). The host pays each (``Attention.host_launches``,
+# the eager floor's count):
+# - a boolean attn_mask is turned into an additive one first: two vectorized and one
+#   elementwise kernel, whichever backend runs (not again in the backward);
+# - cuDNN's decode kernel (one query) is followed by a split-KV reduction
+#   (``lean_reduction_kernel``) where batch x K/V heads < 128 and the keys span more than one
+#   tile of 128 (8 and 48 split at 1-32K keys; 128 and 512 did not; 8 at 128 keys did not;
+#   129-1023 keys unmeasured);
+# - FlashAttention-2's decode follows its split-KV kernel with a combine kernel where it splits
+#   (``decode_splits_kv``) and the keys span more than one of its key blocks (256 keys at head
+#   dims <= 64, else 128: flash_api.cpp's num_splits_heuristic caps the splits at the blocks);
+# - backward: cuDNN 3 (dot(dO, O), the kernel, dQ's conversion), FlashAttention-2 5 (two
+#   elementwise, dot(dO, O), the kernel, dQ's conversion), the memory-efficient kernel 2.
+# cuDNN's prefill forward and backward also clear a buffer first (a Memset): not counted, it
+# cost the host ~2 us where a kernel launch cost 7-8 (a default cuDNN prefill call over the
+# probe's decode call: +2.0 us median, runs 33-37), and the probes count kernels only.
+SDPA_MASK_CONVERSION_LAUNCHES = 3
+CUDNN_SPLIT_KV_MAX_BLOCKS = 128
+CUDNN_DECODE_KEY_TILE = 128
+SDPA_BACKWARD_LAUNCHES = {"cudnn": 3, "flash": 5, "efficient": 2}
+
+
+def flash_key_block(head_dim: int) -> int:
+    """Keys per block of FlashAttention-2's forward (flash_api.cpp: 256 at head dims <= 64,
+    128 to 128, 64 above)."""
+    return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
+
 
 def sdpa_dispatch(gpu: GPUSpec, dtype: str, head_dim: int, mask: bool = False) -> tuple[str, str]:
     """(impl, why): the kernel PyTorch's SDPA runs by default on ``gpu`` for ``dtype`` tensors
@@ -388,6 +417,9 @@ class Attention(Op):
                     "no SDPA kernel takes 8- or 4-bit tensors: 8-bit models run attention in bf16")
             raise SpecError(f"impl={self.impl} takes {'/'.join(IMPL_DTYPES[self.impl])} tensors "
                             f"only (PyTorch's SDPA); {hint}")  # fmt: skip
+        if self.impl == "flash" and self.mask:  # sdp_utils.cpp, check_for_attn_mask
+            raise SpecError("impl=flash takes no explicit attn_mask (PyTorch's SDPA: 'No "
+                            "available kernel'); a masked call runs impl=cudnn or efficient")  # fmt: skip
         if self.causal and self.seq > self.n_kv_seq:
             raise SpecError(f"causal attention needs seq ({self.seq}) <= kv_seq ({self.n_kv_seq})")
         return self
@@ -595,6 +627,48 @@ class Attention(Op):
         op = self.model_copy(update={"impl": impl})
         op._dispatch_note = f"SDPA's default dispatch runs impl={impl}: {why}"
         return op
+
+    @property
+    def forced(self) -> bool:
+        """Whether the call names its backend (``sdpa_kernel`` around it) instead of leaving
+        the pick to SDPA's default dispatch (``on``): a named flash, cudnn or efficient kernel,
+        not the memory-efficient kernel fp32 tensors get by default."""
+        return (self.impl in ("flash", "cudnn", "efficient") and self._dispatch_note is None
+                and WIDE_DTYPE_IMPL.get(self.dtype) != self.impl)  # fmt: skip
+
+    @property
+    def host_kind(self) -> str | None:
+        """The host profile's SDPA probe that matches this call: the backward of one call
+        (``sdpa_backward``; the backend was picked by its forward, no context around it), a
+        backend forced around the call (``sdpa_forced``: ``with sdpa_kernel(...)``, 26 us more
+        than the default call on an H200 VM; a mask's conversion kernels count as launches),
+        a boolean mask (``sdpa_mask``), else the default call (``sdpa``)."""
+        if self.backward:
+            return "sdpa_backward"
+        if self.forced:
+            return "sdpa_forced"
+        return "sdpa_mask" if self.mask else "sdpa"
+
+    def host_launches(self, gpu: GPUSpec) -> int | None:
+        """Kernels and memsets one eager call launches on ``gpu`` (the notes at
+        ``SDPA_MASK_CONVERSION_LAUNCHES``); None for the math path (its kernels are priced)."""
+        if self.impl == "sdpa":
+            return self.on(gpu).host_launches(gpu)
+        if self.impl == "naive":
+            return None
+        if self.backward:
+            return SDPA_BACKWARD_LAUNCHES[self.impl]
+        decode = uniform(self.seq == 1)
+        if self.impl == "cudnn" and decode:
+            split = (self.batch * self.n_kv_heads < CUDNN_SPLIT_KV_MAX_BLOCKS
+                     and self.n_kv_seq > CUDNN_DECODE_KEY_TILE)  # fmt: skip
+            kernels = 1 + split
+        elif self.impl == "flash" and decode:
+            split = self.decode_splits_kv(gpu) and self.n_kv_seq > flash_key_block(self.head_dim)
+            kernels = 1 + split
+        else:
+            kernels = 1
+        return kernels + (SDPA_MASK_CONVERSION_LAUNCHES if self.mask else 0)
 
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         if self.impl == "sdpa":  # called unresolved: each kernel names the family that runs it

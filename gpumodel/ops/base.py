@@ -159,6 +159,12 @@ class Op(Checked):
         the library launches more for it than the probe did (``Gemm``: cuBLAS's split-K)."""
         return 1.0
 
+    def host_launches(self, gpu: GPUSpec) -> int | None:
+        """Kernels (and memsets) the library launches for one eager call of this op on ``gpu``,
+        where they differ from the kernels priced (``Attention``: cuDNN's memset and split-KV
+        reduction); None: one launch per kernel priced."""
+        return None
+
     def on(self, gpu: GPUSpec) -> Op:
         """This op as ``gpu`` runs it: itself, unless which kernel runs depends on the GPU
         (``Attention``'s default, SDPA's dispatch), then with that kernel named."""

@@ -12,7 +12,9 @@ The file format (schema version 1) is the contract with ``gpumodel.hostprofile``
     name, measured_at (ISO 8601 UTC), cpu_model, cpu_cores, python, torch, transformers,
     cuda_driver, gpu
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
-                 optimizer_step, conv, scaled_mm}  # host seconds per call, medians
+                 optimizer_step, conv, scaled_mm, sdpa_forced, sdpa_mask,
+                 sdpa_backward}            # host seconds per call, medians
+    probe_kernels: {sdpa, sdpa_forced, sdpa_mask, sdpa_backward}  # launches per probe call
     kernel_launch_s, hf_decoder_layer_s, hf_decoder_layer_kernels, hf_model_step_s,
     hf_model_layer_s, graph_replay_s, graph_replay_per_kernel_s, compiled_step_launch_s,
     profiler_event_s, sdpa_graph_build_s
@@ -78,7 +80,13 @@ from pathlib import Path
 from typing import Any
 
 from gpumodel.errors import DeviceError, SpecError
-from gpumodel.hostprofile import HOST_COPY_KINDS, HOST_COPY_PROBE_BYTES, HOST_SIDE_FIELDS
+from gpumodel.hostprofile import (
+    HOST_COPY_KINDS,
+    HOST_COPY_PROBE_BYTES,
+    HOST_SIDE_FIELDS,
+    SDPA_BACKWARD_PROBE_SHAPE,
+    SDPA_PROBE_SHAPE,
+)
 
 HOST_PROFILE_SCHEMA = 1
 
@@ -96,7 +104,12 @@ EAGER_OP_KINDS: tuple[str, ...] = (
     "optimizer_step",
     "conv",
     "scaled_mm",
+    "sdpa_forced",
+    "sdpa_mask",
+    "sdpa_backward",
 )
+#: The SDPA probes, whose kernels the profile counts (``probe_kernels``).
+SDPA_PROBE_KINDS = ("sdpa", "sdpa_forced", "sdpa_mask", "sdpa_backward")
 
 #: The conv probe's shapes (bf16, channels_last, batch 1; small maps so that the GPU time of each
 #: stays under its host time): in channels, out channels, map side, kernel side.
@@ -109,7 +122,10 @@ CONV_PROBE_LABELS = tuple(f"{c}->{k} {hw}x{hw} {r}x{r}" for c, k, hw, r in CONV_
 #: reads the conv part).
 EAGER_OPS_PROBES = (
     "64x64 bf16 (optimizer_step: fused AdamW over 8 fp32 64x64 params; sdpa: q 1x8x1x64, k/v "
-    "1x8x128x64; conv: F.conv2d channels_last, batch 1, cuDNN plans chosen in cudnn.benchmark "
+    "1x8x128x64, the default dispatch; sdpa_forced: the same call inside sdpa_kernel([every "
+    "backend]) (the context's cost, the same kernel); sdpa_mask: with a 1x1x1x128 bool "
+    "attn_mask; sdpa_backward: torch.autograd.grad of a 1x8x128x64 q/k/v call on its retained "
+    "graph; conv: F.conv2d channels_last, batch 1, cuDNN plans chosen in cudnn.benchmark "
     f"mode, mean over {', '.join(CONV_PROBE_LABELS)}; scaled_mm: torch._scaled_mm fp8 e4m3, "
     "unit scales, bf16 out)"
 )
@@ -231,6 +247,8 @@ def build_profile(
         profile[k] = medians[k]
         if k == "hf_decoder_layer_s":
             profile["hf_decoder_layer_kernels"] = (counts or {}).get("hf_decoder_layer_kernels")
+    if (counts or {}).get("probe_kernels"):
+        profile["probe_kernels"] = dict(counts["probe_kernels"])  # type: ignore[index]
     moe = samples.get(MOE_LAYER_KEY)  # optional: transformers with grouped experts
     if moe:
         med, p10, p90 = summarize(moe)
@@ -440,6 +458,9 @@ def measure_host_samples(
         counts = {"hf_decoder_layer_kernels": layer[1]() if on_cuda else None}
     else:
         counts = {"hf_decoder_layer_kernels": None}
+    if on_cuda:  # kernels only: a memset costs the host a fraction of a launch
+        counts["probe_kernels"] = {kind: _count_kernels(torch, bench[f"eager_op_s.{kind}"][0], 5)
+                                   for kind in SDPA_PROBE_KINDS}  # fmt: skip
     out: dict[str, list[float] | None] = {}
     for kind in EAGER_OP_KINDS:
         out[f"eager_op_s.{kind}"] = samples.get(f"eager_op_s.{kind}")  # scaled_mm: fp8 GPUs
@@ -610,9 +631,10 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
     idx = torch.arange(0, 64, 2, device=device)
     kv = torch.zeros(1, 8, 160, 64, device=device, dtype=dt)
     new = torch.randn(1, 8, 1, 64, device=device, dtype=dt)
-    q = torch.randn(1, 8, 1, 64, device=device, dtype=dt)
-    k = torch.randn(1, 8, 128, 64, device=device, dtype=dt)
-    v = torch.randn(1, 8, 128, 64, device=device, dtype=dt)
+    n, h, s, kv_len, d = SDPA_PROBE_SHAPE
+    q = torch.randn(n, h, s, d, device=device, dtype=dt)
+    k = torch.randn(n, h, kv_len, d, device=device, dtype=dt)
+    v = torch.randn(n, h, kv_len, d, device=device, dtype=dt)
     one = torch.zeros(1, device=device)
     convs, single = _conv_probes(torch, device, dt)
     params = [torch.randn(64, 64, device=device, requires_grad=True) for _ in range(8)]
@@ -635,6 +657,7 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
         "copy": (lambda: (a.to(torch.float32), at.contiguous()), 2),
         "index": (index, 2),
         "sdpa": (lambda: F.scaled_dot_product_attention(q, k, v), 1),
+        **_sdpa_variant_probes(torch, q, k, v),
         "optimizer_step": (opt.step, 1),
         "conv": (lambda: [F.conv2d(x, f, padding=pad) for x, f, pad in convs], len(convs)),
     }
@@ -653,6 +676,34 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
         bench[f"conv_shape.{label}"] = (lambda x=x, f=f, pad=pad: F.conv2d(x, f, padding=pad), 1,
                                         calls)  # fmt: skip
     bench["conv_shape.heuristic 64x14x14 3x3"] = (lambda: F.conv2d(*single, padding=1), 1, calls)
+
+
+def _sdpa_variant_probes(torch: Any, q: Any, k: Any, v: Any) -> dict[str, tuple[Callable[[], Any], int]]:
+    """The SDPA calls beside the default one (``sdpa_forced``, ``sdpa_mask``,
+    ``sdpa_backward``; see ``EAGER_OPS_PROBES``), each one call per op."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    every = list(SDPBackend.__members__.values())
+    every = [be for be in every if be.name != "ERROR"]  # the dispatcher's own sentinel
+    mask = torch.ones(1, 1, 1, k.shape[2], dtype=torch.bool, device=q.device)
+
+    def forced() -> Any:
+        with sdpa_kernel(every):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    leaves = [torch.randn(SDPA_BACKWARD_PROBE_SHAPE, device=q.device, dtype=q.dtype,
+                          requires_grad=True) for _ in range(3)]  # fmt: skip
+    with torch.enable_grad():
+        out = F.scaled_dot_product_attention(*leaves)
+    grad_out = torch.randn_like(out)
+
+    def backward() -> Any:
+        return torch.autograd.grad(out, leaves, grad_out, retain_graph=True)
+
+    return {"sdpa_forced": (forced, 1),
+            "sdpa_mask": (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), 1),
+            "sdpa_backward": (backward, 1)}  # fmt: skip
 
 
 def _host_copy_probes(torch: Any, calls: int, bench: dict) -> None:

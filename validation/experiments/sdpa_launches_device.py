@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sdpa_timing import experiment_args, write_results  # noqa: E402
+from sdpa_timing import experiment_args, write_results
 
 # (label, batch, heads, kv_heads, query length, key length, head dim)
 SHAPES = [

@@ -209,6 +209,8 @@ def kernel_op(rec: dict):
         # else as FlashAttention (both fused kernels)
         impls = typing.get_args(ops.Attention.model_fields["impl"].annotation)
         impl = "naive" if used == "math" else used if used in ("cudnn", "efficient") and used in impls else "flash"
+        if rec.get("backend_requested") == "default" and "sdpa" in impls:
+            impl = "sdpa"  # SDPA's own pick (2026-12-01): a forced backend costs the host more
         return ops.Attention(batch=s["batch"], heads=s["heads"], seq=s["seq_q"],
                              kv_seq=s["seq_kv"] if s["seq_kv"] != s["seq_q"] else None,
                              kv_heads=s.get("kv_heads") if s.get("kv_heads") != s["heads"] else None,
