@@ -95,7 +95,13 @@ def validate(
         _host_profile(host_out, as_json, no_progress, host_repeats, host_window)
         return
     from gpumodel.calibration import missed_calibration_path, user_calibration_path
-    from gpumodel.validate.pipeline import run_seconds, run_validate, timing_line, write_outputs
+    from gpumodel.validate.pipeline import (
+        CARRIED_KEY,
+        run_seconds,
+        run_validate,
+        timing_line,
+        write_outputs,
+    )
     from gpumodel.validate.report import HEADER, error_rows
 
     _check_targets(out, report, host_out)  # before any measuring: a bad path fails at once
@@ -142,6 +148,10 @@ def validate(
         out_console.print(table)
         for w in written:
             out_console.print(f"wrote {w}", highlight=False, markup=False)
+        kept = cal.environment.get(CARRIED_KEY)
+        if kept:
+            out_console.print(f"kept as they were (not in the measurements): {kept}",
+                              highlight=False, markup=False)  # fmt: skip
         for f in fails:
             out_console.print(f"FAIL {f}", highlight=False, markup=False)
         if fails and not out:

@@ -164,7 +164,55 @@ def _run_validate(
         spec = gpu_for_device_name(str(info.get("device_name") or info.get("name") or ""))
     cal, skipped = build_calibration(spec, info, records, unavailable,
                                      "numpy" if backend == "numpy" else "cupy")  # fmt: skip
+    if from_measurements and Path(from_measurements).suffix in (".yaml", ".yml"):
+        cal = _keep_unfitted(cal, from_measurements)
     return cal, failures(cal.errors), skipped
+
+
+#: environment key of a re-fit calibration: what it kept from the file it was re-fitted from
+CARRIED_KEY = "kept_from_source"
+
+
+def _keep_unfitted(cal: Calibration, source_path: str) -> Calibration:
+    """``cal``, re-fitted from the measurements a calibration file carries, with every
+    parameter that fit left unset taken from that file: what was merged into it after its run
+    (the power behaviour and dirty-L2 fraction of ``validate --conditions``, the host copies'
+    wall clock, families fitted by the experiments under validation/) is not in those
+    measurements, and dropping it silently changed predictions (an H100 4096^3 bf16 GEMM 213
+    -> 181 us, its sustained clock gone). What was kept is named in the environment."""
+    from gpumodel.calibration import CalibrationParams, read_calibration_file
+
+    source = read_calibration_file(source_path).parameters.model_dump(mode="json")
+    merged, kept = carry_unset(cal.parameters.model_dump(mode="json"), source)
+    if not kept:
+        return cal
+    entries: dict[str, int] = {}  # "family_efficiency (12 entries), power, ..."
+    for name in kept:
+        top, _, below = name.partition(".")
+        entries[top] = entries.get(top, 0) + bool(below)
+    what = ", ".join(f"{k} ({n} entries)" if n else k for k, n in entries.items())
+    env = {**cal.environment, CARRIED_KEY: f"{Path(source_path).name}: {what}"}
+    return cal.model_copy(update={"parameters": CalibrationParams.model_validate(merged),
+                                  "environment": env})  # fmt: skip
+
+
+def carry_unset(
+    fitted: dict[str, Any], source: dict[str, Any], prefix: str = ""
+) -> tuple[dict[str, Any], list[str]]:
+    """``fitted`` with each key it lacks or holds None taken from ``source`` (nested dicts key
+    by key), and the dotted names of what was taken."""
+    out, kept = dict(fitted), []
+    for key, value in source.items():
+        mine = fitted.get(key)
+        if value is None:
+            continue
+        if mine is None:
+            out[key] = value
+            kept.append(f"{prefix}{key}")
+        elif isinstance(mine, dict) and isinstance(value, dict):
+            out[key], below = carry_unset(mine, value, f"{prefix}{key}.")
+            kept += below
+    return out, kept
 
 
 BACKENDS = ("cupy", "numpy")
