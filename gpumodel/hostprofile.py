@@ -153,6 +153,11 @@ class EagerOpCosts(Checked):
 #: Eager kinds a profile may not have measured, and the kind whose figure stands in for each.
 EAGER_KIND_FALLBACK = {"conv": "matmul", "scaled_mm": "matmul", "sdpa_forced": "sdpa",
                        "sdpa_mask": "sdpa", "sdpa_backward": "sdpa"}  # fmt: skip
+#: One eager ``torch.distributed`` call (1 KiB ``dist.all_reduce``, a one-rank NCCL group) over
+#: one plain eager op (``x.add_(1)``) on the same H200 VM: 26.6 us / 9.6 us (validation/results/
+#: h200-sxm/dist-call-host-2026-11-29). A profile times no collective: the ``collective`` kind
+#: costs this x its ``elementwise`` figure.
+COLLECTIVE_OVER_ELEMENTWISE = 26.6 / 9.6
 #: The SDPA probes' call (``eager_op_s.sdpa*``): a decode-sized problem whose GPU time is far
 #: below its host time on every GPU measured (batch, heads, query length, key length, head dim).
 SDPA_PROBE_SHAPE = (1, 8, 1, 128, 64)
@@ -353,6 +358,8 @@ class HostProfile(Checked):
     def cost_s(self, kind: str) -> float:
         """Host seconds of one eager call of ``kind`` (a key of ``eager_op_s``; one the profile
         did not measure: ``EAGER_KIND_FALLBACK``'s stand-in)."""
+        if kind == "collective":
+            return COLLECTIVE_OVER_ELEMENTWISE * self.cost_s("elementwise")
         kind = self.measured_kind(kind)
         return float(getattr(self.eager_op_s, "copy_" if kind == "copy" else kind))
 

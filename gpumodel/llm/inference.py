@@ -360,6 +360,7 @@ def host_terms(
     for i, timed in enumerate(blocks):
         reps = layers if i == 1 else 1
         costs: list[float] = []
+        comm: list[bool] = []  # a tensor-parallel collective: not in a measured HF layer
         block_kinds: dict[str, float] = {}
         for t in timed:
             for k in t.kernels:
@@ -367,8 +368,11 @@ def host_terms(
                 n = k.launches * t.entry.count
                 counts[kind] = counts.get(kind, 0) + reps * n
                 costs += [hp.cost_s(kind)] * n
+                comm += [kind == "collective"] * n
                 block_kinds[kind] = block_kinds.get(kind, 0.0) + n * hp.cost_s(kind)
-        if i == 1 and costs and measured_layer is not None:  # measured per layer: replaces
+        if i == 1 and costs and measured_layer is not None and not all(comm):
+            # measured per layer (one GPU): replaces the layer's own kernels' costs; its
+            # collectives, which the measured layer never issued, keep theirs
             label = "in the model" if in_model else "alone"
             layer_s, ref, name = measured_layer, llama_layer, "HF decoder layer"
             if moe_layer is not None and in_model and hp.hf_moe_layer_s is not None:
@@ -376,14 +380,19 @@ def host_terms(
             elif moe_layer is not None:  # a profile without a measured MoE layer
                 layer_s *= REFERENCE_MOE_LAYER_SPEED
                 label += f"; x{REFERENCE_MOE_LAYER_SPEED:g} for an MoE layer (reference)"
+            own = sum(c for c, x in zip(costs, comm) if not x)
             if ref is not None:
-                ratio = sum(costs) / _eager_host_s(ref, hp)
+                ratio = own / _eager_host_s(ref, hp)
                 layer_s *= ratio
                 label += f"; x{ratio:.3g} for this model's kernels"
-            costs = [layer_s / len(costs)] * len(costs)
-            block_kinds = {f"{name} (measured {label})": layer_s}
-        elif i != 1 and in_model:  # the model's own host time, per step below
-            costs, block_kinds = [0.0] * len(costs), {}
+            n_own = comm.count(False)
+            costs = [c if x else layer_s / n_own for c, x in zip(costs, comm)]
+            collectives = {k: v for k, v in block_kinds.items() if k == "collective"}
+            block_kinds = {f"{name} (measured {label})": layer_s, **collectives}
+        elif i != 1 and in_model:  # the model's own host time, per step below (but its
+            # collectives: the model was measured on one GPU)
+            costs = [c if x else 0.0 for c, x in zip(costs, comm)]
+            block_kinds = {k: v for k, v in block_kinds.items() if k == "collective"}
         elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
             extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
             block_kinds["view"] = block_kinds.get("view", 0.0) + extra
@@ -445,9 +454,11 @@ def host_terms(
 
 
 def _eager_host_s(block: Sequence[Timed], hp: HostProfile) -> float:
-    """Eager host cost of a block's kernels, each at the profile's cost of its op kind."""
-    return sum(hp.cost_s(host_kind(t.entry.kind, k.name)) * k.launches * t.entry.count
-               for t in block for k in t.kernels)  # fmt: skip
+    """Eager host cost of a block's kernels but its collectives, each at the profile's cost of
+    its op kind."""
+    kinds = ((host_kind(t.entry.kind, k.name), k.launches * t.entry.count)
+             for t in block for k in t.kernels)  # fmt: skip
+    return sum(hp.cost_s(kind) * n for kind, n in kinds if kind != "collective")
 
 
 def llama_layer_kernels(

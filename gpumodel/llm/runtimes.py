@@ -232,6 +232,8 @@ def host_kind(layer_kind: str, kernel_name: str) -> str:
         return "sdpa"
     if layer_kind == "embedding":
         return "index"
+    if layer_kind == "comm":  # a torch.distributed call (tensor parallelism's all-reduces)
+        return "collective"
     step = kernel_name.lower().rsplit(": ", 1)[-1]  # the pass ("mul cos"), or the whole name
     words = step.replace("(", " ").replace(")", " ").split()
     if "cat" in words:
