@@ -410,6 +410,9 @@ def calibrate_from_trace(
     step_pred = max(fitted_gpu, host["host_step_s"])
     self_check = {
         "step_profiled_s": host["step_profiled_s"],
+        # the step as the trace's timeline has it (what diagnose reports): the host's
+        # ProfilerStep range above is shorter where the host runs ahead of the GPU
+        "step_traced_s": tl.step_us * 1e-6,
         "step_predicted_s": step_pred,
         "gpu_busy_measured_s": busy / periods,
         "gpu_busy_predicted_s": fitted_gpu,

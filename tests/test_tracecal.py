@@ -108,6 +108,11 @@ def test_a_gpu_bound_step_ms_bounds_the_host_from_above_only():
         max(by_event, p.profiled_host_step_s - unprof * 1e-3), rel=1e-9
     )
     assert p.host_step_s <= unprof * 1e-3 + 1e-12
+    # the traced step is the timeline's (diagnose's 13.87 ms), not the host's ProfilerStep
+    # range, which ran ahead of the GPU (2.33 ms)
+    check = fitted(name, unprof).trace.self_check
+    assert check["step_traced_s"] * 1e3 == pytest.approx(PLANTED[name]["profiled_step_ms"], rel=0.01)
+    assert check["step_profiled_s"] < 0.2 * check["step_traced_s"]
     # the solved figure would have removed only the 0.01 ms the two step times differ by
     assert p.removed_per_step_s > 10 * (PLANTED[name]["profiled_step_ms"] - unprof) * 1e-3
     # a training trace keeps the default with a host profile too (docs/trace-calibration.md:

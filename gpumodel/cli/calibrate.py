@@ -132,10 +132,12 @@ def render(cal: Calibration, target: Path) -> None:
             f"({sc['error_pct']:+.1f}%)"
         )
     else:
+        traced = sc.get("step_traced_s", sc["step_profiled_s"])
         lines.append(
             f"  fitted model on the traced step: {sc['step_predicted_s'] * 1e3:.3f} ms without "
-            f"the profiler ({sc['step_profiled_s'] * 1e3:.3f} ms profiled; pass --step-ms with "
-            "the unprofiled time to check it)"
+            f"the profiler ({traced * 1e3:.3f} ms traced with it, the host's "
+            f"ProfilerStep {sc['step_profiled_s'] * 1e3:.3f} ms; pass --step-ms with the "
+            "unprofiled time to check it)"
         )
     lines += [f"  {n}" if n.startswith("warning:") else f"  note: {n}"
               for n in fit.notes if not n.startswith("model:")]  # fmt: skip
