@@ -101,6 +101,10 @@ def test_memory_refuses_training_flags_without_train_and_hints_what_fits(capsys)
     that does not fit says what would (as infer does), not only 'largest batch 0'."""
     code, _, err = run(capsys, "memory", "--model", "llama-3-8b", "--dp", "8", "--zero", "3")
     assert code == 2 and "add --train" in err
+    # activation options were dropped the same way (the total unchanged, exit 0)
+    for opt in (["--recompute", "full"], ["--fusion", "unfused"], ["--sequence-parallel"]):
+        code, _, err = run(capsys, "memory", "--model", "llama-3-8b", *opt)
+        assert code == 2 and f"{opt[0]} shapes training activations: add --train" in err
     code, out, _ = run(capsys, "memory", "--model", "llama-3-70b", "--gpu", "h100")
     # 70.6B bf16 weights are 141 GB: two H100s (tp 2) hold 70.6 GB each plus the KV cache
     assert code == 0 and "fits: tp >= 2" in out
@@ -114,3 +118,15 @@ def test_experts_on_a_dense_model_and_a_gpu_list_where_one_is_asked_are_errors(c
     code, _, err = run(capsys, "plan", "train", "--model", "llama-2-7b", "--tokens", "1T",
                        "--gpu", "h100,a100", "--gpus", "64")  # fmt: skip
     assert code == 2 and "one GPU id here, got the list 'h100,a100'" in err
+
+
+def test_infer_tp_alone_is_one_replica_and_plan_serve_names_a_gpu_once(capsys):
+    """--tp 2 with no --gpus was 'gpus (1) must be a multiple of tp (2)': the help says --tp
+    defaults to --gpus, so --gpus defaults to --tp. A GPU named twice in plan serve was two
+    rows, both 'best'."""
+    code, out, _ = run(capsys, "infer", "--model", "llama-3-8b", "--gpu", "h100", "--tp", "2")
+    assert code == 0 and "tp=2" in out and "over 1 replica(s)" in out
+    code, out, _ = run(capsys, "plan", "serve", "--model", "llama-3-8b", "--gpu",
+                       "h100,h100-sxm,h100", "--json")  # fmt: skip
+    options = json.loads(out)["options"]
+    assert code == 0 and [o["gpu"] for o in options] == ["h100-sxm"]

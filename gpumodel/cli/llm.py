@@ -125,7 +125,8 @@ def infer(
     seq: int = typer.Option(None, help="new tokens per sequence (prefill: prompt length; default 2048, or --context where given)"),
     context: int = typer.Option(None, help="tokens attended to (decode: KV-cache length)"),
     dtype: str = typer.Option("bf16", help="weights and activations dtype"),
-    gpus: int = typer.Option(1, help="GPUs in total (replicas of --tp GPUs)"),
+    gpus: int = typer.Option(None, help="GPUs in total (replicas of --tp GPUs; default: --tp, "
+                             "else 1)"),
     tp: int = typer.Option(None, help="tensor-parallel size (default: --gpus)"),
     runtime: str = typer.Option(None, help=INFER_RUNTIME_HELP),
     attention: str = typer.Option(
@@ -178,6 +179,8 @@ def infer(
     _choice(experts, "--experts", ("grouped_mm", "loop"))
     if experts is not None and _llm().get_model(model).moe is None:
         fail(f"--experts is how HF runs a mixture of experts; {model} is a dense model")
+    if gpus is None:  # one replica of the tensor-parallel group asked for
+        gpus = tp or 1
     for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
                    ("--tp", tp)):  # fmt: skip
         _at_least(opt, v)
@@ -281,6 +284,11 @@ def memory(
         _at_least(opt, v)
     if accumulation != 1 and not train:
         fail("--accumulation is a training option: add --train")
+    for opt, given in (("--recompute", recompute != "none"), ("--fusion", fusion != "fused"),
+                       ("--sequence-parallel", sequence_parallel is not None)):  # fmt: skip
+        if given and not train:
+            fail(f"{opt} shapes training activations: add --train (inference memory does not "
+                 "depend on it)")  # fmt: skip
     if not train and (zero != 0 or dp != 1):
         fail("--zero and --dp shard training states: add --train (an inference replica's "
              "memory per GPU does not depend on how many there are)")

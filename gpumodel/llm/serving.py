@@ -374,6 +374,8 @@ def plan_serving(
     prices: dict[str, dict[str, Any] | None] = {}
     for item in targets:
         g = get_gpu(item)
+        if g.id in prices:  # an alias and its id, or a GPU named twice: one option
+            continue
         info = price_for(g, price)
         prices[g.id] = info.to_dict() if info else None
         cal = choose_calibration(g, calibration, calibration_from)
