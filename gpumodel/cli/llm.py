@@ -366,6 +366,10 @@ def plan_train(
     micro_batch: int = typer.Option(1, help="sequences per micro-batch"),
     global_batch: int = typer.Option(None, help="sequences per step (default ~4M tokens)"),
     seq: int = typer.Option(None, help="sequence length (default: model context, <= 8192)"),
+    virtual_stages: int = typer.Option(
+        1, help="model chunks per pipeline stage: Megatron's interleaved 1F1B (bubble (pp-1)/v "
+        "micro-batch slots), on each layout that takes it (pp > 1, micro-batches a multiple of "
+        "pp); 1: plain 1F1B"),
     recompute: str = typer.Option("selective"),
     fusion: str = typer.Option(
         "fused", help="fused (Megatron-style kernels) or unfused (eager HF)"
@@ -410,7 +414,8 @@ def plan_train(
     _choice(attention, "--attention", ("flash", "cudnn", "efficient"))
     _choice(policy, "--policy", POLICIES)
     for opt, v in (("--tp", tp), ("--pp", pp), ("--micro-batch", micro_batch),
-                   ("--global-batch", global_batch), ("--seq", seq)):  # fmt: skip
+                   ("--global-batch", global_batch), ("--seq", seq),
+                   ("--virtual-stages", virtual_stages)):  # fmt: skip
         _at_least(opt, v)
     if zero not in (0, 1, 2, 3):
         fail(f"--zero must be 0, 1, 2 or 3, got {zero}")
@@ -423,7 +428,7 @@ def plan_train(
                                   global_batch=global_batch, seq=seq, dtype=dtype,
                                   recompute=recompute, price=prices, fusion=fusion,
                                   attention=attention, calibration=cal, policy=policy,
-                                  host=host)  # fmt: skip
+                                  host=host, virtual_stages=virtual_stages)  # fmt: skip
     if fusion == "unfused":  # eager HF steps: the host decides; say which one is assumed
         _warn(gm.load_host(host).mismatch())
     if counts is not None and len(counts) == 1 and days is None and usd_budget is None:

@@ -184,7 +184,8 @@ SWEEP_COLUMNS = {
                   ("memory_bytes", "mem/GPU"), ("fits", "fits"),
                   ("usd_per_million_tokens", "$/1M tok"), ("calibration", "calibration")],
     "training": [("gpu", "GPU"), ("micro_batch", "mb"), ("seq", "seq"), ("tp", "tp"),
-                 ("pp", "pp"), ("dp", "dp"), ("time_s", "step"), ("mfu", "MFU"),
+                 ("pp", "pp"), ("virtual_stages", "v"), ("dp", "dp"), ("time_s", "step"),
+                 ("mfu", "MFU"),
                  ("memory_bytes", "mem/GPU"), ("fits", "fits"), ("usd_per_hour", "$/hour"),
                  ("calibration", "calibration")],
 }  # fmt: skip
@@ -215,10 +216,13 @@ def sweep_table(r: Any, limit: int | None = None) -> Table:
     if "days" in r.columns:  # a training sweep with tokens: time and cost to train
         cols[-2:-1] = [("days", "days"), ("cost_usd", "cost")]
     records = r.records()
-    constant = ("seq", "context", "tp", "pp", "dp", "micro_batch", "batch", "gpu", "calibration")
+    constant = ("seq", "context", "tp", "pp", "virtual_stages", "dp", "micro_batch", "batch",
+                "gpu", "calibration")  # fmt: skip
     fixed = {k: records[0][k] for k, _ in cols
              if records and k in constant and all(x[k] == records[0][k] for x in records)}  # fmt: skip
     cols = [(k, c) for k, c in cols if k not in fixed]
+    if fixed.get("virtual_stages") == 1:  # plain 1F1B throughout: the default, not a setting
+        del fixed["virtual_stages"]
     settings = [f"{k} {_setting(v)}" for k, v in r.settings.items() if v is not None]
     t = Table(
         title=f"{r.kind} sweep of {r.model}: {len(r):,} points ("
@@ -286,6 +290,9 @@ def sweep_llm(
     dtype: str = typer.Option("bf16"),
     zero: int = typer.Option(1, help="training: ZeRO stage"),
     recompute: str = typer.Option("selective", help="training: none, selective or full"),
+    virtual_stages: int = typer.Option(
+        1, help="training: model chunks per pipeline stage (interleaved 1F1B) where a layout "
+        "takes them"),
     tokens: str = typer.Option(None, help="training: tokens to train on (adds days and cost)"),
     price: str = typer.Option(None, help="$ per GPU-hour: '2.49' or 'h100=2.49,h200=3.10'"),
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
@@ -315,7 +322,8 @@ def sweep_llm(
     if rows < 0:
         fail(f"--rows must be >= 0, got {rows}")
     # an option of the other mode is an error, not silently nothing
-    other = (("policy", "fusion", "zero", "recompute", "tokens") if mode == "inference"
+    other = (("policy", "fusion", "zero", "recompute", "tokens", "virtual_stages")
+             if mode == "inference"
              else ("phase", "runtime", "context", "new_shapes"))  # fmt: skip
     given = [o for o in other if getattr(ctx.get_parameter_source(o), "name", "") != "DEFAULT"]
     if given:
@@ -355,6 +363,7 @@ def sweep_llm(
                               tp=counts["tp"], pp=counts["pp"], dp=counts["dp"], zero=zero,
                               recompute=recompute, policy=policy, host=host,  # type: ignore[arg-type]
                               fusion=fusion or "fused",  # type: ignore[arg-type]
+                              virtual_stages=virtual_stages,
                               tokens=parse_count(tokens) if tokens else None, **common)  # fmt: skip
     table = r.table
     if fits_only:

@@ -152,11 +152,27 @@ class TPShape:
     vocab: int
 
 
-def stage_layers(layers: Any, pp: Any) -> Any:
+def stage_layers(layers: Any, pp: Any, virtual_stages: Any = 1) -> Any:
     """Layers of a pipeline's largest stage, ``ceil(layers / pp)``: stages need not be equal
     (Llama 3 405B trained its 126 layers over 16 stages, Dubey et al. 2024, section 3.3.2), and
-    the largest sets the pace and the memory (numpy-capable)."""
-    return -(-layers // pp)
+    the largest sets the pace and the memory (numpy-capable). Interleaved (``virtual_stages``
+    v > 1, Megatron's model chunks): a stage holds v chunks of ``ceil(layers / (pp x v))``."""
+    return virtual_stages * -(-layers // (pp * virtual_stages))
+
+
+def in_flight_microbatches(pp: Any, microbatches: Any, virtual_stages: Any = 1) -> Any:
+    """Micro-batches whose activations the first pipeline stage holds at once, in whole-stage
+    units. 1F1B: min(pp, m). Interleaved over v chunks, Megatron's warm-up on rank 0 runs
+    2 (pp - 1) + (v - 1) pp chunk forwards before its first backward, plus the one in flight
+    (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_
+    interleaving), each a v-th of the stage: pp + (pp - 1) / v, the factor 1 + (pp - 1) /
+    (pp v) of Korthikanti et al. 2022 (numpy-capable)."""
+    import numpy as np
+
+    v = np.asarray(virtual_stages)
+    chunks = np.where(v == 1, pp, 2 * (pp - 1) + (v - 1) * pp + 1)
+    out = np.minimum(chunks, np.asarray(microbatches) * v) / v
+    return out if out.ndim else float(out)
 
 
 def tp_shape(model: ModelSpec, tp: int) -> TPShape:

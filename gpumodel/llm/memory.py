@@ -55,7 +55,14 @@ from gpumodel._validators import MAX_ELEMENTS, MAX_GPUS, Checked, check_int
 from gpumodel.errors import GpumodelError, InfeasibleError, SpecError
 from gpumodel.llm.ddp import is_ddp
 from gpumodel.llm.fsdp import MIXED_STATE_BYTES, is_fsdp, unsharded_elements
-from gpumodel.llm.layers import AttentionImpl, activation_dtype, sdpa_math, stage_layers, tp_shape
+from gpumodel.llm.layers import (
+    AttentionImpl,
+    activation_dtype,
+    in_flight_microbatches,
+    sdpa_math,
+    stage_layers,
+    tp_shape,
+)
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_gb, format_quantity
@@ -421,6 +428,7 @@ def memory_of(
     sequence_parallel: bool | None = None,
     attention: AttentionImpl = "flash",
     microbatches: int | None = None,
+    virtual_stages: int = 1,
     kv_dtype: str | None = None,
     prefill_tokens: int | None = None,
     overhead_bytes: float = DEFAULT_OVERHEAD_BYTES,
@@ -453,7 +461,7 @@ def memory_of(
     kv_beta = BYTES_PER_ELEMENT[kv_dtype or activation_dtype(dtype)]
     act_beta = BYTES_PER_ELEMENT[activation_dtype(dtype)]
     sp = (tp > 1 and train) if sequence_parallel is None else sequence_parallel
-    layers = stage_layers(spec.layers, pp)  # the largest stage's
+    layers = stage_layers(spec.layers, pp, virtual_stages)  # the largest stage's
     share = layers / spec.layers  # of the parameters (1 / pp where the stages are equal)
     params_per_gpu = spec.param_count() * share / tp
     notes: list[str] = []
@@ -483,7 +491,8 @@ def memory_of(
             if policy == "amp":  # autocast's bf16 copies of the matmul weights
                 cache = 2.0 * spec.matmul_param_count() * share / tp
                 notes.append(f"amp: autocast's bf16 weight copies {cache / 1e9:.2f} GB")
-        in_flight = min(pp, microbatches) if microbatches else pp
+        # None: as many micro-batches as the schedule keeps in flight
+        in_flight = in_flight_microbatches(pp, microbatches or 1 << 30, virtual_stages)
         # an fp32 model with grouped K/V heads: HF passes them to SDPA as such, which runs its
         # math path and keeps the probabilities
         math = (activation_model == "hf-eager" and policy == "fp32"

@@ -76,6 +76,7 @@ class TrainingOption(BaseModel):
     dp: int
     global_batch: int
     step_time_s: float
+    virtual_stages: int = 1
     days: float
     gpu_hours: float
     cost_usd: float | None
@@ -153,6 +154,7 @@ def search_training(
     policy: Policy | None = None,
     host: Any = None,
     fragmentation: float | None = None,
+    virtual_stages: int = 1,
 ) -> TrainingSearch:
     """Train ``model`` on ``tokens`` tokens on ``gpu``: the fastest fitting layout for every
     GPU count in ``gpus`` (default ``DEFAULT_GPU_COUNTS``), the time/cost frontier, and the
@@ -196,7 +198,7 @@ def search_training(
         spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch, seq=seq, zero=zero, dtype=dtype,
         recompute=recompute, fusion=fusion, attention=attention, calibration=cal,
         tokens=tokens, price=price, global_batch=global_batch, grid=False, policy=policy,
-        host=host, fragmentation=fragmentation,
+        host=host, fragmentation=fragmentation, virtual_stages=virtual_stages,
     )  # fmt: skip
     rows = r.table
     options: list[TrainingOption] = []
@@ -227,6 +229,7 @@ def search_training(
         options.append(TrainingOption(
             gpus=n, tp=int(best["tp"]), pp=int(best["pp"]), dp=int(best["dp"]),
             global_batch=int(best["global_batch"]), step_time_s=float(best["time_s"]),
+            virtual_stages=int(best["virtual_stages"]),
             days=float(best["days"]), gpu_hours=n * float(best["train_time_s"]) / 3600.0,
             cost_usd=cost, mfu=float(best["mfu"]),
             memory_per_gpu_bytes=float(best["memory_bytes"]),
@@ -301,9 +304,10 @@ def within_batch(
 
 def fastest_layout(
     spec: ModelSpec, g: GPUSpec, gpus: int, tokens: float, **kwargs: Any
-) -> tuple[int, int]:
-    """(tp, pp) of the fastest layout of ``gpus`` GPUs that fits memory; InfeasibleError with
-    the smallest layout's shortfall when none does (``plan_training``'s search)."""
+) -> tuple[int, int, int]:
+    """(tp, pp, virtual stages) of the fastest layout of ``gpus`` GPUs that fits memory (the
+    interleaving asked for where that layout takes it, ``sweep_training``); InfeasibleError
+    with the smallest layout's shortfall when none does (``plan_training``'s search)."""
     t, p, d = layouts(spec, [gpus], kwargs.pop("tp", None), kwargs.pop("pp", None))
     if kwargs.get("global_batch") is not None:  # a given batch: the layouts that divide it
         t, p, d = within_batch(spec, t, p, d, kwargs.get("micro_batch", 1),
@@ -324,13 +328,14 @@ def fastest_layout(
             microbatches=int(least["microbatches"]), fusion=kwargs.get("fusion", "fused"),
             policy=kwargs.get("policy"), fragmentation=kwargs.get("fragmentation"),
             accumulation=int(least["microbatches"]),
+            virtual_stages=int(least["virtual_stages"]),
         )  # fmt: skip
         raise InfeasibleError(
             infeasible_message(mem) + "; try more GPUs, --zero 3, --recompute full",
             needed=mem.total_bytes, available=mem.capacity_bytes,
         )  # fmt: skip
     best = ok[np.argmin(ok["train_time_s"])]
-    return int(best["tp"]), int(best["pp"])
+    return int(best["tp"]), int(best["pp"]), int(best["virtual_stages"])
 
 
 def explain_search(s: TrainingSearch) -> str:

@@ -48,6 +48,7 @@ from gpumodel._validators import (
     check_bool,
     check_choice,
     check_dtype,
+    check_int,
     check_number,
 )
 from gpumodel.calibration import (
@@ -86,6 +87,7 @@ from gpumodel.llm.layers import (
     Fusion,
     LayerOp,
     expert_loop_syncs,
+    in_flight_microbatches,
     model_ops,
     stage_layers,
     step_attention,
@@ -438,6 +440,7 @@ def sweep_training(
     policy: Policy | None = None,
     host: HostProfile | str | None = None,
     fragmentation: float | None = None,
+    virtual_stages: int = 1,
 ) -> SweepResult:
     """``predict_training_step`` over a grid of layouts: ``gpus = tp x pp x dp`` GPUs,
     micro-batches of ``micro_batch`` sequences of ``seq`` tokens, ``global_batch`` sequences per
@@ -447,7 +450,10 @@ def sweep_training(
     fits, usd_per_gpu_hour, usd_per_hour; with ``tokens``: train_time_s (whole steps to see
     ``tokens`` tokens), days, cost_usd. Layouts the scalar rejects (pp not dividing the layers,
     a global batch that dp x micro-batch does not divide) raise its error. ``policy``,
-    ``host`` and ``fragmentation`` as ``predict_training_step``."""
+    ``host`` and ``fragmentation`` as ``predict_training_step``. ``virtual_stages`` v: the
+    interleaved schedule on each layout it applies to (pp > 1, micro-batches a multiple of
+    pp, pp x v chunks at most the layers), plain 1F1B on the others; the column
+    ``virtual_stages`` says which."""
     spec = get_model(model)
     # the same declared constraints as predict_training_step's
     check_args(zero=zero, recompute=recompute, fusion=fusion, policy=policy,
@@ -483,7 +489,11 @@ def sweep_training(
             raise SpecError(f"global batch {int(gb[i])} is not a multiple of dp x micro_batch "
                             f"= {int(per_step[i])}")  # fmt: skip
     m = gb // per_step
-    layers = stage_layers(spec.layers, pts["pp"])
+    check_int(virtual_stages, "virtual_stages", le=MAX_GPUS)
+    pp_ = pts["pp"]
+    v = np.where((pp_ > 1) & (m % pp_ == 0) & (pp_ * virtual_stages <= spec.layers),
+                 virtual_stages, 1)  # fmt: skip
+    layers = stage_layers(spec.layers, pp_, v)
     price = resolve_price_keys(price, used=gpus)
     n = len(m)
     parts: list[dict[str, np.ndarray]] = []
@@ -537,21 +547,24 @@ def sweep_training(
                                      fusion)[:5]
                           for t, p, d in duniq.tolist()]).reshape(-1, 5)  # fmt: skip
         res = combine_step(stage, layers, pts["pp"], m, recompute, p2p,
-                           *(dvals[dinv, j] for j in range(5)))  # fmt: skip
+                           *(dvals[dinv, j] for j in range(5)), v)  # fmt: skip
         step = res["step"]
-        # memory per (tp, pp, dp, micro-batch, seq, microbatches in flight)
+        # memory per (tp, pp, dp, micro-batch, seq, micro-batches in flight, chunks a stage)
         # (whether gradients accumulate over micro-batches: min(m, 2))
+        # the fewest micro-batches that keep as many in flight: more hold no more
+        held = np.ceil(in_flight_microbatches(pts["pp"], m, v)).astype(int)
         mkey = np.stack([pts["tp"], pts["pp"], pts["dp"], pts["micro_batch"], pts["seq"],
-                         np.minimum(pts["pp"], m), np.minimum(m, 2)], axis=1)  # fmt: skip
+                         held, np.minimum(m, 2), v], axis=1)  # fmt: skip
         muniq, minv = _group_rows(mkey)
         need = np.empty(len(muniq))
-        for i, (t, p, d, b, s, inflight, acc) in enumerate(muniq.tolist()):
-            key = (t, p, d, b, s, inflight, acc, frag)  # bytes do not depend on the GPU
+        for i, (t, p, d, b, s, mb, acc, vs) in enumerate(muniq.tolist()):
+            key = (t, p, d, b, s, mb, acc, vs, frag)  # bytes do not depend on the GPU
             if key not in need_by_layout:
                 need_by_layout[key] = training_memory(
                     spec, g, micro_batch=b, seq=s, dtype=dtype, tp=t, pp=p, dp=d, zero=zero,
-                    recompute=recompute, microbatches=inflight, fusion=fusion, policy=policy,
-                    fragmentation=frag, accumulation=int(acc)).total_bytes  # fmt: skip
+                    recompute=recompute, microbatches=mb, fusion=fusion, policy=policy,
+                    fragmentation=frag, accumulation=int(acc),
+                    virtual_stages=vs).total_bytes  # fmt: skip
             need[i] = need_by_layout[key]
         cap = g.memory.capacity_bytes
         n_gpus = pts["tp"] * pts["pp"] * pts["dp"]
@@ -564,7 +577,8 @@ def sweep_training(
         cols = {
             "gpu": np.full(n, g.id), "calibration": np.full(n, calibration_short(timer.label)),
             "micro_batch": pts["micro_batch"], "seq": pts["seq"], "tp": pts["tp"],
-            "pp": pts["pp"], "dp": pts["dp"], "gpus": n_gpus, "global_batch": gb,
+            "pp": pts["pp"], "dp": pts["dp"], "virtual_stages": v, "gpus": n_gpus,
+            "global_batch": gb,
             "microbatches": m, "time_s": step, "tokens_per_s": tokens_per_s,
             "mfu": tokens_step * flops_token / (step * n_gpus * peak),
             "memory_bytes": need[minv], "capacity_bytes": np.full(n, cap),

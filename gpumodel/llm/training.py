@@ -207,6 +207,8 @@ class TrainingStep(StepResult):
     microbatch_s: float
     bubble_s: float
     bubble_fraction: float
+    # model chunks per pipeline stage (Megatron's interleaved 1F1B); 1: plain 1F1B
+    virtual_stages: int = 1
     tp_comm_s: float
     dp_comm_s: float
     dp_comm_exposed_s: float
@@ -236,8 +238,10 @@ class TrainingStep(StepResult):
             f"{format_time(self.backward_s)}, recompute {format_time(self.recompute_s)}, "
             f"pipeline p2p {format_time(self.pipeline_p2p_s)} (TP comm inside: "
             f"{format_time(self.tp_comm_s)})",
-            f"  pipeline bubble {format_time(self.bubble_s)} ((p-1)/m = "
-            f"{100 * self.bubble_fraction:.1f}%)",
+            f"  pipeline bubble {format_time(self.bubble_s)} "
+            + (f"((p-1)/m = {100 * self.bubble_fraction:.1f}%)" if self.virtual_stages == 1 else
+               f"((p-1)/(v m) = {100 * self.bubble_fraction:.1f}%, interleaved over "
+               f"v={self.virtual_stages} chunks a stage)"),
             f"  DP gradient sync {format_time(self.dp_comm_s)}, exposed "
             f"{format_time(self.dp_comm_exposed_s)} after overlap with the last backward; "
             f"optimizer step {format_time(self.optimizer_s)}",
@@ -631,6 +635,7 @@ def training_memory(
     policy: Policy | None = None,
     fragmentation: float | None = None,
     accumulation: int = 1,
+    virtual_stages: int = 1,
 ) -> MemoryBreakdown:
     """The training peak per GPU: the one accounting ``predict_training_step``,
     ``sweep_training``, ``plan train`` and ``memory --train --policy`` share. An eager HF
@@ -641,7 +646,8 @@ def training_memory(
     return memory_of(spec, g, batch=micro_batch, seq=seq, dtype=dtype, train=True, tp=tp,
                      pp=pp, dp=dp, zero=zero, recompute=recompute, microbatches=microbatches,
                      policy=policy, activation_model=act_model,
-                     fragmentation=fragmentation, accumulation=accumulation)  # fmt: skip
+                     fragmentation=fragmentation, accumulation=accumulation,
+                     virtual_stages=virtual_stages)  # fmt: skip
 
 
 def stage_times(
@@ -889,10 +895,13 @@ def combine_step(
     dp_tail: Any = 0.0,
     dp_copy: Any = 0.0,
     dp_share: Any = 0.0,
+    virtual_stages: Any = 1,
 ) -> dict[str, np.ndarray]:
     """The step from its parts, numpy-capable over arrays of layouts (``stage`` fields may be
     arrays); the one formula ``predict_training_step`` and ``sweep_training`` share. 1F1B:
-    (m + p - 1) micro-batch slots; the DP sync overlaps the last backward, all but its last
+    (m + p - 1) micro-batch slots; interleaved over v chunks a stage (Narayanan et al. 2021,
+    section 2.2.2), m + (p - 1) / v slots, each micro-batch crossing v times as many stage
+    boundaries (``p2p`` x v; ``layers``: the stage's, all its chunks). The DP sync overlaps the last backward, all but its last
     bucket (``dp_tail``), and PyTorch DDP adds its bucket copies and the SMs its NCCL kernels
     take from the overlapped backward (``Sync``)."""
     pp = np.asarray(pp)
@@ -911,6 +920,8 @@ def combine_step(
     tp_comm = layers * (stage.layer_comm_fwd_s + stage.layer_comm_bwd_s)
     if recompute == "full":
         tp_comm = tp_comm + layers * stage.layer_comm_fwd_s
+    v = np.asarray(virtual_stages)
+    p2p = p2p * v  # a chunk's sends: v per micro-batch and stage
     t_mb = fwd + bwd + rec + p2p
     # eager: the host issues every kernel; the GPU waits when the host is slower
     host = layers * stage.layer_host_s + stage.head_host_s + stage.pre_host_s
@@ -921,15 +932,31 @@ def combine_step(
     )
     t_mb = np.maximum(t_mb, np.where(np.asarray(host) > 0, host + p2p, 0.0))
     t_mb = np.where(np.asarray(stage.layer_synced_s) > 0, np.maximum(t_mb, synced), t_mb)
-    chain = (m + pp - 1) * t_mb
+    bubble = (pp - 1) / v * t_mb
+    chain = m * t_mb + bubble
     overlap = np.minimum(dp_comm, bwd)
     exposed = np.maximum(dp_tail, dp_comm - bwd) + dp_copy + overlap * dp_share
     return {
         "fwd": fwd, "bwd": bwd, "rec": rec, "tp_comm": tp_comm, "t_mb": t_mb,
-        "bubble": (pp - 1) * t_mb, "exposed": exposed, "step": chain + exposed + optimizer,
+        "bubble": bubble, "exposed": exposed, "step": chain + exposed + optimizer,
         "no_overlap": chain + dp_comm + optimizer,
         "ideal": m * (t_mb - tp_comm - p2p) + optimizer, "host": host + 0.0 * fwd,
     }  # fmt: skip
+
+
+def check_interleaving(layers: int, pp: int, microbatches: int, virtual_stages: int) -> None:
+    """The interleaved schedule's own constraints (Megatron-LM asserts them): a pipeline to
+    interleave, a micro-batch count that the stages divide, a layer per chunk at least."""
+    check_int(virtual_stages, "virtual_stages", le=MAX_GPUS)
+    if virtual_stages == 1:
+        return
+    if pp == 1:
+        raise SpecError("virtual_stages > 1 interleaves a pipeline: needs pp > 1")
+    if microbatches % pp:
+        raise SpecError(f"an interleaved pipeline runs micro-batches in groups of pp: "
+                        f"{microbatches} micro-batches per pipeline over pp={pp}")  # fmt: skip
+    if pp * virtual_stages > layers:
+        raise SpecError(f"pp x virtual_stages = {pp * virtual_stages} chunks for {layers} layers")
 
 
 def predict_training_step(
@@ -951,6 +978,7 @@ def predict_training_step(
     policy: Policy | None = None,
     host: HostProfile | str | None = None,
     fragmentation: float | None = None,
+    virtual_stages: int = 1,
 ) -> TrainingStep:
     """Time of one optimizer step; ``global_batch`` in sequences (default ~4M tokens).
     ``policy``: ``"amp"`` (fp32 weights + bf16 autocast), ``"bf16"`` (all bf16) or ``"mixed"``
@@ -964,7 +992,10 @@ def predict_training_step(
     ``"cudnn"``, ``"efficient"``, ``"naive"``); None: what the step runs
     (``runtimes.training_attention``: SDPA's cuDNN kernels for an eager HF step on an H100, H200
     or B200, else FlashAttention). A model with ``attention_dropout`` (GPT-2) trains with
-    SDPA's dropout, priced as its own kernel family."""
+    SDPA's dropout, priced as its own kernel family. ``virtual_stages`` v > 1: Megatron's
+    interleaved 1F1B, v model chunks a stage (``--num-layers-per-virtual-pipeline-stage``):
+    the bubble is (p - 1) / v micro-batch slots instead of p - 1, for v times the pipeline
+    sends and more activations in flight (``layers.in_flight_microbatches``)."""
     check_int(gpus, "gpus", le=MAX_GPUS)
     check_int(micro_batch, "micro_batch")
     check_int(tp, "tp", le=MAX_GPUS)
@@ -992,6 +1023,7 @@ def predict_training_step(
             f"global batch {global_batch} is not a multiple of dp x micro_batch = {per_step}"
         )
     m = global_batch // per_step
+    check_interleaving(spec.layers, pp, m, virtual_stages)
     if policy is not None and policy not in POLICY_STATE_BYTES:
         raise SpecError(f"policy must be one of {', '.join(POLICY_STATE_BYTES)}, got '{policy}'")
     timer = Timer(g, calibration)
@@ -999,7 +1031,8 @@ def predict_training_step(
         fragmentation = trace_fragmentation(timer.calibration)
     mem = training_memory(spec, g, micro_batch=micro_batch, seq=seq, dtype=dtype, tp=tp, pp=pp,
                           dp=dp, zero=zero, recompute=recompute, microbatches=m, fusion=fusion,
-                          policy=policy, fragmentation=fragmentation, accumulation=m)  # fmt: skip
+                          policy=policy, fragmentation=fragmentation, accumulation=m,
+                          virtual_stages=virtual_stages)  # fmt: skip
     if host is not None and fusion != "unfused":
         load_host(host)  # checked even when the fused step does not use it (never ignored)
     hp = training_host(host, timer.calibration, fusion)
@@ -1019,8 +1052,8 @@ def predict_training_step(
     gpu_sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, None, fusion)
     sync = gpu_sync.on_host(paced)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
-    layers = stage_layers(spec.layers, pp)
-    t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5])
+    layers = stage_layers(spec.layers, pp, virtual_stages)
+    t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5], virtual_stages)
     time_range: tuple[float, float] | None = None
     if hp is not None and hp.host_drift is not None:  # host times scale with the host's speed
 
@@ -1028,7 +1061,8 @@ def predict_training_step(
             slower = replace(stage, layer_host_s=f * stage.layer_host_s,
                              head_host_s=f * stage.head_host_s, pre_host_s=f * stage.pre_host_s)  # fmt: skip
             sync = gpu_sync.on_host(paced.scaled(f))  # the sync's GPU side does not move
-            return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync[:5])["step"])
+            return float(combine_step(slower, layers, pp, m, recompute, p2p, *sync[:5],
+                                      virtual_stages)["step"])  # fmt: skip
 
         lo, hi = (step_at(f) for f in hp.host_drift)
         time_range = (lo, hi)
@@ -1087,8 +1121,9 @@ def predict_training_step(
         time_range_s=time_range, accuracy=measured("time"), memory_accuracy=measured("peak memory"),
         host=host_dict(hp) if hp else None,
         host_warning=hp.mismatch() if hp and not is_trace_host(hp) else None,
-        host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p, microbatch_s=t_mb,
-        bubble_s=bubble, bubble_fraction=(pp - 1) / m, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
+        host_time_s=host_mb, forward_s=fwd, backward_s=bwd, recompute_s=rec, pipeline_p2p_s=p2p * virtual_stages, microbatch_s=t_mb,
+        bubble_s=bubble, bubble_fraction=(pp - 1) / (virtual_stages * m),
+        virtual_stages=virtual_stages, tp_comm_s=tp_comm, dp_comm_s=dp_comm,
         dp_comm_exposed_s=exposed, step_time_no_overlap_s=float(t["no_overlap"]),
         step_time_ideal_s=float(t["ideal"]), optimizer_s=optimizer,
         tokens_per_step=tokens_step,
@@ -1123,12 +1158,14 @@ def plan_training(
     policy: Policy | None = None,
     host: HostProfile | str | None = None,
     fragmentation: float | None = None,
+    virtual_stages: int = 1,
 ) -> TrainingPlan:
     """Days, GPU-hours and dollars to train ``model`` on ``tokens`` tokens with ``gpus`` GPUs.
 
     With ``mfu`` the time is model FLOPs / (gpus x peak x mfu); otherwise the step model
     derives it at the fastest tp (1-8) x pp layout that fits memory when not given (searched
-    with the vectorised sweep, ``gpumodel.llm.planning.fastest_layout``).
+    with the vectorised sweep, ``gpumodel.llm.planning.fastest_layout``); ``virtual_stages``
+    interleaves the pipeline of each layout that takes it (``predict_training_step``).
     Price: ``price`` ($/GPU-hour, or a mapping GPU -> $/GPU-hour) or the GPU spec's.
     """
     check_int(gpus, "gpus", le=MAX_GPUS)  # required: None is an error, not 'not given'
@@ -1160,12 +1197,13 @@ def plan_training(
         # the fastest tp x pp layout that fits, found with the vectorised sweep
         from gpumodel.llm.planning import fastest_layout
 
-        t, p = fastest_layout(spec, g, gpus, tokens, tp=tp, pp=pp, zero=zero,
-                              micro_batch=micro_batch, global_batch=global_batch, seq=seq,
-                              dtype=dtype, recompute=recompute, calibration=calibration,
-                              fusion=fusion, attention=attention, policy=policy, host=host,
-                              fragmentation=fragmentation)  # fmt: skip
-        best = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero,
+        t, p, v = fastest_layout(spec, g, gpus, tokens, tp=tp, pp=pp, zero=zero,
+                                 micro_batch=micro_batch, global_batch=global_batch, seq=seq,
+                                 dtype=dtype, recompute=recompute, calibration=calibration,
+                                 fusion=fusion, attention=attention, policy=policy, host=host,
+                                 fragmentation=fragmentation,
+                                 virtual_stages=virtual_stages)  # fmt: skip
+        best = predict_training_step(spec, g, gpus, tp=t, pp=p, zero=zero, virtual_stages=v,
                                      micro_batch=micro_batch, global_batch=global_batch,
                                      seq=seq, dtype=dtype, recompute=recompute,
                                      calibration=calibration, fusion=fusion,
