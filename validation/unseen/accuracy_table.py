@@ -47,6 +47,7 @@ from gpumodel.accuracy import (
     step_class,
 )
 from gpumodel.calibration import load_calibration
+from gpumodel.specs import get_gpu
 
 GPUS = ("h100-sxm", "h200-sxm")
 # a run whose class has fewer points than this gives no run median (the range stays honest)
@@ -133,7 +134,10 @@ def kernel_keys(rows: list[dict]) -> dict[tuple, list[tuple[str, float]]]:
                 records[r["source"]] = json.loads((ROOT / r["source"]).read_text())["records"]
             rec = records[r["source"]][r["index"]]
             try:
-                classes_of[(r["source"], r["index"])] = kernel_classes(kernel_op(rec))
+                # the op as the GPU runs it (SDPA's default dispatch names its kernel), as
+                # gm.predict classes it
+                op = kernel_op(rec).on(get_gpu(r["gpu"]))
+                classes_of[(r["source"], r["index"])] = kernel_classes(op)
             except (ValueError, KeyError):
                 classes_of[(r["source"], r["index"])] = []
         for cls in classes_of[(r["source"], r["index"])]:
