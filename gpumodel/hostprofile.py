@@ -24,9 +24,14 @@ seconds, one number per field, the p10/p90 of the repeats under ``spread``):
     cuda_driver: str | null
     gpu: str                       # the GPU of the machine it was measured on
     eager_op_s: {matmul, elementwise, reduction, norm, view, cat, copy, index, sdpa,
-                 optimizer_step, conv, scaled_mm}  # host time of one eager aten call of that
-                                   # kind, back to back (conv, scaled_mm: optional, newer
-                                   # profiles; scaled_mm: fp8 torch._scaled_mm, fp8 GPUs)
+                 optimizer_step, conv, scaled_mm, sdpa_forced, sdpa_mask, sdpa_backward}
+                                   # host time of one eager aten call of that kind, back to
+                                   # back (conv, scaled_mm, sdpa_*: optional, newer profiles;
+                                   # scaled_mm: fp8 torch._scaled_mm, fp8 GPUs; sdpa_forced:
+                                   # inside sdpa_kernel, sdpa_mask: a bool attn_mask,
+                                   # sdpa_backward: autograd.grad of one call)
+    probe_kernels: {sdpa, sdpa_forced, sdpa_mask, sdpa_backward} | null
+                                   # kernels each SDPA probe launched per call
     kernel_launch_s: float         # a bare kernel launch (no framework)
     hf_decoder_layer_s: float | null       # one HF Llama decoder layer's eager forward (host)
     hf_decoder_layer_kernels: int | null   # kernels that forward launched

@@ -650,7 +650,7 @@ class Attention(Op):
         return "sdpa_mask" if self.mask else "sdpa"
 
     def host_launches(self, gpu: GPUSpec) -> int | None:
-        """Kernels and memsets one eager call launches on ``gpu`` (the notes at
+        """Kernels one eager call launches on ``gpu`` (the notes at
         ``SDPA_MASK_CONVERSION_LAUNCHES``); None for the math path (its kernels are priced)."""
         if self.impl == "sdpa":
             return self.on(gpu).host_launches(gpu)

@@ -160,8 +160,8 @@ class Op(Checked):
         return 1.0
 
     def host_launches(self, gpu: GPUSpec) -> int | None:
-        """Kernels (and memsets) the library launches for one eager call of this op on ``gpu``,
-        where they differ from the kernels priced (``Attention``: cuDNN's memset and split-KV
+        """Kernels the library launches for one eager call of this op on ``gpu``, where they
+        differ from the kernels priced (``Attention``: a mask's conversion, cuDNN's split-KV
         reduction); None: one launch per kernel priced."""
         return None
 

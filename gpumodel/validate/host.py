@@ -460,7 +460,8 @@ def measure_host_samples(
         counts = {"hf_decoder_layer_kernels": None}
     if on_cuda:  # kernels only: a memset costs the host a fraction of a launch
         counts["probe_kernels"] = {kind: _count_kernels(torch, bench[f"eager_op_s.{kind}"][0], 5)
-                                   for kind in SDPA_PROBE_KINDS}  # fmt: skip
+                                   for kind in SDPA_PROBE_KINDS
+                                   if f"eager_op_s.{kind}" in bench}  # fmt: skip
     out: dict[str, list[float] | None] = {}
     for kind in EAGER_OP_KINDS:
         out[f"eager_op_s.{kind}"] = samples.get(f"eager_op_s.{kind}")  # scaled_mm: fp8 GPUs
@@ -680,17 +681,26 @@ def _eager_ops(torch: Any, device: str, calls: int, bench: dict) -> None:
 
 def _sdpa_variant_probes(torch: Any, q: Any, k: Any, v: Any) -> dict[str, tuple[Callable[[], Any], int]]:
     """The SDPA calls beside the default one (``sdpa_forced``, ``sdpa_mask``,
-    ``sdpa_backward``; see ``EAGER_OPS_PROBES``), each one call per op."""
+    ``sdpa_backward``; see ``EAGER_OPS_PROBES``), each one call per op; no ``sdpa_forced``
+    where torch has no ``sdpa_kernel`` (before 2.3: the profile then stands in ``sdpa``)."""
     import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    every = list(SDPBackend.__members__.values())
-    every = [be for be in every if be.name != "ERROR"]  # the dispatcher's own sentinel
     mask = torch.ones(1, 1, 1, k.shape[2], dtype=torch.bool, device=q.device)
+    probes: dict[str, tuple[Callable[[], Any], int]] = {
+        "sdpa_mask": (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), 1)}
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        sdpa_kernel = None
+    if sdpa_kernel is not None:
+        # every backend allowed: the context's own cost around the default's kernel
+        every = [be for be in SDPBackend.__members__.values() if be.name != "ERROR"]
 
-    def forced() -> Any:
-        with sdpa_kernel(every):
-            return F.scaled_dot_product_attention(q, k, v)
+        def forced() -> Any:
+            with sdpa_kernel(every):
+                return F.scaled_dot_product_attention(q, k, v)
+
+        probes["sdpa_forced"] = (forced, 1)
 
     leaves = [torch.randn(SDPA_BACKWARD_PROBE_SHAPE, device=q.device, dtype=q.dtype,
                           requires_grad=True) for _ in range(3)]  # fmt: skip
@@ -701,9 +711,8 @@ def _sdpa_variant_probes(torch: Any, q: Any, k: Any, v: Any) -> dict[str, tuple[
     def backward() -> Any:
         return torch.autograd.grad(out, leaves, grad_out, retain_graph=True)
 
-    return {"sdpa_forced": (forced, 1),
-            "sdpa_mask": (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), 1),
-            "sdpa_backward": (backward, 1)}  # fmt: skip
+    probes["sdpa_backward"] = (backward, 1)
+    return probes
 
 
 def _host_copy_probes(torch: Any, calls: int, bench: dict) -> None:
