@@ -252,3 +252,17 @@ def test_adamw_over_16_bit_states_is_its_own_family_at_half_the_fp32_bytes():
         AdamW(params=10, dtype="bf16", master_copy=True)
     with pytest.raises(SpecError, match="2 \\(bf16\\) or 4"):
         AdamW.for_states(10, 1)
+
+
+def test_selective_recompute_beside_fused_attention_keeps_the_measured_error():
+    """An eager HF step recomputes nothing under the default selective recompute (its fused
+    attention kernel's backward recomputes the scores itself): it is priced as without, and
+    quotes the error measured on such steps (it said 'not measured')."""
+    kw = dict(micro_batch=4, seq=2048, global_batch=4, fusion="unfused", policy="bf16")
+    none = predict_training_step("tinyllama-1.1b", "h100", 1, recompute="none", **kw)
+    sel = predict_training_step("tinyllama-1.1b", "h100", 1, recompute="selective", **kw)
+    assert sel.recompute_s == 0 and sel.time_s == none.time_s
+    assert none.accuracy is not None and sel.accuracy == none.accuracy
+    assert sel.memory_accuracy == none.memory_accuracy is not None
+    full = predict_training_step("tinyllama-1.1b", "h100", 1, recompute="full", **kw)
+    assert full.accuracy is None  # no unseen step recomputed

@@ -3,6 +3,8 @@ activations in flight, in the scalar step, the sweep and the planner."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import gpumodel as gm
@@ -20,9 +22,8 @@ def test_in_flight_micro_batches_follow_megatrons_warm_up():
     assert in_flight_microbatches(16, 64, 1) == 16  # 1F1B: p
     assert in_flight_microbatches(4, 2, 1) == 2  # fewer micro-batches than stages
     assert in_flight_microbatches(16, 16, 4) == 16  # m = p: every micro-batch is warm-up
-    # Llama 3 405B's 126 layers over 16 stages: 8 a stage; in 4 chunks, 2 each
-    assert stage_layers(126, 16) == 8 and stage_layers(126, 16, 4) == 8
-    assert stage_layers(126, 16, 2) == 8 and stage_layers(80, 16, 2) == 6  # 3-layer chunks
+    # Llama 3 405B's 126 layers over 16 stages: 8 a stage, in however many chunks
+    assert stage_layers(126, 16) == 8
 
 
 def test_the_bubble_shrinks_by_the_chunks_and_the_sends_grow_by_them():
@@ -57,7 +58,7 @@ def test_the_sweep_interleaves_where_it_can_and_says_so():
     r = gm.sweep_training("llama-3-405b", "h100", tp=8, pp=[1, 16, 64], dp=[16],
                           global_batch=2048, recompute="none", virtual_stages=4)  # fmt: skip
     rows = {int(row["pp"]): row for row in r.records()}
-    # pp 1: no pipeline; pp 64: 256 chunks for 126 layers: plain 1F1B there
+    # pp 1: no pipeline; pp 64: 2 layers a stage, no 4 chunks: plain 1F1B there
     assert [rows[p]["virtual_stages"] for p in (1, 16, 64)] == [1, 4, 1]
     scalar = gm.predict_training_step("llama-3-405b", "h100", 8 * 16 * 16, tp=8, pp=16,
                                       global_batch=2048, recompute="none", virtual_stages=4)  # fmt: skip
@@ -71,8 +72,22 @@ def test_interleaving_refuses_what_megatron_refuses(capsys):
         step("llama-3-8b", "h100", 8, tp=8, virtual_stages=2)
     with pytest.raises(SpecError, match="in groups of pp"):
         step("llama-3-8b", "h100", 4, pp=4, global_batch=6, virtual_stages=2)
-    with pytest.raises(SpecError, match="chunks for 32 layers"):
+    with pytest.raises(SpecError, match="a stage of 2 layers"):
         step("llama-3-8b", "h100", 16, pp=16, global_batch=64, virtual_stages=4)
     code = main(["plan", "train", "--model", "llama-3-8b", "--tokens", "1T", "--gpu", "h100",
                  "--gpus", "8", "--virtual-stages", "0"])  # fmt: skip
     assert code == 2 and "--virtual-stages" in capsys.readouterr().err
+
+
+def test_chunks_split_the_stage_and_never_add_layers():
+    """Llama-3-70B's 80 layers over pp 8 are 10 a stage whatever the chunks (3 chunks once
+    priced 12 layers a stage, 8 chunks 16: more layers than the model has). More chunks help
+    while the bubble they save outweighs the sends they add: to 8 here, not 10."""
+    kw = dict(tp=4, pp=8, global_batch=512, recompute="full")
+    steps = [gm.predict_training_step("llama-3-70b", "h100", 512, virtual_stages=v, **kw)
+             for v in (1, 2, 3, 5, 8, 10)]  # fmt: skip
+    assert len({s.memory.weights_bytes for s in steps}) == 1
+    assert all(a.time_s > b.time_s for a, b in itertools.pairwise(steps[:5]))
+    assert steps[5].time_s > steps[4].time_s  # 10 chunks: 10 x the sends for 0.5% of bubble
+    with pytest.raises(SpecError, match="a stage of 10 layers"):
+        gm.predict_training_step("llama-3-70b", "h100", 512, virtual_stages=11, **kw)

@@ -152,12 +152,12 @@ class TPShape:
     vocab: int
 
 
-def stage_layers(layers: Any, pp: Any, virtual_stages: Any = 1) -> Any:
+def stage_layers(layers: Any, pp: Any) -> Any:
     """Layers of a pipeline's largest stage, ``ceil(layers / pp)``: stages need not be equal
     (Llama 3 405B trained its 126 layers over 16 stages, Dubey et al. 2024, section 3.3.2), and
-    the largest sets the pace and the memory (numpy-capable). Interleaved (``virtual_stages``
-    v > 1, Megatron's model chunks): a stage holds v chunks of ``ceil(layers / (pp x v))``."""
-    return virtual_stages * -(-layers // (pp * virtual_stages))
+    the largest sets the pace and the memory (numpy-capable). Interleaved, a stage splits the
+    same layers into its chunks."""
+    return -(-layers // pp)
 
 
 def in_flight_microbatches(pp: Any, microbatches: Any, virtual_stages: Any = 1) -> Any:

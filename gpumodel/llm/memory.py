@@ -461,7 +461,7 @@ def memory_of(
     kv_beta = BYTES_PER_ELEMENT[kv_dtype or activation_dtype(dtype)]
     act_beta = BYTES_PER_ELEMENT[activation_dtype(dtype)]
     sp = (tp > 1 and train) if sequence_parallel is None else sequence_parallel
-    layers = stage_layers(spec.layers, pp, virtual_stages)  # the largest stage's
+    layers = stage_layers(spec.layers, pp)  # the largest stage's
     share = layers / spec.layers  # of the parameters (1 / pp where the stages are equal)
     params_per_gpu = spec.param_count() * share / tp
     notes: list[str] = []

@@ -452,7 +452,7 @@ def sweep_training(
     a global batch that dp x micro-batch does not divide) raise its error. ``policy``,
     ``host`` and ``fragmentation`` as ``predict_training_step``. ``virtual_stages`` v: the
     interleaved schedule on each layout it applies to (pp > 1, micro-batches a multiple of
-    pp, pp x v chunks at most the layers), plain 1F1B on the others; the column
+    pp, at most a chunk a layer of the stage), plain 1F1B on the others; the column
     ``virtual_stages`` says which."""
     spec = get_model(model)
     # the same declared constraints as predict_training_step's
@@ -491,9 +491,8 @@ def sweep_training(
     m = gb // per_step
     check_int(virtual_stages, "virtual_stages", le=MAX_GPUS)
     pp_ = pts["pp"]
-    v = np.where((pp_ > 1) & (m % pp_ == 0) & (pp_ * virtual_stages <= spec.layers),
-                 virtual_stages, 1)  # fmt: skip
-    layers = stage_layers(spec.layers, pp_, v)
+    layers = stage_layers(spec.layers, pp_)
+    v = np.where((pp_ > 1) & (m % pp_ == 0) & (virtual_stages <= layers), virtual_stages, 1)
     price = resolve_price_keys(price, used=gpus)
     n = len(m)
     parts: list[dict[str, np.ndarray]] = []

@@ -901,7 +901,7 @@ def combine_step(
     arrays); the one formula ``predict_training_step`` and ``sweep_training`` share. 1F1B:
     (m + p - 1) micro-batch slots; interleaved over v chunks a stage (Narayanan et al. 2021,
     section 2.2.2), m + (p - 1) / v slots, each micro-batch crossing v times as many stage
-    boundaries (``p2p`` x v; ``layers``: the stage's, all its chunks). The DP sync overlaps the last backward, all but its last
+    boundaries (``p2p`` x v; ``layers``: the stage's, over all its chunks). The DP sync overlaps the last backward, all but its last
     bucket (``dp_tail``), and PyTorch DDP adds its bucket copies and the SMs its NCCL kernels
     take from the overlapped backward (``Sync``)."""
     pp = np.asarray(pp)
@@ -955,8 +955,10 @@ def check_interleaving(layers: int, pp: int, microbatches: int, virtual_stages: 
     if microbatches % pp:
         raise SpecError(f"an interleaved pipeline runs micro-batches in groups of pp: "
                         f"{microbatches} micro-batches per pipeline over pp={pp}")  # fmt: skip
-    if pp * virtual_stages > layers:
-        raise SpecError(f"pp x virtual_stages = {pp * virtual_stages} chunks for {layers} layers")
+    if virtual_stages > stage_layers(layers, pp):
+        raise SpecError(f"virtual_stages={virtual_stages} chunks a stage of "
+                        f"{stage_layers(layers, pp)} layers ({layers} over pp={pp}): at most one "
+                        "chunk a layer")  # fmt: skip
 
 
 def predict_training_step(
@@ -1052,7 +1054,7 @@ def predict_training_step(
     gpu_sync = sync_times(spec, timer, tp, pp, dp, zero, dtype, policy, None, fusion)
     sync = gpu_sync.on_host(paced)
     dp_comm, optimizer = sync.dp_comm, sync.optimizer
-    layers = stage_layers(spec.layers, pp, virtual_stages)
+    layers = stage_layers(spec.layers, pp)
     t = combine_step(stage, layers, pp, m, recompute, p2p, *sync[:5], virtual_stages)
     time_range: tuple[float, float] | None = None
     if hp is not None and hp.host_drift is not None:  # host times scale with the host's speed
@@ -1107,8 +1109,9 @@ def predict_training_step(
         raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
     mfu = tokens_step * flops_token / (step * gpus * peak)
 
-    def measured(metric: str) -> Accuracy | None:  # the unseen sets time eager HF steps
-        if fusion != "unfused" or recompute != "none":
+    def measured(metric: str) -> Accuracy | None:  # the unseen sets time eager HF steps,
+        # without recompute (selective recomputes nothing beside a fused attention kernel)
+        if fusion != "unfused" or recompute == "full" or rec > 0:
             return None
         layout = parallel_layout(tp=tp, pp=pp, dp=dp, zero=zero)
         return step_accuracy("hf-eager", "train", g.id, timer.calibration, measured_host(hp),
