@@ -56,7 +56,14 @@ from gpumodel.diagnose.parse import (
     TraceFormatError,
     load_trace,
 )
-from gpumodel.diagnose.timeline import Timeline, build_timeline, exposed_comm_us, short_name
+from gpumodel.diagnose.timeline import (
+    Timeline,
+    build_timeline,
+    exposed_comm_us,
+    loader_spans,
+    short_name,
+    span_overlap,
+)
 from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
 from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
@@ -368,6 +375,13 @@ def calibrate_from_trace(
     # (a training trace: docs/trace-calibration.md)
     event_s = _profiler_event_s(hp) if step_ms is None or runtime == "hf-eager" else None
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=busy / periods)
+    loader_s, step_s = host["loader_step_s"], host["step_profiled_s"]
+    if step_s > 0 and loader_s >= LOADER_WARN_SHARE * step_s:
+        notes.append(f"warning: the DataLoader took {loader_s * 1e3:.3g} ms of each "
+                     f"{step_s * 1e3:.3g} ms step ({loader_s / step_s:.0%}): that host time is in "
+                     "the host per kernel fitted here, so what-ifs scale your input pipeline with "
+                     "the model's kernels; trace a step whose next batch is ready (workers, "
+                     "prefetch) to calibrate the model's own host")  # fmt: skip
     pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, host["step_solved"], hp)
     if pair is not None:
         assert hp is not None
@@ -619,6 +633,10 @@ def _profiler_event_s(hp: HostProfile | None) -> tuple[float, str] | None:
     return hp.profiler_event_s, f"host profile {hp.name}: measured per-event cost"
 
 
+# the share of a traced step spent inside a DataLoader above which calibrate warns
+LOADER_WARN_SHARE = 0.1
+
+
 def _host_side(
     tr: Trace,
     tl: Timeline,
@@ -651,6 +669,10 @@ def _host_side(
             )
             * 1e-6
         )
+        # the input pipeline inside the step (a DataLoader's next batch): host time of the
+        # user's loop, not of the model's kernels; said where it is a share of the step
+        loader = loader_spans(tr)
+        loader_s = statistics.median(span_overlap(loader, s.ts, s.end) for s in steps) * 1e-6
         # the profiled step as the same statistic over the same ranges: the timeline's mean
         # over its GPU window mixed a slow first step (53 of 43-45 ms, H100 run 16's decode)
         # into what --step-ms is subtracted from, and took 4 ms too many off the host
@@ -660,6 +682,7 @@ def _host_side(
         n_steps = 1
         host_step_prof = tl.window_us * 1e-6
         step_prof = tl.step_us * 1e-6
+        loader_s = 0.0
 
     def inside(ts: float) -> bool:
         return lo <= ts <= hi
@@ -722,6 +745,7 @@ def _host_side(
     issued = (launches - helpers) / n_steps + graphs_per_step
     return {
         "correction": correction,
+        "loader_step_s": loader_s,
         "host_step_s": host_step,
         "step_solved": solved,  # the host's time solved from a host-bound --step-ms
         "step_profiled_s": step_prof,

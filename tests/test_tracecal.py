@@ -598,3 +598,14 @@ def test_a_trace_of_graph_replays_calibrates_its_host_and_says_why_no_family(cap
     assert all(u["reason"].startswith("replayed from a CUDA graph") for u in fit.unmatched)
     assert main(["diagnose", str(path)]) == 0
     assert "every kernel was replayed from a CUDA graph" in capsys.readouterr().out
+
+
+def test_a_step_waiting_on_its_dataloader_is_said_to_fold_it_into_the_host():
+    """dataloader_starved: the DataLoader holds 20 ms of each 25 ms step (diagnose's
+    data_loading finding); the host per kernel fitted from it carries that time into every
+    what-if, and calibrate says so (before, silently: 748 us per kernel, a 974 ms decode)."""
+    cal = calibrate_from_trace(FIXTURES / "dataloader_starved.json.gz", step_ms=23.94)
+    warned = [n for n in cal.trace.notes if n.startswith("warning: the DataLoader took")]
+    assert len(warned) == 1 and "(80%)" in warned[0]
+    quiet = calibrate_from_trace(FIXTURES / "fp32_no_tf32.json.gz")
+    assert not any("DataLoader" in n for n in quiet.trace.notes)

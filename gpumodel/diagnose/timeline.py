@@ -387,7 +387,12 @@ def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def _overlap(spans: list[tuple[float, float]], s: float, e: float) -> float:
+def loader_spans(trace: Trace) -> list[tuple[float, float]]:
+    """Where the host was inside a DataLoader (its ``__next__`` and what it called), merged."""
+    return _merge([(e.ts, e.end) for e in trace.cpu if "dataloader" in e.name.lower()])
+
+
+def span_overlap(spans: list[tuple[float, float]], s: float, e: float) -> float:
     return sum(max(0.0, min(e, b) - max(s, a)) for a, b in spans if a < e and b > s)
 
 
@@ -419,7 +424,7 @@ def _gaps(
     w0, w1 = window
     merged = _merge([(g.ts, g.end) for g in gpu])
     busy = sum(max(0.0, min(e, w1) - max(s, w0)) for s, e in merged)
-    loader = _merge([(e.ts, e.end) for e in trace.cpu if "dataloader" in e.name.lower()])
+    loader = loader_spans(trace)
     syncs = sorted(_syncs(trace), key=lambda x: x.end)
     top = [e for e in trace.cpu if e.parent is None or _STEP.match(e.parent.name or "")]
     top = [e for e in top if not _STEP.match(e.name)]
@@ -497,7 +502,7 @@ def _classify(
 ) -> Gap:
     dur = e - s
     if dur >= MIN_ATTRIBUTED_GAP_US:
-        in_loader = _overlap(loader, s, e)
+        in_loader = span_overlap(loader, s, e)
         if in_loader >= 0.5 * dur:
             return Gap(s, e, "data_loading", f"DataLoader busy for {in_loader / dur:.0%} of it")
     # a synchronising call that returned as the GPU went idle (before it resumed), and not
