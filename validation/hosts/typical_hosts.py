@@ -17,7 +17,10 @@ types' medians differ by 10-14%, less than machines of one type differ from each
     python validation/hosts/typical_hosts.py [--before 2026-11-30T10:00:00Z] [--out specs/hosts]
 
 Only profiles measured before ``--before`` count: the later ones (multi-GPU run 9 and the runs
-after it) are the check of the profiles built from the earlier ones. Host profiles are the host
+after it) are the check of the profiles built from the earlier ones. The exception: probes no
+profile before it had (the SDPA calling patterns of 2026-12-01: ``SDPA_VARIANTS``) take the
+median ratio to the ``sdpa`` probe over the later profiles that measured them, times the
+typical ``sdpa``, and those profiles' kernel counts (``probe_kernels``); ``notes`` names them. Host profiles are the host
 harness's own measurements (the calibration side), not the unseen sets' step times: nothing
 here reads a measured step.
 """
@@ -54,8 +57,13 @@ def quantile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def measured_profiles(before: str) -> list[tuple[Path, dict]]:
-    """The committed profiles of GPU machines measured before ``before``, one per (time, CPU)."""
+#: eager probes added after the cutoff, taken as ratios to ``sdpa`` from the profiles that have them
+SDPA_VARIANTS = ("sdpa_forced", "sdpa_mask", "sdpa_backward")
+
+
+def measured_profiles(before: str, after: str = "") -> list[tuple[Path, dict]]:
+    """The committed profiles of GPU machines measured in [``after``, ``before``), one per
+    (time, CPU)."""
     seen: set[tuple[str, str]] = set()
     out: list[tuple[Path, dict]] = []
     for path in sorted((ROOT / "validation" / "results").glob("**/host*.yaml")):
@@ -63,7 +71,8 @@ def measured_profiles(before: str) -> list[tuple[Path, dict]]:
         if not isinstance(data, dict) or data.get("host_profile") != 1:
             continue
         key = (str(data["measured_at"]), str(data["cpu_model"]))
-        if key in seen or key[0] >= before or not str(data.get("gpu", "")).startswith("NVIDIA"):
+        if (key in seen or not after <= key[0] < before
+                or not str(data.get("gpu", "")).startswith("NVIDIA")):  # fmt: skip
             continue
         seen.add(key)
         out.append((path, data))
@@ -75,8 +84,30 @@ def channels_last_conv(data: dict) -> bool:
     return "channels_last" in str((data.get("shapes") or {}).get("eager_ops", ""))
 
 
-def typical(profiles: list[tuple[Path, dict]], before: str) -> dict[str, Any]:
-    """The typical profile of ``profiles`` as a host-profile mapping."""
+def sdpa_variants(later: list[tuple[Path, dict]], sdpa_s: float) -> tuple[dict, dict, dict]:
+    """(eager figures, probe kernel counts, notes) of ``SDPA_VARIANTS`` from the ``later``
+    profiles that measured them: each the median ratio to that profile's ``sdpa`` x ``sdpa_s``;
+    the kernels as most of them counted."""
+    have = [d for _, d in later if all(d["eager_op_s"].get(k) for k in SDPA_VARIANTS)]
+    if not have:
+        return {}, {}, {}
+    eager = {k: round(sdpa_s * statistics.median(d["eager_op_s"][k] / d["eager_op_s"]["sdpa"]
+                                                 for d in have), 12)
+             for k in SDPA_VARIANTS}  # fmt: skip
+    kernels = {k: int(Counter((d.get("probe_kernels") or {}).get(k) for d in have
+                              if (d.get("probe_kernels") or {}).get(k)).most_common(1)[0][0])
+               for k in ("sdpa", *SDPA_VARIANTS)}  # fmt: skip
+    note = {"sdpa_variants": (f"{', '.join(SDPA_VARIANTS)}: the typical sdpa x the median ratio "
+                              f"to sdpa over the {len(have)} later profiles that measured them "
+                              f"({min(str(d['measured_at']) for d in have)[:10]}); probe_kernels: "
+                              "as most of them counted")}  # fmt: skip
+    return eager, kernels, note
+
+
+def typical(profiles: list[tuple[Path, dict]], before: str,
+            later: list[tuple[Path, dict]] = ()) -> dict[str, Any]:  # fmt: skip
+    """The typical profile of ``profiles`` as a host-profile mapping (``later``: the profiles
+    after them, read for ``SDPA_VARIANTS`` only)."""
     fields: dict[str, list[float]] = defaultdict(list)
     for _, d in profiles:
         for kind, v in d["eager_op_s"].items():
@@ -109,6 +140,8 @@ def typical(profiles: list[tuple[Path, dict]], before: str) -> dict[str, Any]:
     }
     copies = {k.split(".", 1)[1]: round(v, 12) for k, v in med.items()
               if k.startswith("host_copy_s.")}  # fmt: skip
+    variants, probe_kernels, variant_note = sdpa_variants(list(later), eager["sdpa"])
+    eager.update({k: v for k, v in variants.items() if k not in eager})
     return {
         "host_profile": 1, "name": "typical", "measured_at": newest,
         "cpu_model": mode("cpu_model"), "cpu_cores": int(mode("cpu_cores")),
@@ -118,6 +151,7 @@ def typical(profiles: list[tuple[Path, dict]], before: str) -> dict[str, Any]:
         "hf_decoder_layer_kernels": int(mode("hf_decoder_layer_kernels")),
         "host_copy_s": copies if len(copies) == len(HOST_COPY_KINDS) else None,
         "spread": spread, "host_drift": list(drift), "shapes": shapes,
+        **({"probe_kernels": probe_kernels} if probe_kernels else {}),
         "notes": {
             "what": (f"the typical host of a GPU machine: each figure the median over the "
                      f"{len(profiles)} host profiles `gpumodel validate --host-only` measured on "
@@ -130,6 +164,7 @@ def typical(profiles: list[tuple[Path, dict]], before: str) -> dict[str, Any]:
             "profiles_measured_before": before,
             "points": {k: len(v) for k, v in sorted(fields.items())},
             "sources": sorted({str(p.parent.relative_to(ROOT)) for p, _ in profiles}),
+            **variant_note,
         },
     }  # fmt: skip
 
@@ -141,7 +176,8 @@ def main() -> int:
     args = ap.parse_args()
     profiles = measured_profiles(args.before)
     if profiles:
-        profile = HostProfile.model_validate(typical(profiles, args.before))  # as every profile is read
+        later = measured_profiles("9999", after=args.before)
+        profile = HostProfile.model_validate(typical(profiles, args.before, later))  # as read
         head = ("# gpumodel typical host profile, built by validation/hosts/typical_hosts.py from "
                 "the host profiles measured\n# on the device machines (notes: how, and from "
                 "which runs). Not one machine: the median one.\n")  # fmt: skip
