@@ -368,6 +368,19 @@ def test_nsys_kernel_summary_csv():
     assert abs(rep.totals.measured_s - 0.5) < 1e-6
 
 
+def test_findings_of_a_trace_without_steps_are_labelled_totals(capsys):
+    """An Nsight kernel summary has no steps: its findings are the trace's totals (they were
+    headed 'per step')."""
+    from gpumodel.cli import main
+
+    assert main(["diagnose", str(FIXTURES / "nsys_cuda_gpu_kern_sum_synthetic.csv"),
+                 "--gpu", "h100"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "Findings (whole trace):" in out and "per step)" not in out
+    assert main(["diagnose", str(FIXTURES / "dataloader_starved.json.gz")]) == 0
+    assert "Findings (per step):" in capsys.readouterr().out
+
+
 def test_nsys_csv_with_preamble_and_old_headers(tmp_path):
     p = tmp_path / "k.csv"
     p.write_text(

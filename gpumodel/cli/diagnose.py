@@ -107,7 +107,9 @@ def render(report: DiagnoseReport) -> None:
     out.print(table)
 
     if report.findings:
-        out.print("Findings (per step):", style="bold")
+        # a kernel summary (Nsight) or a trace without steps: its totals are the trace's
+        per = "per step" if report.steps.source.startswith("ProfilerStep") else "whole trace"
+        out.print(f"Findings ({per}):", style="bold")
     else:
         out.print("No step-level finding above 1% of the step.", highlight=False)
     for i, f in enumerate(report.findings, 1):

@@ -52,7 +52,7 @@ def fmt(value: Any, unit: str) -> str:
         return "-"
     v = float(value)
     if unit == "pct":
-        return f"{v:.1f}%"
+        return f"{v:.1f}%".replace("-0.0%", "0.0%")  # a bias that rounds to zero has no sign
     if unit == "s":
         v = float(f"{v:.3g}")  # the unit its shown digits need: 999.96 us is "1 ms"
         for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):

@@ -77,7 +77,8 @@ def diagnose_page(data: dict[str, Any]) -> str:
                             [tuple(g) for g in tl["gaps"]], tl["window_s"], tl["periods"],
                             GAP_COLORS)  # fmt: skip
         sections.append(h.section("Step timeline", plot, "timeline"))
-    sections.append(h.section("Findings (per step)", _findings(data), "findings"))
+    per = "per step" if str(data["steps"]["source"]).startswith("ProfilerStep") else "whole trace"
+    sections.append(h.section(f"Findings ({per})", _findings(data), "findings"))
     sections.append(h.section("Ops against their speed of light", _ops(data), "ops"))
     for n in data.get("notes") or []:
         sections.append(f'<p class="muted small">note: {escape(n)}</p>')
