@@ -21,6 +21,7 @@ calibration in hand has none of its own; the prediction's label names both files
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -737,6 +738,29 @@ def mixed_calibration_warning(labels: dict[str, str]) -> list[str]:
             "not like for like (on an H100 the datasheet-only LLM step was off by 24-30%): "
             "--calibration-from h100 (calibration_from) carries one calibration to all, "
             "--calibration none puts all on the datasheet"]  # fmt: skip
+
+
+def mixed_collectives_warning(gpus: Sequence[GPUSpec], counts: Any, carried: bool) -> list[str]:
+    """A one-line warning when side-by-side GPUs price their collectives on ``counts`` GPUs
+    (the tensor-parallel sizes > 1 of a sweep) from different sources: a measured NCCL line
+    (a system calibration, ``with_system_collectives``) for some, NCCL's cost model for the
+    others. On 4 x H200 the measured all-reduce of 1 MiB took 48.8 us where the model prices
+    14.9 us on 4 x H100, which made an H200 look slower than an H100 at tp 4. ``carried``:
+    one calibration carried to all (``calibration_from``), which uses no system file."""
+    from gpumodel.ops.collectives import AllReduce
+
+    sizes = sorted({int(n) for n in counts if int(n) > 1})
+    if carried or len(gpus) < 2 or not sizes:
+        return []
+    measured = [g.id for g in gpus
+                if any(system_calibration(g, n, AllReduce(bytes=1, gpus=n).topology(g).intra.kind)
+                       is not None for n in sizes)]  # fmt: skip
+    if not measured or len(measured) == len(gpus):
+        return []
+    modelled = [g.id for g in gpus if g.id not in measured]
+    return [f"collectives: {', '.join(measured)} from measured NCCL lines (a system "
+            f"calibration), {', '.join(modelled)} from NCCL's cost model; rows above tp 1 "
+            "compare a measurement with a model (gpumodel calibrations lists the system files)"]  # fmt: skip
 
 
 def resolve(calibration: Any, gpu: GPUSpec) -> Calibration | None:

@@ -180,3 +180,19 @@ def test_sweep_equals_scalar_where_prefill_meets_decodes_floor():
         s = gm.predict_inference("phi-3-mini", "h100", phase="prefill", batch=row["batch"],
                                  seq=row["seq"])  # fmt: skip
         assert close(row["time_s"], s.time_s), row
+
+
+def test_a_sweep_says_when_gpus_price_collectives_from_unlike_sources():
+    """4 x H200 has a measured NCCL line (a shipped system calibration), the H100 none: the
+    model priced 1 MiB all-reduces on 4 x H100 at 14.9 us where the H200's line measured 48.8,
+    and the H200 came out slower at tp 4. The sweep now says so; tp 1 rows and one calibration
+    carried to all (no system file) need no warning."""
+    import gpumodel as gm
+
+    def warned(**kw):
+        r = gm.sweep_inference("llama-2-7b", ["h100", "h200"], batch=32, context=512, **kw)
+        return [w for w in r.warnings if w.startswith("collectives:")]
+
+    (w,) = warned(tp=[1, 4])
+    assert "h200-sxm from measured NCCL lines" in w and "h100-sxm from NCCL's cost model" in w
+    assert warned(tp=1) == [] and warned(tp=4, calibration_from="h100") == []

@@ -56,6 +56,7 @@ from gpumodel.calibration import (
     calibration_short,
     choose_calibration,
     mixed_calibration_warning,
+    mixed_collectives_warning,
 )
 from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.hostprofile import HostProfile, host_dict, load_host
@@ -408,9 +409,11 @@ def sweep_inference(
             "usd_per_gpu_hour": usd, "usd_per_hour": per_hour, "usd_per_million_tokens": per_m,
         })  # fmt: skip
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    warnings = (*mixed_calibration_warning(calibrations),
+                *mixed_collectives_warning(gpus, columns["tp"], calibration_from is not None))
     return SweepResult(
         kind="inference", model=spec.id, table=_table(columns), calibrations=calibrations,
-        prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
+        prices=prices, warnings=warnings,
         settings={"phase": phase, "runtime": rt.name, "dtype": dtype, "fusion": fusion,
                   "kv_cache": kv_cache, "gqa": gqa, "new_shapes": new_shapes,
                   "host": host_dict(hp), "attention": kernel_of},
@@ -591,9 +594,11 @@ def sweep_training(
                          "cost_usd": n_gpus * train_s / 3600.0 * usd})  # fmt: skip
         parts.append(cols)
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    warnings = (*mixed_calibration_warning(calibrations),
+                *mixed_collectives_warning(gpus, columns["tp"], calibration_from is not None))
     return SweepResult(
         kind="training", model=spec.id, table=_table(columns), calibrations=calibrations,
-        prices=prices, warnings=tuple(mixed_calibration_warning(calibrations)),
+        prices=prices, warnings=warnings,
         settings={"zero": zero, "recompute": recompute, "dtype": dtype, "fusion": fusion,
                   "attention": attention, "tokens": tokens, "policy": policy,
                   "host": host_dict(hp) if hp else None},
