@@ -290,6 +290,13 @@ def _train(page: dict[str, Any]) -> str:
         key = _time_key(step)
         summary.append(("step", h.num(["step", key], step.get(key), "s",
                                       "span")))  # fmt: skip
+        if (step.get("pp") or 1) > 1:  # the pipeline's bubble, interleaved or not
+            v = step.get("virtual_stages") or 1
+            how = "1F1B" if v == 1 else f"interleaved 1F1B, {v} chunks a stage"
+            summary.append(("pipeline bubble", h.num(["step", "bubble_s"], step.get("bubble_s"),
+                                                     "s", "span")
+                            + escape(f" ({100 * step.get('bubble_fraction', 0):.1f}% of the "
+                                     f"micro-batches' time, {how})")))  # fmt: skip
     sections = [h.section("Plan", h.kv(summary), "summary")]
     breakdown = step.get("breakdown") or []
     if breakdown:
