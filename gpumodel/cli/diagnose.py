@@ -132,9 +132,10 @@ def render(report: DiagnoseReport) -> None:
         out.print(f"  all of them: {gm.format_time(a.all_fixed_step_time_s)} ({sp}); {a.note}",
                   highlight=False, markup=False)  # fmt: skip
     if a.speed_of_light_step_s is not None:
+        # the ops as traced: a fix above that changes their precision (fp32 -> TF32) can beat it
         out.print(f"  every mapped op at its speed of light, no idle: "
-                  f"{gm.format_time(a.speed_of_light_step_s)} per step", highlight=False,
-                  markup=False)  # fmt: skip
+                  f"{gm.format_time(a.speed_of_light_step_s)} per step (the ops as traced, "
+                  "at their own precision)", highlight=False, markup=False)  # fmt: skip
     for n in report.notes:
         out.print(f"note: {n}", highlight=False, markup=False)
 
