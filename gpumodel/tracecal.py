@@ -377,11 +377,11 @@ def calibrate_from_trace(
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=busy / periods)
     loader_s, step_s = host["loader_step_s"], host["step_profiled_s"]
     if step_s > 0 and loader_s >= LOADER_WARN_SHARE * step_s:
-        notes.append(f"warning: the DataLoader took {loader_s * 1e3:.3g} ms of each "
-                     f"{step_s * 1e3:.3g} ms step ({loader_s / step_s:.0%}): that host time is in "
-                     "the host per kernel fitted here, so what-ifs scale your input pipeline with "
-                     "the model's kernels; trace a step whose next batch is ready (workers, "
-                     "prefetch) to calibrate the model's own host")  # fmt: skip
+        notes.append(f"warning: the step waited {loader_s * 1e3:.3g} ms of each "
+                     f"{step_s * 1e3:.3g} ms on its DataLoader ({loader_s / step_s:.0%}): left out "
+                     "of the host per kernel fitted here (what-ifs price the model, not your "
+                     "input pipeline) and added back to the traced step's check; give the "
+                     "loader workers or prefetch to get it back")  # fmt: skip
     pair = _trace_and_profile_host(host["host_per_kernel_s"], runtime, host["step_solved"], hp)
     if pair is not None:
         assert hp is not None
@@ -421,7 +421,7 @@ def calibrate_from_trace(
     if graph is not None:  # per class (its families repeat its totals, one row per key)
         fitted_gpu = rest + sum(m if ok else p for m, p, ok in graph.classes.values())
         base_gpu = rest + sum(p for _, p, _ in graph.classes.values())
-    step_pred = max(fitted_gpu, host["host_step_s"])
+    step_pred = max(fitted_gpu, host["host_step_s"]) + host["loader_step_s"]
     self_check = {
         "step_profiled_s": host["step_profiled_s"],
         # the step as the trace's timeline has it (what diagnose reports): the host's
@@ -663,15 +663,17 @@ def _host_side(
         # there for the GPU: that wait is not host work (an H200 prefill step of 60.9 ms spent
         # 22.1 ms in cudaDeviceSynchronize)
         waits = [r for r in tr.runtime if "Synchronize" in r.name]
+        # and a step that waits for its input pipeline (a DataLoader's next batch) spends that
+        # host time in the user's loop, not on the model's kernels: left out of the host per
+        # kernel, added back to the traced step's check
+        loader = loader_spans(tr)
         host_step_prof = (
             statistics.median(
-                s.dur - sum(r.dur for r in waits if s.ts <= r.ts <= s.end) for s in steps
+                s.dur - sum(r.dur for r in waits if s.ts <= r.ts <= s.end)
+                - span_overlap(loader, s.ts, s.end) for s in steps
             )
             * 1e-6
         )
-        # the input pipeline inside the step (a DataLoader's next batch): host time of the
-        # user's loop, not of the model's kernels; said where it is a share of the step
-        loader = loader_spans(tr)
         loader_s = statistics.median(span_overlap(loader, s.ts, s.end) for s in steps) * 1e-6
         # the profiled step as the same statistic over the same ranges: the timeline's mean
         # over its GPU window mixed a slow first step (53 of 43-45 ms, H100 run 16's decode)

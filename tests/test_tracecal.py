@@ -605,7 +605,7 @@ def test_a_step_waiting_on_its_dataloader_is_said_to_fold_it_into_the_host():
     data_loading finding); the host per kernel fitted from it carries that time into every
     what-if, and calibrate says so (before, silently: 748 us per kernel, a 974 ms decode)."""
     cal = calibrate_from_trace(FIXTURES / "dataloader_starved.json.gz", step_ms=23.94)
-    warned = [n for n in cal.trace.notes if n.startswith("warning: the DataLoader took")]
+    warned = [n for n in cal.trace.notes if n.startswith("warning: the step waited")]
     assert len(warned) == 1 and "(80%)" in warned[0]
     quiet = calibrate_from_trace(FIXTURES / "fp32_no_tf32.json.gz")
     assert not any("DataLoader" in n for n in quiet.trace.notes)
