@@ -56,6 +56,19 @@ def _check(value: Any, what: str) -> float:
     return check_number(value, f"{what} ($ per GPU-hour)", gt=0, le=MAX_USD_PER_GPU_HOUR)
 
 
+def mixed_price_warning(prices: Mapping[str, Price | None]) -> list[str]:
+    """GPU id -> price of side-by-side results: a one-line warning when the specs' prices come
+    from different providers (an H100 at Lambda's 2025 catalog beside an H200 at CoreWeave's of
+    2026: the $ columns then compare two catalogs as much as two GPUs)."""
+    listed = {g: p for g, p in prices.items() if p is not None and p.provider != "given"}
+    if len({p.provider for p in listed.values()}) < 2:
+        return []
+    which = ", ".join(f"{g} {p.label}" for g, p in listed.items())
+    given = ",".join(f"{g}=..." for g in listed)
+    return [f"prices from different providers ({which}): the $ columns compare their catalogs "
+            f"as well as the GPUs; --price {given} prices them alike"]  # fmt: skip
+
+
 def price_for(gpu: GPUSpec, price: PriceArg = None) -> Price | None:
     """The price of ``gpu``: ``price`` ($/GPU-hour for every GPU, or a mapping GPU id or alias
     -> $/GPU-hour), else the spec's; None when neither has one."""

@@ -148,8 +148,10 @@ def test_sweep_names_calibrations_prices_and_warns_when_mixed():
     data = json.loads(json.dumps(r.to_dict()))
     assert data["prices"]["a100-sxm4-80gb"]["source"] == a100.source
     # like for like: no warning when both use the datasheet
+    # (the two specs' prices still come from two providers: that warning stays)
     same = gm.sweep_inference("llama-3-8b", ["h100", "a100"], calibration="none")
-    assert same.warnings == () and set(same["calibration"]) == {"datasheet only"}
+    assert [w for w in same.warnings if "not like for like" in w] == []
+    assert set(same["calibration"]) == {"datasheet only"}
 
 
 def test_unknown_price_gpu_is_an_error():
@@ -196,3 +198,22 @@ def test_a_sweep_says_when_gpus_price_collectives_from_unlike_sources():
     (w,) = warned(tp=[1, 4])
     assert "h200-sxm from measured NCCL lines" in w and "h100-sxm from NCCL's cost model" in w
     assert warned(tp=1) == [] and warned(tp=4, calibration_from="h100") == []
+
+
+def test_side_by_side_prices_from_different_providers_are_said_to_be():
+    """The H100's spec price is Lambda's 2025 catalog, the H200's CoreWeave's of 2026: a sweep or
+    a serving plan over both compares two catalogs as well as two GPUs, and now says so; prices
+    the user gives (or one provider) need no warning."""
+    import gpumodel as gm
+    from gpumodel.prices import price_for
+
+    h100, h200 = price_for(gm.get_gpu("h100")), price_for(gm.get_gpu("h200"))
+    assert h100.provider != h200.provider
+    r = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=1, context=2048)
+    (w,) = [w for w in r.warnings if w.startswith("prices from different providers")]
+    assert f"h100-sxm {h100.label}" in w and "--price h100-sxm=...,h200-sxm=..." in w
+    given = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=1, context=2048,
+                               price={"h100": 2.49, "h200": 3.10})  # fmt: skip
+    assert not [w for w in given.warnings if w.startswith("prices from")]
+    plan = gm.plan_serving("llama-3-8b", ["h100", "h200"], rate=10)
+    assert any(w.startswith("prices from different providers") for w in plan.warnings)

@@ -71,7 +71,13 @@ from gpumodel.llm.memory import infeasible_message, max_batch, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import DEFAULT_RUNTIME, get_runtime
 from gpumodel.llm.sweep import sweep_inference
-from gpumodel.prices import Price, price_footnote, price_for, resolve_price_keys
+from gpumodel.prices import (
+    Price,
+    mixed_price_warning,
+    price_footnote,
+    price_for,
+    resolve_price_keys,
+)
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.units import format_time
 
@@ -372,11 +378,13 @@ def plan_serving(
     price = resolve_price_keys(price, used=targets)
     options = []
     prices: dict[str, dict[str, Any] | None] = {}
+    priced_at: dict[str, Price | None] = {}
     for item in targets:
         g = get_gpu(item)
         if g.id in prices:  # an alias and its id, or a GPU named twice: one option
             continue
         info = price_for(g, price)
+        priced_at[g.id] = info
         prices[g.id] = info.to_dict() if info else None
         cal = choose_calibration(g, calibration, calibration_from)
         resolve(cal, g)  # an unknown or mismatched calibration is an input error, not infeasible
@@ -401,6 +409,7 @@ def plan_serving(
         latency_slo_s=latency_slo_s, slo=slo, options=tuple(options), best=best,
         prices=prices,
         calibrations={o.gpu: o.calibration for o in options if o.feasible},
-        warnings=tuple(mixed_calibration_warning({o.gpu: o.calibration
-                                                  for o in options if o.feasible})),
+        warnings=(*mixed_calibration_warning({o.gpu: o.calibration
+                                              for o in options if o.feasible}),
+                  *mixed_price_warning(priced_at)),
     )  # fmt: skip

@@ -122,7 +122,13 @@ from gpumodel.ops.base import MixedKernels
 from gpumodel.ops.collectives import time_array
 from gpumodel.predict import dram_power, empty_kernel_s, power_watts
 from gpumodel.prediction import KernelPrediction
-from gpumodel.prices import Price, PriceArg, price_for, resolve_price_keys
+from gpumodel.prices import (
+    Price,
+    PriceArg,
+    mixed_price_warning,
+    price_for,
+    resolve_price_keys,
+)
 from gpumodel.specs import GPUSpec, get_gpu
 from gpumodel.vectorised import op_kernel_times
 
@@ -410,7 +416,8 @@ def sweep_inference(
         })  # fmt: skip
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     warnings = (*mixed_calibration_warning(calibrations),
-                *mixed_collectives_warning(gpus, columns["tp"], calibration_from is not None))
+                *mixed_collectives_warning(gpus, columns["tp"], calibration_from is not None),
+                *mixed_price_warning(prices))
     return SweepResult(
         kind="inference", model=spec.id, table=_table(columns), calibrations=calibrations,
         prices=prices, warnings=warnings,
@@ -595,7 +602,8 @@ def sweep_training(
         parts.append(cols)
     columns = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     warnings = (*mixed_calibration_warning(calibrations),
-                *mixed_collectives_warning(gpus, columns["tp"], calibration_from is not None))
+                *mixed_collectives_warning(gpus, columns["tp"], calibration_from is not None),
+                *mixed_price_warning(prices))
     return SweepResult(
         kind="training", model=spec.id, table=_table(columns), calibrations=calibrations,
         prices=prices, warnings=warnings,
