@@ -901,9 +901,9 @@ def combine_step(
     arrays); the one formula ``predict_training_step`` and ``sweep_training`` share. 1F1B:
     (m + p - 1) micro-batch slots; interleaved over v chunks a stage (Narayanan et al. 2021,
     section 2.2.2), m + (p - 1) / v slots, each micro-batch crossing v times as many stage
-    boundaries (``p2p`` x v; ``layers``: the stage's, over all its chunks). The DP sync overlaps the last backward, all but its last
-    bucket (``dp_tail``), and PyTorch DDP adds its bucket copies and the SMs its NCCL kernels
-    take from the overlapped backward (``Sync``)."""
+    boundaries (``p2p`` x v; ``layers``: the stage's, over all its chunks). The DP sync
+    overlaps the last backward, all but its last bucket (``dp_tail``), and PyTorch DDP adds its
+    bucket copies and the SMs its NCCL kernels take from the overlapped backward (``Sync``)."""
     pp = np.asarray(pp)
     # the slowest stage is the last one: its layers plus the LM head and loss
     fwd = layers * stage.layer_fwd_s + np.maximum(
