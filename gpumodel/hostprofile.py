@@ -159,10 +159,11 @@ class EagerOpCosts(Checked):
 EAGER_KIND_FALLBACK = {"conv": "matmul", "scaled_mm": "matmul", "sdpa_forced": "sdpa",
                        "sdpa_mask": "sdpa", "sdpa_backward": "sdpa"}  # fmt: skip
 #: One eager ``torch.distributed`` call (1 KiB ``dist.all_reduce``, a one-rank NCCL group) over
-#: one plain eager op (``x.add_(1)``) on the same H200 VM: 26.6 us / 9.6 us (validation/results/
-#: h200-sxm/dist-call-host-2026-11-29). A profile times no collective: the ``collective`` kind
-#: costs this x its ``elementwise`` figure.
-COLLECTIVE_OVER_ELEMENTWISE = 26.6 / 9.6
+#: the host profile's ``elementwise`` figure measured in the same device call on an H200 VM:
+#: 25.8 us / 7.89 us (validation/results/h200-sxm/dist-call-host-2026-12-01; against a plain
+#: ``x.add_(1)`` loop the call was 2.53x there, 2.77x on the VM of 2026-11-29). A profile times
+#: no collective: the ``collective`` kind costs this x its ``elementwise`` figure.
+COLLECTIVE_OVER_ELEMENTWISE = 25.8 / 7.89
 #: The SDPA probes' call (``eager_op_s.sdpa*``): a decode-sized problem whose GPU time is far
 #: below its host time on every GPU measured (batch, heads, query length, key length, head dim).
 SDPA_PROBE_SHAPE = (1, 8, 1, 128, 64)
