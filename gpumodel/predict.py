@@ -672,13 +672,14 @@ def kernel_time(
                                f"{kw.serial_blocks_per_sm:g} at once per SM: "
                                f"{format_time(t_serial)} whatever the bandwidth"))  # fmt: skip
         t_core = t_serial
-    t_sol = sol_floor_s(kw, gpu)
+    t_sol = sol_floor_s(kw, gpu, l2, clock_ratio)
     floored = t_core < t_sol
     if floored:
         terms.append(Term(name="speed-of-light floor", value=t_sol - t_core,
                           note=f"no kernel beats {format_quantity(t_sol, 's')} for this work "
-                               "(gm.speed_of_light: max clock, DRAM's rate for what L2 cannot "
-                               "hold): a calibrated efficiency above the roofs is held to them"))  # fmt: skip
+                               "at this clock and L2 state (gm.speed_of_light's roofs: DRAM's "
+                               "rate for what L2 cannot hold): a calibrated efficiency above "
+                               "the roofs is held to them"))  # fmt: skip
         t_core = t_sol
     overhead, source = kernel_overhead(params, family, fitted_gemm)
     if graph_kernel_s is None:
@@ -743,13 +744,19 @@ def serial_loop_s(kw: KernelWork, gpu: GPUSpec) -> Any:
     return kw.serial_cycles / gpu.boost_clock_hz * max(1.0, kw.serial_blocks / slots)
 
 
-def sol_floor_s(kw: KernelWork, gpu: GPUSpec) -> Any:
-    """The speed-of-light time of ``kw`` (``sol.roof_time_s``), numbers or a sweep's arrays: the
-    families fitted on compute-bound points leave their DRAM efficiency free (up to 50x), which
-    priced memory-bound calls below what DRAM can deliver."""
+def sol_floor_s(kw: KernelWork, gpu: GPUSpec, l2: str = "warm", clock_ratio: Any = 1.0) -> Any:
+    """The speed-of-light time of ``kw`` (``sol.roof_time_s``) in the state priced, numbers or a
+    sweep's arrays: the families fitted on compute-bound points leave their DRAM efficiency free
+    (up to 50x), which priced memory-bound calls below what DRAM can deliver. ``l2`` cold or
+    dirty: the inputs start in DRAM, so L2 can hold at most its capacity of the outputs (not
+    twice it: a 2.15 GB cuDNN attention call was priced at 3.47 TB/s on a 3.35 TB/s H100);
+    ``clock_ratio``: the compute roofs at the sustained clock (a 1x1 bf16 convolution was
+    priced at 108% of the H100's dense peak at a 0.75x clock)."""
     parts = [(part.unit, part.dtype, part.flops) for part in kw.flops]
+    held = None if l2 == "warm" else gpu.l2_cache_bytes
     return roof_time_s(parts, kw.bytes, gpu, reread_bytes=kw.reread_bytes,
-                       min_flops_fraction=kw.min_flops_fraction)  # fmt: skip
+                       min_flops_fraction=kw.min_flops_fraction, l2_held_bytes=held,
+                       clock_ratio=clock_ratio)  # fmt: skip
 
 
 def core_overlap(

@@ -86,20 +86,24 @@ def _larger(a, b):
     return max(a, b)
 
 
-def roof_time_s(parts, nbytes, gpu: GPUSpec, *, reread_bytes=0.0, min_flops_fraction=1.0):
+def roof_time_s(parts, nbytes, gpu: GPUSpec, *, reread_bytes=0.0, min_flops_fraction=1.0,
+                l2_held_bytes=None, clock_ratio=1.0):  # fmt: skip
     """``kernel_sol``'s time alone from a kernel's work: ``parts`` ((unit, dtype, FLOPs), ...)
     and ``nbytes``; numbers or numpy arrays over a sweep's points (``predict`` and the sweeps
-    hold every kernel's time to it)."""
+    hold every kernel's time to it, in the state they price: ``l2_held_bytes``, what L2 may
+    hold of the kernel's bytes, 2 x L2 where nothing is known; ``clock_ratio``, the SM clock
+    the compute roofs run at, over the maximum)."""
     per_unit: dict[str, object] = {}
     for unit, dtype, flops in parts:
         roof = max_clock_peak_flops(gpu, dtype, unit)
         if not roof:
             raise UnsupportedError(f"{gpu.id} has no {unit} {dtype} rate in its spec")
-        per_unit[unit] = per_unit.get(unit, 0.0) + flops * min_flops_fraction / roof
+        per_unit[unit] = per_unit.get(unit, 0.0) + flops * min_flops_fraction / (roof * clock_ratio)
     t = 0.0
     for t_unit in per_unit.values():
         t = _larger(t, t_unit)
-    dram_bytes = _larger(0.0, nbytes - reread_bytes - 2 * gpu.l2_cache_bytes)
+    held = 2 * gpu.l2_cache_bytes if l2_held_bytes is None else l2_held_bytes
+    dram_bytes = _larger(0.0, nbytes - reread_bytes - held)
     t = _larger(t, dram_bytes / gpu.memory_bandwidth_bytes_per_s)
     return _larger(t, nbytes / l2_roof_bytes_per_s(gpu))
 

@@ -344,7 +344,7 @@ def _kernel_array(
     p, rows = core_overlap(params, fitted_gemm, kw.gemm, issue)
     t_core = np.maximum(np.maximum(_core_time(t_compute + 0.0 * nbytes, t_memory, p, rows),
                                    serial_loop_s(kw, gpu)),
-                        sol_floor_s(kw, gpu))  # as predict.kernel_time
+                        sol_floor_s(kw, gpu, l2, clock_ratio))  # as predict.kernel_time
     overhead, _ = kernel_overhead(params, family, fitted_gemm)
     launch_floor = kw.launches * overhead
     t_floor: Any = launch_floor

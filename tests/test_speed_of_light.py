@@ -252,3 +252,31 @@ def test_the_floor_is_the_speed_of_light():
                    gm.ops.Attention(seq=2048, causal=True, dtype="fp32")]:  # fmt: skip
             for kw in op.kernels(g):
                 assert sol_floor_s(kw, g) == pytest.approx(kernel_sol(kw, g).time_s, rel=1e-12)
+
+
+def test_a_prediction_is_held_to_the_roofs_of_the_state_it_prices():
+    """Three calls a calibrated efficiency above 1 priced past what the hardware can do in the
+    state priced (a new-user audit, 2026-12-01): with a cold L2 the inputs start in DRAM, so at
+    most L2's capacity of the outputs stays out of it (not twice L2); in-workload, the compute
+    roofs run at the sustained clock, not the maximum."""
+    from gpumodel.sol import max_clock_peak_flops
+
+    h100 = gm.get_gpu("h100")
+    bw, l2 = h100.memory_bandwidth_bytes_per_s, h100.l2_cache_bytes
+    # cuDNN attention moving 2.15 GB (attention:cudnn's DRAM efficiency is fitted at 5.7)
+    att = gm.predict(gm.ops.Attention(batch=1024, heads=32, seq=64, impl="cudnn"), h100)
+    assert (att.bytes - l2) / att.time_s <= bw
+    # a 1x1 convolution over 3 channels (conv2d:unaligned-channels: 50x)
+    conv = gm.ops.Conv2d(batch=64, in_channels=3, out_channels=3, height=512, width=512,
+                         kernel=1, layout="channels_last", dtype="bf16")  # fmt: skip
+    p = gm.predict(conv, h100)
+    assert (p.bytes - l2) / p.time_s <= bw
+    # a 1x1 bf16 convolution as a large GEMM (its family efficiency 2 on top of cuBLAS's 0.8)
+    big = gm.ops.Conv2d(batch=256, in_channels=4096, out_channels=4096, height=28, width=28,
+                        kernel=1, layout="channels_last", dtype="bf16")  # fmt: skip
+    q = gm.predict(big, h100)
+    clock = next(t.value for t in q.terms if t.name == "sustained clock")
+    assert clock < 0.8
+    assert q.flops / q.time_s <= max_clock_peak_flops(h100, "bf16", "tensor") * clock * (1 + 1e-9)
+    # the bound the speed of light states for any state is still the looser one
+    assert gm.speed_of_light(big, h100).time_s < q.time_s
