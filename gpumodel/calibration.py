@@ -740,6 +740,17 @@ def mixed_calibration_warning(labels: dict[str, str]) -> list[str]:
             "--calibration none puts all on the datasheet"]  # fmt: skip
 
 
+def datasheet_only_note(labels: dict[str, str]) -> list[str]:
+    """GPU id -> calibration label: a one-line note when every result is on the datasheet alone
+    (``mixed_calibration_warning`` covers a mix): no efficiency is applied, so times are lower
+    bounds (an 8192^3 bf16 GEMM at 99.9% of an A100's peak, where cuBLAS reaches ~80%)."""
+    bare = [g for g, label in labels.items() if label == DATASHEET_LABEL]
+    if not bare or len(bare) != len(labels):
+        return []
+    return [f"{', '.join(bare)}: datasheet roofline only, no measured efficiency: times are lower "
+            "bounds; --calibration-from h100 carries a measured calibration to it"]  # fmt: skip
+
+
 def mixed_collectives_warning(gpus: Sequence[GPUSpec], counts: Any, carried: bool) -> list[str]:
     """A one-line warning when side-by-side GPUs price their collectives on ``counts`` GPUs
     (the tensor-parallel sizes > 1 of a sweep) from different sources: a measured NCCL line

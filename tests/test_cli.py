@@ -316,3 +316,15 @@ def test_side_by_side_prediction_warns_when_calibrations_mix(capsys):
         code, out, _ = run(capsys, "predict", "gemm", "--m", "2048", "--n", "4096", "--k", "4096",
                            "--gpu", "a100,h100", *same)  # fmt: skip
         assert code == 0 and "warning" not in out
+
+
+def test_a_datasheet_only_prediction_says_its_time_is_a_lower_bound(capsys):
+    """An A100 has no shipped calibration: an 8192^3 bf16 GEMM is priced at 99.9% of its peak
+    (no efficiency applied). Alone it now says so (only a mix with a calibrated GPU warned)."""
+    code, out, _ = run(capsys, "predict", "gemm", "--m", "8192", "--n", "8192", "--k", "8192",
+                       "--gpu", "a100")  # fmt: skip
+    assert code == 0 and "99.9%" in out
+    assert "note: a100-sxm4-80gb: datasheet roofline only, no measured efficiency" in out
+    code, out, _ = run(capsys, "predict", "gemm", "--m", "8192", "--n", "8192", "--k", "8192",
+                       "--gpu", "h100")  # fmt: skip
+    assert "datasheet roofline only" not in out

@@ -79,7 +79,11 @@ def common_label(preds: list[gm.Prediction]) -> str:
 def prediction_table(preds: list[gm.Prediction]):
     """One column per GPU, one row per quantity; each column's calibration in a row (short) and
     in full in a footnote. CSV: one row per GPU with the raw values."""
-    from gpumodel.calibration import calibration_short, mixed_calibration_warning
+    from gpumodel.calibration import (
+        calibration_short,
+        datasheet_only_note,
+        mixed_calibration_warning,
+    )
     from gpumodel.cli.tables import Table
     from gpumodel.units import format_number
 
@@ -125,8 +129,9 @@ def prediction_table(preds: list[gm.Prediction]):
     for name, fn in rows:
         table.add(name, *[fn(p) for p in preds])
     table.notes = [f"calibration {p.gpu}: {p.calibration}" for p in preds]
-    table.notes += [f"warning: {w}" for w in
-                    mixed_calibration_warning({p.gpu: p.calibration for p in preds})]  # fmt: skip
+    labels = {p.gpu: p.calibration for p in preds}
+    table.notes += [f"warning: {w}" for w in mixed_calibration_warning(labels)]
+    table.notes += [f"note: {n}" for n in datasheet_only_note(labels)]
     keys = ["gpu", "op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity", "unit",
             "dtype", "peak_flops", "bandwidth_bytes_per_s", "ridge_point", "attainable_flops",
             "achieved_flops", "roofline_time_s", "condition", "calibration"]  # fmt: skip
