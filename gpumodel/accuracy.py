@@ -81,6 +81,11 @@ def measured_host(hp: Any) -> bool:
     return hp is not None and hp.name not in SHIPPED_REFERENCE_HOSTS
 
 
+#: the GEMM dtypes the unseen sets time (torch.matmul, torch._scaled_mm): the pooled GEMM
+#: class speaks for these only
+MEASURED_GEMM_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+
+
 def kernel_classes(op: Op) -> list[str]:
     """The unseen sets' classes of ``op``, most specific first (empty: none covers it)."""
     name = getattr(op, "op_name", "")
@@ -91,6 +96,8 @@ def kernel_classes(op: Op) -> list[str]:
             out.append("gemm:misaligned")
         if op.m <= 128:  # type: ignore[attr-defined]
             out.append(f"gemm:{dtype}:m<=128")
+        if dtype not in MEASURED_GEMM_DTYPES:  # no unseen point of its kind (int8, fp4)
+            return []
         return [*out, f"gemm:{dtype}", "gemm"]
     if name == "conv2d":
         return [f"conv2d:{op.dtype}:{op.layout}", f"conv2d:{op.dtype}", "conv2d"]  # type: ignore[attr-defined]
@@ -206,6 +213,8 @@ HELD_OUT_FAMILIES = {
 def _held_out_families(op: Op) -> list[str]:
     name = getattr(op, "op_name", "")
     if name == "gemm":
+        if op.dtype not in MEASURED_GEMM_DTYPES:  # type: ignore[attr-defined]
+            return []  # validate times no int8 or fp4 product either
         odd = op.n % 8 or op.k % 8  # type: ignore[attr-defined]
         return [*(["gemm misaligned N or K (A @ B and x @ W.T)"] if odd else []),
                 "gemm (all shapes)"]  # fmt: skip

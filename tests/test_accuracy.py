@@ -222,3 +222,11 @@ def test_a_multi_gpu_class_recomputed_from_the_raw_measurements(table):
                                      seq=2048, zero=1, fusion="unfused", recompute="none",
                                      policy="bf16").accuracy  # fmt: skip
     assert zero1 is None
+
+
+def test_a_gemm_dtype_nothing_timed_quotes_no_error():
+    """No unseen set nor validate times an int8 product: its prediction quoted the pooled
+    'GEMMs of every dtype' figure (4.3%); it now says 'not measured'."""
+    op = gm.ops.Gemm(m=8192, n=8192, k=8192, dtype="int8")
+    assert gm.predict(op, "h100").accuracy is None
+    assert gm.predict(op.model_copy(update={"dtype": "bf16"}), "h100").accuracy is not None
