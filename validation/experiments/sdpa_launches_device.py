@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sdpa_timing import experiment_args, write_results
+from sdpa_timing import experiment_args, gpu_events, write_results
 
 # (label, batch, heads, kv_heads, query length, key length, head dim)
 SHAPES = [
@@ -41,15 +41,7 @@ BACKENDS = ("default", "flash", "cudnn", "efficient")
 
 def kernel_events(torch, fn) -> list[str]:
     """Every GPU kernel (and memset/memcpy) event of one call of ``fn``, in order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    evs = [ev for ev in prof.events() if "CUDA" in str(getattr(ev, "device_type", ""))]
-    evs.sort(key=lambda ev: ev.time_range.start)
+    evs = sorted(gpu_events(torch, fn), key=lambda ev: ev.time_range.start)
     return [ev.name[:90] for ev in evs]
 
 

@@ -75,8 +75,9 @@ def graph_time_s(torch, fn) -> float:
     return statistics.median(times)
 
 
-def kernel_names(torch, fn) -> list[str]:
-    """The distinct GPU kernels one call of ``fn`` launches (torch.profiler), first 10."""
+def gpu_events(torch, fn) -> list:
+    """The GPU events (kernels, memsets, copies) of one call of ``fn`` after a warm-up call,
+    as torch.profiler lists them."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -84,9 +85,14 @@ def kernel_names(torch, fn) -> list[str]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
+    return [ev for ev in prof.events() if "CUDA" in str(getattr(ev, "device_type", ""))]
+
+
+def kernel_names(torch, fn) -> list[str]:
+    """The distinct GPU kernels one call of ``fn`` launches (torch.profiler), first 10."""
     names: list[str] = []
-    for ev in prof.events():
-        if "CUDA" in str(getattr(ev, "device_type", "")) and ev.name not in names:
+    for ev in gpu_events(torch, fn):
+        if ev.name not in names:
             names.append(ev.name[:160])
     return names[:10]
 
