@@ -12,6 +12,11 @@ measured, never fitted to. One process a GPU (NCCL), as users run them:
   gradients reduced while the backward runs), ``amp`` and ``bf16``; the batch is per GPU;
 - ``fsdp-train``: the same under FSDP2 (``fully_shard`` on each decoder layer and the model:
   gpumodel's ZeRO-3), ``mixed`` (fp32 shards, bf16 compute, fp32 reduction) and ``bf16``.
+- ``tp-eager``: Llama-3-8B ``hf-eager`` decode (DynamicCache) and prefill at tensor parallel 2
+  as HF transformers runs it: ``from_pretrained`` with the model's own TP plan (q/k/v and
+  gate/up column-parallel, o and down row-parallel) from a checkpoint of random weights that
+  GPU 0 writes first; the grids are ``steps_unseen.py``'s Llama parts', so a one-GPU run of those
+  parts in the same call (``run_tp_eager_device.sh``) prices the same points.
 
 Every point runs on every GPU in the same order; a step's time is the slowest GPU's (CUDA events
 around each step after a barrier), in rounds that cycle over one model's points. Peak memory is
@@ -48,7 +53,7 @@ os.environ.update(SAFE_ENV)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import steps_unseen as su  # noqa: E402  (this folder's measurement helpers)
 
-PARTS = ("tp-decode", "ddp-train", "fsdp-train")
+PARTS = ("tp-decode", "ddp-train", "fsdp-train", "tp-eager")
 
 
 def llama3_70b_config(tiny: bool):
@@ -133,6 +138,18 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
             ("tinyllama-1.1b", su.tinyllama_config(False), "amp", (3, 6), 2048, 4),
             ("tinyllama-1.1b", su.tinyllama_config(False), "bf16", (1, 8), 2048, None),
             ("qwen3-0.6b", su.qwen3_0_6b_config(False), "amp", (2, 4), 2048, None)]  # fmt: skip
+
+
+def tp_eager_grids(tiny: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
+                                          tuple[int, int]]:  # fmt: skip
+    """(decode (batch, context), prefill (batch, seq), the traced decode point) of the tp-eager
+    part: written 2026-12-01 (twenty-first session) before its first run, the model unchanged;
+    ``steps_unseen.py``'s Llama decode and prefill grids."""
+    if tiny:
+        return [(1, 16), (2, 32)], [(1, 16), (2, 16)], (2, 32)
+    decode = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
+    prefill = [(1, 128), (1, 512), (1, 1024), (1, 2048), (4, 512), (4, 2048), (8, 2048)]
+    return decode, prefill, (8, 2048)
 
 
 def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, ...], int]]:
@@ -378,6 +395,84 @@ def part_fsdp_train(d: Dist, args, out_dir: Path, out: dict) -> None:
         d.env.fresh_memory()
 
 
+def hf_tp_model(d: Dist, cfg, out_dir: Path):
+    """Llama with random weights, sharded by HF transformers' own tensor-parallel loading: GPU 0
+    writes a checkpoint (``/dev/shm`` where it has room, else ``out_dir``), every rank loads it
+    with the model's TP plan (``DistributedConfig(tp_size=...)``; ``tp_plan="auto"`` where that
+    config does not exist), the checkpoint is deleted."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    where = [None]
+    if d.rank == 0:
+        need = 40e9  # Llama-3-8B's 16 GB of bf16 weights, with room
+        shm = Path("/dev/shm")
+        room = shm.is_dir() and shutil.disk_usage(shm).free > need
+        where = [str((shm if room and d.env.cuda else out_dir) / "gpumodel-tp-checkpoint")]
+        t0 = time.perf_counter()
+        model = su.build_causal_lm(d.env, cfg, torch.bfloat16)
+        model.save_pretrained(where[0])
+        del model
+        d.env.fresh_memory()
+        su.log(f"checkpoint of random weights written to {where[0]} in "
+               f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    d.dist.broadcast_object_list(where, src=0)
+    # transformers' TP setup reads these even with the process group already up
+    os.environ.update(RANK=str(d.rank), LOCAL_RANK=str(d.rank), WORLD_SIZE=str(d.world))
+    t0 = time.perf_counter()
+    try:
+        from transformers import DistributedConfig
+
+        how = {"distributed_config": DistributedConfig(tp_size=d.world)}
+    except (ImportError, TypeError):
+        how = {"tp_plan": "auto"}
+    model = AutoModelForCausalLM.from_pretrained(where[0], dtype=torch.bfloat16, **how).eval()
+    d.env.sync()
+    d.dist.barrier()
+    if d.rank == 0:
+        shutil.rmtree(where[0], ignore_errors=True)
+    local = sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+                for p in model.parameters())  # fmt: skip
+    q = model.model.layers[0].self_attn.q_proj.weight
+    q_local = tuple((q.to_local() if hasattr(q, "to_local") else q).shape)
+    su.log(f"rank {d.rank}: loaded with {sorted(how)} in {time.perf_counter() - t0:.1f} s, "
+           f"{local / 1e9:.3f} B params on this GPU, q_proj {q_local}")  # fmt: skip
+    return model, {"params_per_gpu": local, "q_proj_local_shape": q_local,
+                   "loaded_with": sorted(how), "config": cfg.to_dict()}  # fmt: skip
+
+
+def part_tp_eager(d: Dist, args, out_dir: Path, out: dict) -> None:
+    import torch
+    import transformers
+
+    cfg = su.llama3_8b_config(args.tiny)
+    model, info = hf_tp_model(d, cfg, out_dir)
+    info["transformers"] = transformers.__version__
+    out["models"]["llama-3-8b"] = info
+    decode, prefill, traced_at = tp_eager_grids(args.tiny)
+    key = {"gpus": d.world, "tp": d.world}
+    how = (f"transformers {transformers.__version__} from_pretrained with the model's TP plan "
+           f"({info['loaded_with'][0]}), {d.world} processes, NCCL")  # fmt: skip
+    groups = ((su.decode_points_eager(d.env, model, cfg, decode, shards=d.world), 2),
+              (su.prefill_points_eager(d.env, model, cfg, prefill), 1))  # fmt: skip
+    for pts, warm in groups:
+        for p in pts:
+            p.key.update(key)
+            p.details["tensor_parallel"] = how
+        run_rounds(d, pts, args.rounds, warm, args.steps, part_deadline(args, out))
+        out["records"] += [p.record() for p in pts]
+    traced = next((p for p in groups[0][0] if (p.key["batch"], p.key["seq"]) == traced_at), None)
+    if traced is not None:
+        name = f"trace-llama3-8b-decode-eager-tp{d.world}"
+        info = trace_on_rank0(d, traced, out_dir, name, False)
+        if info:
+            out["traces"].append(info)
+    del model, groups, traced
+    d.env.fresh_memory()
+
+
 def part_deadline(args, out: dict) -> float:
     """An even share of what is left of the budget for each of the parts' models still to run."""
     left = su.T0 + args.budget_s - time.perf_counter()
@@ -395,19 +490,20 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
         torch.cuda.set_device(rank)
     dist.init_process_group("nccl" if env.cuda else "gloo", rank=rank, world_size=world,
                             init_method=f"tcp://127.0.0.1:{port}",
-                            timeout=dt.timedelta(seconds=120))  # fmt: skip
+                            timeout=dt.timedelta(seconds=300))  # fmt: skip
     d = Dist(env, rank, world)
     parts = args.parts
     groups = ((len(tp_grids(args.tiny, args.grid)) if "tp-decode" in parts else 0)
               + (len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)
-              + (len(fsdp_grids(args.tiny, args.grid)) if "fsdp-train" in parts else 0))  # fmt: skip
+              + (len(fsdp_grids(args.tiny, args.grid)) if "fsdp-train" in parts else 0)
+              + (2 if "tp-eager" in parts else 0))  # fmt: skip
     out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "_groups_left": groups}
     path = out_dir / f".rank{rank}.json"
     # the training parts first: tp-decode leaves ~1 GiB allocated in the process after its
     # engines and graphs are deleted (992 MiB on both GPUs in run 11), which sat under runs 1-3
     # and 9-11's training peaks (their annotations.json); decode's peaks are not scored
     runs = (("ddp-train", part_ddp_train), ("fsdp-train", part_fsdp_train),
-            ("tp-decode", part_tp_decode))  # fmt: skip
+            ("tp-decode", part_tp_decode), ("tp-eager", part_tp_eager))  # fmt: skip
     try:
         for name, part in runs:
             if name in parts:

@@ -522,13 +522,14 @@ def dims(cfg) -> tuple[int, int, int]:
     return cfg.num_hidden_layers, cfg.num_key_value_heads, hd
 
 
-def decode_state(env: Env, cfg, b: int, ctx: int) -> dict:
+def decode_state(env: Env, cfg, b: int, ctx: int, shards: int = 1) -> dict:
     """A decode step's inputs: a DynamicCache of ``ctx`` random K/V rows per layer for ``b``
-    sequences, and one new token each."""
+    sequences, and one new token each; ``shards``: tensor parallel, this GPU's K/V heads."""
     import torch
     from transformers import DynamicCache
 
     n_layers, kvh, hd = dims(cfg)
+    kvh //= shards
     cache = DynamicCache(config=cfg)
     for layer in range(n_layers):
         k = torch.randn(b, kvh, ctx, hd, device=env.device, dtype=torch.bfloat16)
@@ -538,14 +539,15 @@ def decode_state(env: Env, cfg, b: int, ctx: int) -> dict:
     return {"cache": cache, "ids": torch.randint(0, cfg.vocab_size, (b, 1), device=env.device)}
 
 
-def decode_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b") -> list[Point]:
+def decode_points_eager(env: Env, model, cfg, grid, workload: str = "llama-3-8b",
+                        shards: int = 1) -> list[Point]:  # fmt: skip
     import torch
 
     pts = []
     for b, ctx in grid:
 
         def setup(b=b, ctx=ctx):
-            return decode_state(env, cfg, b, ctx)
+            return decode_state(env, cfg, b, ctx, shards)
 
         @torch.no_grad()
         def step(s):
