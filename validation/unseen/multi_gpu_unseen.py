@@ -444,7 +444,6 @@ def hf_tp_model(d: Dist, cfg, out_dir: Path):
 
 
 def part_tp_eager(d: Dist, args, out_dir: Path, out: dict) -> None:
-    import torch
     import transformers
 
     cfg = su.llama3_8b_config(args.tiny)
