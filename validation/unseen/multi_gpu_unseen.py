@@ -238,32 +238,83 @@ def run_rounds(d: Dist, points: list[su.Point], rounds: int, warm: int, steps: i
             su.log(f"time budget reached after {r} rounds")
             break
         for p in points:
-            if p.status != "ok":
-                continue
-            state, ok = None, True
-            try:
-                d.env.fresh_memory()
-                state = p.setup()
-            except Exception as exc:
-                ok = False
-                p.status = "oom" if su.is_oom(exc) else "error"
-                p.error = f"{type(exc).__name__}: {exc}"[:500]
-                su.log(f"{p.label()}: setup {p.status}: {p.error[:200]}")
-            if not d.agree(ok):
-                if ok:
-                    p.status, p.error = "error", "another GPU's setup failed"
-            else:
-                start = time.perf_counter() - su.T0
-                times, wall = d.time_steps(lambda s=state, p=p: p.step(s), warm, steps)
-                p.add_round(times, wall, start, d.env.peaks())
-                if d.rank == 0:
-                    med = sorted(times)[len(times) // 2]
-                    su.log(f"round {r + 1} {p.label()}: median {med * 1e3:.2f} ms "
-                           f"(wall {wall * 1e3:.2f} ms)")  # fmt: skip
-            if p.teardown is not None and state is not None:
-                p.teardown(state)
-            state = None
-            d.env.fresh_memory()
+            time_point(d, p, r, warm, steps)
+
+
+def time_point(d: Dist, p: su.Point, r: int, warm: int, steps: int) -> None:
+    """One round of ``p`` on every GPU: a fresh setup, warm-up, timed steps."""
+    if p.status != "ok":
+        return
+    state, ok = None, True
+    try:
+        d.env.fresh_memory()
+        state = p.setup()
+    except Exception as exc:
+        ok = False
+        p.status = "oom" if su.is_oom(exc) else "error"
+        p.error = f"{type(exc).__name__}: {exc}"[:500]
+        su.log(f"{p.label()}: setup {p.status}: {p.error[:200]}")
+    if not d.agree(ok):
+        if ok:
+            p.status, p.error = "error", "another GPU's setup failed"
+    else:
+        start = time.perf_counter() - su.T0
+        times, wall = d.time_steps(lambda s=state, p=p: p.step(s), warm, steps)
+        p.add_round(times, wall, start, d.env.peaks())
+        if d.rank == 0:
+            med = sorted(times)[len(times) // 2]
+            su.log(f"round {r + 1} {p.label()}: median {med * 1e3:.2f} ms "
+                   f"(wall {wall * 1e3:.2f} ms)")  # fmt: skip
+    if p.teardown is not None and state is not None:
+        p.teardown(state)
+    state = None
+    d.env.fresh_memory()
+
+
+def run_paired(d: Dist, pairs: list[tuple[su.Point, su.Point]], rounds: int, warm: int,
+               steps: int, deadline: float) -> None:  # fmt: skip
+    """``run_rounds`` over the tensor-parallel points, each followed by its one-GPU twin on GPU 0
+    while the other GPUs wait at a barrier: the two are timed seconds apart, so the host's drift
+    comes between them little (tp-eager run 1's VM ran its host ~2x slower for tens of seconds at
+    a time, and its one-GPU points were timed minutes after the tensor-parallel ones)."""
+    for r in range(rounds):
+        if not d.go_on(deadline, r):
+            su.log(f"time budget reached after {r} rounds")
+            break
+        for p2, p1 in pairs:
+            time_point(d, p2, r, warm, steps)
+            if d.rank == 0:
+                su.run_round_robin(d.env, [p1], 1, warm, steps, float("inf"))
+            d.dist.barrier()
+
+
+def collective_host_probe(d: Dist, calls: int = 300, repeats: int = 5) -> dict:
+    """Host seconds per eager ``dist.all_reduce`` of a decode step's activations (8 x 4096
+    bf16) against per ``add_`` on the same tensor, every rank at once, alternated ``repeats``
+    times: each loop is timed up to its last launch, before the GPU is waited for."""
+    torch, dist = d.torch, d.dist
+    x = torch.ones(8, 4096, dtype=torch.bfloat16, device=d.env.device)
+    calls_of = {"all_reduce": lambda: dist.all_reduce(x), "add_": lambda: x.add_(1.0)}
+    out: dict = {name: [] for name in calls_of}
+    for fn in calls_of.values():  # warm-up
+        for _ in range(20):
+            fn()
+    d.env.sync()
+    for _ in range(repeats):
+        for name, fn in calls_of.items():
+            d.dist.barrier()
+            d.env.sync()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            out[name].append((time.perf_counter() - t0) / calls)
+            d.env.sync()
+    med = {k: sorted(v)[len(v) // 2] for k, v in out.items()}
+    if d.rank == 0:
+        su.log(f"collective host probe: all_reduce {med['all_reduce'] * 1e6:.1f} us, add_ "
+               f"{med['add_'] * 1e6:.1f} us a call (x{med['all_reduce'] / med['add_']:.2f})")  # fmt: skip
+    return {"tensor": "8 x 4096 bf16", "calls": calls, "per_call_s": out, "median_s": med,
+            "ratio": med["all_reduce"] / med["add_"]}  # fmt: skip
 
 
 def trace_on_rank0(d: Dist, p: su.Point, out_dir: Path, name: str, memory: bool) -> dict | None:
@@ -444,23 +495,42 @@ def hf_tp_model(d: Dist, cfg, out_dir: Path):
 
 
 def part_tp_eager(d: Dist, args, out_dir: Path, out: dict) -> None:
+    """``--paired`` (run 2 on): each point's one-GPU twin is timed on GPU 0 right after it
+    (``run_paired``), on a model with random weights built there, and the eager collective's
+    host cost is probed first (``collective_host_probe``)."""
+    import torch
     import transformers
 
     cfg = su.llama3_8b_config(args.tiny)
     model, info = hf_tp_model(d, cfg, out_dir)
     info["transformers"] = transformers.__version__
     out["models"]["llama-3-8b"] = info
+    if args.paired:
+        out["collective_host_probe"] = collective_host_probe(d)
+    single = su.build_causal_lm(d.env, cfg, torch.bfloat16).eval() if args.paired and d.rank == 0 else None
     decode, prefill, traced_at = tp_eager_grids(args.tiny)
     key = {"gpus": d.world, "tp": d.world}
     how = (f"transformers {transformers.__version__} from_pretrained with the model's TP plan "
            f"({info['loaded_with'][0]}), {d.world} processes, NCCL")  # fmt: skip
-    groups = ((su.decode_points_eager(d.env, model, cfg, decode, shards=d.world), 2),
-              (su.prefill_points_eager(d.env, model, cfg, prefill), 1))  # fmt: skip
-    for pts, warm in groups:
+    groups = ((su.decode_points_eager(d.env, model, cfg, decode, shards=d.world), 2, decode,
+               su.decode_points_eager),
+              (su.prefill_points_eager(d.env, model, cfg, prefill), 1, prefill,
+               su.prefill_points_eager))  # fmt: skip
+    for pts, warm, grid, make in groups:
         for p in pts:
             p.key.update(key)
             p.details["tensor_parallel"] = how
-        run_rounds(d, pts, args.rounds, warm, args.steps, part_deadline(args, out))
+        if not args.paired:
+            run_rounds(d, pts, args.rounds, warm, args.steps, part_deadline(args, out))
+        else:
+            twins = make(d.env, single, cfg, grid) if single is not None else [None] * len(pts)
+            for t in twins:
+                if t is not None:
+                    t.details["paired"] = (f"timed on GPU 0 right after the tp {d.world} point "
+                                           "of the same round (run_paired)")  # fmt: skip
+            run_paired(d, list(zip(pts, twins)), args.rounds, warm, args.steps,
+                       part_deadline(args, out))  # fmt: skip
+            out["single_records"] += [t.record() for t in twins if t is not None]
         out["records"] += [p.record() for p in pts]
     traced = next((p for p in groups[0][0] if (p.key["batch"], p.key["seq"]) == traced_at), None)
     if traced is not None:
@@ -468,7 +538,7 @@ def part_tp_eager(d: Dist, args, out_dir: Path, out: dict) -> None:
         info = trace_on_rank0(d, traced, out_dir, name, False)
         if info:
             out["traces"].append(info)
-    del model, groups, traced
+    del model, single, groups, traced
     d.env.fresh_memory()
 
 
@@ -496,7 +566,8 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
               + (len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)
               + (len(fsdp_grids(args.tiny, args.grid)) if "fsdp-train" in parts else 0)
               + (2 if "tp-eager" in parts else 0))  # fmt: skip
-    out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "_groups_left": groups}
+    out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "single_records": [],
+                 "_groups_left": groups}  # fmt: skip
     path = out_dir / f".rank{rank}.json"
     # the training parts first: tp-decode leaves ~1 GiB allocated in the process after its
     # engines and graphs are deleted (992 MiB on both GPUs in run 11), which sat under runs 1-3
@@ -590,6 +661,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=300.0)
     ap.add_argument("--no-host", action="store_true")
+    ap.add_argument("--paired", action="store_true",
+                    help="tp-eager: time each point's one-GPU twin right after it, on GPU 0")  # fmt: skip
     ap.add_argument("--host-window", type=float, default=30.0)
     args = ap.parse_args()
     args.parts = {p.strip() for p in args.part.split(",") if p.strip()}
@@ -642,7 +715,11 @@ def main() -> int:
                 per_rank.append(json.loads(f.read_text()))
                 f.unlink()
         if len(per_rank) == world:
-            result["records"] = merge(per_rank)
+            # the one-GPU twins (tp-eager --paired): GPU 0's alone
+            result["records"] = merge(per_rank) + per_rank[0].get("single_records", [])
+            if per_rank[0].get("collective_host_probe"):
+                result["collective_host_probe"] = [r.get("collective_host_probe")
+                                                   for r in per_rank]  # fmt: skip
             result["models"] = per_rank[0]["models"]
             result["traces"] = per_rank[0]["traces"]
             result["fused_check"] = [r.get("fused_check") for r in per_rank]
