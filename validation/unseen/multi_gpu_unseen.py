@@ -538,6 +538,11 @@ def part_tp_eager(d: Dist, args, out_dir: Path, out: dict) -> None:
         info = trace_on_rank0(d, traced, out_dir, name, False)
         if info:
             out["traces"].append(info)
+        if single is not None:  # its one-GPU twin, traced in the same process just after
+            twin = su.decode_points_eager(d.env, single, cfg, [traced_at])[0]
+            out["traces"].append(su.trace_point(d.env, twin, out_dir,
+                                                "trace-llama3-8b-decode-eager-tp1-twin", False))  # fmt: skip
+        d.dist.barrier()
     del model, single, groups, traced
     d.env.fresh_memory()
 
