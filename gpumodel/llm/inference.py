@@ -95,7 +95,9 @@ from gpumodel.llm.layers import (
 )
 from gpumodel.llm.memory import MemoryBreakdown, memory, require_fit, weights_bytes, what_fits
 from gpumodel.llm.models import ModelSpec, get_model
+from gpumodel.llm.ranks import rank_host
 from gpumodel.llm.runtimes import (
+    HF_TP_HOOKS_OVER_ELEMENTWISE,
     HF_VIEWS_PER_LAYER,
     Runtime,
     check_eager_options,
@@ -300,6 +302,8 @@ class HostTerms:
 
 # ``HostTerms.source`` when the host profile priced the host
 PROFILE_SOURCE = "host profile"
+# The host term of HF's tensor-parallel hooks (``runtimes.HF_TP_HOOKS_OVER_ELEMENTWISE``)
+HOOKS_TERM = "HF tensor-parallel hooks"
 # An HF grouped-experts MoE decoder layer's host time inside a model over a Llama layer's,
 # each per unit of its kernels' per-kind costs, where a profile did not measure the MoE layer
 # (``hf_moe_layer_s``): 1.06 on the one H200 VM profile that did (1,603 us per Mixtral layer
@@ -351,7 +355,14 @@ def host_terms(
     counts: dict[str, int] = {}
     kinds: dict[str, float] = {}
     per_kernel: list[list[float]] = []
+    ranks = tensor_parallel_ranks(blocks[1])
+    if rt.host == "eager":  # each rank its own process: the step waits for the slowest host
+        hp = rank_host(hp, ranks) or hp
     measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
+    # HF modules sharded by HF's TP plan: each projection's hooks, host time only
+    hooks_s = (HF_TP_HOOKS_OVER_ELEMENTWISE * hp.cost_s("elementwise")
+               * sum(t.entry.kind == "gemm" for t in blocks[1])
+               if fusion == "unfused" and ranks > 1 else 0.0)  # fmt: skip
     # the whole model measured (intercept + slope over its layer count): its own per-step work
     # is spent before the first layer, its layers cost what they cost inside it
     in_model = fusion == "unfused" and hp.hf_model_layer_s is not None
@@ -386,9 +397,11 @@ def host_terms(
                 layer_s *= ratio
                 label += f"; x{ratio:.3g} for this model's kernels"
             n_own = comm.count(False)
-            costs = [c if x else layer_s / n_own for c, x in zip(costs, comm)]
+            costs = [c if x else (layer_s + hooks_s) / n_own for c, x in zip(costs, comm)]
             collectives = {k: v for k, v in block_kinds.items() if k == "collective"}
             block_kinds = {f"{name} (measured {label})": layer_s, **collectives}
+            if hooks_s:
+                block_kinds[HOOKS_TERM] = hooks_s
         elif i != 1 and in_model:  # the model's own host time, per step below (but its
             # collectives: the model was measured on one GPU)
             costs = [c if x else 0.0 for c, x in zip(costs, comm)]
@@ -396,7 +409,9 @@ def host_terms(
         elif i == 1 and costs and fusion == "unfused":  # the layer's views: host time only
             extra = HF_VIEWS_PER_LAYER * hp.cost_s("view")
             block_kinds["view"] = block_kinds.get("view", 0.0) + extra
-            costs = [c + extra / len(costs) for c in costs]
+            if hooks_s:
+                block_kinds[HOOKS_TERM] = hooks_s
+            costs = [c + (extra + hooks_s) / len(costs) for c in costs]
         for kind, v in block_kinds.items():
             kinds[kind] = kinds.get(kind, 0.0) + reps * v
         per_kernel.append(costs)
@@ -437,6 +452,11 @@ def host_terms(
         n = len(pk[0]) + layers * len(pk[1]) + len(pk[2])
         pk = ([uniform] * len(pk[0]), [uniform] * len(pk[1]), [uniform] * len(pk[2]))
         kinds = {source: uniform * n}
+    elif ranks > 1:
+        notes.append(f"host: the slowest of the {ranks} tensor-parallel ranks' hosts (llm/ranks.py)"
+                     + (f"; HF's tensor-parallel hooks {format_time(hooks_s)} per layer "
+                        f"({HF_TP_HOOKS_OVER_ELEMENTWISE:.3g} x the eager elementwise op per "
+                        "sharded projection)" if hooks_s else ""))  # fmt: skip
     if graph_build_s > 0:
         per_step += graph_build_s
         kinds[BUILD_TERM] = graph_build_s
@@ -451,6 +471,11 @@ def host_terms(
                      "at each, so the step is host time + GPU time")  # fmt: skip
     return HostTerms(True, pk, per_step, 0.0, kinds, counts, source, tuple(notes),
                      serial=bool(syncs))  # fmt: skip
+
+
+def tensor_parallel_ranks(layer: Sequence[Timed]) -> int:
+    """Ranks of the layer's tensor-parallel collectives (1: none)."""
+    return max((t.entry.op.gpus for t in layer if t.entry.kind == "comm"), default=1)
 
 
 def _eager_host_s(block: Sequence[Timed], hp: HostProfile) -> float:

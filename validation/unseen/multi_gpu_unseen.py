@@ -140,16 +140,29 @@ def ddp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, 
             ("qwen3-0.6b", su.qwen3_0_6b_config(False), "amp", (2, 4), 2048, None)]  # fmt: skip
 
 
-def tp_eager_grids(tiny: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]],
-                                          tuple[int, int]]:  # fmt: skip
-    """(decode (batch, context), prefill (batch, seq), the traced decode point) of the tp-eager
-    part: written 2026-12-01 (twenty-first session) before its first run, the model unchanged;
-    ``steps_unseen.py``'s Llama decode and prefill grids."""
+def tp_eager_grids(tiny: bool, grid: int) -> list[tuple[str, object, list[tuple[int, int]],
+                                                      list[tuple[int, int]], tuple[int, int] | None]]:  # fmt: skip
+    """(workload, config, decode (batch, context), prefill (batch, seq), the traced decode point
+    or None) of the tp-eager part. Grid 1 (runs 1-2): written 2026-12-01 (twenty-first session)
+    before run 1, the model unchanged; ``steps_unseen.py``'s Llama decode and prefill grids.
+    Grid 2 (run 3): written after the HF tensor-parallel hooks were fitted on run 2 and before
+    its run: points no earlier grid measured, and Qwen2.5-7B (28 layers, the same seven sharded
+    projections a layer, biased q/k/v)."""
     if tiny:
-        return [(1, 16), (2, 32)], [(1, 16), (2, 16)], (2, 32)
+        qwen = su.qwen2_5_7b_config(True)
+        qwen.num_key_value_heads = 2  # one K/V head a rank at tp 2
+        return [("llama-3-8b", su.llama3_8b_config(True), [(1, 16), (2, 32)], [(1, 16), (2, 16)],
+                 (2, 32))] + ([("qwen2.5-7b", qwen, [(1, 16)], [(1, 16)], (1, 16))]
+                              if grid == 2 else [])  # fmt: skip
+    if grid == 2:
+        return [("llama-3-8b", su.llama3_8b_config(False),
+                 [(4, 1024), (16, 3072), (48, 1024), (2, 6144), (24, 2048)],
+                 [(1, 256), (2, 1024), (1, 3072)], None),
+                ("qwen2.5-7b", su.qwen2_5_7b_config(False), [(1, 1024), (8, 2048), (32, 512)],
+                 [(1, 512), (2, 2048)], (8, 2048))]  # fmt: skip
     decode = [(b, c) for c in (512, 2048, 4096) for b in (1, 8, 32, 64)]
     prefill = [(1, 128), (1, 512), (1, 1024), (1, 2048), (4, 512), (4, 2048), (8, 2048)]
-    return decode, prefill, (8, 2048)
+    return [("llama-3-8b", su.llama3_8b_config(False), decode, prefill, (8, 2048))]
 
 
 def fsdp_grids(tiny: bool, grid: int) -> list[tuple[str, object, str, tuple[int, ...], int]]:
@@ -501,50 +514,53 @@ def part_tp_eager(d: Dist, args, out_dir: Path, out: dict) -> None:
     import torch
     import transformers
 
-    cfg = su.llama3_8b_config(args.tiny)
-    model, info = hf_tp_model(d, cfg, out_dir)
-    info["transformers"] = transformers.__version__
-    out["models"]["llama-3-8b"] = info
-    if args.paired:
-        out["collective_host_probe"] = collective_host_probe(d)
-    single = su.build_causal_lm(d.env, cfg, torch.bfloat16).eval() if args.paired and d.rank == 0 else None
-    decode, prefill, traced_at = tp_eager_grids(args.tiny)
-    key = {"gpus": d.world, "tp": d.world}
-    how = (f"transformers {transformers.__version__} from_pretrained with the model's TP plan "
-           f"({info['loaded_with'][0]}), {d.world} processes, NCCL")  # fmt: skip
-    groups = ((su.decode_points_eager(d.env, model, cfg, decode, shards=d.world), 2, decode,
-               su.decode_points_eager),
-              (su.prefill_points_eager(d.env, model, cfg, prefill), 1, prefill,
-               su.prefill_points_eager))  # fmt: skip
-    for pts, warm, grid, make in groups:
-        for p in pts:
-            p.key.update(key)
-            p.details["tensor_parallel"] = how
-        if not args.paired:
-            run_rounds(d, pts, args.rounds, warm, args.steps, part_deadline(args, out))
-        else:
-            twins = make(d.env, single, cfg, grid) if single is not None else [None] * len(pts)
-            for t in twins:
-                if t is not None:
-                    t.details["paired"] = (f"timed on GPU 0 right after the tp {d.world} point "
-                                           "of the same round (run_paired)")  # fmt: skip
-            run_paired(d, list(zip(pts, twins)), args.rounds, warm, args.steps,
-                       part_deadline(args, out))  # fmt: skip
-            out["single_records"] += [t.record() for t in twins if t is not None]
-        out["records"] += [p.record() for p in pts]
-    traced = next((p for p in groups[0][0] if (p.key["batch"], p.key["seq"]) == traced_at), None)
-    if traced is not None:
-        name = f"trace-llama3-8b-decode-eager-tp{d.world}"
-        info = trace_on_rank0(d, traced, out_dir, name, False)
-        if info:
-            out["traces"].append(info)
-        if single is not None:  # its one-GPU twin, traced in the same process just after
-            twin = su.decode_points_eager(d.env, single, cfg, [traced_at])[0]
-            out["traces"].append(su.trace_point(d.env, twin, out_dir,
-                                                "trace-llama3-8b-decode-eager-tp1-twin", False))  # fmt: skip
-        d.dist.barrier()
-    del model, single, groups, traced
-    d.env.fresh_memory()
+    for workload, cfg, decode, prefill, traced_at in tp_eager_grids(args.tiny, args.grid):
+        model, info = hf_tp_model(d, cfg, out_dir)
+        info["transformers"] = transformers.__version__
+        out["models"][workload] = info
+        if args.paired and "collective_host_probe" not in out:
+            out["collective_host_probe"] = collective_host_probe(d)
+        single = (su.build_causal_lm(d.env, cfg, torch.bfloat16).eval()
+                  if args.paired and d.rank == 0 else None)  # fmt: skip
+        key = {"gpus": d.world, "tp": d.world}
+        how = (f"transformers {transformers.__version__} from_pretrained with the model's TP plan "
+               f"({info['loaded_with'][0]}), {d.world} processes, NCCL")  # fmt: skip
+        groups = ((su.decode_points_eager(d.env, model, cfg, decode, workload, shards=d.world),
+                   2, decode, su.decode_points_eager),
+                  (su.prefill_points_eager(d.env, model, cfg, prefill, workload), 1, prefill,
+                   su.prefill_points_eager))  # fmt: skip
+        for pts, warm, grid, make in groups:
+            for p in pts:
+                p.key.update(key)
+                p.details["tensor_parallel"] = how
+            if not args.paired:
+                run_rounds(d, pts, args.rounds, warm, args.steps, part_deadline(args, out))
+            else:
+                twins = (make(d.env, single, cfg, grid, workload) if single is not None
+                         else [None] * len(pts))  # fmt: skip
+                for t in twins:
+                    if t is not None:
+                        t.details["paired"] = (f"timed on GPU 0 right after the tp {d.world} "
+                                               "point of the same round (run_paired)")  # fmt: skip
+                run_paired(d, list(zip(pts, twins)), args.rounds, warm, args.steps,
+                           part_deadline(args, out))  # fmt: skip
+                out["single_records"] += [t.record() for t in twins if t is not None]
+            out["records"] += [p.record() for p in pts]
+        traced = next((p for p in groups[0][0] if (p.key["batch"], p.key["seq"]) == traced_at),
+                      None)  # fmt: skip
+        if traced is not None:
+            tag = workload.replace("-", "").replace(".", "") if workload != "llama-3-8b" else "llama3-8b"
+            name = f"trace-{tag}-decode-eager-tp{d.world}"
+            info = trace_on_rank0(d, traced, out_dir, name, False)
+            if info:
+                out["traces"].append(info)
+            if single is not None:  # its one-GPU twin, traced in the same process just after
+                twin = su.decode_points_eager(d.env, single, cfg, [traced_at], workload)[0]
+                out["traces"].append(su.trace_point(d.env, twin, out_dir,
+                                                    f"trace-{tag}-decode-eager-tp1-twin", False))  # fmt: skip
+            d.dist.barrier()
+        del model, single, groups, traced
+        d.env.fresh_memory()
 
 
 def part_deadline(args, out: dict) -> float:
@@ -570,7 +586,7 @@ def worker(rank: int, world: int, port: int, args, out_dir: Path) -> None:
     groups = ((len(tp_grids(args.tiny, args.grid)) if "tp-decode" in parts else 0)
               + (len(ddp_grids(args.tiny, args.grid)) if "ddp-train" in parts else 0)
               + (len(fsdp_grids(args.tiny, args.grid)) if "fsdp-train" in parts else 0)
-              + (2 if "tp-eager" in parts else 0))  # fmt: skip
+              + (2 * len(tp_eager_grids(args.tiny, args.grid)) if "tp-eager" in parts else 0))  # fmt: skip
     out: dict = {"rank": rank, "models": {}, "records": [], "traces": [], "single_records": [],
                  "_groups_left": groups}  # fmt: skip
     path = out_dir / f".rank{rank}.json"

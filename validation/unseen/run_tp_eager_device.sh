@@ -5,12 +5,14 @@
 # process (--paired). MODE after (run 1): the same points on one GPU afterwards
 # (steps_unseen.py --part decode,prefill on GPU 0), scored with the same host profile.
 # Outputs go to $1 (the device's $OUT): log.txt, the traces, tp-eager.tar.gz.
-# usage: bash validation/unseen/run_tp_eager_device.sh OUTDIR [TOTAL_S] [MODE]
+# GRID: multi_gpu_unseen.py's --grid for the tp-eager part (1: runs 1-2; 2: run 3).
+# usage: bash validation/unseen/run_tp_eager_device.sh OUTDIR [TOTAL_S] [MODE] [GRID]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 set -u
 OUT=$1
 TOTAL=${2:-570}
 MODE=${3:-paired}
+GRID=${4:-1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=/tmp/tp_eager_work
 rm -rf "$W"; mkdir -p "$W/run"
@@ -24,7 +26,7 @@ python3 -m pip show accelerate transformers 2>/dev/null | grep -E "^(Name|Versio
 echo "=== tp-eager (tp 2)" | tee -a "$OUT/log.txt"
 if [ "$MODE" = paired ]; then
   timeout -k 10 $((TOTAL - 40)) python3 "$HERE/multi_gpu_unseen.py" --part tp-eager --paired \
-    --tag tp-eager --out "$W/run" --budget-s $((TOTAL - 120)) --rounds 4 2>&1 | tee -a "$OUT/log.txt"
+    --grid "$GRID" --tag tp-eager --out "$W/run" --budget-s $((TOTAL - 120)) --rounds 4 2>&1 | tee -a "$OUT/log.txt"
 else
   timeout -k 10 330 python3 "$HERE/multi_gpu_unseen.py" --part tp-eager --tag tp-eager \
     --out "$W/run" --budget-s 270 --rounds 4 2>&1 | tee -a "$OUT/log.txt"
