@@ -857,8 +857,15 @@ def sustained_clock(
 
     dtype = tensor_dtype(kw)
     watts = power_watts(params, gpu, dtype)
-    if watts is None or not kw.total_flops:
+    if not kw.total_flops:
         return 1.0, None
+    if watts is None:  # said, not silent: a long compute-bound run may hold a lower clock
+        whose = (f"the calibration's power behaviour is {params.power.architecture}'s"
+                 if params.power is not None else "power behaviour measured on Hopper only")
+        return 1.0, Term(name="sustained clock", value=1.0, unit="x", note=(
+            f"not modelled for {gpu.architecture} ({whose}): the maximum clock "
+            f"({gpu.boost_clock_hz / 1e6:.0f} MHz) is assumed; a long compute-bound run may hold "
+            "a lower one"))  # fmt: skip
     static_w, full_w = watts
     own = activity is None
     u = tensor_activity(kw, gpu, isolated_s) if own else activity

@@ -472,3 +472,17 @@ def test_host_profile_copies_are_the_copy_familys_calls():
         "host_copy_s.d2h_pinned": (["pinned.copy_(cuda)", "sync"], 1, 10),
         "host_copy_s.d2h_pageable": (["cuda.cpu()", "sync"], 1, 10),
     }
+
+
+def test_an_architecture_without_power_behaviour_says_its_clock_is_assumed():
+    """The power behaviour is measured on Hopper only: an A100 carrying the H100's calibration
+    prices compute at its maximum clock (1410 MHz, the A100 SXM4 datasheet's boost) and says so,
+    where the H100 itself throttles back to back."""
+    carried = gm.load_calibration("h100", for_gpu=gm.get_gpu("a100"))
+    a100 = gm.predict(BIG, "a100", carried)
+    clock = {t.name: t for t in a100.terms}["sustained clock"]
+    assert clock.value == 1.0
+    assert "not modelled for ampere" in clock.note and "1410 MHz" in clock.note
+    assert gm.predict(BIG, "a100", carried, condition="isolated").time_s == (
+        pytest.approx(a100.time_s))  # fmt: skip
+    assert {t.name: t for t in gm.predict(BIG, "h100").terms}["sustained clock"].value < 0.9

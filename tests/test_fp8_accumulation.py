@@ -105,3 +105,21 @@ def test_promoted_fp8_on_validates_own_back_to_back_points():
             if op.dtype == "fp8":
                 errs.append(gm.predict(op, gpu).time_s / r["time_s"] - 1)
         assert len(errs) >= 1 and abs(float(np.median(errs))) < 0.05, (name, errs)
+
+
+def test_8_bit_products_say_when_torch_refuses_their_shape():
+    """torch._scaled_mm checks K % 16 == 0 and N % 16 == 0; torch._int_mm M > 16 and K, N
+    multiples of 8 (aten's meta registrations, Blas.cpp): a shape they refuse is still priced
+    (another library may run it), and the prediction says so."""
+    def notes(**kw):
+        return " ".join(gm.predict(gm.ops.Gemm(**kw), "h100").advice)
+
+    assert "torch._scaled_mm refuses this shape: N=50257 (pad to 50272)" in notes(
+        m=8, n=50257, k=4096, dtype="fp8")  # fmt: skip
+    assert "K=4104 (pad to 4112)" in notes(m=64, n=4096, k=4104, dtype="fp8")
+    assert "refuses" not in notes(m=8, n=4096, k=4096, dtype="fp8")
+    assert "torch._int_mm refuses this shape: M=16 (it needs M > 16)" in notes(
+        m=16, n=4096, k=4096, dtype="int8")  # fmt: skip
+    assert "N=4100 (pad to 4104)" in notes(m=32, n=4100, k=4096, dtype="int8")
+    assert "refuses" not in notes(m=17, n=4096, k=4096, dtype="int8")
+    assert "refuses" not in notes(m=1, n=50257, k=4095, dtype="bf16")

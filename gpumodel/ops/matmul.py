@@ -118,6 +118,24 @@ class Gemm(Op):
         one = self.batch == 1 and split_k(self.m, self.n, self.k, self.dtype, gpu.sm_count)
         return SPLIT_HOST_FACTOR if one else 1.0
 
+    def torch_refuses(self) -> str | None:
+        """Why PyTorch's 8-bit product would refuse this shape, or None: ``torch._scaled_mm``
+        (fp8) checks K and N are multiples of 16, ``torch._int_mm`` (int8) that M > 16 and K and
+        N are multiples of 8 (aten's meta registrations and Blas.cpp)."""
+        if self.dtype == "fp8":
+            fn, need = "torch._scaled_mm", {"K": (self.k, 16), "N": (self.n, 16)}
+        elif self.dtype == "int8":
+            fn, need = "torch._int_mm", {"K": (self.k, 8), "N": (self.n, 8)}
+        else:
+            return None
+        bad = [f"{d}={v} (pad to {-(-v // q) * q})" for d, (v, q) in need.items() if v % q]
+        if self.dtype == "int8" and self.m <= 16:
+            bad.append(f"M={self.m} (it needs M > 16)")
+        if not bad:
+            return None
+        return (f"{fn} refuses this shape: {', '.join(bad)}; priced as given, as another library's "
+                "kernel might run it")  # fmt: skip
+
     def kernels(self, gpu: GPUSpec) -> list[KernelWork]:
         unit, dt = matmul_unit(gpu, self.dtype)
         flops = 2.0 * self.m * self.n * self.k * self.batch
@@ -134,6 +152,7 @@ class Gemm(Op):
                 bytes_written=self.batch * self.m * self.n * output_bytes_per_element(self.dtype),
                 working_set_bytes=nbytes,
                 fma=self.fast_accum is not False,  # the promotion's adds are not FMAs
+                notes=tuple(n for n in (self.torch_refuses(),) if n),
                 gemm=GemmShape(
                     self.m,
                     self.n,
