@@ -66,10 +66,10 @@ HF_VIEWS_PER_LAYER = 15
 # DTensors in Python. Host time of those hooks per projection, over the host profile's eager
 # ``elementwise`` op: fitted by validation/fitset/fit_tp_hooks.py on 2 x H200 (Llama-3-8B
 # hf-eager decode and prefill, each tensor-parallel-2 step paired with its one-GPU twin timed
-# right after it in the same process: validation/results/steps-h200x2-tp-eager-run2; the
-# tensor-parallel step took 1.81x its twin's host, 17-19 ms more a step, where the collectives
-# at their measured cost explain 1.6 ms): 7.3, the median over 44 host-bound rounds (a hook pair
-# ~56 us on that VM). transformers 5.17, torch 2.11.
+# right after it in the same process: validation/results/h200-sxm-x2/tp-eager-fit-2026-12-01;
+# the tensor-parallel step took 1.81x its twin's host, 17-19 ms more a step, where the
+# collectives at their measured cost explain 1.6 ms): 7.3, the median over 44 host-bound rounds
+# (a hook pair ~56 us on that VM). transformers 5.17, torch 2.11.
 HF_TP_HOOKS_OVER_ELEMENTWISE = 7.3
 
 

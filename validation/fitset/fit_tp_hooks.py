@@ -3,7 +3,7 @@
 transformers' tensor-parallel hooks add per sharded projection, over the host profile's eager
 ``elementwise`` op.
 
-The fit set: validation/results/steps-h200x2-tp-eager-run2 (``multi_gpu_unseen.py --part
+The fit set: validation/results/h200-sxm-x2/tp-eager-fit-2026-12-01 (``multi_gpu_unseen.py --part
 tp-eager --paired``): Llama-3-8B hf-eager decode and prefill at tensor parallel 2 on 2 x H200,
 each point's one-GPU twin timed on GPU 0 right after it in the same process, four rounds, and
 the host profile measured first in the same call. Per host-bound point and round, the measured
@@ -32,7 +32,7 @@ import gpumodel as gm  # noqa: E402
 from gpumodel.llm import inference  # noqa: E402
 from gpumodel.llm.runtimes import HF_TP_HOOKS_OVER_ELEMENTWISE  # noqa: E402
 
-RUN = ROOT / "validation/results/steps-h200x2-tp-eager-run2"
+RUN = ROOT / "validation/results/h200-sxm-x2/tp-eager-fit-2026-12-01"
 
 
 def predict(rec: dict, tp: int, hooks: float) -> gm.InferenceResult:
