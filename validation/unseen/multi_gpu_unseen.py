@@ -147,13 +147,20 @@ def tp_eager_grids(tiny: bool, grid: int) -> list[tuple[str, object, list[tuple[
     before run 1, the model unchanged; ``steps_unseen.py``'s Llama decode and prefill grids.
     Grid 2 (run 3): written after the HF tensor-parallel hooks were fitted on run 2 and before
     its run: points no earlier grid measured, and Qwen2.5-7B (28 layers, the same seven sharded
-    projections a layer, biased q/k/v)."""
+    projections a layer, biased q/k/v). Grid 3 (run 4): Llama-2-7B (32 K/V heads, 16 a rank)
+    and Mistral-7B."""
     if tiny:
         qwen = su.qwen2_5_7b_config(True)
         qwen.num_key_value_heads = 2  # one K/V head a rank at tp 2
         return [("llama-3-8b", su.llama3_8b_config(True), [(1, 16), (2, 32)], [(1, 16), (2, 16)],
                  (2, 32))] + ([("qwen2.5-7b", qwen, [(1, 16)], [(1, 16)], (1, 16))]
                               if grid == 2 else [])  # fmt: skip
+    if grid == 3:  # written 2026-12-01 after run 3 was scored, before its run, the model
+        # unchanged since run 3: two more architectures at points no grid measured, no traces
+        return [("llama-2-7b", su.llama2_7b_config(False), [(1, 512), (8, 1024), (16, 2048)],
+                 [(1, 256), (2, 1024)], None),
+                ("mistral-7b", su.mistral_7b_config(False), [(2, 1024), (12, 2048), (40, 512)],
+                 [(1, 1024), (4, 512)], None)]  # fmt: skip
     if grid == 2:
         return [("llama-3-8b", su.llama3_8b_config(False),
                  [(4, 1024), (16, 3072), (48, 1024), (2, 6144), (24, 2048)],

@@ -5,7 +5,7 @@
 # process (--paired). MODE after (run 1): the same points on one GPU afterwards
 # (steps_unseen.py --part decode,prefill on GPU 0), scored with the same host profile.
 # Outputs go to $1 (the device's $OUT): log.txt, the traces, tp-eager.tar.gz.
-# GRID: multi_gpu_unseen.py's --grid for the tp-eager part (1: runs 1-2; 2: run 3).
+# GRID: multi_gpu_unseen.py's --grid for the tp-eager part (1: runs 1-2; 2: run 3; 3: run 4).
 # usage: bash validation/unseen/run_tp_eager_device.sh OUTDIR [TOTAL_S] [MODE] [GRID]
 #   (here, before the call: bash validation/park_results.sh park; after it: ... unpark)
 set -u
