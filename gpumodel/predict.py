@@ -861,7 +861,8 @@ def sustained_clock(
         return 1.0, None
     if watts is None:  # said, not silent: a long compute-bound run may hold a lower clock
         whose = (f"the calibration's power behaviour is {params.power.architecture}'s"
-                 if params.power is not None else "power behaviour measured on Hopper only")
+                 if params.power is not None else "no power behaviour in this calibration: "
+                 "`gpumodel validate` measures it, so far on Hopper only")  # fmt: skip
         return 1.0, Term(name="sustained clock", value=1.0, unit="x", note=(
             f"not modelled for {gpu.architecture} ({whose}): the maximum clock "
             f"({gpu.boost_clock_hz / 1e6:.0f} MHz) is assumed; a long compute-bound run may hold "

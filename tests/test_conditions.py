@@ -483,6 +483,7 @@ def test_an_architecture_without_power_behaviour_says_its_clock_is_assumed():
     clock = {t.name: t for t in a100.terms}["sustained clock"]
     assert clock.value == 1.0
     assert "not modelled for ampere" in clock.note and "1410 MHz" in clock.note
+    assert "no power behaviour in this calibration" in clock.note
     assert gm.predict(BIG, "a100", carried, condition="isolated").time_s == (
         pytest.approx(a100.time_s))  # fmt: skip
     assert {t.name: t for t in gm.predict(BIG, "h100").terms}["sustained clock"].value < 0.9

@@ -79,6 +79,9 @@ def test_models_and_explain(capsys):
             "expected a count",
         ),
         (["explain", "conv"], "unknown topic 'conv'"),
+        (["infer", "--model", "llama-3-8b", "--runtime", "hf-eager", "--tp", "16"],
+         "8 K/V heads, tp=16 does not divide them"),
+        (["infer", "--model", "llama-3-8b", "--tp", "-2"], "--tp must be at least 1"),
     ],
 )
 def test_errors_are_one_line_exit_2(capsys, args, message):

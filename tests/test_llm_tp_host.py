@@ -14,6 +14,7 @@ from gpumodel.llm.ranks import RANK_HOST_SPREAD
 from gpumodel.llm.runtimes import HF_TP_HOOKS_OVER_ELEMENTWISE
 
 KW = dict(batch=1, context=4096, runtime="hf-eager")
+SHAPE = dict(batch=8, context=2048)
 
 
 def test_tp_collectives_hooks_and_the_slowest_rank_add_host_time_to_a_measured_hf_layer():
@@ -57,3 +58,34 @@ def test_the_sweep_prices_tensor_parallel_hf_steps_as_predict_does():
                                    context=4096, runtime="hf-eager")  # fmt: skip
         assert row["time_s"] == pytest.approx(one.time_s, rel=1e-6)
         assert row["host_time_s"] == pytest.approx(one.host_time_s, rel=1e-6)
+
+
+def test_hf_runtimes_refuse_a_tp_that_splits_kv_heads():
+    """HF's TP plan splits k_proj's and v_proj's output features evenly: Llama-3-8B's 8 K/V
+    heads over 16 ranks would leave half a head a rank (vLLM-style engines replicate heads)."""
+    for runtime in ("hf-eager", "hf-static-compiled"):
+        with pytest.raises(gm.UnsupportedError, match="8 K/V heads, tp=16"):
+            gm.predict_inference("llama-3-8b", "h200", tp=16, runtime=runtime, **SHAPE)
+        with pytest.raises(gm.UnsupportedError, match="tp=8 does not divide"):
+            gm.sweep_inference("qwen3-30b-a3b", "h200", tp=[2, 8], runtime=runtime, **SHAPE)
+    fused = gm.predict_inference("llama-3-8b", "h200", tp=16, runtime="fused-graph", **SHAPE)
+    assert fused.tp == 16  # replicated K/V heads, as vLLM does
+
+
+def test_the_library_defaults_gpus_to_tp_as_the_cli_does():
+    one = gm.predict_inference("llama-3-8b", "h200", tp=2, runtime="hf-eager", **SHAPE)
+    assert (one.gpus, one.replicas) == (2, 1)
+    assert one.time_s == gm.predict_inference("llama-3-8b", "h200", tp=2, gpus=2,
+                                              runtime="hf-eager", **SHAPE).time_s  # fmt: skip
+    assert gm.predict_inference("llama-3-8b", "h200", gpus=4, **SHAPE).tp == 4
+    with pytest.raises(gm.SpecError, match="tp must be"):
+        gm.predict_inference("llama-3-8b", "h200", tp=-2, **SHAPE)
+
+
+def test_the_notes_quote_the_measured_host_and_the_rank_factor_apart():
+    two = gm.predict_inference("llama-3-8b", "h100", tp=2, runtime="hf-eager", **SHAPE)
+    hp = load_host(two.host["name"])
+    slowest = 1 + RANK_HOST_SPREAD / math.sqrt(math.pi)
+    text = " ".join(two.notes)
+    assert f"{hp.hf_model_layer_s * 1e6:.4g} us per decoder layer" in text  # as measured
+    assert f"x{slowest:.3g} on every figure" in text

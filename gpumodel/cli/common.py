@@ -76,6 +76,21 @@ def common_label(preds: list[gm.Prediction]) -> str:
     return f"{split[0].group(1)}({', '.join(out)})"  # type: ignore[union-attr]
 
 
+def mixed_clock_warning(preds: list[gm.Prediction]) -> list[str]:
+    """A one-line warning when side-by-side predictions price compute at a power-limited
+    sustained clock on some GPUs and at the maximum clock on others (no calibrated power
+    behaviour there): compute-bound times are then not like for like."""
+    clocks = {p.gpu: next((t for t in p.terms if t.name == "sustained clock"), None)
+              for p in preds}  # fmt: skip
+    assumed = [g for g, t in clocks.items() if t is not None and "not modelled" in t.note]
+    modelled = [g for g, t in clocks.items() if t is not None and "not modelled" not in t.note]
+    if not assumed or not modelled:
+        return []
+    return [f"sustained clock: modelled for {', '.join(modelled)}, the maximum clock assumed for "
+            f"{', '.join(assumed)} (no calibrated power behaviour): compute-bound times are not "
+            "like for like; --condition isolated prices all at the maximum clock"]  # fmt: skip
+
+
 def prediction_table(preds: list[gm.Prediction]):
     """One column per GPU, one row per quantity; each column's calibration in a row (short) and
     in full in a footnote. CSV: one row per GPU with the raw values."""
@@ -132,6 +147,7 @@ def prediction_table(preds: list[gm.Prediction]):
     labels = {p.gpu: p.calibration for p in preds}
     table.notes += [f"warning: {w}" for w in mixed_calibration_warning(labels)]
     table.notes += [f"note: {n}" for n in datasheet_only_note(labels)]
+    table.notes += [f"warning: {w}" for w in mixed_clock_warning(preds)]
     keys = ["gpu", "op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity", "unit",
             "dtype", "peak_flops", "bandwidth_bytes_per_s", "ridge_point", "attainable_flops",
             "achieved_flops", "roofline_time_s", "condition", "calibration"]  # fmt: skip

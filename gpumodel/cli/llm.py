@@ -179,10 +179,9 @@ def infer(
     _choice(experts, "--experts", ("grouped_mm", "loop"))
     if experts is not None and _llm().get_model(model).moe is None:
         fail(f"--experts is how HF runs a mixture of experts; {model} is a dense model")
-    if gpus is None:  # one replica of the tensor-parallel group asked for
-        gpus = tp or 1
-    for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--gpus", gpus),
-                   ("--tp", tp)):  # fmt: skip
+    # --gpus defaults to --tp (one replica of the tensor-parallel group), in the library
+    for opt, v in (("--batch", batch), ("--seq", seq), ("--context", context), ("--tp", tp),
+                   ("--gpus", gpus)):  # fmt: skip
         _at_least(opt, v)
     r = _llm().predict_inference(
         model, gpu, phase=phase, batch=batch, seq=seq, context=context, dtype=dtype,  # type: ignore[arg-type]

@@ -157,7 +157,8 @@ def serving_table(p: Any) -> Table:
     t.notes = [f"targets: {describe_targets(p)}; a GPU that misses them is never the best buy",
                "batch: requests in flight per replica at this rate (Little's law) / the "
                "replica's capacity batch, which sets the replica count / the most that fit in "
-               "memory; TTFT and TPOT at the first",
+               "memory; TTFT and TPOT are priced at the first of the three (requests in "
+               "flight)",
                "$/1M tok: per million tokens the requests carry, prompt and output "
                "(usd_per_million_output_tokens: output alone); mem/GPU (memory_per_gpu_bytes): "
                "a replica at its capacity batch"]  # fmt: skip

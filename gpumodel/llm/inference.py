@@ -56,7 +56,6 @@ import numpy as np
 from pydantic import ConfigDict, Field
 
 from gpumodel._validators import (
-    MAX_GPUS,
     check_args,
     check_bool,
     check_choice,
@@ -101,12 +100,13 @@ from gpumodel.llm.runtimes import (
     HF_VIEWS_PER_LAYER,
     Runtime,
     check_eager_options,
+    check_hf_tensor_parallel,
     host_kind,
     resolve_step,
     sdpa_graph_build_s,
     traced_runtime,
 )
-from gpumodel.predict import DEFAULT_LAUNCH_HOST_S  # a bare launch, host side
+from gpumodel.predict import DEFAULT_LAUNCH_HOST_S, power_watts  # a bare launch, host side
 from gpumodel.prediction import KernelPrediction, accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
 from gpumodel.units import format_quantity, format_time
@@ -356,6 +356,7 @@ def host_terms(
     kinds: dict[str, float] = {}
     per_kernel: list[list[float]] = []
     ranks = tensor_parallel_ranks(blocks[1])
+    given = hp  # the figures as measured (the notes quote them)
     if rt.host == "eager":  # each rank its own process: the step waits for the slowest host
         hp = rank_host(hp, ranks) or hp
     measured_layer = hp.hf_decoder_layer_s if fusion == "unfused" else None
@@ -443,20 +444,28 @@ def host_terms(
         own = hp.hf_model_step_s or 0.0
         per_step += own
         kinds["HF model, outside its layers (measured)"] = own
-        notes.append(f"host: HF model measured on {hp.name}: {own * 1e6:.4g} us per step + "
-                     f"{measured_layer * 1e6:.4g} us per decoder layer")  # fmt: skip
+        notes.append(f"host: HF model measured on {hp.name}: "
+                     f"{(given.hf_model_step_s or 0.0) * 1e6:.4g} us per step + "
+                     f"{(given.hf_model_layer_s or 0.0) * 1e6:.4g} us per decoder layer")  # fmt: skip
     elif measured_layer is not None:
-        notes.append(f"host: HF decoder layer measured at {measured_layer * 1e6:.4g} us per "
-                     f"layer on {hp.name}")  # fmt: skip
+        notes.append(f"host: HF decoder layer measured at "
+                     f"{(given.hf_decoder_layer_s or 0.0) * 1e6:.4g} us per layer on {hp.name}")  # fmt: skip
     if uniform is not None:
         n = len(pk[0]) + layers * len(pk[1]) + len(pk[2])
         pk = ([uniform] * len(pk[0]), [uniform] * len(pk[1]), [uniform] * len(pk[2]))
         kinds = {source: uniform * n}
     elif ranks > 1:
-        notes.append(f"host: the slowest of the {ranks} tensor-parallel ranks' hosts (llm/ranks.py)"
-                     + (f"; HF's tensor-parallel hooks {format_time(hooks_s)} per layer "
-                        f"({HF_TP_HOOKS_OVER_ELEMENTWISE:.3g} x the eager elementwise op per "
-                        "sharded projection)" if hooks_s else ""))  # fmt: skip
+        flat = given.eager_op_s.view == 0 and given.hf_decoder_layer_s is None
+        notes.append(
+            f"host: the slowest of the {ranks} tensor-parallel ranks' hosts, x"
+            f"{hp.cost_s('elementwise') / given.cost_s('elementwise'):.3g} on every figure "
+            f"(llm/ranks.py{', measured up to 8 ranks' if ranks > 8 else ''})"
+            + (f"; HF's tensor-parallel hooks {format_time(hooks_s)} per layer "
+               f"({HF_TP_HOOKS_OVER_ELEMENTWISE:.3g} x the eager elementwise op per sharded "
+               "projection, fitted on measured profiles"
+               + ("; this profile prices every op at one flat per-kernel figure, ~3x a measured "
+                  "elementwise op, so its hooks come out high" if flat else "") + ")"
+               if hooks_s else ""))  # fmt: skip
     if graph_build_s > 0:
         per_step += graph_build_s
         kinds[BUILD_TERM] = graph_build_s
@@ -630,7 +639,7 @@ def predict_inference(
     seq: int | None = None,
     context: int | None = None,
     dtype: str = "bf16",
-    gpus: int = 1,
+    gpus: int | None = None,
     tp: int | None = None,
     runtime: RuntimeName | None = None,
     calibration: Any = None,
@@ -654,7 +663,8 @@ def predict_inference(
     ``phase="prefill"``: ``batch`` prompts of ``seq`` tokens (context = seq, or more for a
     chunk after cached tokens); ``"decode"``: ``batch`` sequences each add ``seq`` (1) token
     attending to ``context`` tokens. ``gpus`` GPUs form ``gpus / tp`` replicas of ``tp``-way
-    tensor parallelism (``tp`` defaults to ``gpus``); ``batch`` is per replica.
+    tensor parallelism (``tp`` defaults to ``gpus``, ``gpus`` to ``tp``: one replica, as
+    ``infer --tp`` and ``sweep_inference``); ``batch`` is per replica.
 
     ``runtime``: ``"hf-eager"``, ``"hf-static-compiled"`` or ``"fused-graph"`` (default; see
     ``gpumodel.llm.runtimes``; ``"eager"``/``"graph"`` are the old names of the first and last).
@@ -685,8 +695,7 @@ def predict_inference(
     ``allow_oversubscribe=True``.
     """
     check_int(batch, "batch")  # required: None is an error, not 'not given'
-    check_int(gpus, "gpus", le=MAX_GPUS)
-    check_counts(seq=seq, context=context, tp=tp)
+    check_counts(seq=seq, context=context, tp=tp, gpus=gpus)
     check_dtype(dtype)
     check_bool(allow_oversubscribe, "allow_oversubscribe")
     check_bool(new_shapes, "new_shapes")
@@ -708,11 +717,15 @@ def predict_inference(
     )
     check_eager_options(rt, phase, new_shapes, host_per_kernel_s, host_per_step_s)
     kernel = step_attention(kernel, attention, dtype)  # an fp32 model: the efficient kernel
+    if tp is not None and tp < 1:
+        raise SpecError(f"tp must be >= 1, got {tp}")
+    gpus = (tp or 1) if gpus is None else gpus  # one replica of tp GPUs unless told
     if batch < 1 or gpus < 1:
         raise SpecError(f"batch and gpus must be >= 1, got batch {batch}, gpus {gpus}")
     tp = gpus if tp is None else tp
-    if tp < 1 or gpus % tp:
+    if gpus % tp:
         raise SpecError(f"gpus ({gpus}) must be a multiple of tp ({tp})")
+    check_hf_tensor_parallel(rt, spec.id, spec.kv_heads, tp)
     seq, context = _defaults(spec, phase, seq, context)
     hp = load_host(host)
     mem = memory(spec, g, batch=batch, seq=context, dtype=dtype, tp=tp, phase=phase,
@@ -741,9 +754,13 @@ def predict_inference(
         notes.append(DATASHEET_NOTE)
     if op_times:
         notes.append(f"measured times used for: {', '.join(sorted(op_times))}")
-    notes.append(f"sustained clock: the step's tensor activity {timer.activity:.2f} (time-weighted over "
-                 f"its kernels) and DRAM traffic {(timer.dram_bytes_per_s or 0) / 1e12:.2f} TB/s set "
-                 "the power-limited clock of all of them")  # fmt: skip
+    if power_watts(timer.params, g) is not None:
+        notes.append(f"sustained clock: the step's tensor activity {timer.activity:.2f} (time-weighted "
+                     f"over its kernels) and DRAM traffic {(timer.dram_bytes_per_s or 0) / 1e12:.2f} "
+                     "TB/s set the power-limited clock of all of them")  # fmt: skip
+    else:
+        notes.append(f"sustained clock: not modelled for {g.architecture} (no calibrated power "
+                     f"behaviour): the maximum clock is assumed")  # fmt: skip
     if floor is not None:
         kept = any(keeps_fixed_work(e.op) for e in ops.layer)
         notes.append(f"in-stream floor: non-GEMM kernels cost {floor * 1e6:.3g} us each back to "

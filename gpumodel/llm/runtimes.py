@@ -43,7 +43,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gpumodel.errors import SpecError
+import numpy as np
+
+from gpumodel.errors import SpecError, UnsupportedError
 from gpumodel.llm.layers import GQA, Fusion, KVCache
 from gpumodel.ops.attention import CUDNN_SDPA_PREFERRED_CC
 
@@ -203,6 +205,21 @@ def check_eager_options(
     if new_shapes:
         raise SpecError(f"new_shapes (--new-shapes) prices the cuDNN attention graphs eager SDPA "
                         f"builds at new shapes; {step}: use runtime hf-eager")  # fmt: skip
+
+
+def check_hf_tensor_parallel(rt: Runtime, model_id: str, kv_heads: int, tps: Any) -> None:
+    """The HF runtimes shard a model with HF transformers' own TP plan, which splits each of
+    k_proj's and v_proj's output features evenly over the ranks: a rank's share must be whole
+    K/V heads (vLLM replicates heads where there are fewer than ranks; HF cannot, and its
+    attention fails reshaping a part of a head)."""
+    if not rt.name.startswith("hf-"):
+        return
+    bad = sorted({int(t) for t in np.atleast_1d(tps) if int(t) > 1 and kv_heads % int(t)})
+    if bad:
+        raise UnsupportedError(
+            f"{rt.name}: HF transformers' tensor parallelism splits K/V heads, it cannot "
+            f"replicate them: {model_id} has {kv_heads} K/V heads, tp={bad[0]} does not divide "
+            f"them (use a tp that divides {kv_heads}, or runtime fused-graph)")  # fmt: skip
 
 
 def kernel_flags(

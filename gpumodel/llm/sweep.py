@@ -99,6 +99,7 @@ from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.ranks import rank_host
 from gpumodel.llm.runtimes import (
     check_eager_options,
+    check_hf_tensor_parallel,
     for_phase,
     get_runtime,
     kernel_flags,
@@ -344,6 +345,7 @@ def sweep_inference(
         pts["seq"] = pts["context"].copy()
     rt = for_phase(rt, phase)
     check_eager_options(rt, phase, new_shapes, host_per_kernel_s, host_per_step_s)
+    check_hf_tensor_parallel(rt, spec.id, spec.kv_heads, pts["tp"])
     fusion, kv_cache, gqa = kernel_flags(rt, fusion, kv_cache, gqa, phase)
     if stream_floor_s is not None and stream_floor_s < 0:
         raise SpecError(f"stream_floor_s must be >= 0, got {stream_floor_s}")

@@ -291,7 +291,10 @@ def efficiency_array(
 
 def advice(shape: GemmShape, gpu: GPUSpec) -> list[str]:
     out = []
-    for dim in misaligned(shape):
+    # 8-bit products: the op says what PyTorch refuses and what to pad to (Gemm.torch_refuses);
+    # the model prices no misalignment penalty for them, so padding advice here would promise
+    # a gain it does not predict
+    for dim in misaligned(shape) if shape.dtype not in ("fp8", "int8") else ():
         value = getattr(shape, dim)
         out.append(
             f"pad {dim.upper()} to {pad_to(value)} ({dim.upper()} = {value} is not a multiple of "
