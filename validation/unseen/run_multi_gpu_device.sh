@@ -16,10 +16,7 @@ W=/tmp/multi_gpu_work
 rm -rf "$W"; mkdir -p "$W"
 START=$SECONDS
 source "$HERE/step_env.sh"  # unbuffered Python, TEARDOWN_CUPTI=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-step_env "$W/env.txt"
-nvidia-smi topo -m >>"$W/env.txt" 2>&1
-python3 -c "import torch; print('nccl', torch.cuda.nccl.version())" >>"$W/env.txt" 2>&1
+multi_gpu_env "$W/env.txt"
 BUDGET=$((TOTAL - 140))
 echo "=== multi-gpu (budget $BUDGET s)" | tee -a "$OUT/log.txt"
 timeout -k 10 $((BUDGET + 60)) python3 "$HERE/multi_gpu_unseen.py" --out "$W/run" \

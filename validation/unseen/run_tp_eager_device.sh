@@ -18,10 +18,7 @@ W=/tmp/tp_eager_work
 rm -rf "$W"; mkdir -p "$W/run"
 START=$SECONDS
 source "$HERE/step_env.sh"  # unbuffered Python, TEARDOWN_CUPTI=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-step_env "$W/env.txt"
-nvidia-smi topo -m >>"$W/env.txt" 2>&1
-python3 -c "import torch; print('nccl', torch.cuda.nccl.version())" >>"$W/env.txt" 2>&1
+multi_gpu_env "$W/env.txt"
 python3 -m pip show accelerate transformers 2>/dev/null | grep -E "^(Name|Version)" >>"$W/env.txt"
 echo "=== tp-eager (tp 2)" | tee -a "$OUT/log.txt"
 if [ "$MODE" = paired ]; then

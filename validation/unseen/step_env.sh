@@ -15,3 +15,11 @@ step_env() {
   } >"$1" 2>&1
   cat "$1" >>"$OUT/log.txt"
 }
+# multi_gpu_env FILE: step_env, NVLink multicast off (the device's KINDS.md: a program that uses
+# it can take the host's GPUs out of service), and the GPUs' topology and NCCL's version in FILE.
+multi_gpu_env() {
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  step_env "$1"
+  nvidia-smi topo -m >>"$1" 2>&1
+  python3 -c "import torch; print('nccl', torch.cuda.nccl.version())" >>"$1" 2>&1
+}
