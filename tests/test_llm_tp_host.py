@@ -89,3 +89,11 @@ def test_the_notes_quote_the_measured_host_and_the_rank_factor_apart():
     text = " ".join(two.notes)
     assert f"{hp.hf_model_layer_s * 1e6:.4g} us per decoder layer" in text  # as measured
     assert f"x{slowest:.3g} on every figure" in text
+
+
+def test_a_serving_plan_skips_the_tps_the_hf_runtimes_cannot_run():
+    """Qwen3-30B-A3B has 4 K/V heads: HF's TP plan runs tp 1, 2 and 4, never 8; the plan keeps
+    the sizes it can run (it had called the GPU 'no fit' when the tp 8 candidate raised)."""
+    plan = gm.plan_serving("qwen3-30b-a3b", ["h100"], rate=5, runtime="hf-eager")
+    option = plan.options[0]
+    assert option.feasible and option.tp in (1, 2, 4)

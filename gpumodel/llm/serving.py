@@ -69,7 +69,7 @@ from gpumodel.llm.inference import Runtime, predict_inference
 from gpumodel.llm.layers import tp_shape
 from gpumodel.llm.memory import infeasible_message, max_batch, memory
 from gpumodel.llm.models import ModelSpec, get_model
-from gpumodel.llm.runtimes import DEFAULT_RUNTIME, get_runtime
+from gpumodel.llm.runtimes import DEFAULT_RUNTIME, check_hf_tensor_parallel, get_runtime
 from gpumodel.llm.sweep import sweep_inference
 from gpumodel.prices import (
     Price,
@@ -286,7 +286,8 @@ def serve_on(
     for t in TP_SIZES:
         try:
             tp_shape(spec, t)
-        except GpumodelError:
+            check_hf_tensor_parallel(get_runtime(runtime), spec.id, spec.kv_heads, t)
+        except GpumodelError:  # a tp this model or runtime cannot run
             continue
         mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, phase="decode")
         last_mem = mem
