@@ -1156,9 +1156,10 @@ def test_inputs_that_gave_inf_or_nonsense_are_refused(capsys, args, match):
 
 
 def test_none_for_a_required_count_is_a_gpumodel_error():
-    for kw in ({"batch": None}, {"gpus": None}):
-        with pytest.raises(GpumodelError, match="must be a number"):
-            gm.predict_inference("llama-3-8b", "h100", **kw)
+    with pytest.raises(GpumodelError, match="must be a number"):
+        gm.predict_inference("llama-3-8b", "h100", batch=None)
+    # gpus is not required: None is its default, one replica of tp GPUs (as `infer --tp`)
+    assert gm.predict_inference("llama-3-8b", "h100", batch=1, gpus=None, tp=2).gpus == 2
 
 
 def test_no_inf_or_nan_in_a_formatted_number(capsys):
