@@ -24,6 +24,10 @@ when it measured whole HF models (``hf_model_layer_s``, ``hf_model_step_s``: the
 intercept of two small Llamas' decode forwards over their layer counts), a layer's kernels share
 the per-layer figure and the model's own work is host time per step, spent before the first
 layer (a real step's trace spends ~1 ms there: validation/results/steps-h200-run4).
+Over several GPUs (tensor parallelism) each rank is its own process and the step waits for the
+slowest rank's host (``llm/ranks.py``); each ``torch.distributed`` call costs the host its own
+time (``hostprofile.COLLECTIVE_OVER_ELEMENTWISE``), and under HF's own TP plan each sharded
+projection's hooks theirs (``runtimes.HF_TP_HOOKS_OVER_ELEMENTWISE``).
 ``host_per_kernel_s`` / ``host_per_step_s`` override it with one figure per kernel (experts).
 With no host given or measured here, the shipped ``typical`` host (the median of the profiles
 measured on the project's device machines) is assumed. The reference host ``reference-h100``
