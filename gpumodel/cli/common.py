@@ -87,8 +87,8 @@ def mixed_clock_warning(preds: list[gm.Prediction]) -> list[str]:
     if not assumed or not modelled:
         return []
     return [f"sustained clock: modelled for {', '.join(modelled)}, the maximum clock assumed for "
-            f"{', '.join(assumed)} (no calibrated power behaviour): compute-bound times are not "
-            "like for like; --condition isolated prices all at the maximum clock"]  # fmt: skip
+            f"{', '.join(assumed)} (no calibrated power behaviour): compute-bound times there may "
+            "be optimistic; --condition isolated prices all at the maximum clock"]  # fmt: skip
 
 
 def prediction_table(preds: list[gm.Prediction]):
@@ -147,7 +147,8 @@ def prediction_table(preds: list[gm.Prediction]):
     labels = {p.gpu: p.calibration for p in preds}
     table.notes += [f"warning: {w}" for w in mixed_calibration_warning(labels)]
     table.notes += [f"note: {n}" for n in datasheet_only_note(labels)]
-    table.notes += [f"warning: {w}" for w in mixed_clock_warning(preds)]
+    if not mixed_calibration_warning(labels):  # a calibration mix already says it
+        table.notes += [f"warning: {w}" for w in mixed_clock_warning(preds)]
     keys = ["gpu", "op", "time_s", "bound", "flops", "bytes", "arithmetic_intensity", "unit",
             "dtype", "peak_flops", "bandwidth_bytes_per_s", "ridge_point", "attainable_flops",
             "achieved_flops", "roofline_time_s", "condition", "calibration"]  # fmt: skip
