@@ -88,7 +88,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from gpumodel import _paths
 from gpumodel._io import dump_yaml
-from gpumodel._validators import Checked, HostSeconds, HostSecondsOrZero
+from gpumodel._validators import Checked, HostSecondsOrZero, _float_type
 from gpumodel.errors import SpecError, UnknownModelError
 
 # The profile a prediction assumes when none is given and none was measured locally: the median
@@ -117,6 +117,21 @@ REFERENCE_HOST_SYNC_S = 17.7e-6
 
 
 # HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
+#: The most host time one eager call, one HF layer or one graph launch may take in a profile:
+#: 0.1 s, ~10,000x the slowest measured call of its kind (an HF Mixtral layer 1.6 ms, an SDPA
+#: backward probe 0.11 ms); a profile past it is a typo or a broken measurement, and priced it
+#: would give a step of hours. A step-level figure (the model's own work per step, a cuDNN graph
+#: build) may take up to ``MAX_HOST_STEP_S``.
+MAX_HOST_CALL_S = 0.1
+MAX_HOST_STEP_S = 10.0
+HostSeconds = _float_type(gt=0, le=MAX_HOST_CALL_S)
+HostCallSecondsOrZero = _float_type(ge=0, le=MAX_HOST_CALL_S)
+HostStepSecondsOrZero = _float_type(ge=0, le=MAX_HOST_STEP_S)
+#: The SDPA probes whose launches a profile counts, and the most kernels one such call launches
+#: (the backward probe's 5 on FlashAttention-2; 64 leaves room for any library).
+SDPA_PROBES = ("sdpa", "sdpa_forced", "sdpa_mask", "sdpa_backward")
+MAX_PROBE_KERNELS = 64
+
 HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
                      "hf_model_layer_s", "profiler_event_s", "sdpa_graph_build_s",
                      "graph_replay_s", "compiled_step_launch_s", "hf_moe_layer_s")  # fmt: skip
@@ -132,7 +147,7 @@ class EagerOpCosts(Checked):
     elementwise: HostSeconds
     reduction: HostSeconds
     norm: HostSeconds
-    view: HostSecondsOrZero
+    view: HostCallSecondsOrZero
     cat: HostSeconds
     copy_: HostSeconds = Field(alias="copy")  # "copy" would shadow BaseModel.copy
     index: HostSeconds
@@ -209,8 +224,8 @@ class HostProfile(Checked):
     eager_op_s: EagerOpCosts
     kernel_launch_s: HostSeconds | None = None
     hf_decoder_layer_s: HostSeconds | None = None
-    hf_decoder_layer_kernels: int | None = Field(None, ge=1)
-    hf_model_step_s: HostSecondsOrZero | None = None
+    hf_decoder_layer_kernels: int | None = Field(None, ge=1, le=10_000)
+    hf_model_step_s: HostStepSecondsOrZero | None = None
     hf_model_layer_s: HostSeconds | None = None
     # host time per HF Mixtral decoder layer (transformers 5's grouped experts) inside a model
     hf_moe_layer_s: HostSeconds | None = None
@@ -218,19 +233,19 @@ class HostProfile(Checked):
     # validation/results/steps-h200-moe-run3, has it; alone, it matched its kernels' per-kind
     # costs x the layer's speed within 4%, so the block was not what the MoE layers missed)
     hf_moe_block_s: HostSeconds | None = None
-    hf_moe_block_kernels: int | None = Field(None, ge=1)
-    profiler_event_s: HostSecondsOrZero | None = None
-    sdpa_graph_build_s: HostSecondsOrZero | None = None
+    hf_moe_block_kernels: int | None = Field(None, ge=1, le=10_000)
+    profiler_event_s: HostCallSecondsOrZero | None = None
+    sdpa_graph_build_s: HostStepSecondsOrZero | None = None
     # None where the machine could not measure it (no CUDA, no compile): REFERENCE_* is used
-    graph_replay_s: HostSecondsOrZero | None = None
-    graph_replay_per_kernel_s: HostSecondsOrZero | None = None
-    compiled_step_launch_s: HostSecondsOrZero | None = None
+    graph_replay_s: HostCallSecondsOrZero | None = None
+    graph_replay_per_kernel_s: HostCallSecondsOrZero | None = None
+    compiled_step_launch_s: HostStepSecondsOrZero | None = None
     host_copy_s: HostCopyCosts | None = None
     spread: dict[str, tuple[HostSecondsOrZero, HostSecondsOrZero]] = Field(default_factory=dict)
     host_drift: tuple[float, float] | None = None
     # kernels each SDPA probe launched per call, counted by torch.profiler after the rounds
     # (profiles from 2026-12-01; ``probe_launches``)
-    probe_kernels: dict[str, int] | None = None
+    probe_kernels: dict[Literal[SDPA_PROBES], int] | None = None  # type: ignore[valid-type]
     # provenance that `gpumodel validate --host-only` records beside the figures (named here so
     # that any other key is still an error)
     notes: str | dict[str, Any] | None = None
@@ -251,6 +266,15 @@ class HostProfile(Checked):
             raise ValueError(f"measured_at must be ISO 8601, got {value!r}") from None
         return value
 
+    @field_validator("probe_kernels")
+    @classmethod
+    def _probe_counts(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        for kind, n in (value or {}).items():
+            if not 1 <= n <= MAX_PROBE_KERNELS:
+                raise ValueError(f"probe_kernels.{kind}: a call launches 1-{MAX_PROBE_KERNELS} "
+                                 f"kernels, got {n}")  # fmt: skip
+        return value
+
     @field_validator("host_drift")
     @classmethod
     def _drift(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -263,20 +287,16 @@ class HostProfile(Checked):
 
     def scaled(self, factor: float) -> HostProfile:
         """This profile with every host-side time multiplied by ``factor`` (the host running
-        that much slower); GPU-side figures (``graph_replay_per_kernel_s``) unchanged."""
-        data = self.model_dump(by_alias=True)
-        data["eager_op_s"] = {k: (None if v is None else v * factor)
-                              for k, v in data["eager_op_s"].items()}  # fmt: skip
-        for key in HOST_SIDE_FIELDS:
-            if data[key] is not None:
-                data[key] *= factor
-        try:
-            return HostProfile.model_validate({**data, "origin": self.origin})
-        except ValidationError as exc:
-            from gpumodel.specs import format_validation_error
-
-            what = f"host profile {self.name} x{factor:g}"
-            raise SpecError(format_validation_error(exc, what)) from None
+        that much slower: its drift, the slowest of several ranks); GPU-side figures
+        (``graph_replay_per_kernel_s``) unchanged. Derived, not read: not validated again (a
+        profile near its bounds, slowed, is still this profile)."""
+        if not factor > 0 or not math.isfinite(factor):
+            raise SpecError(f"a host's slow-down factor must be a positive number, got {factor}")
+        ops = {k: v * factor for k, v in self.eager_op_s.model_dump().items() if v is not None}
+        fields = {k: getattr(self, k) * factor for k in HOST_SIDE_FIELDS
+                  if getattr(self, k) is not None}  # fmt: skip
+        return self.model_copy(update={**fields, "eager_op_s": self.eager_op_s.model_copy(
+            update=ops)})  # fmt: skip
 
     @property
     def replay_s(self) -> float:

@@ -382,12 +382,30 @@ def test_training_time_range_scales_the_eager_host(tmp_path):
     assert fused.time_range_s is None  # no eager host
 
 
-def test_a_scaled_profile_out_of_range_is_a_one_line_spec_error(tmp_path):
-    """A 1000 s graph build at 10x is past the 3600 s bound of a host time: SpecError (exit 2 on
-    the CLI), not a pydantic traceback."""
-    h = gm.load_host(str(_reference_with(tmp_path, sdpa_graph_build_s=1000.0)))
-    with pytest.raises(SpecError, match="x10: sdpa_graph_build_s"):
-        h.scaled(10.0)
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("sdpa_graph_build_s", 1000.0, "sdpa_graph_build_s"),  # a step-level figure: <= 10 s
+    ("hf_model_layer_s", 1.0, "hf_model_layer_s"),  # one HF layer: <= 0.1 s
+    ("hf_decoder_layer_kernels", 1e30, "hf_decoder_layer_kernels"),
+    ("probe_kernels", {"sdpa": -50}, "launches 1-64 kernels"),
+    ("probe_kernels", {"sdpa": 10**6}, "launches 1-64 kernels"),
+    ("probe_kernels", {"matmul": 1}, "probe_kernels"),
+])
+def test_a_profile_past_any_machine_is_refused_when_read(tmp_path, field, value, message):
+    """Audit, 2026-12-01: 3,600 s a call passed (a sweep priced 33 h a step), a negative probe
+    count priced an SDPA call at 255 us, 1e30 kernels a layer took the host to 4e-30 s."""
+    with pytest.raises(SpecError, match=message):
+        gm.load_host(str(_reference_with(tmp_path, **{field: value})))
+
+
+def test_a_scaled_profile_is_derived_not_read_again(tmp_path):
+    """A profile near its bounds slowed by its drift or the slowest rank stays a profile (it was
+    validated when read); the CLI had refused it naming 'typical x1.581', a name the user never
+    wrote."""
+    h = gm.load_host(str(_reference_with(tmp_path, sdpa_graph_build_s=9.0, hf_model_layer_s=0.09)))
+    s = h.scaled(1.6)
+    assert s.sdpa_graph_build_s == pytest.approx(14.4) and s.hf_model_layer_s == pytest.approx(0.144)
+    with pytest.raises(SpecError, match="slow-down factor"):
+        h.scaled(float("nan"))
 
 
 def test_host_repeats_reach_the_measurement_and_are_checked(tmp_path, monkeypatch, capsys):

@@ -227,7 +227,8 @@ class InferenceResult(StepResult):
         elif self.bound == "host":
             lines.append(f"  HOST-BOUND: the host issues the step's kernels in "
                          f"{format_time(self.host_time_s)}, the GPU needs "
-                         f"{format_time(self.gpu_time_s)}: the host term is the step "
+                         f"{format_time(self.gpu_time_s)}: the host sets the step, its issue "
+                         "time plus the GPU time of the kernels still queued when it ends "
                          f"(+{format_time(self.host_overhead_s)} over the GPU time)")  # fmt: skip
         lines += [
             f"  GPU time {format_time(self.gpu_time_s)}"
@@ -454,6 +455,10 @@ def host_terms(
     elif measured_layer is not None:
         notes.append(f"host: HF decoder layer measured at "
                      f"{(given.hf_decoder_layer_s or 0.0) * 1e6:.4g} us per layer on {hp.name}")  # fmt: skip
+    elif fusion == "unfused":
+        notes.append(f"host: {hp.name} measured no HF decoder layer: each kernel at its op kind's "
+                     "eager cost, plus the layer's views (a profile from `gpumodel validate "
+                     "--host-only` measures the layer, which prices HF steps closer)")  # fmt: skip
     if uniform is not None:
         n = len(pk[0]) + layers * len(pk[1]) + len(pk[2])
         pk = ([uniform] * len(pk[0]), [uniform] * len(pk[1]), [uniform] * len(pk[2]))
