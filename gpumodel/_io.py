@@ -360,18 +360,37 @@ def _yaml_loader() -> Any:
 
 def check_yaml_shape(text: str, path: Path | str, what: str = "YAML") -> None:
     """Walk the libyaml event stream (iterative, so deep nesting cannot crash it): refuse
-    aliases and nesting deeper than MAX_DEPTH before the recursive composer runs."""
+    aliases, nesting deeper than MAX_DEPTH and a key given twice in one mapping (YAML loaders
+    keep the last silently) before the recursive composer runs."""
     import yaml
 
-    depth = 0
+    # one entry per open collection: [is a mapping, expects a key next, its keys, was a key]
+    open_: list[list[Any]] = []
+
+    def node_role() -> bool:
+        """Whether the node starting now is a mapping's key; the mapping then expects the
+        other of key and value."""
+        if not open_ or not open_[-1][0]:
+            return False
+        role = open_[-1][1]
+        open_[-1][1] = not role
+        return role
+
     try:
         for event in yaml.parse(text, Loader=_yaml_loader()):
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
+                if len(open_) + 1 > MAX_DEPTH:
                     raise InputFileError(f"{path}: {what} nests deeper than {MAX_DEPTH} levels")
+                open_.append([isinstance(event, yaml.MappingStartEvent), True, set(), node_role()])
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
+                open_.pop()
+            elif isinstance(event, yaml.ScalarEvent):
+                if node_role():
+                    if event.value in open_[-1][2]:
+                        line = event.start_mark.line + 1 if event.start_mark else "?"
+                        raise InputFileError(f"{path}: line {line}: {what} gives the key "
+                                             f"'{event.value}' twice in one mapping")  # fmt: skip
+                    open_[-1][2].add(event.value)
             elif isinstance(event, yaml.AliasEvent):
                 raise InputFileError(
                     f"{path}: {what} uses a YAML alias (*{event.anchor}); write the values out"

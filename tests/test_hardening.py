@@ -1254,3 +1254,22 @@ def test_small_output_fixes(capsys):
     code, out, _ = run(capsys, "sweep-llm", "--model", "llama-3-8b", "--gpu", "h100",
                        "--batch", "1,2")  # fmt: skip
     assert code == 0 and "{" not in out and "host typical" in out.replace("\n", " ")
+
+
+def test_a_key_given_twice_in_a_yaml_file_is_refused_not_the_last_kept(capsys, tmp_path):
+    """Audit, 2026-12-01: a host profile with `name:` twice took the last silently (YAML's
+    loaders keep the last value of a repeated key); a repeated efficiency or price would change
+    a number. Keys may repeat across mappings, values anywhere."""
+    from gpumodel._io import InputFileError, loads_yaml
+
+    assert loads_yaml("a: {x: 1}\nb: {x: 1}\nc: [x, x]\nd: a\n", "t") == {
+        "a": {"x": 1}, "b": {"x": 1}, "c": ["x", "x"], "d": "a"}  # fmt: skip
+    for text, key, line in (("a: 1\na: 2\n", "a", 2), ("a: {x: 1, x: 2}\n", "x", 1),
+                            ("a:\n  c: [1, {d: 1, d: 2}]\n", "d", 2)):  # fmt: skip
+        with pytest.raises(InputFileError, match=f"line {line}: .* key '{key}' twice"):
+            loads_yaml(text, "t")
+    host = Path(gm.__file__).parent.parent / "specs/hosts/typical.yaml"
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(host.read_text() + "name: dup\n")
+    refused(capsys, "infer", "--model", "llama-3-8b", "--runtime", "hf-eager", "--host",
+            str(twice), match="key 'name' twice")  # fmt: skip
