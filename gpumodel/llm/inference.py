@@ -833,7 +833,7 @@ def predict_inference(
         tp=tp, gpus=gpus, replicas=replicas, runtime=rt.name, fusion=fusion, kv_cache=kv_cache,
         attention=ops.attention, gqa=ops.gqa,  # type: ignore[arg-type]
         calibration=timer.label, host=host_dict(hp),
-        host_warning=hp.mismatch() if ht.from_profile or new_shapes else None,
+        host_warning=hp.mismatch() if (ht.from_profile and ht.eager) or new_shapes else None,
         time_s=step, time_range_s=time_range, gpu_time_s=gpu_time,
         accuracy=step_accuracy(rt.name, phase, g.id, cal, measured_host(hp),
                                layout=parallel_layout(tp=tp),
