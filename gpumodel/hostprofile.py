@@ -116,7 +116,6 @@ REFERENCE_SDPA_GRAPH_BUILD_S = 50.2e-3
 REFERENCE_HOST_SYNC_S = 17.7e-6
 
 
-# HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
 #: The most host time one eager call, one HF layer or one graph launch may take in a profile:
 #: 0.1 s, ~10,000x the slowest measured call of its kind (an HF Mixtral layer 1.6 ms, an SDPA
 #: backward probe 0.11 ms); a profile past it is a typo or a broken measurement, and priced it
@@ -132,6 +131,7 @@ HostStepSecondsOrZero = _float_type(ge=0, le=MAX_HOST_STEP_S)
 SDPA_PROBES = ("sdpa", "sdpa_forced", "sdpa_mask", "sdpa_backward")
 MAX_PROBE_KERNELS = 64
 
+# HostProfile's scalar fields that time the host (scaled by ``HostProfile.scaled``)
 HOST_SIDE_FIELDS = ("kernel_launch_s", "hf_decoder_layer_s", "hf_model_step_s",
                      "hf_model_layer_s", "profiler_event_s", "sdpa_graph_build_s",
                      "graph_replay_s", "compiled_step_launch_s", "hf_moe_layer_s")  # fmt: skip
