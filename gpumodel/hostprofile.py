@@ -11,7 +11,8 @@ so every whole-step prediction names the profile it assumes (``host=``, ``--host
     gm.load_host()                          # the measured local one if any, else the default
 
 File format (``host_profile: 1``; written by ``gpumodel validate --host-only``; every time in
-seconds, one number per field, the p10/p90 of the repeats under ``spread``):
+seconds, one number per field, the p10/p90 of the repeats under ``spread``; a call, a layer or a
+launch at most ``MAX_HOST_CALL_S``, a step-level figure ``MAX_HOST_STEP_S``, a key once):
 
     host_profile: 1
     name: str                      # how predictions refer to it
