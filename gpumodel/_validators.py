@@ -137,9 +137,19 @@ Rate = _float_type(gt=0, le=1e21)  # FLOP/s or bytes/s: a zetta-rate is far past
 MAX_USD_PER_GPU_HOUR = 1e6  # a price per GPU-hour past this is a typo, not a quote
 UsdPerGpuHour = _float_type(gt=0, le=MAX_USD_PER_GPU_HOUR)
 
-# a host-side cost of one call or launch (host profiles, host_per_kernel_s): an hour is absurd
-HostSeconds = _float_type(gt=0, le=3600)
+# a host-side cost given as an option or fitted from a trace (host_per_kernel_s): an hour is
+# absurd
 HostSecondsOrZero = _float_type(ge=0, le=3600)
+# a host profile's figures (gpumodel.hostprofile): one eager call, one HF layer or one graph
+# launch at most 0.1 s, ~10,000x the slowest measured call of its kind (an HF Mixtral layer
+# 1.6 ms, an SDPA backward probe 0.11 ms): past it a profile is a typo or a broken measurement,
+# and priced it would give a step of hours; a step-level figure (the model's own work per step,
+# a cuDNN graph build) at most 10 s
+MAX_HOST_CALL_S = 0.1
+MAX_HOST_STEP_S = 10.0
+HostCallSeconds = _float_type(gt=0, le=MAX_HOST_CALL_S)
+HostCallSecondsOrZero = _float_type(ge=0, le=MAX_HOST_CALL_S)
+HostStepSecondsOrZero = _float_type(ge=0, le=MAX_HOST_STEP_S)
 
 Size = _int_type(1, MAX_ELEMENTS)  # a dimension or element count
 NonNegativeSize = _int_type(0, MAX_ELEMENTS)
@@ -506,8 +516,10 @@ __all__ = [
     "FlopCount",
     "Fraction",
     "GpuCount",
-    "HostSeconds",
+    "HostCallSeconds",
+    "HostCallSecondsOrZero",
     "HostSecondsOrZero",
+    "HostStepSecondsOrZero",
     "Multiplier",
     "NonEmptyStr",
     "NonNegativeFloat",

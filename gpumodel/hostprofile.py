@@ -12,7 +12,8 @@ so every whole-step prediction names the profile it assumes (``host=``, ``--host
 
 File format (``host_profile: 1``; written by ``gpumodel validate --host-only``; every time in
 seconds, one number per field, the p10/p90 of the repeats under ``spread``; a call, a layer or a
-launch at most ``MAX_HOST_CALL_S``, a step-level figure ``MAX_HOST_STEP_S``, a key once):
+launch at most 0.1 s, a step-level figure 10 s (``_validators.MAX_HOST_CALL_S``,
+``MAX_HOST_STEP_S``), a key once):
 
     host_profile: 1
     name: str                      # how predictions refer to it
@@ -89,7 +90,13 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from gpumodel import _paths
 from gpumodel._io import dump_yaml
-from gpumodel._validators import Checked, HostSecondsOrZero, _float_type
+from gpumodel._validators import (
+    Checked,
+    HostCallSeconds,
+    HostCallSecondsOrZero,
+    HostSecondsOrZero,
+    HostStepSecondsOrZero,
+)
 from gpumodel.errors import SpecError, UnknownModelError
 
 # The profile a prediction assumes when none is given and none was measured locally: the median
@@ -117,16 +124,6 @@ REFERENCE_SDPA_GRAPH_BUILD_S = 50.2e-3
 REFERENCE_HOST_SYNC_S = 17.7e-6
 
 
-#: The most host time one eager call, one HF layer or one graph launch may take in a profile:
-#: 0.1 s, ~10,000x the slowest measured call of its kind (an HF Mixtral layer 1.6 ms, an SDPA
-#: backward probe 0.11 ms); a profile past it is a typo or a broken measurement, and priced it
-#: would give a step of hours. A step-level figure (the model's own work per step, a cuDNN graph
-#: build) may take up to ``MAX_HOST_STEP_S``.
-MAX_HOST_CALL_S = 0.1
-MAX_HOST_STEP_S = 10.0
-HostSeconds = _float_type(gt=0, le=MAX_HOST_CALL_S)
-HostCallSecondsOrZero = _float_type(ge=0, le=MAX_HOST_CALL_S)
-HostStepSecondsOrZero = _float_type(ge=0, le=MAX_HOST_STEP_S)
 #: The SDPA probes whose launches a profile counts, and the most kernels one such call launches
 #: (the backward probe's 5 on FlashAttention-2; 64 leaves room for any library).
 SDPA_PROBES = ("sdpa", "sdpa_forced", "sdpa_mask", "sdpa_backward")
@@ -144,31 +141,31 @@ class EagerOpCosts(Checked):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True,
                               serialize_by_alias=True)  # fmt: skip
-    matmul: HostSeconds
-    elementwise: HostSeconds
-    reduction: HostSeconds
-    norm: HostSeconds
+    matmul: HostCallSeconds
+    elementwise: HostCallSeconds
+    reduction: HostCallSeconds
+    norm: HostCallSeconds
     view: HostCallSecondsOrZero
-    cat: HostSeconds
-    copy_: HostSeconds = Field(alias="copy")  # "copy" would shadow BaseModel.copy
-    index: HostSeconds
-    sdpa: HostSeconds
-    optimizer_step: HostSeconds
+    cat: HostCallSeconds
+    copy_: HostCallSeconds = Field(alias="copy")  # "copy" would shadow BaseModel.copy
+    index: HostCallSeconds
+    sdpa: HostCallSeconds
+    optimizer_step: HostCallSeconds
     # F.conv2d (cuDNN, channels_last: one kernel); profiles measured before it was: None
     # (``cost_s`` uses matmul's)
-    conv: HostSeconds | None = None
+    conv: HostCallSeconds | None = None
     # torch._scaled_mm (fp8: its scale tensors and cuBLASLt descriptors cost more host time
     # than torch.matmul's call); profiles measured before it was, or GPUs without fp8: None
     # (``cost_s`` uses matmul's)
-    scaled_mm: HostSeconds | None = None
+    scaled_mm: HostCallSeconds | None = None
     # SDPA called otherwise than the ``sdpa`` probe's default call (profiles from 2026-12-01;
     # None before: ``cost_s`` uses sdpa's): inside ``with sdpa_kernel(...)`` (a backend forced
     # around each call, PyTorch's documented pattern), with a boolean ``attn_mask`` (converted
     # to an additive one inside the call), and the backward of one call (``torch.autograd.grad``
     # over its retained graph)
-    sdpa_forced: HostSeconds | None = None
-    sdpa_mask: HostSeconds | None = None
-    sdpa_backward: HostSeconds | None = None
+    sdpa_forced: HostCallSeconds | None = None
+    sdpa_mask: HostCallSeconds | None = None
+    sdpa_backward: HostCallSeconds | None = None
 
 
 #: Eager kinds a profile may not have measured, and the kind whose figure stands in for each.
@@ -202,10 +199,10 @@ class HostCopyCosts(Checked):
     (validate's copies, ``validation/results/unseen-h*-run*/host-copies.json``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    h2d_pinned: HostSeconds
-    h2d_pageable: HostSeconds
-    d2h_pinned: HostSeconds
-    d2h_pageable: HostSeconds
+    h2d_pinned: HostCallSeconds
+    h2d_pageable: HostCallSeconds
+    d2h_pinned: HostCallSeconds
+    d2h_pageable: HostCallSeconds
 
 
 class HostProfile(Checked):
@@ -223,17 +220,17 @@ class HostProfile(Checked):
     cuda_driver: str | None = None
     gpu: str
     eager_op_s: EagerOpCosts
-    kernel_launch_s: HostSeconds | None = None
-    hf_decoder_layer_s: HostSeconds | None = None
+    kernel_launch_s: HostCallSeconds | None = None
+    hf_decoder_layer_s: HostCallSeconds | None = None
     hf_decoder_layer_kernels: int | None = Field(None, ge=1, le=10_000)
     hf_model_step_s: HostStepSecondsOrZero | None = None
-    hf_model_layer_s: HostSeconds | None = None
+    hf_model_layer_s: HostCallSeconds | None = None
     # host time per HF Mixtral decoder layer (transformers 5's grouped experts) inside a model
-    hf_moe_layer_s: HostSeconds | None = None
+    hf_moe_layer_s: HostCallSeconds | None = None
     # one HF Mixtral sparse-MoE block timed alone (read, not used: one profile of 2026-11-29,
     # validation/results/steps-h200-moe-run3, has it; alone, it matched its kernels' per-kind
     # costs x the layer's speed within 4%, so the block was not what the MoE layers missed)
-    hf_moe_block_s: HostSeconds | None = None
+    hf_moe_block_s: HostCallSeconds | None = None
     hf_moe_block_kernels: int | None = Field(None, ge=1, le=10_000)
     profiler_event_s: HostCallSecondsOrZero | None = None
     sdpa_graph_build_s: HostStepSecondsOrZero | None = None
