@@ -653,7 +653,8 @@ def kernel_time(
     fitted_gemm = (
         params.gemm.get(kw.gemm.dtype) if kw.gemm is not None and family == "gemm" else None
     )
-    p, whole_tiles = core_overlap(params, fitted_gemm, kw.gemm, issue=issue is not None)
+    p, whole_tiles = core_overlap(params, fitted_gemm, kw.gemm,
+                                  full_overlap=issue is not None or kw.pipelined)
     if whole_tiles:
         p = math.inf
     t_core = overlap_time(t_compute, t_memory, p)
@@ -760,7 +761,7 @@ def sol_floor_s(kw: KernelWork, gpu: GPUSpec, l2: str = "warm", clock_ratio: Any
 
 
 def core_overlap(
-    params: CalibrationParams, fitted_gemm: Any, shape: Any, issue: Any = False
+    params: CalibrationParams, fitted_gemm: Any, shape: Any, full_overlap: Any = False
 ) -> tuple[float, Any]:
     """How a kernel's compute and memory times overlap, as (p, whole_tiles): the exponent of
     ``(t_c^p + t_m^p)^(1/p)`` (``model.roofline.overlap_time``) and where the larger of the two
@@ -770,9 +771,10 @@ def core_overlap(
     calibration's; infinite (the roofline's max) for an issue-bound kernel, whose memory stream
     runs far below DRAM's rate and does not slow its issue (fitted on H100 and H200 alike this
     gives the same elements per SM-cycle, 1.87 and 1.91, where the fitted overlap gave 2.47 and
-    2.32). ``whole_tiles``: a misaligned-N x @ W.T of ``shape`` priced in whole tiles, loads
+    2.32), and for a kernel that pipelines its loads under its products (``full_overlap`` true
+    for either). ``whole_tiles``: a misaligned-N x @ W.T of ``shape`` priced in whole tiles, loads
     included (``model.gemm.misaligned_rows``), a bool or an array over a sweep's shapes."""
-    p = math.inf if issue else params.overlap_exponent or math.inf
+    p = math.inf if full_overlap else params.overlap_exponent or math.inf
     if fitted_gemm is None:
         return p, False
     if fitted_gemm.overlap_exponent:

@@ -341,7 +341,7 @@ def _kernel_array(
     fitted_gemm = (
         params.gemm.get(gemm_dtype) if gemm_dtype is not None and family == "gemm" else None
     )
-    p, rows = core_overlap(params, fitted_gemm, kw.gemm, issue)
+    p, rows = core_overlap(params, fitted_gemm, kw.gemm, issue or kw.pipelined)
     t_core = np.maximum(np.maximum(_core_time(t_compute + 0.0 * nbytes, t_memory, p, rows),
                                    serial_loop_s(kw, gpu)),
                         sol_floor_s(kw, gpu, l2, clock_ratio))  # as predict.kernel_time

@@ -130,6 +130,18 @@ FLASH_BLOCKS_PER_SM = 2
 SPLIT_KV_FILL = 0.8
 SPLIT_KV_BLOCKS_PER_SM = 2
 SPLIT_KV_BLOCK_M = 64
+# The regular forward kernel's query rows per thread block (kBlockM) for a non-causal call, the
+# one a one-split decode runs: 128 at every head dim the launch template builds
+# (flash_fwd_launch_template.h, sm80 kernels as PyTorch vendors them), except its head-dim-256
+# kernel (head dims 193-256: rounded up to 64 above 128), which runs 64 x 64 with 4 warps
+# (2 blocks per SM) where an SM holds 4 x 256 x (64 + 2 x 64) B = 192 KiB of shared memory (two
+# blocks of 16-bit Q, K and V tiles) or where a block cannot opt in to 2 x 256 x (128 + 2 x 64) B
+# = 128 KiB (H100/H200: 228 KiB an SM; L40S: 99 KiB a block), else 128 x 64 with 8 warps (A100:
+# 164 KiB an SM, 163 KiB a block).
+FLASH_WIDE256_SMEM_PER_SM = 4 * 256 * (64 + 2 * 64)
+FLASH_WIDE256_SMEM_PER_BLOCK = 2 * 256 * (128 + 2 * 64)
+FLASH_WIDE256_BLOCK_M = 64
+FLASH_WIDE256_MIN_HEAD_DIM = 193
 
 
 # The dtypes each implementation takes: PyTorch's SDPA checks (sdp_utils.cpp) give
@@ -319,6 +331,20 @@ def sdpa_impl(impl: str, dtype: str) -> str:
     """``impl``, or what SDPA runs instead for ``dtype`` tensors that ``impl`` does not take
     (an fp32 model's attention: the memory-efficient kernel; fp64: the math path)."""
     return impl if dtype in IMPL_DTYPES[impl] else WIDE_DTYPE_IMPL.get(dtype, impl)
+
+
+def flash_forward_block(head_dim: Any, gpu: GPUSpec) -> tuple[int, int]:
+    """(query rows per thread block, blocks per SM) of FlashAttention-2's regular non-causal
+    forward kernel at ``head_dim`` on ``gpu`` (``FLASH_WIDE256_BLOCK_M``): 128 rows, 2 blocks per
+    SM up to head dim 128 and 1 above, or 64 rows and 2 blocks in the head-dim-256 kernel where
+    the GPU's shared memory picks it."""
+    if not uniform(head_dim >= FLASH_WIDE256_MIN_HEAD_DIM):
+        wide = uniform(head_dim > WIDE_HEAD_DIM)
+        return FLASH_BLOCK_M, FLASH_WIDE_BLOCKS_PER_SM if wide else FLASH_BLOCKS_PER_SM
+    sm = gpu.sm_limits
+    small = sm is not None and (sm.shared_memory_per_sm_bytes >= FLASH_WIDE256_SMEM_PER_SM
+                                or sm.shared_memory_per_block_optin_bytes < FLASH_WIDE256_SMEM_PER_BLOCK)  # fmt: skip
+    return (FLASH_WIDE256_BLOCK_M, FLASH_BLOCKS_PER_SM) if small else (FLASH_BLOCK_M, FLASH_WIDE_BLOCKS_PER_SM)
 
 
 def split_kv_threshold(gpu: GPUSpec) -> float:
@@ -636,6 +662,49 @@ class Attention(Op):
         return (self.impl in ("flash", "cudnn", "efficient") and self._dispatch_note is None
                 and WIDE_DTYPE_IMPL.get(self.dtype) != self.impl)  # fmt: skip
 
+    def _one_split_decode(self, gpu: GPUSpec, unit: Any, dt: str, tile_k: int | None,
+                          softmax: tuple[FlopPart, ...], nbytes: Any, q_bytes: Any) -> KernelWork:
+        """Decode that fills the GPU (``decode_splits_kv`` false) on FlashAttention-2's regular
+        forward kernel: each thread block multiplies and exponentiates all rows of its query
+        tile (``flash_forward_block``) for the one query per head it holds (or the few of a GQA
+        group), so the tensor cores and SFUs work on padding: priced as that work (what the
+        power model sees), the exact FLOPs reported and the speed of light counting those. The
+        kernel streams K/V with asynchronous copies under the previous tile's products
+        (``KernelWork.pipelined``: the roofline's max, not the calibration's imperfect overlap):
+        on an H100 and an H200 it ran the same times (within 3% over validate's six shapes,
+        32 x 32 heads x 2K-32K keys) where their DRAM differs 1.43x."""
+        rows, blocks = self.decode_rows()
+        block_m, per_sm = flash_forward_block(self.head_dim, gpu)
+        tile_rows = -(-rows // block_m) * block_m
+        pad = tile_rows / rows
+        d = self.head_dim
+        # above head dim 128 its 128-row, 8-warp kernel is the wide prefill's: that kernel's
+        # work per product (fit set: 48 x 16 heads x 512 keys at head dim 160 ran 1.41x the
+        # price without it; the 64-row kernel at 256, 0.97x)
+        wide = uniform(d > WIDE_HEAD_DIM) and block_m == FLASH_BLOCK_M
+        work = WIDE_HEAD_WORK_FACTOR["flash forward"] if wide else 1.0
+        products = 4.0 * blocks * tile_rows * self.n_kv_seq * d * work  # over every row
+        padded = tuple(dc_replace(part, flops=part.flops * pad, useful=part.useful / pad)
+                       for part in softmax)  # fmt: skip
+        return KernelWork(
+            name="flash attention (decode, one KV split)",
+            flops=(FlopPart(unit, dt, products, 1 / (pad * work)), *padded),
+            bytes=nbytes,
+            bytes_written=q_bytes,
+            working_set_bytes=nbytes,
+            min_flops_fraction=1 / pad,
+            gemm=GemmShape(tile_rows, self.n_kv_seq, d, blocks, dt, tile_k=tile_k,
+                           needs_alignment=False),
+            tile_work=TileWork(1),
+            tile_groups=blocks,
+            tile_blocks_per_sm=per_sm,
+            pipelined=True,
+            family="attention_decode:one-split",
+            notes=(f"one KV split: each thread block computes {block_m} query rows for "
+                   f"{float(rows):g} real one(s), {float(pad):.3g}x the products and "
+                   "exponentials (priced; the FLOPs shown count the real ones)",),
+        )  # fmt: skip
+
     @property
     def host_kind(self) -> str | None:
         """The host profile's SDPA probe that matches this call: the backward of one call
@@ -753,33 +822,7 @@ class Attention(Op):
         if self.impl == "flash":
             nbytes = 2 * q_bytes + kv_bytes  # Q in, O out, K and V in
             if uniform(s == 1) and not uniform(self.decode_splits_kv(gpu)):
-                # decode that fills the GPU runs the regular forward kernel: its 128-row query
-                # tiles compute mostly padding, so it is bound by tensor cores, not by HBM (on
-                # an H100 and an H200 alike: 1.55 ms for 8 x 32 heads x 32K keys on both)
-                rows, blocks = self.decode_rows()
-                return [
-                    KernelWork(
-                        name="flash attention (decode, one KV split)",
-                        flops=(FlopPart(unit, dt, mm_flops, exact), *softmax),
-                        bytes=nbytes,
-                        bytes_written=q_bytes,
-                        working_set_bytes=nbytes,
-                        gemm=GemmShape(
-                            rows,
-                            self.n_kv_seq,
-                            d,
-                            blocks,
-                            dt,
-                            tile_m=FLASH_BLOCK_M,
-                            tile_k=tile_k,
-                            needs_alignment=False,
-                        ),
-                        tile_work=TileWork(1),
-                        tile_groups=blocks,
-                        tile_blocks_per_sm=FLASH_BLOCKS_PER_SM,
-                        family="attention_decode:one-split",
-                    )
-                ]
+                return [self._one_split_decode(gpu, unit, dt, tile_k, softmax, nbytes, q_bytes)]
             return [
                 KernelWork(
                     name="flash attention",

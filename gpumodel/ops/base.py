@@ -126,6 +126,10 @@ class KernelWork:
     serial_cycles: Any = 0.0
     serial_blocks: Any = 0.0
     serial_blocks_per_sm: float = 1.0
+    # a kernel that loads its next tiles asynchronously while it computes on the last ones
+    # (FlashAttention's cp.async pipeline): its compute and memory times overlap fully (the
+    # roofline's max), not by the calibration's fitted overlap exponent
+    pipelined: bool = False
 
     @property
     def total_flops(self) -> float:

@@ -235,6 +235,17 @@ SDPA_DECODE_SHAPES = [
     ("decode fp32 hd256 b2 2k", 2, 16, 16, 2048, 256, False, "fp32"),
     ("decode hd128 b2 8k", 2, 16, 16, 8192, 128, False, "bf16"),
     ("decode hd64 b96 2k", 96, 12, 12, 2048, 64, False, "bf16"),
+    # added 2026-12-01 (twenty-second session) after the one-split decode rule was written on
+    # validate's points and the decode fit set, before any run measured these: decode that
+    # fills the GPU (FlashAttention-2's regular kernel when forced, cuDNN's by default)
+    ("decode llama-2-13b b16 2k", 16, 40, 40, 2048, 128, False, "bf16"),
+    ("decode llama-2-7b b12 4k", 12, 32, 32, 4096, 128, False, "bf16"),
+    ("decode gpt2-medium hd64 b32 1k", 32, 16, 16, 1024, 64, False, "bf16"),
+    ("decode hd96 b16 2k", 16, 32, 32, 2048, 96, False, "bf16"),
+    ("decode hd160 b16 1k", 16, 32, 32, 1024, 160, False, "bf16"),
+    ("decode hd192 b16 2k", 16, 16, 16, 2048, 192, False, "bf16"),
+    ("decode hd256 b16 2k", 16, 16, 16, 2048, 256, False, "bf16"),
+    ("decode gqa b64 2k", 64, 32, 8, 2048, 128, True, "bf16"),
 ]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 

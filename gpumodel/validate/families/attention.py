@@ -277,10 +277,19 @@ def _compute(family: str) -> bool:
     return family.startswith("attention") and family != "attention_decode"
 
 
+# The one-split decode kernel's memory roof is the split-KV decode's (the same FlashAttention-2
+# code streaming K/V, memory-bound): fitted free, every one-split point's padded tiles do the same
+# 128 FLOP per byte, so its time fits a bandwidth as well as a compute rate and the H100's fit
+# took the memory one (1.21 x its DRAM efficiency), which carried to the H200's faster HBM as
+# 18% less time where both GPUs ran the same (validate's records of each).
+MEMORY_ROOFS = {"attention_decode:one-split": "attention_decode"}
+
+
 def fit(fam: dict[str, list[Point]], gpu: GPUSpec, params: CalibrationParams) -> CalibrationParams:
     from gpumodel.calibrate import fit_kernel_families
 
-    return fit_kernel_families(fam.get("attention", []), gpu, params, compute=_compute)
+    return fit_kernel_families(fam.get("attention", []), gpu, params, compute=_compute,
+                               memory_roof=MEMORY_ROOFS)  # fmt: skip
 
 
 def _backward(p: Point) -> bool:
