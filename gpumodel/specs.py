@@ -144,6 +144,9 @@ class InterconnectSpec(_Frozen):
     infinity_fabric_bandwidth_bytes_per_s: BytesPerS | None = Field(
         None, alias="infinity_fabric", description="per GPU, both directions summed"
     )
+    # the Infinity Fabric links of a GPU in a fully connected node, one to each peer (MI300X: 7
+    # in an 8-GPU platform): a collective among n GPUs of the node uses n - 1 of them
+    infinity_fabric_links: SmallCount | None = None
     pcie: PCIeSpec
 
 

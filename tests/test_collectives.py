@@ -737,3 +737,15 @@ def test_cli_validate_collectives_refits_saved_measurements(tmp_path, capsys):
         assert main(["validate", "--collectives", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("gpus, links_used", [(2, 1), (4, 3), (8, 7)])
+def test_infinity_fabric_mesh_gives_a_collective_its_peers_links(gpus, links_used):
+    """MI300X: 7 Infinity Fabric links of 128 GB/s (both directions) per GPU, one to each peer
+    of an 8-GPU platform (AMD's datasheet: 896 GB/s). n GPUs of the node reach each other over
+    n - 1 links, 64 GB/s each way apiece: 64, 192 and 448 GB/s for 2, 4 and 8 GPUs."""
+    mi300x = gm.get_gpu("mi300x")
+    op = AllReduce(bytes=64 << 20, gpus=gpus)
+    link = op.topology(mi300x).intra
+    assert link.kind == "infinity_fabric"
+    assert link.datasheet_bytes_per_s == pytest.approx(links_used * 128e9 / 2)

@@ -374,6 +374,14 @@ def _topology(op: Collective, gpu: GPUSpec, cal_eff: float | None) -> comm.Topol
                           + (" (assumes a switch: every GPU sends at its full rate)"
                              if kind == "nvlink" and not _nvlink_bridged(gpu) else
                              " (bridged pair)" if kind == "nvlink" else ""))  # fmt: skip
+            links = gpu.interconnect.infinity_fabric_links if gpu.interconnect else None
+            peers = op.gpus // nodes - 1
+            if kind == "infinity_fabric" and links and peers < links:
+                # a full mesh: one link to each peer, so n GPUs of a node reach each other over
+                # n - 1 of the GPU's links (2 MI300X: one link, 64 GB/s each way, not all 7)
+                intra_bw = intra_bw * max(1, peers) / links
+                intra_note += (f"; a full mesh of {links} links, {max(1, peers)} to this "
+                               f"collective's peers: {format_quantity(intra_bw, 'B/s')} each way")  # fmt: skip
         else:
             if gpu.interconnect is None:
                 raise UnsupportedError(f"{gpu.id} has no interconnect in its spec")
