@@ -344,8 +344,8 @@ def kernel_done_when(rec: dict) -> list[str]:
         if 4096 <= s["bytes"] <= 2**30:
             g.append(f"copy 4KB-1GB {rec['direction']} {rec['host_memory']}")
     elif fam == "sdpa":
-        kind = ("decode" if rec.get("decode") else "masked" if rec.get("mask")
-                else "causal" if rec.get("causal") else "full")  # fmt: skip
+        kind = ("decode" if rec.get("decode") else "short query" if rec.get("short_query")
+                else "masked" if rec.get("mask") else "causal" if rec.get("causal") else "full")  # fmt: skip
         g.append(f"sdpa {kind}"
                  + (" backward" if rec.get("pass") == "backward" else ""))
     return g

@@ -247,6 +247,21 @@ SDPA_DECODE_SHAPES = [
     ("decode hd256 b16 2k", 16, 16, 16, 2048, 256, False, "bf16"),
     ("decode gqa b64 2k", 64, 32, 8, 2048, 128, True, "bf16"),
 ]
+# added 2026-12-01 (twenty-second session), before any run measured them or any rule for them
+# was written: a few queries per sequence against a KV cache, as speculative decoding verifies
+# its drafted tokens and chunked prefill feeds a prompt (is_causal off: SDPA's causal mask is
+# top-left aligned when queries are fewer than keys, so callers pass none or their own).
+# (label, batch, heads, kv_heads, seq_q, kv_seq, head_dim, gqa); bf16. Family "sdpa-short".
+SDPA_SHORT_QUERY_SHAPES = [
+    ("verify llama3-8b b1 q4 4k", 1, 32, 8, 4, 4096, 128, True),
+    ("verify llama3-8b b8 q2 2k", 8, 32, 8, 2, 2048, 128, True),
+    ("verify llama-2-7b b4 q8 2k", 4, 32, 32, 8, 2048, 128, False),
+    ("verify llama3-8b b32 q4 2k", 32, 32, 8, 4, 2048, 128, True),
+    ("verify hd256 b2 q5 4k", 2, 16, 16, 5, 4096, 256, False),
+    ("chunk llama3-8b b1 q64 8k", 1, 32, 8, 64, 8192, 128, True),
+    ("chunk b1 q128 4k", 1, 32, 32, 128, 4096, 128, False),
+    ("chunk gpt2 b2 q32 1k", 2, 12, 12, 32, 1024, 64, False),
+]
 SDPA_BACKENDS = ["default", "flash", "efficient", "cudnn"]
 
 COPY_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30]
@@ -265,7 +280,8 @@ GEMM_MAX_SETS = 64
 CONV_MAX_SETS = 16
 
 # rough family budgets (s); points past a family's budget are skipped and listed
-DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 190, "copy": 35}
+DEFAULT_BUDGET_S = {"sustain": 6, "gemm": 130, "conv2d": 65, "sdpa": 190, "copy": 35,
+                    "sdpa-short": 90}  # fmt: skip
 # in-workload-graph: the same back-to-back loop captured in a CUDA graph and replayed, so the
 # kernels run back to back without the eager launch gaps; only for ops under GRAPH_MAX_CALL_S
 # (larger ones are not launch-bound) and only where a single eager call is under GRAPH_PRECHECK_S
@@ -1260,6 +1276,16 @@ class Run:
     def sdpa_decode(self, deadline):
         """SDPA_DECODE_SHAPES: one query per sequence against its KV cache, each backend,
         eager and replayed from a CUDA graph (a compiled decode step replays one)."""
+        self.sdpa_cache_calls(deadline, [(label, b, h, hkv, 1, kv, d, *rest)
+                                         for label, b, h, hkv, kv, d, *rest in SDPA_DECODE_SHAPES])  # fmt: skip
+
+    def family_sdpa_short(self, deadline):
+        """SDPA_SHORT_QUERY_SHAPES: a few queries per sequence against its KV cache."""
+        self.sdpa_cache_calls(deadline, [(*shape, "bf16") for shape in SDPA_SHORT_QUERY_SHAPES])
+
+    def sdpa_cache_calls(self, deadline, shapes):
+        """(label, batch, heads, kv_heads, seq_q, kv_seq, head_dim, gqa, dtype[, "mask"]): each
+        backend, eager and replayed from a CUDA graph."""
         import torch.nn.functional as F
 
         try:
@@ -1267,16 +1293,17 @@ class Run:
         except Exception:
             SDPBackend = sdpa_kernel = None
         t = self.torch
-        for label, b, h, hkv, kv, d, gqa, dtype_name, *masked in SDPA_DECODE_SHAPES:
+        for label, b, h, hkv, sq, kv, d, gqa, dtype_name, *masked in shapes:
             if time.time() > deadline:
                 self.skipped.append({"family": "sdpa", "label": label, "why": "family time budget"})
                 continue
             dt = {"bf16": t.bfloat16, "fp16": t.float16, "fp32": t.float32}[dtype_name]
             elem = ELEM_BYTES[dtype_name]
-            q = self.randn((b, h, 1, d), dt)
+            q = self.randn((b, h, sq, d), dt)
             k, v = (self.randn((b, hkv, kv, d), dt) for _ in range(2))
             # 2 products of 2 FLOPs per multiply-add; Q and O once, K and V at their own heads
-            flops, nbytes = 4 * b * h * kv * d, elem * (2 * b * h * d + 2 * b * hkv * kv * d)
+            flops = 4 * b * h * sq * kv * d
+            nbytes = elem * (2 * b * h * sq * d + 2 * b * hkv * kv * d)
             extra = {"enable_gqa": True} if gqa else {}
             if masked:  # every other sequence left-padded over its first eighth of keys
                 mask = t.ones(b, 1, 1, kv, dtype=t.bool, device=self.device)
@@ -1296,9 +1323,10 @@ class Run:
 
                 base = {
                     "family": "sdpa", "op": "F.scaled_dot_product_attention", "label": label,
-                    "shape": {"batch": b, "heads": h, "kv_heads": hkv, "seq_q": 1, "seq_kv": kv,
+                    "shape": {"batch": b, "heads": h, "kv_heads": hkv, "seq_q": sq, "seq_kv": kv,
                               "head_dim": d},
-                    "causal": False, "decode": True, "enable_gqa": gqa, "dtype": dtype_name,
+                    "causal": False, "decode": sq == 1, "short_query": sq > 1, "enable_gqa": gqa,
+                    "dtype": dtype_name,
                     **({"mask": "bool padding"} if masked else {}),
                     "layout": "BHSD contiguous", "backend_requested": backend,
                     "n_input_sets": 1, "working_set_bytes": nbytes,
@@ -1804,14 +1832,15 @@ def main(argv=None):
         )
         return result
 
-    for fam in ("sustain", "gemm", "conv2d", "sdpa", "copy"):
+    for fam in ("sustain", "gemm", "conv2d", "sdpa", "sdpa-short", "copy"):
         if fam not in fams:
             continue
         t0 = time.time()
         deadline = t0 + DEFAULT_BUDGET_S[fam] * args.budget_scale
         n0 = len(run.records)
         try:
-            getattr(run, {"conv2d": "family_conv"}.get(fam, f"family_{fam}"))(deadline)
+            getattr(run, {"conv2d": "family_conv", "sdpa-short": "family_sdpa_short"}.get(
+                fam, f"family_{fam}"))(deadline)  # fmt: skip
         except Exception as exc:
             run.errors.append(f"{fam}: {type(exc).__name__}: {exc}"[:500])
         run.family_time_s[fam] = round(time.time() - t0, 1)
