@@ -20,6 +20,7 @@ from gpumodel.ops.base import (
     Op,
     at_most,
     element_bytes,
+    is_array,
     matmul_unit,
     uniform,
     vector_unit,
@@ -213,6 +214,18 @@ EFFICIENT_DECODE_BLOCKS_PER_SM = {("16-bit", 64): 2.05, ("16-bit", 128): 1.2, ("
                                   ("fp32", 64): 1.25, ("fp32", 128): 0.95, ("fp32", 256): 1.1}  # fmt: skip
 
 
+# cuDNN's forward of a few queries (2-128) against a KV cache runs its prefill kernel
+# (cudnn_generated_fort_native_sdpa_sm90_flash_fprop, not the one-query decode kernel): one
+# block per 64 queries of a head, each walking the keys one 128-key tile after another, so with
+# fewer blocks than SMs its time is that walk whatever the query count (H200: 1 x 32 heads x 2K
+# keys 28.7 us at 2-128 queries, 10.3 us at one; 2 x 32 heads x 8K keys 99.5 us). Priced as a
+# serial loop of SM cycles per key per head dim (up to 64 / 128 / above), fitted on the H200's
+# short-query fit set (validation/results/h200-sxm/sdpa-short-query-2026-12-01,
+# validation/fitset/fit_attention_short_query.py); the head dims between take the next one's.
+CUDNN_CACHE_CYCLES_PER_KEY = {64: 16.6, 128: 22.2, 256: 41.6}
+CUDNN_CACHE_BLOCKS_PER_SM = 1
+
+
 def efficient_decode_key(dtype: str, head_dim: int) -> tuple[str, int]:
     """Which of the memory-efficient decode kernels runs (``EFFICIENT_DECODE_CYCLES_PER_KEY``)."""
     return ("fp32" if dtype in ("fp32", "tf32") else "16-bit",
@@ -331,6 +344,11 @@ def sdpa_impl(impl: str, dtype: str) -> str:
     """``impl``, or what SDPA runs instead for ``dtype`` tensors that ``impl`` does not take
     (an fp32 model's attention: the memory-efficient kernel; fp64: the math path)."""
     return impl if dtype in IMPL_DTYPES[impl] else WIDE_DTYPE_IMPL.get(dtype, impl)
+
+
+def _count(value: Any) -> str:
+    """A note's number: ``value`` to 3 figures, or "several" over a sweep's array of points."""
+    return "several" if is_array(value) else f"{float(value):.3g}"
 
 
 def flash_forward_block(head_dim: Any, gpu: GPUSpec) -> tuple[int, int]:
@@ -508,17 +526,40 @@ class Attention(Op):
         return TileWork(n, block=block, offset=offset, span=self.n_kv_seq)
 
     def decode_rows(self) -> tuple[int, int]:
-        """(query rows per block, blocks) of decode with FlashAttention-2: GQA decode packs the
-        ``heads / kv_heads`` queries of one K/V head into one block's rows."""
-        groups = self.heads // self.n_kv_heads
-        return groups, self.batch * self.n_kv_heads
+        """(query rows per head's blocks, heads' blocks) of FlashAttention-2 against a KV cache:
+        GQA decode (one query) packs the ``heads / kv_heads`` queries of one K/V head into one
+        block's rows (flash_api.cpp swaps seqlen_q and heads for one query only); with more
+        queries each query head is its own block of ``seq`` rows."""
+        if uniform(self.seq == 1):
+            return self.heads // self.n_kv_heads, self.batch * self.n_kv_heads
+        return self.seq, self.batch * self.heads
 
     def decode_splits_kv(self, gpu: GPUSpec) -> bool:
-        """Whether decode runs FlashAttention-2's split-KV kernel on ``gpu`` (few blocks) or the
-        regular one (enough blocks to fill 80% of two per SM). FlashAttention-2 as PyTorch's
-        SDPA flash backend runs it; FlashAttention-3 and FlashInfer choose their splits otherwise."""
+        """Whether FlashAttention-2 splits the keys on ``gpu`` (few blocks: its split-KV kernel)
+        or runs its regular kernel (enough blocks to fill 80% of two per SM), at any query
+        length (set_params_splitkv counts batch x heads x query blocks of 64; measured on an
+        H200 from 1 to 128 queries, validation/results/h200-sxm/sdpa-short-query-2026-12-01);
+        never with dropout. FlashAttention-2 as PyTorch's SDPA flash backend runs it;
+        FlashAttention-3 and FlashInfer choose their splits otherwise."""
+        if self.dropout:
+            return False
         rows, blocks = self.decode_rows()
         return blocks * -(-rows // SPLIT_KV_BLOCK_M) < split_kv_threshold(gpu)
+
+    @property
+    def queries_against_cache(self) -> bool:
+        """A forward of a few queries against a longer KV cache (decode, speculative
+        verification, chunked prefill): up to one 128-row tile of them, fewer than the keys, no
+        dropout, no mask. FlashAttention-2 runs decode's kernels for them (split-KV or the
+        one-split regular kernel), cuDNN its prefill kernel as a walk over the keys, not a
+        prefill's many query tiles."""
+        return (not self.backward and not self.dropout and not self.mask
+                and uniform(self.seq <= FLASH_BLOCK_M) and uniform(self.seq < self.n_kv_seq))  # fmt: skip
+
+    @property
+    def against_cache(self) -> bool:
+        """``queries_against_cache`` on FlashAttention-2."""
+        return self.impl == "flash" and self.queries_against_cache
 
     @property
     def scores(self) -> float:
@@ -615,7 +656,14 @@ class Attention(Op):
 
     def decode_serial_loop(self) -> dict[str, Any]:
         """The memory-efficient kernel's decode as a serial loop over the keys
-        (``EFFICIENT_DECODE_CYCLES_PER_KEY``): ``KernelWork`` fields, none for other calls."""
+        (``EFFICIENT_DECODE_CYCLES_PER_KEY``), cuDNN's few queries against a cache likewise
+        (``CUDNN_CACHE_CYCLES_PER_KEY``): ``KernelWork`` fields, none for other calls."""
+        if self.impl == "cudnn" and self.queries_against_cache and uniform(self.seq > 1):
+            d = self.head_dim
+            key = 64 if uniform(d <= 64) else 128 if uniform(d <= 128) else 256
+            return {"serial_cycles": CUDNN_CACHE_CYCLES_PER_KEY[key] * self.n_kv_seq,
+                    "serial_blocks": self.batch * self.heads * -(-self.seq // 64),
+                    "serial_blocks_per_sm": CUDNN_CACHE_BLOCKS_PER_SM}
         if self.impl != "efficient" or self.backward or not uniform(self.seq == 1):
             return {}
         key = efficient_decode_key(self.dtype, self.head_dim)
@@ -701,8 +749,41 @@ class Attention(Op):
             pipelined=True,
             family="attention_decode:one-split",
             notes=(f"one KV split: each thread block computes {block_m} query rows for "
-                   f"{float(rows):g} real one(s), {float(pad):.3g}x the products and "
+                   f"{_count(rows)} real one(s), {_count(pad)}x the products and "
                    "exponentials (priced; the FLOPs shown count the real ones)",),
+        )  # fmt: skip
+
+    def _split_kv_queries(self, gpu: GPUSpec, unit: Any, dt: str, tile_k: int | None,
+                          softmax: tuple[FlopPart, ...], q_bytes: Any, kv_bytes: Any) -> KernelWork:
+        """Several queries per head against a KV cache on FlashAttention-2's split-KV kernel
+        (``decode_splits_kv``): decode's kernel, calibrated as decode (``attention_decode``),
+        with each head's queries in blocks of 64 rows. Each block streams its head's K/V: with
+        GQA every query head reads its group's (no swap beyond one query), and a second block of
+        queries reads them again (H200: 2 x 32 heads on 8 K/V heads x 8K keys, 26.9 us at one
+        query, 60.5 at 2-64, 116 at 65; validation/results/h200-sxm/sdpa-short-query-2026-12-01).
+        Its products run on the whole 64-row tiles, under the loads (``pipelined``)."""
+        rows, blocks = self.decode_rows()
+        tile_rows = -(-rows // SPLIT_KV_BLOCK_M) * SPLIT_KV_BLOCK_M
+        reads = (self.heads // self.n_kv_heads) * (tile_rows // SPLIT_KV_BLOCK_M)
+        pad = tile_rows / rows
+        d = self.head_dim
+        products = 4.0 * blocks * tile_rows * self.n_kv_seq * d
+        padded = tuple(dc_replace(part, flops=part.flops * pad, useful=part.useful / pad)
+                       for part in softmax)  # fmt: skip
+        nbytes = 2 * q_bytes + kv_bytes * reads
+        return KernelWork(
+            name="flash attention (split KV, a few queries)",
+            flops=(FlopPart(unit, dt, products, 1 / pad), *padded),
+            bytes=nbytes,
+            bytes_written=q_bytes,
+            working_set_bytes=2 * q_bytes + kv_bytes,
+            min_flops_fraction=1 / pad,
+            gemm=GemmShape(tile_rows, self.n_kv_seq, d, blocks, dt, tile_k=tile_k,
+                           needs_alignment=False),
+            pipelined=True,
+            family="attention_decode",
+            notes=(f"split KV: {_count(rows)} queries per head in blocks of {SPLIT_KV_BLOCK_M} "
+                   f"rows, K/V read {_count(reads)}x (once per query head and block)",),
         )  # fmt: skip
 
     @property
@@ -732,7 +813,7 @@ class Attention(Op):
             split = (self.batch * self.n_kv_heads < CUDNN_SPLIT_KV_MAX_BLOCKS
                      and self.n_kv_seq > CUDNN_DECODE_KEY_TILE)  # fmt: skip
             kernels = 1 + split
-        elif self.impl == "flash" and decode:
+        elif self.impl == "flash" and (decode or self.against_cache):
             split = self.decode_splits_kv(gpu) and self.n_kv_seq > flash_key_block(self.head_dim)
             kernels = 1 + split
         else:
@@ -821,8 +902,10 @@ class Attention(Op):
             ]
         if self.impl == "flash":
             nbytes = 2 * q_bytes + kv_bytes  # Q in, O out, K and V in
-            if uniform(s == 1) and not uniform(self.decode_splits_kv(gpu)):
+            if self.against_cache and not uniform(self.decode_splits_kv(gpu)):
                 return [self._one_split_decode(gpu, unit, dt, tile_k, softmax, nbytes, q_bytes)]
+            if self.against_cache and uniform(s > 1):
+                return [self._split_kv_queries(gpu, unit, dt, tile_k, softmax, q_bytes, kv_bytes)]
             return [
                 KernelWork(
                     name="flash attention",
