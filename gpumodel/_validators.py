@@ -167,6 +167,19 @@ def _non_empty(value: str) -> str:
 NonEmptyStr = Annotated[str, AfterValidator(_non_empty)]
 
 
+def _printable_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    if len(value) > 200 or not value.isprintable():
+        raise ValueError("must be printable text of at most 200 characters (no control "
+                         "characters: it is printed in every prediction that uses it)")  # fmt: skip
+    return value
+
+
+# a name that every prediction prints (a host profile's): no escape sequences for a terminal
+PrintableName = Annotated[str, AfterValidator(_printable_name)]
+
+
 class _CheckedMeta(type(BaseModel)):  # type: ignore[misc]
     """Turns the ValidationError of ``Model(...)`` into the model's GpumodelError. Only the
     direct call is wrapped: ``model_validate`` and nested models validate as usual (no custom

@@ -96,6 +96,7 @@ from gpumodel._validators import (
     HostCallSecondsOrZero,
     HostSecondsOrZero,
     HostStepSecondsOrZero,
+    PrintableName,
 )
 from gpumodel.errors import SpecError, UnknownModelError
 
@@ -210,7 +211,7 @@ class HostProfile(Checked):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     host_profile: Literal[1]
-    name: str = Field(min_length=1)
+    name: PrintableName
     measured_at: str
     cpu_model: str
     cpu_cores: int = Field(ge=1)

@@ -21,6 +21,8 @@ from gpumodel.validate.host import (
     write_host_profile,
 )
 
+RESULTS = Path(__file__).resolve().parents[1] / "validation" / "results"
+
 META = {
     "name": "measured-box-20261124",
     "measured_at": "2026-11-24T12:00:00Z",
@@ -541,3 +543,17 @@ def test_the_default_host_is_the_median_measured_machine():
     # 2-3x below the flat 26.6 us per call the model assumed before (reference-h100)
     old = gm.load_host("reference-h100")
     assert 2 < old.cost_s("elementwise") / h.cost_s("elementwise") < 4
+
+
+@pytest.mark.parametrize("name", ["lab\x1b[31mred", "two\nlines", " ", "x" * 201])
+def test_a_profile_name_every_prediction_prints_is_plain_text(tmp_path, name):
+    """A host profile's name is printed beside every prediction that uses it: an escape
+    sequence in a shared YAML would recolour or rewrite a user's terminal, a newline split the
+    line. Such a name is refused when the file is read, one line naming the field."""
+    src = RESULTS / "steps-h200-run39" / "host-llama-eager.yaml"
+    profile = yaml.safe_load(src.read_text())
+    profile["name"] = name
+    path = tmp_path / "host.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    with pytest.raises(SpecError, match="name: must"):
+        gm.predict_inference("llama-3-8b", "h200", host=str(path))

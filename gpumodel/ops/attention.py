@@ -504,8 +504,9 @@ class Attention(Op):
             return self.on(gpu).monotone_floor(gpu)
         if uniform(self.seq > 1):
             return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
-        if self.impl != "flash" or self.backward or uniform(self.decode_splits_kv(gpu)):
-            return None
+        if (self.impl != "flash" or self.backward or self.dropout
+                or uniform(self.decode_splits_kv(gpu))):  # fmt: skip
+            return None  # (with dropout nothing splits: no switch to floor)
         rows, _ = self.decode_rows()
         per_batch = self.n_kv_heads * -(-rows // SPLIT_KV_BLOCK_M)
         # the largest batch b with b x per_batch < the split-KV threshold (decode_splits_kv)
