@@ -1,7 +1,7 @@
 """GPU prices: one per GPU, each with its provider, date and source (the ``price:`` block of the
 GPU's spec YAML), or a price the user gives for one run.
 
-    price_for(get_gpu("h100"), None)                 # the spec's: Lambda, 2025-06-01, ...
+    price_for(get_gpu("h100"), None)                 # the spec's: CoreWeave, 2026-02-01, ...
     price_for(get_gpu("h100"), {"h100": 2.49})       # given on the command line
     parse_prices("h100=2.49,h200=3.10")              # {"h100": 2.49, "h200": 3.10}
 

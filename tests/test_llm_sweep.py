@@ -201,19 +201,23 @@ def test_a_sweep_says_when_gpus_price_collectives_from_unlike_sources():
 
 
 def test_side_by_side_prices_from_different_providers_are_said_to_be():
-    """The H100's spec price is Lambda's 2025 catalog, the H200's CoreWeave's of 2026: a sweep or
-    a serving plan over both compares two catalogs as well as two GPUs, and now says so; prices
-    the user gives (or one provider) need no warning."""
+    """The H100 PCIe's spec price is Lambda's 2025 catalog, the H200's CoreWeave's of 2026: a
+    sweep or a serving plan over both compares two catalogs as well as two GPUs, and says so;
+    prices the user gives (or one provider: the H100 SXM and the H200 from CoreWeave's catalog
+    of the same month) need no warning."""
     import gpumodel as gm
     from gpumodel.prices import price_for
 
-    h100, h200 = price_for(gm.get_gpu("h100")), price_for(gm.get_gpu("h200"))
-    assert h100.provider != h200.provider
-    r = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=1, context=2048)
+    pcie, h200 = price_for(gm.get_gpu("h100-pcie")), price_for(gm.get_gpu("h200"))
+    assert pcie.provider != h200.provider
+    r = gm.sweep_inference("llama-3-8b", ["h100-pcie", "h200"], batch=1, context=2048)
     (w,) = [w for w in r.warnings if w.startswith("prices from different providers")]
-    assert f"h100-sxm {h100.label}" in w and "--price h100-sxm=...,h200-sxm=..." in w
-    given = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=1, context=2048,
-                               price={"h100": 2.49, "h200": 3.10})  # fmt: skip
+    assert f"h100-pcie {pcie.label}" in w and "--price h100-pcie=...,h200-sxm=..." in w
+    given = gm.sweep_inference("llama-3-8b", ["h100-pcie", "h200"], batch=1, context=2048,
+                               price={"h100-pcie": 2.49, "h200": 3.10})  # fmt: skip
     assert not [w for w in given.warnings if w.startswith("prices from")]
-    plan = gm.plan_serving("llama-3-8b", ["h100", "h200"], rate=10)
+    plan = gm.plan_serving("llama-3-8b", ["h100-pcie", "h200"], rate=10)
     assert any(w.startswith("prices from different providers") for w in plan.warnings)
+    one = gm.sweep_inference("llama-3-8b", ["h100", "h200"], batch=1, context=2048)
+    assert price_for(gm.get_gpu("h100")).provider == h200.provider
+    assert not [w for w in one.warnings if w.startswith("prices from")]

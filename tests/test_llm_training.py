@@ -39,7 +39,8 @@ def test_cost_arithmetic_with_assumed_mfu():
 
 def test_spec_price_is_the_default():
     p = plan_training("llama-2-7b", "h100", gpus=64, tokens=1e11, mfu=0.5)
-    assert p.usd_per_gpu_hour == 2.99 and p.cost_usd == pytest.approx(p.gpu_hours * 2.99)
+    # specs/h100-sxm.yaml: CoreWeave's Feb 2026 list, $49.24 an 8-GPU node-hour
+    assert p.usd_per_gpu_hour == 6.155 and p.cost_usd == pytest.approx(p.gpu_hours * 49.24 / 8)
 
 
 def test_derived_plan_searches_a_layout_that_fits():
