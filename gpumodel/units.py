@@ -153,12 +153,36 @@ def format_quantity(value: float, unit: str, binary: bool = False, digits: int =
     return f"{number} {prefix}{unit}"
 
 
-def format_gb(value: float) -> str:
+def format_gb(value: float, extra_decimals: int = 0) -> str:
     """A memory size as GPU datasheets count it, decimal GB with one decimal
-    (``'141.2 GB'``), or decimal TB from 1 TB on (``'52.42 TB'``, not ``'52423.7 GB'``)."""
-    if abs(value) >= 1e12:
-        return f"{value / 1e12:.2f} TB"
-    return f"{value / 1e9:.1f} GB"
+    (``'141.2 GB'``), or decimal TB, PB, EB with two from 1 TB on (``'52.42 TB'``, not
+    ``'52423.7 GB'``); ``extra_decimals`` more."""
+    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12)):
+        if abs(value) >= scale:
+            return f"{value / scale:.{2 + extra_decimals}f} {unit}"
+    return f"{value / 1e9:.{1 + extra_decimals}f} GB"
+
+
+def format_gb_apart(needed: float, available: float) -> tuple[str, str]:
+    """``format_gb`` of two sizes with as many more decimals as it takes to tell them apart:
+    'needs 80.03 GB, has 80.00 GB', not 'needs 80.0 GB, has 80.0 GB' beside 'does NOT fit'."""
+    extra = 0
+    while (extra < 6 and needed != available
+           and format_gb(needed, extra) == format_gb(available, extra)):  # fmt: skip
+        extra += 1
+    return format_gb(needed, extra), format_gb(available, extra)
+
+
+def format_duration(days: float) -> str:
+    """A run's length: '12.3 days' from a day on, '5.2 hours' or '14.0 minutes' below it
+    ('0.0 days' said nothing), seconds below a minute."""
+    if days >= 1:
+        return f"{days:,.1f} days"
+    seconds = days * 86400.0
+    for unit, size in (("hours", 3600.0), ("minutes", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.1f} seconds"
 
 
 def _scaled(value: float, steps: list[tuple[str, float]], digits: int) -> tuple[str, str]:

@@ -122,7 +122,10 @@ def infer(
     gpu: str = typer.Option("h100", help="GPU id or alias"),
     phase: str = typer.Option("decode", help="prefill or decode"),
     batch: int = typer.Option(1, help="sequences per step (per replica)"),
-    seq: int = typer.Option(None, help="new tokens per sequence (prefill: prompt length; default 2048, or --context where given)"),
+    seq: int = typer.Option(
+        None, help="new tokens per sequence (prefill: prompt length; default 2048, or --context "
+        "where given; decode: query tokens a step, default 1; e.g. 4 to verify 3 speculative "
+        "tokens: TPOT is then the step / 4, every token kept)"),
     context: int = typer.Option(None, help="tokens attended to (decode: KV-cache length)"),
     dtype: str = typer.Option("bf16", help="weights and activations dtype"),
     gpus: int = typer.Option(None, help="GPUs in total (replicas of --tp GPUs; default: --tp, "
@@ -198,8 +201,8 @@ def infer(
     if as_json:
         print_json(r.to_dict())
     else:
-        _out(r.explain().replace(f"\n  warning: {r.host_warning}", "") if r.host_warning
-             else r.explain())  # fmt: skip
+        text = r.explain()
+        _out(text.replace(f"\n  warning: {r.host_warning}", "") if r.host_warning else text)
     if plot and not as_json:
         _out(f"wrote {plot}")
 
@@ -432,6 +435,11 @@ def plan_train(
         _warn(gm.load_host(host).mismatch())
     if counts is not None and len(counts) == 1 and days is None and usd_budget is None:
         p = _llm().plan_training(model, gpu, counts[0], n_tokens, mfu=mfu, **common)
+        if p.step is not None:  # what the layout did to the global batch, in words
+            from gpumodel.llm.planning import plan_notes
+
+            p = p.model_copy(update={"notes": (*p.notes, *plan_notes(
+                model, p.step, tp=tp, pp=pp, global_batch=global_batch))})  # fmt: skip
         if plot:
             _plot_scaling(model, gpu, counts[0], n_tokens, {**common, "mfu": mfu}, plot)
         wrote = _html_report(p, html)
@@ -581,7 +589,8 @@ def plan_serve(
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     as_csv: bool = typer.Option(False, "--csv", help="the table as CSV"),
-    plot: str = typer.Option(None, help="write $ per 1M tokens per GPU to FILE.png/.svg"),
+    plot: str = typer.Option(
+        None, help="write $ per 1M prompt + output tokens per GPU to FILE.png/.svg"),
     html: str = typer.Option(None, "--html", help="also write a self-contained HTML report"),
 ) -> None:
     """GPUs, latency and $ per 1M tokens to serve a request rate, side by side per GPU.
@@ -622,11 +631,12 @@ def plan_serve(
 
 def _plot_serving(p: Any, path: str) -> None:
     plt = _plt()
-    ok = [o for o in p.options if o.feasible and o.usd_per_million_tokens is not None]
+    ok = [o for o in p.options
+          if o.feasible and o.usd_per_million_prompt_and_output_tokens is not None]  # fmt: skip
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.bar([o.gpu for o in ok], [o.usd_per_million_tokens for o in ok],
+    ax.bar([o.gpu for o in ok], [o.usd_per_million_prompt_and_output_tokens for o in ok],
            color=["tab:green" if o.best else "tab:blue" for o in ok])  # fmt: skip
-    ax.set_ylabel("$ per 1M tokens")
+    ax.set_ylabel("$ per 1M prompt + output tokens")
     ax.set_title(f"{p.model}: {p.rate_per_s:g} req/s", fontsize=9)
     fig.tight_layout()
     from gpumodel._io import save_figure

@@ -93,29 +93,52 @@ def price_notes(prices: dict[str, Any]) -> list[str]:
 
 
 def training_search_table(s: Any) -> Table:
-    """One row per GPU count: the fastest layout that fits, days, cost, MFU; '*' marks the
-    frontier, '>' the choice."""
+    """One row per GPU count: the fastest layout that fits, its global batch, time, cost, MFU;
+    '*' marks the frontier, '>' the choice, '^' a global batch rounded up to a multiple of
+    dp x micro-batch."""
     from gpumodel.calibration import calibration_short
+    from gpumodel.units import format_duration
 
     t = Table(
         title=f"train {s.model} on {format_count(s.tokens)} tokens ({s.seq}-token sequences) on {s.gpu}: "
         f"{s.answer}",
-        columns=["", "GPUs", "tp", "pp", "dp", "days", "cost", "MFU", "mem/GPU", "calibration"],
-        right={"GPUs", "tp", "pp", "dp", "days", "cost", "MFU", "mem/GPU"},
+        columns=["", "GPUs", "tp", "pp", "dp", "batch", "time", "cost", "MFU", "mem/GPU",
+                 "calibration"],
+        right={"GPUs", "tp", "pp", "dp", "batch", "time", "cost", "MFU", "mem/GPU"},
     )  # fmt: skip
-    fields = ["gpus", "tp", "pp", "dp", "global_batch", "step_time_s", "days", "gpu_hours",
-              "cost_usd", "mfu", "memory_per_gpu_bytes", "frontier", "meets"]  # fmt: skip
+    fields = ["gpus", "tp", "pp", "dp", "global_batch", "global_batch_asked", "dp_limit",
+              "step_time_s", "days", "gpu_hours", "cost_usd", "mfu", "memory_per_gpu_bytes",
+              "frontier", "meets"]  # fmt: skip
     t.csv_header = [*fields, "chosen", "calibration"]
     t.csv_rows = []
     chosen = s.choice.gpus if s.choice else None
     short = calibration_short(s.calibration)
     for o in s.options:
         mark = (">" if o.gpus == chosen else " ") + ("*" if o.frontier else " ")
-        t.add(mark, o.gpus, o.tp, o.pp, o.dp, f"{o.days:.3g}", dollars(o.cost_usd),
-              f"{100 * o.mfu:.0f}%", format_quantity(o.memory_per_gpu_bytes, "B"), short)  # fmt: skip
+        rounded = "^" if o.global_batch != o.global_batch_asked else ""
+        t.add(mark, o.gpus, o.tp, o.pp, o.dp, f"{o.global_batch:,}{rounded}",
+              format_duration(o.days), dollars(o.cost_usd), f"{100 * o.mfu:.0f}%",
+              format_quantity(o.memory_per_gpu_bytes, "B"), short)  # fmt: skip
         t.csv_rows.append([getattr(o, f) for f in fields] + [o.gpus == chosen, short])
     t.notes = ["* time/cost frontier (no other count is both faster and >1% cheaper); > the choice; "
                "each count's fastest layout that fits memory"]  # fmt: skip
+    if s.options:
+        o = s.options[0]
+        t.notes.append(f"batch: sequences per optimizer step, {o.global_batch_asked:,} asked ("
+                       "--global-batch, else ~4M tokens)"
+                       + ("; ^ rounded up to a multiple of dp x micro-batch"
+                          if any(x.global_batch != x.global_batch_asked for x in s.options)
+                          else ""))  # fmt: skip
+        limited = [x for x in s.options if x.dp_limit]
+        if limited:
+            where = (", ".join(f"{x.gpus:,}" for x in limited) + " GPUs" if len(limited) <= 4
+                     else f"the {len(limited)} counts from {limited[0].gpus:,} GPUs on")  # fmt: skip
+            t.notes.append(
+                f"at most {limited[0].dp_limit:,} data-parallel ranks at {where}: each takes "
+                "at least one micro-batch of the global batch "
+                f"({limited[0].global_batch_asked:,} sequences), so tensor/pipeline parallelism "
+                "runs the rest; a larger --global-batch allows more"
+            )  # fmt: skip
     t.notes += [f"not possible: {x}" for x in s.infeasible]
     t.notes += calibration_notes({s.gpu: s.calibration})
     t.notes += price_notes({s.gpu: s.price})
@@ -132,26 +155,28 @@ def serving_table(p: Any) -> Table:
     t = Table(
         title=f"serve {p.model}: {p.rate_per_s:g} req/s, {p.prompt} prompt + {p.output} output "
         f"tokens ({p.runtime}, {p.dtype})",
-        columns=["GPU", "tp", "batch", "TTFT", "TPOT", "GPUs", "$/hour", "$/1M tok", "targets",
-                 "calibration"],
-        right={"tp", "batch", "TTFT", "TPOT", "GPUs", "$/hour", "$/1M tok"},
+        columns=["GPU", "tp", "batch", "TTFT", "TPOT", "GPUs", "$/hour", "$/1M p+o",
+                 "targets", "calibration"],
+        right={"tp", "batch", "TTFT", "TPOT", "GPUs", "$/hour", "$/1M p+o"},
     )  # fmt: skip
-    fields = ["gpu", "feasible", "tp", "batch", "capacity_batch", "max_batch", "ttft_s",
-              "tpot_s", "latency_s",
+    fields = ["gpu", "feasible", "reason_short", "tp", "batch", "capacity_batch", "max_batch",
+              "ttft_s", "tpot_s", "latency_s",
               "requests_per_s_per_replica", "replicas", "gpus", "usd_per_gpu_hour",
-              "usd_per_hour", "usd_per_million_tokens", "usd_per_million_output_tokens",
+              "usd_per_hour", "usd_per_million_prompt_and_output_tokens",
+              "usd_per_million_output_tokens", "usd_per_million_tokens",
               "memory_per_gpu_bytes", "meets_slo", "best", "calibration"]  # fmt: skip
     t.csv_header = fields
     t.csv_rows = []
     for o in p.options:
         t.csv_rows.append([getattr(o, f) for f in fields])
-        if not o.feasible:
-            t.add(o.gpu + " (no fit)", "-", "-", "-", "-", "-", "-", "-", "-", "-")
+        if not o.feasible:  # why, in a few words: no fit, no bf16, ... (the notes say more)
+            t.add(f"{o.gpu} ({o.reason_short or 'infeasible'})", "-", "-", "-", "-", "-", "-",
+                  "-", "-", "-")  # fmt: skip
             continue
         t.add(o.gpu + (" (best)" if o.best else ""), o.tp,
               f"{o.batch}/{o.capacity_batch}/{o.max_batch}", format_time(o.ttft_s or 0),
               format_time(o.tpot_s) if o.tpot_s is not None else "-", o.gpus,
-              dollars(o.usd_per_hour), dollars(o.usd_per_million_tokens),
+              dollars(o.usd_per_hour), dollars(o.usd_per_million_prompt_and_output_tokens),
               "met" if o.meets_slo else "MISSED",
               calibration_short(o.calibration, dated=False))  # fmt: skip
     t.notes = [f"targets: {describe_targets(p)}; a GPU that misses them is never the best buy",
@@ -159,11 +184,14 @@ def serving_table(p: Any) -> Table:
                "replica's capacity batch, which sets the replica count / the most that fit in "
                "memory; TTFT and TPOT are priced at the first of the three (requests in "
                "flight)",
-               "$/1M tok: per million tokens the requests carry, prompt and output "
-               "(usd_per_million_output_tokens: output alone); mem/GPU (memory_per_gpu_bytes): "
-               "a replica at its capacity batch"]  # fmt: skip
+               "$/1M p+o (usd_per_million_prompt_and_output_tokens): per million tokens the "
+               "requests carry, prompt and output; usd_per_million_output_tokens: output "
+               "alone, as sweep-llm prices a decode step (usd_per_million_tokens: the old name "
+               "of the first); mem/GPU (memory_per_gpu_bytes): a replica at its capacity "
+               "batch"]  # fmt: skip
     if p.best:
-        t.notes.append(f"best buy: {p.best} (lowest $ per 1M tokens that meets the targets)")
+        t.notes.append(f"best buy: {p.best} (lowest $ per 1M tokens, prompt + output, that "
+                       "meets the targets)")  # fmt: skip
     else:
         t.notes.append("no best buy: no priced GPU meets the targets (relax --ttft/--tpot or "
                        "--slo server)")  # fmt: skip
@@ -192,6 +220,34 @@ SWEEP_COLUMNS = {
 }  # fmt: skip
 
 
+# An inference sweep's usd_per_million_tokens counts the tokens its step processes (those of
+# tokens_per_s): sweep-llm writes it under the name that says which as well, the name plan
+# serve gives the same quantity (a decode step's tokens are output tokens).
+COST_NAMES = {"decode": ("usd_per_million_output_tokens", "$/1M out"),
+              "prefill": ("usd_per_million_prompt_tokens", "$/1M prompt")}  # fmt: skip
+
+
+def named_costs(r: Any) -> Any:
+    """An inference sweep with its cost column also under the name of the tokens it counts
+    (``COST_NAMES``), next to ``usd_per_million_tokens``; a training sweep as it is."""
+    import dataclasses
+
+    import numpy as np
+
+    named = COST_NAMES.get(r.settings.get("phase")) if r.kind == "inference" else None
+    if named is None or "usd_per_million_tokens" not in r.columns or named[0] in r.columns:
+        return r
+    names = list(r.columns)
+    at = names.index("usd_per_million_tokens") + 1
+    dtype = [(n, r.table.dtype[n]) for n in names]
+    dtype.insert(at, (named[0], r.table.dtype["usd_per_million_tokens"]))
+    table = np.empty(len(r.table), dtype=dtype)
+    for n in names:
+        table[n] = r.table[n]
+    table[named[0]] = r.table["usd_per_million_tokens"]
+    return dataclasses.replace(r, table=table)
+
+
 def _fmt(key: str, v: Any) -> str:
     if key == "time_s":
         return format_time(v)
@@ -214,6 +270,11 @@ def sweep_table(r: Any, limit: int | None = None) -> Table:
     """A sweep's points (the most useful columns; a column with one value throughout goes to
     the title; ``--csv`` / ``--json`` have every column)."""
     cols = list(SWEEP_COLUMNS[r.kind])
+    named = COST_NAMES.get(r.settings.get("phase")) if r.kind == "inference" else None
+    if named is not None and named[0] in r.columns:  # the cost named by the tokens it counts
+        cols = [named if k == "usd_per_million_tokens" else (k, c) for k, c in cols]
+    else:
+        named = None
     if "days" in r.columns:  # a training sweep with tokens: time and cost to train
         cols[-2:-1] = [("days", "days"), ("cost_usd", "cost")]
     records = r.records()
@@ -238,11 +299,13 @@ def sweep_table(r: Any, limit: int | None = None) -> Table:
         t.add(*[_fmt(k, row[k]) for k, _ in cols])
     if limit is not None and len(r) > limit:
         t.notes.append(f"... {len(r) - limit:,} more rows: --csv or --json for all, --rows N")
-    if "usd_per_million_tokens" in dict(cols):
-        phase = r.settings.get("phase")
-        which = ("generated tokens (a decode step: one per sequence)" if phase == "decode"
-                 else "prompt tokens")  # fmt: skip
-        t.notes.append(f"$/1M tok: per million {which}; plan serve counts prompt and output")
+    if named is not None:
+        which = {"usd_per_million_output_tokens": "generated tokens, the output (a decode "
+                 "step's, each of its query tokens kept), as plan serve's "
+                 "usd_per_million_output_tokens",
+                 "usd_per_million_prompt_tokens": "prompt tokens (a prefill step's)"}[named[0]]
+        t.notes.append(f"{named[1]} ({named[0]}): $ per million {which}; "
+                       "usd_per_million_tokens: the same, its old name")  # fmt: skip
     t.notes += calibration_notes(r.calibrations)
     t.notes += price_notes({g: p.to_dict() if p else None for g, p in r.prices.items()})
     t.notes += [f"warning: {w}" for w in r.warnings]
@@ -299,7 +362,8 @@ def sweep_llm(
     calibration: str = typer.Option(None, help="'none', a calibration file, or a GPU id"),
     calibration_from: str = typer.Option(None, help="carry this GPU's calibration to every GPU"),
     fits_only: bool = typer.Option(False, "--fits-only", help="only points that fit in memory"),
-    sort: str = typer.Option(None, help="sort by a column, e.g. time_s or usd_per_million_tokens"),
+    sort: str = typer.Option(None, help="sort by a column, e.g. time_s or "
+                             "usd_per_million_output_tokens"),
     rows: int = typer.Option(50, help="rows shown in the table (--csv / --json: all)"),
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     as_csv: bool = typer.Option(False, "--csv", help="every point and column as CSV"),
@@ -366,6 +430,7 @@ def sweep_llm(
                               fusion=fusion or "fused",  # type: ignore[arg-type]
                               virtual_stages=virtual_stages,
                               tokens=parse_count(tokens) if tokens else None, **common)  # fmt: skip
+    r = named_costs(r)  # usd_per_million_output_tokens (decode) / _prompt_tokens (prefill)
     table = r.table
     if fits_only:
         table = table[table["fits"]]

@@ -175,8 +175,12 @@ class InferenceResult(StepResult):
     host_source: str = ""
     kernels_by_kind: dict[str, int] = Field(default_factory=dict)
     stream_floor_s: float | None = None
+    # tokens the step processes per second, all replicas: batch x seq a step (decode: every
+    # query token of a sequence counted as an output token, as time_per_output_token_s)
     tokens_per_s: float
     time_to_first_token_s: float | None
+    # decode: the step over the seq tokens each sequence gets from it (one token: the step;
+    # seq > 1, a speculative verification: the time per token when every one is kept)
     time_per_output_token_s: float | None
     kernels_per_step: int
     kernels_per_layer: int
@@ -195,6 +199,9 @@ class InferenceResult(StepResult):
 
     def explain(self, top: int = 12) -> str:
         per = "TTFT" if self.phase == "prefill" else "TPOT"
+        if self.phase == "decode" and self.seq > 1 and self.time_per_output_token_s:
+            per = (f"{self.seq} tokens per sequence: TPOT "
+                   f"{format_time(self.time_per_output_token_s)} if every one is kept")
         who = self.host["name"]
         if self.host_source and not self.host_source.startswith(PROFILE_SOURCE):
             who = f"{self.host_source}; profile {who}"  # a trace or a given figure won
@@ -843,7 +850,7 @@ def predict_inference(
         kernels_by_kind=ht.kernels_by_kind, host_source=ht.source,
         tokens_per_s=replicas * tokens / step,
         time_to_first_token_s=step if phase == "prefill" else None,
-        time_per_output_token_s=step if phase == "decode" else None,
+        time_per_output_token_s=step / seq if phase == "decode" else None,
         kernels_per_step=n_kernels,
         kernels_per_layer=sum(t.launches for t in layer),
         flops_per_step=sum(o.flops for o in breakdown),

@@ -65,7 +65,7 @@ from gpumodel.llm.layers import (
 )
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
-from gpumodel.units import format_gb, format_quantity
+from gpumodel.units import format_gb, format_gb_apart, format_quantity
 
 DEFAULT_OVERHEAD_BYTES = 1.5e9
 ADAM_BYTES_PER_PARAM = 12.0  # fp32 master weights + momentum + variance (ZeRO section 3.1)
@@ -315,7 +315,8 @@ class MemoryBreakdown(Checked):
 
     def message(self) -> str:
         """'needs 152.3 GB, has 80.0 GB' (decimal GB, as GPU datasheets count; TB from 1 TB)."""
-        return f"needs {format_gb(self.total_bytes)}, has {format_gb(self.capacity_bytes)}"
+        needs, has = format_gb_apart(self.total_bytes, self.capacity_bytes)
+        return f"needs {needs}, has {has}"
 
     def to_dict(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
@@ -339,7 +340,10 @@ class MemoryBreakdown(Checked):
             if value:
                 share = 100 * value / self.total_bytes
                 lines.append(f"  {name:<20} {format_quantity(value, 'B'):>10}  {share:5.1f}%")
-        lines.append(f"  {'total':<20} {format_quantity(self.total_bytes, 'B'):>10}")
+        # where it does not fit, the total as the headline's "needs" (told apart from "has")
+        total = (format_gb_apart(self.total_bytes, self.capacity_bytes)[0] if not self.fits
+                 else format_quantity(self.total_bytes, "B"))  # fmt: skip
+        lines.append(f"  {'total':<20} {total:>10}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 

@@ -17,15 +17,25 @@ on cost). The choice:
     neither            none: the frontier is the answer
 
 The global batch stays what it would be for one GPU (``global_batch`` sequences, default ~4M
-tokens as Llama 2, rounded up to a multiple of dp x micro-batch): layouts with more data-parallel
-ranks than sequences per step are left out, so large counts need tensor and pipeline
-parallelism, as they do in practice.
+tokens as Llama 2: 1,024 sequences of 4,096 tokens; a default that dp x micro-batch does not
+divide is rounded up to a multiple of it, and the option says so in ``notes``): layouts with
+more data-parallel ranks than sequences per step are left out, so large counts need tensor and
+pipeline parallelism, as they do in practice, and an option whose count the batch held to
+fewer data-parallel ranks says that too (``dp_limit``). One code path decides a count's layout
+for ``search_training`` and for ``plan_training`` (``fastest_layout``): the same count gets the
+same layout, batch and time whether it is asked alone or in a list. A count no layout can use
+within the batch (a million GPUs for 1,024 sequences) is an error or an ``infeasible`` line, never
+a plan with a silently larger batch.
+
+Durations are written in days from one day on, in hours or minutes below it
+(``format_duration``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,7 +50,7 @@ from gpumodel.llm.sweep import SweepResult, sweep_training
 from gpumodel.llm.training import default_global_batch, step_exceeds_run
 from gpumodel.prices import PriceArg, price_for, resolve_price_keys
 from gpumodel.specs import GPUSpec, get_gpu
-from gpumodel.units import format_count, format_gb, format_quantity
+from gpumodel.units import format_count, format_duration, format_gb, format_quantity
 
 TP_SIZES = (1, 2, 4, 8)
 # costs within 1% are a tie, which the fewer GPUs win (a plan's cost is not known to 1%)
@@ -74,7 +84,14 @@ class TrainingOption(BaseModel):
     tp: int
     pp: int
     dp: int
-    global_batch: int
+    global_batch: int  # sequences per optimizer step, as run
+    # the global batch asked (--global-batch, else ~4M tokens): global_batch rounds it up to a
+    # multiple of dp x micro-batch where that does not divide it
+    global_batch_asked: int = 0
+    # the most data-parallel ranks the global batch holds (one micro-batch each), where it left
+    # out layouts of this count with more; None where it did not
+    dp_limit: int | None = None
+    notes: tuple[str, ...] = ()
     step_time_s: float
     virtual_stages: int = 1
     days: float
@@ -191,44 +208,30 @@ def search_training(
     if budget is not None and price_info is None:
         raise SpecError(f"--budget needs a price: {g.id}'s spec has none; pass --price")
     seq = spec.check_context(seq or min(spec.max_context, 8192), "seq")
-    batch_cap = global_batch or int(default_global_batch(seq, 1))
-    t, p, d = within_batch(spec, *layouts(spec, counts, tp, pp), micro_batch, global_batch,
-                           batch_cap)  # fmt: skip
-    r: SweepResult = sweep_training(
-        spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch, seq=seq, zero=zero, dtype=dtype,
-        recompute=recompute, fusion=fusion, attention=attention, calibration=cal,
-        tokens=tokens, price=price, global_batch=global_batch, grid=False, policy=policy,
-        host=host, fragmentation=fragmentation, virtual_stages=virtual_stages,
+    found = _fastest_per_count(
+        spec, g, counts, tokens, tp=tp, pp=pp, micro_batch=micro_batch, seq=seq, zero=zero,
+        global_batch=global_batch, dtype=dtype, recompute=recompute, fusion=fusion,
+        attention=attention, calibration=cal, price=price, policy=policy, host=host,
+        fragmentation=fragmentation, virtual_stages=virtual_stages,
     )  # fmt: skip
+    r = found.sweep
     rows = r.table
     options: list[TrainingOption] = []
-    infeasible: list[str] = []
+    infeasible = [found.failed[n] for n in counts if n in found.failed]
     for n in counts:
-        mine = rows[rows["gpus"] == n]
-        if not len(mine):
-            infeasible.append(f"{n} GPUs: no tp x pp layout divides {n} with dp x micro-batch "
-                              f"<= the global batch ({batch_cap} sequences)")  # fmt: skip
+        if n not in found.best:
             continue
-        ok = mine[mine["fits"]]
-        if not len(ok):
-            least = mine[np.argmin(mine["memory_bytes"])]
-            infeasible.append(
-                f"{n} GPUs: no layout fits memory (least: tp={least['tp']} pp={least['pp']} "
-                f"needs {format_gb(least['memory_bytes'])}, has "
-                f"{format_gb(least['capacity_bytes'])})"
-            )
-            continue
-        # a run shorter than one step is no plan (plan_training's check, per count)
-        whole = ok[ok["global_batch"] * seq <= tokens]
-        if not len(whole):
-            least = int(np.min(ok["global_batch"]))
-            infeasible.append(f"{n} GPUs: {step_exceeds_run(least, seq, tokens)}")
-            continue
-        best = whole[np.argmin(whole["train_time_s"])]
+        best = found.best[n]
         cost = float(best["cost_usd"]) if price_info else None
+        limited = n in found.limited
         options.append(TrainingOption(
             gpus=n, tp=int(best["tp"]), pp=int(best["pp"]), dp=int(best["dp"]),
-            global_batch=int(best["global_batch"]), step_time_s=float(best["time_s"]),
+            global_batch=int(best["global_batch"]), global_batch_asked=found.asked,
+            dp_limit=found.asked // micro_batch if limited else None,
+            notes=tuple(batch_notes(n, int(best["tp"]), int(best["pp"]), int(best["dp"]),
+                                    micro_batch, seq, int(best["global_batch"]), found.asked,
+                                    global_batch is not None, limited)),
+            step_time_s=float(best["time_s"]),
             virtual_stages=int(best["virtual_stages"]),
             days=float(best["days"]), gpu_hours=n * float(best["train_time_s"]) / 3600.0,
             cost_usd=cost, mfu=float(best["mfu"]),
@@ -255,7 +258,7 @@ def search_training(
         fastest = min(options, key=lambda o: o.days)
         cheapest = min(options, key=lambda o: c_arr[options.index(o)])
         answer = (f"no GPU count meets the target: fastest {fastest.gpus} GPUs in "
-                  f"{fastest.days:.1f} days, cheapest {cheapest.gpus} GPUs "
+                  f"{format_duration(fastest.days)}, cheapest {cheapest.gpus} GPUs "
                   + (f"${cheapest.cost_usd:,.0f}" if cheapest.cost_usd is not None else "")
                   + "; none is recommended")  # fmt: skip
     else:
@@ -272,7 +275,7 @@ def search_training(
             x for x in (f"{days:g} days" if days else "", f"${budget:,.0f}" if budget else "") if x
         )
         answer = (f"{choice.gpus} x {g.id} (tp={choice.tp} pp={choice.pp} dp={choice.dp}): "
-                  f"{choice.days:.1f} days{cost}, MFU {100 * choice.mfu:.0f}% "
+                  f"{format_duration(choice.days)}{cost}, MFU {100 * choice.mfu:.0f}% "
                   f"({'cheapest' if days is not None else 'fastest'} within {want})")  # fmt: skip
     warnings = []
     if r.calibrations[g.id].startswith("none"):
@@ -286,40 +289,150 @@ def search_training(
     )  # fmt: skip
 
 
+def _max_layout(spec: ModelSpec, tp: int | None, pp: int | None) -> tuple[int, int]:
+    """The largest tp and pp a layout of ``spec`` takes (``layouts``' choices)."""
+    return (tp or max(t for t in TP_SIZES if spec.heads % t == 0)), (pp or spec.layers)
+
+
 def within_batch(
     spec: ModelSpec, t: np.ndarray, p: np.ndarray, d: np.ndarray, micro_batch: int,
     global_batch: int | None, batch_cap: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The layouts whose data parallelism the global batch holds: dp x micro-batch at most
     ``batch_cap`` sequences (no more ranks than sequences per step), dividing ``global_batch``
-    where one is given; SpecError when none does."""
+    where one is given; SpecError when none does, naming the most GPUs the batch takes."""
     keep = d * micro_batch <= batch_cap
     if global_batch is not None:
         keep &= global_batch % (d * micro_batch) == 0
     if not keep.any():
-        raise SpecError(f"no layout of {spec.id} over these GPU counts keeps dp x micro-batch "
-                        f"within a global batch of {batch_cap} sequences")  # fmt: skip
+        counts = sorted(set((t * p * d).tolist()))
+        what = f"{counts[0]:,} GPUs" if len(counts) == 1 else "these GPU counts"
+        tmax, pmax = _max_layout(spec, int(t.max()) if len(set(t.tolist())) == 1 else None,
+                                 int(p.max()) if len(set(p.tolist())) == 1 else None)  # fmt: skip
+        asked = ("given" if global_batch is not None
+                 else "the default, ~4M tokens")  # fmt: skip
+        raise SpecError(
+            f"{spec.id} on {what}: no tp x pp x dp layout keeps dp x micro-batch within "
+            + ("and dividing " if global_batch is not None else "")
+            + f"the global batch of {batch_cap:,} sequences ({asked}): a data-parallel rank "
+            f"takes at least one micro-batch of {micro_batch}, so at most tp {tmax} x pp "
+            f"{pmax} x dp {batch_cap // micro_batch:,} = "
+            f"{tmax * pmax * (batch_cap // micro_batch):,} GPUs; use fewer GPUs or a larger "
+            "--global-batch"
+        )  # fmt: skip
     return t[keep], p[keep], d[keep]
+
+
+@dataclass(frozen=True)
+class _PerCount:
+    """Each GPU count's fastest layout that fits (``best``: its sweep row), or why it has none
+    (``failed``: one line; ``least``: the smallest layout's row where memory stopped it)."""
+
+    sweep: SweepResult
+    asked: int  # the global batch asked, in sequences
+    best: dict[int, Any]
+    failed: dict[int, str]
+    least: dict[int, Any]
+    limited: set[int]  # counts whose layouts with more data-parallel ranks the batch left out
+
+
+def _fastest_per_count(
+    spec: ModelSpec, g: GPUSpec, counts: list[int], tokens: float, *, tp: int | None,
+    pp: int | None, micro_batch: int, seq: int, global_batch: int | None, **kwargs: Any,
+) -> _PerCount:
+    """The one code path ``search_training`` and ``fastest_layout`` (``plan_training``) share:
+    every layout of every count (``layouts``) the global batch holds (``within_batch``: asked,
+    or ~4M tokens), priced by one training sweep; per count the fastest that fits memory and
+    whose step is no more than the run."""
+    asked = global_batch or int(default_global_batch(seq, 1))
+    t, p, d = layouts(spec, counts, tp, pp)
+    limited = set((t * p * d)[d * micro_batch > asked].tolist())
+    t, p, d = within_batch(spec, t, p, d, micro_batch, global_batch, asked)
+    r: SweepResult = sweep_training(spec, g, tp=t, pp=p, dp=d, micro_batch=micro_batch,
+                                    seq=seq, tokens=tokens, global_batch=global_batch,
+                                    grid=False, **kwargs)  # fmt: skip
+    rows = r.table
+    best: dict[int, Any] = {}
+    failed: dict[int, str] = {}
+    least: dict[int, Any] = {}
+    for n in counts:
+        mine = rows[rows["gpus"] == n]
+        if not len(mine):
+            failed[n] = (f"{n} GPUs: no tp x pp layout divides {n} with dp x micro-batch "
+                         f"<= the global batch ({asked} sequences)")  # fmt: skip
+            continue
+        ok = mine[mine["fits"]]
+        if not len(ok):
+            least[n] = mine[np.argmin(mine["memory_bytes"])]
+            failed[n] = (
+                f"{n} GPUs: no layout fits memory (least: tp={least[n]['tp']} "
+                f"pp={least[n]['pp']} needs {format_gb(least[n]['memory_bytes'])}, has "
+                f"{format_gb(least[n]['capacity_bytes'])})"
+            )
+            continue
+        # a run shorter than one step is no plan (plan_training's check, per count)
+        whole = ok[ok["global_batch"] * seq <= tokens]
+        if not len(whole):
+            failed[n] = f"{n} GPUs: {step_exceeds_run(int(np.min(ok['global_batch'])), seq, tokens)}"
+            continue
+        best[n] = whole[np.argmin(whole["train_time_s"])]
+    return _PerCount(r, asked, best, failed, least, limited & set(best))
+
+
+def batch_notes(gpus: int, tp: int, pp: int, dp: int, micro_batch: int, seq: int, used: int,
+                asked: int, given: bool, limited: bool) -> list[str]:  # fmt: skip
+    """What a layout did to the global batch, in words: rounded it up to a multiple of dp x
+    micro-batch (``used`` > ``asked``), or held the count to fewer data-parallel ranks than a
+    layout of it could have (``limited``)."""
+    notes = []
+    if used != asked:
+        notes.append(
+            f"global batch {used:,} sequences x {seq} tokens = {used * seq:,} tokens: the "
+            + ("given" if given else "default (~4M tokens)")
+            + f" {asked:,} rounded up to a multiple of dp x micro-batch = {dp * micro_batch:,}"
+        )  # fmt: skip
+    if limited:
+        notes.append(
+            f"{gpus:,} GPUs, at most {asked // micro_batch:,} data-parallel ranks: each takes at "
+            f"least one micro-batch of {micro_batch} of the global batch of {asked:,} "
+            f"sequences, so tp x pp = {tp * pp} (tp={tp} pp={pp} dp={dp}); a larger "
+            "--global-batch allows more"
+        )  # fmt: skip
+    return notes
+
+
+def plan_notes(model: ModelSpec | str, step: Any, *, tp: int | None = None,
+               pp: int | None = None, global_batch: int | None = None) -> list[str]:  # fmt: skip
+    """``batch_notes`` of a ``plan_training`` step (``TrainingPlan.step``): its global batch
+    against the one asked, and whether the batch held its count's data parallelism
+    (``tp``/``pp`` as given to the plan)."""
+    spec = get_model(model)
+    asked = global_batch or int(default_global_batch(step.seq, 1))
+    _, _, d = layouts(spec, [step.gpus], tp, pp)
+    limited = bool(np.any(d * step.micro_batch > asked))
+    return batch_notes(step.gpus, step.tp, step.pp, step.dp, step.micro_batch, step.seq,
+                       step.global_batch, asked, global_batch is not None, limited)  # fmt: skip
 
 
 def fastest_layout(
     spec: ModelSpec, g: GPUSpec, gpus: int, tokens: float, **kwargs: Any
 ) -> tuple[int, int, int]:
     """(tp, pp, virtual stages) of the fastest layout of ``gpus`` GPUs that fits memory (the
-    interleaving asked for where that layout takes it, ``sweep_training``); InfeasibleError
-    with the smallest layout's shortfall when none does (``plan_training``'s search)."""
-    t, p, d = layouts(spec, [gpus], kwargs.pop("tp", None), kwargs.pop("pp", None))
-    if kwargs.get("global_batch") is not None:  # a given batch: the layouts that divide it
-        t, p, d = within_batch(spec, t, p, d, kwargs.get("micro_batch", 1),
-                               kwargs["global_batch"], kwargs["global_batch"])  # fmt: skip
-    r = sweep_training(spec, g, tp=t, pp=p, dp=d, tokens=tokens, grid=False, **kwargs)
-    rows = r.table
-    ok = rows[rows["fits"]]
-    if not len(ok):
+    interleaving asked for where that layout takes it, ``sweep_training``), chosen as
+    ``search_training`` chooses it for that count (``_fastest_per_count``: dp x micro-batch
+    within the global batch asked or the ~4M-token default); InfeasibleError with the smallest
+    layout's shortfall when none fits, SpecError when the batch holds no layout or one step is
+    more than the run (``plan_training``'s search)."""
+    seq = kwargs.pop("seq", None) or min(spec.max_context, 8192)
+    found = _fastest_per_count(spec, g, [gpus], tokens, tp=kwargs.pop("tp", None),
+                               pp=kwargs.pop("pp", None),
+                               micro_batch=kwargs.pop("micro_batch", 1), seq=seq,
+                               global_batch=kwargs.pop("global_batch", None), **kwargs)  # fmt: skip
+    if gpus in found.least:
         from gpumodel.llm.memory import infeasible_message
         from gpumodel.llm.training import training_memory
 
-        least = rows[np.argmin(rows["memory_bytes"])]
+        least = found.least[gpus]
         mem = training_memory(
             spec, g, micro_batch=int(least["micro_batch"]), seq=int(least["seq"]),
             dtype=kwargs.get("dtype", "bf16"), tp=int(least["tp"]), pp=int(least["pp"]),
@@ -334,7 +447,9 @@ def fastest_layout(
             infeasible_message(mem) + "; try more GPUs, --zero 3, --recompute full",
             needed=mem.total_bytes, available=mem.capacity_bytes,
         )  # fmt: skip
-    best = ok[np.argmin(ok["train_time_s"])]
+    if gpus not in found.best:
+        raise SpecError(found.failed[gpus].split(": ", 1)[1])
+    best = found.best[gpus]
     return int(best["tp"]), int(best["pp"]), int(best["virtual_stages"])
 
 
@@ -344,7 +459,8 @@ def explain_search(s: TrainingSearch) -> str:
     for o in s.options:
         mark = " *" if o.frontier else ""
         cost = f"${o.cost_usd:,.0f}" if o.cost_usd is not None else "-"
-        lines.append(f"  {o.gpus:>6} GPUs tp={o.tp} pp={o.pp} dp={o.dp}: {o.days:.1f} days, "
+        lines.append(f"  {o.gpus:>6} GPUs tp={o.tp} pp={o.pp} dp={o.dp}: "
+                     f"{format_duration(o.days)}, "
                      f"{cost}, MFU {100 * o.mfu:.0f}%, "
                      f"{format_quantity(o.memory_per_gpu_bytes, 'B')}/GPU{mark}")  # fmt: skip
     lines += [f"  calibration: {calibration_short(s.calibration)}"]
@@ -356,8 +472,10 @@ __all__ = [
     "DEFAULT_GPU_COUNTS",
     "TrainingOption",
     "TrainingSearch",
+    "batch_notes",
     "explain_search",
     "fastest_layout",
     "layouts",
+    "plan_notes",
     "search_training",
 ]

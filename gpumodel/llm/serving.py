@@ -20,18 +20,26 @@ Per GPU type:
          latency    = TTFT + output * TPOT = cycle
          throughput = B / cycle requests per second
 
-     The capacity batch is the one with the highest throughput that meets the latency targets
-     given (TTFT, TPOT, end-to-end), else the one closest to them (the smallest worst ratio of
-     a time to its target).
+     The capacity batch is the largest that meets the latency targets given (TTFT, TPOT,
+     end-to-end), else the one closest to them (the smallest worst ratio of a time to its
+     target). Every batch up to the memory limit is a candidate, not only the powers of two
+     (``_Capacity``): the batch after the capacity batch misses a target or does not fit
+     (Llama-3-8B on an L40S at the chat targets: batch 57 at tp 1, 9 GPUs for 50 req/s, where
+     the powers of two gave 32 there and 12 GPUs at tp 2).
   4. replicas = ceil(rate / capacity throughput); each replica then serves rate / replicas, and
      the batch it runs is the smallest whose throughput covers that (Little's law: requests in
      flight = arrival rate x latency, and B / cycle(B) is B over its latency): at 0.01 req/s a
      replica runs one request at a time, not its capacity batch. TTFT, TPOT and latency are the
      ones at that batch. GPUs = replicas * tp; $/hour = GPUs * price;
-     $ per 1M tokens = $/hour / (rate * (prompt + output) * 3600) * 1e6 (prompt and output
-     tokens both count; the output-token price is reported too).
+     usd_per_million_prompt_and_output_tokens = $/hour / (rate * (prompt + output) * 3600)
+     * 1e6 (prompt and output tokens both count); usd_per_million_output_tokens = $/hour /
+     (rate * output * 3600) * 1e6 (generated tokens alone, as ``sweep-llm`` prices a decode
+     step). ``usd_per_million_tokens`` is the first's old name, kept as an alias.
 
-The best buy is the feasible GPU with the lowest $ per 1M tokens that meets the targets.
+The best buy is the feasible GPU with the lowest $ per 1M prompt + output tokens that meets
+the targets. An infeasible GPU says why (``reason``) and, in a few words, ``reason_short``:
+"no fit" (no tensor-parallel size holds the model and one request), "no bf16" (the GPU has no
+matrix rate for the dtype: a V100 serves in fp16), "unsupported" (another step it cannot run).
 
 Each option names the calibration its times come from. GPUs with a calibration get measured
 efficiencies; the others the datasheet roofline, which is a different yardstick (on an H100 the
@@ -63,7 +71,7 @@ from gpumodel.calibration import (
     mixed_calibration_warning,
     resolve,
 )
-from gpumodel.errors import GpumodelError, SpecError
+from gpumodel.errors import GpumodelError, SpecError, UnsupportedError
 from gpumodel.hostprofile import host_dict, load_host
 from gpumodel.llm.inference import Runtime, predict_inference
 from gpumodel.llm.layers import tp_shape
@@ -71,6 +79,7 @@ from gpumodel.llm.memory import infeasible_message, max_batch, memory
 from gpumodel.llm.models import ModelSpec, get_model
 from gpumodel.llm.runtimes import DEFAULT_RUNTIME, check_hf_tensor_parallel, get_runtime
 from gpumodel.llm.sweep import sweep_inference
+from gpumodel.ops.base import matmul_unit
 from gpumodel.prices import (
     Price,
     mixed_price_warning,
@@ -105,6 +114,9 @@ class ServingOption(BaseModel):
     gpu: str
     feasible: bool
     reason: str = ""
+    # why it is infeasible in a few words (the table's label): "no fit" (memory at every tp),
+    # "no bf16" (no rate for the dtype), "no bf16, no fit" (both), "unsupported" (other)
+    reason_short: str = ""
     tp: int | None = None
     max_batch: int | None = None
     batch: int | None = None  # requests in flight per replica at the rate (Little's law)
@@ -118,8 +130,13 @@ class ServingOption(BaseModel):
     gpus: int | None = None
     usd_per_gpu_hour: float | None = None
     usd_per_hour: float | None = None
-    usd_per_million_tokens: float | None = None
+    # $ per 1M of the tokens the requests carry, prompt and output together
+    usd_per_million_prompt_and_output_tokens: float | None = None
+    # $ per 1M output (generated) tokens: what sweep-llm's decode rows price
     usd_per_million_output_tokens: float | None = None
+    # the old name of usd_per_million_prompt_and_output_tokens, kept as an alias (the HTML
+    # report reads it); sweep-llm's usd_per_million_tokens counts a step's tokens instead
+    usd_per_million_tokens: float | None = None
     meets_slo: bool = False
     memory_per_gpu_bytes: float | None = None
     best: bool = False
@@ -157,8 +174,9 @@ class ServingPlan(BaseModel):
             if not o.feasible:
                 lines.append(f"  {o.gpu}: infeasible: {o.reason}")
                 continue
-            cost = (f"${o.usd_per_hour:,.2f}/h, ${o.usd_per_million_tokens:.3g}/1M tokens"
-                    if o.usd_per_hour is not None else "no price")  # fmt: skip
+            cost = (f"${o.usd_per_hour:,.2f}/h, "
+                    f"${o.usd_per_million_prompt_and_output_tokens:.3g}/1M prompt + output "
+                    "tokens" if o.usd_per_hour is not None else "no price")  # fmt: skip
             tpot = format_time(o.tpot_s) if o.tpot_s is not None else "- (no output)"
             lines.append(
                 f"  {o.gpu}: tp={o.tp}, batch {o.batch} at this rate (capacity "
@@ -195,6 +213,15 @@ def _batches(limit: int) -> list[int]:
     return sorted({*out, limit})
 
 
+# A bracket of batches (one meets the targets, a larger one misses) narrower than this is
+# priced whole in one vectorised sweep. A wider one is first priced in a window of _WINDOW
+# batches around the boundary interpolated between its ends (the targets' ratios are close to
+# linear in the batch between two powers of two: one sweep usually finds it), then, where the
+# window missed it, narrowed by sweeps of _WHOLE_BRACKET batches spread over what is left.
+_WHOLE_BRACKET = 64
+_WINDOW = 16
+
+
 Row = tuple[float, int, float, float | None, float]  # requests/s, batch, TTFT, TPOT, latency
 
 
@@ -213,19 +240,21 @@ class _Replica:
                                            gpus=tp, tp=tp, runtime=runtime,
                                            calibration=calibration, host=host).time_s  # fmt: skip
         self.mid = prompt + output // 2
+        self._rows: dict[int, Row] = {}  # batch -> its row, each priced once
 
     def rows(self, batches: list[int]) -> list[Row]:
-        # every batch's decode step at once (the vectorised sweep: equal to predict_inference)
-        decode = sweep_inference(self.spec, self.g, phase="decode", batch=batches,
-                                 context=self.mid, tp=self.tp, dtype=self.dtype,
-                                 runtime=self.runtime, calibration=self.calibration,
-                                 host=self.host)["time_s"].tolist()  # fmt: skip
-        out = []
-        for b, t_dec in zip(batches, decode):
-            cycle = b * self.t_prefill + self.output * t_dec
-            tpot = (cycle - self.t_prefill) / self.output if self.output else None
-            out.append((b / cycle, b, self.t_prefill, tpot, cycle))
-        return out
+        new = [b for b in dict.fromkeys(batches) if b not in self._rows]
+        if new:  # every new batch's decode step at once (the vectorised sweep: equal to
+            # predict_inference)
+            decode = sweep_inference(self.spec, self.g, phase="decode", batch=new,
+                                     context=self.mid, tp=self.tp, dtype=self.dtype,
+                                     runtime=self.runtime, calibration=self.calibration,
+                                     host=self.host)["time_s"].tolist()  # fmt: skip
+            for b, t_dec in zip(new, decode):
+                cycle = b * self.t_prefill + self.output * t_dec
+                tpot = (cycle - self.t_prefill) / self.output if self.output else None
+                self._rows[b] = (b / cycle, b, self.t_prefill, tpot, cycle)
+        return [self._rows[b] for b in batches]
 
     def memory_bytes(self, batch: int) -> float:
         """The decode steady state at ``batch`` and the full context, per GPU."""
@@ -251,15 +280,73 @@ def _targets_ratio(row: Row, slo: tuple[float | None, float | None, float | None
     return max(ratios, default=0.0)
 
 
-def _capacity(replica: _Replica, slo: tuple[float | None, float | None, float | None]
-              ) -> tuple[Row, bool]:  # fmt: skip
-    """The capacity row (highest throughput meeting the targets, else the closest to them) and
-    whether it meets them."""
-    rows = replica.rows(_batches(replica.limit))
-    met = [r for r in rows if _targets_ratio(r, slo) <= 1]
-    if met:
-        return max(met, key=lambda r: r[0]), True
-    return min(rows, key=lambda r: (_targets_ratio(r, slo), -r[0])), False
+class _Capacity:
+    """A replica's capacity row: the largest batch that meets the latency targets (its
+    throughput sets the replica count), else the row closest to them (the smallest worst
+    ratio of a time to its target), and whether it meets them.
+
+    The powers of two up to the memory limit are priced first (``__init__``); ``row()`` then
+    prices the batches between the largest of them that meets the targets (``lo``) and the
+    next (``hi``, which misses them), so the batch after the capacity batch misses a target or
+    does not fit in memory. TPOT and latency grow with the batch (each request waits for the
+    others' prefills and for a larger decode step), so the batches that meet them are the ones
+    below the boundary, and it is found with vectorised sweeps: a window of ``_WINDOW``
+    batches around the boundary interpolated between lo and hi (the targets' ratios are close
+    to linear between two powers of two), then, where the window missed it, sweeps of
+    ``_WHOLE_BRACKET`` batches spread over what is left, then every batch of the last
+    bracket. Where a kernel switch makes a decode step slower (Llama-3-8B on an H200: batch
+    199), a batch just below the largest can have ~1% more throughput; the largest is kept,
+    the one the targets allow."""
+
+    def __init__(self, replica: _Replica, slo: tuple[float | None, float | None, float | None]
+                 ) -> None:  # fmt: skip
+        self.replica, self.slo = replica, slo
+        rows = replica.rows(_batches(replica.limit))
+        met = [r for r in rows if _targets_ratio(r, slo) <= 1]
+        self.meets = bool(met)
+        self.closest = min(rows, key=lambda r: (_targets_ratio(r, slo), -r[0]))
+        self.lo = max((r[1] for r in met), default=0)  # meets
+        self.hi = min((r[1] for r in rows if r[1] > self.lo), default=None)  # misses
+        self._row: Row | None = None if self.meets else self.closest
+
+    def bound(self) -> float:
+        """An upper bound on the capacity's requests/s (``row()[0]``) without pricing more
+        batches: the capacity batch is below hi, B / cycle(B) grows with B at a fixed decode
+        step, and no step in the bracket is faster than lo's."""
+        if self._row is not None or self.hi is None or self.hi - self.lo <= 1:
+            return self.row()[0]
+        r = self.replica
+        lo = r.rows([self.lo])[0]
+        b = self.hi - 1
+        return b / (b * r.t_prefill + (lo[4] - self.lo * r.t_prefill))
+
+    def row(self) -> Row:
+        if self._row is None:
+            self._row = self._search()
+        return self._row
+
+    def _search(self) -> Row:
+        replica, slo, lo, hi = self.replica, self.slo, self.lo, self.hi
+        guess = True
+        while hi is not None and hi - lo > 1:
+            whole = hi - lo - 1 <= _WHOLE_BRACKET
+            if whole:
+                inside = list(range(lo + 1, hi))
+            elif guess:  # the boundary interpolated between lo and hi, and a window around it
+                r_lo, r_hi = (_targets_ratio(row, slo) for row in replica.rows([lo, hi]))
+                at = lo + (1 - r_lo) / (r_hi - r_lo) * (hi - lo) if r_hi > r_lo else lo
+                start = min(max(lo + 1, round(at) - _WINDOW // 2), hi - _WINDOW)
+                inside = list(range(start, start + _WINDOW))
+            else:
+                step = (hi - lo) / _WHOLE_BRACKET
+                inside = sorted({lo + round(step * i) for i in range(1, _WHOLE_BRACKET)})
+            guess = False
+            more = replica.rows(inside)
+            lo = max([lo, *(r[1] for r in more if _targets_ratio(r, slo) <= 1)])
+            hi = min([hi, *(r[1] for r in more if r[1] > lo)])
+            if whole:
+                break
+        return replica.rows([lo])[0]
 
 
 def serve_on(
@@ -281,7 +368,12 @@ def serve_on(
     """The serving option on one GPU type (see the module docstring)."""
     context = prompt + output  # within max_context: checked once, in plan_serving
     slo = (ttft_slo_s, tpot_slo_s, latency_slo_s)
-    options: list[tuple[_Replica, Row, bool]] = []
+    try:  # a GPU without the dtype's matrix rate (bf16 on a V100 or T4) runs nothing
+        matmul_unit(g, dtype)
+        no_dtype = None
+    except UnsupportedError as exc:
+        no_dtype = str(exc)
+    fitting: list[int] = []
     last_mem = None
     for t in TP_SIZES:
         try:
@@ -289,19 +381,41 @@ def serve_on(
             check_hf_tensor_parallel(get_runtime(runtime), spec.id, spec.kv_heads, t)
         except GpumodelError:  # a tp this model or runtime cannot run
             continue
-        mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, phase="decode")
-        last_mem = mem
-        if mem.fits:
-            replica = _Replica(spec, g, t, prompt, output, dtype, runtime, calibration, host)
-            options.append((replica, *_capacity(replica, slo)))
-    if not options:
-        reason = (infeasible_message(last_mem) + f" at tp={last_mem.tp}" if last_mem
+        last_mem = memory(spec, g, batch=1, seq=context, dtype=dtype, tp=t, phase="decode")
+        if last_mem.fits:
+            fitting.append(t)
+    no_fit = None
+    if not fitting:
+        no_fit = (infeasible_message(last_mem) + f" at tp={last_mem.tp}" if last_mem
                   else "no tensor-parallel size fits")  # fmt: skip
-        return ServingOption(gpu=g.id, feasible=False, reason=reason)
-    # meeting the targets first, then the fewest GPUs for the rate, then requests/s per GPU
-    replica, capacity, meets = max(
-        options, key=lambda o: (o[2], -math.ceil(rate / o[1][0] - 1e-9) * o[0].tp,
-                                o[1][0] / o[0].tp))  # fmt: skip
+    if no_dtype is not None:  # the reason first; memory too where it does not fit either
+        return ServingOption(
+            gpu=g.id, feasible=False,
+            reason=no_dtype + (f"; nor does it fit: {no_fit}" if no_fit else ""),
+            reason_short=f"no {dtype}" + (", no fit" if no_fit else ""))  # fmt: skip
+    if no_fit is not None:
+        return ServingOption(gpu=g.id, feasible=False, reason=no_fit, reason_short="no fit")
+    searches = [_Capacity(_Replica(spec, g, t, prompt, output, dtype, runtime, calibration,
+                                   host), slo) for t in fitting]  # fmt: skip
+
+    def rank(c: _Capacity, rps: float) -> tuple[bool, int, float]:
+        """Meeting the targets first, then the fewest GPUs for the rate, then requests/s per
+        GPU (higher is better)."""
+        return c.meets, -math.ceil(rate / rps - 1e-9) * c.replica.tp, rps / c.replica.tp
+
+    # each tp's exact capacity where it can still win: its bound ranks no lower than the best
+    # found (a tie too: the smaller tp wins it, as it would with every tp searched)
+    best: tuple[tuple[bool, int, float], int] | None = None
+    for i, c in sorted(enumerate(searches), key=lambda ic: rank(ic[1], ic[1].bound()),
+                       reverse=True):  # fmt: skip
+        if best is not None and rank(c, c.bound()) < best[0]:
+            break
+        key = rank(c, c.row()[0])
+        if best is None or key > best[0] or (key == best[0] and i < best[1]):
+            best = (key, i)
+    assert best is not None  # fitting is not empty
+    search = searches[best[1]]
+    replica, capacity, meets = search.replica, search.row(), search.meets
     tp, limit, rps = replica.tp, replica.limit, capacity[0]
     replicas = max(1, math.ceil(rate / rps - 1e-9))
     _, b, ttft, tpot, latency = replica.operating_row(capacity, rate / replicas)
@@ -310,14 +424,16 @@ def serve_on(
     price_info = price_for(g, price)
     usd = price_info.usd_per_gpu_hour if price_info else None
     per_hour = n_gpus * usd if usd is not None else None
-    tokens_per_hour = rate * context * 3600.0
+    tokens_per_hour = rate * context * 3600.0  # prompt and output tokens
+    per_million = per_hour / tokens_per_hour * 1e6 if per_hour is not None else None
     return ServingOption(
         gpu=g.id, feasible=True, calibration=calibration_label(resolve(calibration, g)), tp=tp,
         max_batch=limit, batch=b, capacity_batch=capacity[1], ttft_s=ttft, tpot_s=tpot,
         latency_s=latency, requests_per_s_per_replica=rps,
         output_tokens_per_s_per_replica=rps * output, replicas=replicas, gpus=n_gpus,
         usd_per_gpu_hour=usd, usd_per_hour=per_hour,
-        usd_per_million_tokens=per_hour / tokens_per_hour * 1e6 if per_hour is not None else None,
+        usd_per_million_prompt_and_output_tokens=per_million,
+        usd_per_million_tokens=per_million,
         usd_per_million_output_tokens=(per_hour / (rate * output * 3600.0) * 1e6
                                        if per_hour is not None and output else None),
         meets_slo=meets, memory_per_gpu_bytes=mem_bytes,
@@ -396,12 +512,14 @@ def plan_serving(
                            host=host)  # fmt: skip
         except SpecError:
             raise
-        except GpumodelError as exc:  # e.g. no bf16 on this GPU
-            opt = ServingOption(gpu=g.id, feasible=False, reason=str(exc))
+        except GpumodelError as exc:  # a step this GPU cannot run (serve_on names the rest)
+            opt = ServingOption(gpu=g.id, feasible=False, reason=str(exc),
+                                reason_short="unsupported")  # fmt: skip
         options.append(opt)
-    priced = [o for o in options
-              if o.feasible and o.meets_slo and o.usd_per_million_tokens is not None]  # fmt: skip
-    best = min(priced, key=lambda o: o.usd_per_million_tokens or 0.0).gpu if priced else None
+    priced = [o for o in options if o.feasible and o.meets_slo
+              and o.usd_per_million_prompt_and_output_tokens is not None]  # fmt: skip
+    best = (min(priced, key=lambda o: o.usd_per_million_prompt_and_output_tokens or 0.0).gpu
+            if priced else None)  # fmt: skip
     options = [o.model_copy(update={"best": o.gpu == best}) for o in options]
     return ServingPlan(
         model=spec.id, prompt=prompt, output=output, rate_per_s=rate, dtype=dtype,

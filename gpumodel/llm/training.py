@@ -90,7 +90,7 @@ from gpumodel.ops import AdamW, Attention, Gemm, GroupedGemm, LayerNorm, RMSNorm
 from gpumodel.ops.collectives import AllGather, ReduceScatter
 from gpumodel.prediction import accuracy_line
 from gpumodel.specs import BYTES_PER_ELEMENT, GPUSpec, get_gpu
-from gpumodel.units import format_count, format_quantity, format_time
+from gpumodel.units import format_count, format_duration, format_quantity, format_time
 
 # Llama 2 pre-training used a global batch of 4M tokens (Touvron et al. 2023, section 2.2).
 DEFAULT_GLOBAL_BATCH_TOKENS = 4 * 1024 * 1024
@@ -298,7 +298,7 @@ class TrainingPlan(BaseModel):
     def explain(self) -> str:
         lines = [
             f"train {self.model} on {format_count(self.tokens)} tokens with {self.gpus} x {self.gpu}: "
-            f"{self.days:.1f} days, {self.gpu_hours:,.0f} GPU-hours"
+            f"{format_duration(self.days)}, {self.gpu_hours:,.0f} GPU-hours"
             + (f", ${self.cost_usd:,.0f}" if self.cost_usd is not None else ""),
             f"  model FLOPs {self.total_flops:.3g} ({format_quantity(self.model_flops_per_token, 'FLOP')}"
             f" per token, PaLM 6N + 12LHQT; 6ND alone {self.flops_6nd:.3g})",
