@@ -741,7 +741,9 @@ class Attention(Op):
             bytes=nbytes,
             bytes_written=q_bytes,
             working_set_bytes=nbytes,
-            min_flops_fraction=1 / pad,
+            # the speed of light counts each real product once (the softmax's share below its
+            # real work where work > 1: still a bound)
+            min_flops_fraction=1 / (pad * work),
             gemm=GemmShape(tile_rows, self.n_kv_seq, d, blocks, dt, tile_k=tile_k,
                            needs_alignment=False),
             tile_work=TileWork(1),
