@@ -587,9 +587,8 @@ def atomic_path(
         if isinstance(exc, GpumodelError):
             raise
         reason = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
-        raise OutputFileError(
-            f"{path}: cannot write {what} ({reason}); the old file is kept"
-        ) from None
+        kept = "the old file is kept" if path.exists() else "nothing was written"
+        raise OutputFileError(f"{path}: cannot write {what} ({reason}); {kept}") from None
     except BaseException:
         if tmp is not None:
             tmp.unlink(missing_ok=True)

@@ -327,6 +327,17 @@ class Calibration(_Frozen):
     # them, so ``save`` refuses
     _measurements_skipped: bool = PrivateAttr(False)
 
+    @model_validator(mode="after")
+    def _trace_is_this_gpus(self) -> Calibration:
+        """A trace fit names the GPU it was recorded on: the file's own, unless the file was
+        carried to another GPU (``transferred_from``: the trace stays the traced GPU's)."""
+        fit = self.trace
+        if fit is not None and self.transferred_from is None and fit.gpu_id != self.gpu_id:
+            raise ValueError(f"trace.gpu_id is {fit.gpu_id!r} but the calibration is for "
+                             f"{self.gpu_id!r}: a trace calibration is fitted on the GPU that "
+                             "recorded it (carry it with --calibration-from)")  # fmt: skip
+        return self
+
     def model_copy(
         self, *, update: dict[str, Any] | None = None, deep: bool = False
     ) -> Calibration:
@@ -715,15 +726,23 @@ def calibration_short(label: str, dated: bool = True) -> str:
 
 
 def choose_calibration(
-    gpu: GPUSpec, calibration: Any = None, calibration_from: str | Path | None = None
+    gpu: GPUSpec, calibration: Any = None, calibration_from: str | Path | None = None,
+    *, gpus: int = 1,
 ) -> Any:
     """What to pass as ``calibration=`` for ``gpu``: ``calibration_from`` (a GPU id or file)
-    transferred to it, else ``calibration`` as given (None: the best found for ``gpu``)."""
+    transferred to it, else ``calibration`` as given (None: the best found for ``gpu``). In a
+    comparison of ``gpus`` > 1 GPUs, a GPU of another vendor than the calibration's (whose
+    kernels and libraries differ: ``transfer`` refuses it) is priced on its datasheet, and
+    ``mixed_calibration_warning`` says why; asked for one GPU, that is an error."""
     if calibration_from is not None and calibration is not None:
         raise SpecError("pass calibration or calibration_from, not both")
-    if calibration_from is not None:
-        return load_calibration(calibration_from, for_gpu=gpu)
-    return calibration
+    if calibration_from is None:
+        return calibration
+    if gpus > 1:
+        source = load_calibration(calibration_from)
+        if get_gpu(source.gpu_id).vendor != gpu.vendor:
+            return "none"
+    return load_calibration(calibration_from, for_gpu=gpu)
 
 
 def mixed_calibration_warning(labels: dict[str, str]) -> list[str]:
@@ -734,6 +753,13 @@ def mixed_calibration_warning(labels: dict[str, str]) -> list[str]:
     if not bare or len(bare) == len(labels):
         return []
     measured = [g for g in labels if g not in bare]
+    if all("transferred from" in labels[g] or g in labels[g] for g in measured) and any(
+            "transferred from" in labels[g] for g in measured):  # fmt: skip
+        # a calibration carried to every GPU of its vendor (``choose_calibration``)
+        return [f"{', '.join(bare)}: datasheet roofline only (another vendor: a calibration "
+                f"carries to its own vendor's GPUs), {', '.join(measured)}: calibrated; not "
+                "like for like (on an H100 the datasheet-only LLM step was off by 24-30%): "
+                "--calibration none puts all on the datasheet"]  # fmt: skip
     return [f"{', '.join(bare)}: datasheet roofline only, {', '.join(measured)}: calibrated; "
             "not like for like (on an H100 the datasheet-only LLM step was off by 24-30%): "
             "--calibration-from h100 (calibration_from) carries one calibration to all, "

@@ -23,7 +23,8 @@ What a trace of one training or inference step says, and what is fitted from it:
   --host-only`` measured on the trace's machine (``host=``, ``--host``: the profile's
   ``profiler_event_s``) is removed, else a default one (``DEFAULT_PROFILER_EVENT_S``). The
   result says which of the two was done and how large the
-  correction was.
+  correction was. A trace of graph replays issues no eager kernel: its host is the replays',
+  and its host per (eager) kernel is the host profile's (``_graph_eager_host``).
 * **The runtime.** Named from what the trace shows: CUDA-graph launches, compiled (Triton)
   kernels, the dynamic KV cache's concatenations, a backward pass, optimizer kernels.
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import statistics
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpumodel._io import gc_paused
-from gpumodel._validators import MAX_MULTIPLIER, MIN_RATIO
+from gpumodel._validators import MAX_HOST_CALL_S, MAX_MULTIPLIER, MIN_RATIO
 from gpumodel.calibration import Calibration, CalibrationParams, resolve
 from gpumodel.diagnose.comms import FAMILY as COMM_FAMILY
 from gpumodel.diagnose.model_match import identify_model, match_optimizer, optimizer_note
@@ -66,7 +68,7 @@ from gpumodel.diagnose.timeline import (
 )
 from gpumodel.predict import kernel_size_s
 from gpumodel.specs import GPUSpec
-from gpumodel.tracefit import FamilyFit, ProfilerCorrection, TraceFit, family_key
+from gpumodel.tracefit import GRAPH_RUNTIMES, FamilyFit, ProfilerCorrection, TraceFit, family_key
 from gpumodel.tracegraph import GraphFit, GraphStep, fit_graph_families, priced_step
 
 if TYPE_CHECKING:
@@ -121,9 +123,8 @@ _KIND_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
               "aten::ones", "aten::arange", "aten::full")),
     ("optimizer_step", ("Optimizer.step", "_fused_adamw", "_fused_adam", "_foreach_")),
 )  # fmt: skip
-# runtimes whose steps replay CUDA graphs: their kernels are fitted by name (tracegraph), and
-# the note that says a fit did so
-GRAPH_RUNTIMES = ("fused-graph", "hf-static-compiled")
+# the note that says a trace of graph replays (a GRAPH_RUNTIMES step) was fitted by name
+# (tracegraph)
 GRAPH_NOTE = "graph trace: priced as"
 HOST_KINDS = ("matmul", "elementwise", "reduction", "norm", "view", "cat", "copy", "index",
               "sdpa", "optimizer_step")  # fmt: skip
@@ -181,6 +182,10 @@ def calibrate_from_trace(
     shapes); with them and ``model``
     the GEMM and attention kernels are fitted by name against the model's step
     (``gpumodel.tracegraph``). An eager trace reads its shapes from the trace instead.
+
+    Refused (``TraceFormatError``, one line): a ``step_ms`` under ``MIN_STEP_OF_KERNELS`` x
+    the traced kernels' GPU time or over ``MAX_STEP_OF_PROFILED`` x the profiled step, and a
+    graph step that does not fit its trace (``DESCRIBED_STEP_FACTOR``, ``SELF_CHECK_FACTOR``).
     """
     from gpumodel._io import as_path
     from gpumodel._validators import check_number
@@ -193,7 +198,10 @@ def calibrate_from_trace(
             f"--step-ms must be a positive number of milliseconds, not {step_ms}"
         )
     hp = _load_host_arg(host)  # a --host that names nothing is an error either way
-    tr = load_trace(path)
+    try:
+        tr = load_trace(path)
+    except TraceFormatError as exc:  # a cut gzip stream read as an empty or kernel-less trace
+        raise _why_unreadable(path) or exc from None
     if tr.format != "torch_chrome_trace":
         raise TraceFormatError(
             f"{path}: calibrate needs a torch.profiler Chrome trace (.json or .json.gz), not an "
@@ -367,6 +375,12 @@ def calibrate_from_trace(
     if graph_step is not None:  # kernels replayed from a graph: fitted by name (tracegraph)
         graph, unmatched_rows = _fit_graph(path, views, periods, total, spec, unscaled, model,
                                            runtime, graph_step, hp)  # fmt: skip
+        if graph.misfit:  # the step named is not the one traced
+            other = GraphStep(graph_step.batch, graph_step.context,
+                              "decode" if graph_step.phase == "prefill" else "prefill")  # fmt: skip
+            refit, _ = _fit_graph(path, views, periods, total, spec, unscaled, model, runtime,
+                                  other, hp)  # fmt: skip
+            raise TraceFormatError(_misdescribed(path, model, graph_step, graph, other, refit))
         families, scales, spans = graph.families, graph.scales, graph.spans
         notes += [f"{GRAPH_NOTE} {model} {graph_step.label()} in {runtime}", *graph.notes]
         matched = graph.matched_s * periods
@@ -375,6 +389,13 @@ def calibrate_from_trace(
     # (a training trace: docs/trace-calibration.md)
     event_s = _profiler_event_s(hp) if step_ms is None or runtime == "hf-eager" else None
     host = _host_side(tr, tl, step_ms, periods, event_s, gpu_busy_s=busy / periods)
+    if step_ms is not None:
+        # the kernels' GPU time: the smaller of the time they took, summed, and the time the
+        # GPU was busy (overlapping streams count once); the profiled step: the host's
+        # ProfilerStep range, or the timeline's step where the host ran ahead of the GPU (2.3
+        # of 13.9 ms in the fp32_no_tf32 fixture)
+        gpu_s = min(busy / periods, tl.busy_us * 1e-6 / max(tl.periods, 1))
+        _check_step_ms(path, step_ms, gpu_s, max(host["step_profiled_s"], tl.step_us * 1e-6))
     loader_s, step_s = host["loader_step_s"], host["step_profiled_s"]
     if step_s > 0 and loader_s >= LOADER_WARN_SHARE * step_s:
         notes.append(f"warning: the step waited {loader_s * 1e3:.3g} ms of each "
@@ -404,10 +425,21 @@ def calibrate_from_trace(
         # GPU-bound prefill trace it priced the host-bound 1 x 128-512 prompts of H200 runs 24,
         # 25 and 27 36-55% slow, where the machine's host profile gave 9-15% on runs 24 and 27
         # (run 25's host drifted, -39%)
-        notes.append(f"host: --step-ms {step_ms:g} is GPU-bound, so the trace's host is kept "
-                     "with an assumed profiler cost per event; pass --host PROFILE (`gpumodel "
-                     "validate --host-only` on the machine that recorded the trace) to price "
-                     "host-bound steps at its measured speed")  # fmt: skip
+        kept = ("cut to fit under the step time" if host["host_cut"]
+                else "less an assumed profiler cost per event")  # fmt: skip
+        notes.append(f"host: --step-ms {step_ms:g} is GPU-bound, so the trace's own host is "
+                     f"used, {kept}; pass --host PROFILE (`gpumodel validate --host-only` on the "
+                     "machine that recorded the trace) to price host-bound steps at its "
+                     "measured speed")  # fmt: skip
+    eager_from = None
+    if runtime.removeprefix("train-") in GRAPH_RUNTIMES:  # no eager launch to measure
+        host, eager_from = _graph_eager_host(host, hp)
+        notes.append("host: a trace of graph replays times no eager kernel's host (its host "
+                     "is the replays'): eager kernels priced with this calibration (a prefill, a "
+                     f"training step) take {eager_from}, "
+                     f"{host['host_per_kernel_s'] * 1e6:.3g} us each"
+                     + ("" if hp is not None else "; pass --host PROFILE (`gpumodel validate "
+                        "--host-only` on the machine that recorded the trace) for its own"))  # fmt: skip
 
     # --- the fitted model on the traced step ----------------------------------------------
     # the kernels outside the fit (unmatched, and NCCL's, matched or not) at their measured
@@ -443,6 +475,12 @@ def calibrate_from_trace(
         "family_time_scale": {**base_params.family_time_scale, **scales},
         "family_time_scale_span_s": {**kept_spans, **spans},
     })  # fmt: skip
+    if host["host_per_kernel_s"] > MAX_HOST_CALL_S:  # TraceFit's bound, said as one line
+        raise TraceFormatError(
+            f"{path}: the traced step's host time per kernel is "
+            f"{host['host_per_kernel_s'] * 1e3:.4g} ms, past any host call "
+            f"({MAX_HOST_CALL_S * 1e3:g} ms): a step of so few kernels is not one calibrate fits"
+        )
     fit = TraceFit(
         trace_path=str(path), trace_sha256=file_sha256(path), gpu_id=spec.id,
         device_name=info.device_name, runtime=runtime, runtime_evidence=evidence,
@@ -454,7 +492,7 @@ def calibrate_from_trace(
         matched_fraction=matched / total, unmatched=unmatched_rows, families=families,
         profiler=host["correction"], host_per_kernel_s=host["host_per_kernel_s"],
         host_op_s=host["op_s"], host_op_counts=host["op_counts"], self_check=self_check,
-        collectives=dict(collectives), model=model, notes=notes,
+        collectives=dict(collectives), model=model, notes=notes, eager_host_from=eager_from,
         peak_allocated_bytes=tr.peak_allocated_bytes,
         peak_reserved_bytes=tr.peak_reserved_bytes,
     )  # fmt: skip
@@ -492,6 +530,17 @@ def _graph_self_check(
     check = {**fit.self_check, "step_predicted_s": pred.time_s}
     if step_ms is not None:
         check["error_pct"] = 100.0 * (pred.time_s - step_ms * 1e-3) / (step_ms * 1e-3)
+    # the step it was fitted on, priced whole, more than 2x off: the step named is not the one
+    # traced (its classes each fitted, its other kernels or host not); the committed graph
+    # traces named right come back within 5% of --step-ms (docs/trace-calibration.md)
+    ran = step_ms * 1e-3 if step_ms is not None else fit.self_check["step_traced_s"]
+    if not 1 / SELF_CHECK_FACTOR <= pred.time_s / ran <= SELF_CHECK_FACTOR:
+        raise TraceFormatError(
+            f"{fit.trace_path}: --model {model} --batch {step.batch} --context {step.context} "
+            f"--phase {step.phase} does not describe the traced step: fitted on it, the model "
+            f"prices it at {pred.time_s * 1e3:.4g} ms where it ran {ran * 1e3:.4g} ms "
+            f"({'--step-ms' if step_ms is not None else 'traced'}); check those arguments"
+        )
     return cal.model_copy(update={"trace": fit.model_copy(update={"self_check": check})})
 
 
@@ -512,6 +561,34 @@ def _graph_step(batch: int | None, context: int | None, phase: str | None) -> Gr
                                "and its context (KV length) in tokens")  # fmt: skip
     check_counts(batch=batch, context=context)
     return GraphStep(batch=batch, context=context, phase=phase or "decode")
+
+
+def _misdescribed(
+    path: Path, model: str, step: GraphStep, fit: GraphFit, other: GraphStep, refit: GraphFit
+) -> str:  # fmt: skip
+    """One line: the graph step named (``step``) does not fit the trace's kernels (``fit``),
+    and the argument most likely wrong: ``--phase`` where the other phase fits (``refit``),
+    else ``--batch``/``--model`` for the GEMMs, ``--context``/``--batch`` for attention."""
+    from gpumodel.tracegraph import DESCRIBED_STEP_FACTOR
+
+    cls, scale = max(fit.misfit.items(), key=lambda kv: abs(math.log(kv[1])))
+    m, p, _ = fit.classes[cls]
+    if not refit.misfit:
+        fits = ", ".join(f"{c} x{m_ / p_:.3g}" for c, (m_, p_, _) in refit.classes.items() if p_)
+        hint = f"check --phase: as a {other.phase} step they fit ({fits})"
+    elif cls in ("gemm", "grouped_gemm"):
+        hint = ("check --batch and --model: a step's GEMM time is set by its tokens (batch, x "
+                "context in a prefill) and the model's widths")  # fmt: skip
+    else:
+        hint = ("check --context and --batch: attention's time is set by the KV length times "
+                "the batch")  # fmt: skip
+    f = DESCRIBED_STEP_FACTOR
+    return (
+        f"{path}: --model {model} --batch {step.batch} --context {step.context} --phase "
+        f"{step.phase} does not describe the traced step: the model prices its {cls} "
+        f"kernels at {p * 1e3:.3g} ms a step, the trace ran them in {m * 1e3:.3g} ms "
+        f"(x{scale:.3g}; a step named right fits within 1/{f:g}-{f:g}x); {hint}"
+    )
 
 
 def _fit_graph(
@@ -539,6 +616,33 @@ def _fit_graph(
     rows = [{"kernel": k, "family": "other", "s_per_step": v, "reason": reason}
             for k, v in list(gf.other_s.items())[:10]]  # fmt: skip
     return gf, rows
+
+
+def _why_unreadable(path: Path) -> TraceFormatError | None:
+    """The error to give for a trace the reader refused, where its gzip stream ends early: what
+    was read of a cut file looks empty, or holds no kernel (the CPU events come first), and
+    the reader says so; the file is truncated. None where the stream is whole (or not gzip)."""
+    import zlib
+
+    from gpumodel._io import max_input_bytes, read_bytes
+
+    raw = read_bytes(path, "trace", max_input_bytes())
+    if raw[:2] != b"\x1f\x8b":
+        return None
+    d, pending, n = zlib.decompressobj(16 + zlib.MAX_WBITS), raw, 0
+    try:
+        while True:  # as _io.gunzip reads it, output counted, not kept
+            piece = d.decompress(pending, 1 << 20)
+            n, pending = n + len(piece), d.unconsumed_tail
+            if d.eof or (not pending and not piece) or n > max_input_bytes():
+                break
+    except zlib.error:
+        return None  # the reader said "corrupt gzip data" already
+    if d.eof or n > max_input_bytes():
+        return None
+    return TraceFormatError(f"{path}: the trace is truncated or corrupt (its gzip stream ends "
+                            f"early, after {n:,} bytes of JSON); calibrate fits whole steps: "
+                            "export the trace again")  # fmt: skip
 
 
 def _is_top_level(e: CpuEvent) -> bool:
@@ -612,10 +716,49 @@ def _at_profile_speed(
             "op_s": {k: v * factor for k, v in host["op_s"].items()}}  # fmt: skip
 
 
+def _graph_eager_host(host: dict[str, Any], hp: HostProfile | None) -> tuple[dict[str, Any], str]:
+    """``_host_side``'s figures for a trace of graph replays, with the host per eager kernel
+    taken from a host profile (``hp``, else the default: measured here, or ``typical``), and
+    where from. Such a trace issues a step's kernels in one replay: its host per issued launch
+    is a replay's (1.26 ms on steps-h200-graph2-run2's static decode), and priced per eager
+    kernel it put a 1 x 512 hf-static-compiled prefill (eager kernels) at 1.76 s where 21-27 ms
+    was measured on H200 VMs. The profile's figure is the one an HF step is priced with: its
+    HF decoder layer's host time per kernel, else one eager elementwise call."""
+    from gpumodel.hostprofile import load_host
+
+    prof = hp if hp is not None else load_host(None)
+    per = prof.per_layer_host_s()
+    what = "its HF decoder layer's host time per kernel" if per else "one eager elementwise call"
+    per = per if per is not None else prof.cost_s("elementwise")
+    return {**host, "host_per_kernel_s": per}, f"host profile {prof.name} ({what})"
+
+
 def _model_times(cal: Calibration) -> Calibration:
     """``cal`` without its trace-fitted family scales (and their spans)."""
     bare = cal.parameters.without_trace_scales()
     return cal if bare is cal.parameters else cal.model_copy(update={"parameters": bare})
+
+
+def _check_step_ms(path: Path, step_ms: float, gpu_s: float, profiled_s: float) -> None:
+    """Refuse a ``step_ms`` the trace says cannot be its step's unprofiled time: shorter than
+    its kernels' GPU time, or far longer than the profiled step (bounds above)."""
+    unprof = step_ms * 1e-3
+    if unprof < MIN_STEP_OF_KERNELS * gpu_s:
+        slip = MIN_STEP_OF_KERNELS * gpu_s <= unprof * 1e3 <= MAX_STEP_OF_PROFILED * profiled_s
+        raise TraceFormatError(
+            f"{path}: --step-ms {step_ms:.10g} is shorter than the traced step's kernels, "
+            f"{gpu_s * 1e3:.4g} ms of GPU time a step: a step cannot run faster than its "
+            "kernels; give the step time measured without the profiler, in milliseconds"
+            + (f" ({step_ms:.10g} s is {step_ms * 1e3:g} ms)" if slip else "")
+        )
+    if unprof > MAX_STEP_OF_PROFILED * profiled_s:
+        slip = MIN_STEP_OF_KERNELS * gpu_s <= unprof * 1e-3 <= MAX_STEP_OF_PROFILED * profiled_s
+        raise TraceFormatError(
+            f"{path}: --step-ms {step_ms:.10g} is {unprof / profiled_s:.3g}x the traced step "
+            f"({profiled_s * 1e3:.4g} ms with the profiler, which only slows a step): not this "
+            "step's time; give the step time measured without the profiler, in milliseconds"
+            + (f" ({step_ms:.10g} us is {step_ms * 1e-3:g} ms)" if slip else "")
+        )
 
 
 def _load_host_arg(host: HostProfile | str | Path | None) -> HostProfile | None:
@@ -633,6 +776,18 @@ def _profiler_event_s(hp: HostProfile | None) -> tuple[float, str] | None:
     return hp.profiler_event_s, f"host profile {hp.name}: measured per-event cost"
 
 
+# Bounds on --step-ms against the trace. Below: a step cannot run faster than its kernels, and
+# a kernel runs about as long under the profiler as without it (a tenth, as GPU_BOUND_MARGIN:
+# the 241 committed traces with a timed point ran 1.01x or more their kernels' GPU time); below
+# it is a unit slip (0.0337 for 33.7 ms) or another step's time. Above: the profiler only
+# adds time, so an unprofiled step is at most the profiled one, give or take a drifting host
+# (those traces: 0.26-1.03x; the 1.03x, H200 run 29, was a drifting host); 10x is another
+# step or unit.
+MIN_STEP_OF_KERNELS = 0.9
+MAX_STEP_OF_PROFILED = 10.0
+# A graph fit whose fitted model misses the traced step by more than this factor is refused:
+# the step named is not the one traced (_graph_self_check)
+SELF_CHECK_FACTOR = 2.0
 # the share of a traced step spent inside a DataLoader above which calibrate warns
 LOADER_WARN_SHARE = 0.1
 
@@ -704,7 +859,7 @@ def _host_side(
     graphs_per_step = graphs / n_steps
     per_event, method = event_s or (DEFAULT_PROFILER_EVENT_S, "default per-event cost")
     by_event = min(per_event * events, 0.9 * host_step_prof)
-    solved = False
+    solved = cut = False
     if step_ms is None:
         removed = by_event
         if event_s is None:
@@ -723,9 +878,18 @@ def _host_side(
                            "was timed than while it was traced (a drifting host: time several "
                            "steps in the traced process); nothing removed")  # fmt: skip
         else:
-            removed = max(removed, by_event, host_step_prof - unprof)
-            method = (f"{method}; --step-ms {step_ms:g} is GPU-bound ({gpu_busy_s * 1e3:.1f} ms "
-                      "of kernels), so it bounds the host from above only")  # fmt: skip
+            # GPU-bound: the step says only that the host took no longer. Removed: the largest
+            # of the profiled step's excess over it (as solved above: a step that ends in a
+            # sync holds the host's wait, which its host time leaves out), the cost per event
+            # as without --step-ms, and what holds the host under the step
+            excess, held = removed, max(host_step_prof - unprof, 0.0)
+            removed = max(excess, by_event, held)
+            cut = removed > by_event  # the host cut to fit the step, not by the cost per event
+            method = (f"--step-ms {step_ms:g} is GPU-bound ({gpu_busy_s * 1e3:.1f} ms of "
+                      "kernels), so it bounds the host from above only: removed the largest of "
+                      f"the profiled step's excess over it ({excess * 1e3:.3g} ms), the {method} "
+                      f"({per_event * 1e6:.3g} us an event: {by_event * 1e3:.3g} ms) and what "
+                      f"holds the host under the step ({held * 1e3:.3g} ms)")  # fmt: skip
     per_event = removed / events if events else 0.0
     host_step = host_step_prof - removed
     correction = ProfilerCorrection(
@@ -750,6 +914,7 @@ def _host_side(
         "loader_step_s": loader_s,
         "host_step_s": host_step,
         "step_solved": solved,  # the host's time solved from a host-bound --step-ms
+        "host_cut": cut,  # a GPU-bound --step-ms cut the host more than the cost per event
         "step_profiled_s": step_prof,
         "host_per_kernel_s": host_step / issued if issued else host_step,
         "kernels_per_step": kernels_per_step,
@@ -803,7 +968,8 @@ def host_profile_from_fit(fit: TraceFit) -> dict[str, Any]:
         "measured_at": fit.created.isoformat(),
         "source": f"torch.profiler trace {fit.trace_path} ({fit.profiler.method})",
         "eager_op_s": eager,
-        "kernel_launch_s": fit.host_per_kernel_s,
+        # a graph trace launched no eager kernel: its host per kernel is a profile's
+        "kernel_launch_s": None if fit.eager_host_from else fit.host_per_kernel_s,
         "graph_replay_s": fit.profiler.host_step_s if fit.graph_launches_per_step else None,
         "per_step_host_s": fit.profiler.host_step_s,
     }
@@ -811,6 +977,7 @@ def host_profile_from_fit(fit: TraceFit) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_PROFILER_EVENT_S",
+    "GRAPH_RUNTIMES",
     "FamilyFit",
     "ProfilerCorrection",
     "TraceFit",

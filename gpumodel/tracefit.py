@@ -6,13 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpumodel._validators import (
     ByteCount,
     FiniteFloat,
     Fraction,
+    HostCallSecondsOrZero,
     HostSecondsOrZero,
+    HostStepSecondsOrZero,
     NonEmptyStr,
     NonNegativeFloat,
     PositiveFloat,
@@ -20,6 +22,16 @@ from gpumodel._validators import (
     Seconds,
     SmallCount,
 )
+
+# the runtimes whose steps replay CUDA graphs (a trace of one issues no eager launch)
+GRAPH_RUNTIMES = ("fused-graph", "hf-static-compiled")
+# The runtimes ``tracecal.identify_runtime`` names: graphs of a serving engine or of
+# torch.compile, compiled kernels launched eagerly, plain eager; ``train-`` in front for a step
+# with a backward pass. A calibration file naming another is refused (it was dropped silently).
+TraceRuntime = Literal[
+    "hf-eager", "hf-static-compiled", "fused-graph", "compiled-eager",
+    "train-hf-eager", "train-hf-static-compiled", "train-fused-graph", "train-compiled-eager",
+]  # fmt: skip
 
 
 def family_key(family: str, bound: str) -> str:
@@ -71,7 +83,7 @@ class TraceFit(_Frozen):
     trace_sha256: str
     gpu_id: str
     device_name: str | None
-    runtime: str
+    runtime: TraceRuntime
     runtime_evidence: list[str]
     created: datetime
     steps: SmallCount
@@ -84,8 +96,13 @@ class TraceFit(_Frozen):
     unmatched: list[dict[str, Any]]  # the largest unmatched kernels: name, family, s/step, reason
     families: list[FamilyFit]
     profiler: ProfilerCorrection
-    host_per_kernel_s: Seconds  # corrected host time per launched kernel (eager) or per graph
-    host_op_s: dict[str, Seconds]  # corrected median host time of one top-level call, by kind
+    # host seconds per eager kernel launch: the trace's own (profiler's cost removed), per
+    # launched kernel; a trace of graph replays launches none, and holds the host profile's
+    # figure (``eager_host_from`` says so). At most a host profile's call (MAX_HOST_CALL_S).
+    host_per_kernel_s: HostCallSecondsOrZero
+    # corrected median host time of one top-level call, by kind (a call of a step-level
+    # figure at most: MAX_HOST_STEP_S; the committed traces' largest median is 2.2 ms)
+    host_op_s: dict[str, HostStepSecondsOrZero]
     host_op_counts: dict[str, NonNegativeFloat]  # top-level calls per step, by kind
     self_check: dict[str, FiniteFloat]  # the fitted model on the traced step itself
     # NCCL kernels per step by collective ("all_reduce", "all_gather", ...; "nccl" where the
@@ -96,6 +113,21 @@ class TraceFit(_Frozen):
     peak_allocated_bytes: ByteCount | None = None
     peak_reserved_bytes: ByteCount | None = None
     notes: list[str] = Field(default_factory=list)
+    # where ``host_per_kernel_s`` came from when the trace measured no eager launch (a trace of
+    # graph replays: its host is one replay's, never a kernel's); None: the trace's own
+    eager_host_from: NonEmptyStr | None = None
+
+    @model_validator(mode="after")
+    def _graph_host_is_not_a_kernels(self) -> TraceFit:
+        """A graph trace written before 2026-12-01 stored one replay's host as its host per
+        kernel (1.26 ms, where an eager kernel costs 15-20 us): priced per eager kernel it made
+        a prefill 70x too slow. Such a file is refused, not priced."""
+        graph = self.runtime.removeprefix("train-") in GRAPH_RUNTIMES
+        if graph and self.graph_launches_per_step > 0 and self.eager_host_from is None:
+            raise ValueError("a trace of graph replays whose host_per_kernel_s is one replay's "
+                             "host, not an eager kernel's (written before 2026-12-01): "
+                             "calibrate from the trace again")  # fmt: skip
+        return self
 
 
 class TraceHost(_Frozen):
@@ -107,9 +139,17 @@ class TraceHost(_Frozen):
     measured_at: NonEmptyStr
     source: NonEmptyStr
     eager_op_s: dict[NonEmptyStr, HostSecondsOrZero | None]
-    kernel_launch_s: HostSecondsOrZero | None = None
-    graph_replay_s: HostSecondsOrZero | None = None
-    per_step_host_s: HostSecondsOrZero | None = None
+    kernel_launch_s: HostCallSecondsOrZero | None = None
+    graph_replay_s: HostStepSecondsOrZero | None = None
+    per_step_host_s: HostStepSecondsOrZero | None = None
 
 
-__all__ = ["FamilyFit", "ProfilerCorrection", "TraceFit", "TraceHost", "family_key"]
+__all__ = [
+    "GRAPH_RUNTIMES",
+    "FamilyFit",
+    "ProfilerCorrection",
+    "TraceFit",
+    "TraceHost",
+    "TraceRuntime",
+    "family_key",
+]

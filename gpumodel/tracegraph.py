@@ -43,6 +43,15 @@ if TYPE_CHECKING:
 
 # classes fitted from a graph's kernels (the rest is counted, not fitted: module docstring)
 FITTED_CLASSES = ("gemm", "grouped_gemm", "attention")
+# A class's measured / predicted time outside 1/x-x of 1 says the step the user named (model,
+# batch, context, phase) is not the one traced, and the fit is refused (``GraphFit.misfit``).
+# The seven committed graph traces (H200), named as recorded, fit x0.86-1.13 on the shipped
+# calibration and x1.20-2.08 on the datasheet alone (calibration="none"); named wrong (the
+# static decode trace called a prefill, batch 99999 or 1 for 16, Llama-3-70B for 8B) a class
+# fits x0.0002-0.23 or x6.3. 4x leaves a GPU whose datasheet misses twice as far as the H200's
+# room, and catches a wrong phase, a batch or context off by 4x or more, or a model of another
+# size (tests/test_trace_audit_describe.py).
+DESCRIBED_STEP_FACTOR = 4.0
 OTHER = "other"
 _ATTENTION_MARKERS = ("flash", "fmha", "sdpa", "attention", "attn")
 _GROUPED_MARKERS = ("groupproblemshape", "grouped_gemm")
@@ -103,6 +112,9 @@ class GraphFit:
     other_s: dict[str, float]  # the other kernels' time by short name, largest first
     other_predicted_s: float  # the model's other ops
     notes: list[str]
+    # the classes large enough to fit whose scale is outside DESCRIBED_STEP_FACTOR (whether
+    # or not inside ``ratio_bounds``): the step named is not the one traced
+    misfit: dict[str, float]
 
 
 def priced_step(
@@ -167,13 +179,17 @@ def fit_graph_families(
     spans: dict[str, tuple[float, float]] = {}
     classes: dict[str, tuple[float, float, bool]] = {}
     notes: list[str] = []
+    misfit: dict[str, float] = {}
     lo_ratio, hi_ratio = ratio_bounds
     for cls in FITTED_CLASSES:
         m, p = measured.get(cls, 0.0) / periods, predicted.get(cls, 0.0)
         if m <= 0 and p <= 0:
             continue
         scale = m / p if p > 0 else 1.0
-        fitted = p > 0 and m * periods >= min_share * total_s and lo_ratio <= scale <= hi_ratio
+        large = p > 0 and m * periods >= min_share * total_s
+        if large and not 1 / DESCRIBED_STEP_FACTOR <= scale <= DESCRIBED_STEP_FACTOR:
+            misfit[cls] = scale
+        fitted = large and lo_ratio <= scale <= hi_ratio
         classes[cls] = (m, p, fitted and bool(keys[cls]))
         for key, span in sorted(keys[cls].items()) or [(cls, None)]:
             if fitted and span is not None:
@@ -194,8 +210,9 @@ def fit_graph_families(
                  "in-graph per-kernel time each, which the host profile measures)")  # fmt: skip
     matched = sum(measured.get(c, 0.0) for c in FITTED_CLASSES if predicted.get(c, 0.0) > 0)
     others = dict(sorted(other.items(), key=lambda kv: -kv[1]))
-    return GraphFit(families, scales, spans, classes, matched / periods, others, other_p, notes)
+    return GraphFit(families, scales, spans, classes, matched / periods, others, other_p, notes,
+                    misfit)  # fmt: skip
 
 
-__all__ = ["FITTED_CLASSES", "GraphFit", "GraphStep", "fit_graph_families", "kernel_class",
-           "priced_step"]  # fmt: skip
+__all__ = ["DESCRIBED_STEP_FACTOR", "FITTED_CLASSES", "GraphFit", "GraphStep",
+           "fit_graph_families", "kernel_class", "priced_step"]  # fmt: skip

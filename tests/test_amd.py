@@ -59,3 +59,23 @@ def test_gpu_without_occupancy_rules_degrades_to_the_datasheet():
     assert "no occupancy rules for fixture-cdna9 (cdna9)" in memory.note
     # 1 GB at the 5.3 TB/s datasheet bandwidth
     assert memory.value == pytest.approx(1e9 / 5.3e12)
+
+
+def test_calibration_from_carries_within_its_vendor_in_a_comparison():
+    """--calibration-from h100 over NVIDIA and AMD GPUs (what the mixed-calibration warning
+    advised) carries the H100's calibration to the NVIDIA ones and prices the MI300X on its
+    datasheet, saying why; asked for the MI300X alone it is still an error (kernels and
+    libraries differ)."""
+    import gpumodel as gm
+    from gpumodel.calibration import DATASHEET_LABEL
+    from gpumodel.errors import CalibrationError
+
+    plan = gm.plan_serving("llama-3-8b", ["h200", "mi300x"], rate=10, calibration_from="h100")
+    cals = {o.gpu: o.calibration for o in plan.options}
+    assert cals["mi300x"] == DATASHEET_LABEL and "transferred from h100-sxm" in cals["h200-sxm"]
+    assert any("another vendor" in w for w in plan.warnings)
+    r = gm.sweep_inference("llama-3-8b", ["h200", "mi300x"], batch=8, context=1024,
+                           calibration_from="h100")  # fmt: skip
+    assert any("another vendor" in w for w in r.warnings)
+    with pytest.raises(CalibrationError, match="cannot transfer"):
+        gm.plan_serving("llama-3-8b", "mi300x", rate=10, calibration_from="h100")

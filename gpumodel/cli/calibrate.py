@@ -11,6 +11,7 @@ from gpumodel.cli._app import app, console, print_json
 
 if TYPE_CHECKING:
     from gpumodel.calibration import Calibration
+    from gpumodel.tracefit import TraceFit
 
 
 @app.command("calibrate")
@@ -43,8 +44,16 @@ def calibrate_command(
         None, help="... and its context, tokens (decode: the KV length; prefill: the prompt)"
     ),
     phase: str = typer.Option(None, help="... and its phase: decode (default) or prefill"),
+    calibration: str = typer.Option(
+        None,
+        help="the base calibration the fit's family scales apply to: 'none' (the datasheet), a "
+        "calibration file or a GPU id (default: the best found for the trace's GPU); a trace "
+        "calibration lends its kernel parameters and keeps the scales this trace does not fit",
+    ),
     out: Path = typer.Option(
-        None, help="calibration file to write (default: TRACE-NAME.calibration.yaml here)"
+        None,
+        help="calibration file to write (default: TRACE-NAME.calibration.yaml here); its "
+        "directory must exist; a symbolic link is written through (its target replaced)",
     ),
     as_json: bool = typer.Option(False, "--json", help="machine-readable summary"),
     max_input_mb: float = typer.Option(
@@ -56,10 +65,11 @@ def calibrate_command(
     from gpumodel._io import input_limit_mb
     from gpumodel.tracecal import calibrate_from_trace
 
+    target = _writable(out if out is not None else Path(_stem(trace) + ".calibration.yaml"))
     with input_limit_mb(max_input_mb):
         cal = calibrate_from_trace(trace, gpu=gpu, model=model, step_ms=step_ms, host=host,
-                                   batch=batch, context=context, phase=phase)  # fmt: skip
-    target = out if out is not None else Path(_stem(trace) + ".calibration.yaml")
+                                   batch=batch, context=context, phase=phase,
+                                   calibration=calibration)  # fmt: skip
     cal.save(target)
     if as_json:
         print_json({"calibration": str(target), **cal.trace.model_dump(mode="json")})  # type: ignore[union-attr]
@@ -67,11 +77,48 @@ def calibrate_command(
     render(cal, target)
 
 
+def _writable(path: Path) -> Path:
+    """The file ``--out`` names, checked before the fit (a fit can take seconds): its directory
+    must exist (none is created: a typo in it is an error, not a new folder); a symbolic link is
+    written through, its target replaced atomically and the link kept. Then a probe file in
+    that directory: a place the checks pass but no file can be made (/proc) fails here."""
+    import os
+    import tempfile
+
+    from gpumodel._io import OutputFileError, check_target
+
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))  # (a dangling link: the file it names)
+    path = check_target(path, "calibration")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent or ".", prefix=f".{path.name}.",
+                                         suffix=".probe"):  # fmt: skip
+            pass
+    except OSError as exc:
+        raise OutputFileError(f"{path}: cannot write the calibration there ("
+                              f"{exc.strerror or exc}); nothing was written") from None  # fmt: skip
+    return path
+
+
 def _stem(path: Path) -> str:
     name = path.name
     for suffix in (".gz", ".json"):
         name = name.removesuffix(suffix)
     return name
+
+
+def _host_line(fit: TraceFit) -> str:
+    """The host per eager kernel: the trace's own, or (a trace of graph replays, whose host is
+    a replay's) the host profile's, and why."""
+    if fit.eager_host_from is None:
+        return (f"  host per issued kernel: {fit.host_per_kernel_s * 1e6:.2f} us (the launches "
+                "less a library's helper kernels inside one call, e.g. split-K reductions, plus "
+                "graph replays)")  # fmt: skip
+    n = fit.graph_launches_per_step
+    replays = f"{n:.3g} graph replay{'' if n == 1 else 's'}"
+    return (f"  host per step: {fit.profiler.host_step_s * 1e3:.3f} ms for {replays} (a "
+            "replay's host, not an eager kernel's); eager kernels (a prefill, a training "
+            f"step): {fit.host_per_kernel_s * 1e6:.2f} us each, from {fit.eager_host_from}")  # fmt: skip
 
 
 def render(cal: Calibration, target: Path) -> None:
@@ -99,8 +146,7 @@ def render(cal: Calibration, target: Path) -> None:
         f"  profiler's own host cost: {p.method}: {p.per_event_s * 1e6:.2f} us x "
         f"{p.events_per_step:.0f} events = {p.removed_per_step_s * 1e3:.3f} ms/step removed "
         f"(host {p.profiled_host_step_s * 1e3:.3f} -> {host_after})",
-        f"  host per issued kernel: {fit.host_per_kernel_s * 1e6:.2f} us (the launches less "
-        "a library's helper kernels inside one call, e.g. split-K reductions, plus graph replays)",
+        _host_line(fit),
         *(
             [
                 f"  peak memory (allocator): {fit.peak_allocated_bytes / 1e9:.2f} GB allocated, "

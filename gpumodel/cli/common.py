@@ -20,13 +20,15 @@ def resolve_gpus(gpu: str, specs_dir: Sequence[str] = ()) -> list[gm.GPUSpec]:
     return list(specs.values())
 
 
-def calibration_for(gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None) -> Any:
-    """What to pass as ``calibration=``: a transferred one, a named one, or None (best found)."""
+def calibration_for(gpu: gm.GPUSpec, calibration: str | None, calibration_from: str | None,
+                    gpus: int = 1) -> Any:  # fmt: skip
+    """What to pass as ``calibration=``: a transferred one, a named one, or None (best found);
+    ``gpus``: how many the comparison holds (``choose_calibration``)."""
     from gpumodel.calibration import choose_calibration
 
     if calibration_from and calibration:
         fail("pass --calibration or --calibration-from, not both")
-    return choose_calibration(gpu, calibration, calibration_from or None)
+    return choose_calibration(gpu, calibration, calibration_from or None, gpus=gpus)
 
 
 def predict_on_gpus(
@@ -42,7 +44,7 @@ def predict_on_gpus(
         gm.predict(
             op,
             g,
-            calibration_for(g, calibration, calibration_from),
+            calibration_for(g, calibration, calibration_from, len(gpus)),
             l2=l2,  # type: ignore[arg-type]
             condition=condition,
             host=host,

@@ -271,6 +271,11 @@ def eager_host_per_kernel(cal: Calibration | None) -> tuple[float, str]:
     launch (or the default) + the framework's dispatch."""
     if cal is not None and cal.trace is not None:
         t = cal.trace
+        if t.eager_host_from is not None:  # a trace of graph replays: no eager host of its own
+            return t.host_per_kernel_s, (
+                f"eager host cost {t.host_per_kernel_s * 1e6:.3g} us per kernel, from "
+                f"{t.eager_host_from} (the trace {t.trace_path} replays graphs: its host is a "
+                "replay's, not an eager kernel's)")  # fmt: skip
         return t.host_per_kernel_s, (
             f"eager host cost {t.host_per_kernel_s * 1e6:.3g} us per kernel, from the trace "
             f"{t.trace_path} ({t.runtime}; profiler's cost removed: {t.profiler.method})"

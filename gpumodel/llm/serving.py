@@ -503,7 +503,7 @@ def plan_serving(
         info = price_for(g, price)
         priced_at[g.id] = info
         prices[g.id] = info.to_dict() if info else None
-        cal = choose_calibration(g, calibration, calibration_from)
+        cal = choose_calibration(g, calibration, calibration_from, gpus=len(targets))
         resolve(cal, g)  # an unknown or mismatched calibration is an input error, not infeasible
         try:
             opt = serve_on(spec, g, prompt=prompt, output=output, rate=rate, dtype=dtype,

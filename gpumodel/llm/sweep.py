@@ -379,7 +379,7 @@ def sweep_inference(
                      for t, b, s, c in uniq.tolist()])  # fmt: skip
     for g in gpus:
         flags, groups = built[kernel_of[g.id]]
-        timer = Timer(g, choose_calibration(g, calibration, calibration_from),
+        timer = Timer(g, choose_calibration(g, calibration, calibration_from, gpus=len(gpus)),
                       stream_floor_s=floor, graph=rt.host != "eager")  # fmt: skip
         calibrations[g.id] = timer.label
         m = len(uniq)
@@ -515,7 +515,7 @@ def sweep_training(
         peak = g.peak_flops(dtype, "tensor") or g.peak_flops(dtype, "vector") or 0.0
         if not peak:
             raise UnsupportedError(f"{g.id} has no {dtype} rate in its spec")
-        timer = Timer(g, choose_calibration(g, calibration, calibration_from))
+        timer = Timer(g, choose_calibration(g, calibration, calibration_from, gpus=len(gpus)))
         calibrations[g.id] = calibration_label(timer.calibration)
         hp_g = training_host(host, timer.calibration, fusion)  # a traced host per calibration
         ranks = pts["tp"] * pts["pp"] * pts["dp"]
