@@ -1232,3 +1232,14 @@ def test_cli_plot(tmp_path, capsys):
         assert code == 2 and "pip install 'gpumodel[plot]'" in err
         return
     assert code == 0 and png.stat().st_size > 1000
+
+
+def test_a_trace_cut_before_its_gpu_events_says_truncated(tmp_path):
+    """Kineto writes a step's GPU events after its host events, so a real trace cut at half its
+    gzip stream holds host events only: that is a truncated file, not a trace recorded without
+    CUDA activities (the message had told the user to record again with them)."""
+    src = (RESULTS / "steps-h100-run11" / "trace-llama3-8b-decode-eager.json.gz").read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(src[: len(src) // 2])
+    with pytest.raises(TraceFormatError, match="truncated"):
+        diagnose(cut)

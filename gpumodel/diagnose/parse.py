@@ -394,6 +394,9 @@ def _from_chrome(doc: Any, path: Path | None, truncated: bool, warnings: list[st
             f"dropped {bad_times} event(s) with a negative, NaN, infinite or impossible time or "
             "duration (longer than a day)"
         )
+    if not trace.gpu and truncated:  # Kineto writes the GPU's events after the host's
+        raise TraceFormatError(f"{where}: the trace is truncated (its file ends early) before "
+                               "any GPU kernel: export it again")  # fmt: skip
     if not trace.gpu:
         raise TraceFormatError(
             f"{where}: no GPU kernels or copies in the trace; record with "
