@@ -30,7 +30,7 @@ def test_pages_load_nothing_from_anywhere(capsys, tmp_path):
 
 def test_plan_json_round_trip_gives_the_same_page(capsys, tmp_path):
     args = ["plan", "train", "--model", "llama-2-7b", "--tokens", "1T", "--gpu", "h100",
-            "--budget", "100k"]  # fmt: skip
+            "--budget", "200k"]  # fmt: skip
     assert main([*args, "--html", str(tmp_path / "a.html"), "--json"]) == 0
     saved = tmp_path / "plan.json"
     saved.write_text(capsys.readouterr().out)
@@ -38,7 +38,7 @@ def test_plan_json_round_trip_gives_the_same_page(capsys, tmp_path):
     assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
     html = (tmp_path / "a.html").read_text(encoding="utf-8")
     choice = json.loads(saved.read_text())["choice"]
-    assert "fastest within $100,000" in html and f">{choice['gpus']}</td>" in html
+    assert "fastest within $200,000" in html and f">{choice['gpus']}</td>" in html
 
 
 def test_a_ddp_plan_shows_its_second_step_buckets(capsys, tmp_path):

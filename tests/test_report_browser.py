@@ -187,7 +187,7 @@ def test_plan_serve_page(browser, capsys, tmp_path):
     seen, embedded = load(browser, page)
     opts = data["options"]
     assert seen["plots"]["cost"]["drawn"] == sum(
-        o["usd_per_million_tokens"] is not None for o in opts
+        o["usd_per_million_prompt_and_output_tokens"] is not None for o in opts
     )
     assert seen["plots"]["memory"]["drawn"] == sum(
         o["memory_per_gpu_bytes"] is not None for o in opts

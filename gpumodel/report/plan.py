@@ -194,7 +194,7 @@ def _serve(page: dict[str, Any]) -> str:
             ("TPOT", "tpot_s", "s"), ("latency", "latency_s", "s"),
             ("replicas", "replicas", "count"), ("GPUs", "gpus", "count"),
             ("$/GPU-hour", "usd_per_gpu_hour", "usd"),
-            ("$ per 1M tokens", "usd_per_million_tokens", "usd"),
+            ("$ per 1M tokens (prompt + output)", "usd_per_million_prompt_and_output_tokens", "usd"),
             ("memory per GPU", "memory_per_gpu_bytes", "bytes")]  # fmt: skip
     rows: list[str] = []
     notes: list[str] = []
@@ -203,7 +203,8 @@ def _serve(page: dict[str, Any]) -> str:
     for rank, i in enumerate(order):
         o = opts[i]
         cells = "".join(h.num(["options", i, key], o.get(key), unit) for _, key, unit in cols)
-        meets = "yes" if o.get("meets_slo") else ("no" if o.get("feasible") else "does not fit")
+        meets = ("yes" if o.get("meets_slo") else "no" if o.get("feasible")
+                 else escape(str(o.get("reason_short") or "does not fit")))  # fmt: skip
         role = "chosen" if o.get("best") else ("runner-up" if o.get("meets_slo") else "")
         label = str(o.get("calibration") or "-")
         short, _, where = label.partition(" (")
@@ -230,11 +231,11 @@ def _serve(page: dict[str, Any]) -> str:
         )
     if prices:
         table += f'<p class="small muted">prices:</p><ul class="small muted">{"".join(prices)}</ul>'
-    priced = [(i, opts[i]) for i in order if opts[i].get("usd_per_million_tokens")]
+    priced = [(i, opts[i]) for i in order if opts[i].get("usd_per_million_prompt_and_output_tokens")]
     cost = svg.hbars("cost", "$ per 1M tokens (lower is better)", [
-        svg.Bar(o["gpu"], o["usd_per_million_tokens"],
+        svg.Bar(o["gpu"], o["usd_per_million_prompt_and_output_tokens"],
                 svg.PALETTE[0] if o.get("meets_slo") else svg.GREY,
-                note=h.fmt(o["usd_per_million_tokens"], "usd")
+                note=h.fmt(o["usd_per_million_prompt_and_output_tokens"], "usd")
                 + ("" if o.get("meets_slo") else " (misses targets)"))
         for _, o in priced], "US dollars per million tokens (prompt + output)")  # fmt: skip
     memory = _memory_fit([(opts[i]["gpu"], opts[i].get("memory_per_gpu_bytes")) for i in order],
@@ -248,7 +249,7 @@ def _serve(page: dict[str, Any]) -> str:
 
 
 def _rank(o: dict[str, Any]) -> tuple[int, float]:
-    cost = o.get("usd_per_million_tokens")
+    cost = o.get("usd_per_million_prompt_and_output_tokens")
     return (0 if o.get("meets_slo") else 1 if o.get("feasible") else 2,
             cost if cost is not None else float("inf"))  # fmt: skip
 
