@@ -372,13 +372,14 @@ def predict_with_params(
                 note=f"no {k.family or op.family} in this calibration: priced as {family} "
                      f"({left} unpriced)"))})  # fmt: skip
         kernels.append(kp)
-    floor_op = op.monotone_floor(gpu)
     # the floor compares raw model times; a trace-fitted scale applies to the result once
     unscaled = params.without_trace_scales()
-    if floor_op is not None:
-        floor = predict_with_params(floor_op, gpu, unscaled, label, l2, condition,
-                                    activity=activity, dram_bytes_per_s=dram_bytes_per_s,
-                                    graph_kernel_s=graph_kernel_s).time_s  # fmt: skip
+    floors = [(predict_with_params(f, gpu, unscaled, label, l2, condition, activity=activity,
+                                   dram_bytes_per_s=dram_bytes_per_s,
+                                   graph_kernel_s=graph_kernel_s).time_s, f)
+              for f in floor_ops(op, gpu)]  # fmt: skip
+    if floors:
+        floor, floor_op = max(floors, key=lambda tf: tf[0])
         gap = floor - sum(k.time_s for k in kernels)
         if gap > 0:
             i = max(range(len(kernels)), key=lambda j: kernels[j].time_s)
@@ -743,6 +744,13 @@ def serial_loop_s(kw: KernelWork, gpu: GPUSpec) -> Any:
     if not kw.serial_cycles:
         return 0.0
     return kw.serial_cycles / gpu.boost_clock_hz * max(1.0, kw.serial_blocks / slots)
+
+
+def floor_ops(op: Op, gpu: GPUSpec) -> tuple[Op, ...]:
+    """``op.monotone_floor(gpu)`` as a tuple: none, one op, or several (the time is at least
+    the largest of theirs)."""
+    got = op.monotone_floor(gpu)
+    return () if got is None else got if isinstance(got, tuple) else (got,)
 
 
 def sol_floor_s(kw: KernelWork, gpu: GPUSpec, l2: str = "warm", clock_ratio: Any = 1.0) -> Any:

@@ -41,6 +41,7 @@ from gpumodel.predict import (
     core_overlap,
     dram_power,
     empty_kernel_s,
+    floor_ops,
     graph_floor_s,
     kernel_overhead,
     power_watts,
@@ -484,11 +485,12 @@ def _op_kernels(
         # ``repeats`` identical kernels: one priced, times the count (its floor term one's)
         out.append(np.broadcast_to(t * k.repeats if k.repeats != 1 else t, (n,)).astype(float))
         floors.append(floor)
-    floor_op = op.monotone_floor(gpu)
-    if floor_op is not None and out:
-        floor = sum(t for t, _, _ in op_kernel_times(floor_op, gpu, params, n, l2=l2,
-                                                   condition=condition, activity=activity,
-                                                   dram=dram))  # fmt: skip
+    lower = floor_ops(op, gpu)
+    if lower and out:
+        floor = np.maximum.reduce([
+            np.broadcast_to(sum(t for t, _, _ in op_kernel_times(
+                f, gpu, params, n, l2=l2, condition=condition, activity=activity, dram=dram)),
+                (n,)) for f in lower])  # fmt: skip
         times = np.stack(out)
         gap = floor - times.sum(axis=0)
         slowest = np.argmax(times, axis=0)

@@ -495,14 +495,33 @@ class Attention(Op):
             base = f"{base}:gqa"  # dK, dV per query head, then summed over each group
         return f"{base}:backward" if self.backward else base
 
-    def monotone_floor(self, gpu: GPUSpec) -> Op | None:
-        """Prefill (seq > 1) never runs faster than decode (one query) over the same keys, and
+    def monotone_floor(self, gpu: GPUSpec) -> Op | tuple[Op, ...] | None:
+        """Prefill (seq > 1) never runs faster than the most queries decode's kernels take over
+        the same keys (``queries_against_cache``), those never faster than one query, and
         decode on the regular kernel (one KV split) never faster than the largest batch that
         still splits KV: those families are calibrated apart, so the time could fall where a
         growing seq or batch switches kernels."""
         if self.impl == "sdpa":
             return self.on(gpu).monotone_floor(gpu)
+        if uniform(self.seq > 1) and self.queries_against_cache:
+            # a few queries against more keys never beat one query against them, nor the same
+            # queries as a prefill of their own keys
+            return (self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq}),
+                    self.model_copy(update={"kv_seq": None}))
         if uniform(self.seq > 1):
+            # a prefill's kernels never beat the most queries decode's kernels take over the
+            # same keys (``queries_against_cache``: up to 128, fewer than the keys), nor those
+            # fewer queries one query
+            fewer = at_most(self.seq - 1, FLASH_BLOCK_M)
+            if is_array(fewer) or is_array(self.n_kv_seq):  # a sweep's points
+                import numpy as np
+
+                fewer = np.minimum(fewer, self.n_kv_seq - 1)
+            else:
+                fewer = min(fewer, self.n_kv_seq - 1)
+            cached = self.model_copy(update={"seq": fewer, "kv_seq": self.n_kv_seq})
+            if uniform(fewer > 1) and cached.queries_against_cache:
+                return cached
             return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
         if (self.impl != "flash" or self.backward or self.dropout
                 or uniform(self.decode_splits_kv(gpu))):  # fmt: skip
@@ -550,12 +569,13 @@ class Attention(Op):
     @property
     def queries_against_cache(self) -> bool:
         """A forward of a few queries against a longer KV cache (decode, speculative
-        verification, chunked prefill): up to one 128-row tile of them, fewer than the keys, no
-        dropout, no mask. FlashAttention-2 runs decode's kernels for them (split-KV or the
+        verification, chunked prefill): one, or up to one 128-row tile of them fewer than the
+        keys, no dropout, no mask. FlashAttention-2 runs decode's kernels for them (split-KV or the
         one-split regular kernel), cuDNN its prefill kernel as a walk over the keys, not a
         prefill's many query tiles."""
-        return (not self.backward and not self.dropout and not self.mask
-                and uniform(self.seq <= FLASH_BLOCK_M) and uniform(self.seq < self.n_kv_seq))  # fmt: skip
+        few = uniform(self.seq == 1) or (uniform(self.seq <= FLASH_BLOCK_M)
+                                         and uniform(self.seq < self.n_kv_seq))  # fmt: skip
+        return not self.backward and not self.dropout and not self.mask and few
 
     @property
     def against_cache(self) -> bool:
@@ -935,6 +955,8 @@ class Attention(Op):
                     tile_groups=b * h,
                     tile_blocks_per_sm=FLASH_WIDE_BLOCKS_PER_SM
                     if uniform(d > WIDE_HEAD_DIM) else FLASH_BLOCKS_PER_SM,
+                    # one query: the split-KV kernel, its loads pipelined as with more queries
+                    pipelined=uniform(s == 1),
                 )
             ]
         score_bytes = self.scores * size

@@ -182,11 +182,12 @@ class Op(Checked):
         """Which calibrated kernel family runs this op (defaults to the op's name)."""
         return self.op_name
 
-    def monotone_floor(self, gpu: GPUSpec) -> Op | None:
+    def monotone_floor(self, gpu: GPUSpec) -> Op | tuple[Op, ...] | None:
         """A smaller op of a neighbouring kernel family that this op never runs faster than
-        (its time bounds this op's from below), or None. Where growing a size switches kernel
-        family (short rows -> long rows, decode -> prefill), the families are calibrated apart
-        and the time could fall at the switch; ``predict`` takes the larger of the two."""
+        (its time bounds this op's from below), several (the largest bounds it), or None. Where
+        growing a size switches kernel family (short rows -> long rows, decode -> prefill), the
+        families are calibrated apart and the time could fall at the switch; ``predict`` takes
+        the larger."""
         return None
 
     def label(self) -> str:
