@@ -520,7 +520,10 @@ class Attention(Op):
             else:
                 fewer = min(fewer, self.n_kv_seq - 1)
             cached = self.model_copy(update={"seq": fewer, "kv_seq": self.n_kv_seq})
-            if uniform(fewer > 1) and cached.queries_against_cache:
+            # (past one tile or past the keys only: a square prefill's chain of smaller ones
+            # would recurse)
+            past = uniform(self.seq > FLASH_BLOCK_M) or uniform(self.seq > self.n_kv_seq)
+            if past and cached.queries_against_cache:
                 return cached
             return self.model_copy(update={"seq": 1, "kv_seq": self.n_kv_seq})
         if (self.impl != "flash" or self.backward or self.dropout
