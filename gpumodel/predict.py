@@ -758,14 +758,14 @@ def sol_floor_s(kw: KernelWork, gpu: GPUSpec, l2: str = "warm", clock_ratio: Any
     sweep's arrays: the families fitted on compute-bound points leave their DRAM efficiency free
     (up to 50x), which priced memory-bound calls below what DRAM can deliver. ``l2`` cold or
     dirty: the inputs start in DRAM, so L2 can hold at most its capacity of the outputs (not
-    twice it: a 2.15 GB cuDNN attention call was priced at 3.47 TB/s on a 3.35 TB/s H100), and
-    never more than the kernel writes (``sol.l2_held_bytes``);
+    twice it: a 2.15 GB cuDNN attention call was priced at 3.47 TB/s on a 3.35 TB/s H100);
     ``clock_ratio``: the compute roofs at the sustained clock (a 1x1 bf16 convolution was
     priced at 108% of the H100's dense peak at a 0.75x clock)."""
     parts = [(part.unit, part.dtype, part.flops) for part in kw.flops]
+    held = None if l2 == "warm" else gpu.l2_cache_bytes
     return roof_time_s(parts, kw.bytes, gpu, reread_bytes=kw.reread_bytes,
-                       min_flops_fraction=kw.min_flops_fraction, bytes_written=kw.bytes_written,
-                       inputs_in_l2=l2 == "warm", clock_ratio=clock_ratio)  # fmt: skip
+                       min_flops_fraction=kw.min_flops_fraction, l2_held_bytes=held,
+                       clock_ratio=clock_ratio)  # fmt: skip
 
 
 def core_overlap(

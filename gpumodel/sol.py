@@ -19,10 +19,8 @@ that are physical ceilings, not typical rates:
   banks x 4 bytes per clock (CUDA C++ Programming Guide, "Shared Memory": 128 B/clk per SM),
   so SMs x 128 B x max clock bounds every byte a kernel moves.
 * DRAM bytes: at kernel start L2 can hold at most its capacity of the inputs, and at kernel
-  end at most its capacity of dirty outputs, each no more than there is of them, so at least
-  ``bytes - min(L2, read) - min(L2, written)`` cross the DRAM bus (``2 x L2`` off where the
-  kernel does not say what it writes; a decode GEMM reading 118 MB of weights to write 0.23 MB
-  cannot leave 50 MB of it in L2 as output); data a kernel reads again (``KernelWork.reread_bytes``: a softmax row read three times) may
+  end at most its capacity of dirty outputs, so at least ``bytes - 2 x L2`` cross the DRAM bus;
+  data a kernel reads again (``KernelWork.reread_bytes``: a softmax row read three times) may
   come from L2 and is left out.
 * host copies: bytes / the link's per-direction line rate (PCIe spec).
 
@@ -88,34 +86,13 @@ def _larger(a, b):
     return max(a, b)
 
 
-def _smaller(a, b):
-    """min(a, b) of numbers or, elementwise, of numpy arrays over a sweep's points."""
-    if is_array(a) or is_array(b):
-        import numpy as np
-
-        return np.minimum(a, b)
-    return min(a, b)
-
-
-def l2_held_bytes(nbytes, gpu: GPUSpec, bytes_written=None, inputs_in_l2: bool = True):
-    """The most of a kernel's ``nbytes`` L2 can serve (the module docstring): up to its capacity
-    of the inputs at the start (``inputs_in_l2``; False: they start in DRAM, cold or after a
-    flush) and of the outputs at the end, each no more than there is of them (``bytes_written``
-    None: not known, L2's capacity). Numbers or a sweep's arrays."""
-    l2 = gpu.l2_cache_bytes
-    if bytes_written is None:
-        return (l2 if inputs_in_l2 else 0.0) + l2
-    inputs = _smaller(l2, _larger(0.0, nbytes - bytes_written)) if inputs_in_l2 else 0.0
-    return inputs + _smaller(l2, bytes_written)
-
-
 def roof_time_s(parts, nbytes, gpu: GPUSpec, *, reread_bytes=0.0, min_flops_fraction=1.0,
-                bytes_written=None, inputs_in_l2=True, clock_ratio=1.0):  # fmt: skip
+                l2_held_bytes=None, clock_ratio=1.0):  # fmt: skip
     """``kernel_sol``'s time alone from a kernel's work: ``parts`` ((unit, dtype, FLOPs), ...)
     and ``nbytes``; numbers or numpy arrays over a sweep's points (``predict`` and the sweeps
-    hold every kernel's time to it, in the state they price: ``l2_held_bytes`` of
-    ``bytes_written`` and ``inputs_in_l2``; ``clock_ratio``, the SM clock the compute roofs run
-    at, over the maximum)."""
+    hold every kernel's time to it, in the state they price: ``l2_held_bytes``, what L2 may
+    hold of the kernel's bytes, 2 x L2 where nothing is known; ``clock_ratio``, the SM clock
+    the compute roofs run at, over the maximum)."""
     per_unit: dict[str, object] = {}
     for unit, dtype, flops in parts:
         roof = max_clock_peak_flops(gpu, dtype, unit)
@@ -125,7 +102,7 @@ def roof_time_s(parts, nbytes, gpu: GPUSpec, *, reread_bytes=0.0, min_flops_frac
     t = 0.0
     for t_unit in per_unit.values():
         t = _larger(t, t_unit)
-    held = l2_held_bytes(nbytes, gpu, bytes_written, inputs_in_l2)
+    held = 2 * gpu.l2_cache_bytes if l2_held_bytes is None else l2_held_bytes
     dram_bytes = _larger(0.0, nbytes - reread_bytes - held)
     t = _larger(t, dram_bytes / gpu.memory_bandwidth_bytes_per_s)
     return _larger(t, nbytes / l2_roof_bytes_per_s(gpu))
@@ -165,14 +142,12 @@ def kernel_sol(kw: KernelWork, gpu: GPUSpec) -> KernelPrediction:
     t_compute = max(per_unit.values(), default=0.0)
     l2_roof = l2_roof_bytes_per_s(gpu)
     t_l2 = kw.bytes / l2_roof
-    held = l2_held_bytes(kw.bytes, gpu, kw.bytes_written)
-    dram_bytes = max(0.0, kw.bytes - kw.reread_bytes - held)
+    dram_bytes = max(0.0, kw.bytes - kw.reread_bytes - 2 * gpu.l2_cache_bytes)
     t_dram = dram_bytes / gpu.memory_bandwidth_bytes_per_s
     if t_dram >= t_l2:
         t_memory = t_dram
         reread = " - re-reads" if kw.reread_bytes else ""
-        note = (f"at least {format_quantity(dram_bytes, 'B')} (bytes{reread} - the "
-                f"{format_quantity(held, 'B')} L2 can hold of its inputs and outputs) cross "
+        note = (f"at least {format_quantity(dram_bytes, 'B')} (bytes{reread} - 2 x L2) cross "
                 f"DRAM at {format_quantity(gpu.memory_bandwidth_bytes_per_s, 'B/s')}")  # fmt: skip
     else:
         t_memory = t_l2
@@ -205,5 +180,5 @@ def speed_of_light(op: Op, gpu: GPUSpec | str) -> Prediction:
     return assemble(op.label(), gpu, SOL_LABEL, [kernel_sol(k, gpu) for k in work], work)
 
 
-__all__ = ["SOL_LABEL", "kernel_sol", "l2_held_bytes", "l2_roof_bytes_per_s", "max_clock_peak_flops",
+__all__ = ["SOL_LABEL", "kernel_sol", "l2_roof_bytes_per_s", "max_clock_peak_flops",
            "roof_time_s", "speed_of_light", "tensor_clock_scale"]  # fmt: skip

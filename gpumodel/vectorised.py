@@ -157,8 +157,7 @@ def sweep(
     parts = [(unit, dt, flops)]
     if op == "gemm" and promoted:
         parts.append((vunit, vdt, fp8_promotion_flops(m, n, k, batch)))
-    # as predict.kernel_time's speed-of-light floor
-    t_sol = roof_time_s(parts, nbytes, gpu, bytes_written=written, inputs_in_l2=l2 == "warm")
+    t_sol = roof_time_s(parts, nbytes, gpu)  # as predict.kernel_time's speed-of-light floor
     t_core = np.maximum(_core_time(t_compute, t_memory, exponent, rows), t_sol)
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)

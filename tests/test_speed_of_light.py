@@ -280,14 +280,3 @@ def test_a_prediction_is_held_to_the_roofs_of_the_state_it_prices():
     assert q.flops / q.time_s <= max_clock_peak_flops(h100, "bf16", "tensor") * clock * (1 + 1e-9)
     # the bound the speed of light states for any state is still the looser one
     assert gm.speed_of_light(big, h100).time_s < q.time_s
-
-
-def test_l2_holds_no_more_output_than_the_kernel_writes():
-    """A decode GEMM (8 x 4096 @ 4096 x 14336 bf16, Llama-3-8B's up projection) reads
-    2 x (8 x 4096 + 4096 x 14336) = 117,506,048 B and writes 2 x 8 x 14336 = 229,376 B. At best
-    L2 (50 MiB = 52,428,800 B on an H100) holds that much of the inputs at the start and the
-    229,376 B of output at the end: 117,735,424 - 52,428,800 - 229,376 = 65,077,248 B cross
-    DRAM, 19.43 us at 3.35 TB/s. Taking 2 x L2 off for any kernel said 5.4 us: an 8B decode
-    step's weights 'at the speed of light' in a quarter of what its 16 GB need."""
-    p = gm.speed_of_light(gm.ops.Gemm(m=8, n=14336, k=4096, transpose_b=True), "h100")
-    assert p.time_s == pytest.approx(65_077_248 / 3.35e12, rel=1e-3)
