@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from sdpa_timing import experiment_args, measure, write_results
+from sdpa_timing import experiment_args, measure, sdpa_call, write_results
 
 # (batch, heads, kv_heads, kv_seq); each at every head dim of HEAD_DIMS
 SHAPES = [(2, 32, 32, 1024), (16, 32, 8, 2048), (4, 16, 16, 8192), (48, 16, 16, 512),
@@ -28,8 +28,6 @@ def main() -> int:
     args = experiment_args()
 
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     records = []
     t0 = time.time()
@@ -40,12 +38,7 @@ def main() -> int:
                     for _ in range(2))  # fmt: skip
             extra = {"enable_gqa": True} if hkv != h else {}
             for backend in BACKENDS:
-                def call(backend=backend, q=q, k=k, v=v, extra=extra):
-                    if backend == "default":
-                        return F.scaled_dot_product_attention(q, k, v, **extra)
-                    with sdpa_kernel(getattr(SDPBackend, backend)):
-                        return F.scaled_dot_product_attention(q, k, v, **extra)
-
+                call = sdpa_call(backend, q, k, v, **extra)
                 rec = {"shape": {"batch": b, "heads": h, "kv_heads": hkv, "kv_seq": kv,
                                  "head_dim": d}, "backend": backend}  # fmt: skip
                 measure(torch, call, rec, records, kernels=backend == "default", eager=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from sdpa_timing import experiment_args, measure, write_results
+from sdpa_timing import experiment_args, measure, sdpa_call, write_results
 
 # (batch, heads, kv_heads, kv_seq, head_dim); each at every query length of QUERIES
 SHAPES = [(1, 32, 32, 2048, 128), (2, 32, 8, 8192, 128), (4, 16, 16, 4096, 64),
@@ -30,8 +30,6 @@ def main() -> int:
     args = experiment_args()
 
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     records = []
     t0 = time.time()
@@ -41,12 +39,7 @@ def main() -> int:
         for sq in [1, 2] if args.tiny else QUERIES:
             q = torch.randn(b, h, sq, d, device="cuda", dtype=torch.bfloat16)
             for backend in BACKENDS:
-                def call(backend=backend, q=q, k=k, v=v, extra=extra):
-                    if backend == "default":
-                        return F.scaled_dot_product_attention(q, k, v, **extra)
-                    with sdpa_kernel(getattr(SDPBackend, backend)):
-                        return F.scaled_dot_product_attention(q, k, v, **extra)
-
+                call = sdpa_call(backend, q, k, v, **extra)
                 rec = {"shape": {"batch": b, "heads": h, "kv_heads": hkv, "seq_q": sq,
                                  "kv_seq": kv, "head_dim": d}, "backend": backend}  # fmt: skip
                 measure(torch, call, rec, records, kernels=True, eager=True)

@@ -116,6 +116,21 @@ def measure(torch, call, rec: dict, records: list, kernels: bool = True,
     print(json.dumps({k: v for k, v in rec.items() if k != "kernels"}), flush=True)
 
 
+def sdpa_call(backend: str, q, k, v, **extra):
+    """A call of ``F.scaled_dot_product_attention(q, k, v, **extra)`` with SDPA's default
+    dispatch (``backend`` "default") or the named ``SDPBackend`` forced around it."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def call():
+        if backend == "default":
+            return F.scaled_dot_product_attention(q, k, v, **extra)
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return F.scaled_dot_product_attention(q, k, v, **extra)
+
+    return call
+
+
 def sh(cmd: list[str]) -> str:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
