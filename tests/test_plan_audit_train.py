@@ -76,6 +76,11 @@ def test_a_rounded_global_batch_is_stated(capsys):
     # a batch that divides evenly is not said to be rounded
     code, out, _ = _run(capsys, *TRAIN, "--gpus", "512")
     assert code == 0 and "rounded up" not in out
+    # the library's plan says it too (the CLI prints the plan's notes)
+    lib = gm.plan_training("llama-2-7b", "h100", 768, 1e12)
+    assert lib.step.global_batch == used
+    assert [n for n in lib.notes if "rounded up" in n] == [
+        n for n in p["notes"] if "rounded up" in n] != []
 
 
 def test_a_count_the_batch_cannot_hold_is_a_one_line_error(capsys):

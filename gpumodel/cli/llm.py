@@ -435,11 +435,6 @@ def plan_train(
         _warn(gm.load_host(host).mismatch())
     if counts is not None and len(counts) == 1 and days is None and usd_budget is None:
         p = _llm().plan_training(model, gpu, counts[0], n_tokens, mfu=mfu, **common)
-        if p.step is not None:  # what the layout did to the global batch, in words
-            from gpumodel.llm.planning import plan_notes
-
-            p = p.model_copy(update={"notes": (*p.notes, *plan_notes(
-                model, p.step, tp=tp, pp=pp, global_batch=global_batch))})  # fmt: skip
         if plot:
             _plot_scaling(model, gpu, counts[0], n_tokens, {**common, "mfu": mfu}, plot)
         wrote = _html_report(p, html)

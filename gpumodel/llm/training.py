@@ -1198,7 +1198,7 @@ def plan_training(
         time_s = total / (gpus * peak * mfu)
     else:
         # the fastest tp x pp layout that fits, found with the vectorised sweep
-        from gpumodel.llm.planning import fastest_layout
+        from gpumodel.llm.planning import fastest_layout, plan_notes
 
         t, p, v = fastest_layout(spec, g, gpus, tokens, tp=tp, pp=pp, zero=zero,
                                  micro_batch=micro_batch, global_batch=global_batch, seq=seq,
@@ -1230,6 +1230,8 @@ def plan_training(
     notes = []
     if step is not None and step.calibration.startswith("none"):
         notes.append(DATASHEET_NOTE.replace("(a lower bound on time)", "(MFU is an upper bound)"))
+    if step is not None:  # what the layout did to the global batch, in words
+        notes += plan_notes(spec, step, tp=tp, pp=pp, global_batch=global_batch)
     return TrainingPlan(
         model=spec.id, gpu=g.id, gpus=gpus, tokens=tokens, seq=seq,
         model_flops_per_token=flops_token, total_flops=total,
