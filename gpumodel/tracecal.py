@@ -83,6 +83,12 @@ MIN_FAMILY_SHARE = 0.005
 # 20.825 ms per step profiled and 13.238 ms unprofiled (planted_costs.json) over 2,063 recorded
 # events per step: 3.68 us per event.
 DEFAULT_PROFILER_EVENT_S = 3.68e-6
+# ... and how far it moves from machine to machine: the p10 and p90 of the cost per event solved
+# exactly (--step-ms) from the 18 host-bound HF eager decode traces of the H100 runs
+# (2026-11-22..27: 0.39-14.7 us, median 3.5), the range of an estimate made without --step-ms
+# (validation/experiments/diagnose_profiler_cost.py; scored on the H200 runs' traces, which it
+# did not see: validation/results/diagnose-profiler-cost-2026-12-01.md)
+PROFILER_EVENT_SPREAD_S = (1.21e-6, 6.87e-6)
 # An unprofiled step no longer than this many times the GPU's work per step was set by the GPU:
 # its time says only that the host took no longer (a tenth above it: kernels timed under the
 # profiler and without differ by a few percent, and launch gaps add some).
@@ -924,6 +930,32 @@ def _host_side(
     }
 
 
+def profiler_cost(
+    tr: Trace,
+    tl: Timeline,
+    path: str | Path,
+    step_ms: float | None = None,
+    host: HostProfile | str | Path | None = None,
+) -> tuple[ProfilerCorrection, float]:
+    """(the profiler's host cost per step, the profiled step in seconds) of a loaded trace, as
+    ``calibrate_from_trace`` takes it out: solved from ``step_ms`` (the step time measured
+    without the profiler) where given and host-bound, else the recorded events times the cost
+    per event (``host``'s measured ``profiler_event_s``, else ``DEFAULT_PROFILER_EVENT_S``).
+    A ``step_ms`` the trace rules out is refused as in calibrate (``TraceFormatError``)."""
+    from gpumodel._validators import check_number
+
+    if step_ms is not None and not (0 < check_number(step_ms, "--step-ms") < 1e9):
+        raise TraceFormatError(f"--step-ms must be a positive number of milliseconds, not {step_ms}")
+    hp = _load_host_arg(host)
+    periods = max(tl.periods, 1)
+    busy_s = tl.busy_us * 1e-6 / periods
+    side = _host_side(tr, tl, step_ms, periods, _profiler_event_s(hp), gpu_busy_s=busy_s)
+    step_s = max(side["step_profiled_s"], tl.step_us * 1e-6)
+    if step_ms is not None:
+        _check_step_ms(Path(path), step_ms, busy_s, step_s)
+    return side["correction"], side["step_profiled_s"]
+
+
 def identify_runtime(tr: Trace, tl: Timeline) -> tuple[str, list[str]]:
     """Name the runtime the trace ran, with the evidence: a CUDA graph per step and compiled
     (Triton) kernels -> ``hf-static-compiled``; graphs without Triton -> ``fused-graph``; eager
@@ -978,6 +1010,7 @@ def host_profile_from_fit(fit: TraceFit) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_PROFILER_EVENT_S",
     "GRAPH_RUNTIMES",
+    "PROFILER_EVENT_SPREAD_S",
     "FamilyFit",
     "ProfilerCorrection",
     "TraceFit",
@@ -985,4 +1018,5 @@ __all__ = [
     "host_kind",
     "identify_model",
     "identify_runtime",
+    "profiler_cost",
 ]

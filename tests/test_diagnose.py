@@ -180,13 +180,20 @@ def item_every_step(cpu_after_us: float = 3000.0, steps: int = 4) -> TraceBuilde
     return tb
 
 
+# Host time of one profiled eager elementwise call (its aten op and launch recorded, shapes on):
+# ~20 us. An HF Llama-3-8B eager decode step on an H200 VM took 31 us of host per kernel under
+# the profiler, of which ~16 us was the profiler's own (validation/results/steps-h200-run36).
+PROFILED_OP_US = 20.0
+
+
 def launch_bound(steps: int = 3, kernels: int = 200) -> TraceBuilder:
     tb = TraceBuilder()
     for s in range(steps):
         with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
             for _ in range(kernels):
                 tb.op("aten::add", [[4096], [4096], []], [BF16, BF16, "Scalar"],
-                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)], cpu_us=8.0)  # fmt: skip
+                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)],
+                      cpu_us=PROFILED_OP_US)  # fmt: skip
     return tb
 
 
@@ -366,6 +373,10 @@ def test_nsys_kernel_summary_csv():
     assert rep.finding("fp32_matmul") is not None
     assert any("no timeline" in n for n in rep.notes)
     assert abs(rep.totals.measured_s - 0.5) < 1e-6
+    assert rep.profiler is None and rep.steps.unprofiled_step_time_s is None
+    # nothing to take the profiler's cost out of: asking is an error, not silently ignored
+    with pytest.raises(TraceFormatError, match="Nsight kernel summary has none"):
+        diagnose(FIXTURES / "nsys_cuda_gpu_kern_sum_synthetic.csv", gpu="h100", step_ms=5.0)
 
 
 def test_findings_of_a_trace_without_steps_are_labelled_totals(capsys):
@@ -947,6 +958,58 @@ def test_many_short_kernels_are_launch_bound():
     assert f.details["short_kernel_fraction"] == 1.0
 
 
+def test_the_profiler_cost_comes_out_of_the_launch_gaps():
+    """200 kernels of 2 us a step, each launched by 20 us of profiled host: a 4.2 ms step, 0.4 ms
+    of it on the GPU. Timed at 2 ms without the profiler (``step_ms``), the step loses 2.2 ms of
+    launch gaps: the finding recovers 1.4 ms of a 2 ms step, and fixing it leaves the 0.4 ms of
+    kernels and the graph's gaps. From the trace alone: 2 events a call (the op and its launch) x the default cost
+    per event come out of each 20 us."""
+    from gpumodel.tracecal import DEFAULT_PROFILER_EVENT_S, PROFILER_EVENT_SPREAD_S
+
+    tb = launch_bound()
+    traced = diagnose(tb.to_dict(), calibration="none", step_ms=None)
+    step = traced.steps.step_time_s
+    assert step * 1e3 == pytest.approx(4.2, rel=0.01)  # (20 us + the builder's 1 us) x 200
+    timed = diagnose(tb.to_dict(), calibration="none", step_ms=2.0)
+    assert timed.steps.step_time_s == pytest.approx(step)  # the traced step stays as traced
+    assert timed.steps.unprofiled_step_time_s * 1e3 == pytest.approx(2.0, rel=1e-6)
+    f = timed.finding("launch_bound")
+    # 2 ms less the kernels' 0.4 ms and the ~1 us gap a CUDA graph still leaves per kernel
+    assert f.recoverable_s * 1e3 == pytest.approx(2.0 - 0.4 - 0.2, rel=0.02)
+    assert f.step_time_if_fixed_s * 1e3 == pytest.approx(0.6, rel=0.02)
+    assert timed.amdahl.step_time_s * 1e3 == pytest.approx(2.0, rel=1e-6)
+    assert timed.profiler.method.startswith("step-ms")
+    per_call_us = 2 * DEFAULT_PROFILER_EVENT_S * 1e6
+    assert traced.profiler.events_per_step == pytest.approx(400, abs=2)
+    expect_ms = step * 1e3 - 200 * per_call_us / 1000
+    assert traced.steps.unprofiled_step_time_s * 1e3 == pytest.approx(expect_ms, rel=0.03)
+    # its range: the cost per event at the p90 and p10 of traced machines, 400 events a step
+    lo, hi = traced.steps.unprofiled_step_range_s
+    for got, per_event in ((lo, PROFILER_EVENT_SPREAD_S[1]), (hi, PROFILER_EVENT_SPREAD_S[0])):
+        assert got * 1e3 == pytest.approx(step * 1e3 - 400 * per_event * 1e3, rel=0.03)
+    assert timed.steps.unprofiled_step_range_s is None  # solved, not estimated
+
+
+def test_a_gpu_bound_step_keeps_its_kernels():
+    """The profiler slows the host; a step whose GPU sets the pace loses (almost) nothing."""
+    tb = TraceBuilder()
+    for s in range(3):
+        with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
+            _matmul_step(tb, layers=3, gemm_us=3000.0)
+    rep = diagnose(tb.to_dict(), calibration="none")
+    assert rep.steps.unprofiled_step_time_s == pytest.approx(rep.steps.step_time_s, rel=0.01)
+
+
+def test_cli_step_ms_is_checked_against_the_trace(tmp_path, capsys):
+    p = launch_bound().write(tmp_path / "t.json")
+    code, out, err = _cli(["diagnose", str(p), "--step-ms", "2"], capsys)
+    assert code == 0 and "without the profiler: 2 ms per step" in out.replace("2.0 ms", "2 ms")
+    code, _, err = _cli(["diagnose", str(p), "--step-ms", "0.1"], capsys)
+    assert code == 2 and "shorter than the traced step's kernels" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _cli(["diagnose", str(p), "--host", "no-such-host"], capsys)
+    assert code == 2 and "unknown host profile" in err
+
+
 def test_steps_follow_launches_when_the_host_runs_ahead():
     """The host queues each step in microseconds while the GPU needs 9 ms: step N's kernels run
     long after ProfilerStep#N ended. Before the first step, the GPU is still busy with work
@@ -1012,7 +1075,8 @@ def test_refill_is_capped_by_how_long_the_sync_blocked():
         with tb.range(f"ProfilerStep#{s}", cat="user_annotation"):
             for _ in range(100):
                 tb.op("aten::add", [[4096], [4096], []], [BF16, BF16, "Scalar"],
-                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)], cpu_us=8.0)  # fmt: skip
+                      [("void at::native::vectorized_elementwise_kernel<4>", 2.0)],
+                      cpu_us=PROFILED_OP_US)  # fmt: skip
             tb.item()
             tb.sleep(300.0)  # host work after the sync: the gap right after it is the sync's
     rep = diagnose(tb.to_dict(), calibration="none")
@@ -1139,7 +1203,7 @@ def test_amdahl_combines_without_double_counting():
 # report, JSON schema and CLI
 
 TOP_KEYS = {"schema_version", "source", "gpu", "calibration", "steps", "ops", "ops_omitted",
-            "totals", "findings", "amdahl", "notes"}  # fmt: skip
+            "totals", "findings", "amdahl", "profiler", "notes"}  # fmt: skip
 OP_KEYS = {"name", "phase", "shapes", "dtype", "op", "mapped", "reason", "count", "measured_s",
            "measured_per_call_s", "predicted_per_call_s", "predicted_s", "sol_per_call_s", "sol_pct",
            "bound",
@@ -1148,14 +1212,17 @@ OP_KEYS = {"name", "phase", "shapes", "dtype", "op", "mapped", "reason", "count"
 FINDING_KEYS = {"kind", "title", "recoverable_s", "pct_of_step", "step_time_if_fixed_s", "fix",
                 "evidence", "details"}  # fmt: skip
 STEP_KEYS = {"count", "step_time_s", "window_s", "periods", "source", "gpu_busy_s", "gpu_idle_s",
-             "gpu_utilization_pct", "kernels_per_step"}  # fmt: skip
+             "gpu_utilization_pct", "kernels_per_step", "unprofiled_step_time_s",
+             "unprofiled_step_range_s"}  # fmt: skip
 AMDAHL_KEYS = {"step_time_s", "per_finding", "all_fixed_step_time_s", "all_fixed_speedup",
                "speed_of_light_step_s", "note"}  # fmt: skip
 
 
 def test_json_schema_is_stable():
     d = diagnose(starved_loader().to_dict()).to_dict()
-    assert set(d) == TOP_KEYS and d["schema_version"] == 2
+    assert set(d) == TOP_KEYS and d["schema_version"] == 3
+    assert set(d["profiler"]) == {"method", "per_event_s", "events_per_step", "removed_per_step_s",
+                                  "profiled_host_step_s", "host_step_s", "host_speed_factor"}  # fmt: skip
     assert all(set(r) == OP_KEYS for r in d["ops"])
     assert all(set(f) == FINDING_KEYS for f in d["findings"])
     assert set(d["steps"]) == STEP_KEYS

@@ -22,7 +22,7 @@ def diagnose_command(
     ),
     gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
     top: int = typer.Option(20, help="ops to list, by recoverable time"),
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output (schema v1)"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output (schema v3)"),
     as_csv: bool = typer.Option(False, "--csv", help="the per-op table as CSV"),
     plot: Path = typer.Option(
         None, help="draw measured vs speed of light and the roofline to FILE.png"
@@ -32,13 +32,22 @@ def diagnose_command(
     max_input_mb: float = typer.Option(
         None, "--max-input-mb", help="read limit for the input file, MB (default 512)"
     ),
+    step_ms: float = typer.Option(
+        None, "--step-ms", help="the step time measured without the profiler (your logs), ms: "
+        "takes the profiler's own host cost out exactly (else it is estimated)",
+    ),
+    host: str = typer.Option(
+        None, "--host", help="host profile (name or file) of the machine that recorded the "
+        "trace: its measured profiler cost per event",
+    ),
 ) -> None:
     """Place every kernel of a profile against its roofline and name what holds the step back."""
     from gpumodel._io import input_limit_mb
     from gpumodel.diagnose import diagnose
 
     with input_limit_mb(max_input_mb):
-        report = diagnose(trace, gpu=gpu, calibration=calibration, top=top)
+        report = diagnose(trace, gpu=gpu, calibration=calibration, top=top, step_ms=step_ms,
+                          host=host)  # fmt: skip
     if plot is not None:
         from gpumodel.diagnose.plot import plot_report
 
@@ -86,6 +95,23 @@ def render(report: DiagnoseReport) -> None:
                  f"{gm.format_time(st.gpu_idle_s or 0.0)} per step ({st.gpu_utilization_pct:.0f}% "
                  f"utilised), {st.kernels_per_step:.0f} kernels per step")  # fmt: skip
     out.print(step, highlight=False, markup=False)
+    unprof, prof = st.unprofiled_step_time_s, report.profiler
+    if unprof is not None and prof is not None and st.step_time_s - unprof > 1e-3 * st.step_time_s:
+        how = (f"solved from --step-ms ({prof.per_event_s * 1e6:.3g} us an event)"
+               if prof.method.startswith("step-ms") else
+               f"at {prof.per_event_s * 1e6:.3g} us each, the "
+               f"{prof.method.removesuffix(' (no --step-ms given)')}: pass --step-ms, the step "
+               "time from your logs, for the exact figure")  # fmt: skip
+        span = st.unprofiled_step_range_s
+        if span is not None:
+            from gpumodel.tracecal import PROFILER_EVENT_SPREAD_S as lo_hi
+
+            how += (f"; {gm.format_time(span[0])} - {gm.format_time(span[1])} at "
+                    f"{lo_hi[1] * 1e6:.3g} - {lo_hi[0] * 1e6:.3g} us, the p90 - p10 of traced "
+                    "machines")  # fmt: skip
+        out.print(f"without the profiler: {gm.format_time(unprof)} per step "
+                  f"({prof.events_per_step:.0f} recorded events a step, {how}); the findings "
+                  "and Amdahl below are for this step", highlight=False, markup=False)  # fmt: skip
 
     table = Table(title="Per-op speed of light (sorted by recoverable time, whole trace)")
     for col, just in (("op", "left"), ("phase", "left"), ("shapes", "left"), ("dtype", "left"),

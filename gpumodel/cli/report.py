@@ -70,12 +70,17 @@ def report_diagnose(
     gpu: str = typer.Option(None, help="GPU id when the trace does not name its device"),
     top: int = typer.Option(20, help="ops to list, by recoverable time"),
     calibration: str = typer.Option(None, help="'none' for datasheet only, a file, or a GPU id"),
+    step_ms: float = typer.Option(
+        None, "--step-ms", help="the step time measured without the profiler, ms (as diagnose)"
+    ),
+    host: str = typer.Option(None, "--host", help="host profile of the tracing machine"),
     as_json: bool = _JSON,
 ) -> None:
     """The step's timeline, each op against its roofline, findings with predicted savings."""
     from gpumodel.diagnose import diagnose
 
-    report = diagnose(trace, gpu=gpu, calibration=calibration, top=top)
+    report = diagnose(trace, gpu=gpu, calibration=calibration, top=top, step_ms=step_ms,
+                      host=host)  # fmt: skip
     _finish("diagnose", report, out, as_json, trace=trace)
 
 

@@ -18,14 +18,22 @@ import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpumodel._io import gc_paused
 from gpumodel.calibration import DATASHEET_LABEL, Calibration
 from gpumodel.diagnose.comms import FAMILY as COMM_FAMILY
-from gpumodel.diagnose.findings import FIXES, Draft, GroupView, idle_findings, kernel_findings
+from gpumodel.diagnose.findings import (
+    FIXES,
+    HOST_PACED,
+    Draft,
+    GroupView,
+    idle_findings,
+    kernel_findings,
+    without_profiler,
+)
 from gpumodel.diagnose.gpus import gpu_from_device_name
 from gpumodel.diagnose.mapping import Mapped
 from gpumodel.diagnose.model_match import match_optimizer, optimizer_note
@@ -43,8 +51,14 @@ from gpumodel.predict import predict
 from gpumodel.prediction import Prediction
 from gpumodel.sol import speed_of_light
 from gpumodel.specs import GPUSpec, get_gpu
+from gpumodel.tracefit import ProfilerCorrection
 
-SCHEMA_VERSION = 2  # 2: sol_per_call_s added; sol_pct is the speed-of-light bound, not the model
+if TYPE_CHECKING:
+    from gpumodel.hostprofile import HostProfile
+
+# 2: sol_per_call_s added; sol_pct is the speed-of-light bound, not the model. 3: the profiler's
+# own host cost (``profiler``, ``steps.unprofiled_step_time_s``) is taken out of the findings
+SCHEMA_VERSION = 3
 MIN_FINDING_FRACTION = 0.01  # findings worth less than 1% of the step are not reported
 MIN_FINDING_S = 5e-6
 
@@ -84,6 +98,12 @@ class StepInfo(_Frozen):
     gpu_idle_s: float | None  # per step
     gpu_utilization_pct: float | None
     kernels_per_step: float | None
+    # the step without the profiler's own host cost (``DiagnoseReport.profiler``): the step
+    # the findings and Amdahl's times are for; None for a kernel summary
+    unprofiled_step_time_s: float | None = None
+    # its range where it was estimated (no step_ms): the profiler's cost per event at the p10
+    # and p90 of what it was on traced machines (gpumodel.tracecal.PROFILER_EVENT_SPREAD_S)
+    unprofiled_step_range_s: tuple[float, float] | None = None
 
 
 class OpRow(_Frozen):
@@ -171,6 +191,8 @@ class DiagnoseReport(_Frozen):
     totals: Totals
     findings: list[Finding]
     amdahl: Amdahl
+    # the profiler's host cost per step and how it was found (None: a kernel summary)
+    profiler: ProfilerCorrection | None = None
     notes: list[str] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +211,8 @@ def diagnose(
     gpu: GPUSpec | str | None = None,
     calibration: Calibration | str | None = None,
     top: int | None = None,
+    step_ms: float | None = None,
+    host: HostProfile | str | Path | None = None,
 ) -> DiagnoseReport:
     """Diagnose a profile: a path to a torch.profiler Chrome trace (``.json``/``.json.gz``) or an
     Nsight Systems kernel summary CSV, a loaded trace dict, or a :class:`Trace`.
@@ -196,6 +220,14 @@ def diagnose(
     ``gpu``: used when the trace does not name its device (or names one not in the library).
     ``calibration``: as for :func:`gpumodel.predict` (None: the best one found for the GPU).
     ``top``: keep the ``top`` ops with the most recoverable time (the rest are summed); >= 0.
+
+    The profiler slows the host (each recorded event costs it a few microseconds), so a
+    host-bound step runs longer traced than it does in the user's job. Its cost is taken out of
+    the host-paced idle findings, and the findings and Amdahl's times are for the step without
+    it (``steps.unprofiled_step_time_s``; how: ``profiler``): solved from ``step_ms``, the step
+    time measured without the profiler (your logs), where given; else estimated from the
+    recorded events at ``host``'s measured cost per event (a host profile: name, file or
+    ``HostProfile``), or the default one (``gpumodel.tracecal.DEFAULT_PROFILER_EVENT_S``).
     """
     if top is not None:
         from gpumodel._validators import check_int
@@ -204,6 +236,11 @@ def diagnose(
     tr = load_trace(trace)
     notes = list(tr.warnings)
     if tr.format == "nsys_kern_sum_csv":
+        if step_ms is not None or host is not None:
+            raise TraceFormatError(
+                f"{tr.path or 'the profile'}: --step-ms and --host take the profiler's host cost "
+                "out of a torch.profiler trace's timeline; an Nsight kernel summary has none"
+            )
         spec, info = _resolve_gpu(tr, gpu, None, notes)
         return _diagnose_nsys(tr, spec, info, calibration, top, notes)
     tl = build_timeline(tr)
@@ -223,7 +260,8 @@ def diagnose(
     views, rows = _rows(groups, predictor)
     step_s = tl.step_us * 1e-6
     drafts = idle_findings(tl) + kernel_findings(views, spec, tl)
-    findings, amdahl = _summarise(drafts, step_s, tl, views)
+    prof, unprof_s, unprof_span, drafts = _without_profiler(tr, tl, drafts, step_s, step_ms, host)
+    findings, amdahl = _summarise(drafts, unprof_s, tl, views)
     kernels = [g for g in tl.kernels_in_window if g.kind == "kernel"]
     steps = StepInfo(
         count=tl.steps_with_work, step_time_s=step_s, window_s=tl.window_us * 1e-6,
@@ -231,9 +269,43 @@ def diagnose(
         gpu_busy_s=tl.busy_us / tl.periods * 1e-6,
         gpu_idle_s=(tl.window_us - tl.busy_us) / tl.periods * 1e-6,
         gpu_utilization_pct=100.0 * tl.busy_us / tl.window_us if tl.window_us > 0 else None,
-        kernels_per_step=len(kernels) / tl.periods,
+        kernels_per_step=len(kernels) / tl.periods, unprofiled_step_time_s=unprof_s,
+        unprofiled_step_range_s=unprof_span,
     )  # fmt: skip
-    return _assemble(tr, info, predictor.label, steps, rows, top, findings, amdahl, notes)
+    return _assemble(tr, info, predictor.label, steps, rows, top, findings, amdahl, notes, prof)
+
+
+def _without_profiler(
+    tr: Trace,
+    tl: Timeline,
+    drafts: list[Draft],
+    step_s: float,
+    step_ms: float | None,
+    host: HostProfile | str | Path | None,
+) -> tuple[ProfilerCorrection, float, tuple[float, float] | None, list[Draft]]:
+    """(the profiler's cost, the step without it, that step's range where it was estimated, the
+    findings without it). The step loses the host time the profiler added only while the host
+    set its pace: at most the host-paced idle time (``HOST_PACED``), unless ``step_ms`` says by
+    how much."""
+    from gpumodel.tracecal import PROFILER_EVENT_SPREAD_S, profiler_cost
+
+    prof, _ = profiler_cost(tr, tl, tr.path or "trace", step_ms, host)
+    paced_us = sum(d.per_step_us or 0.0 for d in drafts if d.idle and d.kind in HOST_PACED)
+    idle_us = sum(d.per_step_us or 0.0 for d in drafts if d.idle)
+    if step_ms is not None:  # the step measured without the profiler: it loses the difference
+        cut_us = min(max(step_s - step_ms * 1e-3, 0.0) * 1e6, idle_us)
+        return prof, step_s - cut_us * 1e-6, None, without_profiler(drafts, cut_us, "solved "
+                                                                     "from --step-ms")  # fmt: skip
+
+    def cut(per_event_s: float) -> float:  # as tracecal removes it: at most 90% of the host
+        removed = min(per_event_s * prof.events_per_step, 0.9 * prof.profiled_host_step_s)
+        return min(removed * 1e6, paced_us)
+
+    cut_us = min(prof.removed_per_step_s * 1e6, paced_us)
+    lo_s, hi_s = PROFILER_EVENT_SPREAD_S
+    span = (step_s - cut(hi_s) * 1e-6, step_s - cut(lo_s) * 1e-6)
+    how = f"{prof.events_per_step:.0f} recorded events at {prof.per_event_s * 1e6:.3g} us"
+    return prof, step_s - cut_us * 1e-6, span, without_profiler(drafts, cut_us, how)
 
 
 # How a traced kernel is priced. A profiler records a kernel's duration on the GPU, from its
@@ -519,6 +591,7 @@ def _assemble(
     findings: list[Finding],
     amdahl: Amdahl,
     notes: list[str],
+    profiler: ProfilerCorrection | None = None,
 ) -> DiagnoseReport:
     rows.sort(key=lambda r: (-r.recoverable_s, -r.measured_s))
     shown = rows if top is None else rows[: max(top, 0)]
@@ -537,7 +610,8 @@ def _assemble(
                           events=tr.events_read),
         gpu=info, calibration=calibration, steps=steps, ops=shown,
         ops_omitted=OmittedOps(count=len(rest), measured_s=sum(r.measured_s for r in rest)),
-        totals=totals, findings=findings, amdahl=amdahl, notes=list(dict.fromkeys(notes)),
+        totals=totals, findings=findings, amdahl=amdahl, profiler=profiler,
+        notes=list(dict.fromkeys(notes)),
     )  # fmt: skip
 
 

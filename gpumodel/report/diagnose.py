@@ -56,6 +56,16 @@ def diagnose_page(data: dict[str, Any]) -> str:
             ("calibration", escape(data["calibration"])),
             ("step", h.num(["steps", "step_time_s"], st["step_time_s"], "s", "span")
              + escape(f" ({st['source']}, {st['count']} step(s))"))]  # fmt: skip
+    prof = data.get("profiler")
+    if prof and st.get("unprofiled_step_time_s") is not None:
+        head.append(("step without the profiler",
+                     h.num(["steps", "unprofiled_step_time_s"], st["unprofiled_step_time_s"], "s",
+                           "span")
+                     + escape((f" (range {h.fmt(st['unprofiled_step_range_s'][0], 's')} - "
+                               f"{h.fmt(st['unprofiled_step_range_s'][1], 's')})"
+                               if st.get("unprofiled_step_range_s") else "")
+                              + f" (its host cost: {prof['method']}; {prof['events_per_step']:.0f} "
+                              "recorded events a step); findings and Amdahl are for this step")))  # fmt: skip
     if st.get("gpu_utilization_pct") is not None:
         head.append(("GPU busy / idle per step",
                      h.num(["steps", "gpu_busy_s"], st["gpu_busy_s"], "s", "span") + " / "
@@ -105,7 +115,7 @@ def _findings(data: dict[str, Any]) -> str:
     if a.get("per_finding"):
         bars = [svg.Bar(e["kind"].replace("_", " "), e["step_time_s"], svg.PALETTE[2],
                         note=h.fmt(e["step_time_s"], "s")) for e in a["per_finding"]]  # fmt: skip
-        bars.insert(0, svg.Bar("as measured", a["step_time_s"], svg.GREY,
+        bars.insert(0, svg.Bar("step", a["step_time_s"], svg.GREY,
                                note=h.fmt(a["step_time_s"], "s")))  # fmt: skip
         if a.get("all_fixed_step_time_s") is not None:
             bars.append(svg.Bar("all of them", a["all_fixed_step_time_s"], svg.PALETTE[0],
