@@ -302,10 +302,11 @@ def _without_profiler(
         return min(removed * 1e6, paced_us)
 
     cut_us = min(prof.removed_per_step_s * 1e6, paced_us)
-    lo_s, hi_s = PROFILER_EVENT_SPREAD_S
-    span = (step_s - cut(hi_s) * 1e-6, step_s - cut(lo_s) * 1e-6)
+    unprof_s = step_s - cut_us * 1e-6
+    lo_s, hi_s = PROFILER_EVENT_SPREAD_S  # a host profile's own cost may lie outside it
+    span = (min(step_s - cut(hi_s) * 1e-6, unprof_s), max(step_s - cut(lo_s) * 1e-6, unprof_s))
     how = f"{prof.events_per_step:.0f} recorded events at {prof.per_event_s * 1e6:.3g} us"
-    return prof, step_s - cut_us * 1e-6, span, without_profiler(drafts, cut_us, how)
+    return prof, unprof_s, span, without_profiler(drafts, cut_us, how)
 
 
 # How a traced kernel is priced. A profiler records a kernel's duration on the GPU, from its
