@@ -5,7 +5,9 @@ The trace is the real eager-transformer fixture (tests/fixtures/traces, 5.8 MB, 
 H100) repeated end to end until it passes 50 MB: each copy's timestamps are shifted past the
 previous copy and its correlation / external ids offset, so the result is one long profile
 with ~45 ProfilerStep ranges. Prints the size, the wall time (median of 3) in this process
-and of the CLI in a fresh one (imports included: what a user waits for), and the steps found.
+and of the CLI in a fresh one (imports included: what a user waits for), and the steps found;
+then `diagnose` on the same trace, and the share of it spent taking the profiler's own host
+cost out (`gpumodel.tracecal.profiler_cost`, added 2026-12-01).
 
     python benchmarks/bench_trace_calibrate.py
 """
@@ -87,6 +89,24 @@ def main() -> None:
               f"`gpumodel calibrate --trace` in a fresh process median "
               f"{statistics.median(cli):.2f} s (runs: {', '.join(f'{t:.2f}' for t in cli)}); "
               "target < 5 s")  # fmt: skip
+        from gpumodel.diagnose import diagnose
+        from gpumodel.diagnose.parse import load_trace
+        from gpumodel.diagnose.timeline import build_timeline
+        from gpumodel.tracecal import profiler_cost
+
+        whole, part = [], []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            rep = diagnose(path)
+            whole.append(time.perf_counter() - t0)
+            tr = load_trace(path)
+            tl = build_timeline(tr)
+            t0 = time.perf_counter()
+            profiler_cost(tr, tl, path)
+            part.append(time.perf_counter() - t0)
+        print(f"diagnose: median {statistics.median(whole):.2f} s, of which the profiler's cost "
+              f"{statistics.median(part):.2f} s; step {rep.steps.step_time_s * 1e3:.2f} ms "
+              f"traced, {rep.steps.unprofiled_step_time_s * 1e3:.2f} ms without the profiler")  # fmt: skip
 
 
 if __name__ == "__main__":

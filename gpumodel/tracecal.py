@@ -805,8 +805,10 @@ def _host_side(
     periods: int,
     event_s: tuple[float, str] | None = None,
     gpu_busy_s: float = 0.0,
+    per_kind: bool = True,
 ) -> dict[str, Any]:
-    """Host time per step, per kernel and per operator kind, with the profiler's cost removed.
+    """Host time per step, per kernel and per operator kind (``per_kind``: else only the step's
+    and the kernel's), with the profiler's cost removed.
 
     With ``step_ms``: where the unprofiled step took longer than the GPU's work
     (``GPU_BOUND_MARGIN`` x ``gpu_busy_s``), the host set its pace and the profiler's cost is
@@ -902,6 +904,20 @@ def _host_side(
         method=method, per_event_s=per_event, events_per_step=events,
         removed_per_step_s=removed, profiled_host_step_s=host_step_prof, host_step_s=host_step,
     )  # fmt: skip
+    issued = (launches - helpers) / n_steps + graphs_per_step
+    side = {
+        "correction": correction,
+        "loader_step_s": loader_s,
+        "host_step_s": host_step,
+        "step_solved": solved,  # the host's time solved from a host-bound --step-ms
+        "host_cut": cut,  # a GPU-bound --step-ms cut the host more than the cost per event
+        "step_profiled_s": step_prof,
+        "host_per_kernel_s": host_step / issued if issued else host_step,
+        "kernels_per_step": kernels_per_step,
+        "graphs_per_step": graphs_per_step,
+    }
+    if not per_kind:
+        return side
     # per-kind host time of one top-level operator call, less its own events' profiler cost
     # (each event counts once for every top-level operator above it, itself included)
     nested: dict[int, int] = defaultdict(int)
@@ -914,20 +930,7 @@ def _host_side(
         by_kind[host_kind(e.name)].append(max(e.dur * 1e-6 - per_event * nested[id(e)], 0.0))
     op_s = {k: statistics.median(v) for k, v in by_kind.items() if v}
     op_counts = {k: len(v) / n_steps for k, v in by_kind.items()}
-    issued = (launches - helpers) / n_steps + graphs_per_step
-    return {
-        "correction": correction,
-        "loader_step_s": loader_s,
-        "host_step_s": host_step,
-        "step_solved": solved,  # the host's time solved from a host-bound --step-ms
-        "host_cut": cut,  # a GPU-bound --step-ms cut the host more than the cost per event
-        "step_profiled_s": step_prof,
-        "host_per_kernel_s": host_step / issued if issued else host_step,
-        "kernels_per_step": kernels_per_step,
-        "graphs_per_step": graphs_per_step,
-        "op_s": op_s,
-        "op_counts": op_counts,
-    }
+    return {**side, "op_s": op_s, "op_counts": op_counts}
 
 
 def profiler_cost(
@@ -949,7 +952,8 @@ def profiler_cost(
     hp = _load_host_arg(host)
     periods = max(tl.periods, 1)
     busy_s = tl.busy_us * 1e-6 / periods
-    side = _host_side(tr, tl, step_ms, periods, _profiler_event_s(hp), gpu_busy_s=busy_s)
+    side = _host_side(tr, tl, step_ms, periods, _profiler_event_s(hp), gpu_busy_s=busy_s,
+                      per_kind=False)  # fmt: skip
     step_s = max(side["step_profiled_s"], tl.step_us * 1e-6)
     if step_ms is not None:
         _check_step_ms(Path(path), step_ms, busy_s, step_s)
