@@ -170,6 +170,8 @@ def test_diagnose_page(browser, capsys, tmp_path, trace):
     for i, f in enumerate(data["findings"]):
         if f["recoverable_s"] is not None:
             assert ("findings", i, "recoverable_s") in paths
+    # the step the findings are for: without the profiler's own host cost
+    assert ("steps", "unprofiled_step_time_s") in paths
 
 
 def test_diagnose_report_command_writes_the_same_page(capsys, tmp_path):
