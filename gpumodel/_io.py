@@ -328,18 +328,36 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refusing a key given twice (``json`` keeps the last silently: a
+    batch row {"m": 4096, "m": 8192} would price 8192 without a word), as YAML input does."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _DuplicateKey(f"the key {key!r} is given twice in one object")
+    return out
+
+
 def loads_json(text: str, path: Path | str, what: str = "JSON", line: int | None = None) -> Any:
-    """``json.loads`` with the depth checked first and over-long integers refused. ``line``:
-    the text is that line of ``path`` (a JSONL row): errors name it."""
+    """``json.loads`` with the depth checked first, over-long integers and a key given twice in
+    one object refused. ``line``: the text is that line of ``path`` (a JSONL row): errors name
+    it."""
     data = text.encode("utf-8")
     # fast path: no more opening brackets than the limit cannot nest deeper than it
     if data.count(b"[") + data.count(b"{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
         raise InputFileError(f"{path}: {what} nests deeper than {MAX_DEPTH} levels")
     try:
-        return json.loads(text, parse_int=_bounded_int)
+        return json.loads(text, parse_int=_bounded_int, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         where = f"{path}:{line}" if line else f"{path}:{exc.lineno}:{exc.colno}"
         raise InputFileError(f"{where}: {what} is not valid JSON ({exc.msg})") from None
+    except _DuplicateKey as exc:
+        raise InputFileError(f"{f'{path}:{line}' if line else path}: {what}: {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise InputFileError(f"{path}: {what} is not usable JSON ({exc})") from None
 

@@ -1273,3 +1273,28 @@ def test_a_key_given_twice_in_a_yaml_file_is_refused_not_the_last_kept(capsys, t
     twice.write_text(host.read_text() + "name: dup\n")
     refused(capsys, "infer", "--model", "llama-3-8b", "--runtime", "hf-eager", "--host",
             str(twice), match="key 'name' twice")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# a JSON key given twice (fuzz's long-standing "silent-accept", 2026-12-01): json keeps the last
+
+
+def test_a_json_key_given_twice_is_refused(capsys, tmp_path):
+    """{"m": 4096, "m": 8192} priced the 8192 without a word; YAML input already refused it."""
+    rows = tmp_path / "ops.jsonl"
+    rows.write_text('{"op": "gemm", "m": 64, "n": 4096, "k": 4096}\n'
+                    '{"op": "gemm", "m": 4096, "m": 8192, "n": 4096, "k": 4096}\n')  # fmt: skip
+    refused(capsys, "batch", str(rows), "--gpu", "h100", match="ops.jsonl:2: row: the key 'm' is given twice")
+    whole = tmp_path / "ops.json"
+    whole.write_text('[{"op": "gemm", "m": 64, "n": 4096, "k": 4096, "dtype": "bf16", "dtype": "fp32"}]')
+    refused(capsys, "batch", str(whole), "--gpu", "h100", match="the key 'dtype' is given twice")
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"kind": "serve", "kind": "train"}')
+    with pytest.raises(GpumodelError, match="the key 'kind' is given twice"):
+        read_json(plan, "plan")
+    # the same keys in different objects are fine, and a valid file still reads
+    ok = tmp_path / "ok.json"
+    ok.write_text('[{"op": "gemm", "m": 64, "n": 4096, "k": 4096}, '
+                  '{"op": "gemm", "m": 128, "n": 4096, "k": 4096}]')  # fmt: skip
+    code, out, _ = run(capsys, "batch", str(ok), "--gpu", "h100", "--json")
+    assert code == 0 and len(json.loads(out)) == 2
