@@ -762,10 +762,16 @@ def sol_floor_s(kw: KernelWork, gpu: GPUSpec, l2: str = "warm", clock_ratio: Any
     ``clock_ratio``: the compute roofs at the sustained clock (a 1x1 bf16 convolution was
     priced at 108% of the H100's dense peak at a 0.75x clock)."""
     parts = [(part.unit, part.dtype, part.flops) for part in kw.flops]
-    held = None if l2 == "warm" else gpu.l2_cache_bytes
     return roof_time_s(parts, kw.bytes, gpu, reread_bytes=kw.reread_bytes,
-                       min_flops_fraction=kw.min_flops_fraction, l2_held_bytes=held,
-                       clock_ratio=clock_ratio)  # fmt: skip
+                       min_flops_fraction=kw.min_flops_fraction,
+                       l2_held_bytes=sol_l2_held_bytes(gpu, l2), clock_ratio=clock_ratio)  # fmt: skip
+
+
+def sol_l2_held_bytes(gpu: GPUSpec, l2: str) -> float | None:
+    """What the speed of light lets L2 serve of a kernel's bytes in the state priced: warm,
+    ``roof_time_s``'s 2 x L2 (None); cold or dirty, the inputs start in DRAM and L2 holds at
+    most its capacity of the outputs (``sol_floor_s``; the sweeps take the same)."""
+    return None if l2 == "warm" else gpu.l2_cache_bytes
 
 
 def core_overlap(

@@ -50,6 +50,7 @@ from gpumodel.predict import (
     resident,
     serial_loop_s,
     sol_floor_s,
+    sol_l2_held_bytes,
     stream_floor,
     tensor_dtype,
     tensor_roof_time,
@@ -157,7 +158,8 @@ def sweep(
     parts = [(unit, dt, flops)]
     if op == "gemm" and promoted:
         parts.append((vunit, vdt, fp8_promotion_flops(m, n, k, batch)))
-    t_sol = roof_time_s(parts, nbytes, gpu)  # as predict.kernel_time's speed-of-light floor
+    # as predict.kernel_time's speed-of-light floor, in the L2 state priced
+    t_sol = roof_time_s(parts, nbytes, gpu, l2_held_bytes=sol_l2_held_bytes(gpu, l2))
     t_core = np.maximum(_core_time(t_compute, t_memory, exponent, rows), t_sol)
     # as predict.kernel_time: cold inputs wait a DRAM round trip before the first loads return
     t_floor = overhead + np.where(reads_dram(nbytes, written), p.dram_first_load_s or 0.0, 0.0)
